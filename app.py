@@ -1,0 +1,21 @@
+"""Entry point for every Lambda function. ``ROUTE_GROUP`` (set per stage in .chalice/config.json)
+picks the group whose routes this deployment serves; event handlers are one-line delegates."""
+import os
+
+from chalice import Rate
+
+from chalicelib.groups import create_app
+
+GROUP = os.environ.get("ROUTE_GROUP", "platform")
+app = create_app(GROUP)
+
+if GROUP == "workers":
+    from chalicelib.workers import jobs
+
+    @app.schedule(Rate(30, unit=Rate.DAYS))
+    def rotate_signing_keys(event):
+        return jobs.rotate_signing_keys(event.to_dict())
+
+    @app.schedule(Rate(1, unit=Rate.HOURS))
+    def retire_signing_keys(event):
+        return jobs.retire_signing_keys(event.to_dict())

@@ -1,0 +1,75 @@
+"""The one permission map (spec "Roles"), checked in one place. Deny by default."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from chalicelib.core.errors import forbidden, not_found
+
+
+class Role(str, Enum):
+    ADMIN = "admin"
+    MEMBER = "member"
+    VIEWER = "viewer"
+
+
+ROLE_VALUES: tuple[str, ...] = tuple(r.value for r in Role)
+
+_A = frozenset({Role.ADMIN})
+_AM = frozenset({Role.ADMIN, Role.MEMBER})
+_AV = frozenset({Role.ADMIN, Role.VIEWER})
+_ALL = frozenset(Role)
+
+# Admin: everything. Member: chat, knowledge, agents. Viewer: read-only audit and dashboards.
+PERMISSIONS: dict[str, frozenset[Role]] = {
+    "workspace.read": _ALL,
+    "workspace.update": _A,
+    "billing.manage": _A,
+    "members.read": _A,
+    "members.manage": _A,  # change role, remove, unlock, reset MFA
+    "invitations.manage": _A,
+    "support.grant": _A,
+    "audit.read": _AV,
+    "audit.export": _A,
+    "chat.use": _AM,
+    "agents.run": _AM,
+    "agents.manage": _AM,
+    "knowledge.read": _AM,  # catalog, schema, lineage, federated query
+    "dashboards.read": _ALL,  # connector health and data freshness
+    "connectors.manage": _A,  # create, edit, delete, sync
+    "policies.read": _AM,
+    "policies.manage": _A,  # field policies
+    "sso.manage": _A,
+}
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling, as proven by a verified access token."""
+
+    user_id: str
+    workspace_id: str
+    roles: tuple[str, ...]
+    email: str
+    amr: tuple[str, ...]
+    token_id: str
+    claims: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def can(self, permission: str) -> bool:
+        allowed = PERMISSIONS.get(permission)
+        if allowed is None:
+            return False
+        return any(r in allowed for r in self.roles)
+
+
+def require(principal: Principal, permission: str) -> None:
+    """Raise 403 unless one of the principal's roles grants ``permission``; unknown permissions deny."""
+    if not principal.can(permission):
+        raise forbidden()
+
+
+def require_workspace(principal: Principal, workspace_id: str, what: str = "workspace") -> None:
+    """A token acts only on its own workspace: any other one answers 404, never its content."""
+    if workspace_id != principal.workspace_id:
+        raise not_found(what)

@@ -1,0 +1,40 @@
+"""Structured JSON log lines, each carrying the current correlation ID. Never log secrets or tokens."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+from chalicelib.core import clock, correlation
+
+_RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None)))
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": clock.iso(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "correlation_id": correlation.current(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _RESERVED and not key.startswith("_"):
+                line[key] = value
+        if record.exc_info and record.exc_info[0] is not None:
+            line["error_type"] = record.exc_info[0].__name__
+        return json.dumps(line, default=str)
+
+
+def get_logger(name: str) -> logging.Logger:
+    logger = logging.getLogger(f"aiplat.{name}")
+    root = logging.getLogger("aiplat")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(JsonFormatter())
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        root.propagate = False
+    return logger

@@ -1,0 +1,42 @@
+"""PynamoDB model factory: attributes on a base class, one concrete class per region.
+
+A PynamoDB model class keeps its connection, so the region cannot change per call; ``regional`` and
+``global_model`` build (once) the concrete class bound to a region and to the declared table name.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TypeVar
+
+from pynamodb.models import Model
+
+from chalicelib.core.aws import table_name
+from chalicelib.core.config import settings
+
+M = TypeVar("M", bound=Model)
+
+
+class BaseModel(Model):
+    """Marker base: subclasses declare attributes and ``TABLE`` (the declared logical table name)."""
+
+    TABLE = ""
+
+
+@lru_cache(maxsize=256)
+def _bind(base: type, region: str, table: str) -> type:
+    meta = type("Meta", (), {"table_name": table, "region": region, "max_retry_attempts": 4})
+    return type(f"{base.__name__}_{region.replace('-', '_')}", (base,), {"Meta": meta})
+
+
+def regional(base: type[M], region: str) -> type[M]:
+    """The concrete class of ``base`` stored in ``region``."""
+    return _bind(base, region, table_name(base.TABLE))  # type: ignore[attr-defined,return-value]
+
+
+def global_model(base: type[M]) -> type[M]:
+    """The concrete class of a global-by-design model (directory data, in the global region)."""
+    return regional(base, settings().global_region)
+
+
+def reset_models() -> None:
+    _bind.cache_clear()

@@ -1,0 +1,113 @@
+"""Workspaces and memberships as every context sees them.
+
+The workspace directory entry is global by design (name, slug, residency, billing, usage counters);
+memberships are workspace content and live in the workspace's region. Everything that reads or writes
+workspace content asks ``region_of`` first.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import DoesNotExist
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+
+from chalicelib.core.errors import not_found
+from chalicelib.core.models import BaseModel, global_model, regional
+from chalicelib.core.regions import OPEN_REGIONS
+
+
+class _BySlug(GlobalSecondaryIndex):
+    class Meta:
+        index_name = "by_slug"
+        projection = AllProjection()
+
+    slug = UnicodeAttribute(hash_key=True)
+
+
+class WorkspaceAttrs(BaseModel):
+    """Global directory entry of a workspace. No workspace content here."""
+
+    TABLE = "workspaces"
+    id = UnicodeAttribute(hash_key=True)
+    name = UnicodeAttribute()
+    slug = UnicodeAttribute()
+    residency = UnicodeAttribute()
+    region = UnicodeAttribute()
+    enforce_mfa = BooleanAttribute(default=False)
+    replication = UnicodeAttribute(default="none")
+    created_at = UnicodeAttribute()
+    created_by = UnicodeAttribute()
+    settings = UnicodeAttribute(default="{}")  # JSON: domain join, chat auto-expiry, engineering_only...
+    billing_plan = UnicodeAttribute(default="free")
+    member_count = NumberAttribute(default=0)
+    by_slug = _BySlug()
+
+
+class _ByUser(GlobalSecondaryIndex):
+    class Meta:
+        index_name = "by_user"
+        projection = AllProjection()
+
+    user_id = UnicodeAttribute(hash_key=True)
+    workspace_id = UnicodeAttribute(range_key=True)
+
+
+class MembershipAttrs(BaseModel):
+    """A user's role in a workspace (regional: stored in the workspace's region)."""
+
+    TABLE = "memberships"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    user_id = UnicodeAttribute(range_key=True)
+    role = UnicodeAttribute()
+    email = UnicodeAttribute()
+    joined_at = UnicodeAttribute()
+    joined_via = UnicodeAttribute(default="created")  # created | invitation | domain_join | seed
+    by_user = _ByUser()
+
+
+def workspaces() -> type[WorkspaceAttrs]:
+    return global_model(WorkspaceAttrs)
+
+
+def memberships(region: str) -> type[MembershipAttrs]:
+    return regional(MembershipAttrs, region)
+
+
+def get_workspace(workspace_id: str) -> WorkspaceAttrs:
+    """The directory entry, or a 404."""
+    try:
+        return workspaces().get(workspace_id)
+    except DoesNotExist:
+        raise not_found("workspace") from None
+
+
+@lru_cache(maxsize=4096)
+def region_of(workspace_id: str) -> str:
+    """The region holding a workspace's content (residency never changes, so this is cacheable)."""
+    return get_workspace(workspace_id).region
+
+
+def membership(workspace_id: str, user_id: str) -> MembershipAttrs | None:
+    """The user's membership in the workspace, read in the workspace's region."""
+    cls = memberships(region_of(workspace_id))
+    try:
+        return cls.get(workspace_id, user_id, consistent_read=True)
+    except cls.DoesNotExist:
+        return None
+
+
+def roles_for(workspace_id: str, user_id: str) -> list[str]:
+    m = membership(workspace_id, user_id)
+    return [m.role] if m else []
+
+
+def workspaces_of(user_id: str) -> list[dict[str, Any]]:
+    """Every workspace the user belongs to, across regions: ``[{workspace_id, role, region}]``."""
+    out: list[dict[str, Any]] = []
+    for region in OPEN_REGIONS:
+        for m in memberships(region).by_user.query(user_id):
+            out.append({"workspace_id": m.workspace_id, "role": m.role, "region": region})
+    out.sort(key=lambda x: x["workspace_id"])
+    return out

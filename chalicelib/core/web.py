@@ -1,0 +1,183 @@
+"""Chalice glue shared by every route group: the one place routes are authenticated and authorized.
+
+``Api.route`` registers a view on a blueprint with a required ``permission`` (or ``public=True``), so
+no route can forget its check: the wrapper verifies the Bearer token, applies the permission map, and
+turns every ``ApiError`` (and any unexpected error) into RFC 9457 problem+json. The middleware from
+``install`` echoes ``X-Correlation-Id`` and converts Chalice's own error bodies (405, 415) to problems.
+Services never import this module.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+from urllib.parse import parse_qs
+
+from chalice import Blueprint, Chalice, Response  # type: ignore[attr-defined]
+
+from chalicelib.core import correlation
+from chalicelib.core.authz import Principal, require
+from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
+from chalicelib.core.logs import get_logger
+from chalicelib.core.tokens import bearer, verifier
+
+log = get_logger("web")
+MAX_BODY_BYTES = 256 * 1024
+JSON = "application/json"
+FORM = "application/x-www-form-urlencoded"
+
+# (blueprint name, path, method) -> permission or "public"; read by tests and the OpenAPI check.
+ROUTE_PERMISSIONS: dict[tuple[str, str, str], str] = {}
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Where a request came from, for audit events."""
+
+    ip: str
+    user_agent: str
+    correlation_id: str
+
+
+@dataclass
+class Ctx:
+    """What a view needs from its request, without handing Chalice objects to services."""
+
+    request: Any
+    principal: Principal | None = None
+    _body: Any = field(default=None, repr=False)
+
+    @property
+    def caller(self) -> Caller:
+        ctx = self.request.context or {}
+        ip = (ctx.get("identity") or {}).get("sourceIp") or ""
+        return Caller(ip=ip, user_agent=(self.request.headers.get("user-agent") or "")[:512],
+                      correlation_id=correlation.current())
+
+    @property
+    def user(self) -> Principal:
+        assert self.principal is not None, "route is public"
+        return self.principal
+
+    @property
+    def query(self) -> dict[str, str]:
+        return dict(self.request.query_params or {})
+
+    def header(self, name: str) -> str | None:
+        return self.request.headers.get(name.lower())
+
+    def raw_body(self) -> bytes:
+        raw = self.request.raw_body or b""
+        if len(raw) > MAX_BODY_BYTES:
+            raise ApiError(413, "body_too_large", f"The request body exceeds {MAX_BODY_BYTES} bytes.")
+        return raw
+
+    def json(self, *, required: bool = True) -> Any:
+        """The parsed JSON body; 400 for malformed JSON, 413 when too large."""
+        if self._body is None:
+            raw = self.raw_body()
+            if not raw.strip():
+                if required:
+                    raise ApiError(400, "invalid_body", "A JSON request body is required.")
+                self._body = {}
+                return self._body
+            try:
+                self._body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                raise ApiError(400, "malformed_json", "The request body is not valid JSON.") from None
+        return self._body
+
+    def form(self) -> dict[str, str]:
+        """A form-encoded body; a field sent twice is refused (RFC 6749 section 3.2)."""
+        try:
+            parsed = parse_qs(self.raw_body().decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+        except UnicodeDecodeError:
+            raise ApiError(400, "invalid_request", "The form body is not UTF-8.") from None
+        out: dict[str, str] = {}
+        for key, values in parsed.items():
+            if len(values) != 1:
+                raise ApiError(400, "invalid_request", f"The parameter '{key}' is repeated.")
+            out[key] = values[0]
+        return out
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(body=json.dumps(body, separators=(",", ":"), default=str), status_code=status,
+                    headers={"Content-Type": JSON, "Cache-Control": "no-store", **(headers or {})})
+
+
+def problem_response(err: ApiError) -> Response:
+    return Response(
+        body=json.dumps(err.to_problem(correlation.current())),
+        status_code=err.status,
+        headers={"Content-Type": PROBLEM_CONTENT_TYPE, "Cache-Control": "no-store", **err.headers},
+    )
+
+
+class Api:
+    """Registers views on a blueprint with their permission; see the module docstring."""
+
+    def __init__(self, blueprint: Blueprint, name: str) -> None:
+        self.blueprint = blueprint
+        self.name = name
+
+    def route(
+        self,
+        path: str,
+        methods: Iterable[str] = ("GET",),
+        *,
+        permission: str | None = None,
+        public: bool = False,
+        content_types: list[str] | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        if not public and not permission:
+            raise ValueError(f"route {path} needs a permission or public=True")
+        methods = [m.upper() for m in methods]
+
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(fn)
+            def view(**params: str) -> Any:
+                ctx = Ctx(request=self.blueprint.current_request)
+                try:
+                    if not public:
+                        ctx.principal = verifier().principal(bearer(ctx.header("authorization")))
+                        require(ctx.principal, permission or "")
+                    result = fn(ctx, **params)
+                except ApiError as err:
+                    return problem_response(err)
+                except Exception:  # never leak internals: log the type, answer a plain 500
+                    log.exception("unhandled error", extra={"path": path})
+                    return problem_response(ApiError(500, "internal_error", "An internal error occurred."))
+                if isinstance(result, Response):
+                    return result
+                return json_response(result)
+
+            self.blueprint.route(path, methods=methods, content_types=content_types or [JSON])(view)
+            for method in methods:
+                ROUTE_PERMISSIONS[(self.name, path, method)] = "public" if public else str(permission)
+            return fn
+
+        return decorate
+
+
+def _correlation_middleware(event: Any, get_response: Callable[[Any], Response]) -> Response:
+    correlation.accept(event.headers.get("x-correlation-id") if event is not None else None)
+    response = get_response(event)
+    body = response.body
+    if response.status_code >= 400 and isinstance(body, dict) and "Code" in body:
+        err = ApiError(response.status_code, _native_code(body["Code"]), str(body.get("Message", "")))
+        response = problem_response(err) if response.status_code < 500 else problem_response(
+            ApiError(500, "internal_error", "An internal error occurred."))
+    response.headers[correlation.HEADER] = correlation.current()
+    return response
+
+
+def _native_code(code: str) -> str:
+    return {"MethodNotAllowedError": "method_not_allowed", "UnsupportedMediaType": "unsupported_media_type",
+            "BadRequestError": "bad_request", "NotFoundError": "not_found"}.get(code, "bad_request")
+
+
+def install(app: Chalice) -> None:
+    """Register the shared HTTP middleware on a route group's app."""
+    app.register_middleware(_correlation_middleware, "http")

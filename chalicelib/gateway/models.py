@@ -1,0 +1,94 @@
+"""Gateway storage (regional: the workspace's region). Shared by the connector/sync side and the
+catalog/query side; JSON-valued attributes are documented where they are written."""
+from __future__ import annotations
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+
+from chalicelib.core.models import BaseModel, regional
+
+
+class ConnectorAttrs(BaseModel):
+    TABLE = "connectors"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    id = UnicodeAttribute(range_key=True)  # conn_...
+    name = UnicodeAttribute()
+    kind = UnicodeAttribute()  # s3 | dynamodb | http | documents
+    category = UnicodeAttribute()  # e.g. storage | database | api | documents
+    config = UnicodeAttribute(default="{}")  # JSON, secrets encrypted with the region's data key
+    status = UnicodeAttribute(default="healthy")  # healthy | degraded | failing | syncing | paused
+    cursor = UnicodeAttribute(null=True)  # incremental sync position (JSON)
+    last_checked_at = UnicodeAttribute(null=True)
+    last_error = UnicodeAttribute(null=True)
+    last_sync_id = UnicodeAttribute(null=True)
+    lock_owner = UnicodeAttribute(null=True)  # sync id holding the one-sync-at-a-time lock
+    lock_expires_at = NumberAttribute(null=True)
+    created_at = UnicodeAttribute()
+    updated_at = UnicodeAttribute()
+
+
+class DatasetAttrs(BaseModel):
+    TABLE = "datasets"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    id = UnicodeAttribute(range_key=True)  # ds_...
+    name = UnicodeAttribute()  # unique per workspace; the table name in federated SQL
+    connector_id = UnicodeAttribute(null=True)  # None for derived datasets
+    owner = UnicodeAttribute()
+    description = UnicodeAttribute(default="")
+    classification = UnicodeAttribute(default="internal")
+    schema = UnicodeAttribute(default="[]")  # JSON [{name, type, nullable, classification, policy, description}]
+    acl = UnicodeAttribute(default="[]")  # JSON [{type: user|role|group, id}]
+    schema_version = NumberAttribute(default=0)
+    schema_drift = UnicodeAttribute(default="[]")  # JSON [{version, at, added, changed}]
+    data_prefix = UnicodeAttribute(null=True)  # s3 key prefix of the Parquet parts in the data bucket
+    row_count = NumberAttribute(default=0)
+    last_synced_at = UnicodeAttribute(null=True)
+    created_at = UnicodeAttribute()
+    updated_at = UnicodeAttribute()
+
+
+class SyncRunAttrs(BaseModel):
+    TABLE = "sync_runs"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    id = UnicodeAttribute(range_key=True)  # sync_...
+    connector_id = UnicodeAttribute()
+    mode = UnicodeAttribute()  # INCREMENTAL | FULL_REFRESH
+    status = UnicodeAttribute()  # queued | running | succeeded | failed
+    attempts = NumberAttribute(default=0)
+    rows_read = NumberAttribute(default=0)
+    rows_written = NumberAttribute(default=0)
+    error = UnicodeAttribute(null=True)
+    requested_by = UnicodeAttribute()
+    correlation_id = UnicodeAttribute()
+    queued_at = UnicodeAttribute()
+    started_at = UnicodeAttribute(null=True)
+    finished_at = UnicodeAttribute(null=True)
+
+
+class LineageEdgeAttrs(BaseModel):
+    """One edge ``source -> target`` (connector, dataset, saved query, chat answer, agent run)."""
+
+    TABLE = "lineage_edges"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    edge = UnicodeAttribute(range_key=True)  # "<source_id>><target_id>"
+    source_id = UnicodeAttribute()
+    source_type = UnicodeAttribute()
+    target_id = UnicodeAttribute()
+    target_type = UnicodeAttribute()
+    created_at = UnicodeAttribute()
+    details = UnicodeAttribute(default="{}")
+
+
+def connectors(region: str) -> type[ConnectorAttrs]:
+    return regional(ConnectorAttrs, region)
+
+
+def datasets(region: str) -> type[DatasetAttrs]:
+    return regional(DatasetAttrs, region)
+
+
+def sync_runs(region: str) -> type[SyncRunAttrs]:
+    return regional(SyncRunAttrs, region)
+
+
+def lineage_edges(region: str) -> type[LineageEdgeAttrs]:
+    return regional(LineageEdgeAttrs, region)

@@ -1,0 +1,10 @@
+"""Data gateway routes at {gateway_url}: /v1/connectors, /v1/catalog, /v1/lineage, /v1/query,
+/v1/policies and /graphql. GraphQL and DuckDB are imported only inside the views that need them."""
+from __future__ import annotations
+
+from chalice import Blueprint
+
+from chalicelib.core.web import Api
+
+bp = Blueprint(__name__)
+api = Api(bp, "gateway")

@@ -1,0 +1,32 @@
+"""Which blueprints make up each route group (DESIGN.md section 1) and the app factory."""
+from __future__ import annotations
+
+import importlib
+
+from chalice import Chalice
+
+from chalicelib.core.web import install
+
+APP_NAME = "aiplat"
+
+# group -> modules whose ``bp`` blueprint the group serves
+GROUPS: dict[str, tuple[str, ...]] = {
+    "identity": ("chalicelib.identity.routes",),
+    "platform": ("chalicelib.platform.routes",),
+    "gateway": ("chalicelib.gateway.routes",),
+    "app": (),
+    "workers": (),
+}
+HTTP_GROUPS = ("platform", "gateway", "identity", "app")
+
+
+def create_app(group: str) -> Chalice:
+    """A Chalice app holding only ``group``'s routes."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown ROUTE_GROUP {group!r}; expected one of {', '.join(GROUPS)}")
+    app = Chalice(app_name=APP_NAME)
+    app.api.cors = False
+    install(app)
+    for module in GROUPS[group]:
+        app.register_blueprint(importlib.import_module(module).bp)
+    return app

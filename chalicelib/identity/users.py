@@ -1,0 +1,78 @@
+"""The identity directory (global by design): e-mail, identity-provider subject, sign-in credentials.
+
+E-mail uniqueness is kept by a claim item (``id`` = ``email#<address>``) written in the same
+transaction as the user, so two sign-ups of one address cannot both succeed.
+"""
+from __future__ import annotations
+
+from pynamodb.attributes import BooleanAttribute, UnicodeAttribute
+from pynamodb.connection import Connection
+from pynamodb.exceptions import DoesNotExist, TransactWriteError
+from pynamodb.transactions import TransactWrite
+
+from chalicelib.core import clock
+from chalicelib.core.config import settings
+from chalicelib.core.errors import conflict
+from chalicelib.core.ids import new_id
+from chalicelib.core.models import BaseModel, global_model
+
+
+class UserAttrs(BaseModel):
+    TABLE = "users"
+    id = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute()
+    email_verified = BooleanAttribute(default=False)
+    display_name = UnicodeAttribute(null=True)
+    created_at = UnicodeAttribute()
+    status = UnicodeAttribute(default="active")
+    idp = UnicodeAttribute(null=True)  # issuer of the corporate/social identity provider, if any
+    idp_subject = UnicodeAttribute(null=True)
+    password_hash = UnicodeAttribute(null=True)  # argon2id
+    totp_secret_enc = UnicodeAttribute(null=True)  # KMS ciphertext, base64
+
+
+class EmailClaimAttrs(BaseModel):
+    """``email#<address>`` -> user id, in the users table."""
+
+    TABLE = "users"
+    id = UnicodeAttribute(hash_key=True)
+    user_id = UnicodeAttribute()
+
+
+def users() -> type[UserAttrs]:
+    return global_model(UserAttrs)
+
+
+def normalise_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def get_user(user_id: str) -> UserAttrs | None:
+    try:
+        return users().get(user_id, consistent_read=True)
+    except DoesNotExist:
+        return None
+
+
+def find_by_email(email: str) -> UserAttrs | None:
+    try:
+        claim = global_model(EmailClaimAttrs).get(f"email#{normalise_email(email)}", consistent_read=True)
+    except DoesNotExist:
+        return None
+    return get_user(claim.user_id)
+
+
+def create_user(email: str, *, email_verified: bool = False, display_name: str | None = None,
+                **fields: object) -> UserAttrs:
+    """Create a user and claim its e-mail atomically; 409 when the address is taken."""
+    address = normalise_email(email)
+    user = users()(new_id("usr"), email=address, email_verified=email_verified,
+                   display_name=display_name, created_at=clock.iso(), **fields)
+    claim = global_model(EmailClaimAttrs)(f"email#{address}", user_id=user.id)
+    try:
+        with TransactWrite(connection=Connection(region=settings().global_region)) as tx:
+            tx.save(claim, condition=EmailClaimAttrs.id.does_not_exist())
+            tx.save(user, condition=UserAttrs.id.does_not_exist())
+    except TransactWriteError:
+        raise conflict("email_taken", "An account with this e-mail address already exists.") from None
+    return user

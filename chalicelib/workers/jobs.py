@@ -1,0 +1,48 @@
+"""Scheduled and queue-triggered work. ``app.py`` declares each handler as a one-line delegate, and the
+local runner (``infra/local_run.py``) calls these same functions with Lambda-shaped events.
+
+Workers must not import graphql or duckdb at module level.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from chalicelib.core.logs import get_logger
+
+log = get_logger("workers")
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    name: str
+    every_seconds: int
+    handler: Callable[[dict[str, Any]], Any]
+
+
+def rotate_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
+    """Monthly: a new signing key; the old one stays published until its tokens expire."""
+    from chalicelib.identity.signing import rotate
+
+    kid = rotate()
+    log.info("signing key rotated", extra={"kid": kid})
+    return {"active_kid": kid}
+
+
+def retire_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
+    """Hourly: unpublish keys whose last possible token has expired."""
+    from chalicelib.identity.signing import retire_expired
+
+    retired = retire_expired()
+    if retired:
+        log.info("signing keys retired", extra={"kids": retired})
+    return {"retired": retired}
+
+
+SCHEDULED: tuple[Scheduled, ...] = (
+    Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
+    Scheduled("retire_signing_keys", 3600, retire_signing_keys),
+)
+
+# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
+QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}

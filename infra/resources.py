@@ -1,0 +1,118 @@
+"""The one declaration of every AWS resource, per scope.
+
+``global`` resources live only in the global region (us-east-1): the workspace and identity directories.
+``regional`` resources exist once in every open region and hold workspace content; code picks the
+region from the workspace's residency. The local bootstrap (``infra/bootstrap.py``) and the deployment
+template (``infra/template.py``) are both generated from these lists.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GLOBAL = "global"
+REGIONAL = "regional"
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    hash_key: str
+    range_key: str | None = None
+    local: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    scope: str
+    hash_key: str
+    range_key: str | None = None
+    attributes: dict[str, str] = field(default_factory=dict)  # key attribute name -> S | N | B
+    indexes: tuple[Index, ...] = ()
+    ttl: str | None = None
+    purpose: str = ""
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    visibility_timeout: int = 120
+    max_receive_count: int = 5
+    purpose: str = ""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    name: str
+    object_lock_days: int | None = None  # default retention, compliance mode
+    expire_days: int | None = None
+    purpose: str = ""
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    scope: str
+    spec: str = "SYMMETRIC_DEFAULT"
+    usage: str = "ENCRYPT_DECRYPT"
+    purpose: str = ""
+
+
+AUDIT_RETENTION_DAYS = 7 * 365 + 2  # seven years, leap days included
+BACKUP_RETENTION_DAYS = 35
+
+TABLES: tuple[Table, ...] = (
+    # --- global by design: directories only, no workspace content -----------------------------
+    Table("users", GLOBAL, "id", attributes={"id": "S"},
+          purpose="identity directory: e-mail (claim items email#...), IdP subject, credentials"),
+    Table("workspaces", GLOBAL, "id", attributes={"id": "S", "slug": "S"},
+          indexes=(Index("by_slug", "slug"),), purpose="workspace directory: name, slug, residency, billing, usage"),
+    Table("signing_keys", GLOBAL, "kid", attributes={"kid": "S"}, purpose="token signing keys (private part KMS-encrypted)"),
+    Table("revoked_tokens", GLOBAL, "jti", attributes={"jti": "S"}, ttl="expires_at", purpose="revoked token ids until they expire"),
+    Table("oauth_clients", GLOBAL, "client_id", attributes={"client_id": "S"}, purpose="registered OAuth clients"),
+    # --- regional: workspace content, stored in the workspace's region only ---------------------
+    Table("memberships", REGIONAL, "workspace_id", "user_id",
+          attributes={"workspace_id": "S", "user_id": "S"},
+          indexes=(Index("by_user", "user_id", "workspace_id"),), purpose="members and their roles"),
+    Table("audit_events", REGIONAL, "workspace_id", "seq",
+          attributes={"workspace_id": "S", "seq": "N", "occurred_at": "S"},
+          indexes=(Index("by_time", "workspace_id", "occurred_at", local=True),),
+          purpose="append-only, hash-chained audit trail"),
+    Table("connectors", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="gateway connectors, their health and sync cursor"),
+    Table("datasets", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="catalog: datasets, normalised schemas, field policies, ACLs"),
+    Table("sync_runs", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="connector sync runs"),
+    Table("lineage_edges", REGIONAL, "workspace_id", "edge", attributes={"workspace_id": "S", "edge": "S"},
+          purpose="lineage graph edges"),
+    Table("idempotency", REGIONAL, "key", attributes={"key": "S"}, ttl="expires_at",
+          purpose="first answers of POSTs that start work, by Idempotency-Key"),
+)
+
+QUEUES: tuple[Queue, ...] = (
+    Queue("sync-jobs", visibility_timeout=300, purpose="connector sync runs"),
+    Queue("agent-runs", visibility_timeout=300, purpose="agent runs"),
+)
+
+BUCKETS: tuple[Bucket, ...] = (
+    Bucket("data", purpose="synced datasets as Parquet"),
+    Bucket("documents", purpose="uploaded documents and passages"),
+    Bucket("backups", expire_days=BACKUP_RETENTION_DAYS, purpose="backups, 35-day rotation, separate key"),
+    Bucket("audit-archive", object_lock_days=AUDIT_RETENTION_DAYS, purpose="audit exports, Object Lock compliance 7 years"),
+)
+
+KEYS: tuple[Key, ...] = (
+    Key("token-keys", GLOBAL, purpose="encrypts the identity service's private signing keys"),
+    Key("data", REGIONAL, purpose="encrypts workspace content and connector secrets"),
+    Key("backups", REGIONAL, purpose="separate key for backups"),
+    Key("audit-signing", REGIONAL, spec="RSA_2048", usage="SIGN_VERIFY", purpose="signs audit export digests"),
+)
+
+
+def tables(scope: str) -> list[Table]:
+    return [t for t in TABLES if t.scope == scope]
+
+
+def keys(scope: str) -> list[Key]:
+    return [k for k in KEYS if k.scope == scope]

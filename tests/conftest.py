@@ -1,0 +1,12 @@
+"""Shared fixtures. Unit and functional tests run against moto in-process: every AWS_ENDPOINT_URL*
+variable is removed first, otherwise ``mock_aws`` stops intercepting."""
+from __future__ import annotations
+
+import os
+
+for _name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
+    del os.environ[_name]
+os.environ.update({
+    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1", "RESOURCE_PREFIX": "aiplat-test",
+})
