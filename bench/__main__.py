@@ -1,0 +1,21 @@
+"""`make bench`: runs every bench/bench_*.py module's ``main()``; each prints its tables."""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import bench
+
+
+def main() -> None:
+    only = sys.argv[1:]
+    for mod in sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_")):
+        if only and not any(o in mod for o in only):
+            continue
+        print(f"## {mod}\n", flush=True)
+        importlib.import_module(f"bench.{mod}").main()
+
+
+if __name__ == "__main__":
+    main()
