@@ -11,10 +11,11 @@ APP_NAME = "aiplat"
 
 # group -> modules whose ``bp`` blueprint the group serves
 GROUPS: dict[str, tuple[str, ...]] = {
-    "identity": ("chalicelib.identity.routes",),
-    "platform": ("chalicelib.platform.routes",),
+    "identity": ("chalicelib.identity.routes", "chalicelib.identity.webauthn_routes",
+                 "chalicelib.identity.pages_routes"),
+    "platform": ("chalicelib.platform.routes", "chalicelib.platform.sso_routes"),
     "gateway": ("chalicelib.gateway.routes",),
-    "app": (),
+    "app": ("chalicelib.webapp.routes",),
     "workers": (),
 }
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")

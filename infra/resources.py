@@ -70,6 +70,14 @@ TABLES: tuple[Table, ...] = (
     Table("signing_keys", GLOBAL, "kid", attributes={"kid": "S"}, purpose="token signing keys (private part KMS-encrypted)"),
     Table("revoked_tokens", GLOBAL, "jti", attributes={"jti": "S"}, ttl="expires_at", purpose="revoked token ids until they expire"),
     Table("oauth_clients", GLOBAL, "client_id", attributes={"client_id": "S"}, purpose="registered OAuth clients"),
+    Table("webauthn_credentials", GLOBAL, "user_id", "credential_id",
+          attributes={"user_id": "S", "credential_id": "S"},
+          indexes=(Index("by_credential", "credential_id"),),
+          purpose="passkeys and security keys: public key, sign counter (identity directory)"),
+    Table("sso_connections", GLOBAL, "domain", attributes={"domain": "S"},
+          purpose="SSO connections by e-mail domain: issuer, client id, encrypted secret, verification"),
+    Table("signin_flows", GLOBAL, "id", attributes={"id": "S"}, ttl="expires_at",
+          purpose="short-lived single-use WebAuthn challenges and SSO state/nonce/PKCE verifiers"),
     # --- regional: workspace content, stored in the workspace's region only ---------------------
     Table("memberships", REGIONAL, "workspace_id", "user_id",
           attributes={"workspace_id": "S", "user_id": "S"},
@@ -104,6 +112,7 @@ BUCKETS: tuple[Bucket, ...] = (
 
 KEYS: tuple[Key, ...] = (
     Key("token-keys", GLOBAL, purpose="encrypts the identity service's private signing keys"),
+    Key("directory-secrets", GLOBAL, purpose="encrypts SSO client secrets of the identity directory"),
     Key("data", REGIONAL, purpose="encrypts workspace content and connector secrets"),
     Key("backups", REGIONAL, purpose="separate key for backups"),
     Key("audit-signing", REGIONAL, spec="RSA_2048", usage="SIGN_VERIFY", purpose="signs audit export digests"),

@@ -1,0 +1,104 @@
+// Account security settings: passkeys, security keys, TOTP, recovery codes, sessions, API tokens.
+'use strict';
+(function () {
+  const { creationOptions, registrationJSON, postJSON } = window.aiplat;
+  const $ = (id) => document.getElementById(id);
+
+  function status(message, isError) {
+    const box = $('status');
+    box.textContent = message;
+    box.className = isError ? 'error' : 'note';
+    box.hidden = !message;
+  }
+  async function getJSON(url) {
+    const res = await fetch(url, { credentials: 'same-origin', headers: { 'X-Requested-With': 'fetch' } });
+    if (!res.ok) return null;
+    try { return await res.json(); } catch (e) { return null; }
+  }
+  async function del(url) {
+    const res = await fetch(url, { method: 'DELETE', credentials: 'same-origin', headers: { 'X-Requested-With': 'fetch' } });
+    return res.ok;
+  }
+  function item(list, text, onRemove, label) {
+    const li = document.createElement('li');
+    const span = document.createElement('span');
+    span.textContent = text;
+    li.appendChild(span);
+    if (onRemove) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'secondary small';
+      b.textContent = 'Remove';
+      b.setAttribute('aria-label', label);
+      b.addEventListener('click', onRemove);
+      li.appendChild(b);
+    }
+    list.appendChild(li);
+  }
+  function fill(listId, rows, empty) {
+    const list = $(listId);
+    list.textContent = '';
+    if (!rows.length) item(list, empty);
+    return list;
+  }
+
+  async function loadCredentials(kind, path, listId) {
+    const data = await getJSON(path);
+    const rows = (data && data.credentials) || [];
+    const list = fill(listId, rows, kind === 'passkey' ? 'No passkeys yet.' : 'No security keys yet.');
+    rows.forEach((c) => item(list, c.name + ' · added ' + c.created_at.slice(0, 10), async () => {
+      if (await del(path + '/' + encodeURIComponent(c.id))) { status('Removed ' + c.name + '.'); loadCredentials(kind, path, listId); }
+    }, 'Remove ' + c.name));
+  }
+
+  async function addCredential(kind, path, listId, name) {
+    status('');
+    const opts = await postJSON(path + '/options');
+    if (!opts.ok) { status((opts.data && opts.data.detail) || 'Could not start.', true); return; }
+    let cred;
+    try {
+      cred = await navigator.credentials.create({ publicKey: creationOptions(opts.data.publicKey) });
+    } catch (e) { status('The authenticator was not used.', true); return; }
+    const res = await postJSON(path, { challenge_id: opts.data.challenge_id, credential: registrationJSON(cred), name });
+    if (res.ok) { status((kind === 'passkey' ? 'Passkey' : 'Security key') + ' added.'); loadCredentials(kind, path, listId); }
+    else status((res.data && res.data.detail) || 'The authenticator could not be verified.', true);
+  }
+
+  async function loadSessions() {
+    const data = await getJSON('/account/sessions');
+    const rows = (data && (data.sessions || data.items)) || [];
+    const list = fill('sessions', rows, 'No other sessions.');
+    rows.forEach((s) => item(list, (s.user_agent || 'Browser') + (s.current ? ' (this one)' : '') + ' · ' + (s.created_at || ''),
+      s.current ? null : async () => { if (await del('/account/sessions/' + encodeURIComponent(s.id))) loadSessions(); },
+      'Sign out this session'));
+  }
+
+  async function loadTokens() {
+    const data = await getJSON('/account/api-tokens');
+    const rows = (data && (data.tokens || data.api_tokens || data.items)) || [];
+    const list = fill('api-tokens', rows, 'No API tokens.');
+    rows.forEach((t) => item(list, t.name + ' · ' + (t.workspace_id || '') + ' · expires ' + (t.expires_at || ''),
+      async () => { if (await del('/account/api-tokens/' + encodeURIComponent(t.id))) loadTokens(); }, 'Revoke ' + t.name));
+  }
+
+  async function loadTotp() {
+    const data = await getJSON('/account/totp');
+    $('totp-state').textContent = data && (data.enabled || data.confirmed) ? 'An authenticator app is set up.' : 'No authenticator app is set up.';
+    const codes = await getJSON('/account/recovery-codes');
+    $('recovery-state').textContent = codes && codes.remaining !== undefined
+      ? codes.remaining + ' unused recovery codes.' : 'Recovery codes are created when you set up an authenticator app.';
+  }
+
+  $('add-passkey').addEventListener('click', () => addCredential('passkey', '/account/passkeys', 'passkeys', 'Passkey'));
+  $('add-security-key').addEventListener('click', () => addCredential('security_key', '/account/security-keys', 'security-keys', 'Security key'));
+  $('signout').addEventListener('click', async () => {
+    await postJSON('/signout');
+    window.location.assign('/signin');
+  });
+
+  loadCredentials('passkey', '/account/passkeys', 'passkeys');
+  loadCredentials('security_key', '/account/security-keys', 'security-keys');
+  loadSessions();
+  loadTokens();
+  loadTotp();
+}());
