@@ -105,5 +105,5 @@ def mfa_verify(ctx: Ctx) -> Any:
     who = wa.verify_authentication(body["challenge_id"], body["credential"], wa.SECURITY_KEY)
     if who.user_id != pending.user_id:
         raise ApiError(400, "webauthn_failed", "The security key or passkey response could not be verified.")
-    sid, _ = signin.complete(pending, who.amr, caller=ctx.caller)
-    return _signed_in(sid, list(pending.amr) + who.amr)
+    sid, attrs = signin.complete(pending, who.amr, caller=ctx.caller)
+    return _signed_in(sid, list(getattr(attrs, "amr", None) or sorted({*pending.amr, *who.amr, "mfa"})))
