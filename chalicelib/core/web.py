@@ -153,28 +153,12 @@ class Api:
                     return result
                 return json_response(result)
 
-            _defer_route(self.blueprint, view, path, methods, content_types or [JSON])
+            self.blueprint.route(path, methods=methods, content_types=content_types or [JSON])(view)
             for method in methods:
                 ROUTE_PERMISSIONS[(self.name, path, method)] = "public" if public else str(permission)
             return fn
 
         return decorate
-
-
-def _defer_route(blueprint: Blueprint, view: Callable[..., Any], path: str, methods: list[str],
-                 content_types: list[str]) -> None:
-    """Register ``view`` on every app the blueprint joins, with fresh route arguments each time.
-
-    ``Blueprint.route`` keeps one kwargs dict that Chalice's ``_register_route`` empties (``pop``) on
-    the first registration, so a second ``create_app`` of the same group silently turned every route
-    into ``GET``. Building the arguments per registration keeps each app's routes intact.
-    """
-    def register(app: Chalice, options: dict[str, Any]) -> None:
-        app._register_handler("route", view.__name__, view, view,  # noqa: SLF001
-                              {"path": path, "kwargs": {"methods": list(methods),
-                                                        "content_types": list(content_types)}}, options)
-
-    blueprint._deferred_registrations.append(register)  # noqa: SLF001
 
 
 def _correlation_middleware(event: Any, get_response: Callable[[Any], Response]) -> Response:
