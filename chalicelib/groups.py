@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+from functools import lru_cache
 
 from chalice import Chalice
 
@@ -11,9 +12,11 @@ APP_NAME = "aiplat"
 
 # group -> modules whose ``bp`` blueprint the group serves
 GROUPS: dict[str, tuple[str, ...]] = {
-    "identity": ("chalicelib.identity.routes", "chalicelib.identity.webauthn_routes",
-                 "chalicelib.identity.pages_routes"),
-    "platform": ("chalicelib.platform.routes", "chalicelib.platform.sso_routes"),
+    "identity": ("chalicelib.identity.routes", "chalicelib.identity.signin_routes",
+                 "chalicelib.identity.oauth_routes", "chalicelib.identity.account_routes",
+                 "chalicelib.identity.webauthn_routes", "chalicelib.identity.pages_routes"),
+    "platform": ("chalicelib.platform.routes", "chalicelib.platform.member_security_routes",
+                 "chalicelib.platform.sso_routes"),
     "gateway": ("chalicelib.gateway.routes",),
     "app": ("chalicelib.webapp.routes",),
     "workers": (),
@@ -21,8 +24,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")
 
 
+@lru_cache(maxsize=None)
 def create_app(group: str) -> Chalice:
-    """A Chalice app holding only ``group``'s routes."""
+    """A Chalice app holding only ``group``'s routes (built once per process).
+
+    Cached because Chalice replays a blueprint's deferred route registration with the same kwargs dict
+    and pops ``methods`` from it: a blueprint registered into a second app gets every route as GET only.
+    """
     if group not in GROUPS:
         raise ValueError(f"unknown ROUTE_GROUP {group!r}; expected one of {', '.join(GROUPS)}")
     app = Chalice(app_name=APP_NAME)

@@ -106,9 +106,33 @@ def discovery() -> dict[str, Any]:
         "grant_types_supported": sorted(GRANTS),
         "token_endpoint_auth_methods_supported": ["client_secret_basic", "none"],
         "introspection_endpoint_auth_methods_supported": ["client_secret_basic"],
+        "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "none"],
+        "code_challenge_methods_supported": ["S256"],
+        "scopes_supported": ["openid", "email", "profile", "offline_access"],
+        "response_modes_supported": ["query"],
+        "prompt_values_supported": ["none", "login", "consent", "select_account"],
+        "authorization_response_iss_parameter_supported": True,
+        "claims_parameter_supported": False,
+        "request_parameter_supported": False,
         "id_token_signing_alg_values_supported": ["RS256"],
         "subject_types_supported": ["public"],
         "response_types_supported": ["code"],
-        "claims_supported": ["sub", "email", "workspace_id", "roles", "amr", "iss", "aud", "exp", "iat", "jti"],
+        "claims_supported": ["sub", "email", "email_verified", "name", "workspace_id", "roles", "amr", "iss", "aud",
+                             "exp", "iat", "jti", "auth_time", "nonce", "at_hash", "azp", "sid"],
     })
     return doc
+
+
+# The OAuth/OIDC provider's grants and endpoints (imported here so discovery always lists them).
+from chalicelib.identity import provider as _provider  # noqa: E402
+
+GRANTS.update({
+    "authorization_code": _provider.grant_authorization_code,
+    "refresh_token": _provider.grant_refresh_token,
+    "client_credentials": _provider.grant_client_credentials,
+})
+ENDPOINTS.update({
+    "authorization_endpoint": "/oauth2/authorize",
+    "userinfo_endpoint": "/userinfo",
+    "revocation_endpoint": "/oauth2/revoke",
+})

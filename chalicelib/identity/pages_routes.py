@@ -11,7 +11,7 @@ from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.validation import F, email, validate
 from chalicelib.core.web import Api, Ctx
-from chalicelib.identity import pages, sessions, sso_config, sso_flow
+from chalicelib.identity import pages, redirects, sessions, sso_config, sso_flow
 from chalicelib.identity.signin_routing import discover
 from chalicelib.identity.users import get_user
 
@@ -36,7 +36,11 @@ def signin_url(return_to: str) -> str:
 
 @api.route("/signin", public=True)
 def signin_page(ctx: Ctx) -> Any:
-    return_to = sso_flow.safe_return_to(ctx.query.get("return_to"))
+    return_to = ctx.query.get("return_to") or ""
+    try:  # keep the caller's value (the JSON API checks it again); drop anything unsafe
+        redirects.safe_return_to(return_to or None)
+    except ApiError:
+        return_to = ""
     return html_response(pages.signin_page(return_to, conditional=ctx.query.get("conditional") != "off"))
 
 

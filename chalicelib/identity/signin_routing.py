@@ -13,7 +13,6 @@ from urllib.parse import urlencode
 
 from chalicelib.core.config import settings
 from chalicelib.identity import sso_config
-from chalicelib.identity.sso_flow import safe_return_to
 
 METHODS = ("passkey", "email_code", "password")
 
@@ -22,7 +21,10 @@ def discover(email: str, return_to: str | None) -> dict[str, Any]:
     domain = email.rsplit("@", 1)[-1].strip().lower()
     conn = sso_config.routed(domain)
     if conn is not None:
-        query = urlencode({"domain": conn.domain, "return_to": safe_return_to(return_to), "login_hint": email})
+        params = {"domain": conn.domain, "login_hint": email}
+        if return_to:
+            params["return_to"] = return_to  # checked again by /sso/start
+        query = urlencode(params)
         return {"next": "sso", "methods": ["sso"],
                 "provider": {"name": conn.display_name, "kind": conn.kind,
                              "url": f"{settings().auth_url}/sso/start?{query}"}}

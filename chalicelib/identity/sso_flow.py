@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode, urlparse
+from urllib.parse import urlencode
 
 from jose import jwt
 from jose.exceptions import JOSEError
@@ -33,7 +33,7 @@ from chalicelib.core import audit, clock
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.tenancy import WorkspaceAttrs, get_workspace, membership, memberships, region_of, workspaces
-from chalicelib.identity import flows, http_client, sso_config
+from chalicelib.identity import flows, http_client, redirects, sso_config
 from chalicelib.identity.sso_config import CODE_HOSTING, PRESETS, WORKSPACE_SUITE, SsoConnectionAttrs
 from chalicelib.identity.users import UserAttrs, create_user, find_by_email, users
 
@@ -65,16 +65,11 @@ def callback_url() -> str:
 
 
 def safe_return_to(value: str | None) -> str:
-    """Only our own services may be returned to (no open redirect); the account page otherwise."""
-    default = settings().auth_url + "/account"
-    if not value or len(value) > 2048:
-        return default
-    parsed = urlparse(value)
-    for base in (settings().auth_url, settings().app_url):
-        allowed = urlparse(base)
-        if (parsed.scheme, parsed.netloc) == (allowed.scheme, allowed.netloc) and not parsed.username:
-            return value
-    return default
+    """signin-core's rule (a path on {auth_url} or a registered redirect URI); the account page otherwise."""
+    try:
+        return redirects.safe_return_to(value)
+    except ApiError:
+        return redirects.safe_return_to(None)
 
 
 def discovery(conn: SsoConnectionAttrs) -> dict[str, Any]:

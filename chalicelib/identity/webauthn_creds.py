@@ -43,7 +43,7 @@ from chalicelib.core import clock
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, not_found
 from chalicelib.core.models import BaseModel, global_model
-from chalicelib.identity import flows
+from chalicelib.identity import flows, mfa
 from chalicelib.identity.users import UserAttrs
 
 PASSKEY = "passkey"
@@ -250,3 +250,22 @@ def _advance_counter(stored: CredentialAttrs, new_count: int) -> None:
                                CredentialAttrs.last_used_at.set(clock.iso())], condition=condition)
     except UpdateError:
         raise _refused() from None
+
+
+# --- second-factor registry of signin-core -------------------------------------------------------
+
+def has_security_key(user_id: str) -> bool:
+    return bool(list_credentials(user_id, SECURITY_KEY))
+
+
+def delete_security_keys(user_id: str) -> int:
+    """Admin MFA reset: remove every security key (passkeys stay: they are a first factor)."""
+    keys = list_credentials(user_id, SECURITY_KEY)
+    for key in keys:
+        key.delete()
+    return len(keys)
+
+
+mfa.SECOND_FACTORS["webauthn"] = has_security_key
+if delete_security_keys not in mfa.RESET_HOOKS:
+    mfa.RESET_HOOKS.append(delete_security_keys)

@@ -9,8 +9,9 @@ from chalice import Blueprint, Response  # type: ignore[attr-defined]
 from chalicelib.core.errors import ApiError
 from chalicelib.core.validation import F, validate
 from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.identity import sessions, signin
+from chalicelib.identity import lockout, sessions, signin
 from chalicelib.identity import webauthn_creds as wa
+from chalicelib.identity.redirects import safe_return_to
 from chalicelib.identity.users import get_user
 
 bp = Blueprint(__name__)
@@ -18,9 +19,11 @@ api = Api(bp, "identity")
 
 REGISTER_FIELDS = {"challenge_id": F(str, required=True, max_len=256),
                    "credential": F(dict, required=True), "name": F(str, max_len=64)}
-VERIFY_FIELDS = {"challenge_id": F(str, required=True, max_len=256), "credential": F(dict, required=True)}
+VERIFY_FIELDS = {"challenge_id": F(str, required=True, max_len=256), "credential": F(dict, required=True),
+                 "return_to": F(str, max_len=2048, nullable=True)}
 MFA_OPTIONS_FIELDS = {"mfa_token": F(str, required=True, max_len=2048)}
-MFA_VERIFY_FIELDS = {**VERIFY_FIELDS, "mfa_token": F(str, required=True, max_len=2048)}
+MFA_VERIFY_FIELDS = {"challenge_id": F(str, required=True, max_len=256), "credential": F(dict, required=True),
+                     "mfa_token": F(str, required=True, max_len=2048)}
 PATHS = {wa.PASSKEY: "/account/passkeys", wa.SECURITY_KEY: "/account/security-keys"}
 
 
@@ -32,8 +35,9 @@ def _session_user(ctx: Ctx) -> Any:
     return user
 
 
-def _signed_in(sid: str, amr: list[str]) -> Response:
-    return json_response({"signed_in": True, "amr": amr}, headers={"Set-Cookie": sessions.set_cookie_header(sid)})
+def _signed_in(sid: str, record: Any, redirect_to: str) -> Response:
+    return json_response({"redirect_to": redirect_to, "session_id": record.session_id, "amr": record.amr},
+                         headers={"Set-Cookie": sessions.set_cookie_header(sid)})
 
 
 def _register_routes(kind: str) -> None:
@@ -78,10 +82,15 @@ def passkey_options(ctx: Ctx) -> Any:
 
 @api.route("/signin/passkey/verify", methods=["POST"], public=True)
 def passkey_verify(ctx: Ctx) -> Any:
+    sessions.check_csrf(ctx)
     body = validate(ctx.json(), VERIFY_FIELDS)
+    return_to = safe_return_to(body.get("return_to"))
     who = wa.verify_authentication(body["challenge_id"], body["credential"], wa.PASSKEY)
-    sid, _ = sessions.create_session(who.user_id, who.amr, caller=ctx.caller)
-    return _signed_in(sid, who.amr)
+    if lockout.is_locked(who.user_id):  # a locked account signs in with nothing until it unlocks
+        raise ApiError(400, "webauthn_failed", "The security key or passkey response could not be verified.")
+    lockout.clear(who.user_id)
+    sid, record = sessions.create_session(who.user_id, who.amr, caller=ctx.caller)
+    return _signed_in(sid, record, return_to)
 
 
 def _pending(token: str) -> Any:
@@ -93,6 +102,7 @@ def _pending(token: str) -> Any:
 
 @api.route("/signin/mfa/webauthn/options", methods=["POST"], public=True)
 def mfa_options(ctx: Ctx) -> Any:
+    sessions.check_csrf(ctx)
     body = validate(ctx.json(), MFA_OPTIONS_FIELDS)
     pending = _pending(body["mfa_token"])
     return wa.authentication_options(wa.SECURITY_KEY, user_id=pending.user_id)
@@ -100,10 +110,11 @@ def mfa_options(ctx: Ctx) -> Any:
 
 @api.route("/signin/mfa/webauthn/verify", methods=["POST"], public=True)
 def mfa_verify(ctx: Ctx) -> Any:
+    sessions.check_csrf(ctx)
     body = validate(ctx.json(), MFA_VERIFY_FIELDS)
     pending = _pending(body["mfa_token"])
     who = wa.verify_authentication(body["challenge_id"], body["credential"], wa.SECURITY_KEY)
     if who.user_id != pending.user_id:
         raise ApiError(400, "webauthn_failed", "The security key or passkey response could not be verified.")
-    sid, attrs = signin.complete(pending, who.amr, caller=ctx.caller)
-    return _signed_in(sid, list(getattr(attrs, "amr", None) or sorted({*pending.amr, *who.amr, "mfa"})))
+    sid, record = signin.complete(pending, who.amr, caller=ctx.caller)
+    return _signed_in(sid, record, pending.return_to)

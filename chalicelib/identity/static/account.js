@@ -16,7 +16,7 @@
     try { return await res.json(); } catch (e) { return null; }
   }
   async function del(url) {
-    const res = await fetch(url, { method: 'DELETE', credentials: 'same-origin', headers: { 'X-Requested-With': 'fetch' } });
+    const res = await fetch(url, { method: 'DELETE', credentials: 'same-origin', headers: { 'Content-Type': 'application/json', 'X-Requested-With': 'fetch' } });
     return res.ok;
   }
   function item(list, text, onRemove, label) {

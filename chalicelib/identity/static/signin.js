@@ -26,7 +26,14 @@
     });
     if (focusId && $(focusId)) $(focusId).focus();
   }
-  function done() { window.location.assign(returnTo); }
+  function done(res) { window.location.assign((res && res.data && res.data.redirect_to) || returnTo || '/account'); }
+  function secondStepOrDone(res) {
+    if (!res.data.mfa_required) { done(res); return; }
+    state.mfaToken = res.data.mfa_token;
+    const methods = res.data.methods || [];
+    $('mfa-key').hidden = !methods.some((m) => m === 'webauthn' || m === 'security_key');
+    show('step-mfa', 'mfa-code');
+  }
   function problem(res, fallback) { return (res.data && res.data.detail) || fallback; }
 
   async function passkeySignIn(mediation) {
@@ -45,8 +52,8 @@
       if (!mediation) showError('The passkey was not used. Try again or choose another method.');
       return;
     }
-    const res = await postJSON('/signin/passkey/verify', { challenge_id: opts.data.challenge_id, credential: assertionJSON(cred) });
-    if (res.ok) done(); else showError(problem(res, 'The passkey could not be verified.'));
+    const res = await postJSON('/signin/passkey/verify', { challenge_id: opts.data.challenge_id, credential: assertionJSON(cred), return_to: returnTo || null });
+    if (res.ok) done(res); else showError(problem(res, 'The passkey could not be verified.'));
   }
   function explicitPasskey() {
     clearErrors();
@@ -84,15 +91,9 @@
     clearErrors();
     const password = $('password').value;
     if (!password) { showError('Enter your password.', 'password'); return; }
-    const res = await postJSON('/signin/password', { email: state.email, password });
+    const res = await postJSON('/signin/password', { email: state.email, password, return_to: returnTo || null });
     if (!res.ok) { showError(problem(res, 'The e-mail address or password is not right.'), 'password'); return; }
-    if (res.data.mfa_required) {
-      state.mfaToken = res.data.mfa_token;
-      $('mfa-key').hidden = !(res.data.methods || []).includes('webauthn');
-      show('step-mfa', 'mfa-code');
-    } else {
-      done();
-    }
+    secondStepOrDone(res);
   });
 
   $('method-code').addEventListener('click', async () => {
@@ -107,8 +108,8 @@
     clearErrors();
     const code = $('code').value.trim();
     if (!code) { showError('Enter the code from the e-mail.', 'code'); return; }
-    const res = await postJSON('/signin/email-code/verify', { email: state.email, code });
-    if (res.ok) done(); else showError(problem(res, 'The code is not right or has expired.'), 'code');
+    const res = await postJSON('/signin/email-code/verify', { email: state.email, code, return_to: returnTo || null });
+    if (res.ok) secondStepOrDone(res); else showError(problem(res, 'The code is not right or has expired.'), 'code');
   });
 
   $('mfa-form').addEventListener('submit', async (ev) => {
@@ -117,7 +118,7 @@
     const code = $('mfa-code').value.trim();
     if (!code) { showError('Enter a code from your authenticator app or a recovery code.', 'mfa-code'); return; }
     const res = await postJSON('/signin/mfa', { mfa_token: state.mfaToken, code });
-    if (res.ok) done(); else showError(problem(res, 'The code is not right.'), 'mfa-code');
+    if (res.ok) done(res); else showError(problem(res, 'The code is not right.'), 'mfa-code');
   });
 
   $('mfa-key').addEventListener('click', async () => {
@@ -131,7 +132,7 @@
     const res = await postJSON('/signin/mfa/webauthn/verify', {
       mfa_token: state.mfaToken, challenge_id: opts.data.challenge_id, credential: assertionJSON(cred),
     });
-    if (res.ok) done(); else showError(problem(res, 'The security key could not be verified.'));
+    if (res.ok) done(res); else showError(problem(res, 'The security key could not be verified.'));
   });
 
   document.querySelectorAll('[data-back]').forEach((b) => b.addEventListener('click', () => {

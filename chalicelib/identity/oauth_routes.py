@@ -1,0 +1,36 @@
+"""OAuth 2.0 / OIDC provider routes at {auth_url}: authorize, userinfo, revoke. The token grants live
+in ``oauth.GRANTS`` (served by ``routes.token``); the logic is in ``provider``."""
+from __future__ import annotations
+
+from typing import Any
+
+from chalice import Blueprint, Response
+
+from chalicelib.core.tokens import bearer
+from chalicelib.core.web import FORM, Api, Ctx, json_response
+from chalicelib.identity import provider, sessions
+from chalicelib.identity.clients import authenticate_basic
+
+bp = Blueprint(__name__)
+api = Api(bp, "identity")
+
+
+def _redirect(location: str) -> Response:
+    return Response(body="", status_code=302, headers={"Location": location, "Cache-Control": "no-store"})
+
+
+@api.route("/oauth2/authorize", public=True)
+def authorize(ctx: Ctx) -> Any:
+    result = provider.authorize(ctx.query, sessions.session_from_request(ctx), "/oauth2/authorize")
+    return _redirect(result.location)
+
+
+@api.route("/userinfo", methods=["GET", "POST"], public=True, content_types=[FORM, "application/json"])
+def userinfo(ctx: Ctx) -> Any:
+    return provider.userinfo(bearer(ctx.header("authorization")))
+
+
+@api.route("/oauth2/revoke", methods=["POST"], public=True, content_types=[FORM])
+def revoke(ctx: Ctx) -> Any:
+    provider.revoke(ctx.form(), authenticate_basic(ctx.header("authorization")))
+    return json_response({})
