@@ -98,7 +98,7 @@ def connections() -> type[SsoConnectionAttrs]:
 
 
 def code_hosting_key(workspace_id: str) -> str:
-    return f"code-hosting.{workspace_id}"
+    return f"code-hosting.{workspace_id.lower()}"
 
 
 def _kms() -> Any:

@@ -26,13 +26,14 @@ def env(monkeypatch: pytest.MonkeyPatch, stack: None) -> Any:
     user = users.create_user("ada@example.com", email_verified=True)
     sid, _ = sessions.create_session(user.id, ["email"], caller=None)
     with Client(create_app("identity")) as client:
-        yield client, user, {"Cookie": f"{sessions.COOKIE}={sid}", "Content-Type": "application/json"}
+        yield client, user, {"Cookie": f"{sessions.COOKIE_NAME}={sid}", "Content-Type": "application/json",
+                             "X-Requested-With": "test"}
     settings.cache_clear()
 
 
 def post(client: Client, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
     return client.http.post(path, body=json.dumps(body),
-                            headers={"Content-Type": "application/json", **(headers or {})})
+                            headers={"Content-Type": "application/json", "X-Requested-With": "test", **(headers or {})})
 
 
 def register(client: Client, headers: dict[str, str], kind_path: str, auth: SoftAuthenticator, **kw: Any) -> Any:
@@ -63,9 +64,10 @@ def test_passkey_register_then_sign_in_discoverable(env: Any) -> None:
     res = post(client, "/signin/passkey/verify",
                {"challenge_id": options["challenge_id"], "credential": auth.get(options["publicKey"], ORIGIN)})
     assert res.status_code == 200, res.body
-    assert res.json_body["amr"] == ["hwk", "user", "mfa"]
+    assert sorted(res.json_body["amr"]) == ["hwk", "mfa", "user"]
+    assert res.json_body["redirect_to"] == "http://localhost:8002/account"
     cookie = res.headers["Set-Cookie"]
-    assert cookie.startswith(f"{sessions.COOKIE}=") and "HttpOnly" in cookie
+    assert cookie.startswith(f"{sessions.COOKIE_NAME}=") and "HttpOnly" in cookie
     stored = wa.list_credentials(user.id)[0]
     assert stored.sign_count == 1 and stored.last_used_at
 
@@ -153,7 +155,7 @@ def test_security_key_as_second_factor(env: Any) -> None:
                {"challenge_id": options["challenge_id"], "credential": key.get(options["publicKey"], ORIGIN, uv=False)})
     assert res.status_code == 400
 
-    token = signin.start_pending(user.id, ["pwd"])
+    token = signin.new_pending(user.id, ["pwd"], "http://localhost:8002/account")
     options = post(client, "/signin/mfa/webauthn/options", {"mfa_token": token}).json_body
     assert [c["id"] for c in options["publicKey"]["allowCredentials"]] == [wa.list_credentials(user.id)[0].credential_id]
     cred = key.get(options["publicKey"], ORIGIN, uv=False)
@@ -161,6 +163,9 @@ def test_security_key_as_second_factor(env: Any) -> None:
                {"mfa_token": token, "challenge_id": options["challenge_id"], "credential": cred})
     assert res.status_code == 200, res.body
     assert {"pwd", "hwk", "mfa"} <= set(res.json_body["amr"])
+    # the pending sign-in is consumed: the same token cannot finish twice
+    options = post(client, "/signin/mfa/webauthn/options", {"mfa_token": token})
+    assert options.status_code == 401
 
 
 def test_someone_elses_security_key_is_refused(env: Any) -> None:
@@ -168,10 +173,10 @@ def test_someone_elses_security_key_is_refused(env: Any) -> None:
     mallory = users.create_user("mallory@example.com", email_verified=True)
     msid, _ = sessions.create_session(mallory.id, ["email"], caller=None)
     mkey = SoftAuthenticator()
-    assert register(client, {"Cookie": f"{sessions.COOKIE}={msid}"}, "/account/security-keys", mkey,
+    assert register(client, {"Cookie": f"{sessions.COOKIE_NAME}={msid}", "X-Requested-With": "test"}, "/account/security-keys", mkey,
                     uv=False).status_code == 201
     assert register(client, headers, "/account/security-keys", SoftAuthenticator(), uv=False).status_code == 201
-    token = signin.start_pending(user.id, ["pwd"])
+    token = signin.new_pending(user.id, ["pwd"], "http://localhost:8002/account")
     options = post(client, "/signin/mfa/webauthn/options", {"mfa_token": token}).json_body
     res = post(client, "/signin/mfa/webauthn/verify", {
         "mfa_token": token, "challenge_id": options["challenge_id"],
