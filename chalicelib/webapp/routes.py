@@ -49,7 +49,7 @@ def _show(ctx: Ctx, path: str) -> Response:
         return _page("Unavailable", '<p class="error" role="alert">The platform API is not reachable.</p>', 503)
     if me is None:
         return _signin_redirect(path)
-    ws = me.get("workspace") or {}
+    ws = me.get("workspace") or {"name": "(none yet: create one or accept an invitation)"}
     rows = [("E-mail", me.get("email")), ("User", me.get("user_id")), ("Workspace", ws.get("name")),
             ("Roles", ", ".join(me.get("roles") or [])), ("Signed in with (amr)", ", ".join(me.get("amr") or [])),
             ("Page", path)]

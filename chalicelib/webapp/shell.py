@@ -23,6 +23,8 @@ from pynamodb.exceptions import PutError
 
 from chalicelib.core import clock
 from chalicelib.core.config import settings
+from chalicelib.core.errors import ApiError
+from chalicelib.core.tokens import verifier
 from chalicelib.core.models import global_model
 from chalicelib.identity import flows, http_client
 from chalicelib.identity.clients import OAuthClientAttrs
@@ -101,9 +103,20 @@ def finish(state: str, cookie_state: str | None, code: str) -> Finished:
 
 
 def whoami(access_token: str) -> dict[str, Any] | None:
-    """``GET {base_url}/v1/me`` with the token; None when the token is no longer accepted."""
+    """``GET {base_url}/v1/me`` with the token; None when the token is not (or no longer) accepted.
+
+    A valid token of a user without any workspace (``workspace_id=""``, no roles) gets a 403 from
+    ``/v1/me``; the shell then shows the verified token's own claims.
+    """
     status, body = http_client.request("GET", settings().base_url + "/v1/me",
                                        headers={"Authorization": f"Bearer {access_token}"})
-    if status != 200:
-        return None
-    return json.loads(body)
+    if status == 200:
+        return dict(json.loads(body))
+    if status == 403:
+        try:
+            claims = verifier().claims(access_token)
+        except ApiError:
+            return None
+        return {"user_id": claims["sub"], "email": claims.get("email"), "workspace": None, "roles": [],
+                "amr": claims.get("amr", []), "no_workspace": True}
+    return None

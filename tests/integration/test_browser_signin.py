@@ -1,0 +1,154 @@
+"""A real browser (Playwright driving Debian's Chromium, with a CDP virtual authenticator) goes
+through the hosted pages: signed-out app visit -> sign-up with an e-mailed code -> back on the app
+page it started from -> passkey added in security settings -> sign out -> sign in with the passkey.
+It also shows the SSO button replacing the password field for a verified SSO domain, and not for an
+unverified one. Screenshots go to build/screenshots/."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from chalicelib.identity import sso_config
+from chalicelib.identity.sessions import list_sessions
+from chalicelib.identity.users import find_by_email
+from chalicelib.webapp.shell import ensure_app_client
+from tests.functional.conftest import make_tenant
+from tests.integration.live_stack import LiveStack, live_stack
+from tests.integration.sso_peers import VerificationFiles
+
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="run `make system-deps` (Debian chromium)")
+
+
+@pytest.fixture(scope="module")
+def stack_live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveStack, VerificationFiles]]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    files = VerificationFiles()
+    outbox = str(tmp_path_factory.mktemp("outbox"))
+    yield from ((s, files) for s in live_stack(("identity", "platform", "app"), outbox,
+                                               {"DOMAIN_VERIFICATION_URL": files.url_template}))
+    files.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def add_virtual_authenticator(context: Any, page: Any) -> Any:
+    cdp = context.new_cdp_session(page)
+    cdp.send("WebAuthn.enable")
+    cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
+        "protocol": "ctap2", "transport": "internal", "hasResidentKey": True, "hasUserVerification": True,
+        "isUserVerified": True, "automaticPresenceSimulation": True}})
+    return cdp
+
+
+def read_code(outbox: str, email: str, after: float) -> str:
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        for path in sorted(Path(outbox).glob("*.json")):
+            msg = json.loads(path.read_text())
+            if msg["to"] == email and path.stat().st_mtime >= after - 1:
+                found = re.search(r"\b(\d{8})\b", msg["text"])
+                if found:
+                    return found.group(1)
+        time.sleep(0.2)
+    raise AssertionError("no sign-in code in the outbox")
+
+
+def test_signup_by_code_passkey_signout_passkey_signin(stack_live: Any, browser: Any) -> None:
+    live, _ = stack_live
+    auth, app = live.urls["identity"], live.urls["app"]
+    ensure_app_client()
+    context = browser.new_context()
+    page = context.new_page()
+    add_virtual_authenticator(context, page)
+    email = "newcomer@example.com"
+
+    # a signed-out visitor of an app page is sent to the hosted sign-in page
+    page.goto(app + "/projects/42?tab=overview")
+    page.wait_for_url(re.compile(re.escape(auth) + r"/signin\?"))
+    assert page.get_attribute("#email", "autocomplete") == "username webauthn"
+    page.fill("#email", email)
+    page.click("text=Continue")
+    page.wait_for_selector("#step-methods", state="visible")
+    assert page.get_attribute("#password", "autocomplete") == "current-password"
+    sent_at = time.time()
+    page.click("#method-code")
+    page.wait_for_selector("#code", state="visible")
+    assert page.get_attribute("#code", "autocomplete") == "one-time-code"
+    page.fill("#code", read_code(live.outbox, email, sent_at))
+    page.click("#code-form button[type=submit]")
+
+    # ... and returned to where they were, which shows who they are
+    page.wait_for_url(app + "/projects/42?tab=overview")
+    assert page.text_content("#who") == email
+    assert "email" in page.text_content("#me-signed")
+
+    # add a passkey in the security settings (the session from the code sign-in is there)
+    page.goto(auth + "/account")
+    assert page.text_content("#account-email") == email
+    page.click("#add-passkey")
+    page.wait_for_selector("#passkeys li button")  # a listed passkey has a Remove button
+    assert "Passkey" in page.text_content("#passkeys")
+    page.screenshot(path=str(SHOTS / "account-with-passkey.png"), full_page=True)
+
+    # sign out, then sign in with the passkey (no e-mail typed: discoverable credential)
+    page.click("#signout")
+    page.wait_for_url(re.compile(re.escape(auth) + r"/signin"))
+    page.goto(auth + "/signin?conditional=off")
+    page.click("#passkey-button")
+    page.wait_for_url(auth + "/account")
+    assert page.text_content("#account-email") == email
+    user = find_by_email(email)
+    assert user is not None
+    assert [sorted(s.amr) for s in list_sessions(user.id)] == [["hwk", "mfa", "user"]]  # the code session ended
+    context.close()
+
+
+def test_sso_button_replaces_password_only_for_verified_domain(stack_live: Any, browser: Any) -> None:
+    live, files = stack_live
+    auth = live.urls["identity"]
+    tenant = make_tenant("it@verified.example", name="Verified Corp")
+    verified = sso_config.create(workspace_id=tenant.workspace_id, created_by=tenant.user_id,
+                                 kind="enterprise_directory", domain="verified.example",
+                                 issuer="https://login.verified.example/tenant/v2.0", client_id="c",
+                                 client_secret="s", display_name="Verified Corp Entra ID")
+    files.files["verified.example"] = sso_config.VERIFICATION_PREFIX + verified.verification_token
+    assert sso_config.verify_domain(verified)
+    sso_config.create(workspace_id=tenant.workspace_id, created_by=tenant.user_id, kind="identity_platform",
+                      domain="unverified.example", issuer="https://unverified.okta.example", client_id="c",
+                      client_secret="s", display_name="Unverified Okta")
+
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(auth + "/signin?conditional=off")
+    page.fill("#email", "someone@verified.example")
+    page.click("text=Continue")
+    button = page.wait_for_selector("#sso-button", state="visible")
+    assert button.text_content() == "Continue with Verified Corp Entra ID"
+    assert "/sso/start?" in button.get_attribute("href")
+    assert page.locator("#password").count() == 0  # replaced, not merely hidden
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "signin-sso-button.png"), full_page=True)
+
+    page.goto(auth + "/signin?conditional=off")
+    page.fill("#email", "someone@unverified.example")
+    page.click("text=Continue")
+    page.wait_for_selector("#password", state="visible")
+    assert not page.locator("#sso-button").is_visible()
+    page.screenshot(path=str(SHOTS / "signin-methods.png"), full_page=True)
+    context.close()
