@@ -11,7 +11,7 @@ from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.validation import F, email, validate
 from chalicelib.core.web import Api, Ctx
-from chalicelib.identity import pages, redirects, sessions, sso_config, sso_flow
+from chalicelib.identity import account_routes, pages, redirects, sessions, sso_config, sso_flow
 from chalicelib.identity.signin_routing import discover
 from chalicelib.identity.users import get_user
 
@@ -65,6 +65,9 @@ def reset_confirm_page(ctx: Ctx) -> Any:
 
 @api.route("/account", public=True)
 def account_page(ctx: Ctx) -> Any:
+    """HTML for browsers (``Accept: text/html``); the JSON account summary of signin-core otherwise."""
+    if "text/html" not in (ctx.header("accept") or ""):
+        return account_routes.account(ctx)
     session = sessions.session_from_request(ctx)
     user = get_user(session.user_id) if session else None
     if user is None:

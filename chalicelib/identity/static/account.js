@@ -66,7 +66,7 @@
 
   async function loadSessions() {
     const data = await getJSON('/account/sessions');
-    const rows = (data && (data.sessions || data.items)) || [];
+    const rows = (data && data.sessions) || [];
     const list = fill('sessions', rows, 'No other sessions.');
     rows.forEach((s) => item(list, (s.user_agent || 'Browser') + (s.current ? ' (this one)' : '') + ' · ' + (s.created_at || ''),
       s.current ? null : async () => { if (await del('/account/sessions/' + encodeURIComponent(s.id))) loadSessions(); },
@@ -75,18 +75,19 @@
 
   async function loadTokens() {
     const data = await getJSON('/account/api-tokens');
-    const rows = (data && (data.tokens || data.api_tokens || data.items)) || [];
+    const rows = (data && data.api_tokens) || [];
     const list = fill('api-tokens', rows, 'No API tokens.');
     rows.forEach((t) => item(list, t.name + ' · ' + (t.workspace_id || '') + ' · expires ' + (t.expires_at || ''),
       async () => { if (await del('/account/api-tokens/' + encodeURIComponent(t.id))) loadTokens(); }, 'Revoke ' + t.name));
   }
 
   async function loadTotp() {
-    const data = await getJSON('/account/totp');
-    $('totp-state').textContent = data && (data.enabled || data.confirmed) ? 'An authenticator app is set up.' : 'No authenticator app is set up.';
-    const codes = await getJSON('/account/recovery-codes');
-    $('recovery-state').textContent = codes && codes.remaining !== undefined
-      ? codes.remaining + ' unused recovery codes.' : 'Recovery codes are created when you set up an authenticator app.';
+    const data = await getJSON('/account');
+    const m = (data && data.mfa) || {};
+    $('totp-state').textContent = m.totp ? 'An authenticator app is set up.' : 'No authenticator app is set up.';
+    $('recovery-state').textContent = m.totp
+      ? (m.recovery_codes_left || 0) + ' unused recovery codes left.'
+      : 'Recovery codes are created when you set up an authenticator app.';
   }
 
   $('add-passkey').addEventListener('click', () => addCredential('passkey', '/account/passkeys', 'passkeys', 'Passkey'));
