@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import html
 from http.cookies import SimpleCookie
+from urllib.parse import urlencode
 from typing import Any
 
 from chalice import Blueprint, Response  # type: ignore[attr-defined]
@@ -75,11 +76,24 @@ def home(ctx: Ctx) -> Any:
     return _show(ctx, "/")
 
 
-@api.route("/{proxy+}", public=True)
-def any_page(ctx: Ctx, proxy: str) -> Any:
+def _any_page(ctx: Ctx, **segments: str) -> Any:
     query = ctx.request.query_params or {}
-    path = "/" + proxy + (("?" + "&".join(f"{k}={v}" for k, v in query.items())) if query else "")
+    path = "/" + "/".join(segments[k] for k in sorted(segments))
+    if query:
+        path += "?" + urlencode(query)
     return _show(ctx, shell.safe_path(path))
+
+
+# Every page up to four segments deep needs a signed-in visitor (Chalice's greedy ``{proxy+}`` is not
+# served by ``chalice local``, so the depths are spelled out).
+for _depth in range(1, 5):
+    _names = [f"s{i}" for i in range(_depth)]
+
+    def _page_view(ctx: Ctx, **segments: str) -> Any:
+        return _any_page(ctx, **segments)
+
+    _page_view.__name__ = _page_view.__qualname__ = f"page_depth_{_depth}"
+    api.route("/" + "/".join("{%s}" % n for n in _names), public=True)(_page_view)
 
 
 @api.route("/callback", public=True)
