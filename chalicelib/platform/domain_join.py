@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynamodb.connection import Connection
 from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.core import audit
 from chalicelib.core.authz import Role
 from chalicelib.core.errors import ApiError, conflict, not_found
+from chalicelib.core.models import connection
 from chalicelib.core.tenancy import WorkspaceAttrs, membership, workspaces
 from chalicelib.identity import users
 from chalicelib.platform import members
@@ -61,7 +61,7 @@ def join(workspace_id: str, user_id: str, *, caller: Any = None) -> dict[str, An
     if membership(workspace_id, user_id) is not None:
         raise conflict("already_member", "You are already a member of this workspace.")
     try:
-        with TransactWrite(connection=Connection(region=ws.region)) as tx:
+        with TransactWrite(connection=connection(ws.region)) as tx:
             members.add_member_tx(tx, workspace_id, user_id, user.email, Role.MEMBER.value, "domain_join")
     except TransactWriteError:
         raise conflict("already_member", "You are already a member of this workspace.") from None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pynamodb.connection import Connection
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
@@ -20,6 +19,7 @@ from chalicelib.core.authz import ROLE_VALUES, Principal
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, conflict, not_found
 from chalicelib.core.ids import new_id
+from chalicelib.core.models import connection
 from chalicelib.core.tenancy import get_workspace, membership, region_of
 from chalicelib.core.validation import F, email
 from chalicelib.identity import users
@@ -77,7 +77,7 @@ def create(workspace_id: str, body: dict[str, Any], *, actor: audit.Actor, calle
     claims = invitation_claims(region)
     claim = claims(workspace_id, EMAIL_CLAIM_PREFIX + address, invitation_id=inv.id, expires_at=inv.expires_at)
     try:
-        with TransactWrite(connection=Connection(region=region)) as tx:
+        with TransactWrite(connection=connection(region)) as tx:
             tx.save(claim, condition=claims.id.does_not_exist() | (claims.expires_at <= int(now)))
             tx.save(inv, condition=invitations(region).id.does_not_exist())
     except TransactWriteError:
@@ -108,7 +108,7 @@ def revoke(workspace_id: str, invitation_id: str, *, actor: audit.Actor, caller:
     cls, claims = invitations(region), invitation_claims(region)
     now = clock.iso()
     try:
-        with TransactWrite(connection=Connection(region=region)) as tx:
+        with TransactWrite(connection=connection(region)) as tx:
             tx.update(inv, actions=[cls.status.set("revoked"), cls.revoked_at.set(now)],
                       condition=cls.status == "pending")
             tx.delete(claims(workspace_id, EMAIL_CLAIM_PREFIX + inv.email),
@@ -140,7 +140,7 @@ def accept(workspace_id: str, invitation_id: str, principal: Principal, *, calle
     cls, claims = invitations(region), invitation_claims(region)
     now = clock.iso()
     try:
-        with TransactWrite(connection=Connection(region=region)) as tx:
+        with TransactWrite(connection=connection(region)) as tx:
             members.add_member_tx(tx, workspace_id, user.id, user.email, inv.role, "invitation")
             tx.update(inv, actions=[cls.status.set("accepted"), cls.accepted_at.set(now), cls.accepted_by.set(user.id)],
                       condition=(cls.status == "pending") & (cls.expires_at > int(clock.now())))

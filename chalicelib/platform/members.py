@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynamodb.connection import Connection
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.core import audit, clock
 from chalicelib.core.authz import ROLE_VALUES, Role
 from chalicelib.core.errors import ApiError, conflict, not_found
+from chalicelib.core.models import connection
 from chalicelib.core.tenancy import MembershipAttrs, memberships, region_of
 from chalicelib.core.validation import F
 from chalicelib.platform import paging
@@ -66,7 +66,7 @@ def _guarded_write(workspace_id: str, target: MembershipAttrs, write: Any) -> No
         if target.role == Role.ADMIN.value and other is None:
             raise last_admin()
         try:
-            with TransactWrite(connection=Connection(region=region)) as tx:
+            with TransactWrite(connection=connection(region)) as tx:
                 write(tx)
                 if other is not None:
                     tx.condition_check(cls, workspace_id, other.user_id, condition=cls.role == Role.ADMIN.value)
