@@ -153,7 +153,12 @@ class Api:
                     return result
                 return json_response(result)
 
-            self.blueprint.route(path, methods=methods, content_types=content_types or [JSON])(view)
+            # Chalice's Blueprint.route pops its options while registering, so a blueprint registered
+            # in a second app (tests build several) would lose them; register fresh options per app.
+            types = list(content_types or [JSON])
+            self.blueprint._deferred_registrations.append(  # noqa: SLF001
+                lambda app, _options, p=path, v=view, m=tuple(methods), t=tuple(types):
+                    app.route(p, methods=list(m), content_types=list(t))(v))
             for method in methods:
                 ROUTE_PERMISSIONS[(self.name, path, method)] = "public" if public else str(permission)
             return fn

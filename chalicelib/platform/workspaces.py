@@ -292,7 +292,7 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
         actions.append(WorkspaceAttrs.settings.set(json.dumps(new_settings, sort_keys=True)))
     if not actions:
         return ws
-    with TransactWrite(connection=Connection(region=settings().global_region)) as tx:
+    with TransactWrite(connection=connection(settings().global_region)) as tx:
         tx.update(ws, actions=actions, condition=WorkspaceAttrs.settings == old_settings_raw)
         if index_add:
             tx.update(domain_index()(f"domain#{index_add}"),
