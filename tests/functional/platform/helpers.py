@@ -22,9 +22,11 @@ class User:
     token: str
 
 
-def user_token(user_id: str, email: str, workspace_id: str, role: str, **extra: Any) -> str:
+def user_token(user_id: str, email: str, workspace_id: str, role: str, ttl: int | None = None, **extra: Any) -> str:
+    """A token; tests that move the clock forward issue long-lived ones first (python-jose checks
+    ``nbf``/``iat`` against the real clock, so a token cannot be issued "in the future")."""
     token, _ = issue_access_token(user_id=user_id, email=email, workspace_id=workspace_id, roles=[role], amr=MFA,
-                                  extra=extra or None)
+                                  ttl=ttl, extra=extra or None)
     return token
 
 
