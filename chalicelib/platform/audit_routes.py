@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import F, validate
 from chalicelib.core.web import Api, Ctx, json_response
@@ -12,8 +10,7 @@ from chalicelib.platform import audit_export, audit_query, paging
 from chalicelib.platform.access import authorize
 from chalicelib.platform.workspace_routes import actor_of
 
-bp = Blueprint(__name__)
-api = Api(bp, "platform")
+api = Api("platform")
 
 EXPORT_FIELDS = {"from": F(str, max_len=64), "to": F(str, max_len=64)}
 

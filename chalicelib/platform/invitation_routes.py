@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.core import idempotency
 from chalicelib.core.authz import AUTHENTICATED
 from chalicelib.core.tenancy import region_of
@@ -14,8 +12,7 @@ from chalicelib.platform import invitations, paging
 from chalicelib.platform.access import authorize, require_user_token
 from chalicelib.platform.workspace_routes import actor_of, replayed_header
 
-bp = Blueprint(__name__)
-api = Api(bp, "platform")
+api = Api("platform")
 
 
 @api.route("/v1/workspaces/{workspace_id}/invitations", methods=["POST"], permission="invitations.manage")

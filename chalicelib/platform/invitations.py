@@ -24,8 +24,13 @@ from chalicelib.core.tenancy import get_workspace, membership, region_of
 from chalicelib.core.validation import F, email
 from chalicelib.identity import users
 from chalicelib.platform import members, paging
-from chalicelib.platform.models import (EMAIL_CLAIM_PREFIX, INVITATION_PREFIX, InvitationAttrs,
-                                        invitation_claims, invitations)
+from chalicelib.platform.models import (
+    EMAIL_CLAIM_PREFIX,
+    INVITATION_PREFIX,
+    InvitationAttrs,
+    invitation_claims,
+    invitations,
+)
 from chalicelib.platform.workspaces import adjust_member_count, token_exchange_hint
 
 INVITATION_TTL_SECONDS = 7 * 24 * 3600

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint, Response
+from chalice import Response
 
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx
@@ -11,8 +11,7 @@ from chalicelib.platform import members, paging
 from chalicelib.platform.access import authorize
 from chalicelib.platform.workspace_routes import actor_of
 
-bp = Blueprint(__name__)
-api = Api(bp, "platform")
+api = Api("platform")
 
 
 @api.route("/v1/workspaces/{workspace_id}/members", permission="members.read")

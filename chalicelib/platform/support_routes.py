@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.core.authz import AUTHENTICATED
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.core.validation import validate
@@ -14,8 +12,7 @@ from chalicelib.platform.access import authorize
 from chalicelib.platform.workspace_routes import actor_of
 from chalicelib.platform.workspaces import to_public
 
-bp = Blueprint(__name__)
-api = Api(bp, "platform")
+api = Api("platform")
 
 
 @api.route("/v1/workspaces/{workspace_id}/support-grants", methods=["POST"], permission="support.grant")

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.core import idempotency
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import AUTHENTICATED
@@ -16,8 +14,7 @@ from chalicelib.platform import domain_join, paging
 from chalicelib.platform import workspaces as svc
 from chalicelib.platform.access import authorize, require_user_token
 
-bp = Blueprint(__name__)
-api = Api(bp, "platform")
+api = Api("platform")
 
 
 def actor_of(ctx: Ctx) -> Actor:
