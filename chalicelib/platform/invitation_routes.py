@@ -37,6 +37,7 @@ def list_invitations(ctx: Ctx, workspace_id: str) -> Any:
 @api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}", permission="invitations.manage")
 def get_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
     authorize(ctx.user, workspace_id, "invitations.manage")
+    paging.check_params(ctx.query, ())
     return invitations.to_public(invitations.get(workspace_id, invitation_id))
 
 

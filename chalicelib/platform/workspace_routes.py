@@ -51,6 +51,7 @@ def list_workspaces(ctx: Ctx) -> Any:
 @api.route("/v1/workspaces/{workspace_id}", permission="workspace.read")
 def get_workspace_route(ctx: Ctx, workspace_id: str) -> Any:
     authorize(ctx.user, workspace_id, "workspace.read")
+    paging.check_params(ctx.query, ())
     return svc.to_public(get_workspace(workspace_id))
 
 
