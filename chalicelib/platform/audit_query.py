@@ -52,9 +52,9 @@ def parse_filters(query: dict[str, str], allowed: tuple[str, ...] = PARAMS) -> F
     errors = []
     if f.from_iso and f.to_iso and f.to_iso <= f.from_iso:
         errors.append({"field": "to", "message": "must be later than from"})
-    if f.action is not None and not _ACTION_RE.match(f.action):
+    if f.action is not None and not _ACTION_RE.fullmatch(f.action):
         errors.append({"field": "action", "message": "must be an action such as member.removed or a prefix such as member.*"})
-    if f.actor is not None and not _ACTOR_RE.match(f.actor):
+    if f.actor is not None and not _ACTOR_RE.fullmatch(f.actor):
         errors.append({"field": "actor", "message": "must be an actor id (usr_...) or e-mail address"})
     if errors:
         raise validation_error(errors)
@@ -132,7 +132,7 @@ def query_events(region: str, workspace_id: str, f: Filters, limit: int, after: 
 
 
 def decode_after(query: dict[str, str]) -> int | None:
-    value = paging.decode("audit", query.get("after"))
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+    value = paging.decode("audit", query.get("after"), int)
+    if value is not None and value < 0:
         raise validation_error([{"field": "after", "message": "is not a cursor of this list"}])
     return value

@@ -9,7 +9,7 @@ _RE = re.compile(r"^P(?:(?P<w>\d{1,4})W|(?:(?P<d>\d{1,5})D)?(?:T(?:(?P<h>\d{1,6}
 
 def parse(value: str) -> int:
     """Seconds in ``value``; ValueError when it is not a day/hour/minute/second ISO 8601 duration."""
-    m = _RE.match(value) if isinstance(value, str) else None
+    m = _RE.fullmatch(value) if isinstance(value, str) else None
     if not m or value in ("P", "PT") or value.endswith("T"):
         raise ValueError("not an ISO 8601 duration such as PT24H or P30D")
     g = {k: int(v) for k, v in m.groupdict().items() if v is not None}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynamodb.exceptions import TransactWriteError
+from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.core import audit, clock
@@ -87,7 +87,10 @@ def change_role(workspace_id: str, user_id: str, role: str, *, actor: audit.Acto
         tx.update(target, actions=[cls.role.set(role)], condition=cls.role == target.role)
 
     if role == Role.ADMIN.value:  # a promotion can never remove the last Admin
-        target.update(actions=[cls.role.set(role)], condition=cls.user_id.exists())
+        try:
+            target.update(actions=[cls.role.set(role)], condition=cls.user_id.exists())
+        except UpdateError:
+            raise not_found("member") from None
     else:
         _guarded_write(workspace_id, target, write)
     audit.append(region_of(workspace_id), workspace_id, "member.role_changed", actor=actor,

@@ -19,7 +19,7 @@ def encode(kind: str, value: Any) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode(kind: str, cursor: str | None) -> Any:
+def decode(kind: str, cursor: str | None, typ: type = str) -> Any:
     """The position stored in ``cursor`` (None when absent); 400 when it is not one of ``kind``."""
     if cursor is None:
         return None
@@ -27,7 +27,7 @@ def decode(kind: str, cursor: str | None) -> Any:
         if len(cursor) > 512:
             raise ValueError
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if not isinstance(data, dict) or data.get("k") != kind or "v" not in data:
+        if not isinstance(data, dict) or data.get("k") != kind or type(data.get("v")) is not typ:
             raise ValueError
         return data["v"]
     except (ValueError, TypeError, UnicodeDecodeError):

@@ -292,14 +292,11 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
         actions.append(WorkspaceAttrs.settings.set(json.dumps(new_settings, sort_keys=True)))
     if not actions:
         return ws
-    with TransactWrite(connection=connection(settings().global_region)) as tx:
-        tx.update(ws, actions=actions, condition=WorkspaceAttrs.settings == old_settings_raw)
-        if index_add:
-            tx.update(domain_index()(f"domain#{index_add}"),
-                      actions=[DomainJoinIndexAttrs.workspace_ids.add({ws.id})])
-        if index_remove:
-            tx.update(domain_index()(f"domain#{index_remove}"),
-                      actions=[DomainJoinIndexAttrs.workspace_ids.delete({ws.id})])
+    try:
+        _write_update(ws, actions, old_settings_raw, index_add, index_remove)
+    except TransactWriteError:
+        raise ApiError(409, "concurrent_update", "The workspace was changed by another request at the same "
+                                                 "time; read it again and retry.") from None
     if changes:
         audit.append(region, ws.id, "workspace.updated", actor=actor, target={"type": "workspace", "id": ws.id},
                      details={"changes": changes}, caller=caller)
@@ -307,3 +304,15 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
         audit.append(region, ws.id, "workspace.replication_changed", actor=actor,
                      target={"type": "workspace", "id": ws.id}, details=replication_change, caller=caller)
     return workspaces().get(ws.id, consistent_read=True)
+
+
+def _write_update(ws: WorkspaceAttrs, actions: list[Any], old_settings: str, index_add: str | None,
+                  index_remove: str | None) -> None:
+    """The directory entry and the domain-join index change together, only if nobody changed it meanwhile."""
+    with TransactWrite(connection=connection(settings().global_region)) as tx:
+        tx.update(ws, actions=actions, condition=WorkspaceAttrs.settings == old_settings)
+        if index_add:
+            tx.update(domain_index()(f"domain#{index_add}"), actions=[DomainJoinIndexAttrs.workspace_ids.add({ws.id})])
+        if index_remove:
+            tx.update(domain_index()(f"domain#{index_remove}"),
+                      actions=[DomainJoinIndexAttrs.workspace_ids.delete({ws.id})])

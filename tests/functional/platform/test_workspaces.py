@@ -188,3 +188,20 @@ def test_removed_member_loses_access_at_once(tenant: Tenant) -> None:
     # the token is still valid, but the membership is gone
     assert call(c, "GET", f"/v1/workspaces/{tenant.workspace_id}", viewer.token)[0] == 404
     assert call(c, "GET", "/v1/audit/events", viewer.token)[0] == 404
+
+
+def test_concurrent_settings_change_is_a_409_not_a_lost_update(tenant: Tenant, monkeypatch) -> None:
+    from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
+    from chalicelib.platform import workspaces as svc
+
+    real = svc._write_update
+
+    def racing(ws, actions, old, add, remove):  # type: ignore[no-untyped-def]
+        workspaces()(ws.id).update(actions=[WorkspaceAttrs.settings.set('{"chat_auto_expiry": "P7D"}')])
+        return real(ws, actions, old, add, remove)
+
+    monkeypatch.setattr(svc, "_write_update", racing)
+    c = Client(create_app("platform"))
+    status, body, _ = call(c, "PATCH", f"/v1/workspaces/{tenant.workspace_id}", tenant.token, {"chat_auto_expiry": "P1D"})
+    assert status == 409 and body["code"] == "concurrent_update"
+    assert svc.settings_of(workspaces().get(tenant.workspace_id))["chat_auto_expiry"] == "P7D"
