@@ -12,7 +12,9 @@ APP_NAME = "aiplat"
 # group -> modules whose ``api`` (core.web.Api) routes the group serves
 GROUPS: dict[str, tuple[str, ...]] = {
     "identity": ("chalicelib.identity.routes",),
-    "platform": ("chalicelib.platform.routes",),
+    "platform": ("chalicelib.platform.routes", "chalicelib.platform.workspace_routes",
+                 "chalicelib.platform.member_routes", "chalicelib.platform.invitation_routes",
+                 "chalicelib.platform.audit_routes", "chalicelib.platform.support_routes"),
     "gateway": ("chalicelib.gateway.routes",),
     "app": (),
     "workers": (),

@@ -140,6 +140,9 @@ def bootstrap_global() -> dict[str, list[str]]:
 
 
 def bootstrap_region(region: str) -> dict[str, list[str]]:
+    from chalicelib.core.mail import ensure_sender
+
+    ensure_sender(region)  # workspace mail (invitations) is sent from the workspace's own region
     return {
         "keys": [k.name for k in keys(REGIONAL) if ensure_key(k, region)],
         "tables": [t.name for t in tables(REGIONAL) if ensure_table(t, region)],

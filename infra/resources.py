@@ -70,6 +70,8 @@ TABLES: tuple[Table, ...] = (
     Table("signing_keys", GLOBAL, "kid", attributes={"kid": "S"}, purpose="token signing keys (private part KMS-encrypted)"),
     Table("revoked_tokens", GLOBAL, "jti", attributes={"jti": "S"}, ttl="expires_at", purpose="revoked token ids until they expire"),
     Table("oauth_clients", GLOBAL, "client_id", attributes={"client_id": "S"}, purpose="registered OAuth clients"),
+    Table("support_staff", GLOBAL, "user_id", attributes={"user_id": "S"},
+          purpose="identity directory flag: which users are provider support staff (no workspace content)"),
     # --- regional: workspace content, stored in the workspace's region only ---------------------
     Table("memberships", REGIONAL, "workspace_id", "user_id",
           attributes={"workspace_id": "S", "user_id": "S"},
@@ -86,6 +88,10 @@ TABLES: tuple[Table, ...] = (
           purpose="connector sync runs"),
     Table("lineage_edges", REGIONAL, "workspace_id", "edge", attributes={"workspace_id": "S", "edge": "S"},
           purpose="lineage graph edges"),
+    Table("invitations", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="invitations (inv_...) and one pending-address claim per e-mail (email#...)"),
+    Table("support_grants", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="time-boxed support access grants"),
     Table("idempotency", REGIONAL, "key", attributes={"key": "S"}, ttl="expires_at",
           purpose="first answers of POSTs that start work, by Idempotency-Key"),
 )
