@@ -10,13 +10,15 @@ from chalicelib.core.web import install
 
 APP_NAME = "aiplat"
 
-# group -> modules whose ``bp`` blueprint the group serves
+# group -> modules whose ``api`` (core.web.Api) routes the group serves
 GROUPS: dict[str, tuple[str, ...]] = {
     "identity": ("chalicelib.identity.routes", "chalicelib.identity.signin_routes",
                  "chalicelib.identity.oauth_routes", "chalicelib.identity.account_routes",
                  "chalicelib.identity.webauthn_routes", "chalicelib.identity.pages_routes"),
-    "platform": ("chalicelib.platform.routes", "chalicelib.platform.member_security_routes",
-                 "chalicelib.platform.sso_routes"),
+    "platform": ("chalicelib.platform.routes", "chalicelib.platform.workspace_routes",
+                 "chalicelib.platform.member_routes", "chalicelib.platform.invitation_routes",
+                 "chalicelib.platform.audit_routes", "chalicelib.platform.support_routes",
+                 "chalicelib.platform.member_security_routes", "chalicelib.platform.sso_routes"),
     "gateway": ("chalicelib.gateway.routes",),
     "app": ("chalicelib.webapp.routes",),
     "workers": (),
@@ -37,5 +39,5 @@ def create_app(group: str) -> Chalice:
     app.api.cors = False
     install(app)
     for module in GROUPS[group]:
-        app.register_blueprint(importlib.import_module(module).bp)
+        importlib.import_module(module).api.register(app)
     return app

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import html
 from http.cookies import SimpleCookie
-from urllib.parse import urlencode
 from typing import Any
+from urllib.parse import urlencode
 
 from chalice import Blueprint, Response  # type: ignore[attr-defined]
 
@@ -93,7 +93,7 @@ for _depth in range(1, 5):
         return _any_page(ctx, **segments)
 
     _page_view.__name__ = _page_view.__qualname__ = f"page_depth_{_depth}"
-    api.route("/" + "/".join("{%s}" % n for n in _names), public=True)(_page_view)
+    api.route("/" + "/".join("{" + n + "}" for n in _names), public=True)(_page_view)
 
 
 @api.route("/callback", public=True)

@@ -24,8 +24,8 @@ from pynamodb.exceptions import PutError
 from chalicelib.core import clock
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
-from chalicelib.core.tokens import verifier
 from chalicelib.core.models import global_model
+from chalicelib.core.tokens import verifier
 from chalicelib.identity import flows, http_client
 from chalicelib.identity.clients import OAuthClientAttrs
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from chalice.config import Config
 from chalice.local import create_local_server
