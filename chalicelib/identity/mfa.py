@@ -19,8 +19,7 @@ from __future__ import annotations
 import base64
 import hmac
 import secrets
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 import pyotp
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute

@@ -5,8 +5,7 @@ authenticated client (or None) and returns the token response.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
