@@ -23,7 +23,7 @@ from chalicelib.core.tenancy import membership, workspaces
 from chalicelib.groups import create_app
 from chalicelib.identity import flows, http_client, sessions, sso_flow
 from chalicelib.identity.users import find_by_email
-from tests.functional.conftest import Tenant, bearer, make_tenant, stack  # noqa: F401 (fixture)
+from tests.functional.conftest import Tenant, _moto, bearer, make_tenant, stack  # noqa: F401 (fixtures)
 from tests.integration.sso_peers import (
     CodeHostingProvider,
     OidcProvider,
