@@ -192,3 +192,38 @@ def test_delete_and_cross_site_refused(env: Any) -> None:
     assert client.http.delete(f"/account/passkeys/{cid}", headers=evil).status_code == 403
     assert client.http.delete(f"/account/passkeys/{cid}", headers=headers).status_code == 204
     assert wa.list_credentials(user.id) == []
+
+
+def test_passkey_refused_while_locked(env: Any) -> None:
+    from chalicelib.identity import lockout
+
+    client, user, headers = env
+    auth = SoftAuthenticator()
+    assert register(client, headers, "/account/passkeys", auth).status_code == 201
+    for _ in range(10):
+        reservation = lockout.reserve(user.id)
+        assert reservation is not None
+        lockout.failed(reservation)
+    assert lockout.is_locked(user.id)
+    options = post(client, "/signin/passkey/options", {}).json_body
+    res = post(client, "/signin/passkey/verify",
+               {"challenge_id": options["challenge_id"], "credential": auth.get(options["publicKey"], ORIGIN)})
+    assert res.status_code == 400 and "Set-Cookie" not in res.headers
+    lockout.unlock(user.id)
+    options = post(client, "/signin/passkey/options", {}).json_body
+    res = post(client, "/signin/passkey/verify",
+               {"challenge_id": options["challenge_id"], "credential": auth.get(options["publicKey"], ORIGIN)})
+    assert res.status_code == 200
+
+
+def test_admin_mfa_reset_removes_security_keys_not_passkeys(env: Any) -> None:
+    from chalicelib.identity import mfa
+
+    client, user, headers = env
+    assert register(client, headers, "/account/passkeys", SoftAuthenticator()).status_code == 201
+    assert register(client, headers, "/account/security-keys", SoftAuthenticator(), uv=False).status_code == 201
+    assert "webauthn" in mfa.methods(user.id)
+    for hook in mfa.RESET_HOOKS:
+        hook(user.id)
+    assert [c.kind for c in wa.list_credentials(user.id)] == ["passkey"]
+    assert "webauthn" not in mfa.methods(user.id)
