@@ -153,3 +153,36 @@ def test_sso_button_replaces_password_only_for_verified_domain(stack_live: Any, 
     assert not page.locator("#sso-button").is_visible()
     page.screenshot(path=str(SHOTS / "signin-methods.png"), full_page=True)
     context.close()
+
+
+def test_password_then_security_key_as_second_factor(stack_live: Any, browser: Any) -> None:
+    from chalicelib.identity import passwords, sessions, signin
+    from chalicelib.identity.users import create_user
+
+    live, _ = stack_live
+    auth = live.urls["identity"]
+    user = create_user("keyholder@example.com", email_verified=True)
+    signin.set_password_hash(user.id, passwords.hash_password("correct horse battery staple"))
+    sid, _ = sessions.create_session(user.id, ["email"], caller=None)
+
+    context = browser.new_context()
+    page = context.new_page()
+    add_virtual_authenticator(context, page)
+    context.add_cookies([{"name": sessions.COOKIE_NAME, "value": sid, "url": auth}])
+    page.goto(auth + "/account")
+    page.click("#add-security-key")
+    page.wait_for_selector("#security-keys li button")
+    context.clear_cookies()
+
+    page.goto(auth + "/signin?conditional=off")
+    page.fill("#email", "keyholder@example.com")
+    page.click("text=Continue")
+    page.fill("#password", "correct horse battery staple")
+    page.click("#password-form button[type=submit]")
+    page.wait_for_selector("#step-mfa", state="visible")
+    assert page.get_attribute("#mfa-code", "autocomplete") == "one-time-code"
+    page.click("#mfa-key")
+    page.wait_for_url(auth + "/account")
+    newest = max(list_sessions(user.id), key=lambda s: s.created_at)
+    assert sorted(newest.amr) == ["hwk", "mfa", "pwd"]
+    context.close()
