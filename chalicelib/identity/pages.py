@@ -122,10 +122,40 @@ ACCOUNT = Template("""<p>Signed in as <strong id="account-email">$email</strong>
 <section aria-labelledby="h-keys"><h2 id="h-keys">Security keys (second factor)</h2>
   <ul id="security-keys" class="items"></ul>
   <button id="add-security-key" type="button" class="secondary">Add a security key</button></section>
-<section aria-labelledby="h-totp"><h2 id="h-totp">Authenticator app</h2><p id="totp-state" class="note"></p></section>
-<section aria-labelledby="h-recovery"><h2 id="h-recovery">Recovery codes</h2><p id="recovery-state" class="note"></p></section>
+<section aria-labelledby="h-totp"><h2 id="h-totp">Authenticator app</h2><p id="totp-state" class="note"></p>
+  <button id="totp-start" type="button" class="secondary" hidden>Set up an authenticator app</button>
+  <form id="totp-form" novalidate hidden>
+    <p class="note">Add this key to your authenticator app: <code id="totp-secret"></code></p>
+    <label for="totp-code">6-digit code from the app</label>
+    <input id="totp-code" name="code" type="text" inputmode="numeric" autocomplete="one-time-code" required
+           aria-describedby="totp-code-error">
+    <p id="totp-code-error" class="error" hidden></p>
+    <button type="submit">Turn on</button>
+  </form></section>
+<section aria-labelledby="h-recovery"><h2 id="h-recovery">Recovery codes</h2><p id="recovery-state" class="note"></p>
+  <ul id="recovery-codes" class="items" aria-label="New recovery codes" hidden></ul>
+  <form id="recovery-form" novalidate hidden>
+    <label for="recovery-totp">Code from your authenticator app, to create new recovery codes</label>
+    <input id="recovery-totp" name="code" type="text" inputmode="numeric" autocomplete="one-time-code" required
+           aria-describedby="recovery-totp-error">
+    <p id="recovery-totp-error" class="error" hidden></p>
+    <button type="submit" class="secondary">Create new recovery codes</button>
+  </form></section>
 <section aria-labelledby="h-sessions"><h2 id="h-sessions">Sessions</h2><ul id="sessions" class="items"></ul></section>
-<section aria-labelledby="h-tokens"><h2 id="h-tokens">API tokens</h2><ul id="api-tokens" class="items"></ul></section>
+<section aria-labelledby="h-tokens"><h2 id="h-tokens">API tokens</h2><ul id="api-tokens" class="items"></ul>
+  <form id="token-form" novalidate>
+    <label for="token-name">Token name</label>
+    <input id="token-name" name="name" type="text" autocomplete="off" required maxlength="100"
+           aria-describedby="token-name-error">
+    <p id="token-name-error" class="error" hidden></p>
+    <label for="token-workspace">Workspace</label>
+    <select id="token-workspace" name="workspace_id"></select>
+    <label for="token-days">Expires after (days)</label>
+    <input id="token-days" name="expires_in_days" type="number" min="1" value="30" autocomplete="off">
+    <button type="submit" class="secondary">Create API token</button>
+  </form>
+  <p id="token-created" class="note" hidden>Copy the token now; it is not shown again:
+    <input id="token-value" type="text" readonly aria-label="New API token" autocomplete="off"></p></section>
 <button id="signout" type="button" class="secondary">Sign out</button>""")
 
 MESSAGE = Template("""<p class="$css" role="$role">$message</p>

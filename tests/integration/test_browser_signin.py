@@ -186,3 +186,38 @@ def test_password_then_security_key_as_second_factor(stack_live: Any, browser: A
     newest = max(list_sessions(user.id), key=lambda s: s.created_at)
     assert sorted(newest.amr) == ["hwk", "mfa", "pwd"]
     context.close()
+
+
+def test_settings_page_sets_up_totp_and_creates_an_api_token(stack_live: Any, browser: Any) -> None:
+    import pyotp
+
+    from chalicelib.identity import mfa, sessions
+
+    live, _ = stack_live
+    auth = live.urls["identity"]
+    tenant = make_tenant("settings@example.com", name="Settings Co")
+    sid, _ = sessions.create_session(tenant.user_id, ["email"], caller=None)
+    context = browser.new_context()
+    page = context.new_page()
+    context.add_cookies([{"name": sessions.COOKIE_NAME, "value": sid, "url": auth}])
+    page.goto(auth + "/account")
+    page.click("#totp-start")
+    secret = page.wait_for_selector("#totp-secret").text_content()
+    page.fill("#totp-code", "000000" if pyotp.TOTP(secret).now() != "000000" else "111111")
+    page.click("#totp-form button[type=submit]")
+    page.wait_for_selector("#totp-code-error", state="visible")  # a wrong code is refused, in the field
+    assert page.get_attribute("#totp-code", "aria-invalid") == "true"
+    page.fill("#totp-code", pyotp.TOTP(secret).now())
+    page.click("#totp-form button[type=submit]")
+    page.wait_for_selector("#recovery-codes li")
+    assert page.locator("#recovery-codes li").count() == 10
+    assert mfa.has_totp(tenant.user_id)
+
+    page.fill("#token-name", "ci")
+    page.select_option("#token-workspace", tenant.workspace_id)
+    page.click("#token-form button[type=submit]")
+    page.wait_for_selector("#token-created", state="visible")
+    assert page.input_value("#token-value").count(".") == 2  # a JWT
+    page.wait_for_selector("#api-tokens li button")
+    page.screenshot(path=str(SHOTS / "account-totp-token.png"), full_page=True)
+    context.close()

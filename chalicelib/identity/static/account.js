@@ -19,7 +19,7 @@
     const res = await fetch(url, { method: 'DELETE', credentials: 'same-origin', headers: { 'Content-Type': 'application/json', 'X-Requested-With': 'fetch' } });
     return res.ok;
   }
-  function item(list, text, onRemove, label) {
+  function item(list, text, onRemove, label, buttonText) {
     const li = document.createElement('li');
     const span = document.createElement('span');
     span.textContent = text;
@@ -28,7 +28,7 @@
       const b = document.createElement('button');
       b.type = 'button';
       b.className = 'secondary small';
-      b.textContent = 'Remove';
+      b.textContent = buttonText || 'Remove';
       b.setAttribute('aria-label', label);
       b.addEventListener('click', onRemove);
       li.appendChild(b);
@@ -70,25 +70,87 @@
     const list = fill('sessions', rows, 'No other sessions.');
     rows.forEach((s) => item(list, (s.user_agent || 'Browser') + (s.current ? ' (this one)' : '') + ' · ' + (s.created_at || ''),
       s.current ? null : async () => { if (await del('/account/sessions/' + encodeURIComponent(s.id))) loadSessions(); },
-      'Sign out this session'));
+      'Sign out this session', 'Sign out'));
   }
 
   async function loadTokens() {
     const data = await getJSON('/account/api-tokens');
     const rows = (data && data.api_tokens) || [];
     const list = fill('api-tokens', rows, 'No API tokens.');
-    rows.forEach((t) => item(list, t.name + ' · ' + (t.workspace_id || '') + ' · expires ' + (t.expires_at || ''),
-      async () => { if (await del('/account/api-tokens/' + encodeURIComponent(t.id))) loadTokens(); }, 'Revoke ' + t.name));
+    rows.forEach((t) => item(list, t.name + ' · ' + (t.workspace_id || '') + ' · ' + t.status + ' · expires ' + (t.expires_at || ''),
+      t.status !== 'active' ? null
+        : async () => { if (await del('/account/api-tokens/' + encodeURIComponent(t.id))) loadTokens(); }, 'Revoke ' + t.name, 'Revoke'));
+  }
+
+  function fieldError(id, message) {
+    const box = $(id + '-error');
+    box.textContent = message || '';
+    box.hidden = !message;
+    if (message) $(id).setAttribute('aria-invalid', 'true'); else $(id).removeAttribute('aria-invalid');
+  }
+  function showCodes(codes) {
+    const list = $('recovery-codes');
+    list.textContent = '';
+    codes.forEach((c) => item(list, c));
+    list.hidden = false;
   }
 
   async function loadTotp() {
     const data = await getJSON('/account');
     const m = (data && data.mfa) || {};
     $('totp-state').textContent = m.totp ? 'An authenticator app is set up.' : 'No authenticator app is set up.';
+    $('totp-start').hidden = !!m.totp;
+    $('recovery-form').hidden = !m.totp;
     $('recovery-state').textContent = m.totp
       ? (m.recovery_codes_left || 0) + ' unused recovery codes left.'
       : 'Recovery codes are created when you set up an authenticator app.';
+    const select = $('token-workspace');
+    select.textContent = '';
+    ((data && data.workspaces) || []).forEach((w) => {
+      const o = document.createElement('option');
+      o.value = w.workspace_id; o.textContent = w.workspace_id + ' (' + w.role + ')';
+      select.appendChild(o);
+    });
   }
+
+  $('totp-start').addEventListener('click', async () => {
+    const res = await postJSON('/account/totp/setup', {});
+    if (!res.ok) { status((res.data && res.data.detail) || 'Could not start.', true); return; }
+    $('totp-secret').textContent = res.data.secret;
+    $('totp-form').hidden = false;
+    $('totp-code').focus();
+  });
+  $('totp-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    fieldError('totp-code', '');
+    const res = await postJSON('/account/totp/confirm', { code: $('totp-code').value.trim() });
+    if (!res.ok) { fieldError('totp-code', (res.data && res.data.detail) || 'The code is not right.'); return; }
+    $('totp-form').hidden = true;
+    status('Authenticator app turned on. Store your recovery codes now.');
+    showCodes(res.data.recovery_codes || []);
+    loadTotp();
+  });
+  $('recovery-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    fieldError('recovery-totp', '');
+    const res = await postJSON('/account/recovery-codes', { code: $('recovery-totp').value.trim() });
+    if (!res.ok) { fieldError('recovery-totp', (res.data && res.data.detail) || 'The code is not right.'); return; }
+    showCodes(res.data.recovery_codes || []);
+    loadTotp();
+  });
+  $('token-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    fieldError('token-name', '');
+    const name = $('token-name').value.trim();
+    if (!name) { fieldError('token-name', 'Give the token a name.'); return; }
+    const res = await postJSON('/account/api-tokens', {
+      name, workspace_id: $('token-workspace').value, expires_in_days: parseInt($('token-days').value, 10) || 30,
+    });
+    if (!res.ok) { fieldError('token-name', (res.data && res.data.detail) || 'The token was not created.'); return; }
+    $('token-value').value = res.data.token;
+    $('token-created').hidden = false;
+    loadTokens();
+  });
 
   $('add-passkey').addEventListener('click', () => addCredential('passkey', '/account/passkeys', 'passkeys', 'Passkey'));
   $('add-security-key').addEventListener('click', () => addCredential('security_key', '/account/security-keys', 'security-keys', 'Security key'));
