@@ -1,7 +1,8 @@
 """A small outbound HTTP client (stdlib) for identity providers: JSON and form requests with timeouts.
 
-Only ``https`` is allowed, except for loopback hosts (local runs and tests point providers at peers
-on 127.0.0.1). Responses are size-capped.
+Only ``https`` is allowed; plain ``http`` only to a loopback host and only in the ``local`` and
+``test`` stages (local runs and tests point providers at peers on 127.0.0.1). Redirects are not
+followed (a provider URL cannot bounce a request elsewhere), and responses are size-capped.
 """
 from __future__ import annotations
 
@@ -11,20 +12,32 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlencode, urlparse
 
+from chalicelib.core.config import settings
+
 TIMEOUT_SECONDS = 10
 MAX_RESPONSE_BYTES = 1024 * 1024
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_STAGES = ("local", "test")
 
 
 class ProviderError(Exception):
     """The provider could not be reached or answered something unusable."""
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirect)
+
+
 def allowed_url(url: str) -> bool:
     parsed = urlparse(url)
     if parsed.scheme == "https" and parsed.hostname:
         return True
-    return parsed.scheme == "http" and parsed.hostname in LOOPBACK
+    return (parsed.scheme == "http" and parsed.hostname in LOOPBACK
+            and settings().stage in LOOPBACK_STAGES)
 
 
 def request(method: str, url: str, *, form: dict[str, str] | None = None,
@@ -37,7 +50,7 @@ def request(method: str, url: str, *, form: dict[str, str] | None = None,
         **({"Content-Type": "application/x-www-form-urlencoded"} if form is not None else {}),
         **(headers or {})})
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_SECONDS) as resp:  # noqa: S310 (scheme checked)
+        with _opener.open(req, timeout=TIMEOUT_SECONDS) as resp:  # noqa: S310 (scheme checked)
             return resp.status, resp.read(MAX_RESPONSE_BYTES)
     except urllib.error.HTTPError as err:
         return err.code, err.read(MAX_RESPONSE_BYTES)

@@ -251,6 +251,8 @@ def _jit_user(email: str, issuer: str, subject: str) -> tuple[UserAttrs, bool]:
         except ApiError:  # created concurrently
             user = find_by_email(email)
             assert user is not None
+    if user.status != "active":
+        raise refused("account_disabled", "This account is disabled.")
     if user.idp and (user.idp != issuer or user.idp_subject != subject):
         raise refused("idp_subject_mismatch", "This e-mail address is linked to another identity at the provider.")
     if not user.idp:  # the verified domain's provider now manages this address

@@ -86,7 +86,9 @@ def passkey_verify(ctx: Ctx) -> Any:
     body = validate(ctx.json(), VERIFY_FIELDS)
     return_to = safe_return_to(body.get("return_to"))
     who = wa.verify_authentication(body["challenge_id"], body["credential"], wa.PASSKEY)
-    if lockout.is_locked(who.user_id):  # a locked account signs in with nothing until it unlocks
+    user = get_user(who.user_id)
+    if user is None or user.status != "active" or lockout.is_locked(who.user_id):
+        # a locked or disabled account signs in with nothing until it is unlocked / enabled
         raise ApiError(400, "webauthn_failed", "The security key or passkey response could not be verified.")
     lockout.clear(who.user_id)
     sid, record = sessions.create_session(who.user_id, who.amr, caller=ctx.caller)

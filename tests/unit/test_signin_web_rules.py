@@ -49,3 +49,16 @@ def test_pages_escape_values_and_carry_autocomplete_tokens() -> None:
     assert 'autocomplete="email"' in pages.reset_page(None)
     assert "script-src 'self'" in pages.CSP and "unsafe-inline" not in pages.CSP
     assert pages.static_file("../pages.py") is None and pages.static_file("signin.js") is not None
+
+
+def test_loopback_providers_only_in_local_and_test_stages(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chalicelib.core.config import settings
+
+    monkeypatch.setenv("STAGE", "prod")
+    settings.cache_clear()
+    try:
+        assert not http_client.allowed_url("http://127.0.0.1:9999/x")
+        assert http_client.allowed_url("https://login.example.com/x")
+    finally:
+        monkeypatch.delenv("STAGE")
+        settings.cache_clear()
