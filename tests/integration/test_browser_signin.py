@@ -25,7 +25,8 @@ from tests.integration.sso_peers import VerificationFiles
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="run `make system-deps` (Debian chromium)")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="run `make system-deps` (Debian chromium)")]
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ from tests.integration.sso_peers import (
 
 AUTH = "http://localhost:8002"
 CALLBACK = AUTH + "/sso/callback"
+pytestmark = pytest.mark.integration
 needs_node = pytest.mark.skipif(not node_available(), reason="run `make system-deps` (npm ci of the oidc-provider peer)")
 
 
