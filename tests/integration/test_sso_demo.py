@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not sso_demo.available(), reason="run `make system-deps` (npm ci of the peer)")]
 
 
-def test_sso_demo_routes_its_domain(tenant: Tenant) -> None:
+def test_sso_demo_routes_its_domain(tenant: Tenant) -> None:  # noqa: F811 (fixture)
     demo = sso_demo.start_sso_demo(tenant.workspace_id, tenant.user_id)
     assert demo is not None
     try:
