@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 
 from chalice import Chalice
 
@@ -22,7 +22,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")
 
 
-@lru_cache(maxsize=None)
+@cache
 def create_app(group: str) -> Chalice:
     """A Chalice app holding only ``group``'s routes (built once per process).
 

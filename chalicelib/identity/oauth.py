@@ -5,7 +5,8 @@ authenticated client (or None) and returns the token response.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError

@@ -1,7 +1,6 @@
 """Our OAuth 2.0 / OIDC provider, driven by an independent client library (authlib)."""
 import base64
 import hashlib
-import json
 import secrets
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
