@@ -133,6 +133,12 @@ def test_admin_routes_refuse_non_members_other_workspaces_and_non_admins(stack: 
         r = c.http.post(f"/v1/workspaces/{admin.workspace_id}/members/{admin.user_id}/unlock",
                         headers={"Content-Type": "application/json"}, body="{}")
         assert r.status_code == 401
+        r = c.http.post(f"/v1/workspaces/{admin.workspace_id}/members/{admin.user_id}/unlock",
+                        headers=headers, body='{"force": true}')
+        assert r.status_code == 400 and body(r)["code"] == "validation_failed"
+        r = c.http.post(f"/v1/workspaces/{admin.workspace_id}/members/{admin.user_id}/mfa/reset",
+                        headers=headers, body="{oops")
+        assert r.status_code == 400 and body(r)["code"] == "malformed_json"
 
 
 def test_repeated_lockouts_write_a_security_event_to_every_workspace(stack: None) -> None:
