@@ -19,3 +19,7 @@ if GROUP == "workers":
     @app.schedule(Rate(1, unit=Rate.HOURS))
     def retire_signing_keys(event):
         return jobs.retire_signing_keys(event.to_dict())
+
+    @app.schedule(Rate(5, unit=Rate.MINUTES))
+    def expire_support_grants(event):
+        return jobs.expire_support_grants(event.to_dict())

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib
-from functools import cache
 
 from chalice import Chalice
 
@@ -10,11 +9,14 @@ from chalicelib.core.web import install
 
 APP_NAME = "aiplat"
 
-# group -> modules whose ``bp`` blueprint the group serves
+# group -> modules whose ``api`` (core.web.Api) routes the group serves
 GROUPS: dict[str, tuple[str, ...]] = {
     "identity": ("chalicelib.identity.routes", "chalicelib.identity.signin_routes",
                  "chalicelib.identity.oauth_routes", "chalicelib.identity.account_routes"),
-    "platform": ("chalicelib.platform.routes", "chalicelib.platform.member_security_routes"),
+    "platform": ("chalicelib.platform.routes", "chalicelib.platform.workspace_routes",
+                 "chalicelib.platform.member_routes", "chalicelib.platform.invitation_routes",
+                 "chalicelib.platform.audit_routes", "chalicelib.platform.support_routes",
+                 "chalicelib.platform.member_security_routes"),
     "gateway": ("chalicelib.gateway.routes",),
     "app": (),
     "workers": (),
@@ -22,18 +24,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")
 
 
-@cache
 def create_app(group: str) -> Chalice:
-    """A Chalice app holding only ``group``'s routes (built once per process).
-
-    Cached because Chalice replays a blueprint's deferred route registration with the same kwargs dict
-    and pops ``methods`` from it: a blueprint registered into a second app gets every route as GET only.
-    """
+    """A Chalice app holding only ``group``'s routes."""
     if group not in GROUPS:
         raise ValueError(f"unknown ROUTE_GROUP {group!r}; expected one of {', '.join(GROUPS)}")
     app = Chalice(app_name=APP_NAME)
     app.api.cors = False
     install(app)
     for module in GROUPS[group]:
-        app.register_blueprint(importlib.import_module(module).bp)
+        importlib.import_module(module).api.register(app)
     return app

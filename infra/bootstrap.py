@@ -61,6 +61,12 @@ def ensure_queues(region: str) -> list[str]:
     sqs = aws.client("sqs", region)
     made = []
     for q in QUEUES:
+        try:
+            sqs.get_queue_url(QueueName=aws.queue_name(q.name))
+            continue
+        except ClientError as err:
+            if "NonExistentQueue" not in err.response["Error"]["Code"]:
+                raise
         dlq_url = sqs.create_queue(QueueName=aws.queue_name(q.name + "-dlq"),
                                    Attributes={"MessageRetentionPeriod": str(14 * 24 * 3600)})["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -134,6 +140,9 @@ def bootstrap_global() -> dict[str, list[str]]:
 
 
 def bootstrap_region(region: str) -> dict[str, list[str]]:
+    from chalicelib.core.mail import ensure_sender
+
+    ensure_sender(region)  # workspace mail (invitations) is sent from the workspace's own region
     return {
         "keys": [k.name for k in keys(REGIONAL) if ensure_key(k, region)],
         "tables": [t.name for t in tables(REGIONAL) if ensure_table(t, region)],

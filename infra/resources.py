@@ -79,6 +79,8 @@ TABLES: tuple[Table, ...] = (
     Table("api_tokens", GLOBAL, "id", attributes={"id": "S", "user_id": "S"},
           indexes=(Index("by_user", "user_id", "id"),), ttl="purge_at",
           purpose="records of user-created API tokens (the JWT itself is never stored)"),
+    Table("support_staff", GLOBAL, "user_id", attributes={"user_id": "S"},
+          purpose="identity directory flag: which users are provider support staff (no workspace content)"),
     # --- regional: workspace content, stored in the workspace's region only ---------------------
     Table("memberships", REGIONAL, "workspace_id", "user_id",
           attributes={"workspace_id": "S", "user_id": "S"},
@@ -95,6 +97,10 @@ TABLES: tuple[Table, ...] = (
           purpose="connector sync runs"),
     Table("lineage_edges", REGIONAL, "workspace_id", "edge", attributes={"workspace_id": "S", "edge": "S"},
           purpose="lineage graph edges"),
+    Table("invitations", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="invitations (inv_...) and one pending-address claim per e-mail (email#...)"),
+    Table("support_grants", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="time-boxed support access grants"),
     Table("idempotency", REGIONAL, "key", attributes={"key": "S"}, ttl="expires_at",
           purpose="first answers of POSTs that start work, by Idempotency-Key"),
 )

@@ -21,6 +21,10 @@ _AM = frozenset({Role.ADMIN, Role.MEMBER})
 _AV = frozenset({Role.ADMIN, Role.VIEWER})
 _ALL = frozenset(Role)
 
+# Any verified token, whatever its roles: user-level actions not bound to the token's workspace
+# (create a workspace, list one's workspaces, accept an invitation, domain-join, support access with a grant).
+AUTHENTICATED = "authenticated"
+
 # Admin: everything. Member: chat, knowledge, agents. Viewer: read-only audit and dashboards.
 PERMISSIONS: dict[str, frozenset[Role]] = {
     "workspace.read": _ALL,
@@ -57,6 +61,8 @@ class Principal:
     claims: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def can(self, permission: str) -> bool:
+        if permission == AUTHENTICATED:
+            return True
         allowed = PERMISSIONS.get(permission)
         if allowed is None:
             return False

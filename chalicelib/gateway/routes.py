@@ -2,9 +2,6 @@
 /v1/policies and /graphql. GraphQL and DuckDB are imported only inside the views that need them."""
 from __future__ import annotations
 
-from chalice import Blueprint
-
 from chalicelib.core.web import Api
 
-bp = Blueprint(__name__)
-api = Api(bp, "gateway")
+api = Api("gateway")

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint, Response
+from chalice import Response
 
 from chalicelib.core.tokens import bearer
 from chalicelib.core.web import FORM, Api, Ctx, json_response
 from chalicelib.identity import provider, sessions
 from chalicelib.identity.clients import authenticate_basic
 
-bp = Blueprint(__name__)
-api = Api(bp, "identity")
+api = Api("identity")
 
 
 def _redirect(location: str) -> Response:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.core import audit
 from chalicelib.core.authz import require_workspace
 from chalicelib.core.errors import not_found
@@ -15,8 +13,7 @@ from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx
 from chalicelib.identity import lockout, mfa
 
-bp = Blueprint(__name__)
-api = Api(bp, "platform")
+api = Api("platform")
 
 
 def _target(ctx: Ctx, workspace_id: str, user_id: str) -> Any:

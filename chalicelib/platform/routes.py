@@ -1,17 +1,20 @@
-"""Platform API routes at {base_url}/v1."""
+"""Platform API routes at {base_url}/v1: identity of the caller and the OpenAPI document."""
 from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
-from chalicelib.core.web import Api, Ctx
+from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.platform import me as me_service
+from chalicelib.platform import openapi
 
-bp = Blueprint(__name__)
-api = Api(bp, "platform")
+api = Api("platform")
 
 
 @api.route("/v1/me", permission="workspace.read")
 def me(ctx: Ctx) -> Any:
     return me_service.describe(ctx.user)
+
+
+@api.route("/v1/openapi.json", public=True)
+def openapi_document(ctx: Ctx) -> Any:
+    return json_response(openapi.document(), headers={"Cache-Control": "public, max-age=300"})

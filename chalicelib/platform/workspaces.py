@@ -7,22 +7,29 @@ workspaces can never share one.
 """
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from typing import Any
 
 from pynamodb.attributes import UnicodeAttribute
-from pynamodb.connection import Connection
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.core import audit, clock
 from chalicelib.core.authz import Role
 from chalicelib.core.config import settings
+from chalicelib.core.errors import ApiError, validation_error
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import BaseModel, global_model
+from chalicelib.core.logs import get_logger
+from chalicelib.core.models import BaseModel, connection, global_model
 from chalicelib.core.regions import region_for
-from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces
+from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
+from chalicelib.core.validation import F, validate
+from chalicelib.platform import durations, paging
+from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
+
+log = get_logger("platform.workspaces")
 
 SLUG_MAX = 40
 MAX_SLUG_ATTEMPTS = 50
@@ -60,7 +67,7 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
                           created_at=now, created_by=owner_id, member_count=1)
         claim = global_model(SlugClaimAttrs)(f"slug#{slug}", workspace_id=ws_id)
         try:
-            with TransactWrite(connection=Connection(region=settings().global_region)) as tx:
+            with TransactWrite(connection=connection(settings().global_region)) as tx:
                 tx.save(claim, condition=SlugClaimAttrs.id.does_not_exist())
                 tx.save(ws, condition=WorkspaceAttrs.id.does_not_exist())
             break
@@ -76,3 +83,236 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
                  details={"name": name, "slug": ws.slug, "residency": residency, "enforce_mfa": enforce_mfa},
                  caller=caller)
     return ws
+
+
+# --- reading, listing, changing ------------------------------------------------------------------
+
+REPLICATION_VALUES = ("none", "in-region-multi-az", "cross-region-dr")
+# cross-region-dr copies to a named secondary region (documented in docs/readme/platform.md)
+SECONDARY_REGION = {"us-east": "us-west-2", "eu-central": "eu-west-1"}
+NAME_MAX = 100
+
+
+def settings_of(ws: WorkspaceAttrs) -> dict[str, Any]:
+    try:
+        data = json.loads(ws.settings or "{}")
+    except ValueError:
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def public_settings(ws: WorkspaceAttrs) -> dict[str, Any]:
+    s = settings_of(ws)
+    dj = s.get("domain_join") or {}
+    return {"domain_join": {"enabled": bool(dj.get("enabled")), "domain": dj.get("domain")},
+            "chat_auto_expiry": s.get("chat_auto_expiry")}
+
+
+def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
+    """The workspace object every route returns."""
+    return {
+        "id": ws.id,
+        "name": ws.name,
+        "slug": ws.slug,
+        "residency": ws.residency,
+        "region": ws.region,
+        "replication": ws.replication,
+        "replication_secondary_region": SECONDARY_REGION.get(ws.residency) if ws.replication == "cross-region-dr" else None,
+        "enforce_mfa": bool(ws.enforce_mfa),
+        "created_at": ws.created_at,
+        "created_by": ws.created_by,
+        "member_count": int(ws.member_count or 0),
+        "settings": public_settings(ws),
+    }
+
+
+def token_exchange_hint(workspace_id: str) -> dict[str, str]:
+    """How to obtain a token for a workspace the caller belongs to (RFC 8693 at the identity service)."""
+    from chalicelib.identity.oauth import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
+
+    return {"token_endpoint": settings().auth_url + "/oauth2/token", "grant_type": TOKEN_EXCHANGE,
+            "subject_token_type": ACCESS_TOKEN_TYPE, "workspace_id": workspace_id}
+
+
+def adjust_member_count(workspace_id: str, delta: int) -> None:
+    """Keep the directory's usage counter roughly right (it is not in the membership transaction:
+    memberships live in the workspace's region, the directory in the global one)."""
+    try:
+        workspaces()(workspace_id).update(actions=[WorkspaceAttrs.member_count.add(delta)],
+                                          condition=WorkspaceAttrs.id.exists())
+    except Exception:  # a counter must never fail the membership change it follows
+        log.warning("member_count not adjusted", extra={"workspace_id": workspace_id})
+
+
+def list_for_user(user_id: str, limit: int, after: str | None) -> dict[str, Any]:
+    """The caller's workspaces (every region), ordered by id, cursor-paged."""
+    entries = [m for m in workspaces_of(user_id) if after is None or m["workspace_id"] > after]
+    chosen = entries[: limit + 1]
+    by_id = {w.id: w for w in workspaces().batch_get([m["workspace_id"] for m in chosen])} if chosen else {}
+    items = [{**to_public(by_id[m["workspace_id"]]), "role": m["role"]} for m in chosen if m["workspace_id"] in by_id]
+    out = paging.page(items, limit, "workspaces", lambda w: w["id"])
+    return {"workspaces": out.pop("_items"), **out}
+
+
+def _check_name(value: Any) -> str | None:
+    if not value.strip():
+        return "must not be blank"
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        return "must not contain control characters"
+    return None
+
+
+CREATE_FIELDS = {
+    "name": F(str, required=True, min_len=1, max_len=NAME_MAX, check=_check_name),
+    "residency": F(str, required=True, max_len=32),
+    "enforce_mfa": F(bool),
+}
+
+
+def validate_create(body: Any) -> dict[str, Any]:
+    body = validate(body, CREATE_FIELDS)
+    region_for(body["residency"])  # 400 unknown, 422 planned (br-south) with the alternatives
+    return body
+
+
+PATCH_FIELDS = {
+    "name": F(str, min_len=1, max_len=NAME_MAX, check=_check_name),
+    "enforce_mfa": F(bool),
+    "domain_join": F(dict),
+    "chat_auto_expiry": F(str, nullable=True, max_len=32,
+                          check=durations.checker(3600, 3650 * 86400, "PT1H and P3650D")),
+    "replication": F(str, enum=REPLICATION_VALUES),
+    "acknowledge_data_leaves_region": F(bool),
+}
+DOMAIN_JOIN_FIELDS = {"enabled": F(bool, required=True), "domain": F(str, min_len=3, max_len=253)}
+# public mail providers: a workspace cannot claim everyone who has an address there
+PUBLIC_MAIL_DOMAINS = frozenset({"gmail.com", "googlemail.com", "outlook.com", "hotmail.com", "live.com",
+                                 "yahoo.com", "icloud.com", "me.com", "aol.com", "proton.me", "protonmail.com",
+                                 "gmx.de", "gmx.net", "web.de", "mail.com", "yandex.ru", "qq.com"})
+
+
+def residency_immutable() -> ApiError:
+    return ApiError(409, "residency_immutable",
+                    "Residency is chosen once, when the workspace is created, and cannot be changed in place. "
+                    "Moving a workspace to another region is a supervised migration run by support: it needs a "
+                    "maintenance window, re-indexing of embeddings and re-issued API keys. Contact support to "
+                    "plan one.")
+
+
+def validate_patch(body: Any) -> dict[str, Any]:
+    if isinstance(body, dict) and "residency" in body:
+        raise residency_immutable()
+    body = validate(body, PATCH_FIELDS)
+    if not body:
+        raise validation_error([{"field": "body", "message": "must change at least one field"}])
+    if "domain_join" in body:
+        try:
+            validate(body["domain_join"], DOMAIN_JOIN_FIELDS)
+        except ApiError as err:
+            raise validation_error([{"field": f"domain_join.{e['field']}", "message": e["message"]}
+                                    for e in (err.errors or [{"field": "", "message": err.detail}])]) from None
+    if "acknowledge_data_leaves_region" in body and body.get("replication") != "cross-region-dr":
+        raise validation_error([{"field": "acknowledge_data_leaves_region",
+                                 "message": "is only accepted with replication cross-region-dr"}])
+    return body
+
+
+def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, amr: tuple[str, ...],
+                     verified_email_domain: str | None, caller: Any = None) -> WorkspaceAttrs:
+    """Apply a validated PATCH; audited (``workspace.updated``, ``workspace.replication_changed``)."""
+    from chalicelib.platform.access import MFA_AMR
+
+    ws = workspaces().get(ws_id, consistent_read=True)
+    region = ws.region
+    old_settings_raw = ws.settings
+    new_settings = settings_of(ws)
+    actions: list[Any] = []
+    changes: dict[str, Any] = {}
+    if "name" in body and body["name"].strip() != ws.name:
+        name = body["name"].strip()
+        actions.append(WorkspaceAttrs.name.set(name))
+        changes["name"] = {"from": ws.name, "to": name}
+    if "enforce_mfa" in body and body["enforce_mfa"] != bool(ws.enforce_mfa):
+        if body["enforce_mfa"] and not MFA_AMR.intersection(amr):
+            raise ApiError(403, "mfa_required", "Sign in with a second factor before enforcing MFA for the "
+                                                "workspace, so that you keep access to it.")
+        actions.append(WorkspaceAttrs.enforce_mfa.set(body["enforce_mfa"]))
+        changes["enforce_mfa"] = {"from": bool(ws.enforce_mfa), "to": body["enforce_mfa"]}
+    index_add: str | None = None
+    index_remove: str | None = None
+    if "domain_join" in body:
+        old = new_settings.get("domain_join") or {}
+        wanted = body["domain_join"]
+        domain = (wanted.get("domain") or verified_email_domain or "").lower() if wanted["enabled"] else None
+        if wanted["enabled"]:
+            if not verified_email_domain:
+                raise ApiError(422, "email_not_verified", "Domain-join needs your own verified e-mail address "
+                                                          "in the domain; verify your e-mail first.")
+            if domain != verified_email_domain:
+                raise ApiError(422, "domain_not_yours", f"Domain-join can only be enabled for the domain of your "
+                                                        f"own verified e-mail address ({verified_email_domain}).",
+                               errors=[{"field": "domain_join.domain", "message": f"must be {verified_email_domain}"}])
+            if domain in PUBLIC_MAIL_DOMAINS:
+                raise ApiError(422, "public_mail_domain", f"'{domain}' is a public mail provider; domain-join "
+                                                          "needs your organisation's own domain.")
+        new = {"enabled": bool(wanted["enabled"]), "domain": domain}
+        if new != {"enabled": bool(old.get("enabled")), "domain": old.get("domain")}:
+            if old.get("enabled") and old.get("domain"):
+                index_remove = old["domain"]
+            if new["enabled"]:
+                index_add = domain
+            if index_add == index_remove:
+                index_add = index_remove = None
+            new_settings["domain_join"] = new
+            changes["domain_join"] = {"from": {"enabled": bool(old.get("enabled")), "domain": old.get("domain")},
+                                      "to": new}
+    if "chat_auto_expiry" in body and body["chat_auto_expiry"] != new_settings.get("chat_auto_expiry"):
+        changes["chat_auto_expiry"] = {"from": new_settings.get("chat_auto_expiry"), "to": body["chat_auto_expiry"]}
+        new_settings["chat_auto_expiry"] = body["chat_auto_expiry"]
+    replication_change: dict[str, Any] | None = None
+    if "replication" in body and body["replication"] != ws.replication:
+        to = body["replication"]
+        acknowledged = bool(body.get("acknowledge_data_leaves_region"))
+        if to == "cross-region-dr" and ws.residency == "eu-central" and not acknowledged:
+            raise ApiError(422, "acknowledgement_required",
+                           "This workspace is pinned to eu-central. cross-region-dr sends an encrypted copy of its "
+                           f"data to {SECONDARY_REGION['eu-central']}, outside the region. Send "
+                           "\"acknowledge_data_leaves_region\": true to confirm; the acknowledgement is written to "
+                           "the audit trail with your identity.",
+                           errors=[{"field": "acknowledge_data_leaves_region", "message": "must be true"}])
+        actions.append(WorkspaceAttrs.replication.set(to))
+        replication_change = {"from": ws.replication, "to": to,
+                              "secondary_region": SECONDARY_REGION.get(ws.residency) if to == "cross-region-dr" else None}
+        if to == "cross-region-dr":
+            replication_change["data_leaves_region"] = True
+            replication_change["acknowledged"] = acknowledged
+            if acknowledged:
+                replication_change["acknowledged_by"] = actor.as_dict()
+    if "domain_join" in changes or "chat_auto_expiry" in changes:
+        actions.append(WorkspaceAttrs.settings.set(json.dumps(new_settings, sort_keys=True)))
+    if not actions:
+        return ws
+    try:
+        _write_update(ws, actions, old_settings_raw, index_add, index_remove)
+    except TransactWriteError:
+        raise ApiError(409, "concurrent_update", "The workspace was changed by another request at the same "
+                                                 "time; read it again and retry.") from None
+    if changes:
+        audit.append(region, ws.id, "workspace.updated", actor=actor, target={"type": "workspace", "id": ws.id},
+                     details={"changes": changes}, caller=caller)
+    if replication_change:
+        audit.append(region, ws.id, "workspace.replication_changed", actor=actor,
+                     target={"type": "workspace", "id": ws.id}, details=replication_change, caller=caller)
+    return workspaces().get(ws.id, consistent_read=True)
+
+
+def _write_update(ws: WorkspaceAttrs, actions: list[Any], old_settings: str, index_add: str | None,
+                  index_remove: str | None) -> None:
+    """The directory entry and the domain-join index change together, only if nobody changed it meanwhile."""
+    with TransactWrite(connection=connection(settings().global_region)) as tx:
+        tx.update(ws, actions=actions, condition=WorkspaceAttrs.settings == old_settings)
+        if index_add:
+            tx.update(domain_index()(f"domain#{index_add}"), actions=[DomainJoinIndexAttrs.workspace_ids.add({ws.id})])
+        if index_remove:
+            tx.update(domain_index()(f"domain#{index_remove}"),
+                      actions=[DomainJoinIndexAttrs.workspace_ids.delete({ws.id})])

@@ -39,9 +39,17 @@ def retire_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
     return {"retired": retired}
 
 
+def expire_support_grants(event: dict[str, Any]) -> dict[str, Any]:
+    """Every 5 minutes: write the audit event of each support access grant that has expired."""
+    from chalicelib.platform.support import expire_grants
+
+    return expire_grants(event)
+
+
 SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
     Scheduled("retire_signing_keys", 3600, retire_signing_keys),
+    Scheduled("expire_support_grants", 300, expire_support_grants),
 )
 
 # queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}

@@ -1,0 +1,36 @@
+"""Authorization of platform calls beyond the token: the live role and user-level actions.
+
+The route wrapper (``core.web``) has already checked the token's roles against the permission map.
+Workspace routes also re-check the same map with the caller's membership as stored now, so a removed
+or demoted member loses access at once instead of when their token expires.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from chalicelib.core.authz import Principal, require, require_workspace
+from chalicelib.core.errors import ApiError, not_found
+from chalicelib.core.tenancy import MembershipAttrs, membership
+
+MFA_AMR = frozenset({"mfa", "otp", "hwk", "swk"})
+
+
+def authorize(principal: Principal, workspace_id: str, permission: str) -> MembershipAttrs:
+    """The caller's live membership when it grants ``permission`` in the token's own workspace."""
+    require_workspace(principal, workspace_id)
+    m = membership(workspace_id, principal.user_id)
+    if m is None:
+        raise not_found("workspace")
+    require(replace(principal, roles=(m.role,)), permission)
+    return m
+
+
+def require_user_token(principal: Principal) -> None:
+    """User-level actions need the user's own sign-in token, not a workspace-bound API token."""
+    if principal.claims.get("token_use") == "api":
+        raise ApiError(403, "user_token_required",
+                       "API tokens are bound to one workspace; use a token from an interactive sign-in.")
+
+
+def mfa_used(principal: Principal) -> bool:
+    return bool(MFA_AMR.intersection(principal.amr))

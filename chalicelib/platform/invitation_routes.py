@@ -1,0 +1,56 @@
+"""Invitation routes: create, list, read, revoke (Admin); accept (user-level, the invited address)."""
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core import idempotency
+from chalicelib.core.authz import AUTHENTICATED
+from chalicelib.core.tenancy import region_of
+from chalicelib.core.validation import validate
+from chalicelib.core.web import Api, Ctx, json_response
+from chalicelib.platform import invitations, paging
+from chalicelib.platform.access import authorize, require_user_token
+from chalicelib.platform.workspace_routes import actor_of, replayed_header
+
+api = Api("platform")
+
+
+@api.route("/v1/workspaces/{workspace_id}/invitations", methods=["POST"], permission="invitations.manage")
+def create_invitation(ctx: Ctx, workspace_id: str) -> Any:
+    authorize(ctx.user, workspace_id, "invitations.manage")
+    body = validate(ctx.json(), invitations.CREATE_FIELDS)
+    status, result, replayed = idempotency.run(
+        region_of(workspace_id), workspace_id, "invitations.create", ctx.header(idempotency.HEADER), body,
+        lambda: (201, invitations.create(workspace_id, body, actor=actor_of(ctx), caller=ctx.caller)))
+    return json_response(result, status, {
+        "Location": f"/v1/workspaces/{workspace_id}/invitations/{result['id']}", **replayed_header(replayed)})
+
+
+@api.route("/v1/workspaces/{workspace_id}/invitations", permission="invitations.manage")
+def list_invitations(ctx: Ctx, workspace_id: str) -> Any:
+    authorize(ctx.user, workspace_id, "invitations.manage")
+    paging.check_params(ctx.query, ("limit", "after"))
+    return invitations.list_invitations(workspace_id, paging.limit(ctx.query),
+                                        paging.decode("invitations", ctx.query.get("after")))
+
+
+@api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}", permission="invitations.manage")
+def get_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
+    authorize(ctx.user, workspace_id, "invitations.manage")
+    paging.check_params(ctx.query, ())
+    return invitations.to_public(invitations.get(workspace_id, invitation_id))
+
+
+@api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}", methods=["DELETE"],
+           permission="invitations.manage")
+def revoke_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
+    authorize(ctx.user, workspace_id, "invitations.manage")
+    return invitations.revoke(workspace_id, invitation_id, actor=actor_of(ctx), caller=ctx.caller)
+
+
+@api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}/accept", methods=["POST"],
+           permission=AUTHENTICATED)
+def accept_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
+    require_user_token(ctx.user)
+    validate(ctx.json(required=False), {})
+    return json_response(invitations.accept(workspace_id, invitation_id, ctx.user, caller=ctx.caller), 201)

@@ -1,0 +1,93 @@
+"""Platform storage. Invitations and support grants are workspace content (regional, the workspace's
+region); the support-staff flag and the domain-join index are directory data (global by design)."""
+from __future__ import annotations
+
+from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+
+from chalicelib.core.models import BaseModel, global_model, regional
+
+INVITATION_PREFIX = "inv_"
+EMAIL_CLAIM_PREFIX = "email#"
+
+
+class InvitationAttrs(BaseModel):
+    """An invitation (``id`` = ``inv_...``). ``status`` is stored as pending|accepted|revoked; an
+    expired invitation is a pending one whose ``expires_at`` has passed (computed on read)."""
+
+    TABLE = "invitations"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    id = UnicodeAttribute(range_key=True)
+    email = UnicodeAttribute()
+    role = UnicodeAttribute()
+    status = UnicodeAttribute()
+    invited_by = UnicodeAttribute()  # JSON {id, email}
+    created_at = UnicodeAttribute()
+    expires_at = NumberAttribute()  # epoch seconds
+    accepted_by = UnicodeAttribute(null=True)
+    accepted_at = UnicodeAttribute(null=True)
+    revoked_at = UnicodeAttribute(null=True)
+
+
+class InvitationClaimAttrs(BaseModel):
+    """``email#<address>``: the one pending invitation of an address in a workspace."""
+
+    TABLE = "invitations"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    id = UnicodeAttribute(range_key=True)
+    invitation_id = UnicodeAttribute()
+    expires_at = NumberAttribute()
+
+
+class SupportGrantAttrs(BaseModel):
+    TABLE = "support_grants"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    id = UnicodeAttribute(range_key=True)  # grant_...
+    support_user_id = UnicodeAttribute()
+    support_email = UnicodeAttribute()
+    reason = UnicodeAttribute()
+    granted_by = UnicodeAttribute()  # JSON {id, email}
+    created_at = UnicodeAttribute()
+    expires_at = NumberAttribute()
+    revoked_at = UnicodeAttribute(null=True)
+    revoked_by = UnicodeAttribute(null=True)
+    expiry_audited = BooleanAttribute(null=True)
+
+
+class SupportStaffAttrs(BaseModel):
+    """Provider support staff (global directory flag). Provisioned by operators, see support.py."""
+
+    TABLE = "support_staff"
+    user_id = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute()
+    name = UnicodeAttribute()
+    location = UnicodeAttribute(default="")
+    active = BooleanAttribute(default=True)
+    added_at = UnicodeAttribute()
+
+
+class DomainJoinIndexAttrs(BaseModel):
+    """``domain#<domain>`` in the workspace directory: workspaces with domain-join on for it."""
+
+    TABLE = "workspaces"
+    id = UnicodeAttribute(hash_key=True)
+    workspace_ids = UnicodeSetAttribute(null=True)
+
+
+def invitations(region: str) -> type[InvitationAttrs]:
+    return regional(InvitationAttrs, region)
+
+
+def invitation_claims(region: str) -> type[InvitationClaimAttrs]:
+    return regional(InvitationClaimAttrs, region)
+
+
+def support_grants(region: str) -> type[SupportGrantAttrs]:
+    return regional(SupportGrantAttrs, region)
+
+
+def support_staff() -> type[SupportStaffAttrs]:
+    return global_model(SupportStaffAttrs)
+
+
+def domain_index() -> type[DomainJoinIndexAttrs]:
+    return global_model(DomainJoinIndexAttrs)

@@ -1,0 +1,54 @@
+"""Pure helpers of the platform area: cursors, ISO 8601 durations, slugs, audit filters."""
+from __future__ import annotations
+
+import pytest
+
+from chalicelib.core.errors import ApiError
+from chalicelib.platform import durations, paging
+from chalicelib.platform.audit_query import parse_filters
+from chalicelib.platform.workspaces import default_replication, slugify
+
+
+def test_cursor_round_trip_and_refusals() -> None:
+    c = paging.encode("members", "usr_01ABC")
+    assert paging.decode("members", c) == "usr_01ABC"
+    assert paging.decode("members", None) is None
+    assert paging.decode("audit", paging.encode("audit", 42), int) == 42
+    refused = [("members", str, x) for x in ("", "!!!", "bm9wZQ", "x" * 600, paging.encode("invitations", "inv_1"),
+                                             paging.encode("members", 5))]
+    refused += [("audit", int, paging.encode("audit", "12")), ("audit", int, paging.encode("audit", True))]
+    for kind, typ, bad in refused:
+        with pytest.raises(ApiError) as err:
+            paging.decode(kind, bad, typ)
+        assert err.value.status == 400, bad
+
+
+@pytest.mark.parametrize("value, seconds", [("PT15M", 900), ("PT72H", 259200), ("P1D", 86400), ("P1DT12H", 129600),
+                                            ("P2W", 1209600), ("PT90S", 90), ("P30D", 2592000)])
+def test_durations(value: str, seconds: int) -> None:
+    assert durations.parse(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["", "P", "PT", "P1Y", "P1M", "1H", "PT1.5H", "P1DT", "-PT1H", "PT1H ", "PT1H\n", 3600, None])
+def test_bad_durations(value: object) -> None:
+    with pytest.raises(ValueError):
+        durations.parse(value)  # type: ignore[arg-type]
+
+
+def test_slug_rule() -> None:
+    assert slugify("Zürich Research") == "zurich-research"
+    assert slugify("  ACME, Inc.  ") == "acme-inc"
+    assert slugify("日本") == "workspace"
+    assert len(slugify("x" * 100)) == 40
+    assert default_replication("eu-central") == "none" and default_replication("us-east") == "in-region-multi-az"
+
+
+def test_audit_filters() -> None:
+    f = parse_filters({"from": "2026-01-01T00:00:00Z", "action": "member.*", "actor": "usr_1"})
+    assert f.from_iso == "2026-01-01T00:00:00.000Z" and f.action == "member.*"
+    assert parse_filters({"from": "2026-01-01T10:00:00+00:00"}).from_iso == "2026-01-01T10:00:00.000Z"
+    for bad in ({"from": "2026-01-01T00:00:00+01:00"}, {"from": "2026-01-01"}, {"action": "a b"},
+                {"actor": 'x"y'}, {"unknown": "1"}, {"from": "2026-02-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}):
+        with pytest.raises(ApiError) as err:
+            parse_filters(bad)
+        assert err.value.status == 400
