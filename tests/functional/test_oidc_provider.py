@@ -121,6 +121,11 @@ def test_wrong_redirect_uri_is_refused_without_redirect(public_client: str) -> N
             assert r.status_code == 400, uri
             assert "Location" not in r.headers
             assert body(r)["error"] == "invalid_request"
+        r = c.http.get("/oauth2/authorize?" + urlencode([("response_type", "code"), ("client_id", public_client),
+                                                         ("redirect_uri", REDIRECT), ("redirect_uri", "https://evil.example/"),
+                                                         ("code_challenge", challenge), ("code_challenge_method", "S256")]),
+                       headers={"Cookie": cookie})
+        assert r.status_code == 400 and "Location" not in r.headers
         r = authorize(c, cookie, response_type="code", client_id="cli_unknown", redirect_uri=REDIRECT,
                       code_challenge=challenge, code_challenge_method="S256")
         assert r.status_code == 400 and body(r)["error"] == "invalid_request"
