@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
 
 from chalice import Chalice
 
@@ -26,13 +25,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")
 
 
-@lru_cache(maxsize=None)
 def create_app(group: str) -> Chalice:
-    """A Chalice app holding only ``group``'s routes (built once per process).
-
-    Cached because Chalice replays a blueprint's deferred route registration with the same kwargs dict
-    and pops ``methods`` from it: a blueprint registered into a second app gets every route as GET only.
-    """
+    """A Chalice app holding only ``group``'s routes."""
     if group not in GROUPS:
         raise ValueError(f"unknown ROUTE_GROUP {group!r}; expected one of {', '.join(GROUPS)}")
     app = Chalice(app_name=APP_NAME)

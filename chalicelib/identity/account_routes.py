@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.core.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id
 from chalicelib.core.tenancy import workspaces_of
@@ -14,8 +12,7 @@ from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.identity import api_tokens, lockout, mfa, passwords, sessions, signin
 from chalicelib.identity import users as users_mod
 
-bp = Blueprint(__name__)
-api = Api(bp, "identity")
+api = Api("identity")
 
 
 def _session(ctx: Ctx, *, changes: bool = False) -> sessions.SessionAttrs:

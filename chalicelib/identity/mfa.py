@@ -19,7 +19,8 @@ from __future__ import annotations
 import base64
 import hmac
 import secrets
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyotp
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute

@@ -5,7 +5,8 @@ authenticated client (or None) and returns the token response.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
@@ -123,13 +124,21 @@ def discovery() -> dict[str, Any]:
     return doc
 
 
-# The OAuth/OIDC provider's grants and endpoints (imported here so discovery always lists them).
-from chalicelib.identity import provider as _provider  # noqa: E402
+# The OAuth/OIDC provider's grants (in ``provider``, which imports this module: bound lazily).
+def _provider_grant(name: str) -> Callable[[dict[str, str], OAuthClientAttrs | None], dict[str, Any]]:
+    def grant(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str, Any]:
+        from chalicelib.identity import provider
+
+        return getattr(provider, name)(form, client)  # type: ignore[no-any-return]
+
+    grant.__name__ = name
+    return grant
+
 
 GRANTS.update({
-    "authorization_code": _provider.grant_authorization_code,
-    "refresh_token": _provider.grant_refresh_token,
-    "client_credentials": _provider.grant_client_credentials,
+    "authorization_code": _provider_grant("grant_authorization_code"),
+    "refresh_token": _provider_grant("grant_refresh_token"),
+    "client_credentials": _provider_grant("grant_client_credentials"),
 })
 ENDPOINTS.update({
     "authorization_endpoint": "/oauth2/authorize",

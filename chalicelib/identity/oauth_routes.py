@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint, Response
+from chalice import Response
 
 from chalicelib.core.tokens import bearer
 from chalicelib.core.web import FORM, Api, Ctx, json_response
 from chalicelib.identity import provider, sessions
 from chalicelib.identity.clients import authenticate_basic
+from chalicelib.identity.oauth import oauth_error
 
-bp = Blueprint(__name__)
-api = Api(bp, "identity")
+api = Api("identity")
 
 
 def _redirect(location: str) -> Response:
@@ -21,6 +21,10 @@ def _redirect(location: str) -> Response:
 
 @api.route("/oauth2/authorize", public=True)
 def authorize(ctx: Ctx) -> Any:
+    raw = ctx.request.query_params
+    if raw is not None and any(len(raw.getlist(key)) > 1 for key in raw):
+        # RFC 6749 section 3.1: no parameter twice (which redirect_uri would we trust?)
+        raise oauth_error(400, "invalid_request", "A parameter is repeated.")
     result = provider.authorize(ctx.query, sessions.session_from_request(ctx), "/oauth2/authorize")
     return _redirect(result.location)
 

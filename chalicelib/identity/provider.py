@@ -27,7 +27,7 @@ import hashlib
 import json
 import re
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit, parse_qsl
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
@@ -315,11 +315,8 @@ def _issue(*, client_id: str, family_id: str, user_id: str, workspace_id: str, a
 def revoke_family(family_id: str, reason: str) -> None:
     """Revoke a grant: its refresh tokens stop working and its access tokens are refused."""
     fam = _families()
-    try:
-        item = fam(f"fam#{family_id}")
-        item.update(actions=[fam.revoked.set(True)])
-    except UpdateError:
-        raise
+    item = fam(f"fam#{family_id}")
+    item.update(actions=[fam.revoked.set(True)])
     for entry in item.issued or ():
         jti, _, exp = entry.partition("|")
         revoke_jti(jti, float(exp), reason)

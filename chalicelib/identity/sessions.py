@@ -103,13 +103,13 @@ def sid_from_cookie_header(cookie_header: str | None) -> str | None:
     return morsel.value if morsel is not None and morsel.value else None
 
 
-def session_from_request(ctx: "Ctx") -> SessionAttrs | None:
+def session_from_request(ctx: Ctx) -> SessionAttrs | None:
     """The live session named by the request's cookie, or None."""
     sid = sid_from_cookie_header(ctx.header("cookie"))
     return get_by_sid(sid) if sid else None
 
 
-def require_session(ctx: "Ctx") -> SessionAttrs:
+def require_session(ctx: Ctx) -> SessionAttrs:
     """The live session, or a 401 problem (``session_required``)."""
     record = session_from_request(ctx)
     if record is None:
@@ -167,7 +167,7 @@ def auth_origin() -> str:
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 
-def check_csrf(ctx: "Ctx") -> None:
+def check_csrf(ctx: Ctx) -> None:
     """Refuse a cross-site state-changing call on a cookie session (403 ``csrf_refused``).
 
     Requires ``Content-Type: application/json`` (a cross-site form cannot send it without a CORS

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.core.validation import F, email, validate
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.identity import email_codes, reset, sessions, signin
 from chalicelib.identity.redirects import safe_return_to
 
-bp = Blueprint(__name__)
-api = Api(bp, "identity")
+api = Api("identity")
 
 ACCEPTED = {"status": "accepted",
             "detail": "If the address can receive it, a message is on its way. Check your inbox."}

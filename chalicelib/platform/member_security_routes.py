@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.core import audit
 from chalicelib.core.authz import require_workspace
 from chalicelib.core.errors import not_found
 from chalicelib.core.ids import is_id
 from chalicelib.core.tenancy import membership, region_of
+from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx
 from chalicelib.identity import lockout, mfa
 
-bp = Blueprint(__name__)
-api = Api(bp, "platform")
+api = Api("platform")
 
 
 def _target(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
     require_workspace(ctx.user, workspace_id)
+    validate(ctx.json(required=False), {})  # no body fields; anything sent is refused
     if not is_id(user_id, "usr"):
         raise not_found("member")
     member = membership(workspace_id, user_id)

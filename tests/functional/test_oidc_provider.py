@@ -1,7 +1,6 @@
 """Our OAuth 2.0 / OIDC provider, driven by an independent client library (authlib)."""
 import base64
 import hashlib
-import json
 import secrets
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -122,6 +121,11 @@ def test_wrong_redirect_uri_is_refused_without_redirect(public_client: str) -> N
             assert r.status_code == 400, uri
             assert "Location" not in r.headers
             assert body(r)["error"] == "invalid_request"
+        r = c.http.get("/oauth2/authorize?" + urlencode([("response_type", "code"), ("client_id", public_client),
+                                                         ("redirect_uri", REDIRECT), ("redirect_uri", "https://evil.example/"),
+                                                         ("code_challenge", challenge), ("code_challenge_method", "S256")]),
+                       headers={"Cookie": cookie})
+        assert r.status_code == 400 and "Location" not in r.headers
         r = authorize(c, cookie, response_type="code", client_id="cli_unknown", redirect_uri=REDIRECT,
                       code_challenge=challenge, code_challenge_method="S256")
         assert r.status_code == 400 and body(r)["error"] == "invalid_request"
