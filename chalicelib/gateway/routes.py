@@ -7,16 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.core import idempotency
 from chalicelib.core.validation import F, validate
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.gateway import connectors, sync
 from chalicelib.gateway.vocabulary import INGESTION_MODES
 
-bp = Blueprint(__name__)
-api = Api(bp, "gateway")
+api = Api("gateway")
 
 SYNC_FIELDS = {"mode": F(str, enum=INGESTION_MODES)}
 
