@@ -131,7 +131,7 @@ def test_parquet_objects_sync(tenant: Tenant, tmp_path) -> None:
     import duckdb
 
     path = tmp_path / "p.parquet"
-    duckdb.sql(f"COPY (SELECT i AS id, 'n' || i AS label, i * 1.5 AS score, DATE '2024-01-01' + i AS day "
+    duckdb.sql(f"COPY (SELECT i AS id, 'n' || i AS label, i * 1.5 AS score, DATE '2024-01-01' + CAST(i AS INTEGER) AS day "
                f"FROM range(1, 6) t(i)) TO '{path}' (FORMAT PARQUET)")
     put_source_bucket(tenant.region, "src-bucket")
     put(tenant.region, "src-bucket", "pq/p.parquet", path.read_bytes())
