@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from chalice.test import Client
@@ -75,11 +76,14 @@ def drain(region: str, *, max_rounds: int = 20) -> list[dict[str, Any]]:
     return results
 
 
-def put_source_bucket(region: str, bucket: str) -> None:
+def new_bucket(region: str) -> str:
+    """A fresh source bucket (moto keeps buckets between tests; the names never repeat)."""
+    bucket = f"src-{uuid.uuid4().hex[:16]}"
     args: dict[str, Any] = {"Bucket": bucket}
     if region != "us-east-1":
         args["CreateBucketConfiguration"] = {"LocationConstraint": region}
     aws.client("s3", region).create_bucket(**args)
+    return bucket
 
 
 def put(region: str, bucket: str, key: str, data: str | bytes) -> None:

@@ -4,17 +4,17 @@ import json
 
 from chalicelib.gateway import models
 from tests.functional.conftest import Tenant
-from tests.functional.gateway_sync.helpers import (call, client, dataset, drain, put, put_source_bucket, rows_of)
+from tests.functional.gateway_sync.helpers import (call, client, dataset, drain, put, new_bucket, rows_of)
 
 CSV1 = "id,email,phone,amount,joined\n1,ann@example.com,+1 555 0100,10,2024-01-02\n2,bob@example.com,+1 555 0101,20,2024-02-03\n"
 
 
 def test_s3_csv_full_then_incremental(tenant: Tenant) -> None:
-    put_source_bucket(tenant.region, "src-bucket")
-    put(tenant.region, "src-bucket", "crm/a.csv", CSV1)
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "crm/a.csv", CSV1)
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", tenant.token, {
-            "name": "CRM customers", "kind": "s3", "config": {"bucket": "src-bucket", "prefix": "crm/",
+            "name": "CRM customers", "kind": "s3", "config": {"bucket": bucket, "prefix": "crm/",
                                                                "primary_key": ["id"]}})
         assert st == 201, conn
         assert conn["category"] == "STORAGE" and conn["status"] == "HEALTHY", conn
@@ -39,7 +39,7 @@ def test_s3_csv_full_then_incremental(tenant: Tenant) -> None:
         assert edge.source_type == "connector" and edge.target_type == "dataset"
 
         # second object + one changed row: the incremental sync reads only the new object
-        put(tenant.region, "src-bucket", "crm/b.csv", "id,email,phone,amount,joined\n3,cy@example.com,+1 555 0102,30,2024-03-04\n")
+        put(tenant.region, bucket, "crm/b.csv", "id,email,phone,amount,joined\n3,cy@example.com,+1 555 0102,30,2024-03-04\n")
         st, run2 = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
         assert st == 202 and run2["mode"] == "INCREMENTAL"
         drain(tenant.region)
@@ -66,21 +66,21 @@ def _sync(c, tenant: Tenant, conn: dict, mode: str = "INCREMENTAL") -> dict:
 
 
 def test_incremental_reads_only_changed_objects_and_drops_deleted_ones(tenant: Tenant) -> None:
-    put_source_bucket(tenant.region, "src-bucket")
+    bucket = new_bucket(tenant.region)
     for i in range(5):
-        put(tenant.region, "src-bucket", f"o/{i}.csv", "sku,qty\n" + "".join(f"s{i}-{j},{j}\n" for j in range(10)))
+        put(tenant.region, bucket, f"o/{i}.csv", "sku,qty\n" + "".join(f"s{i}-{j},{j}\n" for j in range(10)))
     with client() as c:
-        conn = _connector(c, tenant, {"bucket": "src-bucket", "prefix": "o/"})
+        conn = _connector(c, tenant, {"bucket": bucket, "prefix": "o/"})
         run = _sync(c, tenant, conn)
         assert (run["status"], run["rows_read"], run["rows_written"]) == ("SUCCEEDED", 50, 50)
         # nothing changed: nothing read
         run = _sync(c, tenant, conn)
         assert (run["status"], run["rows_read"], run["rows_written"]) == ("SUCCEEDED", 0, 0)
         # one object rewritten with one changed row and one row fewer; another deleted
-        put(tenant.region, "src-bucket", "o/1.csv", "sku,qty\n" + "".join(f"s1-{j},{j if j else 99}\n" for j in range(9)))
+        put(tenant.region, bucket, "o/1.csv", "sku,qty\n" + "".join(f"s1-{j},{j if j else 99}\n" for j in range(9)))
         from chalicelib.core import aws
 
-        aws.client("s3", tenant.region).delete_object(Bucket="src-bucket", Key="o/4.csv")
+        aws.client("s3", tenant.region).delete_object(Bucket=bucket, Key="o/4.csv")
         run = _sync(c, tenant, conn)
         assert run["rows_read"] == 9, run
         assert run["rows_written"] == 1 and run["rows_deleted"] == 11, run
@@ -95,17 +95,17 @@ def test_incremental_reads_only_changed_objects_and_drops_deleted_ones(tenant: T
 
 
 def test_schema_drift_widens_types_and_keeps_every_value(tenant: Tenant) -> None:
-    put_source_bucket(tenant.region, "src-bucket")
-    put(tenant.region, "src-bucket", "d/1.csv", "id,amount\n1,10\n2,20\n")
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "d/1.csv", "id,amount\n1,10\n2,20\n")
     with client() as c:
-        conn = _connector(c, tenant, {"bucket": "src-bucket", "prefix": "d/", "primary_key": ["id"]})
+        conn = _connector(c, tenant, {"bucket": bucket, "prefix": "d/", "primary_key": ["id"]})
         run = _sync(c, tenant, conn)
         assert run["status"] == "SUCCEEDED"
         ds = dataset(tenant, conn["dataset"]["id"])
         assert {f["name"]: f["type"] for f in json.loads(ds.schema)} == {"id": "INTEGER", "amount": "INTEGER"}
         assert ds.schema_version == 1
         # JSON Lines object: a new column, a nested value and a non-numeric amount
-        put(tenant.region, "src-bucket", "d/2.jsonl",
+        put(tenant.region, bucket, "d/2.jsonl",
             '{"id": 3, "amount": "n/a", "tags": ["x", "y"], "Seen At": "2024-05-01T10:00:00Z"}\n'
             '{"id": 4, "amount": 12.5, "tags": null, "Seen At": null}\n')
         run = _sync(c, tenant, conn)
@@ -133,10 +133,10 @@ def test_parquet_objects_sync(tenant: Tenant, tmp_path) -> None:
     path = tmp_path / "p.parquet"
     duckdb.sql(f"COPY (SELECT i AS id, 'n' || i AS label, i * 1.5 AS score, DATE '2024-01-01' + CAST(i AS INTEGER) AS day "
                f"FROM range(1, 6) t(i)) TO '{path}' (FORMAT PARQUET)")
-    put_source_bucket(tenant.region, "src-bucket")
-    put(tenant.region, "src-bucket", "pq/p.parquet", path.read_bytes())
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "pq/p.parquet", path.read_bytes())
     with client() as c:
-        conn = _connector(c, tenant, {"bucket": "src-bucket", "prefix": "pq/", "format": "parquet",
+        conn = _connector(c, tenant, {"bucket": bucket, "prefix": "pq/", "format": "parquet",
                                       "primary_key": ["id"]})
         run = _sync(c, tenant, conn)
         assert run["status"] == "SUCCEEDED" and run["rows_read"] == 5, run
@@ -150,13 +150,13 @@ def test_crashed_worker_is_redelivered_without_loss_or_duplicates(tenant: Tenant
     from chalicelib.core import aws
     from chalicelib.gateway import storage
 
-    put_source_bucket(tenant.region, "src-bucket")
-    put(tenant.region, "src-bucket", "c/1.csv", "id,v\n" + "".join(f"{i},{i}\n" for i in range(1, 7)))
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "c/1.csv", "id,v\n" + "".join(f"{i},{i}\n" for i in range(1, 7)))
     with client() as c:
-        conn = _connector(c, tenant, {"bucket": "src-bucket", "prefix": "c/", "primary_key": ["id"]})
+        conn = _connector(c, tenant, {"bucket": bucket, "prefix": "c/", "primary_key": ["id"]})
         assert _sync(c, tenant, conn)["status"] == "SUCCEEDED"
         before = dataset(tenant, conn["dataset"]["id"])
-        put(tenant.region, "src-bucket", "c/2.csv", "id,v\n3,333\n" + "".join(f"{i},{i}\n" for i in range(7, 11)))
+        put(tenant.region, bucket, "c/2.csv", "id,v\n3,333\n" + "".join(f"{i},{i}\n" for i in range(7, 11)))
         monkeypatch.setattr(storage, "PART_ROWS", 3)
         calls: list[str] = []
 
