@@ -4,7 +4,7 @@ import json
 
 from chalicelib.gateway import models
 from tests.functional.conftest import Tenant
-from tests.functional.gateway_sync.helpers import (call, client, dataset, drain, put, new_bucket, rows_of)
+from tests.functional.gateway_sync.helpers import call, client, dataset, drain, new_bucket, put, rows_of
 
 CSV1 = "id,email,phone,amount,joined\n1,ann@example.com,+1 555 0100,10,2024-01-02\n2,bob@example.com,+1 555 0101,20,2024-02-03\n"
 
