@@ -59,7 +59,7 @@ def _pii_value(v: str) -> bool:
         if 13 <= len(digits) <= 19 and _luhn(digits):
             return True
     if _PHONE_V.match(v) and (v.startswith("+") or re.search(r"[\s().-]", v)):
-        return len(re.sub(r"\D", "", v)) >= 7
+        return 7 <= len(re.sub(r"\D", "", v)) <= 15  # E.164: at most 15 digits
     return False
 
 
