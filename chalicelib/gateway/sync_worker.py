@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from pynamodb.connection import Connection
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.core import audit, aws, clock, queues, tenancy
+from chalicelib.core import models as core_models
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
@@ -223,21 +223,31 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
     schema, drift, names = normalize.plan(old_schema, ((r.values, r.untyped) for r in records), now_iso, version)
     types = {f["name"]: f["type"] for f in schema}
 
+    coerce = normalize.coerce
+    plan_of = {src_name: (col, types[col]) for src_name, col in names.items()}
+
     def rows() -> Any:
         for r in records:
             values = {}
             for src_name, v in r.values.items():
-                col = names[src_name]
-                values[col] = normalize.coerce(v, types[col])
-            yield r.key, r.source, normalize.row_hash(r.values), values
+                col, typ = plan_of[src_name]
+                values[col] = coerce(v, typ)
+            yield r.key, r.source, values
 
-    snap = storage.write_snapshot(region, ws, dataset_id, run.id, attempt, schema, rows(),
-                                  old_prefix=dataset.data_prefix if dataset else None,
-                                  complete=batch.complete, replaced_sources=batch.replaced_sources)
+    unchanged = (dataset is not None and dataset.data_prefix and not batch.complete and not records
+                 and not batch.replaced_sources and drift is None and schema == old_schema)
+    if unchanged:  # nothing to merge: keep the current snapshot, commit cursor and freshness only
+        snap = storage.SnapshotResult(prefix=dataset.data_prefix, row_count=int(dataset.row_count), rows_written=0,
+                                      rows_deleted=0, parts=0)
+    else:
+        snap = storage.write_snapshot(region, ws, dataset_id, run.id, attempt, schema, rows(),
+                                      old_prefix=dataset.data_prefix if dataset else None,
+                                      complete=batch.complete, replaced_sources=batch.replaced_sources)
     details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": len(records) - snap.rows_written,
                "parts": snap.parts, "drift": drift, "skipped": batch.skipped[:50]}
     _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, len(batch.records))
-    storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
+    if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
+        storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
     lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,
                               {"connector_kind": conn.kind})
     audit.append(region, ws, "connector.sync_succeeded", actor=SYSTEM, target={"type": "connector", "id": conn.id},
@@ -267,7 +277,7 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
     previous data_prefix and schema (a concurrent field-policy change is merged in, then retried)."""
     D, C, R = models.DatasetAttrs, models.ConnectorAttrs, models.SyncRunAttrs
     ws = conn.workspace_id
-    connection = Connection(region=region)
+    connection = core_models.connection(region)
     for _ in range(COMMIT_ATTEMPTS):
         now = clock.iso()
         try:
