@@ -169,6 +169,19 @@ def _fail(region: str, workspace_id: str, sync_id: str, error: str, *, final: bo
                      details={"sync_id": sync_id, "error": error[:500], "attempts": int(run.attempts or 0)})
 
 
+def _mark_lost(region: str, workspace_id: str, sync_id: str) -> None:
+    run = _run(region, workspace_id, sync_id)
+    if run is None or run.status not in ("QUEUED", "RUNNING"):
+        return
+    R = models.SyncRunAttrs
+    try:
+        run.update(actions=[R.status.set("FAILED"), R.finished_at.set(clock.iso()),
+                            R.error.set("the worker holding the connector's lease was lost (lease expired)")],
+                   condition=R.status.is_in("QUEUED", "RUNNING"))
+    except UpdateError:
+        pass
+
+
 def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt: bool = False) -> Outcome:
     """Run one SyncRun (see the module docstring); safe to call again for the same run."""
     region = tenancy.region_of(workspace_id)
@@ -176,16 +189,22 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
     if run is None:
         return Outcome("failed", "no such sync run")
     if run.status in ("SUCCEEDED", "FAILED"):
+        if run.status == "SUCCEEDED" and run.dataset_id:  # a crash between commit and ack: lineage again
+            lineage_edges.record_edge(region, workspace_id, run.connector_id, LINEAGE_CONNECTOR, run.dataset_id,
+                                      LINEAGE_DATASET)
         return Outcome("done", "already finished")
     try:
         conn = models.connectors(region).get(workspace_id, run.connector_id, consistent_read=True)
     except DoesNotExist:
         _fail(region, workspace_id, sync_id, "the connector was deleted", final=True)
         return Outcome("done", "connector deleted")
+    previous_owner = conn.lock_owner
     try:
         _acquire(conn, sync_id)
     except Busy:
         return Outcome("busy")
+    if previous_owner and previous_owner != sync_id:  # took over an expired lease: that worker was lost
+        _mark_lost(region, workspace_id, previous_owner)
     R = models.SyncRunAttrs
     run.update(actions=[R.status.set("RUNNING"), R.attempts.set(attempt), R.started_at.set(run.started_at or clock.iso())])
     try:
