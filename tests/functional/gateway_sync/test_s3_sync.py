@@ -216,3 +216,18 @@ def test_a_field_policy_set_during_the_commit_is_merged_not_lost(tenant: Tenant,
         ds = dataset(tenant, conn["dataset"]["id"])
         assert {f["name"]: f["policy"] for f in json.loads(ds.schema)}["email"] == "HASH"
         assert ds.row_count == 2
+
+
+def test_an_unparseable_object_fails_the_sync_by_name_and_keeps_the_snapshot(tenant: Tenant) -> None:
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "j/1.jsonl", '{"id": 1}\n')
+    with client() as c:
+        conn = _connector(c, tenant, {"bucket": bucket, "prefix": "j/"})
+        assert _sync(c, tenant, conn)["status"] == "SUCCEEDED"
+        before = dataset(tenant, conn["dataset"]["id"]).data_prefix
+        put(tenant.region, bucket, "j/2.jsonl", '{"id": 2}\n{"id": \n')
+        run = _sync(c, tenant, conn)
+        assert run["status"] == "FAILED" and "j/2.jsonl line 2" in run["error"], run
+        ds = dataset(tenant, conn["dataset"]["id"])
+        assert ds.data_prefix == before and ds.row_count == 1
+        assert call(c, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]["status"] == "FAILING"
