@@ -27,6 +27,14 @@ PART_ROWS = 250_000  # rows per Parquet part
 INTERNAL = ("_key", "_source", "_hash")
 
 
+def connect(workdir: str) -> Any:
+    """An in-memory DuckDB whose spill and home directories are ``workdir`` (Lambda: only /tmp is
+    writable and HOME may be unset)."""
+    import duckdb  # noqa: PLC0415
+
+    return duckdb.connect(config={"temp_directory": workdir, "home_directory": workdir})
+
+
 def _part_written(key: str) -> None:
     """Called after each part is uploaded (a seam for crash tests; does nothing)."""
 
@@ -72,8 +80,6 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
                    *, old_prefix: str | None, complete: bool, replaced_sources: set[str]) -> SnapshotResult:
     """Write the new snapshot: ``rows`` are ``(key, source, {column: coerced value})`` (unique
     keys); unless ``complete``, old rows are kept except those with a changed key or a replaced source."""
-    import duckdb  # noqa: PLC0415
-
     columns = [(f["name"], DUCKDB_TYPES[f["type"]]) for f in schema]
     s3 = aws.client("s3", region)
     bucket = aws.bucket_name(BUCKET, region)
@@ -91,7 +97,7 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
                 fh.write(encode(values))
                 fh.write("\n")
                 n_in += 1
-        con = duckdb.connect(config={"enable_external_access": True})
+        con = connect(tmp)
         try:
             spec = {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR", **dict(columns)}
             loaded = {"_key": "VARCHAR", "_source": "VARCHAR", **dict(columns)}
@@ -169,8 +175,6 @@ def delete_dataset_data(region: str, workspace_id: str, dataset_id: str) -> int:
 
 def read_rows(region: str, data_prefix: str, *, internal: bool = False) -> tuple[list[str], list[tuple]]:
     """All rows of a snapshot (tests, demo and small tools; the query side has its own reader)."""
-    import duckdb  # noqa: PLC0415
-
     s3 = aws.client("s3", region)
     bucket = aws.bucket_name(BUCKET, region)
     with tempfile.TemporaryDirectory(prefix="gwread-") as tmp:
@@ -181,7 +185,7 @@ def read_rows(region: str, data_prefix: str, *, internal: bool = False) -> tuple
             files.append(path)
         if not files:
             return [], []
-        con = duckdb.connect()
+        con = connect(tmp)
         try:
             cur = con.execute("SELECT * FROM read_parquet(?, union_by_name=true) ORDER BY _key", [files])
             names = [d[0] for d in cur.description]

@@ -148,14 +148,15 @@ def parse_jsonl(data: bytes, key: str) -> list[dict[str, Any]]:
 
 
 def parse_parquet(data: bytes) -> list[dict[str, Any]]:
-    import duckdb  # noqa: PLC0415 - imported only by the worker
+    from chalicelib.gateway.storage import connect  # noqa: PLC0415 - duckdb only in the worker
 
-    with tempfile.NamedTemporaryFile(suffix=".parquet") as tmp:
-        tmp.write(data)
-        tmp.flush()
-        con = duckdb.connect()
+    with tempfile.TemporaryDirectory(prefix="gwpq-") as tmp:
+        path = os.path.join(tmp, "object.parquet")
+        with open(path, "wb") as fh:
+            fh.write(data)
+        con = connect(tmp)
         try:
-            cur = con.execute("SELECT * FROM read_parquet(?)", [tmp.name])
+            cur = con.execute("SELECT * FROM read_parquet(?)", [path])
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
         finally:
