@@ -39,7 +39,7 @@ log = get_logger("gateway.sync")
 QUEUE = "sync-jobs"
 LEASE_S = 900  # a lease outlives the queue's visibility timeout (300 s)
 BUSY_RETRY_S = 15  # how soon a message that found the connector busy is retried
-BUSY_MAX_WAITS = 240  # re-sends of a waiting message before it gives up (about an hour)
+BUSY_MAX_WAITS = 48  # re-sends of a waiting message (each after ~5 receives x 15 s) before it gives up (~1 h)
 DEFAULT_MAX_RECEIVES = 5
 COMMIT_ATTEMPTS = 5
 DEFAULT_ACL = [{"type": "role", "id": "admin"}, {"type": "role", "id": "member"}]
@@ -198,6 +198,9 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
     except DoesNotExist:
         _fail(region, workspace_id, sync_id, "the connector was deleted", final=True)
         return Outcome("done", "connector deleted")
+    if conn.status == "PAUSED":  # paused after the request was queued: the run does not happen
+        _fail(region, workspace_id, sync_id, "the connector was paused before the sync started", final=True)
+        return Outcome("done", "connector paused")
     previous_owner = conn.lock_owner
     try:
         _acquire(conn, sync_id)

@@ -215,3 +215,17 @@ def test_an_expired_lease_is_taken_over_and_the_lost_run_marked_failed(tenant: T
                                     for rid in (lost["id"], fresh["id"]))}
         assert got[fresh["id"]]["status"] == "SUCCEEDED"
         assert got[lost["id"]]["status"] == "FAILED" and "lease" in got[lost["id"]]["error"]
+
+
+def test_a_sync_queued_before_a_pause_does_not_run_or_unpause(tenant: Tenant) -> None:
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "x/a.csv", "a\n1\n")
+    with client() as c:
+        conn = _s3_connector(c, tenant, bucket)
+        _, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
+        assert call(c, "PATCH", f"/v1/connectors/{conn['id']}", tenant.token, {"paused": True})[0] == 200
+        assert drain(tenant.region) == [{"batchItemFailures": []}]
+        run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+        assert run["status"] == "FAILED" and "paused" in run["error"]
+        assert call(c, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]["status"] == "PAUSED"
+    assert models.datasets(tenant.region).count(tenant.workspace_id) == 0
