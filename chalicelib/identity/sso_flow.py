@@ -27,7 +27,8 @@ from urllib.parse import urlencode
 
 from jose import jwt
 from jose.exceptions import JOSEError
-from pynamodb.exceptions import PutError
+from pynamodb.attributes import UnicodeAttribute
+from pynamodb.exceptions import DoesNotExist, PutError
 
 from chalicelib.core import audit, clock
 from chalicelib.core.config import settings
@@ -35,7 +36,8 @@ from chalicelib.core.errors import ApiError
 from chalicelib.core.tenancy import WorkspaceAttrs, get_workspace, membership, memberships, region_of, workspaces
 from chalicelib.identity import flows, http_client, redirects, sso_config
 from chalicelib.identity.sso_config import CODE_HOSTING, PRESETS, WORKSPACE_SUITE, SsoConnectionAttrs
-from chalicelib.identity.users import UserAttrs, create_user, find_by_email, users
+from chalicelib.core.models import BaseModel, global_model
+from chalicelib.identity.users import UserAttrs, create_user, find_by_email, get_user, users
 
 STATE_TTL = 600
 DISCOVERY_TTL = 600
@@ -243,11 +245,47 @@ def _finish_oidc(conn: SsoConnectionAttrs, claims: dict[str, Any], flow: dict[st
     return SignedIn(user.id, user.email, amr, flow["return_to"], created)
 
 
+class SubjectClaimAttrs(BaseModel):
+    """``idp#<sha256(issuer)>#<subject>`` -> user id, in the users table: the directory finds an SSO
+    user by the provider's stable subject first (e-mail addresses can change at the provider)."""
+
+    TABLE = "users"
+    id = UnicodeAttribute(hash_key=True)
+    user_id = UnicodeAttribute()
+
+
+def _subject_key(issuer: str, subject: str) -> str:
+    return f"idp#{hashlib.sha256(issuer.encode()).hexdigest()[:32]}#{subject[:255]}"
+
+
+def _claim_subject(issuer: str, subject: str, user_id: str) -> None:
+    try:
+        global_model(SubjectClaimAttrs)(_subject_key(issuer, subject), user_id=user_id).save(
+            condition=SubjectClaimAttrs.id.does_not_exist())
+    except PutError:
+        pass  # already claimed (by this user: the lookup below found it)
+
+
+def _by_subject(issuer: str, subject: str) -> UserAttrs | None:
+    try:
+        claim = global_model(SubjectClaimAttrs).get(_subject_key(issuer, subject), consistent_read=True)
+    except DoesNotExist:
+        return None
+    return get_user(claim.user_id)
+
+
 def _jit_user(email: str, issuer: str, subject: str) -> tuple[UserAttrs, bool]:
+    known = _by_subject(issuer, subject)
+    if known is not None:
+        if known.status != "active":
+            raise refused("account_disabled", "This account is disabled.")
+        return known, False
     user = find_by_email(email)
     if user is None:
         try:
-            return create_user(email, email_verified=True, idp=issuer, idp_subject=subject), True
+            created = create_user(email, email_verified=True, idp=issuer, idp_subject=subject)
+            _claim_subject(issuer, subject, created.id)
+            return created, True
         except ApiError:  # created concurrently
             user = find_by_email(email)
             assert user is not None
@@ -258,6 +296,7 @@ def _jit_user(email: str, issuer: str, subject: str) -> tuple[UserAttrs, bool]:
     if not user.idp:  # the verified domain's provider now manages this address
         user.update(actions=[UserAttrs.idp.set(issuer), UserAttrs.idp_subject.set(subject),
                              UserAttrs.email_verified.set(True)])
+    _claim_subject(issuer, subject, user.id)
     return user, False
 
 

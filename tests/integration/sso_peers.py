@@ -68,10 +68,11 @@ class OidcProvider:
                 self.proc.kill()
 
 
-def start_oidc_provider(redirect_uri: str, account: dict[str, Any]) -> OidcProvider:
-    port = free_port()
+def start_oidc_provider(redirect_uri: str, account: dict[str, Any], *, port: int | None = None,
+                        secret: str | None = None) -> OidcProvider:
+    port = port or free_port()
     jwk, key = rsa_jwk()
-    client_id, secret = "aiplat-rp", secrets.token_urlsafe(16)
+    client_id, secret = "aiplat-rp", secret or secrets.token_urlsafe(16)
     env = {**os.environ, "PORT": str(port), "ACCOUNT": json.dumps(account), "JWKS": json.dumps({"keys": [jwk]}),
            "CLIENTS": json.dumps([{"client_id": client_id, "client_secret": secret, "redirect_uris": [redirect_uri],
                                    "grant_types": ["authorization_code"], "response_types": ["code"]}])}

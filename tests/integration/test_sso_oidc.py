@@ -63,10 +63,10 @@ def env(monkeypatch: pytest.MonkeyPatch, stack: None, files: VerificationFiles) 
 def idp() -> Iterator[Any]:
     started: list[OidcProvider] = []
 
-    def start(**account: Any) -> OidcProvider:
+    def start(port: int | None = None, secret: str | None = None, **account: Any) -> OidcProvider:
         claims = {"sub": "corp-user-1", "email": "alice@corp.example", "email_verified": True, "name": "Alice"}
         claims.update(account)
-        provider = start_oidc_provider(CALLBACK, claims)
+        provider = start_oidc_provider(CALLBACK, claims, port=port, secret=secret)
         started.append(provider)
         return provider
 
@@ -134,6 +134,23 @@ def test_corporate_sso_end_to_end(env: dict[str, Any], idp: Any) -> None:
     # a second sign-in finds the same account (no duplicate)
     res = callback(env, through_provider(start_signin(env)))
     assert res.status_code == 302 and find_by_email("alice@corp.example").id == user.id
+
+
+@needs_node
+def test_sso_user_found_by_subject_after_email_change(env: dict[str, Any], idp: Any) -> None:
+    first = idp()
+    connect(env, first.issuer, first.client_id, first.client_secret)
+    assert callback(env, through_provider(start_signin(env))).status_code == 302
+    user = find_by_email("alice@corp.example")
+    first.stop()
+    # the same provider (same issuer, client) now reports a new address for the same subject
+    port = int(first.issuer.rsplit(":", 1)[1])
+    idp(email="alice.smith@corp.example", port=port, secret=first.client_secret)
+    res = callback(env, through_provider(start_signin(env, email="alice.smith@corp.example")))
+    assert res.status_code == 302, res.body
+    assert find_by_email("alice.smith@corp.example") is None  # found by subject: no second account
+    sid = res.headers["Set-Cookie"].split(";")[0].split("=", 1)[1]
+    assert sessions.get_by_sid(sid).user_id == user.id
 
 
 @needs_node
