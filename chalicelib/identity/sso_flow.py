@@ -33,10 +33,10 @@ from pynamodb.exceptions import DoesNotExist, PutError
 from chalicelib.core import audit, clock
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
+from chalicelib.core.models import BaseModel, global_model
 from chalicelib.core.tenancy import WorkspaceAttrs, get_workspace, membership, memberships, region_of, workspaces
 from chalicelib.identity import flows, http_client, redirects, sso_config
 from chalicelib.identity.sso_config import CODE_HOSTING, PRESETS, WORKSPACE_SUITE, SsoConnectionAttrs
-from chalicelib.core.models import BaseModel, global_model
 from chalicelib.identity.users import UserAttrs, create_user, find_by_email, get_user, users
 
 STATE_TTL = 600
