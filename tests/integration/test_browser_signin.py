@@ -21,7 +21,7 @@ from chalicelib.identity.users import find_by_email
 from chalicelib.webapp.shell import ensure_app_client
 from tests.functional.conftest import make_tenant
 from tests.integration.live_stack import LiveStack, live_stack
-from tests.integration.sso_peers import VerificationFiles
+from tests.integration.sso_peers import VerificationFiles, node_available, start_oidc_provider
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
@@ -225,3 +225,32 @@ def test_settings_page_sets_up_totp_and_creates_an_api_token(stack_live: Any, br
     page.wait_for_selector("#api-tokens li button")
     page.screenshot(path=str(SHOTS / "account-totp-token.png"), full_page=True)
     context.close()
+
+
+@pytest.mark.skipif(not node_available(), reason="run `make system-deps` (npm ci of the oidc-provider peer)")
+def test_sso_button_signs_in_through_a_real_provider(stack_live: Any, browser: Any) -> None:
+    live, files = stack_live
+    auth = live.urls["identity"]
+    tenant = make_tenant("it@sso-browser.example", name="SSO Browser Co")
+    provider = start_oidc_provider(auth + "/sso/callback", {"sub": "bob-1", "email": "bob@sso-browser.example",
+                                                            "email_verified": True})
+    try:
+        conn = sso_config.create(workspace_id=tenant.workspace_id, created_by=tenant.user_id,
+                                 kind="open_source_identity_server", domain="sso-browser.example",
+                                 issuer=provider.issuer, client_id=provider.client_id,
+                                 client_secret=provider.client_secret, display_name="Bob's Keycloak")
+        files.files["sso-browser.example"] = sso_config.VERIFICATION_PREFIX + conn.verification_token
+        assert sso_config.verify_domain(conn)
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(auth + "/signin?conditional=off")
+        page.fill("#email", "bob@sso-browser.example")
+        page.click("text=Continue")
+        page.click("text=Continue with Bob's Keycloak")
+        page.wait_for_url(auth + "/account")
+        assert page.text_content("#account-email") == "bob@sso-browser.example"
+        user = find_by_email("bob@sso-browser.example")
+        assert user is not None and user.idp == provider.issuer and user.password_hash is None
+        context.close()
+    finally:
+        provider.stop()
