@@ -12,6 +12,7 @@ from chalicelib.core.errors import ApiError
 from chalicelib.core.validation import F, email, validate
 from chalicelib.core.web import Api, Ctx
 from chalicelib.identity import account_routes, pages, redirects, sessions, sso_config, sso_flow
+from chalicelib.identity.reset import RESET_PATH
 from chalicelib.identity.signin_routing import discover
 from chalicelib.identity.users import get_user
 
@@ -55,11 +56,13 @@ def reset_page(ctx: Ctx) -> Any:
     return html_response(pages.reset_page(None))
 
 
-@api.route("/signin/reset/confirm", public=True)
+@api.route(RESET_PATH, public=True)
 def reset_confirm_page(ctx: Ctx) -> Any:
+    """The page the e-mailed reset link opens (signin-core's ``{auth_url}/reset?token=``)."""
     token = (ctx.query.get("token") or "")[:512]
     if not token:
-        return html_response(pages.message_page("Reset link", "This reset link is incomplete."), 400)
+        return html_response(pages.message_page("Reset link", "This reset link is incomplete.",
+                                                link="/signin/reset", link_text="Ask for a new link"), 400)
     return html_response(pages.reset_page(token))
 
 

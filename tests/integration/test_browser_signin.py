@@ -254,3 +254,44 @@ def test_sso_button_signs_in_through_a_real_provider(stack_live: Any, browser: A
         context.close()
     finally:
         provider.stop()
+
+
+def test_reset_pages_request_link_and_set_new_password_once(stack_live: Any, browser: Any) -> None:
+    from chalicelib.identity import passwords, signin
+    from chalicelib.identity.users import create_user, get_user
+
+    live, _ = stack_live
+    auth = live.urls["identity"]
+    user = create_user("forgetful@example.com", email_verified=True)
+    signin.set_password_hash(user.id, passwords.hash_password("an old password 123"))
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(auth + "/signin/reset")
+    assert page.get_attribute("#email", "autocomplete") == "email"
+    sent_at = time.time()
+    page.fill("#email", "forgetful@example.com")
+    page.click("#reset-form button[type=submit]")
+    page.wait_for_selector("#reset-done", state="visible")
+    link = None
+    deadline = time.time() + 10
+    while link is None and time.time() < deadline:
+        for path in sorted(Path(live.outbox).glob("*.json")):
+            msg = json.loads(path.read_text())
+            if msg["to"] == "forgetful@example.com" and path.stat().st_mtime >= sent_at - 1:
+                found = re.search(r"(http\S+/reset\?token=\S+)", msg["text"])
+                link = found.group(1) if found else None
+        time.sleep(0.2)
+    assert link and link.startswith(auth + "/reset?token=")
+    before = get_user(user.id).password_hash
+    page.goto(link)
+    assert page.get_attribute("#new-password", "autocomplete") == "new-password"
+    page.fill("#new-password", "a brand new password 456")
+    page.click("#reset-form button[type=submit]")
+    page.wait_for_selector("#reset-done", state="visible")
+    assert get_user(user.id).password_hash != before
+    page.goto(link)  # the link works once
+    page.fill("#new-password", "yet another password 789")
+    page.click("#reset-form button[type=submit]")
+    page.wait_for_selector("#new-password-error", state="visible")
+    assert page.get_attribute("#new-password", "aria-invalid") == "true"
+    context.close()
