@@ -3,6 +3,7 @@ catalog/query side; JSON-valued attributes are documented where they are written
 from __future__ import annotations
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import AllProjection, LocalSecondaryIndex
 
 from chalicelib.core.models import BaseModel, regional
 
@@ -64,6 +65,17 @@ class SyncRunAttrs(BaseModel):
     finished_at = UnicodeAttribute(null=True)
 
 
+class _ByTarget(LocalSecondaryIndex):
+    """Upstream walk: the edges pointing at a node."""
+
+    class Meta:
+        index_name = "by_target"
+        projection = AllProjection()
+
+    workspace_id = UnicodeAttribute(hash_key=True)
+    target_id = UnicodeAttribute(range_key=True)
+
+
 class LineageEdgeAttrs(BaseModel):
     """One edge ``source -> target`` (connector, dataset, saved query, chat answer, agent run)."""
 
@@ -76,6 +88,7 @@ class LineageEdgeAttrs(BaseModel):
     target_type = UnicodeAttribute()
     created_at = UnicodeAttribute()
     details = UnicodeAttribute(default="{}")
+    by_target = _ByTarget()
 
 
 def connectors(region: str) -> type[ConnectorAttrs]:
