@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+from functools import lru_cache
 
 from chalice import Chalice
 
@@ -13,15 +14,18 @@ APP_NAME = "aiplat"
 GROUPS: dict[str, tuple[str, ...]] = {
     "identity": ("chalicelib.identity.routes",),
     "platform": ("chalicelib.platform.routes",),
-    "gateway": ("chalicelib.gateway.routes",),
+    "gateway": ("chalicelib.gateway.routes", "chalicelib.gateway.read_routes"),
     "app": (),
     "workers": (),
 }
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")
 
 
+@lru_cache(maxsize=None)
 def create_app(group: str) -> Chalice:
-    """A Chalice app holding only ``group``'s routes."""
+    """A Chalice app holding only ``group``'s routes (built once per process: Chalice pops ``methods``
+    from a blueprint's stored route arguments on registration, so registering the same blueprint into a
+    second app would turn every POST/PUT route into GET)."""
     if group not in GROUPS:
         raise ValueError(f"unknown ROUTE_GROUP {group!r}; expected one of {', '.join(GROUPS)}")
     app = Chalice(app_name=APP_NAME)
