@@ -19,3 +19,9 @@ if GROUP == "workers":
     @app.schedule(Rate(1, unit=Rate.HOURS))
     def retire_signing_keys(event):
         return jobs.retire_signing_keys(event.to_dict())
+
+    from chalicelib.core.aws import queue_name
+
+    @app.on_sqs_message(queue=queue_name("sync-jobs"), batch_size=1)
+    def sync_jobs(event):
+        return jobs.sync_jobs(event.to_dict())

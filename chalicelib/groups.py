@@ -10,7 +10,7 @@ from chalicelib.core.web import install
 
 APP_NAME = "aiplat"
 
-# group -> modules whose ``bp`` blueprint the group serves
+# group -> modules whose ``api`` (core.web.Api) routes the group serves
 GROUPS: dict[str, tuple[str, ...]] = {
     "identity": ("chalicelib.identity.routes",),
     "platform": ("chalicelib.platform.routes",),
@@ -32,5 +32,5 @@ def create_app(group: str) -> Chalice:
     app.api.cors = False
     install(app)
     for module in GROUPS[group]:
-        app.register_blueprint(importlib.import_module(module).bp)
+        importlib.import_module(module).api.register(app)
     return app

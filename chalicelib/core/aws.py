@@ -14,14 +14,18 @@ from botocore.config import Config
 from chalicelib.core.config import settings
 
 _lock = threading.Lock()
+_session: boto3.session.Session | None = None
 _BOTO_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5, read_timeout=30)
 
 
 @lru_cache(maxsize=64)
 def client(service: str, region: str) -> Any:
     """A boto3 client for ``service`` in ``region``; created once per process."""
-    with _lock:
-        return boto3.session.Session().client(service, region_name=region, config=_BOTO_CONFIG)
+    global _session
+    with _lock:  # one session: its loaded service models are shared by every client
+        if _session is None:
+            _session = boto3.session.Session()
+        return _session.client(service, region_name=region, config=_BOTO_CONFIG)
 
 
 def table_name(name: str) -> str:
@@ -47,5 +51,7 @@ def queue_url(name: str, region: str) -> str:
 
 def reset_caches() -> None:
     """Forget clients and URLs (tests switch endpoints between runs)."""
+    global _session
     client.cache_clear()
     queue_url.cache_clear()
+    _session = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TypeVar
 
+from pynamodb.connection import Connection
 from pynamodb.models import Model
 
 from chalicelib.core.aws import table_name
@@ -38,5 +39,12 @@ def global_model(base: type[M]) -> type[M]:
     return regional(base, settings().global_region)
 
 
+@lru_cache(maxsize=8)
+def connection(region: str) -> Connection:
+    """A PynamoDB connection for transactions in ``region``, made once (each new one reloads botocore's models)."""
+    return Connection(region=region, max_retry_attempts=4)
+
+
 def reset_models() -> None:
     _bind.cache_clear()
+    connection.cache_clear()

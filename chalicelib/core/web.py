@@ -8,13 +8,12 @@ Services never import this module.
 """
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 from urllib.parse import parse_qs
 
-from chalice import Blueprint, Chalice, Response  # type: ignore[attr-defined]
+from chalice import Chalice, Response
 
 from chalicelib.core import correlation
 from chalicelib.core.authz import Principal, require
@@ -115,12 +114,28 @@ def problem_response(err: ApiError) -> Response:
     )
 
 
-class Api:
-    """Registers views on a blueprint with their permission; see the module docstring."""
+@dataclass(frozen=True)
+class _RouteDef:
+    path: str
+    methods: tuple[str, ...]
+    content_types: tuple[str, ...]
+    permission: str | None
+    public: bool
+    fn: Callable[..., Any]
 
-    def __init__(self, blueprint: Blueprint, name: str) -> None:
-        self.blueprint = blueprint
-        self.name = name
+
+class Api:
+    """A route group module's routes, registered onto each app that serves them.
+
+    Chalice blueprints cannot be registered on a second app (the route's ``methods`` are popped from
+    shared kwargs, and ``current_request`` follows the last app), and tests and ``make run`` build
+    several apps per process; so views are bound per app by ``register``. The optional first argument
+    (a Blueprint) is accepted for compatibility and ignored.
+    """
+
+    def __init__(self, blueprint_or_name: Any, name: str | None = None) -> None:
+        self.name = name if name is not None else str(blueprint_or_name)
+        self.routes: list[_RouteDef] = []
 
     def route(
         self,
@@ -133,32 +148,41 @@ class Api:
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         if not public and not permission:
             raise ValueError(f"route {path} needs a permission or public=True")
-        methods = [m.upper() for m in methods]
+        verbs = tuple(m.upper() for m in methods)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(fn)
-            def view(**params: str) -> Any:
-                ctx = Ctx(request=self.blueprint.current_request)
-                try:
-                    if not public:
-                        ctx.principal = verifier().principal(bearer(ctx.header("authorization")))
-                        require(ctx.principal, permission or "")
-                    result = fn(ctx, **params)
-                except ApiError as err:
-                    return problem_response(err)
-                except Exception:  # never leak internals: log the type, answer a plain 500
-                    log.exception("unhandled error", extra={"path": path})
-                    return problem_response(ApiError(500, "internal_error", "An internal error occurred."))
-                if isinstance(result, Response):
-                    return result
-                return json_response(result)
-
-            self.blueprint.route(path, methods=methods, content_types=content_types or [JSON])(view)
-            for method in methods:
+            self.routes.append(_RouteDef(path, verbs, tuple(content_types or [JSON]), permission, public, fn))
+            for method in verbs:
                 ROUTE_PERMISSIONS[(self.name, path, method)] = "public" if public else str(permission)
             return fn
 
         return decorate
+
+    def register(self, app: Chalice) -> None:
+        for route in self.routes:
+            view = _bind_view(app, route)
+            app.route(route.path, methods=list(route.methods), content_types=list(route.content_types))(view)
+
+
+def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
+    def view(**params: str) -> Any:
+        ctx = Ctx(request=app.current_request)
+        try:
+            if not route.public:
+                ctx.principal = verifier().principal(bearer(ctx.header("authorization")))
+                require(ctx.principal, route.permission or "")
+            result = route.fn(ctx, **params)
+        except ApiError as err:
+            return problem_response(err)
+        except Exception:  # never leak internals: log the type, answer a plain 500
+            log.exception("unhandled error", extra={"path": route.path})
+            return problem_response(ApiError(500, "internal_error", "An internal error occurred."))
+        if isinstance(result, Response):
+            return result
+        return json_response(result)
+
+    view.__name__ = f"{route.fn.__module__.rsplit('.', 1)[-1]}__{route.fn.__name__}"
+    return view
 
 
 def _correlation_middleware(event: Any, get_response: Callable[[Any], Response]) -> Response:

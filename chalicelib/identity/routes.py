@@ -3,15 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.core.tokens import verifier
 from chalicelib.core.web import FORM, Api, Ctx, json_response
 from chalicelib.identity import oauth
 from chalicelib.identity.clients import authenticate_basic
 
-bp = Blueprint(__name__)
-api = Api(bp, "identity")
+api = Api("identity")
 
 
 @api.route("/.well-known/openid-configuration", public=True)

@@ -6,7 +6,6 @@ transaction as the user, so two sign-ups of one address cannot both succeed.
 from __future__ import annotations
 
 from pynamodb.attributes import BooleanAttribute, UnicodeAttribute
-from pynamodb.connection import Connection
 from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
@@ -14,7 +13,7 @@ from chalicelib.core import clock
 from chalicelib.core.config import settings
 from chalicelib.core.errors import conflict
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import BaseModel, global_model
+from chalicelib.core.models import BaseModel, connection, global_model
 
 
 class UserAttrs(BaseModel):
@@ -70,7 +69,7 @@ def create_user(email: str, *, email_verified: bool = False, display_name: str |
                    display_name=display_name, created_at=clock.iso(), **fields)
     claim = global_model(EmailClaimAttrs)(f"email#{address}", user_id=user.id)
     try:
-        with TransactWrite(connection=Connection(region=settings().global_region)) as tx:
+        with TransactWrite(connection=connection(settings().global_region)) as tx:
             tx.save(claim, condition=EmailClaimAttrs.id.does_not_exist())
             tx.save(user, condition=UserAttrs.id.does_not_exist())
     except TransactWriteError:

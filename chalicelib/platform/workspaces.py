@@ -12,7 +12,6 @@ import unicodedata
 from typing import Any
 
 from pynamodb.attributes import UnicodeAttribute
-from pynamodb.connection import Connection
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
@@ -20,7 +19,7 @@ from chalicelib.core import audit, clock
 from chalicelib.core.authz import Role
 from chalicelib.core.config import settings
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import BaseModel, global_model
+from chalicelib.core.models import BaseModel, connection, global_model
 from chalicelib.core.regions import region_for
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces
 
@@ -60,7 +59,7 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
                           created_at=now, created_by=owner_id, member_count=1)
         claim = global_model(SlugClaimAttrs)(f"slug#{slug}", workspace_id=ws_id)
         try:
-            with TransactWrite(connection=Connection(region=settings().global_region)) as tx:
+            with TransactWrite(connection=connection(settings().global_region)) as tx:
                 tx.save(claim, condition=SlugClaimAttrs.id.does_not_exist())
                 tx.save(ws, condition=WorkspaceAttrs.id.does_not_exist())
             break

@@ -46,3 +46,13 @@ SCHEDULED: tuple[Scheduled, ...] = (
 
 # queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
 QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
+    """Connector sync runs (``sync-jobs`` queue); the worker module loads duckdb only when it runs."""
+    from chalicelib.gateway import sync_worker
+
+    return sync_worker.handle(event)
+
+
+QUEUE_HANDLERS["sync-jobs"] = sync_jobs

@@ -8,34 +8,71 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from chalicelib.core import aws, clock, models, tenancy, tokens
+from chalicelib.core import aws, clock, tenancy, tokens
 from chalicelib.core.config import settings
+from chalicelib.core.regions import OPEN_REGIONS
 from chalicelib.identity import signing, users
 from chalicelib.identity.signing import issue_access_token
 from chalicelib.platform.workspaces import create_workspace
-from infra.bootstrap import bootstrap_all
+from infra.bootstrap import bootstrap_all, ensure_queues
+from infra.resources import BUCKETS, GLOBAL, QUEUES, TABLES
 
 
 def reset_process_state() -> None:
-    """Forget every per-process cache (clients, bound models, keys, verified tokens)."""
+    """Forget per-process caches that hold data (keys, verified tokens, regions, the clock offset)."""
     settings.cache_clear()
-    aws.reset_caches()
-    models.reset_models()
     tenancy.region_of.cache_clear()
     tokens._verifier = None
     signing._signer = None
     clock.reset()
 
 
-@pytest.fixture
-def stack() -> Iterator[None]:
-    """Both regions bootstrapped in moto, fresh per test."""
+def _wipe() -> None:
+    """Empty every declared table, bucket and queue (moto keeps them between tests)."""
+    for table in TABLES:
+        for region in ([settings().global_region] if table.scope == GLOBAL else OPEN_REGIONS):
+            ddb = aws.client("dynamodb", region)
+            keys = [table.hash_key] + ([table.range_key] if table.range_key else [])
+            for page in ddb.get_paginator("scan").paginate(TableName=aws.table_name(table.name),
+                                                           ProjectionExpression=", ".join(f"#k{i}" for i in range(len(keys))),
+                                                           ExpressionAttributeNames={f"#k{i}": k for i, k in enumerate(keys)}):
+                for item in page["Items"]:
+                    ddb.delete_item(TableName=aws.table_name(table.name), Key=item)
+    for region in OPEN_REGIONS:
+        s3 = aws.client("s3", region)
+        for bucket in BUCKETS:
+            if bucket.object_lock_days:
+                continue  # compliance-locked objects cannot be deleted; tests use unique keys there
+            name = aws.bucket_name(bucket.name, region)
+            for page in s3.get_paginator("list_object_versions").paginate(Bucket=name):
+                for obj in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                    s3.delete_object(Bucket=name, Key=obj["Key"], VersionId=obj["VersionId"])
+        sqs = aws.client("sqs", region)
+        for queue in QUEUES:  # recreated: moto refuses a second purge within 60 s, as SQS does
+            for name in (queue.name, queue.name + "-dlq"):
+                sqs.delete_queue(QueueUrl=aws.queue_url(name, region))
+        aws.queue_url.cache_clear()
+        ensure_queues(region)
+
+
+@pytest.fixture(scope="session")
+def _moto() -> Iterator[None]:
     for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
         del os.environ[name]
     reset_process_state()
+    aws.reset_caches()
     with mock_aws():
         bootstrap_all()
         yield
+
+
+@pytest.fixture
+def stack(_moto: None) -> Iterator[None]:
+    """Both regions bootstrapped in moto, with every declared table, bucket and queue empty."""
+    _wipe()
+    reset_process_state()
+    signing.ensure_key()
+    yield
     reset_process_state()
 
 
