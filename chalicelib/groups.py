@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
 
 from chalice import Chalice
 
@@ -21,11 +20,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")
 
 
-@lru_cache(maxsize=None)
 def create_app(group: str) -> Chalice:
-    """A Chalice app holding only ``group``'s routes (built once per process: Chalice pops ``methods``
-    from a blueprint's stored route arguments on registration, so registering the same blueprint into a
-    second app would turn every POST/PUT route into GET)."""
+    """A Chalice app holding only ``group``'s routes."""
     if group not in GROUPS:
         raise ValueError(f"unknown ROUTE_GROUP {group!r}; expected one of {', '.join(GROUPS)}")
     app = Chalice(app_name=APP_NAME)

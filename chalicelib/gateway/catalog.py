@@ -121,16 +121,6 @@ def to_record(item: models.DatasetAttrs) -> DatasetRecord:
     return rec
 
 
-def _connector_summary(item: Any) -> dict[str, Any]:
-    """The ``Connector`` shape, read from the connector table (no secrets, no config)."""
-    return {
-        "id": item.id, "name": item.name, "kind": item.kind, "category": str(item.category).upper(),
-        "status": str(item.status).upper(),
-        "health": {"last_checked_at": item.last_checked_at, "last_error": item.last_error},
-        "last_sync": None, "created_at": item.created_at, "updated_at": item.updated_at,
-    }
-
-
 def snapshot(workspace_id: str) -> Snapshot:
     """The workspace's catalog, from the cache when fresh enough."""
     now = clock.now()
@@ -142,7 +132,9 @@ def snapshot(workspace_id: str) -> Snapshot:
     records = [to_record(i) for i in models.datasets(region).query(workspace_id)]
     for r in records:
         r._haystack = " ".join([r.name, r.description] + [f["name"] for f in r.fields if f["policy"] != "DENY"]).lower()
-    connectors = {c.id: _connector_summary(c) for c in models.connectors(region).query(workspace_id)}
+    from chalicelib.gateway.connectors import to_dict  # the one public shape of a connector
+
+    connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
     records.sort(key=lambda r: (r.name, r.id))
     snap = Snapshot(now, {r.id: r for r in records}, records, connectors)
     with _lock:
@@ -203,8 +195,9 @@ def source_of(rec: DatasetRecord, connectors: dict[str, dict[str, Any]]) -> dict
     if rec.connector_id and rec.connector_id in connectors:
         return connectors[rec.connector_id]
     return {"id": rec.connector_id or f"derived:{rec.id}", "name": "(derived)" if not rec.connector_id else "(deleted)",
-            "kind": "derived", "category": "STORAGE", "status": "PAUSED",
+            "kind": "derived", "category": "STORAGE", "status": "PAUSED", "description": "", "owner": rec.owner,
             "health": {"last_checked_at": None, "last_error": None}, "last_sync": None,
+            "dataset": {"id": rec.id, "name": rec.name}, "config": {},
             "created_at": rec.created_at, "updated_at": rec.updated_at}
 
 

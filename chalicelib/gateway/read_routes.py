@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chalice import Blueprint, Response  # type: ignore[attr-defined]
+from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.errors import ApiError
 from chalicelib.core.tokens import bearer, verifier
@@ -17,8 +17,7 @@ from chalicelib.core.validation import F, query_int, validate
 from chalicelib.core.web import Ctx, Api, json_response
 from chalicelib.gateway import catalog, lineage, policies
 
-bp = Blueprint(__name__)
-api = Api(bp, "gateway")
+api = Api("gateway")
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 _SEARCH_PARAMS = {"q", "search", "owner", "connector", "classification", "fresher_than",
