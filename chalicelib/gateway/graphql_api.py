@@ -156,7 +156,7 @@ def _sync_connector(_root: Any, info: Any, id: str, mode: str | None = None) -> 
     from chalicelib.gateway import sync
 
     p = _principal(info)
-    require(p, _route_permission("POST", "/v1/connectors/{id}/sync"))
+    require(p, _route_permission("POST", "/v1/connectors/{connector_id}/sync"))
     return sync.request_sync(p, id, mode=mode or "INCREMENTAL", idempotency_key=info.context.get("idempotency_key"),
                              caller=info.context.get("caller"))
 
@@ -320,7 +320,7 @@ def _format(err: GraphQLError, code: str, **extra: Any) -> dict[str, Any]:
 
 def _format_execution_error(err: GraphQLError) -> dict[str, Any]:
     orig = err.original_error
-    if orig is None:  # variable coercion and similar request errors
+    if orig is None or isinstance(orig, GraphQLError):  # variable coercion and similar request errors
         return _format(err, "BAD_USER_INPUT")
     if isinstance(orig, ApiError):
         code = _CODES.get(orig.status, "BAD_USER_INPUT" if 400 <= orig.status < 500 else "INTERNAL")
@@ -329,6 +329,8 @@ def _format_execution_error(err: GraphQLError) -> dict[str, Any]:
             extra["errors"] = orig.errors
         formatted = _format(err, code, **extra)
         formatted["message"] = orig.detail if code != "INTERNAL" else "An internal error occurred."
+        if orig.errors and code == "BAD_USER_INPUT":
+            formatted["message"] = "Invalid arguments: " + "; ".join(f"{e['field']} {e['message']}" for e in orig.errors) + "."
         return formatted
     log.error("graphql resolver failed", extra={"error_type": type(orig).__name__, "path": list(err.path or [])})
     formatted = _format(err, "INTERNAL")

@@ -3,7 +3,6 @@ roles and residency. The caller's ACL and the field policies are tried from ever
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -12,66 +11,8 @@ from chalice.test import Client
 from chalicelib.core import audit, aws
 from chalicelib.gateway import fieldpolicy, lineage
 from chalicelib.groups import create_app
-from tests.functional.conftest import Tenant, bearer, make_tenant
-from tests.functional.gateway_data import Caller, field, put_connector, put_dataset, token_for
-
-CUSTOMER_FIELDS = [
-    field("id", "INTEGER", "INTERNAL"),
-    field("email", "STRING", "PII", "MASK", "contact e-mail"),
-    field("ssn", "STRING", "PII", "DENY"),
-    field("name", "STRING", "PII", "HASH"),
-    field("phone", "STRING", "PII", "REDACT"),
-    field("country", "STRING", "PUBLIC"),
-]
-CUSTOMERS = [(1, "alice@example.com", "111-22-3333", "Alice", "+15550001", "US"),
-             (2, "bob@corp.io", "222-33-4444", "Bob", "+15550002", "DE"),
-             (3, "al@x.co", None, None, None, "US")]
-
-
-@dataclass
-class World:
-    tenant: Tenant
-    member: Caller
-    viewer: Caller
-    connector: str
-    customers: str
-    orders: str
-    payroll: str
-    client: Client
-
-
-@pytest.fixture
-def world(tenant: Tenant) -> Any:
-    ws, region = tenant.workspace_id, tenant.region
-    conn = put_connector(ws, region, "crm")
-    customers = put_dataset(ws, region, "customers", CUSTOMER_FIELDS, CUSTOMERS, connector_id=conn,
-                            description="CRM customers", owner="crm-team@example.com", parts=2)
-    orders = put_dataset(ws, region, "orders", [field("order_id", "INTEGER"), field("customer_id", "INTEGER"),
-                                                field("amount", "FLOAT", "CONFIDENTIAL")],
-                         [(10, 1, 9.5), (11, 2, 20.0), (12, 1, 1.0)], connector_id=conn, synced_ago=7200)
-    payroll = put_dataset(ws, region, "payroll", [field("employee", "STRING", "PII"), field("salary", "FLOAT", "CONFIDENTIAL")],
-                          [("alice", 100.0)], acl=[{"type": "role", "id": "admin"}], connector_id=conn,
-                          description="secret salaries")
-    lineage.record_edges(ws, [("connector", conn, "dataset", d, {"target_name": n}) for d, n in
-                              ((customers, "customers"), (orders, "orders"), (payroll, "payroll"))])
-    with Client(create_app("gateway")) as client:
-        yield World(tenant, token_for(ws, "member"), token_for(ws, "viewer"), conn, customers, orders, payroll, client)
-
-
-def get(w: World, path: str, token: str) -> tuple[int, Any]:
-    r = w.client.http.get(path, headers=bearer(token))
-    return r.status_code, json.loads(r.body)
-
-
-def post(w: World, path: str, token: str, body: Any, method: str = "POST") -> tuple[int, Any]:
-    r = getattr(w.client.http, method.lower())(path, headers={**bearer(token), "Content-Type": "application/json"},
-                                               body=json.dumps(body))
-    return r.status_code, json.loads(r.body)
-
-
-def query(w: World, sql: str, token: str | None = None, **extra: Any) -> tuple[int, Any]:
-    return post(w, "/v1/query", token or w.member.token, {"sql": sql, **extra})
-
+from tests.functional.conftest import bearer, make_tenant
+from tests.functional.gateway_data import World, field, get, post, put_dataset, query, world  # noqa: F401
 
 # --- catalog ---------------------------------------------------------------------------------------
 
