@@ -3,8 +3,8 @@
 Per query:
 1. The text must parse (DuckDB's own parser) into exactly one statement of type SELECT; anything else
    (DDL, DML, COPY, ATTACH, INSTALL/LOAD, PRAGMA, SET, EXPLAIN, several statements) is refused.
-2. The referenced table names are resolved on a scratch connection with external access already off,
-   and matched (case-insensitively) to datasets the caller may read. Nothing else is ever loaded.
+2. The identifiers in the text are matched (case-insensitively) to the names of datasets the caller may
+   read; only those are loaded. Nothing else is ever loaded.
 3. A fresh in-memory connection loads each of those datasets from its Parquet parts (downloaded with
    boto3 from the workspace region's data bucket into a private temp dir), projecting every column
    through its field policy (masked, hashed, redacted or left out), dropping internal ``_`` columns.
@@ -23,6 +23,7 @@ import datetime as dt
 import decimal
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -88,19 +89,17 @@ def _clean(err: Exception) -> str:
     return text[:500]
 
 
-def _referenced(sql: str) -> set[str]:
-    """Lower-cased table names the SQL refers to, resolved on a connection that cannot touch files."""
-    import duckdb
+_IDENT = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*)')
 
-    scratch = duckdb.connect(":memory:", config={"enable_external_access": False,
-                                                 "autoinstall_known_extensions": False,
-                                                 "autoload_known_extensions": False})
-    try:
-        return {n.lower() for n in scratch.get_table_names(sql, qualified=False)}
-    except duckdb.Error as err:
-        raise _bad_sql("sql_error", _clean(err)) from None
-    finally:
-        scratch.close()
+
+def _referenced(sql: str) -> set[str]:
+    """Lower-cased identifiers of the SQL (quoted or not): a superset of the tables it can name.
+
+    Only readable datasets among them are loaded, so a column or literal that happens to share a
+    dataset's name costs a load, never an exposure. (DuckDB's ``get_table_names`` binds the statement,
+    which fails for ``JOIN ... USING`` on a connection without the tables.)
+    """
+    return {(quoted.replace('""', '"') if quoted else bare).lower() for quoted, bare in _IDENT.findall(sql)}
 
 
 def _download(region: str, prefix: str, into: str) -> list[str]:
