@@ -111,8 +111,8 @@ def _principal(info: Any) -> Principal:
 
 def _route_permission(method: str, path: str) -> str:
     """The permission of a REST route, so GraphQL checks exactly what the REST twin checks."""
-    from chalicelib.core.web import ROUTE_PERMISSIONS
     import chalicelib.gateway.routes  # noqa: F401  (registers gw-sync's routes and their permissions)
+    from chalicelib.core.web import ROUTE_PERMISSIONS
 
     return ROUTE_PERMISSIONS.get(("gateway", path, method), "")
 
@@ -128,7 +128,7 @@ def _connectors(_root: Any, info: Any, status: str | None = None, category: str 
 def _datasets(_root: Any, info: Any, search: str | None = None, owner: str | None = None,
               first: int = catalog.DEFAULT_PAGE, after: str | None = None) -> dict[str, Any]:
     page = catalog.search(_principal(info), catalog.SearchFilters(text=search, owner=owner), limit=first, after=after)
-    edges = [{"node": n, "cursor": c} for n, c in zip(page["items"], page["cursors"])]
+    edges = [{"node": n, "cursor": c} for n, c in zip(page["items"], page["cursors"], strict=True)]
     return {"edges": edges, "total_count": page["total_count"],
             "page_info": {"has_next_page": page["has_more"], "has_previous_page": page["has_previous"],
                           "start_cursor": edges[0]["cursor"] if edges else None,

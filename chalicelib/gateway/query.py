@@ -159,7 +159,7 @@ def _json_value(v: Any) -> Any:
     if v is None or isinstance(v, (str, int, float, bool)):
         return v
     if isinstance(v, dt.datetime):
-        return clock.iso(v if v.tzinfo else v.replace(tzinfo=dt.timezone.utc))
+        return clock.iso(v if v.tzinfo else v.replace(tzinfo=dt.UTC))
     if isinstance(v, (dt.date, dt.time)):
         return v.isoformat()
     if isinstance(v, dt.timedelta):

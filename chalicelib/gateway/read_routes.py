@@ -14,7 +14,7 @@ from chalice import Response  # type: ignore[attr-defined]
 from chalicelib.core.errors import ApiError
 from chalicelib.core.tokens import bearer, verifier
 from chalicelib.core.validation import F, query_int, validate
-from chalicelib.core.web import Ctx, Api, json_response
+from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.gateway import catalog, lineage, policies
 
 api = Api("gateway")

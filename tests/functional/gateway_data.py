@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
-import pytest
 from chalice.test import Client
 
 from chalicelib.core import aws, clock
 from chalicelib.core.ids import new_id
-from chalicelib.gateway import catalog, models
-from chalicelib.gateway import lineage
+from chalicelib.gateway import catalog, lineage, models
 from chalicelib.groups import create_app
 from chalicelib.identity.signing import issue_access_token
 from tests.functional.conftest import Tenant, bearer
@@ -117,8 +116,8 @@ class World:
     client: Client
 
 
-@pytest.fixture
-def world(tenant: Tenant) -> Any:
+def build_world(tenant: Tenant) -> Iterator[World]:
+    """Connector crm; datasets customers (PII under every policy), orders, and payroll (Admin-only ACL)."""
     ws, region = tenant.workspace_id, tenant.region
     conn = put_connector(ws, region, "crm")
     customers = put_dataset(ws, region, "customers", CUSTOMER_FIELDS, CUSTOMERS, connector_id=conn,

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from chalicelib.gateway import graphql_api
-from tests.functional.conftest import bearer, make_tenant
-from tests.functional.gateway_data import World, field, get, post, put_dataset, world  # noqa: F401
+from tests.functional.conftest import Tenant, bearer, make_tenant
+from tests.functional.gateway_data import World, build_world, field, get, post, put_dataset
 
 FIELD = "name type nullable classification policy description"
 DATASET = f"""id name owner freshness classification description lastSyncedAt rowCount
   source {{ id name kind category status }} schema {{ {FIELD} }} acl {{ type id }}"""
+
+
+@pytest.fixture
+def world(tenant: Tenant) -> Iterator[World]:
+    yield from build_world(tenant)
 
 
 def gql(w: World, token: str | None, query: str, variables: dict[str, Any] | None = None,

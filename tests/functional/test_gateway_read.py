@@ -3,6 +3,7 @@ roles and residency. The caller's ACL and the field policies are tried from ever
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,8 +12,8 @@ from chalice.test import Client
 from chalicelib.core import audit, aws
 from chalicelib.gateway import fieldpolicy, lineage
 from chalicelib.groups import create_app
-from tests.functional.conftest import bearer, make_tenant
-from tests.functional.gateway_data import World, field, get, post, put_dataset, query, world  # noqa: F401
+from tests.functional.conftest import Tenant, bearer, make_tenant
+from tests.functional.gateway_data import World, build_world, field, get, post, put_dataset, query
 
 # --- catalog ---------------------------------------------------------------------------------------
 
@@ -29,6 +30,11 @@ def test_search_lists_and_counts_only_readable_datasets(world: World) -> None:
     assert cust["source"]["id"] == world.connector and cust["source"]["category"] == "STORAGE"
     assert cust["classification"] == "PII" and cust["freshness"].startswith("PT1M")
     assert "ssn" not in [f["name"] for f in cust["schema"]]
+
+
+@pytest.fixture
+def world(tenant: Tenant) -> Iterator[World]:
+    yield from build_world(tenant)
 
 
 def test_search_filters_and_cursor_paging(world: World) -> None:

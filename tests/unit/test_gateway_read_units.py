@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chalicelib.core.errors import ApiError
 from chalicelib.gateway import fieldpolicy, query
