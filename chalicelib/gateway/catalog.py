@@ -57,6 +57,7 @@ class DatasetRecord:
     updated_at: str
     classification: str
     _haystack: str = field(default="", repr=False)
+    acl_keys: frozenset[str] = field(default=frozenset(), repr=False)  # "role:<id>" / "user:<id>"
 
 
 @dataclass
@@ -65,6 +66,8 @@ class Snapshot:
     datasets: dict[str, DatasetRecord]
     ordered: list[DatasetRecord]  # by (name, id): the paging order
     connectors: dict[str, dict[str, Any]]
+    by_name: dict[str, DatasetRecord] = field(default_factory=dict)  # lower-cased name -> record
+    _readable: dict[frozenset[str], list[DatasetRecord]] = field(default_factory=dict, repr=False)
 
 
 _cache: dict[str, Snapshot] = {}
@@ -118,6 +121,7 @@ def to_record(item: models.DatasetAttrs) -> DatasetRecord:
         classification=highest([f["classification"] for f in fields],
                                stored if stored in CLASSIFICATIONS else "INTERNAL"),
     )
+    rec.acl_keys = frozenset(f"{a['type']}:{a['id']}" for a in acl)
     return rec
 
 
@@ -136,7 +140,7 @@ def snapshot(workspace_id: str) -> Snapshot:
 
     connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
     records.sort(key=lambda r: (r.name, r.id))
-    snap = Snapshot(now, {r.id: r for r in records}, records, connectors)
+    snap = Snapshot(now, {r.id: r for r in records}, records, connectors, {r.name.lower(): r for r in records})
     with _lock:
         _cache[workspace_id] = snap
     return snap
@@ -148,17 +152,15 @@ def is_admin(principal: Principal) -> bool:
     return Role.ADMIN.value in principal.roles
 
 
+def principal_keys(principal: Principal) -> frozenset[str]:
+    """The ACL entries that match the caller: its roles and its user id."""
+    return frozenset([f"role:{r}" for r in principal.roles] + [f"user:{principal.user_id}"])
+
+
 def can_read(principal: Principal, rec: DatasetRecord) -> bool:
     if rec.workspace_id != principal.workspace_id:
         return False
-    if is_admin(principal):
-        return True
-    for entry in rec.acl:
-        if entry["type"] == "role" and entry["id"] in principal.roles:
-            return True
-        if entry["type"] == "user" and entry["id"] == principal.user_id:
-            return True
-    return False
+    return is_admin(principal) or not rec.acl_keys.isdisjoint(principal_keys(principal))
 
 
 def visible_fields(principal: Principal, rec: DatasetRecord) -> list[dict[str, Any]]:
@@ -168,9 +170,23 @@ def visible_fields(principal: Principal, rec: DatasetRecord) -> list[dict[str, A
     return [dict(f) for f in rec.fields if f["policy"] != "DENY"]
 
 
-def readable(principal: Principal) -> list[DatasetRecord]:
-    """Every dataset the caller may read, in paging order."""
-    return [r for r in snapshot(principal.workspace_id).ordered if can_read(principal, r)]
+def readable(principal: Principal, snap: Snapshot | None = None) -> list[DatasetRecord]:
+    """Every dataset the caller may read, in paging order (memoised per snapshot and ACL key set)."""
+    snap = snap or snapshot(principal.workspace_id)
+    keys = frozenset(["*admin*"]) if is_admin(principal) else principal_keys(principal)
+    found = snap._readable.get(keys)
+    if found is None:
+        found = [r for r in snap.ordered if can_read(principal, r)]
+        if len(snap._readable) < 256:
+            snap._readable[keys] = found
+    return found
+
+
+def readable_by_name(principal: Principal, names: set[str]) -> list[DatasetRecord]:
+    """The readable datasets among lower-cased ``names``, sorted by name."""
+    snap = snapshot(principal.workspace_id)
+    hits = [snap.by_name[n] for n in names if n in snap.by_name]
+    return sorted((r for r in hits if can_read(principal, r)), key=lambda r: r.name)
 
 
 def record(principal: Principal, dataset_id: str) -> DatasetRecord:
@@ -279,9 +295,7 @@ def search(principal: Principal, filters: SearchFilters, *, limit: int = DEFAULT
     now = clock.now()
     admin = is_admin(principal)
     matches: list[DatasetRecord] = []
-    for rec in snap.ordered:
-        if not can_read(principal, rec):
-            continue
+    for rec in readable(principal, snap):
         if owner and rec.owner.lower() != owner:
             continue
         if filters.connector_id and rec.connector_id != filters.connector_id:

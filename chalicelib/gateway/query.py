@@ -201,9 +201,7 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
                 or not 1 <= len(answer["id"]) <= 128):
             raise ApiError(400, "validation_failed", "'answer' must be {type, id} with type one of "
                            + ", ".join(ANSWER_TYPES) + ".", errors=[{"field": "answer", "message": "is invalid"}])
-    names = _referenced(sql)
-    by_name = {r.name.lower(): r for r in catalog.readable(principal)}
-    used = [by_name[n] for n in sorted(names) if n in by_name]
+    used = catalog.readable_by_name(principal, _referenced(sql))
     query_id = new_id("q")
     tmp = tempfile.mkdtemp(prefix="gwq-")
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
