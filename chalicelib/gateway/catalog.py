@@ -58,6 +58,7 @@ class DatasetRecord:
     classification: str
     _haystack: str = field(default="", repr=False)
     acl_keys: frozenset[str] = field(default=frozenset(), repr=False)  # "role:<id>" / "user:<id>"
+    fresh_since: float = 0.0  # epoch seconds of last_synced_at (created_at when never synced)
 
 
 @dataclass
@@ -122,6 +123,7 @@ def to_record(item: models.DatasetAttrs) -> DatasetRecord:
                                stored if stored in CLASSIFICATIONS else "INTERNAL"),
     )
     rec.acl_keys = frozenset(f"{a['type']}:{a['id']}" for a in acl)
+    rec.fresh_since = clock.parse_iso(rec.last_synced_at or rec.created_at).timestamp()
     return rec
 
 
@@ -201,8 +203,7 @@ def record(principal: Principal, dataset_id: str) -> DatasetRecord:
 
 def freshness_seconds(rec: DatasetRecord, now: float | None = None) -> float:
     """Seconds since the last sync (since creation when never synced)."""
-    ref = rec.last_synced_at or rec.created_at
-    return (clock.now() if now is None else now) - clock.parse_iso(ref).timestamp()
+    return (clock.now() if now is None else now) - rec.fresh_since
 
 
 def source_of(rec: DatasetRecord, connectors: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -115,7 +115,10 @@ def _download(region: str, prefix: str, into: str) -> list[str]:
             if not obj["Key"].endswith(".parquet"):
                 continue
             path = os.path.join(into, f"{len(paths):05d}.parquet")
-            s3.download_file(bucket, obj["Key"], path)
+            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"]  # one GET; no transfer thread pool
+            with open(path, "wb") as fh:
+                for chunk in iter(lambda: body.read(1 << 20), b""):
+                    fh.write(chunk)
             paths.append(path)
         if not page.get("IsTruncated"):
             return paths
