@@ -117,8 +117,7 @@ def _download(region: str, prefix: str, into: str) -> list[str]:
             path = os.path.join(into, f"{len(paths):05d}.parquet")
             body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"]  # one GET; no transfer thread pool
             with open(path, "wb") as fh:
-                for chunk in iter(lambda: body.read(1 << 20), b""):
-                    fh.write(chunk)
+                shutil.copyfileobj(body, fh, 1 << 20)
             paths.append(path)
         if not page.get("IsTruncated"):
             return paths
