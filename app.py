@@ -24,4 +24,4 @@ if GROUP == "workers":
 
     @app.on_sqs_message(queue=queue_name("sync-jobs"), batch_size=1)
     def sync_jobs(event):
-        return jobs.sync_jobs(event.to_dict())
+        return jobs.as_lambda(jobs.sync_jobs, event.to_dict())

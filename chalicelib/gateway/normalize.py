@@ -6,7 +6,6 @@ mixed -> STRING. A column seen once stays in the schema (later rows without it h
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -176,7 +175,7 @@ def coerce(value: Any, typ: str) -> Any:
     if value is None:
         return None
     if typ == "STRING":
-        return _text(value)
+        return value if type(value) is str else _text(value)
     if typ == "INTEGER":
         return int(value) if not isinstance(value, str) else int(value)
     if typ == "FLOAT":
@@ -196,11 +195,6 @@ def coerce(value: Any, typ: str) -> Any:
     return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)  # JSON
 
 
-def row_hash(values: dict[str, Any]) -> str:
-    """Change hash of a source record (independent of the column types chosen)."""
-    return hashlib.sha1(json.dumps(values, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()
-
-
 # --- schema planning -------------------------------------------------------------------------------
 def plan(old_schema: list[dict[str, Any]], rows: Iterable[tuple[dict[str, Any], bool]], at: str,
          version: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, str]]:
@@ -212,6 +206,7 @@ def plan(old_schema: list[dict[str, Any]], rows: Iterable[tuple[dict[str, Any], 
     samples: dict[str, list[Any]] = {}
     nulls: dict[str, bool] = {}
     present: dict[str, int] = {}
+    memo: dict[tuple[str, bool], str | None] = {}
     count = 0
     for values, untyped in rows:
         count += 1
@@ -224,13 +219,24 @@ def plan(old_schema: list[dict[str, Any]], rows: Iterable[tuple[dict[str, Any], 
                     col, n = f"{base[:59]}_{n}", n + 1
                 by_source[src_name] = col
                 taken.add(col)
-            t = infer(v, untyped)
-            seen_types[col] = widen(seen_types.get(col), t)
             present[col] = present.get(col, 0) + 1
             if v is None:
                 nulls[col] = True
+                continue
+            current = seen_types.get(col)
+            if current != "STRING":  # STRING absorbs everything: no need to look further
+                if type(v) is str:
+                    memo_key = (v, untyped)
+                    t = memo.get(memo_key)
+                    if t is None:
+                        t = infer(v, untyped)
+                        if len(memo) < 200_000:
+                            memo[memo_key] = t
+                else:
+                    t = infer(v, untyped)
+                seen_types[col] = t if current is None or current == t else widen(current, t)
             bucket = samples.setdefault(col, [])
-            if len(bucket) < 200 and v is not None:
+            if len(bucket) < 200:
                 bucket.append(v)
     schema = [dict(f) for f in old_schema]
     index = {f["name"]: f for f in schema}

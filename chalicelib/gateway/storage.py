@@ -27,6 +27,14 @@ PART_ROWS = 250_000  # rows per Parquet part
 INTERNAL = ("_key", "_source", "_hash")
 
 
+def connect(workdir: str) -> Any:
+    """An in-memory DuckDB whose spill and home directories are ``workdir`` (Lambda: only /tmp is
+    writable and HOME may be unset)."""
+    import duckdb  # noqa: PLC0415
+
+    return duckdb.connect(config={"temp_directory": workdir, "home_directory": workdir})
+
+
 def _part_written(key: str) -> None:
     """Called after each part is uploaded (a seam for crash tests; does nothing)."""
 
@@ -68,12 +76,10 @@ def _delete_keys(region: str, keys: list[str]) -> None:
 
 
 def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str, attempt: int,
-                   schema: list[dict[str, Any]], rows: Iterable[tuple[str, str | None, str, dict[str, Any]]],
+                   schema: list[dict[str, Any]], rows: Iterable[tuple[str, str | None, dict[str, Any]]],
                    *, old_prefix: str | None, complete: bool, replaced_sources: set[str]) -> SnapshotResult:
-    """Write the new snapshot: ``rows`` are ``(key, source, hash, {column: coerced value})`` (unique
+    """Write the new snapshot: ``rows`` are ``(key, source, {column: coerced value})`` (unique
     keys); unless ``complete``, old rows are kept except those with a changed key or a replaced source."""
-    import duckdb  # noqa: PLC0415
-
     columns = [(f["name"], DUCKDB_TYPES[f["type"]]) for f in schema]
     s3 = aws.client("s3", region)
     bucket = aws.bucket_name(BUCKET, region)
@@ -84,18 +90,24 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
     with tempfile.TemporaryDirectory(prefix="gwsync-") as tmp:
         incoming = os.path.join(tmp, "incoming.jsonl")
         n_in = 0
+        encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
         with open(incoming, "w", encoding="utf-8") as fh:
-            for key, source, digest, values in rows:
-                rec = {"_key": key, "_source": source, "_hash": digest, **values}
-                fh.write(json.dumps(rec, ensure_ascii=False, allow_nan=False))
+            for key, source, values in rows:
+                values["_key"], values["_source"] = key, source
+                fh.write(encode(values))
                 fh.write("\n")
                 n_in += 1
-        con = duckdb.connect(config={"enable_external_access": True})
+        con = connect(tmp)
         try:
             spec = {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR", **dict(columns)}
-            struct = "{" + ", ".join(f"'{n.replace(chr(39), chr(39) * 2)}': '{t}'" for n, t in spec.items()) + "}"
+            loaded = {"_key": "VARCHAR", "_source": "VARCHAR", **dict(columns)}
+            struct = "{" + ", ".join(f"'{n.replace(chr(39), chr(39) * 2)}': '{t}'" for n, t in loaded.items()) + "}"
+            # the change hash of a row: over its typed values, computed by DuckDB
+            digest = (f"md5(CAST(struct_pack({', '.join(_ident(n) for n, _ in columns)}) AS VARCHAR))"
+                      if columns else "md5('')")
+            select = ", ".join(f"{_ident(n)}" if n != "_hash" else f"{digest} AS _hash" for n in spec)
             if n_in:
-                con.execute(f"CREATE TABLE incoming AS SELECT * FROM read_json(?, format='newline_delimited', "
+                con.execute(f"CREATE TABLE incoming AS SELECT {select} FROM read_json(?, format='newline_delimited', "
                             f"columns={struct}, maximum_object_size=67108864)", [incoming])
             else:
                 cols_sql = ", ".join(f"{_ident(n)} {t}" for n, t in spec.items())
@@ -163,8 +175,6 @@ def delete_dataset_data(region: str, workspace_id: str, dataset_id: str) -> int:
 
 def read_rows(region: str, data_prefix: str, *, internal: bool = False) -> tuple[list[str], list[tuple]]:
     """All rows of a snapshot (tests, demo and small tools; the query side has its own reader)."""
-    import duckdb  # noqa: PLC0415
-
     s3 = aws.client("s3", region)
     bucket = aws.bucket_name(BUCKET, region)
     with tempfile.TemporaryDirectory(prefix="gwread-") as tmp:
@@ -175,7 +185,7 @@ def read_rows(region: str, data_prefix: str, *, internal: bool = False) -> tuple
             files.append(path)
         if not files:
             return [], []
-        con = duckdb.connect()
+        con = connect(tmp)
         try:
             cur = con.execute("SELECT * FROM read_parquet(?, union_by_name=true) ORDER BY _key", [files])
             names = [d[0] for d in cur.description]

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from pynamodb.connection import Connection
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.core import audit, aws, clock, queues, tenancy
+from chalicelib.core import models as core_models
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
@@ -39,7 +39,7 @@ log = get_logger("gateway.sync")
 QUEUE = "sync-jobs"
 LEASE_S = 900  # a lease outlives the queue's visibility timeout (300 s)
 BUSY_RETRY_S = 15  # how soon a message that found the connector busy is retried
-BUSY_MAX_WAITS = 240  # re-sends of a waiting message before it gives up (about an hour)
+BUSY_MAX_WAITS = 48  # re-sends of a waiting message (each after ~5 receives x 15 s) before it gives up (~1 h)
 DEFAULT_MAX_RECEIVES = 5
 COMMIT_ATTEMPTS = 5
 DEFAULT_ACL = [{"type": "role", "id": "admin"}, {"type": "role", "id": "member"}]
@@ -169,6 +169,19 @@ def _fail(region: str, workspace_id: str, sync_id: str, error: str, *, final: bo
                      details={"sync_id": sync_id, "error": error[:500], "attempts": int(run.attempts or 0)})
 
 
+def _mark_lost(region: str, workspace_id: str, sync_id: str) -> None:
+    run = _run(region, workspace_id, sync_id)
+    if run is None or run.status not in ("QUEUED", "RUNNING"):
+        return
+    R = models.SyncRunAttrs
+    try:
+        run.update(actions=[R.status.set("FAILED"), R.finished_at.set(clock.iso()),
+                            R.error.set("the worker holding the connector's lease was lost (lease expired)")],
+                   condition=R.status.is_in("QUEUED", "RUNNING"))
+    except UpdateError:
+        pass
+
+
 def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt: bool = False) -> Outcome:
     """Run one SyncRun (see the module docstring); safe to call again for the same run."""
     region = tenancy.region_of(workspace_id)
@@ -176,16 +189,25 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
     if run is None:
         return Outcome("failed", "no such sync run")
     if run.status in ("SUCCEEDED", "FAILED"):
+        if run.status == "SUCCEEDED" and run.dataset_id:  # a crash between commit and ack: lineage again
+            lineage_edges.record_edge(region, workspace_id, run.connector_id, LINEAGE_CONNECTOR, run.dataset_id,
+                                      LINEAGE_DATASET)
         return Outcome("done", "already finished")
     try:
         conn = models.connectors(region).get(workspace_id, run.connector_id, consistent_read=True)
     except DoesNotExist:
         _fail(region, workspace_id, sync_id, "the connector was deleted", final=True)
         return Outcome("done", "connector deleted")
+    if conn.status == "PAUSED":  # paused after the request was queued: the run does not happen
+        _fail(region, workspace_id, sync_id, "the connector was paused before the sync started", final=True)
+        return Outcome("done", "connector paused")
+    previous_owner = conn.lock_owner
     try:
         _acquire(conn, sync_id)
     except Busy:
         return Outcome("busy")
+    if previous_owner and previous_owner != sync_id:  # took over an expired lease: that worker was lost
+        _mark_lost(region, workspace_id, previous_owner)
     R = models.SyncRunAttrs
     run.update(actions=[R.status.set("RUNNING"), R.attempts.set(attempt), R.started_at.set(run.started_at or clock.iso())])
     try:
@@ -223,21 +245,31 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
     schema, drift, names = normalize.plan(old_schema, ((r.values, r.untyped) for r in records), now_iso, version)
     types = {f["name"]: f["type"] for f in schema}
 
+    coerce = normalize.coerce
+    plan_of = {src_name: (col, types[col]) for src_name, col in names.items()}
+
     def rows() -> Any:
         for r in records:
             values = {}
             for src_name, v in r.values.items():
-                col = names[src_name]
-                values[col] = normalize.coerce(v, types[col])
-            yield r.key, r.source, normalize.row_hash(r.values), values
+                col, typ = plan_of[src_name]
+                values[col] = coerce(v, typ)
+            yield r.key, r.source, values
 
-    snap = storage.write_snapshot(region, ws, dataset_id, run.id, attempt, schema, rows(),
-                                  old_prefix=dataset.data_prefix if dataset else None,
-                                  complete=batch.complete, replaced_sources=batch.replaced_sources)
+    unchanged = (dataset is not None and dataset.data_prefix and not batch.complete and not records
+                 and not batch.replaced_sources and drift is None and schema == old_schema)
+    if unchanged:  # nothing to merge: keep the current snapshot, commit cursor and freshness only
+        snap = storage.SnapshotResult(prefix=dataset.data_prefix, row_count=int(dataset.row_count), rows_written=0,
+                                      rows_deleted=0, parts=0)
+    else:
+        snap = storage.write_snapshot(region, ws, dataset_id, run.id, attempt, schema, rows(),
+                                      old_prefix=dataset.data_prefix if dataset else None,
+                                      complete=batch.complete, replaced_sources=batch.replaced_sources)
     details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": len(records) - snap.rows_written,
                "parts": snap.parts, "drift": drift, "skipped": batch.skipped[:50]}
     _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, len(batch.records))
-    storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
+    if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
+        storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
     lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,
                               {"connector_kind": conn.kind})
     audit.append(region, ws, "connector.sync_succeeded", actor=SYSTEM, target={"type": "connector", "id": conn.id},
@@ -267,7 +299,7 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
     previous data_prefix and schema (a concurrent field-policy change is merged in, then retried)."""
     D, C, R = models.DatasetAttrs, models.ConnectorAttrs, models.SyncRunAttrs
     ws = conn.workspace_id
-    connection = Connection(region=region)
+    connection = core_models.connection(region)
     for _ in range(COMMIT_ATTEMPTS):
         now = clock.iso()
         try:

@@ -112,12 +112,21 @@ def _format_of(key: str, configured: str) -> str | None:
 
 def parse_csv(data: bytes, delimiter: str) -> list[dict[str, Any]]:
     text = data.decode("utf-8-sig")
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-    if reader.fieldnames is None:
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    header = next(reader, None)
+    if not header:
         return []
+    width = len(header)
     rows = []
-    for row in reader:
-        rows.append({k: (v if v != "" else None) for k, v in row.items() if k is not None})
+    for line in reader:
+        if not line:
+            continue
+        if len(line) < width:
+            line = line + [""] * (width - len(line))
+        row = {k: (v if v != "" else None) for k, v in zip(header, line[:width])}  # noqa: B905
+        for i, extra in enumerate(line[width:], start=width + 1):  # fields beyond the header are kept
+            row[f"extra_{i}"] = extra if extra != "" else None
+        rows.append(row)
     return rows
 
 
@@ -139,14 +148,15 @@ def parse_jsonl(data: bytes, key: str) -> list[dict[str, Any]]:
 
 
 def parse_parquet(data: bytes) -> list[dict[str, Any]]:
-    import duckdb  # noqa: PLC0415 - imported only by the worker
+    from chalicelib.gateway.storage import connect  # noqa: PLC0415 - duckdb only in the worker
 
-    with tempfile.NamedTemporaryFile(suffix=".parquet") as tmp:
-        tmp.write(data)
-        tmp.flush()
-        con = duckdb.connect()
+    with tempfile.TemporaryDirectory(prefix="gwpq-") as tmp:
+        path = os.path.join(tmp, "object.parquet")
+        with open(path, "wb") as fh:
+            fh.write(data)
+        con = connect(tmp)
         try:
-            cur = con.execute("SELECT * FROM read_parquet(?)", [tmp.name])
+            cur = con.execute("SELECT * FROM read_parquet(?)", [path])
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
         finally:

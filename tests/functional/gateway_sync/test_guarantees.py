@@ -189,3 +189,43 @@ def test_eu_workspace_ingestion_stays_in_eu_central_1(stack: None) -> None:
         Bucket=aws.bucket_name("data", eu.region)).get("Contents", [])]
     assert any(eu.workspace_id in k for k in eu_keys)
     assert models.lineage_edges(eu.region).count(eu.workspace_id) == 2
+
+
+def test_an_expired_lease_is_taken_over_and_the_lost_run_marked_failed(tenant: Tenant) -> None:
+    from chalicelib.core import clock
+
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "x/a.csv", "a\n1\n")
+    with client() as c:
+        conn = _s3_connector(c, tenant, bucket)
+        _, lost = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
+        lost_msg = receive(tenant.region)[0]  # taken by a worker that then dies without a trace
+        models.sync_runs(tenant.region).get(tenant.workspace_id, lost["id"]).update(
+            actions=[models.SyncRunAttrs.status.set("RUNNING")])
+        models.connectors(tenant.region).get(tenant.workspace_id, conn["id"]).update(actions=[
+            models.ConnectorAttrs.lock_owner.set(lost["id"]),
+            models.ConnectorAttrs.lock_expires_at.set(int(clock.now()) + sync_worker.LEASE_S)])
+        _, fresh = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
+        msg = [m for m in receive(tenant.region) if m["MessageId"] != lost_msg["MessageId"]][0]
+        assert sync_worker.handle({"Records": [lambda_record(msg, tenant.region)]})["batchItemFailures"]
+        models.connectors(tenant.region).get(tenant.workspace_id, conn["id"]).update(actions=[
+            models.ConnectorAttrs.lock_expires_at.set(int(clock.now()) - 1)])  # the lost worker's lease runs out
+        assert sync_worker.handle({"Records": [lambda_record(msg, tenant.region)]}) == {"batchItemFailures": []}
+        got = {r["id"]: r for r in (call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{rid}", tenant.token)[1]
+                                    for rid in (lost["id"], fresh["id"]))}
+        assert got[fresh["id"]]["status"] == "SUCCEEDED"
+        assert got[lost["id"]]["status"] == "FAILED" and "lease" in got[lost["id"]]["error"]
+
+
+def test_a_sync_queued_before_a_pause_does_not_run_or_unpause(tenant: Tenant) -> None:
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "x/a.csv", "a\n1\n")
+    with client() as c:
+        conn = _s3_connector(c, tenant, bucket)
+        _, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
+        assert call(c, "PATCH", f"/v1/connectors/{conn['id']}", tenant.token, {"paused": True})[0] == 200
+        assert drain(tenant.region) == [{"batchItemFailures": []}]
+        run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+        assert run["status"] == "FAILED" and "paused" in run["error"]
+        assert call(c, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]["status"] == "PAUSED"
+    assert models.datasets(tenant.region).count(tenant.workspace_id) == 0

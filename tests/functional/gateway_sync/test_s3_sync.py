@@ -104,6 +104,10 @@ def test_schema_drift_widens_types_and_keeps_every_value(tenant: Tenant) -> None
         ds = dataset(tenant, conn["dataset"]["id"])
         assert {f["name"]: f["type"] for f in json.loads(ds.schema)} == {"id": "INTEGER", "amount": "INTEGER"}
         assert ds.schema_version == 1
+        # an admin's field policy (read side) must survive later syncs, even when the type widens
+        edited = json.loads(ds.schema)
+        edited[1].update(policy="REDACT", description="set by an admin")
+        ds.update(actions=[models.DatasetAttrs.schema.set(json.dumps(edited))])
         # JSON Lines object: a new column, a nested value and a non-numeric amount
         put(tenant.region, bucket, "d/2.jsonl",
             '{"id": 3, "amount": "n/a", "tags": ["x", "y"], "Seen At": "2024-05-01T10:00:00Z"}\n'
@@ -119,6 +123,8 @@ def test_schema_drift_widens_types_and_keeps_every_value(tenant: Tenant) -> None
         types = {f["name"]: f["type"] for f in json.loads(ds.schema)}
         assert types == {"id": "INTEGER", "amount": "STRING", "tags": "JSON", "seen_at": "TIMESTAMP"}
         assert ds.schema_version == 2 and json.loads(ds.schema_drift)[0]["changed"][0]["to"] == "STRING"
+        amount = [f for f in json.loads(ds.schema) if f["name"] == "amount"][0]
+        assert (amount["policy"], amount["description"], amount["type"]) == ("REDACT", "set by an admin", "STRING")
         cols, rows = rows_of(tenant, ds.id)
         by_id = {r[0]: dict(zip(cols, r, strict=True)) for r in rows}
         assert by_id[1]["amount"] == "10" and by_id[2]["amount"] == "20"  # old values kept, as text
@@ -182,3 +188,46 @@ def test_crashed_worker_is_redelivered_without_loss_or_duplicates(tenant: Tenant
             Bucket=aws.bucket_name("data", tenant.region), Prefix=f"datasets/{tenant.workspace_id}/").get("Contents", [])]
         assert not any("-a1/" in k and run["id"] in k for k in keys)
         assert any(k.startswith(before.data_prefix + "/") for k in keys)
+
+
+def test_a_field_policy_set_during_the_commit_is_merged_not_lost(tenant: Tenant, monkeypatch) -> None:
+    from chalicelib.gateway import sync_worker
+
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "p/1.csv", "id,email\n1,a@example.com\n")
+    with client() as c:
+        conn = _connector(c, tenant, {"bucket": bucket, "prefix": "p/", "primary_key": ["id"]})
+        assert _sync(c, tenant, conn)["status"] == "SUCCEEDED"
+        put(tenant.region, bucket, "p/2.csv", "id,email\n2,b@example.com\n")
+        real_merge = sync_worker._merge_schema
+        calls = []
+
+        def merge_while_admin_edits(current, planned):
+            calls.append(1)
+            if len(calls) == 1:  # the admin's setFieldPolicy lands between our read and our commit
+                ds = dataset(tenant, conn["dataset"]["id"])
+                edited = [dict(f, policy="HASH") if f["name"] == "email" else f for f in json.loads(ds.schema)]
+                ds.update(actions=[models.DatasetAttrs.schema.set(json.dumps(edited))])
+            return real_merge(current, planned)
+
+        monkeypatch.setattr(sync_worker, "_merge_schema", merge_while_admin_edits)
+        run = _sync(c, tenant, conn)
+        assert run["status"] == "SUCCEEDED" and len(calls) == 2, (run, calls)
+        ds = dataset(tenant, conn["dataset"]["id"])
+        assert {f["name"]: f["policy"] for f in json.loads(ds.schema)}["email"] == "HASH"
+        assert ds.row_count == 2
+
+
+def test_an_unparseable_object_fails_the_sync_by_name_and_keeps_the_snapshot(tenant: Tenant) -> None:
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "j/1.jsonl", '{"id": 1}\n')
+    with client() as c:
+        conn = _connector(c, tenant, {"bucket": bucket, "prefix": "j/"})
+        assert _sync(c, tenant, conn)["status"] == "SUCCEEDED"
+        before = dataset(tenant, conn["dataset"]["id"]).data_prefix
+        put(tenant.region, bucket, "j/2.jsonl", '{"id": 2}\n{"id": \n')
+        run = _sync(c, tenant, conn)
+        assert run["status"] == "FAILED" and "j/2.jsonl line 2" in run["error"], run
+        ds = dataset(tenant, conn["dataset"]["id"])
+        assert ds.data_prefix == before and ds.row_count == 1
+        assert call(c, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]["status"] == "FAILING"
