@@ -46,6 +46,7 @@ MAX_ROWS = 10_000
 MAX_SQL_CHARS = 20_000
 TIME_LIMIT_S = float(os.environ.get("QUERY_TIME_LIMIT_SECONDS", "10"))
 MEMORY_LIMIT = os.environ.get("QUERY_MEMORY_LIMIT", "512MB")
+SPILL_LIMIT = os.environ.get("QUERY_SPILL_LIMIT", "256MB")
 ANSWER_TYPES = ("CHAT_ANSWER", "AGENT_RUN", "SAVED_QUERY")
 
 _SQL_TYPES = {
@@ -153,7 +154,8 @@ def lock_down(con: Any) -> None:
     """No files, no network, no extensions, no configuration changes from here on."""
     for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
                  "SET autoload_known_extensions = false", "SET allow_community_extensions = false",
-                 f"SET memory_limit = '{MEMORY_LIMIT}'", "SET lock_configuration = true"):
+                 f"SET memory_limit = '{MEMORY_LIMIT}'", f"SET max_temp_directory_size = '{SPILL_LIMIT}'",
+                 "SET lock_configuration = true"):
         con.execute(stmt)
 
 
@@ -205,9 +207,11 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
                            + ", ".join(ANSWER_TYPES) + ".", errors=[{"field": "answer", "message": "is invalid"}])
     used = catalog.readable_by_name(principal, _referenced(sql))
     query_id = new_id("q")
-    tmp = tempfile.mkdtemp(prefix="gwq-")
+    work = tempfile.mkdtemp(prefix="gwq-")  # Lambda: only /tmp is writable; HOME may be unset
+    tmp = os.path.join(work, "data")
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                             "autoload_known_extensions": False, "threads": 1})
+                                             "autoload_known_extensions": False, "threads": 1,
+                                             "temp_directory": os.path.join(work, "spill"), "home_directory": work})
     timer: threading.Timer | None = None
     try:
         try:
@@ -215,7 +219,7 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
                 os.makedirs(os.path.join(tmp, rec.id), exist_ok=True)
                 load_dataset(con, principal, rec, tmp)
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)  # the raw files are gone before the caller's SQL runs
         lock_down(con)
         timer = threading.Timer(TIME_LIMIT_S if time_limit is None else time_limit, con.interrupt)
         timer.start()
@@ -231,6 +235,7 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
         if timer is not None:
             timer.cancel()
         con.close()
+        shutil.rmtree(work, ignore_errors=True)
     truncated = len(rows) > limit
     rows = rows[:limit]
     now = clock.now()
