@@ -17,6 +17,10 @@ if ! awslocal --region us-east-1 kms describe-key --key-id alias/aiplat-backups 
   kid=$(awslocal --region us-east-1 kms create-key --key-spec SYMMETRIC_DEFAULT --key-usage ENCRYPT_DECRYPT --query KeyMetadata.KeyId --output text)
   awslocal --region us-east-1 kms create-alias --alias-name alias/aiplat-backups --target-key-id "$kid"
 fi
+if ! awslocal --region us-east-1 kms describe-key --key-id alias/aiplat-field-hash >/dev/null 2>&1; then
+  kid=$(awslocal --region us-east-1 kms create-key --key-spec HMAC_256 --key-usage GENERATE_VERIFY_MAC --query KeyMetadata.KeyId --output text)
+  awslocal --region us-east-1 kms create-alias --alias-name alias/aiplat-field-hash --target-key-id "$kid"
+fi
 if ! awslocal --region us-east-1 kms describe-key --key-id alias/aiplat-audit-signing >/dev/null 2>&1; then
   kid=$(awslocal --region us-east-1 kms create-key --key-spec RSA_2048 --key-usage SIGN_VERIFY --query KeyMetadata.KeyId --output text)
   awslocal --region us-east-1 kms create-alias --alias-name alias/aiplat-audit-signing --target-key-id "$kid"
@@ -32,7 +36,7 @@ ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-audit_e
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-connectors --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-datasets --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-sync_runs --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
-ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-lineage_edges --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"edge","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"edge","AttributeType":"S"}]'
+ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-lineage_edges --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"edge","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"edge","AttributeType":"S"},{"AttributeName":"target_id","AttributeType":"S"}]' --local-secondary-indexes '[{"IndexName":"by_target","Projection":{"ProjectionType":"ALL"},"KeySchema":[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"target_id","KeyType":"RANGE"}]}]'
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-idempotency --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"key","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"key","AttributeType":"S"}]'
 ok awslocal --region us-east-1 dynamodb update-time-to-live --table-name aiplat-idempotency --time-to-live-specification Enabled=true,AttributeName=expires_at
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-sync-jobs-dlq
@@ -57,6 +61,10 @@ if ! awslocal --region eu-central-1 kms describe-key --key-id alias/aiplat-backu
   kid=$(awslocal --region eu-central-1 kms create-key --key-spec SYMMETRIC_DEFAULT --key-usage ENCRYPT_DECRYPT --query KeyMetadata.KeyId --output text)
   awslocal --region eu-central-1 kms create-alias --alias-name alias/aiplat-backups --target-key-id "$kid"
 fi
+if ! awslocal --region eu-central-1 kms describe-key --key-id alias/aiplat-field-hash >/dev/null 2>&1; then
+  kid=$(awslocal --region eu-central-1 kms create-key --key-spec HMAC_256 --key-usage GENERATE_VERIFY_MAC --query KeyMetadata.KeyId --output text)
+  awslocal --region eu-central-1 kms create-alias --alias-name alias/aiplat-field-hash --target-key-id "$kid"
+fi
 if ! awslocal --region eu-central-1 kms describe-key --key-id alias/aiplat-audit-signing >/dev/null 2>&1; then
   kid=$(awslocal --region eu-central-1 kms create-key --key-spec RSA_2048 --key-usage SIGN_VERIFY --query KeyMetadata.KeyId --output text)
   awslocal --region eu-central-1 kms create-alias --alias-name alias/aiplat-audit-signing --target-key-id "$kid"
@@ -66,7 +74,7 @@ ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-audi
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-connectors --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-datasets --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-sync_runs --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
-ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-lineage_edges --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"edge","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"edge","AttributeType":"S"}]'
+ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-lineage_edges --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"edge","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"edge","AttributeType":"S"},{"AttributeName":"target_id","AttributeType":"S"}]' --local-secondary-indexes '[{"IndexName":"by_target","Projection":{"ProjectionType":"ALL"},"KeySchema":[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"target_id","KeyType":"RANGE"}]}]'
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-idempotency --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"key","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"key","AttributeType":"S"}]'
 ok awslocal --region eu-central-1 dynamodb update-time-to-live --table-name aiplat-idempotency --time-to-live-specification Enabled=true,AttributeName=expires_at
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-sync-jobs-dlq
