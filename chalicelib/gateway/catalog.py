@@ -33,6 +33,7 @@ from chalicelib.gateway.durations import format_duration, parse_duration
 CLASSIFICATIONS = ("PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII")
 FIELD_POLICIES = ("ALLOW", "MASK", "HASH", "REDACT", "DENY")
 FIELD_TYPES = ("STRING", "INTEGER", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE", "JSON")
+ACL_TYPES = ("role", "user", "group")  # group: reserved, matches nobody yet
 DEFAULT_PAGE = 25
 MAX_PAGE = 100
 
@@ -111,7 +112,8 @@ def highest(classes: list[str], default: str = "INTERNAL") -> str:
 def to_record(item: models.DatasetAttrs) -> DatasetRecord:
     fields = [_norm_field(f) for f in json.loads(item.schema or "[]") if isinstance(f, dict) and f.get("name")]
     acl = [{"type": str(a.get("type", "")).lower(), "id": str(a.get("id", ""))}
-           for a in json.loads(item.acl or "[]") if isinstance(a, dict)]
+           for a in json.loads(item.acl or "[]")
+           if isinstance(a, dict) and str(a.get("type", "")).lower() in ACL_TYPES]
     stored = str(item.classification or "INTERNAL").upper()
     rec = DatasetRecord(
         id=item.id, workspace_id=item.workspace_id, name=item.name, connector_id=item.connector_id,
