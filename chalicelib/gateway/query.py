@@ -132,8 +132,10 @@ def load_dataset(con: Any, principal: Principal, rec: catalog.DatasetRecord, tmp
     files = _download(region, rec.data_prefix, os.path.join(tmp, rec.id)) if rec.data_prefix else []
     table = fieldpolicy.quote_ident(rec.name)
     if not files:
-        cols = ", ".join(f"{fieldpolicy.quote_ident(f['name'])} {_EMPTY_TYPES[f['type']]}"
-                         for f in fields if f["policy"] != "DENY") or "\"_empty\" BOOLEAN"
+        cols = ", ".join(  # MASK and HASH turn a column into text, as on the non-empty path
+            f"{fieldpolicy.quote_ident(f['name'])} "
+            f"{'VARCHAR' if f['policy'] in ('MASK', 'HASH') else _EMPTY_TYPES[f['type']]}"
+            for f in fields if f["policy"] != "DENY") or "\"_empty\" BOOLEAN"
         con.execute(f"CREATE TABLE {table} ({cols})")
         return
     source = "read_parquet([" + ", ".join("'" + p.replace("'", "''") + "'" for p in files) + "], union_by_name=true)"
