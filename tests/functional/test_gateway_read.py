@@ -280,3 +280,24 @@ def test_eu_workspace_query_reads_only_eu_central_objects(stack: None) -> None:
 
     assert list(models.lineage_edges("us-east-1").query(eu.workspace_id)) == []
     assert len(list(models.lineage_edges("eu-central-1").query(eu.workspace_id))) == 1
+
+
+def test_empty_and_drifted_datasets_and_admins_under_policies(world: World) -> None:
+    ws, region = world.tenant.workspace_id, world.tenant.region
+    from chalicelib.gateway import catalog, models
+
+    empty = put_dataset(ws, region, "empty_one", [field("id", "INTEGER"), field("email", "STRING", "PII", "MASK")], [])
+    models.datasets(region)(ws, empty).update(actions=[models.DatasetAttrs.data_prefix.set(None)])
+    catalog.invalidate(ws)
+    status, body = query(world, "SELECT * FROM empty_one")
+    assert status == 200 and body["rows"] == [] and body["columns"] == [{"name": "id", "type": "INTEGER"},
+                                                                         {"name": "email", "type": "STRING"}]
+    # a field added to the schema after the Parquet parts were written loads as nulls
+    item = models.datasets(region).get(ws, world.orders)
+    schema = json.loads(item.schema) + [field("coupon", "STRING")]
+    item.update(actions=[models.DatasetAttrs.schema.set(json.dumps(schema))])
+    catalog.invalidate(ws)
+    assert query(world, "SELECT count(*), count(coupon) FROM orders")[1]["rows"] == [[3, 0]]
+    # Admins see DENY fields listed, but policies apply to their query results too
+    assert query(world, "SELECT ssn FROM customers", world.tenant.token)[0] == 400
+    assert query(world, "SELECT email FROM customers WHERE id = 1", world.tenant.token)[1]["rows"] == [["*************.com"]]
