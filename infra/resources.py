@@ -101,8 +101,10 @@ TABLES: tuple[Table, ...] = (
           purpose="catalog: datasets, normalised schemas, field policies, ACLs"),
     Table("sync_runs", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="connector sync runs"),
-    Table("lineage_edges", REGIONAL, "workspace_id", "edge", attributes={"workspace_id": "S", "edge": "S"},
-          purpose="lineage graph edges"),
+    Table("lineage_edges", REGIONAL, "workspace_id", "edge",
+          attributes={"workspace_id": "S", "edge": "S", "target_id": "S"},
+          indexes=(Index("by_target", "workspace_id", "target_id", local=True),),
+          purpose="lineage graph edges (range key '<source>><target>' walks downstream; by_target walks upstream)"),
     Table("invitations", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="invitations (inv_...) and one pending-address claim per e-mail (email#...)"),
     Table("support_grants", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
@@ -128,6 +130,8 @@ KEYS: tuple[Key, ...] = (
     Key("directory-secrets", GLOBAL, purpose="encrypts SSO client secrets of the identity directory"),
     Key("data", REGIONAL, purpose="encrypts workspace content and connector secrets"),
     Key("backups", REGIONAL, purpose="separate key for backups"),
+    Key("field-hash", REGIONAL, spec="HMAC_256", usage="GENERATE_VERIFY_MAC",
+        purpose="derives each workspace's key for the 'hash' field policy (GenerateMac; never leaves KMS)"),
     Key("audit-signing", REGIONAL, spec="RSA_2048", usage="SIGN_VERIFY", purpose="signs audit export digests"),
 )
 
