@@ -10,7 +10,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --upgrade "pip<26.3"  # chalice 1.34 requires pip<26.3
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 

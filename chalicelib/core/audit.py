@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol
 
@@ -23,7 +25,7 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.models import BaseModel, regional
 
 GENESIS = "0" * 64
-MAX_APPEND_ATTEMPTS = 25
+MAX_APPEND_ATTEMPTS = 50
 HASHED_FIELDS = ("id", "workspace_id", "seq", "occurred_at", "actor", "action", "target",
                  "correlation_id", "ip", "user_agent", "details", "prev_hash")
 
@@ -127,7 +129,9 @@ def append(
 ) -> dict[str, Any]:
     """Append one event to the workspace's chain and return it."""
     cls = model(region)
-    for _ in range(MAX_APPEND_ATTEMPTS):
+    for attempt in range(MAX_APPEND_ATTEMPTS):
+        if attempt:
+            time.sleep(random.uniform(0, 0.005 * min(attempt, 10)))  # jittered backoff: writers spread out
         last = head(region, workspace_id)
         now = clock.iso()
         event: dict[str, Any] = {

@@ -59,6 +59,7 @@ class Principal:
     amr: tuple[str, ...]
     token_id: str
     claims: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    membership: Any = field(default=None, compare=False, repr=False)  # the live record, once read
 
     def can(self, permission: str) -> bool:
         if permission == AUTHENTICATED:

@@ -6,6 +6,7 @@ workspace content asks ``region_of`` first.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -13,7 +14,8 @@ from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttrib
 from pynamodb.exceptions import DoesNotExist
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
-from chalicelib.core.errors import not_found
+from chalicelib.core.authz import Principal
+from chalicelib.core.errors import ApiError, not_found
 from chalicelib.core.models import BaseModel, global_model, regional
 from chalicelib.core.regions import OPEN_REGIONS
 
@@ -76,7 +78,9 @@ def memberships(region: str) -> type[MembershipAttrs]:
 
 
 def get_workspace(workspace_id: str) -> WorkspaceAttrs:
-    """The directory entry, or a 404."""
+    """The directory entry, or a 404 (a malformed id never reaches DynamoDB)."""
+    if not isinstance(workspace_id, str) or not 1 <= len(workspace_id) <= 64:
+        raise not_found("workspace")
     try:
         return workspaces().get(workspace_id)
     except DoesNotExist:
@@ -96,6 +100,21 @@ def membership(workspace_id: str, user_id: str) -> MembershipAttrs | None:
         return cls.get(workspace_id, user_id, consistent_read=True)
     except cls.DoesNotExist:
         return None
+
+
+def live_principal(principal: Principal) -> Principal:
+    """The caller with the role their membership has now, not the one in the token.
+
+    A removed member is refused at once (403 ``membership_revoked``) and a demoted one acts with the new
+    role, whatever token they hold (API tokens live up to 90 days). Service tokens (client credentials,
+    15 minutes) carry their client's roles as issued.
+    """
+    if principal.claims.get("token_use") == "service" or not principal.workspace_id:
+        return principal  # no workspace: no roles, so every workspace permission is refused anyway
+    m = membership(principal.workspace_id, principal.user_id)
+    if m is None:
+        raise ApiError(403, "membership_revoked", "You are no longer a member of this workspace.")
+    return replace(principal, roles=(m.role,), membership=m)
 
 
 def roles_for(workspace_id: str, user_id: str) -> list[str]:

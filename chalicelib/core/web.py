@@ -17,7 +17,8 @@ from urllib.parse import parse_qs
 from chalice import Chalice, Response
 
 from chalicelib.core import correlation
-from chalicelib.core.authz import Principal, require
+from chalicelib.core.authz import AUTHENTICATED, Principal, require
+from chalicelib.core.tenancy import live_principal
 from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tokens import bearer, verifier
@@ -171,6 +172,8 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
         try:
             if not route.public:
                 ctx.principal = verifier().principal(bearer(ctx.header("authorization")))
+                if route.permission != AUTHENTICATED:  # workspace routes act with the live role
+                    ctx.principal = live_principal(ctx.principal)
                 require(ctx.principal, route.permission or "")
             result = route.fn(ctx, **params)
         except ApiError as err:

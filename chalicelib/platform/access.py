@@ -1,8 +1,8 @@
 """Authorization of platform calls beyond the token: the live role and user-level actions.
 
-The route wrapper (``core.web``) has already checked the token's roles against the permission map.
-Workspace routes also re-check the same map with the caller's membership as stored now, so a removed
-or demoted member loses access at once instead of when their token expires.
+The route wrapper (``core.web``) has already replaced the token's roles with the caller's live membership
+(``tenancy.live_principal``) and checked the route's permission; ``authorize`` adds the check that the
+path names the token's own workspace, and the permission of the specific action.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ MFA_AMR = frozenset({"mfa", "otp", "hwk", "swk"})
 def authorize(principal: Principal, workspace_id: str, permission: str) -> MembershipAttrs:
     """The caller's live membership when it grants ``permission`` in the token's own workspace."""
     require_workspace(principal, workspace_id)
-    m = membership(workspace_id, principal.user_id)
+    m = principal.membership or membership(workspace_id, principal.user_id)
     if m is None:
         raise not_found("workspace")
     require(replace(principal, roles=(m.role,)), permission)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from chalicelib.core import aws, clock, tenancy, tokens
+from chalicelib.core import aws, clock, models, tenancy, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS
 from chalicelib.identity import signing, users
@@ -64,6 +64,10 @@ def _moto() -> Iterator[None]:
     with mock_aws():
         bootstrap_all()
         yield
+    # clients and bound models made under the mock must not outlive it (they would reach real AWS)
+    aws.reset_caches()
+    models.reset_models()
+    reset_process_state()
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from chalice.config import Config
 from chalice.local import create_local_server
 from moto.server import ThreadedMotoServer
 
+from chalicelib.core import aws, models
 from chalicelib.groups import create_app
 from infra.bootstrap import bootstrap_all
 from tests.functional.conftest import reset_process_state
@@ -40,6 +41,8 @@ def live_stack(groups: tuple[str, ...], outbox: str, extra_env: dict[str, str] |
                        **({"BASE_URL": urls["platform"]} if "platform" in urls else {}),
                        **({"APP_URL": urls["app"]} if "app" in urls else {}), **(extra_env or {})})
     reset_process_state()
+    aws.reset_caches()  # clients and bound models are per endpoint
+    models.reset_models()
     bootstrap_all()
     servers = []
     for group, port in ports.items():
@@ -60,3 +63,5 @@ def live_stack(groups: tuple[str, ...], outbox: str, extra_env: dict[str, str] |
             else:
                 os.environ[name] = value
         reset_process_state()
+        aws.reset_caches()
+        models.reset_models()

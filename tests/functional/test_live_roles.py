@@ -1,0 +1,50 @@
+"""Every route acts with the caller's membership as stored now, not the role frozen in the token."""
+from __future__ import annotations
+
+import json
+
+from chalice.test import Client
+
+from chalicelib.core import clock
+from chalicelib.core.tenancy import memberships
+from chalicelib.groups import create_app
+from chalicelib.identity import users
+from chalicelib.identity.signing import issue_access_token
+from tests.functional.conftest import Tenant, bearer
+
+
+def _member_token(t: Tenant, email: str, role: str) -> tuple[str, str]:
+    user = users.create_user(email, email_verified=True)
+    memberships(t.region)(t.workspace_id, user.id, role=role, email=email, joined_at=clock.iso()).save()
+    token, _ = issue_access_token(user_id=user.id, email=email, workspace_id=t.workspace_id, roles=[role],
+                                  amr=["pwd", "otp", "mfa"], ttl=30 * 24 * 3600, extra={"token_use": "api"})
+    return user.id, token
+
+
+def test_removed_member_is_refused_everywhere_at_once(tenant: Tenant) -> None:
+    bob_id, bob = _member_token(tenant, "bob@example.com", "member")
+    gateway, platform = Client(create_app("gateway")), Client(create_app("platform"))
+    assert gateway.http.get("/v1/connectors", headers=bearer(bob)).status_code == 200
+    assert platform.http.get("/v1/me", headers=bearer(bob)).status_code == 200
+    r = platform.http.delete(f"/v1/workspaces/{tenant.workspace_id}/members/{bob_id}", headers=bearer(tenant.token))
+    assert r.status_code in (200, 204), r.body
+    for client, path in ((gateway, "/v1/connectors"), (gateway, "/v1/catalog/datasets"), (platform, "/v1/me")):
+        refused = client.http.get(path, headers=bearer(bob))
+        assert refused.status_code == 403 and json.loads(refused.body)["code"] == "membership_revoked", path
+
+
+def test_demoted_admin_acts_with_the_new_role(tenant: Tenant) -> None:
+    carol_id, carol = _member_token(tenant, "carol@example.com", "admin")
+    platform = Client(create_app("platform"))
+    body = json.dumps({"name": "Renamed by Carol"})
+    headers = {**bearer(carol), "Content-Type": "application/json"}
+    assert platform.http.patch(f"/v1/workspaces/{tenant.workspace_id}", headers=headers, body=body).status_code == 200
+    r = platform.http.patch(f"/v1/workspaces/{tenant.workspace_id}/members/{carol_id}",
+                            headers={**bearer(tenant.token), "Content-Type": "application/json"},
+                            body=json.dumps({"role": "viewer"}))
+    assert r.status_code == 200, r.body
+    again = platform.http.patch(f"/v1/workspaces/{tenant.workspace_id}", headers=headers, body=body)
+    assert again.status_code == 403  # the token still says admin; the membership says viewer
+    gateway = Client(create_app("gateway"))
+    assert gateway.http.get("/v1/catalog/datasets", headers=bearer(carol)).status_code == 403  # viewer: no knowledge
+    assert platform.http.get("/v1/audit/events?from=2020-01-01T00:00:00Z", headers=bearer(carol)).status_code == 200
