@@ -42,5 +42,14 @@ lint: $(STAMP)
 templates: $(STAMP)
 	$(BIN)/python -m infra.template build/infra
 
+# Deployment artefacts for every stage. Lambda runs python3.12 (Amazon Linux 2023, glibc 2.34): duckdb and
+# cbor2 ship only manylinux_2_28 wheels, which python3.11's runtime (glibc 2.26) cannot load.
+PY_DEPLOY ?= python3.12
+STAGES ?= identity-dev platform-dev gateway-dev app-dev workers-dev
+package: templates
+	$(PY_DEPLOY) -m venv .venv-deploy
+	.venv-deploy/bin/pip install --quiet chalice==1.34.0
+	for stage in $(STAGES); do .venv-deploy/bin/chalice package --stage $$stage build/package/$$stage || exit 1; done
+
 clean:
 	rm -rf $(VENV) .local build .pytest_cache

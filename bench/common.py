@@ -37,9 +37,31 @@ def measure(name: str, fn: Callable[[], object], *, n: int = 200, repeat: int = 
     return Measure(name, per * 1e6, p99 * 1e6, 1 / per if per else float("inf"))
 
 
+def measure_pair(name: str, fn: Callable[[], object], ref_name: str, ref: Callable[[], object], *, n: int = 200,
+                 repeat: int = 7, warmup: int = 20) -> tuple[Measure, Measure]:
+    """Measure ``fn`` and its reference in alternating batches, so machine noise hits both alike."""
+    for _ in range(warmup):
+        fn()
+        ref()
+    ours: list[float] = []
+    theirs: list[float] = []
+    for _ in range(repeat):
+        for out, f in ((theirs, ref), (ours, fn)):
+            start = time.perf_counter()
+            for _ in range(n):
+                f()
+            out.append((time.perf_counter() - start) / n)
+
+    def to_measure(label: str, batches: list[float]) -> Measure:
+        per = statistics.median(batches)
+        return Measure(label, per * 1e6, max(batches) * 1e6, 1 / per if per else float("inf"))
+
+    return to_measure(name, ours), to_measure(ref_name, theirs)
+
+
 def table(title: str, rows: list[tuple[Measure, Measure | None, str]]) -> str:
     """Rows of (measured, reference or None, target note); prints and returns the markdown."""
-    lines = [f"### {title}", "", "| operation | median µs/op | p99 µs | ops/s | reference | ref µs/op | ratio | target |",
+    lines = [f"### {title}", "", "| operation | median µs/op | p99 µs (worst batch for pairs) | ops/s | reference | ref µs/op | ratio | target |",
              "|---|---:|---:|---:|---|---:|---:|---|"]
     for m, ref, target in rows:
         if ref is not None:

@@ -61,6 +61,12 @@ def ensure_queues(region: str) -> list[str]:
     sqs = aws.client("sqs", region)
     made = []
     for q in QUEUES:
+        try:
+            sqs.get_queue_url(QueueName=aws.queue_name(q.name))
+            continue
+        except ClientError as err:
+            if "NonExistentQueue" not in err.response["Error"]["Code"]:
+                raise
         dlq_url = sqs.create_queue(QueueName=aws.queue_name(q.name + "-dlq"),
                                    Attributes={"MessageRetentionPeriod": str(14 * 24 * 3600)})["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

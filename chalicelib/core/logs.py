@@ -28,11 +28,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stdout`` is now (Lambda, the local runner and test capture differ)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def get_logger(name: str) -> logging.Logger:
     logger = logging.getLogger(f"aiplat.{name}")
     root = logging.getLogger("aiplat")
     if not root.handlers:
-        handler = logging.StreamHandler(sys.stdout)
+        handler = _StdoutHandler()
         handler.setFormatter(JsonFormatter())
         root.addHandler(handler)
         root.setLevel(logging.INFO)

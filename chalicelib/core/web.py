@@ -9,6 +9,7 @@ Services never import this module.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 from urllib.parse import parse_qs
@@ -186,6 +187,7 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
 
 
 def _correlation_middleware(event: Any, get_response: Callable[[Any], Response]) -> Response:
+    started = time.perf_counter()
     correlation.accept(event.headers.get("x-correlation-id") if event is not None else None)
     response = get_response(event)
     body = response.body
@@ -194,6 +196,9 @@ def _correlation_middleware(event: Any, get_response: Callable[[Any], Response])
         response = problem_response(err) if response.status_code < 500 else problem_response(
             ApiError(500, "internal_error", "An internal error occurred."))
     response.headers[correlation.HEADER] = correlation.current()
+    if event is not None:  # one access line per request; never headers, bodies or query strings
+        log.info("request", extra={"method": event.method, "path": event.path, "status": response.status_code,
+                                   "duration_ms": round((time.perf_counter() - started) * 1000, 2)})
     return response
 
 

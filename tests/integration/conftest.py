@@ -3,6 +3,7 @@ starts) in a subprocess, on free loopback ports with its own emulator and state 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -18,6 +19,7 @@ import boto3
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
 START_TIMEOUT = 90
 
 
@@ -58,6 +60,7 @@ def start_platform(state_dir: Path, extra_env: dict[str, str] | None = None) -> 
         "PYTHONUNBUFFERED": "1",
         **(extra_env or {}),
     })
+    state_dir.mkdir(parents=True, exist_ok=True)
     log = open(state_dir / "platform.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "infra.local_run"], cwd=ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT)

@@ -1,0 +1,123 @@
+"""Token verification and issuing against bare RS256 in the same run; GET /me; import time per group."""
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.common import Measure, measure, measure_pair, table
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _b64d(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def tokens_and_me() -> None:
+    import logging
+
+    logging.getLogger("aiplat").setLevel(logging.WARNING)  # no access-log lines in the tables
+    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
+        del os.environ[name]
+    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    from chalice.test import Client
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+    from moto import mock_aws
+
+    from chalicelib.core import tokens
+    from chalicelib.groups import create_app
+    from chalicelib.identity import signing, users
+    from chalicelib.platform.workspaces import create_workspace
+    from infra.bootstrap import bootstrap_all
+
+    with mock_aws():
+        bootstrap_all()
+        user = users.create_user("bench@example.com", email_verified=True)
+        ws = create_workspace(owner_id=user.id, owner_email=user.email, name="Bench", residency="us-east",
+                              enforce_mfa=False)
+
+        def issue() -> str:
+            return signing.issue_access_token(user_id=user.id, email=user.email, workspace_id=ws.id,
+                                              roles=["admin"], amr=["pwd"])[0]
+
+        n = 300
+        fresh = [issue() for _ in range(n // 2 * 7 + 20)]
+        verifier = tokens.verifier()
+        kid, key = signing.signer().current()
+        private = key.prepared_key
+        public = private.public_key()
+        it_fresh = iter(fresh)
+        it_bare = iter(fresh)
+
+        def bare_verify() -> None:
+            header, payload, sig = next(it_bare).split(".")
+            public.verify(_b64d(sig), f"{header}.{payload}".encode(), padding.PKCS1v15(), hashes.SHA256())
+
+        def our_verify_fresh() -> None:
+            verifier.claims(next(it_fresh))
+
+        ours_fresh, ref_verify = measure_pair("our verification, fresh token", our_verify_fresh,
+                                              "bare RS256 verify (cryptography)", bare_verify, n=n // 2, warmup=10)
+        repeated = fresh[0]
+        ours_cached = measure("our verification, repeated token", lambda: verifier.claims(repeated), n=5000)
+
+        signing_input = b"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0"
+        ours_issue, ref_sign = measure_pair("our token issue (claims + sign)", issue, "bare RS256 sign (loaded key)",
+                                            lambda: private.sign(signing_input, padding.PKCS1v15(), hashes.SHA256()),
+                                            n=60, repeat=5)
+
+        with Client(create_app("platform")) as client:
+            headers = {"Authorization": f"Bearer {repeated}"}
+            me = measure("GET /v1/me (Chalice test client, moto)", lambda: client.http.get("/v1/me", headers=headers),
+                         n=100, warmup=10)
+            me_ref = measure("workspace directory get_item alone (moto)",
+                             lambda: __import__("chalicelib.core.tenancy", fromlist=["x"]).workspaces().get(ws.id),
+                             n=100, warmup=10)
+
+    table("Token verification and issuing (RSA-2048, same run)", [
+        (ours_fresh, ref_verify, "<= 1.3x bare verify"),
+        (ours_cached, ref_verify, "far below a fresh verify"),
+        (ours_issue, ref_sign, ">= 0.8x bare sign throughput (ratio <= 1.25)"),
+    ])
+    table("GET /v1/me per request", [(me, me_ref, "reference: its one storage read")])
+
+
+def import_times() -> None:
+    rows: list[tuple[Measure, Measure | None, str]] = []
+    script = ("import os,sys,time;os.environ['ROUTE_GROUP']=sys.argv[1];t=time.perf_counter();import app;"
+              "print(time.perf_counter()-t, 'graphql' in sys.modules, 'duckdb' in sys.modules)")
+    baseline_script = "import time;t=time.perf_counter();import chalice, boto3;print(time.perf_counter()-t, False, False)"
+
+    def run(code: str, *args: str) -> tuple[float, bool, bool]:
+        samples = []
+        for _ in range(5):
+            out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
+                                 env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, check=True).stdout.split()
+            samples.append((float(out[0]), out[1] == "True", out[2] == "True"))
+        samples.sort()
+        return samples[len(samples) // 2]
+
+    base = run(baseline_script)
+    ref = Measure("import chalice + boto3", base[0] * 1e6, base[0] * 1e6, 1 / base[0])
+    for group in ("identity", "platform", "gateway", "app", "workers"):
+        seconds, graphql, duckdb = run(script, group)
+        note = f"graphql loaded: {graphql}, duckdb loaded: {duckdb}"
+        rows.append((Measure(f"import app (ROUTE_GROUP={group})", seconds * 1e6, seconds * 1e6, 1 / seconds), ref, note))
+    table("Cold import of each route group's entry (median of 5 fresh interpreters)", rows)
+
+
+def main() -> None:
+    tokens_and_me()
+    import_times()
+
+
+if __name__ == "__main__":
+    started = time.time()
+    main()
+    print(f"({time.time() - started:.0f}s)")
+

@@ -1,0 +1,174 @@
+"""Deployment artefacts generated from the one declaration (``infra/resources.py``).
+
+- ``resources_template(region)``: a CloudFormation template of the region's tables, queues (each with its
+  dead-letter queue), buckets and keys; the global region's also holds the global ones.
+- ``iam_policy(group)``: the policy each route group's functions run with (``.chalice/policy-<group>.json``):
+  least privilege on our own resources, and an explicit deny of every write except PutItem on the audit
+  table, so no function can change or delete an audit event.
+
+``python -m infra.template OUT_DIR`` writes ``resources-<region>.json`` for every open region and refreshes
+the ``.chalice`` policies (a test checks the committed policies are current).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from chalicelib.core.regions import OPEN_REGIONS
+from infra.resources import BUCKETS, GLOBAL, KEYS, QUEUES, REGIONAL, TABLES
+
+PREFIX = "aiplat"
+GLOBAL_REGION = "us-east-1"
+CHALICE_DIR = Path(__file__).resolve().parent.parent / ".chalice"
+
+
+def _logical(*parts: str) -> str:
+    return "".join(p.replace("-", " ").replace("_", " ").title().replace(" ", "") for p in parts)
+
+
+def _table(t: Any) -> dict[str, Any]:
+    schema = [{"AttributeName": t.hash_key, "KeyType": "HASH"}]
+    if t.range_key:
+        schema.append({"AttributeName": t.range_key, "KeyType": "RANGE"})
+    props: dict[str, Any] = {
+        "TableName": f"{PREFIX}-{t.name}",
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": schema,
+        "AttributeDefinitions": [{"AttributeName": n, "AttributeType": ty} for n, ty in t.attributes.items()],
+        "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        "SSESpecification": {"SSEEnabled": True},
+        "DeletionProtectionEnabled": True,
+    }
+    gsis = [ix for ix in t.indexes if not ix.local]
+    lsis = [ix for ix in t.indexes if ix.local]
+    for key, group in (("GlobalSecondaryIndexes", gsis), ("LocalSecondaryIndexes", lsis)):
+        if group:
+            props[key] = [{"IndexName": ix.name, "Projection": {"ProjectionType": "ALL"},
+                           "KeySchema": [{"AttributeName": ix.hash_key, "KeyType": "HASH"}]
+                           + ([{"AttributeName": ix.range_key, "KeyType": "RANGE"}] if ix.range_key else [])}
+                          for ix in group]
+    if t.ttl:
+        props["TimeToLiveSpecification"] = {"AttributeName": t.ttl, "Enabled": True}
+    return {"Type": "AWS::DynamoDB::Table", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
+            "Properties": props}
+
+
+def _key(k: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {"Description": k.purpose, "KeySpec": k.spec, "KeyUsage": k.usage,
+                             "KeyPolicy": {"Version": "2012-10-17", "Statement": [{
+                                 "Sid": "AccountAdmin", "Effect": "Allow",
+                                 "Principal": {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}},
+                                 "Action": "kms:*", "Resource": "*"}]}}
+    if k.spec == "SYMMETRIC_DEFAULT":
+        props["EnableKeyRotation"] = True
+    return {"Type": "AWS::KMS::Key", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain", "Properties": props}
+
+
+def _bucket(b: Any, region: str) -> dict[str, Any]:
+    key = "Backups" if b.name == "backups" else "Data"
+    props: dict[str, Any] = {
+        "BucketName": {"Fn::Sub": f"{PREFIX}-{b.name}-{region}-${{AWS::AccountId}}"},
+        "PublicAccessBlockConfiguration": {"BlockPublicAcls": True, "BlockPublicPolicy": True,
+                                           "IgnorePublicAcls": True, "RestrictPublicBuckets": True},
+        "BucketEncryption": {"ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {
+            "SSEAlgorithm": "aws:kms", "KMSMasterKeyID": {"Fn::GetAtt": [f"{key}Key", "Arn"]}}, "BucketKeyEnabled": True}]},
+        "VersioningConfiguration": {"Status": "Enabled"},
+    }
+    if b.object_lock_days:
+        props["ObjectLockEnabled"] = True
+        props["ObjectLockConfiguration"] = {"ObjectLockEnabled": "Enabled", "Rule": {
+            "DefaultRetention": {"Mode": "COMPLIANCE", "Days": b.object_lock_days}}}
+    if b.expire_days:
+        props["LifecycleConfiguration"] = {"Rules": [{
+            "Id": "rotation", "Status": "Enabled", "ExpirationInDays": b.expire_days,
+            "NoncurrentVersionExpiration": {"NoncurrentDays": b.expire_days}}]}
+    return {"Type": "AWS::S3::Bucket", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain", "Properties": props}
+
+
+def resources_template(region: str) -> dict[str, Any]:
+    """The CloudFormation template of everything declared for ``region``."""
+    scopes = {REGIONAL} | ({GLOBAL} if region == GLOBAL_REGION else set())
+    res: dict[str, Any] = {}
+    for t in TABLES:
+        if t.scope in scopes:
+            res[_logical(t.name, "table")] = _table(t)
+    for k in KEYS:
+        if k.scope in scopes:
+            res[_logical(k.name, "key")] = _key(k)
+            res[_logical(k.name, "alias")] = {"Type": "AWS::KMS::Alias", "Properties": {
+                "AliasName": f"alias/{PREFIX}-{k.name}", "TargetKeyId": {"Ref": _logical(k.name, "key")}}}
+    for q in QUEUES:
+        dlq = _logical(q.name, "dlq")
+        res[dlq] = {"Type": "AWS::SQS::Queue", "Properties": {
+            "QueueName": f"{PREFIX}-{q.name}-dlq", "MessageRetentionPeriod": 14 * 24 * 3600,
+            "KmsMasterKeyId": {"Ref": "DataKey"}}}
+        res[_logical(q.name, "queue")] = {"Type": "AWS::SQS::Queue", "Properties": {
+            "QueueName": f"{PREFIX}-{q.name}", "VisibilityTimeout": q.visibility_timeout,
+            "KmsMasterKeyId": {"Ref": "DataKey"},
+            "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": [dlq, "Arn"]}, "maxReceiveCount": q.max_receive_count}}}
+    for b in BUCKETS:
+        res[_logical(b.name, "bucket")] = _bucket(b, region)
+    return {"AWSTemplateFormatVersion": "2010-09-09",
+            "Description": f"aiplat resources for {region} (generated from infra/resources.py)",
+            "Resources": res}
+
+
+def iam_policy(group: str) -> dict[str, Any]:
+    """Least-privilege policy for a route group's functions."""
+    tables = [f"arn:aws:dynamodb:*:*:table/{PREFIX}-{t.name}" for t in TABLES]
+    statements: list[dict[str, Any]] = [
+        {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+         "Resource": "arn:aws:logs:*:*:*"},
+        {"Sid": "Tables", "Effect": "Allow",
+         "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+                    "dynamodb:Query", "dynamodb:Scan", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
+                    "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable"],
+         "Resource": tables + [t + "/index/*" for t in tables]},
+        {"Sid": "AuditIsAppendOnly", "Effect": "Deny",
+         "Action": ["dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PartiQLUpdate",
+                    "dynamodb:PartiQLDelete", "dynamodb:DeleteTable", "dynamodb:UpdateTable"],
+         "Resource": f"arn:aws:dynamodb:*:*:table/{PREFIX}-audit_events"},
+        {"Sid": "Keys", "Effect": "Allow",
+         "Action": ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:Sign", "kms:Verify", "kms:DescribeKey"],
+         "Resource": "*", "Condition": {"ForAnyValue:StringLike": {"kms:ResourceAliases": f"alias/{PREFIX}-*"}}},
+        {"Sid": "Queues", "Effect": "Allow",
+         "Action": ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes"]
+         + (["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"] if group == "workers" else []),
+         "Resource": f"arn:aws:sqs:*:*:{PREFIX}-*"},
+        {"Sid": "Objects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:ListBucket",
+                                                         "s3:PutObjectRetention", "s3:GetObjectRetention"],
+         "Resource": [f"arn:aws:s3:::{PREFIX}-*", f"arn:aws:s3:::{PREFIX}-*/*"]},
+        {"Sid": "AuditArchiveIsWriteOnce", "Effect": "Deny",
+         "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration"],
+         "Resource": [f"arn:aws:s3:::{PREFIX}-audit-archive-*", f"arn:aws:s3:::{PREFIX}-audit-archive-*/*"]},
+    ]
+    if group in ("identity", "platform"):
+        statements.append({"Sid": "Mail", "Effect": "Allow", "Action": ["ses:SendEmail"], "Resource": "*"})
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def write_policies() -> list[Path]:
+    from chalicelib.groups import GROUPS
+
+    paths = []
+    for group in GROUPS:
+        path = CHALICE_DIR / f"policy-{group}.json"
+        path.write_text(json.dumps(iam_policy(group), indent=2) + "\n")
+        paths.append(path)
+    return paths
+
+
+def main(out_dir: str) -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for region in OPEN_REGIONS:
+        (out / f"resources-{region}.json").write_text(json.dumps(resources_template(region), indent=2))
+        print(out / f"resources-{region}.json")
+    for path in write_policies():
+        print(path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "build/infra")

@@ -1,0 +1,88 @@
+"""Shared HTTP conventions: problem+json for every error, correlation IDs, permission map coverage."""
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from chalice.test import Client
+
+from chalicelib.core.web import ROUTE_PERMISSIONS
+from chalicelib.groups import GROUPS, create_app
+from tests.functional.conftest import Tenant, bearer
+
+
+def test_method_not_allowed_is_problem_json(tenant: Tenant) -> None:
+    with Client(create_app("platform")) as c:
+        r = c.http.delete("/v1/me", headers=bearer(tenant.token))
+    assert r.status_code == 405 and r.headers["Content-Type"] == "application/problem+json"
+    assert json.loads(r.body)["code"] == "method_not_allowed"
+
+
+def test_unsupported_media_type_is_problem_json(stack: None) -> None:
+    with Client(create_app("identity")) as c:
+        r = c.http.post("/oauth2/introspect", headers={"Content-Type": "text/xml"}, body="<x/>")
+    assert r.status_code == 415 and json.loads(r.body)["code"] == "unsupported_media_type"
+
+
+def test_repeated_form_parameter_refused(stack: None) -> None:
+    with Client(create_app("identity")) as c:
+        r = c.http.post("/oauth2/token", headers={"Content-Type": "application/x-www-form-urlencoded"},
+                        body="grant_type=a&grant_type=b")
+    assert r.status_code == 400 and json.loads(r.body)["code"] == "invalid_request"
+
+
+@pytest.mark.parametrize("given,echoed", [("req-12345678", True), ("bad id with spaces", False),
+                                          ("x" * 200, False), ("short", False)])
+def test_correlation_id_validated_and_echoed(tenant: Tenant, given: str, echoed: bool) -> None:
+    with Client(create_app("platform")) as c:
+        r = c.http.get("/v1/me", headers={**bearer(tenant.token), "X-Correlation-Id": given})
+    assert r.status_code == 200
+    assert (r.headers["X-Correlation-Id"] == given) is echoed
+    assert len(r.headers["X-Correlation-Id"]) >= 8
+
+
+def test_log_lines_are_json_with_correlation_id_and_no_token(tenant: Tenant, capsys: pytest.CaptureFixture[str]) -> None:
+    from chalicelib.core.logs import get_logger
+
+    with Client(create_app("platform")) as c:
+        c.http.get("/v1/me", headers={**bearer(tenant.token), "X-Correlation-Id": "log-check-123"})
+        get_logger("test").info("after request")
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert any(line["correlation_id"] == "log-check-123" for line in lines)
+    assert tenant.token not in json.dumps(lines)
+
+
+def test_unhandled_error_is_plain_500_without_internals(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chalicelib.platform import me
+
+    def boom(principal: object) -> None:
+        raise KeyError("aiplat-test-workspaces secret internal name")
+
+    monkeypatch.setattr(me, "describe", boom)
+    logging.getLogger("aiplat").handlers[0].setLevel(logging.CRITICAL)
+    try:
+        with Client(create_app("platform")) as c:
+            r = c.http.get("/v1/me", headers=bearer(tenant.token))
+    finally:
+        logging.getLogger("aiplat").handlers[0].setLevel(logging.NOTSET)
+    assert r.status_code == 500 and json.loads(r.body)["code"] == "internal_error"
+    assert b"secret" not in r.body and b"Traceback" not in r.body
+
+
+def test_every_route_declares_a_known_permission_or_is_public() -> None:
+    from chalicelib.core.authz import PERMISSIONS
+
+    for group in GROUPS:
+        create_app(group)
+    assert ROUTE_PERMISSIONS, "no routes registered"
+    for (group, path, method), permission in ROUTE_PERMISSIONS.items():
+        assert permission == "public" or permission in PERMISSIONS, (group, path, method, permission)
+
+
+def test_each_group_serves_only_its_routes() -> None:
+    identity = create_app("identity").routes
+    platform = create_app("platform").routes
+    assert "/.well-known/jwks.json" in identity and "/.well-known/jwks.json" not in platform
+    assert "/v1/me" in platform and "/v1/me" not in identity
+    assert create_app("workers").routes == {}
