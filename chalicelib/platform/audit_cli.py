@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 from chalicelib.core.errors import ApiError
@@ -24,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     p_live = sub.add_parser("verify-live", help="verify a workspace's live audit chain")
     p_live.add_argument("workspace_id")
     args = parser.parse_args(argv)
+    for handler in logging.getLogger("aiplat").handlers:  # stdout carries only the report (pipe it to jq)
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(sys.stderr)
     try:
         if args.command == "verify-export":
             report = audit_export.verify_export(args.uri)
