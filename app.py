@@ -23,3 +23,9 @@ if GROUP == "workers":
     @app.schedule(Rate(5, unit=Rate.MINUTES))
     def expire_support_grants(event):
         return jobs.expire_support_grants(event.to_dict())
+
+    from chalicelib.core.aws import queue_name
+
+    @app.on_sqs_message(queue=queue_name("sync-jobs"), batch_size=1)
+    def sync_jobs(event):
+        return jobs.as_lambda(jobs.sync_jobs, event.to_dict())

@@ -20,7 +20,7 @@ def _b64d(part: str) -> bytes:
 def tokens_and_me() -> None:
     import logging
 
-    logging.getLogger("aiplat").setLevel(logging.WARNING)  # no access-log lines in the tables
+    logging.getLogger("aiplat-svc").setLevel(logging.WARNING)  # no access-log lines in the tables
     for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
         del os.environ[name]
     os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})

@@ -70,6 +70,15 @@ TABLES: tuple[Table, ...] = (
     Table("signing_keys", GLOBAL, "kid", attributes={"kid": "S"}, purpose="token signing keys (private part KMS-encrypted)"),
     Table("revoked_tokens", GLOBAL, "jti", attributes={"jti": "S"}, ttl="expires_at", purpose="revoked token ids until they expire"),
     Table("oauth_clients", GLOBAL, "client_id", attributes={"client_id": "S"}, purpose="registered OAuth clients"),
+    Table("sessions", GLOBAL, "sid_hash", attributes={"sid_hash": "S", "user_id": "S", "session_id": "S"},
+          indexes=(Index("by_user", "user_id", "session_id"),), ttl="expires_at",
+          purpose="browser sessions at {auth_url} (cookie aiplat_sid; only its SHA-256 is stored)"),
+    Table("auth_state", GLOBAL, "pk", attributes={"pk": "S"}, ttl="expires_at",
+          purpose="sign-in state: lockout counters, TOTP steps, recovery codes, hashed one-time codes, "
+                  "reset links, pending MFA, authorization codes, refresh-token families"),
+    Table("api_tokens", GLOBAL, "id", attributes={"id": "S", "user_id": "S"},
+          indexes=(Index("by_user", "user_id", "id"),), ttl="purge_at",
+          purpose="records of user-created API tokens (the JWT itself is never stored)"),
     Table("support_staff", GLOBAL, "user_id", attributes={"user_id": "S"},
           purpose="identity directory flag: which users are provider support staff (no workspace content)"),
     # --- regional: workspace content, stored in the workspace's region only ---------------------

@@ -1,4 +1,5 @@
-"""The demo tenant `make run` seeds: one user, a us-east workspace (Admin), an API token.
+"""The demo tenant `make run` seeds: one user, a us-east workspace (Admin), an API token, and two synced
+connectors whose datasets carry PII fields under policies (``chalicelib/gateway/demo.py``).
 
 Idempotent: against a persistent endpoint (LocalStack) a second run reuses the user and workspace and
 issues fresh secrets. Secrets are generated at run time, never stored in the repo.
@@ -28,4 +29,9 @@ def seed_demo() -> dict[str, Any]:
                                         residency="us-east", enforce_mfa=False, joined_via="seed").id
     token, _ = issue_access_token(user_id=user.id, email=user.email, workspace_id=workspace_id, roles=["admin"],
                                   amr=["pwd", "otp", "mfa"], ttl=API_TOKEN_TTL, extra={"token_use": "api"})
-    return {"email": user.email, "user_id": user.id, "workspace_id": workspace_id, "api_token": token}
+    from chalicelib.core.tenancy import region_of
+    from chalicelib.gateway import demo as gateway_demo
+
+    data = gateway_demo.seed(workspace_id, region_of(workspace_id), user.email)
+    return {"email": user.email, "user_id": user.id, "workspace_id": workspace_id, "api_token": token,
+            "datasets": [d["name"] for d in data["datasets"]]}

@@ -144,6 +144,13 @@ def iam_policy(group: str) -> dict[str, Any]:
          "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration"],
          "Resource": [f"arn:aws:s3:::{PREFIX}-audit-archive-*", f"arn:aws:s3:::{PREFIX}-audit-archive-*/*"]},
     ]
+    if group in ("gateway", "workers"):  # connectors: snapshots pruned, sources read (never our own resources)
+        statements.append({"Sid": "GatewayDataLifecycle", "Effect": "Allow", "Action": ["s3:DeleteObject"],
+                           "Resource": [f"arn:aws:s3:::{PREFIX}-data-*/*", f"arn:aws:s3:::{PREFIX}-documents-*/*"]})
+        statements.append({"Sid": "ConnectorSources", "Effect": "Allow",
+                           "Action": ["s3:GetObject", "s3:ListBucket", "dynamodb:Scan", "dynamodb:DescribeTable"],
+                           "NotResource": [f"arn:aws:s3:::{PREFIX}-*", f"arn:aws:s3:::{PREFIX}-*/*",
+                                           f"arn:aws:dynamodb:*:*:table/{PREFIX}-*"]})
     if group in ("identity", "platform"):
         statements.append({"Sid": "Mail", "Effect": "Allow", "Action": ["ses:SendEmail"], "Resource": "*"})
     return {"Version": "2012-10-17", "Statement": statements}

@@ -28,23 +28,29 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever ``sys.stdout`` is now (Lambda, the local runner and test capture differ)."""
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is now (Lambda, the local runner and test capture differ).
+
+    Logs go to stderr so command output on stdout (e.g. the audit verifier's report) stays clean;
+    Lambda sends both streams to CloudWatch."""
 
     @property  # type: ignore[override]
     def stream(self) -> Any:
-        return sys.stdout
+        return sys.stderr
 
     @stream.setter
     def stream(self, value: Any) -> None:
         pass
 
 
+LOGGER_ROOT = "aiplat-svc"  # not "aiplat": Chalice owns the logger named after the app and sets it to ERROR
+
+
 def get_logger(name: str) -> logging.Logger:
-    logger = logging.getLogger(f"aiplat.{name}")
-    root = logging.getLogger("aiplat")
+    logger = logging.getLogger(f"{LOGGER_ROOT}.{name}")
+    root = logging.getLogger(LOGGER_ROOT)
     if not root.handlers:
-        handler = _StdoutHandler()
+        handler = _StderrHandler()
         handler.setFormatter(JsonFormatter())
         root.addHandler(handler)
         root.setLevel(logging.INFO)

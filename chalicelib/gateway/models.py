@@ -13,9 +13,9 @@ class ConnectorAttrs(BaseModel):
     id = UnicodeAttribute(range_key=True)  # conn_...
     name = UnicodeAttribute()
     kind = UnicodeAttribute()  # s3 | dynamodb | http | documents
-    category = UnicodeAttribute()  # e.g. storage | database | api | documents
+    category = UnicodeAttribute()  # STORAGE | DATABASE | API | DOCUMENTS (gateway/vocabulary.py)
     config = UnicodeAttribute(default="{}")  # JSON, secrets encrypted with the region's data key
-    status = UnicodeAttribute(default="healthy")  # healthy | degraded | failing | syncing | paused
+    status = UnicodeAttribute(default="HEALTHY")  # HEALTHY | DEGRADED | FAILING | SYNCING | PAUSED
     cursor = UnicodeAttribute(null=True)  # incremental sync position (JSON)
     last_checked_at = UnicodeAttribute(null=True)
     last_error = UnicodeAttribute(null=True)
@@ -24,6 +24,12 @@ class ConnectorAttrs(BaseModel):
     lock_expires_at = NumberAttribute(null=True)
     created_at = UnicodeAttribute()
     updated_at = UnicodeAttribute()
+    # added by gw-sync: the one dataset this connector feeds, and who created the connector
+    dataset_id = UnicodeAttribute(null=True)  # ds_..., allocated at creation, written at the first sync
+    dataset_name = UnicodeAttribute(null=True)  # the dataset's (SQL table) name
+    created_by = UnicodeAttribute(null=True)  # usr_...
+    owner = UnicodeAttribute(null=True)  # creator's e-mail; becomes the dataset's owner
+    description = UnicodeAttribute(default="")
 
 
 class DatasetAttrs(BaseModel):
@@ -34,7 +40,7 @@ class DatasetAttrs(BaseModel):
     connector_id = UnicodeAttribute(null=True)  # None for derived datasets
     owner = UnicodeAttribute()
     description = UnicodeAttribute(default="")
-    classification = UnicodeAttribute(default="internal")
+    classification = UnicodeAttribute(default="INTERNAL")  # PUBLIC | INTERNAL | CONFIDENTIAL | PII
     schema = UnicodeAttribute(default="[]")  # JSON [{name, type, nullable, classification, policy, description}]
     acl = UnicodeAttribute(default="[]")  # JSON [{type: user|role|group, id}]
     schema_version = NumberAttribute(default=0)
@@ -52,7 +58,7 @@ class SyncRunAttrs(BaseModel):
     id = UnicodeAttribute(range_key=True)  # sync_...
     connector_id = UnicodeAttribute()
     mode = UnicodeAttribute()  # INCREMENTAL | FULL_REFRESH
-    status = UnicodeAttribute()  # queued | running | succeeded | failed
+    status = UnicodeAttribute()  # QUEUED | RUNNING | SUCCEEDED | FAILED
     attempts = NumberAttribute(default=0)
     rows_read = NumberAttribute(default=0)
     rows_written = NumberAttribute(default=0)
@@ -62,6 +68,9 @@ class SyncRunAttrs(BaseModel):
     queued_at = UnicodeAttribute()
     started_at = UnicodeAttribute(null=True)
     finished_at = UnicodeAttribute(null=True)
+    # added by gw-sync
+    dataset_id = UnicodeAttribute(null=True)
+    details = UnicodeAttribute(default="{}")  # JSON {rows_deleted, rows_unchanged, schema_version, drift}
 
 
 class LineageEdgeAttrs(BaseModel):

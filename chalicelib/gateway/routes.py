@@ -1,7 +1,70 @@
 """Data gateway routes at {gateway_url}: /v1/connectors, /v1/catalog, /v1/lineage, /v1/query,
-/v1/policies and /graphql. GraphQL and DuckDB are imported only inside the views that need them."""
+/v1/policies and /graphql. GraphQL and DuckDB are imported only inside the views that need them.
+
+This module holds the connector admin routes (ingestion side); the read side is in ``read_routes.py``.
+"""
 from __future__ import annotations
 
-from chalicelib.core.web import Api
+from typing import Any
+
+from chalicelib.core import idempotency
+from chalicelib.core.validation import F, validate
+from chalicelib.core.web import Api, Ctx, json_response
+from chalicelib.gateway import connectors, sync
+from chalicelib.gateway.vocabulary import INGESTION_MODES
 
 api = Api("gateway")
+
+SYNC_FIELDS = {"mode": F(str, enum=INGESTION_MODES)}
+
+
+@api.route("/v1/connectors", permission="dashboards.read")
+def list_connectors(ctx: Ctx) -> Any:
+    unknown = sorted(set(ctx.query) - {"status", "category"})
+    if unknown:
+        from chalicelib.core.errors import validation_error
+
+        raise validation_error([{"field": k[:64], "message": "is not a known parameter"} for k in unknown])
+    items = connectors.list_connectors(ctx.user, status=ctx.query.get("status"), category=ctx.query.get("category"))
+    return {"connectors": items}
+
+
+@api.route("/v1/connectors", methods=["POST"], permission="connectors.manage")
+def create_connector(ctx: Ctx) -> Any:
+    return json_response(connectors.create_connector(ctx.user, ctx.json(), ctx.caller), 201)
+
+
+@api.route("/v1/connectors/{connector_id}", permission="dashboards.read")
+def get_connector(ctx: Ctx, connector_id: str) -> Any:
+    return connectors.get_connector(ctx.user, connector_id)
+
+
+@api.route("/v1/connectors/{connector_id}", methods=["PATCH"], permission="connectors.manage")
+def update_connector(ctx: Ctx, connector_id: str) -> Any:
+    return connectors.update_connector(ctx.user, connector_id, ctx.json(), ctx.caller)
+
+
+@api.route("/v1/connectors/{connector_id}", methods=["DELETE"], permission="connectors.manage")
+def delete_connector(ctx: Ctx, connector_id: str) -> Any:
+    return connectors.delete_connector(ctx.user, connector_id, ctx.caller)
+
+
+@api.route("/v1/connectors/{connector_id}/sync", methods=["POST"], permission="connectors.manage")
+def request_sync(ctx: Ctx, connector_id: str) -> Any:
+    body = validate(ctx.json(required=False), SYNC_FIELDS)
+    run = sync.request_sync(ctx.user, connector_id, mode=body.get("mode", "INCREMENTAL"),
+                            idempotency_key=ctx.header(idempotency.HEADER), caller=ctx.caller)
+    return json_response(run, 202, {"Location": f"/v1/connectors/{connector_id}/syncs/{run['id']}"})
+
+
+@api.route("/v1/connectors/{connector_id}/syncs/{sync_id}", permission="dashboards.read")
+def get_sync_run(ctx: Ctx, connector_id: str, sync_id: str) -> Any:
+    connectors.load(ctx.user, connector_id)
+    return sync.get_sync_run(ctx.user, sync_id, connector_id=connector_id)
+
+
+@api.route("/v1/connectors/{connector_id}/uploads", methods=["POST"], permission="connectors.manage")
+def create_upload(ctx: Ctx, connector_id: str) -> Any:
+    return json_response(connectors.create_upload(ctx.user, connector_id, ctx.json(), ctx.caller), 201)
+
+

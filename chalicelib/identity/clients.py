@@ -7,7 +7,7 @@ import hashlib
 import hmac
 import json
 import secrets
-from urllib.parse import unquote_plus
+from urllib.parse import unquote_plus, urlsplit
 
 from pynamodb.attributes import BooleanAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist
@@ -26,6 +26,17 @@ class OAuthClientAttrs(BaseModel):
     grant_types = UnicodeAttribute(default="[]")  # JSON list
     redirect_uris = UnicodeAttribute(default="[]")  # JSON list, matched exactly
     created_at = UnicodeAttribute()
+    # client_credentials: the workspace its service principal acts in, and that principal's roles
+    workspace_id = UnicodeAttribute(null=True)
+    service_roles = UnicodeAttribute(null=True)  # JSON list
+
+    @property
+    def grants(self) -> list[str]:
+        return list(json.loads(self.grant_types or "[]"))
+
+    @property
+    def redirects(self) -> list[str]:
+        return list(json.loads(self.redirect_uris or "[]"))
 
 
 def _digest(secret: str) -> str:
@@ -45,7 +56,51 @@ def create_client(name: str, *, confidential: bool = True, grant_types: list[str
     return client_id, secret
 
 
+SUPPORTED_GRANTS = ("authorization_code", "refresh_token", "client_credentials")
+
+
+def redirect_uri_problem(uri: str) -> str | None:
+    """Why ``uri`` cannot be registered: absolute https (or http on a loopback host), no fragment."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.fragment or "*" in uri:
+        return "must be an absolute http(s) URL without a fragment or wildcard"
+    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return "must use https (http is allowed only on a loopback host)"
+    return None
+
+
+def register_client(name: str, *, confidential: bool, redirect_uris: list[str] | None = None,
+                    grant_types: list[str] | None = None, workspace_id: str | None = None,
+                    roles: list[str] | None = None) -> tuple[str, str | None]:
+    """Register an OAuth client (tests, the demo seed, an Admin tool); ``(client_id, secret or None)``.
+
+    Public clients (no secret) may use ``authorization_code`` (+ ``refresh_token``) with PKCE only;
+    ``client_credentials`` needs a confidential client bound to one ``workspace_id`` with ``roles``.
+    """
+    grants = list(grant_types or ["authorization_code", "refresh_token"])
+    unknown = [g for g in grants if g not in SUPPORTED_GRANTS]
+    if unknown:
+        raise ValueError(f"unsupported grant types: {unknown}")
+    for uri in redirect_uris or []:
+        problem = redirect_uri_problem(uri)
+        if problem:
+            raise ValueError(f"redirect URI {uri!r} {problem}")
+    if "authorization_code" in grants and not redirect_uris:
+        raise ValueError("authorization_code needs at least one redirect URI")
+    if "client_credentials" in grants and (not confidential or not workspace_id or not roles):
+        raise ValueError("client_credentials needs a confidential client with a workspace_id and roles")
+    client_id, secret = create_client(name, confidential=confidential, grant_types=grants,
+                                      redirect_uris=list(redirect_uris or []))
+    if workspace_id:
+        global_model(OAuthClientAttrs)(client_id).update(actions=[
+            OAuthClientAttrs.workspace_id.set(workspace_id),
+            OAuthClientAttrs.service_roles.set(json.dumps(list(roles or [])))])
+    return client_id, secret
+
+
 def get_client(client_id: str) -> OAuthClientAttrs | None:
+    if not isinstance(client_id, str) or not client_id or len(client_id) > 64:
+        return None
     try:
         return global_model(OAuthClientAttrs).get(client_id)
     except DoesNotExist:

@@ -5,7 +5,8 @@ authenticated client (or None) and returns the token response.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
@@ -106,9 +107,41 @@ def discovery() -> dict[str, Any]:
         "grant_types_supported": sorted(GRANTS),
         "token_endpoint_auth_methods_supported": ["client_secret_basic", "none"],
         "introspection_endpoint_auth_methods_supported": ["client_secret_basic"],
+        "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "none"],
+        "code_challenge_methods_supported": ["S256"],
+        "scopes_supported": ["openid", "email", "profile", "offline_access"],
+        "response_modes_supported": ["query"],
+        "prompt_values_supported": ["none", "login", "consent", "select_account"],
+        "authorization_response_iss_parameter_supported": True,
+        "claims_parameter_supported": False,
+        "request_parameter_supported": False,
         "id_token_signing_alg_values_supported": ["RS256"],
         "subject_types_supported": ["public"],
         "response_types_supported": ["code"],
-        "claims_supported": ["sub", "email", "workspace_id", "roles", "amr", "iss", "aud", "exp", "iat", "jti"],
+        "claims_supported": ["sub", "email", "email_verified", "name", "workspace_id", "roles", "amr", "iss", "aud",
+                             "exp", "iat", "jti", "auth_time", "nonce", "at_hash", "azp", "sid"],
     })
     return doc
+
+
+# The OAuth/OIDC provider's grants (in ``provider``, which imports this module: bound lazily).
+def _provider_grant(name: str) -> Callable[[dict[str, str], OAuthClientAttrs | None], dict[str, Any]]:
+    def grant(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str, Any]:
+        from chalicelib.identity import provider
+
+        return getattr(provider, name)(form, client)  # type: ignore[no-any-return]
+
+    grant.__name__ = name
+    return grant
+
+
+GRANTS.update({
+    "authorization_code": _provider_grant("grant_authorization_code"),
+    "refresh_token": _provider_grant("grant_refresh_token"),
+    "client_credentials": _provider_grant("grant_client_credentials"),
+})
+ENDPOINTS.update({
+    "authorization_endpoint": "/oauth2/authorize",
+    "userinfo_endpoint": "/userinfo",
+    "revocation_endpoint": "/oauth2/revoke",
+})

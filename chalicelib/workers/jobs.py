@@ -54,3 +54,28 @@ SCHEDULED: tuple[Scheduled, ...] = (
 
 # queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
 QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
+    """Connector sync runs (``sync-jobs`` queue); the worker module loads duckdb only when it runs."""
+    from chalicelib.gateway import sync_worker
+
+    return sync_worker.handle(event)
+
+
+QUEUE_HANDLERS["sync-jobs"] = sync_jobs
+
+
+class RecordFailed(Exception):
+    """Raised to Lambda so it returns the record to its queue (the redrive policy then applies)."""
+
+
+def as_lambda(handler: Callable[[dict[str, Any]], dict[str, Any]], event: dict[str, Any]) -> dict[str, Any]:
+    """Run a queue handler under Lambda. Chalice cannot turn on ``ReportBatchItemFailures`` for its SQS
+    event sources, so a returned ``batchItemFailures`` would be ignored and the message deleted; with
+    ``batch_size=1`` a failed record is reported by raising instead."""
+    result = handler(event)
+    failed = result.get("batchItemFailures") or []
+    if failed:
+        raise RecordFailed(f"{len(failed)} record(s) failed: " + ", ".join(f["itemIdentifier"] for f in failed))
+    return result

@@ -103,3 +103,41 @@ def tenant(stack: None) -> Tenant:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+class Outbox:
+    """The local mail outbox (``MAIL_OUTBOX_DIR``) as the tests read it."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+
+    def messages(self, to: str | None = None) -> list[dict[str, Any]]:
+        import json as _json
+
+        out = [_json.loads(p.read_text()) for p in sorted(self.path.glob("*.json"))]
+        return [m for m in out if to is None or m["to"] == to]
+
+    def last_code(self, to: str) -> str:
+        import re as _re
+
+        msgs = [m for m in self.messages(to) if m["tag"] == "signin-code"]
+        assert msgs, f"no sign-in code sent to {to}"
+        found = _re.search(r"\b(\d{8})\b", msgs[-1]["text"])
+        assert found
+        return found.group(1)
+
+    def last_link(self, to: str) -> str:
+        import re as _re
+
+        msgs = [m for m in self.messages(to) if m["tag"] == "reset"]
+        assert msgs, f"no reset link sent to {to}"
+        found = _re.search(r"(https?://\S+)", msgs[-1]["text"])
+        assert found
+        return found.group(1)
+
+
+@pytest.fixture
+def outbox(stack: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Outbox:
+    monkeypatch.setenv("MAIL_OUTBOX_DIR", str(tmp_path / "outbox"))
+    (tmp_path / "outbox").mkdir()
+    return Outbox(tmp_path / "outbox")

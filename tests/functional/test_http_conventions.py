@@ -48,7 +48,7 @@ def test_log_lines_are_json_with_correlation_id_and_no_token(tenant: Tenant, cap
     with Client(create_app("platform")) as c:
         c.http.get("/v1/me", headers={**bearer(tenant.token), "X-Correlation-Id": "log-check-123"})
         get_logger("test").info("after request")
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
     assert any(line["correlation_id"] == "log-check-123" for line in lines)
     assert tenant.token not in json.dumps(lines)
 
@@ -60,24 +60,24 @@ def test_unhandled_error_is_plain_500_without_internals(tenant: Tenant, monkeypa
         raise KeyError("aiplat-test-workspaces secret internal name")
 
     monkeypatch.setattr(me, "describe", boom)
-    logging.getLogger("aiplat").handlers[0].setLevel(logging.CRITICAL)
+    logging.getLogger("aiplat-svc").handlers[0].setLevel(logging.CRITICAL)
     try:
         with Client(create_app("platform")) as c:
             r = c.http.get("/v1/me", headers=bearer(tenant.token))
     finally:
-        logging.getLogger("aiplat").handlers[0].setLevel(logging.NOTSET)
+        logging.getLogger("aiplat-svc").handlers[0].setLevel(logging.NOTSET)
     assert r.status_code == 500 and json.loads(r.body)["code"] == "internal_error"
     assert b"secret" not in r.body and b"Traceback" not in r.body
 
 
 def test_every_route_declares_a_known_permission_or_is_public() -> None:
-    from chalicelib.core.authz import PERMISSIONS
+    from chalicelib.core.authz import AUTHENTICATED, PERMISSIONS
 
     for group in GROUPS:
         create_app(group)
     assert ROUTE_PERMISSIONS, "no routes registered"
     for (group, path, method), permission in ROUTE_PERMISSIONS.items():
-        assert permission == "public" or permission in PERMISSIONS, (group, path, method, permission)
+        assert permission in {"public", AUTHENTICATED} or permission in PERMISSIONS, (group, path, method, permission)
 
 
 def test_each_group_serves_only_its_routes() -> None:

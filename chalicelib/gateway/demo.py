@@ -1,0 +1,107 @@
+"""Demo data for ``make run``: two ``s3`` connectors over small CSVs (customers with PII, and their
+orders) that the seed uploads itself into a demo source bucket of the workspace's region, each synced
+at once by calling the worker directly. The customers dataset ends with PII fields under MASK and
+HASH policies, and lineage connector -> dataset. Idempotent: a second call changes nothing.
+"""
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from botocore.exceptions import ClientError
+from pynamodb.exceptions import DoesNotExist
+
+from chalicelib.core import aws
+from chalicelib.core.authz import Principal
+from chalicelib.gateway import connectors, models, sync, sync_worker
+
+FIRST = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Margaret", "Tim", "Radia", "Linus"]
+LAST = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson", "Hamilton", "Berners-Lee",
+        "Perlman", "Torvalds"]
+CITIES = [("Berlin", "DE"), ("Paris", "FR"), ("Austin", "US"), ("Boston", "US"), ("Lisbon", "PT"), ("Toronto", "CA")]
+PLANS = ["free", "team", "enterprise"]
+N_CUSTOMERS = 24
+
+
+def customers_csv() -> str:
+    rnd = random.Random(42)
+    lines = ["customer_id,full_name,email,phone,city,country,plan,signup_date,lifetime_value"]
+    for i in range(1, N_CUSTOMERS + 1):
+        first, last = FIRST[(i - 1) % len(FIRST)], LAST[(i * 5) % len(LAST)]
+        city, country = CITIES[i % len(CITIES)]
+        lines.append(f"{i},{first} {last},{first.lower()}.{last.lower()}@example.com,+1 555 01{i:02d},{city},"
+                     f"{country},{PLANS[i % 3]},2024-{(i % 12) + 1:02d}-{(i % 27) + 1:02d},{rnd.randint(0, 50000) / 10}")
+    return "\n".join(lines) + "\n"
+
+
+def orders_csv() -> str:
+    rnd = random.Random(7)
+    lines = ["order_id,customer_id,amount,status,ordered_at"]
+    for i in range(1, 3 * N_CUSTOMERS + 1):
+        lines.append(f"{1000 + i},{rnd.randint(1, N_CUSTOMERS)},{rnd.randint(500, 90000) / 100},"
+                     f"{rnd.choice(['paid', 'refunded', 'open'])},2025-{rnd.randint(1, 12):02d}-{rnd.randint(1, 28):02d}T"
+                     f"{rnd.randint(0, 23):02d}:{rnd.randint(0, 59):02d}:00Z")
+    return "\n".join(lines) + "\n"
+
+
+def _bucket(workspace_id: str, region: str) -> str:
+    name = f"demo-source-{workspace_id[-10:].lower()}-{region}"
+    s3 = aws.client("s3", region)
+    args: dict[str, Any] = {"Bucket": name}
+    if region != "us-east-1":
+        args["CreateBucketConfiguration"] = {"LocationConstraint": region}
+    try:
+        s3.create_bucket(**args)
+    except ClientError as err:
+        if err.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
+    return name
+
+
+def _set_policies(region: str, workspace_id: str, dataset_id: str, policies: dict[str, str]) -> None:
+    ds = models.datasets(region).get(workspace_id, dataset_id, consistent_read=True)
+    schema = json.loads(ds.schema)
+    for field in schema:
+        if field["name"] in policies:
+            field["policy"] = policies[field["name"]]
+    ds.update(actions=[models.DatasetAttrs.schema.set(json.dumps(schema))],
+              condition=models.DatasetAttrs.schema == ds.schema)
+
+
+def seed(workspace_id: str, region: str, admin_email: str) -> dict[str, Any]:
+    """Create and sync the demo connectors (see the module docstring); returns what exists."""
+    from chalicelib.identity import users  # noqa: PLC0415
+
+    user = users.find_by_email(admin_email)
+    principal = Principal(user_id=user.id if user else "usr_demo", workspace_id=workspace_id, roles=("admin",),
+                          email=admin_email, amr=("seed",), token_id="seed")
+    existing = {c.dataset_name: c for c in models.connectors(region).query(workspace_id)}
+    bucket = _bucket(workspace_id, region)
+    out: dict[str, Any] = {"bucket": bucket, "connectors": [], "datasets": [], "sync_runs": []}
+    specs = [("Demo CRM customers", "customers", "crm/customers/", customers_csv(), ["customer_id"],
+              {"email": "MASK", "phone": "HASH", "full_name": "MASK"}),
+             ("Demo shop orders", "orders", "shop/orders/", orders_csv(), ["order_id"], {})]
+    for name, ds_name, prefix, body, pk, policies in specs:
+        conn = existing.get(ds_name)
+        if conn is None:
+            aws.client("s3", region).put_object(Bucket=bucket, Key=f"{prefix}{ds_name}.csv", Body=body.encode())
+            created = connectors.create_connector(principal, {
+                "name": name, "kind": "s3", "dataset_name": ds_name,
+                "description": f"Demo data: {ds_name} (synthetic).",
+                "config": {"bucket": bucket, "prefix": prefix, "format": "csv", "primary_key": pk}}, None)
+            conn = models.connectors(region).get(workspace_id, created["id"])
+        synced = False
+        try:
+            synced = bool(models.datasets(region).get(workspace_id, conn.dataset_id).data_prefix)
+        except DoesNotExist:
+            pass
+        if not synced:
+            run = sync.request_sync(principal, conn.id, mode="FULL_REFRESH", idempotency_key=f"demo-seed-{conn.id}")
+            sync_worker.run_sync(workspace_id, run["id"], attempt=1)
+            out["sync_runs"].append(sync.get_sync_run(principal, run["id"]))
+            if policies:
+                _set_policies(region, workspace_id, conn.dataset_id, policies)
+        out["connectors"].append(conn.id)
+        out["datasets"].append({"id": conn.dataset_id, "name": ds_name})
+    return out

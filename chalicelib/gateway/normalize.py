@@ -1,0 +1,266 @@
+"""Normalising source records to a dataset schema: column names, type inference (then stable, only
+ever widened), PII classification heuristics, and coercion of values to the chosen types.
+
+Types widen so no value is lost: INTEGER+FLOAT -> FLOAT, DATE+TIMESTAMP -> TIMESTAMP, anything else
+mixed -> STRING. A column seen once stays in the schema (later rows without it hold null).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+from chalicelib.gateway.vocabulary import DEFAULT_POLICY
+
+INT_RE = re.compile(r"^-?(?:0|[1-9]\d{0,17})$")
+FLOAT_RE = re.compile(r"^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?$|^-?\.\d+$")
+DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|z|[+-]\d{2}:?\d{2})?$")
+INT64 = 2**63 - 1
+
+# --- PII heuristics ------------------------------------------------------------------------------
+_PII_NAMES = [re.compile(p) for p in (
+    r"e_?mail", r"phone|mobile|telephone|^tel$|_tel$|^fax$",
+    r"^ssn$|social_security|national_id|passport|tax_id|^tin$",
+    r"^(first|last|full|given|family|middle|sur|customer|contact|user|person|maiden)_?name$|^name$|^surname$",
+    r"address|street|^postcode$|postal_code|^zip(_?code)?$",
+    r"iban|card_?number|credit_?card|^cc_?num|^pan$|account_number|bank_account",
+    r"^dob$|birth_?date|date_of_birth|birthday", r"^ip(_address)?$",
+)]
+_CONFIDENTIAL_NAMES = re.compile(r"password|secret|token|api_?key|salary|income|^revenue$")
+_EMAIL_V = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+_PHONE_V = re.compile(r"^\+?[\d\s().-]{7,20}$")
+_SSN_V = re.compile(r"^\d{3}-\d{2}-\d{4}$")
+_IBAN_V = re.compile(r"^[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?$")
+_CARD_V = re.compile(r"^(?:\d[ -]?){12,18}\d$")
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _pii_value(v: str) -> bool:
+    v = v.strip()
+    if _EMAIL_V.match(v) or _SSN_V.match(v) or _IBAN_V.match(v):
+        return True
+    if _CARD_V.match(v):
+        digits = re.sub(r"\D", "", v)
+        if 13 <= len(digits) <= 19 and _luhn(digits):
+            return True
+    if _PHONE_V.match(v) and (v.startswith("+") or re.search(r"[\s().-]", v)):
+        return 7 <= len(re.sub(r"\D", "", v)) <= 15  # E.164: at most 15 digits
+    return False
+
+
+def classify(name: str, samples: list[Any]) -> str:
+    """PII by column name or when at least 80% of sampled string values look like e-mail addresses,
+    phone numbers, SSNs, IBANs or card numbers; CONFIDENTIAL for credential and pay columns."""
+    lowered = name.lower()
+    if any(p.search(lowered) for p in _PII_NAMES):
+        return "PII"
+    if _CONFIDENTIAL_NAMES.search(lowered):
+        return "CONFIDENTIAL"
+    strings = [s for s in samples if isinstance(s, str) and s.strip()][:200]
+    if strings and sum(_pii_value(s) for s in strings) >= 0.8 * len(strings):
+        return "PII"
+    return "INTERNAL"
+
+
+# --- column names --------------------------------------------------------------------------------
+def column_name(source_name: str) -> str:
+    """A SQL-friendly column name: lower snake case, starting with a letter, never with ``_``."""
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", str(source_name).strip())
+    name = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    if not name:
+        name = "column"
+    if not name[0].isalpha():
+        name = "c_" + name
+    return name[:63]
+
+
+# --- types ---------------------------------------------------------------------------------------
+def infer(value: Any, untyped: bool) -> str | None:
+    """The type a single value asks for (None for null)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "BOOLEAN"
+    if isinstance(value, int):
+        return "INTEGER" if -INT64 <= value <= INT64 else "STRING"
+    if isinstance(value, float):
+        return "FLOAT" if math.isfinite(value) else "STRING"
+    if isinstance(value, Decimal):
+        return "INTEGER" if value == value.to_integral_value() and abs(value) <= INT64 else "FLOAT"
+    if isinstance(value, datetime):
+        return "TIMESTAMP"
+    if isinstance(value, date):
+        return "DATE"
+    if isinstance(value, (dict, list, tuple)):
+        return "JSON"
+    if isinstance(value, (bytes, bytearray)):
+        return "STRING"
+    s = str(value)
+    if untyped:
+        if INT_RE.match(s):
+            return "INTEGER"
+        if FLOAT_RE.match(s) and not re.match(r"^-?0\d", s):
+            return "FLOAT"
+        if s.lower() in ("true", "false"):
+            return "BOOLEAN"
+    if DATE_RE.match(s):
+        try:
+            date.fromisoformat(s)
+            return "DATE"
+        except ValueError:
+            return "STRING"
+    if TS_RE.match(s) and _parse_ts(s) is not None:
+        return "TIMESTAMP"
+    return "STRING"
+
+
+def widen(a: str | None, b: str | None) -> str | None:
+    """The narrowest type holding both."""
+    if a is None or a == b:
+        return b if a is None else a
+    if b is None:
+        return a
+    pair = {a, b}
+    if pair == {"INTEGER", "FLOAT"}:
+        return "FLOAT"
+    if pair == {"DATE", "TIMESTAMP"}:
+        return "TIMESTAMP"
+    return "STRING"
+
+
+def _parse_ts(s: str) -> datetime | None:
+    try:
+        dt = datetime.fromisoformat(s.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(UTC).replace(tzinfo=None)
+    return dt
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (bytes, bytearray)):
+        import base64
+
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return repr(value)
+    return str(value)
+
+
+def coerce(value: Any, typ: str) -> Any:
+    """``value`` as the JSON value DuckDB reads into the column type (see ``DUCKDB_TYPES``)."""
+    if value is None:
+        return None
+    if typ == "STRING":
+        return value if type(value) is str else _text(value)
+    if typ == "INTEGER":
+        return int(value) if not isinstance(value, str) else int(value)
+    if typ == "FLOAT":
+        return float(value)
+    if typ == "BOOLEAN":
+        return value if isinstance(value, bool) else str(value).lower() == "true"
+    if typ == "TIMESTAMP":
+        if isinstance(value, datetime):
+            dt = value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+        elif isinstance(value, date):
+            dt = datetime(value.year, value.month, value.day)
+        else:
+            dt = _parse_ts(str(value)) or datetime.fromisoformat(str(value))
+        return dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if typ == "DATE":
+        return value.isoformat() if isinstance(value, date) else str(value)[:10]
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)  # JSON
+
+
+# --- schema planning -------------------------------------------------------------------------------
+def plan(old_schema: list[dict[str, Any]], rows: Iterable[tuple[dict[str, Any], bool]], at: str,
+         version: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, str]]:
+    """Schema after seeing ``rows`` (``(values, untyped)``): returns (schema, drift or None,
+    source name -> column name). Existing fields keep their classification, policy and description."""
+    by_source = {f.get("source_name", f["name"]): f["name"] for f in old_schema}
+    taken = {f["name"] for f in old_schema}
+    seen_types: dict[str, str | None] = {}
+    samples: dict[str, list[Any]] = {}
+    nulls: dict[str, bool] = {}
+    present: dict[str, int] = {}
+    memo: dict[tuple[str, bool], str | None] = {}
+    count = 0
+    for values, untyped in rows:
+        count += 1
+        for src_name, v in values.items():
+            col = by_source.get(src_name)
+            if col is None:
+                col = column_name(src_name)
+                base, n = col, 2
+                while col in taken:
+                    col, n = f"{base[:59]}_{n}", n + 1
+                by_source[src_name] = col
+                taken.add(col)
+            present[col] = present.get(col, 0) + 1
+            if v is None:
+                nulls[col] = True
+                continue
+            current = seen_types.get(col)
+            if current != "STRING":  # STRING absorbs everything: no need to look further
+                if type(v) is str:
+                    memo_key = (v, untyped)
+                    t = memo.get(memo_key)
+                    if t is None:
+                        t = infer(v, untyped)
+                        if len(memo) < 200_000:
+                            memo[memo_key] = t
+                else:
+                    t = infer(v, untyped)
+                seen_types[col] = t if current is None or current == t else widen(current, t)
+            bucket = samples.setdefault(col, [])
+            if len(bucket) < 200:
+                bucket.append(v)
+    schema = [dict(f) for f in old_schema]
+    index = {f["name"]: f for f in schema}
+    added, changed = [], []
+    for col in index:
+        if count and (nulls.get(col) or present.get(col, 0) < count):
+            index[col]["nullable"] = True
+    for src_name, col in by_source.items():
+        if col in index:
+            field = index[col]
+            new_type = widen(field["type"], seen_types.get(col))
+            if new_type != field["type"]:
+                changed.append({"name": col, "from": field["type"], "to": new_type})
+                field["type"] = new_type
+            continue
+        cls = classify(src_name, samples.get(col, []))
+        nullable = bool(nulls.get(col)) or present.get(col, 0) < count or bool(old_schema)
+        field = {"name": col, "type": seen_types.get(col) or "STRING", "nullable": nullable,
+                 "classification": cls, "policy": DEFAULT_POLICY[cls], "description": "",
+                 "source_name": src_name}
+        schema.append(field)
+        index[col] = field
+        added.append({"name": col, "type": field["type"], "classification": cls})
+    drift = None
+    if old_schema and (added or changed):
+        drift = {"version": version + 1, "at": at, "added": added, "changed": changed}
+    return schema, drift, by_source

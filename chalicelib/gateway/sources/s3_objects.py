@@ -1,0 +1,205 @@
+"""``s3`` connector: CSV, JSON Lines and Parquet objects under a bucket/prefix of the workspace's region.
+
+Incremental by object: the cursor holds each object's ETag; a sync reads new and changed objects only,
+drops the rows of changed and deleted objects and adds the new ones. Without ``primary_key`` a row's
+identity is ``<object key>#<line>``; with it, rows are merged by that key across objects.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core import aws
+from chalicelib.core.config import settings
+from chalicelib.core.validation import F
+from chalicelib.gateway.sources import Batch, Record, SourceError, Src
+
+FORMATS = ("auto", "csv", "jsonl", "parquet")
+EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+              ".parquet": "parquet"}
+MAX_OBJECTS = 10_000
+MAX_OBJECT_BYTES = 256 * 1024 * 1024
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+FIELDS = {
+    "bucket": F(str, required=True, min_len=3, max_len=63),
+    "prefix": F(str, max_len=1024),
+    "format": F(str, enum=FORMATS),
+    "primary_key": F(list, min_len=1, max_len=8),
+    "csv_delimiter": F(str, min_len=1, max_len=1),
+}
+SECRETS: tuple[str, ...] = ()
+
+
+def own_resource(name: str) -> bool:
+    """True for the platform's own buckets/tables: a connector may never read them."""
+    return name.startswith(settings().resource_prefix + "-")
+
+
+def check_config(config: dict[str, Any]) -> list[dict[str, str]]:
+    problems = []
+    if not BUCKET_RE.match(config["bucket"]):
+        problems.append({"field": "bucket", "message": "is not a valid S3 bucket name"})
+    elif own_resource(config["bucket"]):
+        problems.append({"field": "bucket", "message": "must not be one of the platform's own buckets"})
+    pk = config.get("primary_key")
+    if pk is not None and not all(isinstance(k, str) and 0 < len(k) <= 128 for k in pk):
+        problems.append({"field": "primary_key", "message": "must be a list of column names"})
+    return problems
+
+
+def _client_error(err: ClientError, what: str) -> SourceError:
+    code = err.response.get("Error", {}).get("Code", "error")
+    return SourceError(f"{what}: {code}")
+
+
+def health(src: Src) -> None:
+    try:
+        aws.client("s3", src.region).list_objects_v2(Bucket=src.config["bucket"], Prefix=src.config.get("prefix", ""),
+                                                     MaxKeys=1)
+    except ClientError as err:
+        raise _client_error(err, f"cannot list s3://{src.config['bucket']}") from None
+
+
+def list_objects(region: str, bucket: str, prefix: str, accept: Callable[[str], bool]) -> dict[str, dict[str, Any]]:
+    """``{key: {etag, size, last_modified}}`` of the accepted objects under the prefix."""
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for page in aws.client("s3", region).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                if obj["Key"].endswith("/") or not accept(obj["Key"]):
+                    continue
+                out[obj["Key"]] = {"etag": obj["ETag"].strip('"'), "size": obj["Size"],
+                                   "last_modified": obj["LastModified"]}
+                if len(out) > MAX_OBJECTS:
+                    raise SourceError(f"more than {MAX_OBJECTS} objects under the prefix")
+    except ClientError as err:
+        raise _client_error(err, f"cannot list s3://{bucket}") from None
+    return out
+
+
+def diff(listing: dict[str, dict[str, Any]], cursor: dict[str, Any] | None, mode: str) -> tuple[list[str], list[str]]:
+    """(objects to read, objects deleted since the cursor)."""
+    seen: dict[str, str] = (cursor or {}).get("objects", {}) if mode == "INCREMENTAL" else {}
+    changed = sorted(k for k, meta in listing.items() if seen.get(k) != meta["etag"])
+    deleted = sorted(k for k in seen if k not in listing)
+    return changed, deleted
+
+
+def fetch(region: str, bucket: str, key: str) -> bytes:
+    try:
+        obj = aws.client("s3", region).get_object(Bucket=bucket, Key=key)
+        if obj["ContentLength"] > MAX_OBJECT_BYTES:
+            raise SourceError(f"{key} is larger than {MAX_OBJECT_BYTES // (1024 * 1024)} MiB")
+        return obj["Body"].read()
+    except ClientError as err:
+        raise _client_error(err, f"cannot read s3://{bucket}/{key}") from None
+
+
+def _format_of(key: str, configured: str) -> str | None:
+    if configured != "auto":
+        return configured
+    return EXTENSIONS.get(os.path.splitext(key.lower())[1])
+
+
+def parse_csv(data: bytes, delimiter: str) -> list[dict[str, Any]]:
+    text = data.decode("utf-8-sig")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    header = next(reader, None)
+    if not header:
+        return []
+    width = len(header)
+    rows = []
+    for line in reader:
+        if not line:
+            continue
+        if len(line) < width:
+            line = line + [""] * (width - len(line))
+        row = {k: (v if v != "" else None) for k, v in zip(header, line[:width])}  # noqa: B905
+        for i, extra in enumerate(line[width:], start=width + 1):  # fields beyond the header are kept
+            row[f"extra_{i}"] = extra if extra != "" else None
+        rows.append(row)
+    return rows
+
+
+def parse_jsonl(data: bytes, key: str) -> list[dict[str, Any]]:
+    text = data.decode("utf-8-sig").strip()
+    if text.startswith("["):  # a JSON array of objects is accepted too
+        rows = json.loads(text)
+    else:
+        rows = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    raise SourceError(f"{key} line {n} is not valid JSON") from None
+    if not all(isinstance(r, dict) for r in rows):
+        raise SourceError(f"{key} holds a JSON value that is not an object")
+    return rows
+
+
+def parse_parquet(data: bytes) -> list[dict[str, Any]]:
+    from chalicelib.gateway.storage import connect  # noqa: PLC0415 - duckdb only in the worker
+
+    with tempfile.TemporaryDirectory(prefix="gwpq-") as tmp:
+        path = os.path.join(tmp, "object.parquet")
+        with open(path, "wb") as fh:
+            fh.write(data)
+        con = connect(tmp)
+        try:
+            cur = con.execute("SELECT * FROM read_parquet(?)", [path])
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        finally:
+            con.close()
+
+
+def parse(data: bytes, fmt: str, key: str, delimiter: str) -> tuple[list[dict[str, Any]], bool]:
+    """Rows of one object and whether their values are untyped strings (CSV)."""
+    try:
+        if fmt == "csv":
+            return parse_csv(data, delimiter), True
+        if fmt == "jsonl":
+            return parse_jsonl(data, key), False
+        return parse_parquet(data), False
+    except UnicodeDecodeError:
+        raise SourceError(f"{key} is not UTF-8 text") from None
+    except SourceError:
+        raise
+    except Exception as err:
+        raise SourceError(f"{key} could not be parsed as {fmt} ({type(err).__name__})") from None
+
+
+def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
+    cfg = src.config
+    bucket, prefix, configured = cfg["bucket"], cfg.get("prefix", ""), cfg.get("format", "auto")
+    listing = list_objects(src.region, bucket, prefix, lambda k: _format_of(k, configured) is not None)
+    changed, deleted = diff(listing, cursor, mode)
+    pk = cfg.get("primary_key")
+    delimiter = cfg.get("csv_delimiter") or ","
+    records: list[Record] = []
+    for key in changed:
+        fmt = _format_of(key, configured) or "csv"
+        rows, untyped = parse(fetch(src.region, bucket, key), fmt, key, "\t" if key.lower().endswith(".tsv") and
+                              not cfg.get("csv_delimiter") else delimiter)
+        for line, row in enumerate(rows, start=1):
+            if pk:
+                missing = [k for k in pk if row.get(k) in (None, "")]
+                if missing:
+                    raise SourceError(f"{key} row {line} has no value for primary key {', '.join(missing)}")
+                rkey = json.dumps([str(row[k]) for k in pk])
+            else:
+                rkey = f"{key}#{line}"
+            records.append(Record(rkey, row, source=key, untyped=untyped))
+    return Batch(records=records, cursor={"objects": {k: m["etag"] for k, m in listing.items()}},
+                 rows_read=len(records), complete=(mode == "FULL_REFRESH"),
+                 replaced_sources=set(changed) | set(deleted), primary_key=pk)

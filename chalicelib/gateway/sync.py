@@ -1,0 +1,83 @@
+"""Sync requests: a SyncRun is stored QUEUED and a message goes to the workspace region's ``sync-jobs``
+queue; ``sync_worker`` does the work. Idempotent per ``Idempotency-Key`` (same key + same request
+replays the first SyncRun; same key + another request is a 409)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist
+
+from chalicelib.core import audit, clock, correlation, idempotency, queues, tenancy
+from chalicelib.core.authz import Principal
+from chalicelib.core.errors import ApiError, not_found, validation_error
+from chalicelib.core.ids import is_id, new_id
+from chalicelib.gateway import connectors, models
+from chalicelib.gateway.vocabulary import INGESTION_MODES
+
+QUEUE = "sync-jobs"
+MESSAGE_VERSION = 1
+
+
+def run_to_dict(run: models.SyncRunAttrs) -> dict[str, Any]:
+    details = json.loads(run.details or "{}")
+    return {
+        "id": run.id,
+        "connector_id": run.connector_id,
+        "dataset_id": run.dataset_id,
+        "mode": run.mode,
+        "status": run.status,
+        "queued_at": run.queued_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "rows_read": int(run.rows_read or 0),
+        "rows_written": int(run.rows_written or 0),
+        "rows_deleted": int(details.get("rows_deleted", 0)),
+        "attempts": int(run.attempts or 0),
+        "error": run.error,
+        "schema_drift": details.get("drift"),
+    }
+
+
+def request_sync(principal: Principal, connector_id: str, *, mode: str = "INCREMENTAL",
+                 idempotency_key: str | None = None, caller: Any = None) -> dict[str, Any]:
+    """Queue a sync of the connector and return its SyncRun (status QUEUED, or the replayed run)."""
+    if mode not in INGESTION_MODES:
+        raise validation_error([{"field": "mode", "message": "must be one of " + ", ".join(INGESTION_MODES)}])
+    item, region = connectors.load(principal, connector_id)
+
+    def work() -> tuple[int, Any]:
+        if item.status == "PAUSED":
+            raise ApiError(409, "connector_paused", "The connector is paused; resume it before syncing.")
+        now = clock.iso()
+        run = models.sync_runs(region)(
+            principal.workspace_id, new_id("sync"), connector_id=connector_id, mode=mode, status="QUEUED",
+            requested_by=principal.user_id, correlation_id=correlation.current(), queued_at=now,
+            dataset_id=item.dataset_id)
+        run.save()
+        item.update(actions=[models.ConnectorAttrs.last_sync_id.set(run.id)])
+        queues.enqueue(QUEUE, region, {"v": MESSAGE_VERSION, "workspace_id": principal.workspace_id,
+                                       "connector_id": connector_id, "sync_id": run.id},
+                       group_key=connector_id)
+        audit.append(region, principal.workspace_id, "connector.sync_requested",
+                     actor=connectors.actor_of(principal), target={"type": "connector", "id": connector_id},
+                     details={"sync_id": run.id, "mode": mode}, caller=caller)
+        return 202, run_to_dict(run)
+
+    _, body, _replayed = idempotency.run(region, principal.workspace_id, "connector.sync", idempotency_key,
+                                         {"connector_id": connector_id, "mode": mode}, work)
+    return body
+
+
+def get_sync_run(principal: Principal, sync_id: str, *, connector_id: str | None = None) -> dict[str, Any]:
+    """One SyncRun of the principal's workspace (404 otherwise, or when it belongs to another connector)."""
+    if not is_id(sync_id, "sync"):
+        raise not_found("sync run")
+    region = tenancy.region_of(principal.workspace_id)
+    try:
+        run = models.sync_runs(region).get(principal.workspace_id, sync_id, consistent_read=True)
+    except DoesNotExist:
+        raise not_found("sync run") from None
+    if connector_id is not None and run.connector_id != connector_id:
+        raise not_found("sync run")
+    return run_to_dict(run)

@@ -1,0 +1,364 @@
+"""The sync worker: ``handle`` receives Lambda-shaped SQS events from the ``sync-jobs`` queue.
+
+One message = one SyncRun. The worker:
+1. takes the connector's lease (conditional update: free, expired, or already this sync's), so two
+   syncs of one connector never run at once; a message that finds the lease taken waits (its
+   visibility timeout is shortened to ``BUSY_RETRY_S`` and it is retried);
+2. reads what changed since the saved cursor (INCREMENTAL) or everything (FULL_REFRESH);
+3. normalises the records to the dataset's schema (widening types and recording drift);
+4. writes a complete new Parquet snapshot under a prefix of its own (``<sync>-a<attempt>``);
+5. commits dataset (schema, data_prefix, row_count, freshness), connector (cursor, health, lease
+   released) and SyncRun (SUCCEEDED) in ONE DynamoDB transaction, then records lineage.
+Nothing is visible before step 5, so a crash anywhere loses nothing and duplicates nothing: the
+redelivered message starts again from the old cursor. On the last allowed receive
+(``ApproximateReceiveCount`` = the queue's ``maxReceiveCount``) a failure marks the run FAILED and the
+message goes on to the dead-letter queue.
+
+DuckDB is imported lazily (inside ``storage``); importing this module loads neither duckdb nor graphql.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
+from pynamodb.transactions import TransactWrite
+
+from chalicelib.core import audit, aws, clock, queues, tenancy
+from chalicelib.core import models as core_models
+from chalicelib.core.audit import SYSTEM
+from chalicelib.core.ids import is_id
+from chalicelib.core.logs import get_logger
+from chalicelib.gateway import connectors, lineage_edges, models, normalize, storage
+from chalicelib.gateway.sources import SourceError, module
+from chalicelib.gateway.vocabulary import LINEAGE_CONNECTOR, LINEAGE_DATASET, highest_classification
+
+log = get_logger("gateway.sync")
+QUEUE = "sync-jobs"
+LEASE_S = 900  # a lease outlives the queue's visibility timeout (300 s)
+BUSY_RETRY_S = 15  # how soon a message that found the connector busy is retried
+BUSY_MAX_WAITS = 48  # re-sends of a waiting message (each after ~5 receives x 15 s) before it gives up (~1 h)
+DEFAULT_MAX_RECEIVES = 5
+COMMIT_ATTEMPTS = 5
+DEFAULT_ACL = [{"type": "role", "id": "admin"}, {"type": "role", "id": "member"}]
+
+
+class Busy(Exception):
+    """Another sync holds the connector's lease."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # done | failed | busy
+    detail: str = ""
+
+
+@lru_cache(maxsize=8)
+def max_receives(region: str) -> int:
+    """The queue's ``maxReceiveCount`` (from its redrive policy)."""
+    try:
+        attrs = aws.client("sqs", region).get_queue_attributes(
+            QueueUrl=aws.queue_url(QUEUE, region), AttributeNames=["RedrivePolicy"])["Attributes"]
+        return int(json.loads(attrs["RedrivePolicy"])["maxReceiveCount"])
+    except Exception:  # noqa: BLE001 - fall back to the declared value
+        return DEFAULT_MAX_RECEIVES
+
+
+def handle(event: dict[str, Any]) -> dict[str, Any]:
+    """Lambda SQS handler with partial batch failures."""
+    failures = []
+    for record in event.get("Records", []):
+        queues.record_correlation(record)
+        try:
+            ok = _handle_record(record)
+        except Exception:  # noqa: BLE001 - never let one record take the batch down
+            log.exception("sync record failed")
+            ok = False
+        if not ok:
+            failures.append({"itemIdentifier": record.get("messageId", "")})
+    return {"batchItemFailures": failures}
+
+
+def _parse(record: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        body = json.loads(record.get("body") or "")
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or not is_id(body.get("workspace_id"), "ws") or not is_id(
+            body.get("sync_id"), "sync") or not is_id(body.get("connector_id"), "conn"):
+        return None
+    return body
+
+
+def _handle_record(record: dict[str, Any]) -> bool:
+    body = _parse(record)
+    if body is None:
+        log.error("poison sync message (unparseable)", extra={"message_id": record.get("messageId")})
+        return False  # redelivered until maxReceiveCount, then the dead-letter queue
+    region = tenancy.region_of(body["workspace_id"])
+    receives = int((record.get("attributes") or {}).get("ApproximateReceiveCount", "1"))
+    last = receives >= max_receives(region)
+    outcome = run_sync(body["workspace_id"], body["sync_id"], attempt=receives, last_attempt=last)
+    if outcome.status == "busy":
+        waits = int(body.get("waits", 0)) + 1
+        if not last and record.get("receiptHandle"):
+            try:
+                aws.client("sqs", region).change_message_visibility(
+                    QueueUrl=aws.queue_url(QUEUE, region), ReceiptHandle=record["receiptHandle"],
+                    VisibilityTimeout=BUSY_RETRY_S)
+            except Exception:  # noqa: BLE001 - the queue's own visibility timeout applies
+                log.warning("could not shorten visibility")
+            return False
+        if waits > BUSY_MAX_WAITS:
+            _fail(region, body["workspace_id"], body["sync_id"], "the connector stayed busy too long", final=True)
+            return True
+        # waiting must not push the message to the dead-letter queue: send a fresh copy, ack this one
+        queues.enqueue(QUEUE, region, {**body, "waits": waits}, group_key=body["connector_id"])
+        return True
+    return outcome.status == "done"
+
+
+def _run(region: str, workspace_id: str, sync_id: str) -> models.SyncRunAttrs | None:
+    try:
+        return models.sync_runs(region).get(workspace_id, sync_id, consistent_read=True)
+    except DoesNotExist:
+        return None
+
+
+def _acquire(conn: models.ConnectorAttrs, sync_id: str) -> None:
+    C = models.ConnectorAttrs
+    now = int(clock.now())
+    try:
+        conn.update(actions=[C.lock_owner.set(sync_id), C.lock_expires_at.set(now + LEASE_S), C.status.set("SYNCING")],
+                    condition=C.id.exists() & (C.lock_owner.does_not_exist() | (C.lock_owner == sync_id)
+                                               | (C.lock_expires_at < now)))
+    except UpdateError:
+        raise Busy() from None
+
+
+def _release(region: str, workspace_id: str, connector_id: str, sync_id: str, status: str, error: str | None) -> None:
+    C = models.ConnectorAttrs
+    conn = models.connectors(region)(workspace_id, connector_id)
+    actions = [C.lock_owner.remove(), C.lock_expires_at.remove(), C.status.set(status),
+               C.last_checked_at.set(clock.iso())]
+    actions.append(C.last_error.set(error[:500]) if error else C.last_error.remove())
+    try:
+        conn.update(actions=actions, condition=C.lock_owner == sync_id)
+    except UpdateError:
+        pass  # lease already gone (connector deleted or taken over after expiry)
+
+
+def _fail(region: str, workspace_id: str, sync_id: str, error: str, *, final: bool) -> None:
+    run = _run(region, workspace_id, sync_id)
+    if run is None or run.status in ("SUCCEEDED", "FAILED"):
+        return
+    R = models.SyncRunAttrs
+    actions = [R.status.set("FAILED" if final else "QUEUED"), R.error.set(error[:1000])]
+    if final:
+        actions.append(R.finished_at.set(clock.iso()))
+    try:
+        run.update(actions=actions, condition=R.status.is_in("QUEUED", "RUNNING"))
+    except UpdateError:
+        return
+    _release(region, workspace_id, run.connector_id, sync_id, "FAILING" if final else "DEGRADED", error)
+    if final:
+        audit.append(region, workspace_id, "connector.sync_failed", actor=SYSTEM,
+                     target={"type": "connector", "id": run.connector_id},
+                     details={"sync_id": sync_id, "error": error[:500], "attempts": int(run.attempts or 0)})
+
+
+def _mark_lost(region: str, workspace_id: str, sync_id: str) -> None:
+    run = _run(region, workspace_id, sync_id)
+    if run is None or run.status not in ("QUEUED", "RUNNING"):
+        return
+    R = models.SyncRunAttrs
+    try:
+        run.update(actions=[R.status.set("FAILED"), R.finished_at.set(clock.iso()),
+                            R.error.set("the worker holding the connector's lease was lost (lease expired)")],
+                   condition=R.status.is_in("QUEUED", "RUNNING"))
+    except UpdateError:
+        pass
+
+
+def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt: bool = False) -> Outcome:
+    """Run one SyncRun (see the module docstring); safe to call again for the same run."""
+    region = tenancy.region_of(workspace_id)
+    run = _run(region, workspace_id, sync_id)
+    if run is None:
+        return Outcome("failed", "no such sync run")
+    if run.status in ("SUCCEEDED", "FAILED"):
+        if run.status == "SUCCEEDED" and run.dataset_id:  # a crash between commit and ack: lineage again
+            lineage_edges.record_edge(region, workspace_id, run.connector_id, LINEAGE_CONNECTOR, run.dataset_id,
+                                      LINEAGE_DATASET)
+        return Outcome("done", "already finished")
+    try:
+        conn = models.connectors(region).get(workspace_id, run.connector_id, consistent_read=True)
+    except DoesNotExist:
+        _fail(region, workspace_id, sync_id, "the connector was deleted", final=True)
+        return Outcome("done", "connector deleted")
+    if conn.status == "PAUSED":  # paused after the request was queued: the run does not happen
+        _fail(region, workspace_id, sync_id, "the connector was paused before the sync started", final=True)
+        return Outcome("done", "connector paused")
+    previous_owner = conn.lock_owner
+    try:
+        _acquire(conn, sync_id)
+    except Busy:
+        return Outcome("busy")
+    if previous_owner and previous_owner != sync_id:  # took over an expired lease: that worker was lost
+        _mark_lost(region, workspace_id, previous_owner)
+    R = models.SyncRunAttrs
+    run.update(actions=[R.status.set("RUNNING"), R.attempts.set(attempt), R.started_at.set(run.started_at or clock.iso())])
+    try:
+        result = _sync(region, conn, run, attempt)
+    except Exception as err:  # noqa: BLE001 - every failure is recorded on the run
+        error = str(err) if isinstance(err, SourceError) else f"sync failed ({type(err).__name__})"
+        if not isinstance(err, SourceError):
+            log.exception("sync attempt failed", extra={"sync_id": sync_id, "attempt": attempt})
+        _fail(region, workspace_id, sync_id, f"attempt {attempt}: {error}", final=last_attempt)
+        return Outcome("failed", error)
+    return Outcome("done", json.dumps(result))
+
+
+def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, attempt: int) -> dict[str, Any]:
+    ws = conn.workspace_id
+    dataset_id = conn.dataset_id or ""
+    try:
+        dataset = models.datasets(region).get(ws, dataset_id, consistent_read=True)
+    except DoesNotExist:
+        dataset = None
+    mode = run.mode
+    # a first sync (or a dataset without data) always reads everything
+    cursor = json.loads(conn.cursor) if (conn.cursor and dataset is not None and dataset.data_prefix) else None
+    src = connectors.source_of(conn, region)
+    batch = module(conn.kind).read(src, cursor, mode)
+
+    # last record wins per key; the schema is planned over the records that are kept
+    unique: dict[str, Any] = {}
+    for rec in batch.records:
+        unique[rec.key] = rec
+    records = list(unique.values())
+    old_schema = json.loads(dataset.schema) if dataset else []
+    version = int(dataset.schema_version) if dataset else 0
+    now_iso = clock.iso()
+    schema, drift, names = normalize.plan(old_schema, ((r.values, r.untyped) for r in records), now_iso, version)
+    types = {f["name"]: f["type"] for f in schema}
+
+    coerce = normalize.coerce
+    plan_of = {src_name: (col, types[col]) for src_name, col in names.items()}
+
+    def rows() -> Any:
+        for r in records:
+            values = {}
+            for src_name, v in r.values.items():
+                col, typ = plan_of[src_name]
+                values[col] = coerce(v, typ)
+            yield r.key, r.source, values
+
+    unchanged = (dataset is not None and dataset.data_prefix and not batch.complete and not records
+                 and not batch.replaced_sources and drift is None and schema == old_schema)
+    if unchanged:  # nothing to merge: keep the current snapshot, commit cursor and freshness only
+        snap = storage.SnapshotResult(prefix=dataset.data_prefix, row_count=int(dataset.row_count), rows_written=0,
+                                      rows_deleted=0, parts=0)
+    else:
+        snap = storage.write_snapshot(region, ws, dataset_id, run.id, attempt, schema, rows(),
+                                      old_prefix=dataset.data_prefix if dataset else None,
+                                      complete=batch.complete, replaced_sources=batch.replaced_sources)
+    details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": len(records) - snap.rows_written,
+               "parts": snap.parts, "drift": drift, "skipped": batch.skipped[:50]}
+    _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, len(batch.records))
+    if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
+        storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
+    lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,
+                              {"connector_kind": conn.kind})
+    audit.append(region, ws, "connector.sync_succeeded", actor=SYSTEM, target={"type": "connector", "id": conn.id},
+                 details={"sync_id": run.id, "dataset_id": dataset_id, "rows_read": batch.rows_read,
+                          "rows_written": snap.rows_written, "rows_deleted": snap.rows_deleted,
+                          "schema_drift": bool(drift)})
+    return {"rows_read": batch.rows_read, "rows_written": snap.rows_written, "row_count": snap.row_count}
+
+
+def _merge_schema(current: list[dict[str, Any]], planned: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Planned types and new columns on top of the stored schema (whose policies may have been changed
+    by an admin meanwhile)."""
+    stored = {f["name"]: f for f in current}
+    out = []
+    for f in planned:
+        base = dict(stored.get(f["name"], f))
+        base["type"], base["nullable"] = f["type"], f["nullable"] or base.get("nullable", True)
+        base.setdefault("source_name", f.get("source_name", f["name"]))
+        out.append(base)
+    return out
+
+
+def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, dataset_id: str,
+            schema: list[dict[str, Any]], drift: dict[str, Any] | None, snap: storage.SnapshotResult,
+            cursor: dict[str, Any], details: dict[str, Any], rows_read: int) -> None:
+    """Dataset + connector cursor + SyncRun in one transaction, conditional on the lease, the dataset's
+    previous data_prefix and schema (a concurrent field-policy change is merged in, then retried)."""
+    D, C, R = models.DatasetAttrs, models.ConnectorAttrs, models.SyncRunAttrs
+    ws = conn.workspace_id
+    connection = core_models.connection(region)
+    for _ in range(COMMIT_ATTEMPTS):
+        now = clock.iso()
+        try:
+            current = models.datasets(region).get(ws, dataset_id, consistent_read=True)
+        except DoesNotExist:
+            current = None
+        final_schema = _merge_schema(json.loads(current.schema) if current else [], schema)
+        classification = highest_classification([f["classification"] for f in final_schema])
+        try:
+            with TransactWrite(connection=connection) as tx:
+                if current is None:
+                    item = models.datasets(region)(
+                        ws, dataset_id, name=conn.dataset_name or dataset_id, connector_id=conn.id,
+                        owner=conn.owner or "", description=conn.description or "", classification=classification,
+                        schema=json.dumps(final_schema), acl=json.dumps(DEFAULT_ACL), schema_version=1,
+                        schema_drift="[]", data_prefix=snap.prefix, row_count=snap.row_count,
+                        last_synced_at=now, created_at=now, updated_at=now)
+                    tx.save(item, condition=D.id.does_not_exist())
+                else:
+                    drift_log = json.loads(current.schema_drift or "[]")
+                    actions = [D.schema.set(json.dumps(final_schema)), D.classification.set(classification),
+                               D.data_prefix.set(snap.prefix), D.row_count.set(snap.row_count),
+                               D.last_synced_at.set(now), D.updated_at.set(now)]
+                    if drift:
+                        drift_log.append(drift)
+                        actions += [D.schema_version.set(int(current.schema_version) + 1),
+                                    D.schema_drift.set(json.dumps(drift_log[-100:]))]
+                    elif not json.loads(current.schema or "[]") and final_schema:
+                        actions.append(D.schema_version.set(max(1, int(current.schema_version))))
+                    prev = current.data_prefix
+                    cond = (D.schema == current.schema) & (
+                        (D.data_prefix == prev) if prev else D.data_prefix.does_not_exist())
+                    tx.update(current, actions=actions, condition=cond)
+                tx.update(models.connectors(region)(ws, conn.id),
+                          actions=[C.cursor.set(json.dumps(cursor)), C.status.set("HEALTHY"), C.last_error.remove(),
+                                   C.last_checked_at.set(now), C.lock_owner.remove(), C.lock_expires_at.remove(),
+                                   C.updated_at.set(now)],
+                          condition=C.lock_owner == run.id)
+                tx.update(models.sync_runs(region)(ws, run.id),
+                          actions=[R.status.set("SUCCEEDED"), R.finished_at.set(now), R.rows_read.set(rows_read),
+                                   R.rows_written.set(snap.rows_written), R.error.remove(),
+                                   R.details.set(json.dumps(details)), R.dataset_id.set(dataset_id)],
+                          condition=R.status == "RUNNING")
+            return
+        except TransactWriteError as err:
+            reasons = [r.get("Code") if isinstance(r, dict) else getattr(r, "code", None)
+                       for r in (getattr(err, "cancellation_reasons", None) or [])]
+            log.warning("sync commit conflict", extra={"sync_id": run.id, "reasons": reasons})
+            fresh = _run(region, ws, run.id)
+            if fresh is not None and fresh.status != "RUNNING":
+                raise RuntimeError("the run was finished by another attempt") from None
+            if len(reasons) >= 2 and reasons[1] == "ConditionalCheckFailed":
+                raise RuntimeError("the connector lease was lost") from None
+            if current is not None and len(reasons) >= 1 and reasons[0] == "ConditionalCheckFailed":
+                latest = models.datasets(region).get(ws, dataset_id, consistent_read=True)
+                if latest.data_prefix != current.data_prefix:
+                    raise RuntimeError("the dataset changed under this sync") from None
+                continue  # only the schema's policies changed: merge again
+            raise
+    raise RuntimeError("could not commit the sync")
+
+

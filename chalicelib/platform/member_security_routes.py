@@ -1,0 +1,52 @@
+"""Admin actions on a member's sign-in security at {base_url}/v1 (permission ``members.manage``):
+clear a lockout now, and reset the member's MFA. Both are audited in the workspace's trail."""
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core import audit
+from chalicelib.core.authz import require_workspace
+from chalicelib.core.errors import not_found
+from chalicelib.core.ids import is_id
+from chalicelib.core.tenancy import membership, region_of
+from chalicelib.core.validation import validate
+from chalicelib.core.web import Api, Ctx
+from chalicelib.identity import lockout, mfa
+
+api = Api("platform")
+
+
+def _target(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
+    require_workspace(ctx.user, workspace_id)
+    validate(ctx.json(required=False), {})  # no body fields; anything sent is refused
+    if not is_id(user_id, "usr"):
+        raise not_found("member")
+    member = membership(workspace_id, user_id)
+    if member is None:
+        raise not_found("member")
+    return member
+
+
+def _actor(ctx: Ctx) -> audit.Actor:
+    return audit.Actor("user", ctx.user.user_id, ctx.user.email)
+
+
+@api.route("/v1/workspaces/{workspace_id}/members/{user_id}/unlock", methods=["POST"], permission="members.manage")
+def unlock_member(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
+    member = _target(ctx, workspace_id, user_id)
+    was_locked = lockout.unlock(user_id)
+    audit.append(region_of(workspace_id), workspace_id, "member.unlocked", actor=_actor(ctx),
+                 target={"type": "user", "id": user_id, "email": member.email},
+                 details={"was_locked": was_locked}, caller=ctx.caller)
+    return {"user_id": user_id, "locked": False, "was_locked": was_locked}
+
+
+@api.route("/v1/workspaces/{workspace_id}/members/{user_id}/mfa/reset", methods=["POST"], permission="members.manage")
+def reset_member_mfa(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
+    member = _target(ctx, workspace_id, user_id)
+    had = mfa.methods(user_id)
+    mfa.reset(user_id)
+    audit.append(region_of(workspace_id), workspace_id, "member.mfa_reset", actor=_actor(ctx),
+                 target={"type": "user", "id": user_id, "email": member.email},
+                 details={"removed_methods": had}, caller=ctx.caller)
+    return {"user_id": user_id, "mfa_methods": mfa.methods(user_id), "removed_methods": had}
