@@ -12,13 +12,14 @@ APP_NAME = "aiplat"
 # group -> modules whose ``api`` (core.web.Api) routes the group serves
 GROUPS: dict[str, tuple[str, ...]] = {
     "identity": ("chalicelib.identity.routes", "chalicelib.identity.signin_routes",
-                 "chalicelib.identity.oauth_routes", "chalicelib.identity.account_routes"),
+                 "chalicelib.identity.oauth_routes", "chalicelib.identity.account_routes",
+                 "chalicelib.identity.webauthn_routes", "chalicelib.identity.pages_routes"),
     "platform": ("chalicelib.platform.routes", "chalicelib.platform.workspace_routes",
                  "chalicelib.platform.member_routes", "chalicelib.platform.invitation_routes",
                  "chalicelib.platform.audit_routes", "chalicelib.platform.support_routes",
-                 "chalicelib.platform.member_security_routes"),
-    "gateway": ("chalicelib.gateway.routes",),
-    "app": (),
+                 "chalicelib.platform.member_security_routes", "chalicelib.platform.sso_routes"),
+    "gateway": ("chalicelib.gateway.routes", "chalicelib.gateway.read_routes"),
+    "app": ("chalicelib.webapp.routes",),
     "workers": (),
 }
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")

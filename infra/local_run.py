@@ -144,8 +144,11 @@ class LocalPlatform:
             for name, value in {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}.items():
                 os.environ.setdefault(name, value)
         os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        # URLs name "localhost" (the servers listen on 127.0.0.1): browsers refuse an IP address as the
+        # WebAuthn relying-party ID, and the RP ID is the identity service's host.
+        url_host = "localhost" if self.host == "127.0.0.1" else self.host
         for group, var in URL_VARS.items():
-            os.environ[var] = f"http://{self.host}:{self.ports[group]}"
+            os.environ[var] = f"http://{url_host}:{self.ports[group]}"
         os.environ["MAIL_OUTBOX_DIR"] = str(self.state_dir / "outbox")
         os.environ.setdefault("STAGE", "local")
         from chalicelib.core.config import settings

@@ -79,6 +79,12 @@ TABLES: tuple[Table, ...] = (
     Table("api_tokens", GLOBAL, "id", attributes={"id": "S", "user_id": "S"},
           indexes=(Index("by_user", "user_id", "id"),), ttl="purge_at",
           purpose="records of user-created API tokens (the JWT itself is never stored)"),
+    Table("webauthn_credentials", GLOBAL, "user_id", "credential_id",
+          attributes={"user_id": "S", "credential_id": "S"},
+          indexes=(Index("by_credential", "credential_id"),),
+          purpose="passkeys and security keys: public key, sign counter (identity directory)"),
+    Table("sso_connections", GLOBAL, "domain", attributes={"domain": "S"},
+          purpose="SSO connections by e-mail domain: issuer, client id, encrypted secret, verification"),
     Table("support_staff", GLOBAL, "user_id", attributes={"user_id": "S"},
           purpose="identity directory flag: which users are provider support staff (no workspace content)"),
     # --- regional: workspace content, stored in the workspace's region only ---------------------
@@ -95,8 +101,10 @@ TABLES: tuple[Table, ...] = (
           purpose="catalog: datasets, normalised schemas, field policies, ACLs"),
     Table("sync_runs", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="connector sync runs"),
-    Table("lineage_edges", REGIONAL, "workspace_id", "edge", attributes={"workspace_id": "S", "edge": "S"},
-          purpose="lineage graph edges"),
+    Table("lineage_edges", REGIONAL, "workspace_id", "edge",
+          attributes={"workspace_id": "S", "edge": "S", "target_id": "S"},
+          indexes=(Index("by_target", "workspace_id", "target_id", local=True),),
+          purpose="lineage graph edges (range key '<source>><target>' walks downstream; by_target walks upstream)"),
     Table("invitations", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="invitations (inv_...) and one pending-address claim per e-mail (email#...)"),
     Table("support_grants", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
@@ -119,8 +127,11 @@ BUCKETS: tuple[Bucket, ...] = (
 
 KEYS: tuple[Key, ...] = (
     Key("token-keys", GLOBAL, purpose="encrypts the identity service's private signing keys"),
+    Key("directory-secrets", GLOBAL, purpose="encrypts SSO client secrets of the identity directory"),
     Key("data", REGIONAL, purpose="encrypts workspace content and connector secrets"),
     Key("backups", REGIONAL, purpose="separate key for backups"),
+    Key("field-hash", REGIONAL, spec="HMAC_256", usage="GENERATE_VERIFY_MAC",
+        purpose="derives each workspace's key for the 'hash' field policy (GenerateMac; never leaves KMS)"),
     Key("audit-signing", REGIONAL, spec="RSA_2048", usage="SIGN_VERIFY", purpose="signs audit export digests"),
 )
 

@@ -131,7 +131,8 @@ def iam_policy(group: str) -> dict[str, Any]:
                     "dynamodb:PartiQLDelete", "dynamodb:DeleteTable", "dynamodb:UpdateTable"],
          "Resource": f"arn:aws:dynamodb:*:*:table/{PREFIX}-audit_events"},
         {"Sid": "Keys", "Effect": "Allow",
-         "Action": ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:Sign", "kms:Verify", "kms:DescribeKey"],
+         "Action": ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:Sign", "kms:Verify", "kms:GenerateMac",
+                    "kms:DescribeKey"],
          "Resource": "*", "Condition": {"ForAnyValue:StringLike": {"kms:ResourceAliases": f"alias/{PREFIX}-*"}}},
         {"Sid": "Queues", "Effect": "Allow",
          "Action": ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes"]

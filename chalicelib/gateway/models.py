@@ -3,6 +3,7 @@ catalog/query side; JSON-valued attributes are documented where they are written
 from __future__ import annotations
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import AllProjection, LocalSecondaryIndex
 
 from chalicelib.core.models import BaseModel, regional
 
@@ -73,6 +74,17 @@ class SyncRunAttrs(BaseModel):
     details = UnicodeAttribute(default="{}")  # JSON {rows_deleted, rows_unchanged, schema_version, drift}
 
 
+class _ByTarget(LocalSecondaryIndex):
+    """Upstream walk: the edges pointing at a node."""
+
+    class Meta:
+        index_name = "by_target"
+        projection = AllProjection()
+
+    workspace_id = UnicodeAttribute(hash_key=True)
+    target_id = UnicodeAttribute(range_key=True)
+
+
 class LineageEdgeAttrs(BaseModel):
     """One edge ``source -> target`` (connector, dataset, saved query, chat answer, agent run)."""
 
@@ -85,6 +97,7 @@ class LineageEdgeAttrs(BaseModel):
     target_type = UnicodeAttribute()
     created_at = UnicodeAttribute()
     details = UnicodeAttribute(default="{}")
+    by_target = _ByTarget()
 
 
 def connectors(region: str) -> type[ConnectorAttrs]:

@@ -29,7 +29,8 @@ def _user(record: sessions.SessionAttrs) -> users_mod.UserAttrs:
     return user
 
 
-@api.route("/account", public=True)
+# GET /account is registered by pages_routes (signin-web): browsers asking for HTML get the security
+# settings page, every other caller this JSON summary.
 def account(ctx: Ctx) -> Any:
     record = _session(ctx)
     user = _user(record)

@@ -1,7 +1,7 @@
 """Demo sign-in material for ``make run`` (called by the local runner's seed; never by a Lambda).
 
 ``seed_signin_demo`` gives the demo user a generated password and an authenticator (TOTP) secret,
-registers the app shell as a public OAuth client (redirect ``{app_url}/callback``), and creates an
+registers the app shell's public OAuth client (``webapp.shell.ensure_app_client``), and creates an
 API token for the demo workspace. Everything is generated at run time (no secret in the repository).
 """
 from __future__ import annotations
@@ -12,9 +12,7 @@ from typing import Any
 import pyotp
 
 from chalicelib.core import clock
-from chalicelib.core.config import settings
 from chalicelib.identity import api_tokens, mfa, passwords, signin
-from chalicelib.identity.clients import register_client
 
 
 def seed_signin_demo(user_id: str, email: str, workspace_id: str) -> dict[str, Any]:
@@ -24,9 +22,9 @@ def seed_signin_demo(user_id: str, email: str, workspace_id: str) -> dict[str, A
     if not mfa.has_totp(user_id):
         secret = mfa.start_setup(user_id, email)["secret"]
         mfa.confirm_setup(user_id, pyotp.TOTP(secret).at(clock.now() - 30))  # keep the current step usable
-    client_id, _ = register_client("App shell", confidential=False,
-                                   redirect_uris=[settings().app_url + "/callback"],
-                                   grant_types=["authorization_code", "refresh_token"])
+    from chalicelib.webapp.shell import ensure_app_client
+
+    client_id = ensure_app_client()
     token, record = api_tokens.create(user_id, ["pwd", "otp", "mfa"], name="demo", workspace_id=workspace_id,
                                       expires_in_days=30)
     return {"email": email, "password": password, "totp_secret": secret, "api_token": token,

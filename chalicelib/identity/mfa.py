@@ -239,3 +239,6 @@ def reset(user_id: str) -> None:
     _rc()(f"rc#{user_id}").delete()
     for hook in RESET_HOOKS:
         hook(user_id)
+
+# signin-web's WebAuthn security keys register themselves as the "webauthn" factor (and reset hook)
+from chalicelib.identity import webauthn_creds as _webauthn_factor  # noqa: E402,F401

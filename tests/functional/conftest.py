@@ -55,7 +55,7 @@ def _wipe() -> None:
         ensure_queues(region)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def _moto() -> Iterator[None]:
     for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
         del os.environ[name]

@@ -3,9 +3,9 @@ moto's server, then the platform starts against that external endpoint, as it wo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3

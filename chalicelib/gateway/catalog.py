@@ -1,0 +1,385 @@
+"""Catalog: datasets, their normalised schemas, field policies and ACLs, as the caller may see them.
+
+Read rules (the one place they live; REST, GraphQL, lineage, policies and the query engine use them):
+
+- A dataset is readable when the caller is a workspace Admin, or when an entry of its ``acl`` matches
+  one of the caller's roles (``{"type": "role", "id": "member"}``) or the caller's user id
+  (``{"type": "user", "id": "usr_..."}``). Unreadable datasets are never listed, counted or named.
+- A field under the ``DENY`` policy does not exist for non-admin callers (not listed, not searchable by
+  name or classification, not loaded for queries). Admins see it in the schema with its policy.
+- Field policies apply to the *values* for everyone, Admins included; only ``ALLOW`` shows raw values.
+
+Datasets of a workspace are read from its region in one query and kept as a per-process snapshot for
+``CATALOG_CACHE_SECONDS`` (default 2 s); writes made through this module invalidate it at once and the
+sync side calls ``invalidate`` after it writes a dataset.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.core import audit, clock
+from chalicelib.core.audit import Actor
+from chalicelib.core.authz import Principal, Role, require
+from chalicelib.core.errors import ApiError, not_found, validation_error
+from chalicelib.core.tenancy import region_of
+from chalicelib.gateway import models
+from chalicelib.gateway.durations import format_duration, parse_duration
+
+CLASSIFICATIONS = ("PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII")
+FIELD_POLICIES = ("ALLOW", "MASK", "HASH", "REDACT", "DENY")
+FIELD_TYPES = ("STRING", "INTEGER", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE", "JSON")
+ACL_TYPES = ("role", "user", "group")  # group: reserved, matches nobody yet
+DEFAULT_PAGE = 25
+MAX_PAGE = 100
+
+
+@dataclass
+class DatasetRecord:
+    """One catalog row, normalised (upper-case enums, parsed JSON)."""
+
+    id: str
+    workspace_id: str
+    name: str
+    connector_id: str | None
+    owner: str
+    description: str
+    fields: list[dict[str, Any]]
+    acl: list[dict[str, str]]
+    data_prefix: str | None
+    row_count: int
+    schema_version: int
+    last_synced_at: str | None
+    created_at: str
+    updated_at: str
+    classification: str
+    _haystack: str = field(default="", repr=False)
+    acl_keys: frozenset[str] = field(default=frozenset(), repr=False)  # "role:<id>" / "user:<id>"
+    fresh_since: float = 0.0  # epoch seconds of last_synced_at (created_at when never synced)
+
+
+@dataclass
+class Snapshot:
+    loaded_at: float
+    datasets: dict[str, DatasetRecord]
+    ordered: list[DatasetRecord]  # by (name, id): the paging order
+    connectors: dict[str, dict[str, Any]]
+    by_name: dict[str, DatasetRecord] = field(default_factory=dict)  # lower-cased name -> record
+    _readable: dict[frozenset[str], list[DatasetRecord]] = field(default_factory=dict, repr=False)
+
+
+_cache: dict[str, Snapshot] = {}
+_lock = threading.Lock()
+
+
+def _ttl() -> float:
+    return float(os.environ.get("CATALOG_CACHE_SECONDS", "2"))
+
+
+def invalidate(workspace_id: str | None = None) -> None:
+    """Forget the snapshot of one workspace (or all): call after writing datasets or connectors."""
+    with _lock:
+        if workspace_id is None:
+            _cache.clear()
+        else:
+            _cache.pop(workspace_id, None)
+
+
+def _norm_field(raw: dict[str, Any]) -> dict[str, Any]:
+    cls = str(raw.get("classification") or "INTERNAL").upper()
+    pol = str(raw.get("policy") or "ALLOW").upper()
+    typ = str(raw.get("type") or "STRING").upper()
+    return {
+        "name": str(raw.get("name", "")),
+        "type": typ if typ in FIELD_TYPES else "STRING",
+        "nullable": bool(raw.get("nullable", True)),
+        "classification": cls if cls in CLASSIFICATIONS else "CONFIDENTIAL",  # unknown: fail towards safety
+        "policy": pol if pol in FIELD_POLICIES else "DENY",
+        "description": str(raw.get("description") or ""),
+    }
+
+
+def highest(classes: list[str], default: str = "INTERNAL") -> str:
+    if not classes:
+        return default
+    return max(classes, key=CLASSIFICATIONS.index)
+
+
+def to_record(item: models.DatasetAttrs) -> DatasetRecord:
+    fields = [_norm_field(f) for f in json.loads(item.schema or "[]") if isinstance(f, dict) and f.get("name")]
+    acl = [{"type": str(a.get("type", "")).lower(), "id": str(a.get("id", ""))}
+           for a in json.loads(item.acl or "[]")
+           if isinstance(a, dict) and str(a.get("type", "")).lower() in ACL_TYPES]
+    stored = str(item.classification or "INTERNAL").upper()
+    rec = DatasetRecord(
+        id=item.id, workspace_id=item.workspace_id, name=item.name, connector_id=item.connector_id,
+        owner=item.owner, description=item.description or "", fields=fields, acl=acl,
+        data_prefix=item.data_prefix, row_count=int(item.row_count or 0),
+        schema_version=int(item.schema_version or 0), last_synced_at=item.last_synced_at,
+        created_at=item.created_at, updated_at=item.updated_at,
+        classification=highest([f["classification"] for f in fields],
+                               stored if stored in CLASSIFICATIONS else "INTERNAL"),
+    )
+    rec.acl_keys = frozenset(f"{a['type']}:{a['id']}" for a in acl)
+    rec.fresh_since = clock.parse_iso(rec.last_synced_at or rec.created_at).timestamp()
+    return rec
+
+
+def snapshot(workspace_id: str) -> Snapshot:
+    """The workspace's catalog, from the cache when fresh enough."""
+    now = clock.now()
+    with _lock:
+        snap = _cache.get(workspace_id)
+    if snap is not None and now - snap.loaded_at < _ttl():
+        return snap
+    region = region_of(workspace_id)
+    records = [to_record(i) for i in models.datasets(region).query(workspace_id)]
+    for r in records:
+        r._haystack = " ".join([r.name, r.description] + [f["name"] for f in r.fields if f["policy"] != "DENY"]).lower()
+    from chalicelib.gateway.connectors import to_dict  # the one public shape of a connector
+
+    connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
+    records.sort(key=lambda r: (r.name, r.id))
+    snap = Snapshot(now, {r.id: r for r in records}, records, connectors, {r.name.lower(): r for r in records})
+    with _lock:
+        _cache[workspace_id] = snap
+    return snap
+
+
+# --- who may see what -------------------------------------------------------------------------------
+
+def is_admin(principal: Principal) -> bool:
+    return Role.ADMIN.value in principal.roles
+
+
+def principal_keys(principal: Principal) -> frozenset[str]:
+    """The ACL entries that match the caller: its roles and its user id."""
+    return frozenset([f"role:{r}" for r in principal.roles] + [f"user:{principal.user_id}"])
+
+
+def can_read(principal: Principal, rec: DatasetRecord) -> bool:
+    if rec.workspace_id != principal.workspace_id:
+        return False
+    return is_admin(principal) or not rec.acl_keys.isdisjoint(principal_keys(principal))
+
+
+def visible_fields(principal: Principal, rec: DatasetRecord) -> list[dict[str, Any]]:
+    """The fields that exist for the caller: DENY fields are gone for non-admins."""
+    if is_admin(principal):
+        return [dict(f) for f in rec.fields]
+    return [dict(f) for f in rec.fields if f["policy"] != "DENY"]
+
+
+def readable(principal: Principal, snap: Snapshot | None = None) -> list[DatasetRecord]:
+    """Every dataset the caller may read, in paging order (memoised per snapshot and ACL key set)."""
+    snap = snap or snapshot(principal.workspace_id)
+    keys = frozenset(["*admin*"]) if is_admin(principal) else principal_keys(principal)
+    found = snap._readable.get(keys)
+    if found is None:
+        found = [r for r in snap.ordered if can_read(principal, r)]
+        if len(snap._readable) < 256:
+            snap._readable[keys] = found
+    return found
+
+
+def readable_by_name(principal: Principal, names: set[str]) -> list[DatasetRecord]:
+    """The readable datasets among lower-cased ``names``, sorted by name."""
+    snap = snapshot(principal.workspace_id)
+    hits = [snap.by_name[n] for n in names if n in snap.by_name]
+    return sorted((r for r in hits if can_read(principal, r)), key=lambda r: r.name)
+
+
+def record(principal: Principal, dataset_id: str) -> DatasetRecord:
+    """A readable dataset by id; 404 for unknown, unreadable or another workspace's ids."""
+    rec = snapshot(principal.workspace_id).datasets.get(dataset_id) if isinstance(dataset_id, str) else None
+    if rec is None or not can_read(principal, rec):
+        raise not_found("dataset")
+    return rec
+
+
+# --- views ------------------------------------------------------------------------------------------
+
+def freshness_seconds(rec: DatasetRecord, now: float | None = None) -> float:
+    """Seconds since the last sync (since creation when never synced)."""
+    return (clock.now() if now is None else now) - rec.fresh_since
+
+
+def source_of(rec: DatasetRecord, connectors: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The dataset's connector; a derived dataset (or one whose connector was deleted) gets a
+    placeholder connector of kind ``derived`` so the non-null ``source`` holds."""
+    if rec.connector_id and rec.connector_id in connectors:
+        return connectors[rec.connector_id]
+    return {"id": rec.connector_id or f"derived:{rec.id}", "name": "(derived)" if not rec.connector_id else "(deleted)",
+            "kind": "derived", "category": "STORAGE", "status": "PAUSED", "description": "", "owner": rec.owner,
+            "health": {"last_checked_at": None, "last_error": None}, "last_sync": None,
+            "dataset": {"id": rec.id, "name": rec.name}, "config": {},
+            "created_at": rec.created_at, "updated_at": rec.updated_at}
+
+
+def view(principal: Principal, rec: DatasetRecord, snap: Snapshot | None = None,
+         now: float | None = None) -> dict[str, Any]:
+    """The ``Dataset`` shape shared by REST and GraphQL."""
+    snap = snap or snapshot(principal.workspace_id)
+    return {
+        "id": rec.id, "name": rec.name, "description": rec.description,
+        "source": source_of(rec, snap.connectors), "owner": rec.owner,
+        "freshness": format_duration(freshness_seconds(rec, now)), "last_synced_at": rec.last_synced_at,
+        "classification": rec.classification, "schema": visible_fields(principal, rec),
+        "acl": [dict(a) for a in rec.acl], "row_count": rec.row_count, "schema_version": rec.schema_version,
+        "created_at": rec.created_at, "updated_at": rec.updated_at,
+    }
+
+
+def encode_cursor(rec: DatasetRecord) -> str:
+    return base64.urlsafe_b64encode(json.dumps([rec.name, rec.id]).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, name: str = "after") -> tuple[str, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value = json.loads(raw)
+        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
+            return value[0], value[1]
+    except (ValueError, TypeError):
+        pass
+    raise validation_error([{"field": name, "message": "is not a cursor returned by this API"}])
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    text: str | None = None
+    owner: str | None = None
+    connector_id: str | None = None
+    classification: str | None = None
+    fresher_than: str | None = None
+    field_classification: str | None = None
+
+
+def _check_filters(f: SearchFilters) -> float | None:
+    errors = []
+    max_age = None
+    if f.classification is not None and f.classification.upper() not in CLASSIFICATIONS:
+        errors.append({"field": "classification", "message": "must be one of " + ", ".join(CLASSIFICATIONS)})
+    if f.field_classification is not None and f.field_classification.upper() not in CLASSIFICATIONS:
+        errors.append({"field": "field_classification", "message": "must be one of " + ", ".join(CLASSIFICATIONS)})
+    if f.fresher_than is not None:
+        try:
+            max_age = parse_duration(f.fresher_than)
+        except ValueError as err:
+            errors.append({"field": "fresher_than", "message": str(err)})
+    if f.text is not None and len(f.text) > 200:
+        errors.append({"field": "search", "message": "must have at most 200 characters"})
+    if errors:
+        raise validation_error(errors)
+    return max_age
+
+
+def search(principal: Principal, filters: SearchFilters, *, limit: int = DEFAULT_PAGE,
+           after: str | None = None) -> dict[str, Any]:
+    """Readable datasets matching every filter, ordered by name, with keyset paging.
+
+    Text matches every whitespace-separated term (case-insensitive) against the name, description and
+    the caller-visible field names. ``total_count`` counts every readable match, not just this page.
+    """
+    require(principal, "knowledge.read")
+    if not 1 <= limit <= MAX_PAGE:
+        raise validation_error([{"field": "limit", "message": f"must be between 1 and {MAX_PAGE}"}])
+    max_age = _check_filters(filters)
+    start = decode_cursor(after) if after else None
+    terms = [t for t in (filters.text or "").lower().split() if t]
+    owner = filters.owner.lower() if filters.owner else None
+    cls = filters.classification.upper() if filters.classification else None
+    fcls = filters.field_classification.upper() if filters.field_classification else None
+    snap = snapshot(principal.workspace_id)
+    now = clock.now()
+    admin = is_admin(principal)
+    matches: list[DatasetRecord] = []
+    for rec in readable(principal, snap):
+        if owner and rec.owner.lower() != owner:
+            continue
+        if filters.connector_id and rec.connector_id != filters.connector_id:
+            continue
+        if cls and rec.classification != cls:
+            continue
+        if terms and not all(t in rec._haystack for t in terms):
+            continue
+        if fcls and not any(f["classification"] == fcls and (admin or f["policy"] != "DENY") for f in rec.fields):
+            continue
+        if max_age is not None and freshness_seconds(rec, now) > max_age:
+            continue
+        matches.append(rec)
+    begin = 0
+    if start is not None:
+        begin = len(matches)
+        for i, rec in enumerate(matches):
+            if (rec.name, rec.id) > start:
+                begin = i
+                break
+    page = matches[begin:begin + limit]
+    has_more = begin + limit < len(matches)
+    return {
+        "items": [view(principal, r, snap, now) for r in page],
+        "cursors": [encode_cursor(r) for r in page],
+        "has_more": has_more,
+        "has_previous": begin > 0,
+        "next_cursor": encode_cursor(page[-1]) if page and has_more else None,
+        "total_count": len(matches),
+    }
+
+
+def get(principal: Principal, dataset_id: str) -> dict[str, Any]:
+    require(principal, "knowledge.read")
+    return view(principal, record(principal, dataset_id))
+
+
+def schema_of(principal: Principal, dataset_id: str) -> dict[str, Any]:
+    """The normalised schema: each field with its type, classification and policy."""
+    require(principal, "knowledge.read")
+    rec = record(principal, dataset_id)
+    return {"dataset_id": rec.id, "name": rec.name, "classification": rec.classification,
+            "schema_version": rec.schema_version, "fields": visible_fields(principal, rec)}
+
+
+def set_field_policy(principal: Principal, dataset_id: str, field_name: str, policy: str, *,
+                     caller: Any = None) -> dict[str, Any]:
+    """Set one field's policy (Admin only, audited as ``dataset.field_policy_set``); returns the field."""
+    require(principal, "policies.manage")
+    policy = str(policy).upper()
+    if policy not in FIELD_POLICIES:
+        raise validation_error([{"field": "policy", "message": "must be one of " + ", ".join(FIELD_POLICIES)}])
+    record(principal, dataset_id)  # 404 unless visible
+    region = region_of(principal.workspace_id)
+    cls = models.datasets(region)
+    for _ in range(5):
+        try:
+            item = cls.get(principal.workspace_id, dataset_id, consistent_read=True)
+        except cls.DoesNotExist:
+            raise not_found("dataset") from None
+        raw = json.loads(item.schema or "[]")
+        target = next((f for f in raw if isinstance(f, dict) and f.get("name") == field_name), None)
+        if target is None:
+            raise not_found("field")
+        before = str(target.get("policy") or "ALLOW").upper()
+        target["policy"] = policy
+        old_updated = item.updated_at
+        now = clock.iso()
+        try:
+            item.update(actions=[cls.schema.set(json.dumps(raw, separators=(",", ":"))), cls.updated_at.set(now)],
+                        condition=cls.updated_at == old_updated)
+        except Exception as err:  # a concurrent writer changed the row: read again and retry
+            if "ConditionalCheckFailed" in repr(getattr(err, "cause_response_code", "")) + repr(err):
+                continue
+            raise
+        break
+    else:
+        raise ApiError(409, "concurrent_update", "The dataset changed while the policy was being set; retry.")
+    invalidate(principal.workspace_id)
+    audit.append(region, principal.workspace_id, "dataset.field_policy_set",
+                 actor=Actor("user", principal.user_id, principal.email),
+                 target={"type": "dataset", "id": dataset_id, "field": field_name},
+                 details={"from": before, "to": policy}, caller=caller)
+    return _norm_field(target)

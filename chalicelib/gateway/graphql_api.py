@@ -1,0 +1,360 @@
+"""GraphQL front door: the SDL in ``schema.graphql`` wired to the same services as the REST routes.
+
+- Documents are parsed and validated once per distinct query text (LRU of ``DOC_CACHE_SIZE``); refused
+  documents are cached too, so a repeated bad query costs a dictionary lookup.
+- Beyond the standard validation, a document is refused with ``extensions.code = BAD_USER_INPUT`` and
+  ``extensions.reason`` of ``depth`` (more than ``MAX_DEPTH`` nested fields), ``aliases`` (more than
+  ``MAX_ALIASES``), ``cost`` (estimated cost above ``MAX_COST``; lists multiply their children by their
+  page size) or ``size`` (text above ``MAX_QUERY_CHARS`` or ``MAX_TOKENS`` tokens).
+- Every error carries ``extensions.code``: UNAUTHENTICATED, FORBIDDEN, BAD_USER_INPUT, NOT_FOUND,
+  CONFLICT or INTERNAL (no internal detail ever reaches the caller).
+
+graphql-core is imported only inside these functions' callers' request path, never at module load of
+the gateway routes (``read_routes`` imports this module lazily).
+"""
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLEnumType,
+    GraphQLError,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLSchema,
+    InlineFragmentNode,
+    IntValueNode,
+    OperationDefinitionNode,
+    build_schema,
+    execute,
+    parse,
+    validate,
+)
+
+from chalicelib.core.authz import Principal, require
+from chalicelib.core.errors import ApiError
+from chalicelib.core.logs import get_logger
+from chalicelib.gateway import catalog, lineage, policies
+
+log = get_logger("gateway.graphql")
+
+SDL_PATH = Path(__file__).with_name("schema.graphql")
+DOC_CACHE_SIZE = 512
+MAX_QUERY_CHARS = 20_000
+MAX_TOKENS = 2_000
+MAX_DEPTH = 12
+MAX_ALIASES = 15
+MAX_COST = 20_000
+
+# how many items a list field is assumed to hold when estimating cost
+_LIST_SIZES = {("Query", "connectors"): 50, ("Query", "policies"): 100, ("Dataset", "schema"): 20,
+               ("Dataset", "acl"): 5, ("LineageGraph", "nodes"): 200, ("LineageGraph", "edges"): 200,
+               ("Policy", "principals"): 5}
+
+_CODES = {401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT"}
+
+
+def sdl() -> str:
+    return SDL_PATH.read_text()
+
+
+class Refused(Exception):
+    """A request refused before execution: a list of GraphQL error dicts and an HTTP status."""
+
+    def __init__(self, errors: list[dict[str, Any]], status: int = 400) -> None:
+        super().__init__(errors[0]["message"] if errors else "refused")
+        self.errors = errors
+        self.status = status
+
+
+def error(message: str, code: str, **extra: Any) -> dict[str, Any]:
+    return {"message": message, "extensions": {"code": code, **extra}}
+
+
+# --- schema and resolvers --------------------------------------------------------------------------
+
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def _snake(name: str) -> str:
+    return _CAMEL.sub("_", name).lower()
+
+
+def _unwrap(t: Any) -> Any:
+    while isinstance(t, (GraphQLNonNull, GraphQLList)):
+        t = t.of_type
+    return t
+
+
+def _field_resolver(key: str, enum: bool) -> Any:
+    def resolve(source: Any, info: Any) -> Any:
+        value = source.get(key) if isinstance(source, dict) else getattr(source, key, None)
+        if enum and isinstance(value, str):
+            return value.upper()
+        return value
+
+    return resolve
+
+
+def _principal(info: Any) -> Principal:
+    return info.context["principal"]
+
+
+def _route_permission(method: str, path: str) -> str:
+    """The permission of a REST route, so GraphQL checks exactly what the REST twin checks."""
+    import chalicelib.gateway.routes  # noqa: F401  (registers gw-sync's routes and their permissions)
+    from chalicelib.core.web import ROUTE_PERMISSIONS
+
+    return ROUTE_PERMISSIONS.get(("gateway", path, method), "")
+
+
+def _connectors(_root: Any, info: Any, status: str | None = None, category: str | None = None) -> Any:
+    from chalicelib.gateway import connectors
+
+    p = _principal(info)
+    require(p, _route_permission("GET", "/v1/connectors"))
+    return connectors.list_connectors(p, status=status, category=category)
+
+
+def _datasets(_root: Any, info: Any, search: str | None = None, owner: str | None = None,
+              first: int = catalog.DEFAULT_PAGE, after: str | None = None) -> dict[str, Any]:
+    page = catalog.search(_principal(info), catalog.SearchFilters(text=search, owner=owner), limit=first, after=after)
+    edges = [{"node": n, "cursor": c} for n, c in zip(page["items"], page["cursors"], strict=True)]
+    return {"edges": edges, "total_count": page["total_count"],
+            "page_info": {"has_next_page": page["has_more"], "has_previous_page": page["has_previous"],
+                          "start_cursor": edges[0]["cursor"] if edges else None,
+                          "end_cursor": edges[-1]["cursor"] if edges else None}}
+
+
+def _dataset(_root: Any, info: Any, id: str) -> dict[str, Any] | None:  # noqa: A002
+    try:
+        return catalog.get(_principal(info), id)
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+def _lineage(_root: Any, info: Any, datasetId: str, depth: int = lineage.DEFAULT_DEPTH) -> dict[str, Any]:  # noqa: N803
+    return lineage.graph(_principal(info), datasetId, depth)
+
+
+def _policies(_root: Any, info: Any, scope: str | None = None) -> list[dict[str, Any]]:
+    return policies.list_policies(_principal(info), scope)
+
+
+def _sync_connector(_root: Any, info: Any, id: str, mode: str | None = None) -> dict[str, Any]:  # noqa: A002
+    from chalicelib.gateway import sync
+
+    p = _principal(info)
+    require(p, _route_permission("POST", "/v1/connectors/{connector_id}/sync"))
+    return sync.request_sync(p, id, mode=mode or "INCREMENTAL", idempotency_key=info.context.get("idempotency_key"),
+                             caller=info.context.get("caller"))
+
+
+def _set_field_policy(_root: Any, info: Any, datasetId: str, field: str, policy: str) -> dict[str, Any]:  # noqa: N803
+    return catalog.set_field_policy(_principal(info), datasetId, field, policy, caller=info.context.get("caller"))
+
+
+_ROOT_RESOLVERS = {
+    ("Query", "connectors"): _connectors, ("Query", "datasets"): _datasets, ("Query", "dataset"): _dataset,
+    ("Query", "lineage"): _lineage, ("Query", "policies"): _policies,
+    ("Mutation", "syncConnector"): _sync_connector, ("Mutation", "setFieldPolicy"): _set_field_policy,
+}
+
+
+@lru_cache(maxsize=1)
+def schema() -> GraphQLSchema:
+    built = build_schema(sdl())
+    for type_name, gql_type in built.type_map.items():
+        if type_name.startswith("__") or not hasattr(gql_type, "fields"):
+            continue
+        for field_name, fdef in gql_type.fields.items():
+            root = _ROOT_RESOLVERS.get((type_name, field_name))
+            fdef.resolve = root or _field_resolver(_snake(field_name), isinstance(_unwrap(fdef.type), GraphQLEnumType))
+    return built
+
+
+# --- document cache and limits ---------------------------------------------------------------------
+
+_docs: OrderedDict[str, DocumentNode | Refused] = OrderedDict()
+_docs_lock = threading.Lock()
+
+
+def _fragments(doc: DocumentNode) -> dict[str, FragmentDefinitionNode]:
+    return {d.name.value: d for d in doc.definitions if isinstance(d, FragmentDefinitionNode)}
+
+
+def _measure(doc: DocumentNode) -> tuple[int, int, int]:
+    """(max depth, alias count, estimated cost) over every operation, fragments expanded."""
+    frags = _fragments(doc)
+    s = schema()
+    aliases = sum(1 for d in doc.definitions for _ in _alias_nodes(d))
+
+    def walk(sel_set: Any, parent: Any, depth: int, mult: int, seen: frozenset[str]) -> tuple[int, int]:
+        max_depth, cost = depth, 0
+        if sel_set is None:
+            return max_depth, cost
+        for sel in sel_set.selections:
+            if isinstance(sel, FieldNode):
+                name = sel.name.value
+                fdef = getattr(parent, "fields", {}).get(name) if parent is not None else None
+                child_type = _unwrap(fdef.type) if fdef is not None else None
+                size = 1
+                if parent is not None and (parent.name, name) == ("Query", "datasets"):
+                    size = _first_arg(sel)
+                elif parent is not None:
+                    size = _LIST_SIZES.get((parent.name, name), 1)
+                if parent is not None and parent.name == "DatasetConnection" and name == "edges":
+                    size = 1  # already counted by datasets(first)
+                cost += mult
+                d, c = walk(sel.selection_set, child_type, depth + 1, mult * size, seen)
+                max_depth, cost = max(max_depth, d), cost + c
+            elif isinstance(sel, InlineFragmentNode):
+                cond = s.get_type(sel.type_condition.name.value) if sel.type_condition else parent
+                d, c = walk(sel.selection_set, cond, depth, mult, seen)
+                max_depth, cost = max(max_depth, d), cost + c
+            elif isinstance(sel, FragmentSpreadNode):
+                frag = frags.get(sel.name.value)
+                if frag is None or sel.name.value in seen:
+                    continue
+                d, c = walk(frag.selection_set, s.get_type(frag.type_condition.name.value), depth, mult,
+                            seen | {sel.name.value})
+                max_depth, cost = max(max_depth, d), cost + c
+        return max_depth, cost
+
+    max_depth, total = 0, 0
+    for op in doc.definitions:
+        if isinstance(op, OperationDefinitionNode):
+            root = s.mutation_type if op.operation.value == "mutation" else s.query_type
+            d, c = walk(op.selection_set, root, 0, 1, frozenset())
+            max_depth, total = max(max_depth, d), total + c
+    return max_depth, aliases, total
+
+
+def _first_arg(node: FieldNode) -> int:
+    for arg in node.arguments or ():
+        if arg.name.value == "first":
+            if isinstance(arg.value, IntValueNode):
+                return max(1, min(int(arg.value.value), catalog.MAX_PAGE))
+            return catalog.MAX_PAGE  # a variable: assume the maximum
+    return catalog.DEFAULT_PAGE
+
+
+def _alias_nodes(node: Any) -> Any:
+    sel_set = getattr(node, "selection_set", None)
+    if sel_set is None:
+        return
+    for sel in sel_set.selections:
+        if isinstance(sel, FieldNode) and sel.alias is not None:
+            yield sel
+        yield from _alias_nodes(sel)
+
+
+def _compile(query: str) -> DocumentNode | Refused:
+    if len(query) > MAX_QUERY_CHARS:
+        return Refused([error(f"The query exceeds {MAX_QUERY_CHARS} characters.", "BAD_USER_INPUT", reason="size")])
+    try:
+        doc = parse(query, max_tokens=MAX_TOKENS)
+    except GraphQLError as err:
+        reason = "size" if "token limit" in err.message.lower() else "syntax"
+        return Refused([_format(err, "BAD_USER_INPUT", reason=reason)])
+    problems = validate(schema(), doc)
+    if problems:
+        return Refused([_format(e, "BAD_USER_INPUT", reason="validation") for e in problems[:20]])
+    depth, aliases, cost = _measure(doc)
+    if depth > MAX_DEPTH:
+        return Refused([error(f"The query is {depth} levels deep; the maximum is {MAX_DEPTH}.", "BAD_USER_INPUT",
+                              reason="depth")])
+    if aliases > MAX_ALIASES:
+        return Refused([error(f"The query uses {aliases} aliases; the maximum is {MAX_ALIASES}.", "BAD_USER_INPUT",
+                              reason="aliases")])
+    if cost > MAX_COST:
+        return Refused([error(f"The query's estimated cost {cost} exceeds {MAX_COST}.", "BAD_USER_INPUT",
+                              reason="cost")])
+    return doc
+
+
+def document(query: str) -> DocumentNode:
+    """The parsed and validated document of ``query`` (cached), or ``Refused``."""
+    with _docs_lock:
+        hit = _docs.get(query)
+        if hit is not None:
+            _docs.move_to_end(query)
+    if hit is None:
+        hit = _compile(query)
+        with _docs_lock:
+            _docs[query] = hit
+            while len(_docs) > DOC_CACHE_SIZE:
+                _docs.popitem(last=False)
+    if isinstance(hit, Refused):
+        raise hit
+    return hit
+
+
+def clear_cache() -> None:
+    with _docs_lock:
+        _docs.clear()
+
+
+# --- execution -------------------------------------------------------------------------------------
+
+def _format(err: GraphQLError, code: str, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"message": err.message}
+    if err.locations:
+        out["locations"] = [{"line": loc.line, "column": loc.column} for loc in err.locations]
+    if err.path:
+        out["path"] = list(err.path)
+    out["extensions"] = {"code": code, **extra}
+    return out
+
+
+def _format_execution_error(err: GraphQLError) -> dict[str, Any]:
+    orig = err.original_error
+    if orig is None or isinstance(orig, GraphQLError):  # variable coercion and similar request errors
+        return _format(err, "BAD_USER_INPUT")
+    if isinstance(orig, ApiError):
+        code = _CODES.get(orig.status, "BAD_USER_INPUT" if 400 <= orig.status < 500 else "INTERNAL")
+        extra: dict[str, Any] = {"reason": orig.code}
+        if orig.errors:
+            extra["errors"] = orig.errors
+        formatted = _format(err, code, **extra)
+        formatted["message"] = orig.detail if code != "INTERNAL" else "An internal error occurred."
+        if orig.errors and code == "BAD_USER_INPUT":
+            formatted["message"] = "Invalid arguments: " + "; ".join(f"{e['field']} {e['message']}" for e in orig.errors) + "."
+        return formatted
+    log.error("graphql resolver failed", extra={"error_type": type(orig).__name__, "path": list(err.path or [])})
+    formatted = _format(err, "INTERNAL")
+    formatted["message"] = "An internal error occurred."
+    return formatted
+
+
+def run(principal: Principal, body: Any, *, caller: Any = None, idempotency_key: str | None = None) -> dict[str, Any]:
+    """Execute a GraphQL request body ``{query, variables?, operationName?}`` for the caller."""
+    if not isinstance(body, dict) or not isinstance(body.get("query"), str):
+        raise Refused([error("The body must be a JSON object with a 'query' string.", "BAD_USER_INPUT",
+                             reason="request")])
+    unknown = set(body) - {"query", "variables", "operationName", "extensions"}
+    variables = body.get("variables")
+    op_name = body.get("operationName")
+    if unknown or (variables is not None and not isinstance(variables, dict)) or (
+            op_name is not None and not isinstance(op_name, str)):
+        raise Refused([error("'variables' must be an object and 'operationName' a string; no other keys.",
+                             "BAD_USER_INPUT", reason="request")])
+    doc = document(body["query"])
+    result = execute(schema(), doc, variable_values=variables, operation_name=op_name,
+                     context_value={"principal": principal, "caller": caller, "idempotency_key": idempotency_key})
+    out: dict[str, Any] = {}
+    if result.errors:
+        out["errors"] = [_format_execution_error(e) for e in result.errors]
+    out["data"] = result.data
+    return out

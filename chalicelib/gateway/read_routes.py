@@ -1,0 +1,122 @@
+"""Gateway read routes at {gateway_url}: catalog, schema, field policy, lineage, federated query,
+policies, the OpenAPI document, and GraphQL at /graphql. Thin: every view calls a service.
+
+graphql-core and duckdb are imported inside the views that need them (cold-start budget).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from chalice import Response  # type: ignore[attr-defined]
+
+from chalicelib.core.errors import ApiError
+from chalicelib.core.tokens import bearer, verifier
+from chalicelib.core.validation import F, query_int, validate
+from chalicelib.core.web import Api, Ctx, json_response
+from chalicelib.gateway import catalog, lineage, policies
+
+api = Api("gateway")
+
+OPENAPI_PATH = Path(__file__).with_name("openapi.json")
+_SEARCH_PARAMS = {"q", "search", "owner", "connector", "classification", "fresher_than",
+                  "field_classification", "limit", "after"}
+
+
+@api.route("/v1/catalog/datasets", permission="knowledge.read")
+def search_datasets(ctx: Ctx) -> dict[str, Any]:
+    q = ctx.query
+    unknown = sorted(set(q) - _SEARCH_PARAMS)
+    if unknown:
+        raise ApiError(400, "validation_failed", f"Unknown query parameters: {', '.join(unknown)}.",
+                       errors=[{"field": u[:64], "message": "is not a known parameter"} for u in unknown])
+    filters = catalog.SearchFilters(text=q.get("q", q.get("search")), owner=q.get("owner"),
+                                    connector_id=q.get("connector"), classification=q.get("classification"),
+                                    fresher_than=q.get("fresher_than"),
+                                    field_classification=q.get("field_classification"))
+    limit = query_int(q, "limit", catalog.DEFAULT_PAGE, minimum=1, maximum=catalog.MAX_PAGE)
+    page = catalog.search(ctx.user, filters, limit=limit, after=q.get("after"))
+    return {"items": page["items"], "has_more": page["has_more"], "next_cursor": page["next_cursor"],
+            "total_count": page["total_count"]}
+
+
+@api.route("/v1/catalog/datasets/{dataset_id}", permission="knowledge.read")
+def get_dataset(ctx: Ctx, dataset_id: str) -> dict[str, Any]:
+    return catalog.get(ctx.user, dataset_id)
+
+
+@api.route("/v1/catalog/datasets/{dataset_id}/schema", permission="knowledge.read")
+def dataset_schema(ctx: Ctx, dataset_id: str) -> dict[str, Any]:
+    return catalog.schema_of(ctx.user, dataset_id)
+
+
+@api.route("/v1/catalog/datasets/{dataset_id}/fields/{field}/policy", ["PUT"], permission="policies.manage")
+def put_field_policy(ctx: Ctx, dataset_id: str, field: str) -> dict[str, Any]:
+    body = validate(ctx.json(), {"policy": F(str, required=True, enum=catalog.FIELD_POLICIES)})
+    return catalog.set_field_policy(ctx.user, dataset_id, field, body["policy"], caller=ctx.caller)
+
+
+@api.route("/v1/lineage/{dataset_id}", permission="knowledge.read")
+def get_lineage(ctx: Ctx, dataset_id: str) -> dict[str, Any]:
+    depth = query_int(ctx.query, "depth", lineage.DEFAULT_DEPTH, minimum=1, maximum=lineage.MAX_DEPTH)
+    return lineage.graph(ctx.user, dataset_id, depth)
+
+
+@api.route("/v1/query", ["POST"], permission="knowledge.read")
+def federated_query(ctx: Ctx) -> dict[str, Any]:
+    from chalicelib.gateway import query
+
+    body = validate(ctx.json(), {"sql": F(str, required=True, min_len=1, max_len=query.MAX_SQL_CHARS),
+                                 "limit": F(int, minimum=1, maximum=query.MAX_ROWS),
+                                 "answer": F(dict)})
+    return query.run(ctx.user, body["sql"], limit=body.get("limit"), answer=body.get("answer"))
+
+
+@api.route("/v1/policies", permission="policies.read")
+def list_policies(ctx: Ctx) -> dict[str, Any]:
+    return {"policies": policies.list_policies(ctx.user, ctx.query.get("scope"))}
+
+
+@api.route("/v1/openapi.json", public=True)
+def openapi(ctx: Ctx) -> Response:
+    return json_response(json.loads(OPENAPI_PATH.read_text()), headers={"Cache-Control": "public, max-age=300"})
+
+
+def _sdl_response() -> Response:
+    from chalicelib.gateway.graphql_api import sdl
+
+    return Response(body=sdl(), status_code=200, headers={"Content-Type": "text/plain; charset=utf-8"})
+
+
+@api.route("/graphql/schema", public=True)
+def graphql_schema(ctx: Ctx) -> Response:
+    return _sdl_response()
+
+
+@api.route("/graphql", ["GET"], public=True)
+def graphql_get(ctx: Ctx) -> Response:
+    if "sdl" in ctx.query:
+        return _sdl_response()
+    raise ApiError(405, "method_not_allowed", "Send GraphQL operations with POST; GET /graphql?sdl returns the schema.",
+                   headers={"Allow": "POST"})
+
+
+@api.route("/graphql", ["POST"], public=True)
+def graphql_post(ctx: Ctx) -> Response:
+    """Authenticates inside, so that every failure has the GraphQL error shape."""
+    from chalicelib.gateway import graphql_api as gql
+
+    try:
+        principal = verifier().principal(bearer(ctx.header("authorization")))
+    except ApiError as err:
+        return json_response({"errors": [gql.error(err.detail, "UNAUTHENTICATED")]}, 401,
+                             headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    try:
+        body = ctx.json()
+        result = gql.run(principal, body, caller=ctx.caller, idempotency_key=ctx.header("idempotency-key"))
+    except gql.Refused as refused:
+        return json_response({"errors": refused.errors}, refused.status)
+    except ApiError as err:  # malformed JSON, body too large
+        return json_response({"errors": [gql.error(err.detail, "BAD_USER_INPUT", reason=err.code)]}, err.status)
+    return json_response(result, 200)
