@@ -76,6 +76,8 @@ def render() -> str:
             if b.expire_days:
                 cfg = {"Rules": [{"ID": "rotation", "Status": "Enabled", "Filter": {"Prefix": ""}, "Expiration": {"Days": b.expire_days}}]}
                 lines.append(f"ok {aws} s3api put-bucket-lifecycle-configuration --bucket {name} --lifecycle-configuration {_q(cfg)}")
+        # workspace mail (invitations) is sent from the workspace's own region
+        lines.append(f"ok {aws} ses verify-email-identity --email-address no-reply@aiplatform.dev")
         lines.append("")
     lines.append(f"ok awslocal --region {GLOBAL_REGION} ses verify-email-identity --email-address no-reply@aiplatform.dev")
     lines.append('echo "aiplat resources ready"')

@@ -45,6 +45,9 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "policies.read": _AM,
     "policies.manage": _A,  # field policies
     "sso.manage": _A,
+    # user-level actions, not bound to the token's workspace: any verified token, even one without a role
+    # (Principal.can answers True before looking at roles); see AUTHENTICATED above
+    AUTHENTICATED: _ALL,
 }
 
 

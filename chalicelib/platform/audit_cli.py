@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 from chalicelib.core.errors import ApiError
@@ -24,6 +25,18 @@ def main(argv: list[str] | None = None) -> int:
     p_live = sub.add_parser("verify-live", help="verify a workspace's live audit chain")
     p_live.add_argument("workspace_id")
     args = parser.parse_args(argv)
+    # stdout carries only the report (pipe it to jq); structured logs go to stderr while the command runs
+    handlers = [h for h in logging.getLogger("aiplat").handlers if isinstance(h, logging.StreamHandler)]
+    previous = [(h, h.setStream(sys.stderr)) for h in handlers]
+    try:
+        return _run(args)
+    finally:
+        for handler, stream in previous:
+            if stream is not None:
+                handler.setStream(stream)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         if args.command == "verify-export":
             report = audit_export.verify_export(args.uri)

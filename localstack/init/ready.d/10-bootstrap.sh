@@ -66,6 +66,7 @@ ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-backups-us-ea
 ok awslocal --region us-east-1 s3api put-bucket-lifecycle-configuration --bucket aiplat-backups-us-east-1 --lifecycle-configuration '{"Rules":[{"ID":"rotation","Status":"Enabled","Filter":{"Prefix":""},"Expiration":{"Days":35}}]}'
 ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-audit-archive-us-east-1 --object-lock-enabled-for-bucket
 ok awslocal --region us-east-1 s3api put-object-lock-configuration --bucket aiplat-audit-archive-us-east-1 --object-lock-configuration '{"ObjectLockEnabled":"Enabled","Rule":{"DefaultRetention":{"Mode":"COMPLIANCE","Days":2557}}}'
+ok awslocal --region us-east-1 ses verify-email-identity --email-address no-reply@aiplatform.dev
 
 # --- eu-central-1
 if ! awslocal --region eu-central-1 kms describe-key --key-id alias/aiplat-data >/dev/null 2>&1; then
@@ -106,6 +107,7 @@ ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-backups-eu
 ok awslocal --region eu-central-1 s3api put-bucket-lifecycle-configuration --bucket aiplat-backups-eu-central-1 --lifecycle-configuration '{"Rules":[{"ID":"rotation","Status":"Enabled","Filter":{"Prefix":""},"Expiration":{"Days":35}}]}'
 ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-audit-archive-eu-central-1 --create-bucket-configuration LocationConstraint=eu-central-1 --object-lock-enabled-for-bucket
 ok awslocal --region eu-central-1 s3api put-object-lock-configuration --bucket aiplat-audit-archive-eu-central-1 --object-lock-configuration '{"ObjectLockEnabled":"Enabled","Rule":{"DefaultRetention":{"Mode":"COMPLIANCE","Days":2557}}}'
+ok awslocal --region eu-central-1 ses verify-email-identity --email-address no-reply@aiplatform.dev
 
 ok awslocal --region us-east-1 ses verify-email-identity --email-address no-reply@aiplatform.dev
 echo "aiplat resources ready"

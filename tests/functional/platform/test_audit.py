@@ -19,6 +19,11 @@ def client() -> Client:
     return Client(create_app("platform"))
 
 
+def _report(out: str) -> dict:
+    """The CLI's (indented) JSON report; structured log lines may share stdout."""
+    return json.loads(out[out.rindex("{\n"):])
+
+
 def _fill(t: Tenant, n: int) -> None:
     for i in range(n):
         audit.append(t.region, t.workspace_id, "test.even" if i % 2 == 0 else "test.odd",
@@ -118,7 +123,7 @@ def test_export_then_verify_and_tampering_fails(tenant: Tenant, client: Client, 
     assert ev["correlation_id"] == "corr-export-01" and ev["target"]["id"] == exp["id"]
     # verifier command: export and live chain pass
     assert audit_cli.main(["verify-export", exp["uri"]]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = _report(capsys.readouterr().out)
     assert report["ok"] and report["count"] == 13
     assert audit_cli.main(["verify-live", tenant.workspace_id]) == 0
     capsys.readouterr()
@@ -128,7 +133,7 @@ def test_export_then_verify_and_tampering_fails(tenant: Tenant, client: Client, 
     body = "\n".join(audit.canonical(e) for e in tampered) + "\n"
     s3.put_object(Bucket=exp["bucket"], Key=exp["events_key"], Body=body.encode())
     assert audit_cli.main(["verify-export", exp["uri"]]) == 1
-    report = json.loads(capsys.readouterr().out)
+    report = _report(capsys.readouterr().out)
     assert not report["ok"] and any("SHA-256" in p for p in report["problems"])
     assert any("changed" in p for p in report["problems"])
     # 2. a forger re-hashes the chain and rewrites the digest, but cannot sign it with the KMS key

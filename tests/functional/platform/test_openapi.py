@@ -6,6 +6,7 @@ import json
 
 from chalice.test import Client
 
+from chalicelib.core.config import settings
 from chalicelib.core.web import ROUTE_PERMISSIONS
 from chalicelib.groups import create_app
 
@@ -13,6 +14,9 @@ METHODS = {"get", "post", "put", "patch", "delete"}
 
 
 def _served() -> dict:
+    # compute settings outside the request: Chalice's test client applies .chalice/config.json's environment
+    # (RESOURCE_PREFIX=aiplat) while it serves a request, and settings are cached on first use
+    settings()
     with Client(create_app("platform")) as client:
         r = client.http.get("/v1/openapi.json")
     assert r.status_code == 200 and r.headers["Content-Type"] == "application/json"

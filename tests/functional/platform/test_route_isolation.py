@@ -25,8 +25,8 @@ IDS = [f"{r.method} {r.template}" for r in ROUTES]
 
 @pytest.fixture(scope="module")
 def s(_moto: None) -> Iterator[scenario.Scenario]:
+    reset_process_state()  # first: settings cached inside a Chalice test request carry .chalice/config.json's env
     _wipe()
-    reset_process_state()
     signing.ensure_key()
     yield scenario.build()
     reset_process_state()
