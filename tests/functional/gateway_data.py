@@ -14,8 +14,10 @@ from chalice.test import Client
 
 from chalicelib.core import aws, clock
 from chalicelib.core.ids import new_id
+from chalicelib.core.tenancy import memberships, region_of
 from chalicelib.gateway import catalog, lineage, models
 from chalicelib.groups import create_app
+from chalicelib.identity import users
 from chalicelib.identity.signing import issue_access_token
 from tests.functional.conftest import Tenant, bearer
 
@@ -84,11 +86,13 @@ class Caller:
 
 
 def token_for(workspace_id: str, role: str, email: str | None = None) -> Caller:
-    user_id = new_id("usr")
-    email = email or f"{role}-{user_id[-6:].lower()}@example.com"
-    token, _ = issue_access_token(user_id=user_id, email=email, workspace_id=workspace_id, roles=[role],
+    """A token of a new user who really is ``role`` in the workspace (routes act with the live role)."""
+    email = email or f"{role}-{new_id('usr')[-8:].lower()}@example.com"
+    user = users.find_by_email(email) or users.create_user(email, email_verified=True)
+    memberships(region_of(workspace_id))(workspace_id, user.id, role=role, email=email, joined_at=clock.iso()).save()
+    token, _ = issue_access_token(user_id=user.id, email=email, workspace_id=workspace_id, roles=[role],
                                   amr=["pwd", "mfa"])
-    return Caller(user_id, email, token)
+    return Caller(user.id, email, token)
 
 
 CUSTOMER_FIELDS = [

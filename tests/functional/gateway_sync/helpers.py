@@ -7,19 +7,28 @@ from typing import Any
 
 from chalice.test import Client
 
-from chalicelib.core import aws
+from chalicelib.core import aws, clock
+from chalicelib.core.ids import new_id
+from chalicelib.core.tenancy import memberships
 from chalicelib.gateway import models, storage
 from chalicelib.gateway.sync_worker import handle
 from chalicelib.groups import create_app
+from chalicelib.identity import users
 from chalicelib.identity.signing import issue_access_token
 from tests.functional.conftest import Tenant, bearer
 
 QUEUE = "sync-jobs"
 
 
-def token_for(tenant: Tenant, role: str, user_id: str | None = None) -> str:
-    token, _ = issue_access_token(user_id=user_id or tenant.user_id, email=tenant.email,
-                                  workspace_id=tenant.workspace_id, roles=[role], amr=["pwd", "otp", "mfa"])
+def token_for(tenant: Tenant, role: str) -> str:
+    """A token of a user who really is ``role`` in the tenant's workspace (routes act with the live role)."""
+    if role == "admin":
+        return tenant.token
+    email = f"{role}-{new_id('usr')[-8:].lower()}@example.com"
+    user = users.create_user(email, email_verified=True)
+    memberships(tenant.region)(tenant.workspace_id, user.id, role=role, email=email, joined_at=clock.iso()).save()
+    token, _ = issue_access_token(user_id=user.id, email=email, workspace_id=tenant.workspace_id, roles=[role],
+                                  amr=["pwd", "otp", "mfa"])
     return token
 
 
