@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 import sys
 
@@ -9,6 +10,7 @@ import bench
 
 
 def main() -> None:
+    logging.getLogger("aiplat-svc").setLevel(logging.WARNING)  # no access-log lines between the tables
     only = sys.argv[1:]
     for mod in sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_")):
         if only and not any(o in mod for o in only):

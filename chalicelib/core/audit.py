@@ -13,8 +13,9 @@ import hashlib
 import json
 import random
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError

@@ -1,11 +1,20 @@
 """The one permission map (spec "Roles"), checked in one place. Deny by default."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from chalicelib.core.errors import forbidden, not_found
+
+# RFC 8176 methods that count as a second factor (or a passkey with user verification).
+MFA_AMR = frozenset({"mfa", "otp", "hwk", "swk"})
+
+
+def mfa_used(amr: Iterable[str]) -> bool:
+    """True when the authentication methods include a second factor or a passkey."""
+    return bool(MFA_AMR.intersection(amr))
 
 
 class Role(str, Enum):

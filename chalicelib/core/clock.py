@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 _offset = 0.0
 
@@ -13,7 +13,7 @@ def now() -> float:
 
 
 def utcnow() -> datetime:
-    return datetime.fromtimestamp(now(), tz=timezone.utc)
+    return datetime.fromtimestamp(now(), tz=UTC)
 
 
 def advance(seconds: float) -> None:
@@ -29,8 +29,8 @@ def reset() -> None:
 
 def iso(ts: float | datetime | None = None) -> str:
     """RFC 3339 UTC with millisecond precision and ``Z``."""
-    dt = ts if isinstance(ts, datetime) else datetime.fromtimestamp(now() if ts is None else ts, tz=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    dt = ts if isinstance(ts, datetime) else datetime.fromtimestamp(now() if ts is None else ts, tz=UTC)
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
 def parse_iso(value: str) -> datetime:
@@ -38,6 +38,6 @@ def parse_iso(value: str) -> datetime:
     if not isinstance(value, str) or "T" not in value:
         raise ValueError("not an ISO 8601 date-time")
     dt = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    if dt.tzinfo is None or dt.utcoffset() != timezone.utc.utcoffset(None):
+    if dt.tzinfo is None or dt.utcoffset() != UTC.utcoffset(None):
         raise ValueError("timestamp must be in UTC (end with Z)")
     return dt

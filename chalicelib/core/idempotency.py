@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, PutError

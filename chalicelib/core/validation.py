@@ -6,8 +6,9 @@ fields, missing required ones, wrong types, values outside an enum or out of bou
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from chalicelib.core.errors import ApiError, validation_error
 

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 from urllib.parse import parse_qs
 
 from chalice import Chalice, Response
 
 from chalicelib.core import correlation
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
-from chalicelib.core.tenancy import live_principal
 from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.logs import get_logger
+from chalicelib.core.tenancy import live_principal
 from chalicelib.core.tokens import bearer, verifier
 
 log = get_logger("web")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from chalicelib.core.authz import mfa_used
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.tenancy import get_workspace, roles_for
@@ -61,12 +62,6 @@ def exchange(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str,
     return token_response(token, new_claims, issued_token_type=ACCESS_TOKEN_TYPE)
 
 
-MFA_AMR = frozenset({"mfa", "otp", "hwk", "swk"})
-
-
-def mfa_used(amr: list[str]) -> bool:
-    """True when the authentication methods include a second factor or a passkey (RFC 8176)."""
-    return bool(MFA_AMR.intersection(amr))
 
 
 GRANTS: dict[str, Callable[[dict[str, str], OAuthClientAttrs | None], dict[str, Any]]] = {

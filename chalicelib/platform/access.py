@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from chalicelib.core.authz import Principal, require, require_workspace
+from chalicelib.core.authz import mfa_used as authz_mfa_used
 from chalicelib.core.errors import ApiError, not_found
 from chalicelib.core.tenancy import MembershipAttrs, membership
-
-MFA_AMR = frozenset({"mfa", "otp", "hwk", "swk"})
 
 
 def authorize(principal: Principal, workspace_id: str, permission: str) -> MembershipAttrs:
@@ -33,4 +32,4 @@ def require_user_token(principal: Principal) -> None:
 
 
 def mfa_used(principal: Principal) -> bool:
-    return bool(MFA_AMR.intersection(principal.amr))
+    return authz_mfa_used(principal.amr)

@@ -5,8 +5,9 @@ Workers must not import graphql or duckdb at module level.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from chalicelib.core.logs import get_logger
 

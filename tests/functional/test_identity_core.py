@@ -9,9 +9,11 @@ from urllib.parse import urlencode
 import jwt as pyjwt
 import pytest
 from chalice.test import Client
+from jose import jwt
 
 from chalicelib.core import clock, tokens
 from chalicelib.core.config import settings
+from chalicelib.core.errors import ApiError
 from chalicelib.core.models import global_model
 from chalicelib.groups import create_app
 from chalicelib.identity import signing
@@ -192,26 +194,33 @@ class TestKeyRotation:
         assert tokens.verifier().claims(new_token)["sub"] == tenant.user_id
 
     def test_retired_key_tokens_refused(self, tenant: Tenant) -> None:
-        old_kid = pyjwt.get_unverified_header(tenant.token)["kid"]
-        # a long-lived token signed by the old key, still unexpired when the key retires
-        long_token, _ = signing.issue_access_token(user_id=tenant.user_id, email=tenant.email,
-                                                   workspace_id=tenant.workspace_id, roles=["admin"], amr=["pwd"],
-                                                   ttl=settings().max_api_token_ttl)
+        """A token of a retired key is refused for the key, even if its own exp were still in the future
+        (no issued token can outlive its key's retirement, so one is forged with the old private key)."""
+        old_kid, old_key = signing.signer().current()
+        far = int(clock.now()) + 10 * settings().max_api_token_ttl
+        forged = jwt.encode({**tenant.claims, "exp": far, "jti": "tok_far"}, old_key, algorithm="RS256",
+                            headers={"kid": old_kid})
         signing.rotate()
+        tokens.verifier().clear()
+        assert tokens.verifier().claims(forged)["jti"] == "tok_far"  # retiring: still published
         clock.advance(settings().max_api_token_ttl + 120)
         assert old_kid in signing.retire_expired()
         tokens.verifier().clear()
-        with pytest.raises(Exception) as err:
-            tokens.verifier().claims(long_token)
-        assert getattr(err.value, "status", None) == 401
+        with pytest.raises(ApiError) as err:
+            tokens.verifier().claims(forged)
+        assert err.value.status == 401 and "not signed by a key of this issuer" in err.value.detail
         with _identity() as c:
             kids = {k["kid"] for k in json.loads(c.http.get("/.well-known/jwks.json").body)["keys"]}
         assert old_kid not in kids
 
-    def test_cached_token_of_retiring_key_refused_after_retirement_without_job(self, tenant: Tenant) -> None:
-        tokens.verifier().claims(tenant.token)
+    def test_retiring_key_unpublished_at_retire_time_even_without_the_job(self, tenant: Tenant) -> None:
+        old_kid, old_key = signing.signer().current()
+        far = int(clock.now()) + 10 * settings().max_api_token_ttl
+        forged = jwt.encode({**tenant.claims, "exp": far, "jti": "tok_far2"}, old_key, algorithm="RS256",
+                            headers={"kid": old_kid})
         signing.rotate()
-        clock.advance(settings().max_api_token_ttl + 120)
+        clock.advance(settings().max_api_token_ttl + 120)  # retire_at passed; the hourly job has not run
         tokens.verifier().keyring.invalidate()
-        with pytest.raises(Exception):
-            tokens.verifier().claims(tenant.token)
+        with pytest.raises(ApiError) as err:
+            tokens.verifier().claims(forged)
+        assert "not signed by a key of this issuer" in err.value.detail
