@@ -16,12 +16,12 @@ from pynamodb.exceptions import DoesNotExist
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from chalicelib.core import clock
+from chalicelib.core.authz import mfa_used
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, not_found
 from chalicelib.core.models import BaseModel, global_model
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.identity import users as users_mod
-from chalicelib.identity.oauth import mfa_used
 from chalicelib.identity.provider import roles_for_safe
 from chalicelib.identity.revocation import revoke_jti
 from chalicelib.identity.signing import issue_access_token

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from chalice import Blueprint, Response  # type: ignore[attr-defined]
+from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
@@ -16,8 +16,7 @@ from chalicelib.identity.reset import RESET_PATH
 from chalicelib.identity.signin_routing import discover
 from chalicelib.identity.users import get_user
 
-bp = Blueprint(__name__)
-api = Api(bp, "identity")
+api = Api("identity")
 
 START_FIELDS = {"email": F(str, required=True, max_len=254, check=email), "return_to": F(str, max_len=2048)}
 

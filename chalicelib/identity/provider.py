@@ -15,7 +15,7 @@ Decisions (documented in docs/readme/signin-core.md):
   ``REFRESH_FAMILY_TTL_SECONDS`` (30 days) from the sign-in. Reusing an already-rotated refresh token
   revokes the family: every refresh token and every access token issued in it.
 * Every issue re-reads the user's roles in the workspace and refuses a workspace with ``enforce_mfa``
-  unless the sign-in's ``amr`` shows MFA (``oauth.mfa_used``).
+  unless the sign-in's ``amr`` shows MFA (``core.authz.mfa_used``).
 * ``client_credentials``: confidential clients bound by registration to one workspace; the token's
   ``sub`` is the client id (a service principal), ``roles`` are the registered ones, ``amr`` is empty,
   ``token_use="service"``, ``client_id`` is set, no refresh token.
@@ -33,6 +33,7 @@ from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttrib
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock
+from chalicelib.core.authz import mfa_used
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
@@ -41,7 +42,7 @@ from chalicelib.core.tenancy import get_workspace, roles_for, workspaces_of
 from chalicelib.core.tokens import verifier
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.clients import OAuthClientAttrs, get_client
-from chalicelib.identity.oauth import mfa_used, oauth_error, token_response
+from chalicelib.identity.oauth import oauth_error, token_response
 from chalicelib.identity.opaque import digest, new_secret, same
 from chalicelib.identity.revocation import revoke_jti
 from chalicelib.identity.sessions import SessionAttrs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint, Response  # type: ignore[attr-defined]
+from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.errors import ApiError
 from chalicelib.core.validation import F, validate
@@ -14,8 +14,7 @@ from chalicelib.identity import webauthn_creds as wa
 from chalicelib.identity.redirects import safe_return_to
 from chalicelib.identity.users import get_user
 
-bp = Blueprint(__name__)
-api = Api(bp, "identity")
+api = Api("identity")
 
 REGISTER_FIELDS = {"challenge_id": F(str, required=True, max_len=256),
                    "credential": F(dict, required=True), "name": F(str, max_len=64)}

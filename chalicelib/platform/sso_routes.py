@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint, Response  # type: ignore[attr-defined]
+from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core import audit
 from chalicelib.core.authz import require_workspace
@@ -17,8 +17,7 @@ from chalicelib.core.validation import F, validate
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.identity import sso_config
 
-bp = Blueprint(__name__)
-api = Api(bp, "platform")
+api = Api("platform")
 
 BASE = "/v1/workspaces/{workspace_id}/sso/connections"
 

@@ -17,7 +17,7 @@ from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.core import audit, clock
-from chalicelib.core.authz import Role
+from chalicelib.core.authz import Role, mfa_used
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, validation_error
 from chalicelib.core.ids import new_id
@@ -220,8 +220,6 @@ def validate_patch(body: Any) -> dict[str, Any]:
 def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, amr: tuple[str, ...],
                      verified_email_domain: str | None, caller: Any = None) -> WorkspaceAttrs:
     """Apply a validated PATCH; audited (``workspace.updated``, ``workspace.replication_changed``)."""
-    from chalicelib.platform.access import MFA_AMR
-
     ws = workspaces().get(ws_id, consistent_read=True)
     region = ws.region
     old_settings_raw = ws.settings
@@ -233,7 +231,7 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
         actions.append(WorkspaceAttrs.name.set(name))
         changes["name"] = {"from": ws.name, "to": name}
     if "enforce_mfa" in body and body["enforce_mfa"] != bool(ws.enforce_mfa):
-        if body["enforce_mfa"] and not MFA_AMR.intersection(amr):
+        if body["enforce_mfa"] and not mfa_used(amr):
             raise ApiError(403, "mfa_required", "Sign in with a second factor before enforcing MFA for the "
                                                 "workspace, so that you keep access to it.")
         actions.append(WorkspaceAttrs.enforce_mfa.set(body["enforce_mfa"]))

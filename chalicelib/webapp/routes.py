@@ -6,7 +6,7 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import urlencode
 
-from chalice import Blueprint, Response  # type: ignore[attr-defined]
+from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.config import settings
 from chalicelib.core.web import Api, Ctx
@@ -14,8 +14,7 @@ from chalicelib.identity import http_client
 from chalicelib.identity.pages import HTML_HEADERS, render, static_file
 from chalicelib.webapp import shell
 
-bp = Blueprint(__name__)
-api = Api(bp, "app")
+api = Api("app")
 
 
 def _cookie(ctx: Ctx, name: str) -> str | None:
