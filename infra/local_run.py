@@ -224,8 +224,9 @@ def main() -> None:
             print(f"  {key:<13} {demo[key]}")
     print(f"  api_token     {str(demo.get('api_token', ''))[:24]}... (full value in run.json)")
     print(f"\nE-mail outbox (sign-in codes, reset links, invitations): {info['outbox']}")
-    print(f"Try: curl -s -H \"Authorization: Bearer $(jq -r .demo.api_token {platform.state_dir}/run.json)\" "
-          f"{info['urls']['platform']}/me\n\nCtrl-C stops everything.", flush=True)
+    token_cmd = f"python3 -c 'import json; print(json.load(open(\"{platform.state_dir}/run.json\"))[\"demo\"][\"api_token\"])'"
+    print(f"Try: curl -s -H \"Authorization: Bearer $({token_cmd})\" {info['urls']['platform']}/me"
+          "\n\nCtrl-C stops everything.", flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
