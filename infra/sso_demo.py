@@ -60,6 +60,26 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def start_peer(port: int, env: dict[str, str]) -> subprocess.Popen[bytes] | None:
+    """Start npm's oidc-provider (``PEER_DIR/server.mjs``) on 127.0.0.1:``port``; None if it fails to start.
+
+    ``env`` carries the peer's settings (ACCOUNT, CLIENTS, optionally JWKS). Its output is drained."""
+    proc = subprocess.Popen(["node", "server.mjs"], cwd=PEER_DIR, env={**os.environ, "PORT": str(port), **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        line = stdout.readline().decode()
+        if "ready" in line:
+            threading.Thread(target=lambda: [None for _ in stdout], name="oidc-peer-log", daemon=True).start()
+            return proc
+        if not line and proc.poll() is not None:
+            return None
+    proc.kill()
+    return None
+
+
 def start_sso_demo(workspace_id: str, admin_user_id: str, port: int | None = None) -> SsoDemo | None:
     """Start the provider and connect ``sso-demo.example`` to the workspace; None when Node is missing."""
     if not available():
@@ -67,24 +87,10 @@ def start_sso_demo(workspace_id: str, admin_user_id: str, port: int | None = Non
     port = port or _free_port()
     secret = secrets.token_urlsafe(24)
     account = {"sub": "demo-alice", "email": DEMO_EMAIL, "email_verified": True, "name": "Alice Demo"}
-    env = {**os.environ, "PORT": str(port), "ACCOUNT": json.dumps(account),
-           "CLIENTS": json.dumps([{"client_id": "aiplat-demo", "client_secret": secret,
-                                   "redirect_uris": [settings().auth_url + "/sso/callback"]}])}
-    proc = subprocess.Popen(["node", "server.mjs"], cwd=PEER_DIR, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 20
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline().decode()
-        if "ready" in line:
-            break
-        if not line and proc.poll() is not None:
-            return None
-    else:
-        proc.kill()
+    proc = start_peer(port, {"ACCOUNT": json.dumps(account), "CLIENTS": json.dumps([{
+        "client_id": "aiplat-demo", "client_secret": secret, "redirect_uris": [settings().auth_url + "/sso/callback"]}])})
+    if proc is None:
         return None
-    stdout = proc.stdout
-    threading.Thread(target=lambda: [None for _ in stdout], name="sso-demo-log", daemon=True).start()
     issuer = f"http://127.0.0.1:{port}"
     existing = sso_config.get(DEMO_DOMAIN)
     if existing is not None:

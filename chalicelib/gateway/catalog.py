@@ -15,14 +15,13 @@ sync side calls ``invalidate`` after it writes a dataset.
 """
 from __future__ import annotations
 
-import base64
 import json
 import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, paging
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal, Role, require
 from chalicelib.core.errors import ApiError, not_found, validation_error
@@ -235,18 +234,14 @@ def view(principal: Principal, rec: DatasetRecord, snap: Snapshot | None = None,
 
 
 def encode_cursor(rec: DatasetRecord) -> str:
-    return base64.urlsafe_b64encode(json.dumps([rec.name, rec.id]).encode()).decode().rstrip("=")
+    return paging.encode("datasets", [rec.name, rec.id])
 
 
-def decode_cursor(cursor: str, name: str = "after") -> tuple[str, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        value = json.loads(raw)
-        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
-            return value[0], value[1]
-    except (ValueError, TypeError):
-        pass
-    raise validation_error([{"field": name, "message": "is not a cursor returned by this API"}])
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    value = paging.decode("datasets", cursor, list)
+    if len(value) != 2 or not all(isinstance(v, str) for v in value):
+        raise validation_error([{"field": "after", "message": "is not a cursor of this list"}])
+    return value[0], value[1]
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, paging
 from chalicelib.core.errors import validation_error
-from chalicelib.platform import paging
 
 PARAMS = ("from", "to", "action", "actor", "limit", "after")
 DEFAULT_LIMIT = 100

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.core import paging
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import F, validate
 from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.platform import audit_export, audit_query, paging
+from chalicelib.platform import audit_export, audit_query
 from chalicelib.platform.access import authorize
 from chalicelib.platform.workspace_routes import actor_of
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import idempotency
+from chalicelib.core import idempotency, paging
 from chalicelib.core.authz import AUTHENTICATED
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.platform import invitations, paging
+from chalicelib.platform import invitations
 from chalicelib.platform.access import authorize, require_user_token
 from chalicelib.platform.workspace_routes import actor_of, replayed_header
 

@@ -14,7 +14,7 @@ from typing import Any
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.core import audit, clock, mail
+from chalicelib.core import audit, clock, mail, paging
 from chalicelib.core.authz import ROLE_VALUES, Principal
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, conflict, not_found
@@ -23,7 +23,7 @@ from chalicelib.core.models import connection
 from chalicelib.core.tenancy import get_workspace, membership, region_of
 from chalicelib.core.validation import F, email
 from chalicelib.identity import users
-from chalicelib.platform import members, paging
+from chalicelib.platform import members
 from chalicelib.platform.models import (
     EMAIL_CLAIM_PREFIX,
     INVITATION_PREFIX,

@@ -5,9 +5,10 @@ from typing import Any
 
 from chalice import Response
 
+from chalicelib.core import paging
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx
-from chalicelib.platform import members, paging
+from chalicelib.platform import members
 from chalicelib.platform.access import authorize
 from chalicelib.platform.workspace_routes import actor_of
 

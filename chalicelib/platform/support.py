@@ -16,7 +16,7 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, paging
 from chalicelib.core.authz import Principal
 from chalicelib.core.errors import ApiError, conflict, not_found
 from chalicelib.core.ids import new_id
@@ -24,7 +24,7 @@ from chalicelib.core.regions import OPEN_REGIONS
 from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
 from chalicelib.core.validation import F, email
 from chalicelib.identity import users
-from chalicelib.platform import durations, paging
+from chalicelib.platform import durations
 from chalicelib.platform.access import mfa_used, require_user_token
 from chalicelib.platform.models import SupportGrantAttrs, support_grants, support_staff
 

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.core import paging
 from chalicelib.core.authz import AUTHENTICATED
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.platform import audit_query, paging, support
+from chalicelib.platform import audit_query, support
 from chalicelib.platform.access import authorize
 from chalicelib.platform.workspace_routes import actor_of
 from chalicelib.platform.workspaces import to_public

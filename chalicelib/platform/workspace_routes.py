@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import idempotency
+from chalicelib.core import idempotency, paging
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import AUTHENTICATED
 from chalicelib.core.regions import region_for
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.platform import domain_join, paging
+from chalicelib.platform import domain_join
 from chalicelib.platform import workspaces as svc
 from chalicelib.platform.access import authorize, require_user_token
 

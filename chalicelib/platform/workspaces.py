@@ -16,7 +16,7 @@ from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, paging
 from chalicelib.core.authz import Role, mfa_used
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, validation_error
@@ -26,7 +26,7 @@ from chalicelib.core.models import BaseModel, connection, global_model
 from chalicelib.core.regions import region_for
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
 from chalicelib.core.validation import F, validate
-from chalicelib.platform import durations, paging
+from chalicelib.platform import durations
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 
 log = get_logger("platform.workspaces")

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
 import shutil
 import socket
 import subprocess
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +16,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlparse
 
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from infra.sso_demo import start_peer
 
 PEER_DIR = Path(__file__).parent / "peers" / "oidc-provider"
 
@@ -73,23 +73,12 @@ def start_oidc_provider(redirect_uri: str, account: dict[str, Any], *, port: int
     port = port or free_port()
     jwk, key = rsa_jwk()
     client_id, secret = "aiplat-rp", secret or secrets.token_urlsafe(16)
-    env = {**os.environ, "PORT": str(port), "ACCOUNT": json.dumps(account), "JWKS": json.dumps({"keys": [jwk]}),
-           "CLIENTS": json.dumps([{"client_id": client_id, "client_secret": secret, "redirect_uris": [redirect_uri],
-                                   "grant_types": ["authorization_code"], "response_types": ["code"]}])}
-    proc = subprocess.Popen(["node", "server.mjs"], cwd=PEER_DIR, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 20
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline().decode()
-        if "ready" in line:
-            break
-        if not line and proc.poll() is not None:
-            raise RuntimeError("oidc-provider exited")
-    else:
-        proc.kill()
+    proc = start_peer(port, {"ACCOUNT": json.dumps(account), "JWKS": json.dumps({"keys": [jwk]}),
+                             "CLIENTS": json.dumps([{"client_id": client_id, "client_secret": secret,
+                                                     "redirect_uris": [redirect_uri],
+                                                     "grant_types": ["authorization_code"], "response_types": ["code"]}])})
+    if proc is None:
         raise RuntimeError("oidc-provider did not start")
-    threading.Thread(target=lambda: proc.stdout.read() if proc.stdout else None, daemon=True).start()
     return OidcProvider(f"http://127.0.0.1:{port}", client_id, secret, account, jwk, key, proc)
 
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
+from chalicelib.core import paging
 from chalicelib.core.errors import ApiError
-from chalicelib.platform import durations, paging
+from chalicelib.platform import durations
 from chalicelib.platform.audit_query import parse_filters
 from chalicelib.platform.workspaces import default_replication, slugify
 
