@@ -228,11 +228,10 @@ def main() -> None:
     print(f"Try: curl -s -H \"Authorization: Bearer $({token_cmd})\" {info['urls']['platform']}/me"
           "\n\nCtrl-C stops everything.", flush=True)
     done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    try:
-        while not done.wait(0.5):
-            pass
-    except KeyboardInterrupt:
+    # explicit handlers: a SIGINT inherited as ignored (started in the background) must still stop us
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    while not done.wait(0.5):
         pass
     print("\nstopping...", flush=True)
     platform.stop()
