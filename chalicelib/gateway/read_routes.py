@@ -69,8 +69,8 @@ def federated_query(ctx: Ctx) -> dict[str, Any]:
 
     body = validate(ctx.json(), {"sql": F(str, required=True, min_len=1, max_len=query.MAX_SQL_CHARS),
                                  "limit": F(int, minimum=1, maximum=query.MAX_ROWS),
-                                 "answer": F(dict)})
-    return query.run(ctx.user, body["sql"], limit=body.get("limit"), answer=body.get("answer"))
+                                 "answer": F(dict), "after": F(str, min_len=1, max_len=512)})
+    return query.run(ctx.user, body["sql"], limit=body.get("limit"), answer=body.get("answer"), after=body.get("after"))
 
 
 @api.route("/v1/policies", permission="policies.read")
