@@ -25,7 +25,7 @@ run: $(STAMP)
 token:
 	@$(BIN)/python -m infra.demo_token
 
-test: $(STAMP) system-deps
+test: lint system-deps
 	$(BIN)/python -m pytest tests
 
 test-unit: $(STAMP)
