@@ -1,5 +1,6 @@
-"""Scheduled and queue-triggered work. ``app.py`` declares each handler as a one-line delegate, and the
-local runner (``infra/local_run.py``) calls these same functions with Lambda-shaped events.
+"""Scheduled and queue-triggered work, declared once here: ``SCHEDULED`` (name, interval, handler) and
+``QUEUE_HANDLERS`` (queue, handler). ``app.py`` derives one Lambda handler per entry, and the local runner
+(``infra/local_run.py``) calls these same functions with Lambda-shaped events.
 
 Workers must not import graphql or duckdb at module level.
 """
@@ -53,9 +54,6 @@ SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("expire_support_grants", 300, expire_support_grants),
 )
 
-# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
-QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
-
 
 def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     """Connector sync runs (``sync-jobs`` queue); the worker module loads duckdb only when it runs."""
@@ -64,7 +62,15 @@ def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     return sync_worker.handle(event)
 
 
-QUEUE_HANDLERS["sync-jobs"] = sync_jobs
+# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
+QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "sync-jobs": sync_jobs,
+}
+
+
+def handler_name(queue: str) -> str:
+    """The Lambda handler name of a queue's consumer (``sync-jobs`` -> ``sync_jobs``)."""
+    return queue.replace("-", "_")
 
 
 class RecordFailed(Exception):
