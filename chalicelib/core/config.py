@@ -23,6 +23,7 @@ class Settings:
     access_token_ttl: int
     max_api_token_ttl: int
     log_level: str
+    model_providers: str = ""  # path of the model provider file, or its JSON (docs/api/models.md)
 
     @property
     def issuer(self) -> str:
@@ -51,4 +52,5 @@ def settings() -> Settings:
         access_token_ttl=int(os.environ.get("ACCESS_TOKEN_TTL", "900")),
         max_api_token_ttl=int(os.environ.get("MAX_API_TOKEN_TTL", str(90 * 24 * 3600))),
         log_level=os.environ.get("LOG_LEVEL", "INFO"),
+        model_providers=os.environ.get("MODEL_PROVIDERS", ""),
     )
