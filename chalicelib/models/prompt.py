@@ -81,8 +81,9 @@ def sentences(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def claims(text: str) -> tuple[list[Claim], int]:
-    """The citation markers in ``text`` and the number of answer sentences."""
+def analyse(text: str) -> tuple[list[Claim], list[bool]]:
+    """The citation markers in ``text`` and, per answer sentence, whether it counts as a statement
+    (a fragment holding only markers, or a line ending in ``:`` that introduces a list, does not)."""
     blanked = CITE_RE.sub(lambda m: "[" + m.group(1) + "\x00" * (len(m.group(0)) - len(m.group(1)) - 2) + "]", text)
     spans = sentences(blanked)
     found = []
@@ -91,8 +92,15 @@ def claims(text: str) -> tuple[list[Claim], int]:
         if idx > 0 and not CITE_RE.sub("", blanked[spans[idx][0]:m.start()].replace("\x00", "")).strip():
             idx -= 1  # a marker opening a sentence belongs to the sentence before it
         found.append(Claim(int(m.group(1)), m.group(2), idx))
-    cited_only = {i for i, (s, e) in enumerate(spans) if not CITE_RE.sub("", text[s:e]).strip(" .")}
-    return found, len(spans) - len(cited_only)
+    counts = [bool(CITE_RE.sub("", text[s:e]).strip(" .")) and not text[s:e].rstrip().endswith(":")
+              for s, e in spans]
+    return found, counts
+
+
+def claims(text: str) -> tuple[list[Claim], int]:
+    """The citation markers in ``text`` and the number of answer sentences that are statements."""
+    found, counts = analyse(text)
+    return found, sum(counts)
 
 
 def render(text: str) -> str:
