@@ -31,6 +31,7 @@ class Settings:
     query_time_limit_seconds: float
     query_memory_limit: str
     query_spill_limit: str
+    model_providers: str = ""  # path of the model provider file, or its JSON (docs/api/models.md)
 
     @property
     def issuer(self) -> str:
@@ -68,4 +69,5 @@ def settings() -> Settings:
         query_time_limit_seconds=float(os.environ.get("QUERY_TIME_LIMIT_SECONDS", "10")),
         query_memory_limit=os.environ.get("QUERY_MEMORY_LIMIT", "512MB"),
         query_spill_limit=os.environ.get("QUERY_SPILL_LIMIT", "256MB"),
+        model_providers=os.environ.get("MODEL_PROVIDERS", ""),
     )
