@@ -167,15 +167,23 @@ class Api:
             app.route(route.path, methods=list(route.methods), content_types=list(route.content_types))(view)
 
 
+def authorize(authorization: str | None, permission: str) -> Principal:
+    """The one authorization path of every surface (REST views here, GraphQL in the gateway): verify the
+    Bearer token, replace its roles by the live membership (``core.tenancy.live_principal``: removed,
+    demoted and ``enforce_mfa`` apply at once) and check ``permission`` against the permission map."""
+    principal = verifier().principal(bearer(authorization))
+    if permission != AUTHENTICATED:  # workspace routes act with the live role
+        principal = live_principal(principal)
+    require(principal, permission)
+    return principal
+
+
 def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
     def view(**params: str) -> Any:
         ctx = Ctx(request=app.current_request)
         try:
             if not route.public:
-                ctx.principal = verifier().principal(bearer(ctx.header("authorization")))
-                if route.permission != AUTHENTICATED:  # workspace routes act with the live role
-                    ctx.principal = live_principal(ctx.principal)
-                require(ctx.principal, route.permission or "")
+                ctx.principal = authorize(ctx.header("authorization"), route.permission or "")
             result = route.fn(ctx, **params)
         except ApiError as err:
             return problem_response(err)
