@@ -135,6 +135,9 @@ class LocalPlatform:
 
             from moto.server import ThreadedMotoServer
 
+            from infra.emulator import serialise_writes
+
+            serialise_writes()  # conditional writes atomic, as on DynamoDB (see infra/emulator.py)
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
             self._emulator = ThreadedMotoServer(ip_address=self.host, port=self.emulator_port, verbose=False)
