@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 from chalice import Chalice, Response
 
-from chalicelib.core import correlation
+from chalicelib.core import correlation, json_body
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
 from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.logs import get_logger
@@ -76,7 +76,7 @@ class Ctx:
         return raw
 
     def json(self, *, required: bool = True) -> Any:
-        """The parsed JSON body; 400 for malformed JSON, 413 when too large."""
+        """The parsed JSON body; 400 for malformed or too deeply nested JSON, 413 when too large."""
         if self._body is None:
             raw = self.raw_body()
             if not raw.strip():
@@ -84,10 +84,7 @@ class Ctx:
                     raise ApiError(400, "invalid_body", "A JSON request body is required.")
                 self._body = {}
                 return self._body
-            try:
-                self._body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                raise ApiError(400, "malformed_json", "The request body is not valid JSON.") from None
+            self._body = json_body.parse(raw)
         return self._body
 
     def form(self) -> dict[str, str]:
