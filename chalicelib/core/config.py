@@ -23,6 +23,8 @@ class Settings:
     access_token_ttl: int
     max_api_token_ttl: int
     log_level: str
+    region: str = ""  # the region this deployment is pinned to ("" = not pinned: global and local tools)
+    regional_urls: str = "{}"  # JSON {region: {"base_url", "gateway_url"}}: every region's public addresses
 
     @property
     def issuer(self) -> str:
@@ -51,4 +53,6 @@ def settings() -> Settings:
         access_token_ttl=int(os.environ.get("ACCESS_TOKEN_TTL", "900")),
         max_api_token_ttl=int(os.environ.get("MAX_API_TOKEN_TTL", str(90 * 24 * 3600))),
         log_level=os.environ.get("LOG_LEVEL", "INFO"),
+        region=os.environ.get("REGION", ""),
+        regional_urls=os.environ.get("REGIONAL_URLS", "{}"),
     )

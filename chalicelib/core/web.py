@@ -21,7 +21,8 @@ from chalicelib.core import correlation
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
 from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.logs import get_logger
-from chalicelib.core.tenancy import live_principal
+from chalicelib.core.regions import WORKSPACE, scoped
+from chalicelib.core.tenancy import ensure_served_here, live_principal
 from chalicelib.core.tokens import bearer, verifier
 
 log = get_logger("web")
@@ -125,6 +126,7 @@ class _RouteDef:
     permission: str | None
     public: bool
     fn: Callable[..., Any]
+    scope: str = WORKSPACE  # core.regions: which regional deployment serves the route
 
 
 class Api:
@@ -148,13 +150,14 @@ class Api:
         permission: str | None = None,
         public: bool = False,
         content_types: list[str] | None = None,
+        scope: str = WORKSPACE,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         if not public and not permission:
             raise ValueError(f"route {path} needs a permission or public=True")
         verbs = tuple(m.upper() for m in methods)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.routes.append(_RouteDef(path, verbs, tuple(content_types or [JSON]), permission, public, fn))
+            self.routes.append(_RouteDef(path, verbs, tuple(content_types or [JSON]), permission, public, fn, scope))
             for method in verbs:
                 ROUTE_PERMISSIONS[(self.name, path, method)] = "public" if public else str(permission)
             return fn
@@ -173,6 +176,7 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
         try:
             if not route.public:
                 ctx.principal = verifier().principal(bearer(ctx.header("authorization")))
+                ensure_served_here(ctx.principal, route.scope, params)  # 421 before any regional store is read
                 if route.permission != AUTHENTICATED:  # workspace routes act with the live role
                     ctx.principal = live_principal(ctx.principal)
                 require(ctx.principal, route.permission or "")
@@ -186,6 +190,7 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
             return result
         return json_response(result)
 
+    view = scoped(route.scope, view)  # global routes of the global deployment may reach every region
     view.__name__ = f"{route.fn.__module__.rsplit('.', 1)[-1]}__{route.fn.__name__}"
     return view
 

@@ -12,6 +12,8 @@ from typing import Any
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.errors import ApiError
+from chalicelib.core.regions import WORKSPACE
+from chalicelib.core.tenancy import ensure_served_here
 from chalicelib.core.tokens import bearer, verifier
 from chalicelib.core.validation import F, query_int, validate
 from chalicelib.core.web import Api, Ctx, json_response
@@ -112,6 +114,10 @@ def graphql_post(ctx: Ctx) -> Response:
     except ApiError as err:
         return json_response({"errors": [gql.error(err.detail, "UNAUTHENTICATED")]}, 401,
                              headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    try:  # 421 before any regional store is read, as for every REST route (core.web)
+        ensure_served_here(principal, WORKSPACE, {})
+    except ApiError as err:
+        return json_response({"errors": [gql.error(err.detail, err.code.upper(), **err.extra)]}, err.status)
     try:
         body = ctx.json()
         result = gql.run(principal, body, caller=ctx.caller, idempotency_key=ctx.header("idempotency-key"))
