@@ -32,6 +32,8 @@ class Settings:
     query_memory_limit: str
     query_spill_limit: str
     model_providers: str = ""  # path of the model provider file, or its JSON (docs/api/models.md)
+    region: str = ""  # the region this deployment is pinned to ("" = not pinned: global and local tools)
+    regional_urls: str = "{}"  # JSON {region: {"base_url", "gateway_url"}}: every region's public addresses
 
     @property
     def issuer(self) -> str:
@@ -70,4 +72,6 @@ def settings() -> Settings:
         query_memory_limit=os.environ.get("QUERY_MEMORY_LIMIT", "512MB"),
         query_spill_limit=os.environ.get("QUERY_SPILL_LIMIT", "256MB"),
         model_providers=os.environ.get("MODEL_PROVIDERS", ""),
+        region=os.environ.get("REGION", ""),
+        regional_urls=os.environ.get("REGIONAL_URLS", "{}"),
     )
