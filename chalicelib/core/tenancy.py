@@ -14,10 +14,10 @@ from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttrib
 from pynamodb.exceptions import DoesNotExist
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
+from chalicelib.core import regions
 from chalicelib.core.authz import Principal, mfa_used
 from chalicelib.core.errors import ApiError, not_found
 from chalicelib.core.models import BaseModel, global_model, regional
-from chalicelib.core.regions import OPEN_REGIONS
 
 
 class _BySlug(GlobalSecondaryIndex):
@@ -130,8 +130,38 @@ def roles_for(workspace_id: str, user_id: str) -> list[str]:
 def workspaces_of(user_id: str) -> list[dict[str, Any]]:
     """Every workspace the user belongs to, across regions: ``[{workspace_id, role, region}]``."""
     out: list[dict[str, Any]] = []
-    for region in OPEN_REGIONS:
+    for region in regions.served_regions():
         for m in memberships(region).by_user.query(user_id):
             out.append({"workspace_id": m.workspace_id, "role": m.role, "region": region})
     out.sort(key=lambda x: x["workspace_id"])
     return out
+
+
+def ensure_served_here(principal: Principal, scope: str, params: dict[str, str]) -> None:
+    """421 unless this deployment serves the request: a pinned regional deployment serves only its own
+    region's workspaces, and only the global deployment serves global routes. It reads the global
+    directory alone (``region_of``, cached), so it answers before any regional store is read."""
+    pin = regions.pinned_region()
+    if not pin:
+        return
+    if scope == regions.GLOBAL:
+        if not regions.serves_global():
+            raise regions.global_only()
+        return
+    workspace_id = params.get("workspace_id") if scope == regions.PATH else principal.workspace_id
+    if not workspace_id:
+        return  # no workspace: every workspace permission is refused anyway
+    region = region_of(workspace_id)
+    if region != pin:
+        raise regions.wrong_region(region)
+
+
+def endpoints_of(workspace_id: str) -> dict[str, str]:
+    """``api_base_url`` and ``gateway_url`` of the deployment serving the workspace ({} when it is unknown)."""
+    if not workspace_id:
+        return {}
+    try:
+        where = regions.endpoints(region_of(workspace_id))
+    except ApiError:
+        return {}
+    return {"api_base_url": where["api_base_url"], "gateway_url": where["gateway_url"]}

@@ -38,6 +38,7 @@ from typing import Any
 
 from chalicelib.core import aws, clock, paging
 from chalicelib.core.authz import Principal, require
+from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
@@ -50,9 +51,6 @@ log = get_logger("gateway.query")
 DEFAULT_ROWS = 1000
 MAX_ROWS = 10_000
 MAX_SQL_CHARS = 20_000
-TIME_LIMIT_S = float(os.environ.get("QUERY_TIME_LIMIT_SECONDS", "10"))
-MEMORY_LIMIT = os.environ.get("QUERY_MEMORY_LIMIT", "512MB")
-SPILL_LIMIT = os.environ.get("QUERY_SPILL_LIMIT", "256MB")
 ANSWER_TYPES = ("CHAT_ANSWER", "AGENT_RUN", "SAVED_QUERY")
 # JSON bytes of the rows of one answer: under Lambda's 6 MB response limit with room for the rest
 MAX_ANSWER_BYTES = int(os.environ.get("QUERY_MAX_ANSWER_BYTES", str(4 * 1024 * 1024)))
@@ -179,7 +177,8 @@ def lock_down(con: Any) -> None:
     """No files, no network, no extensions, no configuration changes from here on."""
     for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
                  "SET autoload_known_extensions = false", "SET allow_community_extensions = false",
-                 f"SET memory_limit = '{MEMORY_LIMIT}'", f"SET max_temp_directory_size = '{SPILL_LIMIT}'",
+                 f"SET memory_limit = '{settings().query_memory_limit}'",
+                 f"SET max_temp_directory_size = '{settings().query_spill_limit}'",
                  "SET lock_configuration = true"):
         con.execute(stmt)
 
@@ -298,14 +297,15 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
         finally:
             shutil.rmtree(tmp, ignore_errors=True)  # the raw files are gone before the caller's SQL runs
         lock_down(con)
-        timer = threading.Timer(TIME_LIMIT_S if time_limit is None else time_limit, con.interrupt)
+        limit_s = settings().query_time_limit_seconds
+        timer = threading.Timer(limit_s if time_limit is None else time_limit, con.interrupt)
         timer.start()
         try:
             cur = con.execute(sql)
             description = cur.description or []
             rows, ended_by = fetch_page(cur, skip=skip, limit=limit)
         except duckdb.InterruptException:
-            raise ApiError(422, "query_timeout", f"The query ran longer than {TIME_LIMIT_S:g} s and was stopped.") from None
+            raise ApiError(422, "query_timeout", f"The query ran longer than {limit_s:g} s and was stopped.") from None
         except duckdb.Error as err:
             raise _bad_sql("sql_error", _clean(err)) from None
         except (ValueError, TypeError, OverflowError):  # a value Python cannot take: nothing internal shown

@@ -110,6 +110,8 @@ def graphql_post(ctx: Ctx) -> Response:
     try:  # the REST path: live membership, enforce_mfa; each field then checks its own permission
         principal = authorize(ctx.header("authorization"), GRAPHQL_DOOR)
     except ApiError as err:
+        if err.status == 421:  # another region's deployment serves this workspace (core.tenancy)
+            return json_response({"errors": [gql.error(err.detail, err.code.upper(), **err.extra)]}, err.status)
         if err.status != 401:
             return json_response({"errors": [gql.error(err.detail, "FORBIDDEN", reason=err.code)]}, err.status)
         return json_response({"errors": [gql.error(err.detail, "UNAUTHENTICATED")]}, 401,
