@@ -14,7 +14,7 @@ from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttrib
 from pynamodb.exceptions import DoesNotExist
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
-from chalicelib.core.authz import Principal
+from chalicelib.core.authz import Principal, require_workspace
 from chalicelib.core.errors import ApiError, not_found
 from chalicelib.core.models import BaseModel, global_model, regional
 from chalicelib.core.regions import OPEN_REGIONS
@@ -115,6 +115,14 @@ def live_principal(principal: Principal) -> Principal:
     if m is None:
         raise ApiError(403, "membership_revoked", "You are no longer a member of this workspace.")
     return replace(principal, roles=(m.role,), membership=m)
+
+
+def require_member(principal: Principal, workspace_id: str) -> MembershipAttrs:
+    """A workspace named in a path must be the token's own, and the caller a member there (else 404)."""
+    require_workspace(principal, workspace_id)
+    if principal.membership is None:  # service principals are not members
+        raise not_found("workspace")
+    return principal.membership
 
 
 def roles_for(workspace_id: str, user_id: str) -> list[str]:

@@ -21,7 +21,7 @@ from chalicelib.core import correlation
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
 from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.logs import get_logger
-from chalicelib.core.tenancy import live_principal
+from chalicelib.core.tenancy import live_principal, require_member
 from chalicelib.core.tokens import bearer, verifier
 
 log = get_logger("web")
@@ -176,6 +176,8 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
                 if route.permission != AUTHENTICATED:  # workspace routes act with the live role
                     ctx.principal = live_principal(ctx.principal)
                 require(ctx.principal, route.permission or "")
+                if route.permission != AUTHENTICATED and "workspace_id" in params:
+                    require_member(ctx.principal, params["workspace_id"])  # the token's own workspace only
             result = route.fn(ctx, **params)
         except ApiError as err:
             return problem_response(err)
