@@ -24,10 +24,10 @@ from chalicelib.core import audit, clock, paging
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal, Role, require
 from chalicelib.core.config import settings
+from chalicelib.core.durations import format_duration, parse_duration
 from chalicelib.core.errors import ApiError, not_found, validation_error
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import models
-from chalicelib.gateway.durations import format_duration, parse_duration
 
 CLASSIFICATIONS = ("PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII")
 FIELD_POLICIES = ("ALLOW", "MASK", "HASH", "REDACT", "DENY")
