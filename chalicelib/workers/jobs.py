@@ -48,10 +48,18 @@ def expire_support_grants(event: dict[str, Any]) -> dict[str, Any]:
     return expire_grants(event)
 
 
+def expire_chats(event: dict[str, Any]) -> dict[str, Any]:
+    """Every 15 minutes: delete chats past their workspace's auto-expiry."""
+    from chalicelib.chat.expiry import sweep
+
+    return sweep(event)
+
+
 SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
     Scheduled("retire_signing_keys", 3600, retire_signing_keys),
     Scheduled("expire_support_grants", 300, expire_support_grants),
+    Scheduled("expire_chats", 900, expire_chats),
 )
 
 
