@@ -53,7 +53,7 @@ MAX_ROWS = 10_000
 MAX_SQL_CHARS = 20_000
 ANSWER_TYPES = ("CHAT_ANSWER", "AGENT_RUN", "SAVED_QUERY")
 # JSON bytes of the rows of one answer: under Lambda's 6 MB response limit with room for the rest
-MAX_ANSWER_BYTES = int(os.environ.get("QUERY_MAX_ANSWER_BYTES", str(4 * 1024 * 1024)))
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # of JSON rows per answer page (docs/api/gateway.md)
 MAX_SKIP_ROWS = 1_000_000  # how far a cursor may page into one answer
 CURSOR_KIND = "query"
 _FETCH_CHUNK = 256
