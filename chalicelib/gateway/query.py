@@ -11,7 +11,7 @@ Per query:
    The temp dir is deleted before the caller's SQL runs.
 4. External access is disabled, extension auto-install/auto-load are off and the configuration is locked;
    then the caller's SQL runs with a row limit and a wall-clock limit (a timer calls ``interrupt``).
-5. The answer is one page: at most ``limit`` rows and ``QUERY_MAX_ANSWER_BYTES`` (4 MiB) of JSON rows. When more rows
+5. The answer is one page: at most ``limit`` rows and ``MAX_ANSWER_BYTES`` of JSON rows. When more rows
    exist, ``truncated`` is true, ``truncated_reason`` says which cap ended the page (``row_limit`` or
    ``byte_limit``) and ``next_cursor`` continues it: send the same SQL with ``after``. A later page runs
    the query again and skips the rows already sent, so pages are stable when the SQL has an ORDER BY.
@@ -47,13 +47,13 @@ from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import catalog, fieldpolicy, lineage, sql_errors
 
 log = get_logger("gateway.query")
-MAX_ANSWER_BYTES = settings().query_max_answer_bytes
 
 DEFAULT_ROWS = 1000
 MAX_ROWS = 10_000
 MAX_SQL_CHARS = 20_000
 ANSWER_TYPES = ("CHAT_ANSWER", "AGENT_RUN", "SAVED_QUERY")
 # JSON bytes of the rows of one answer: under Lambda's 6 MB response limit with room for the rest
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # of JSON rows per answer page (docs/api/gateway.md)
 MAX_SKIP_ROWS = 1_000_000  # how far a cursor may page into one answer
 CURSOR_KIND = "query"
 _FETCH_CHUNK = 256
@@ -232,7 +232,7 @@ def _sql_tag(sql: str) -> str:
 def fetch_page(cur: Any, *, skip: int, limit: int, max_bytes: int | None = None
                ) -> tuple[list[list[Any]], str | None]:
     """Up to ``limit`` rows (as JSON values) after ``skip`` rows, stopping before ``max_bytes`` (default
-    ``QUERY_MAX_ANSWER_BYTES``) of JSON; and why the page ended early (``row_limit``/``byte_limit``), or None
+    ``MAX_ANSWER_BYTES``) of JSON; and why the page ended early (``row_limit``/``byte_limit``), or None
     when the result is exhausted."""
     max_bytes = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
     skipped = 0
