@@ -84,10 +84,10 @@ def _allowed(principal: Principal, idx: store.Loaded, rec: catalog.DatasetRecord
     """The mask of chunks the caller may read (None: all of them)."""
     allow_fields = {f["name"] for f in rec.fields if f["policy"] == "ALLOW"}
     mask: np.ndarray | None = None
-    for i, c in enumerate(idx.chunks):
-        if not allow_fields.issuperset(c.fields):
+    for fields, rows in (idx.by_fields or {}).items():
+        if not allow_fields.issuperset(fields):
             mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
-            mask[i] = False
+            mask[rows] = False
     for doc, acl in doc_acls.items():
         rows = idx.by_doc.get(doc)
         if rows and not doc_acl_allows(principal, acl):

@@ -36,6 +36,7 @@ class Loaded:
     model: bm25s.BM25
     by_doc: dict[str, list[int]]
     vectors: np.ndarray | None = None  # unit vectors, one row per chunk (hybrid retrieval)
+    by_fields: dict[tuple[str, ...], np.ndarray] | None = None  # chunk indices per set of source fields
 
 
 @dataclass
@@ -139,9 +140,11 @@ def load(region: str, prefix: str) -> Loaded:
 
 def from_chunks(prefix: str, chunks: list[Chunk], model: bm25s.BM25) -> Loaded:
     by_doc: dict[str, list[int]] = {}
+    groups: dict[tuple[str, ...], list[int]] = {}
     for i, c in enumerate(chunks):
         by_doc.setdefault(c.doc, []).append(i)
-    return Loaded(prefix, chunks, model, by_doc)
+        groups.setdefault(c.fields, []).append(i)
+    return Loaded(prefix, chunks, model, by_doc, None, {f: np.array(ix, dtype=np.int64) for f, ix in groups.items()})
 
 
 def chunk_text(region: str, workspace_id: str, dataset_id: str, chunk: str) -> Any:
