@@ -15,7 +15,12 @@ from chalicelib.identity import sessions
 from chalicelib.identity.clients import register_client
 from tests.functional.conftest import make_tenant
 from tests.functional.test_oidc_provider import (
-    REDIRECT, authorize, location_params, pkce, signed_in_cookie, token_call,
+    REDIRECT,
+    authorize,
+    location_params,
+    pkce,
+    signed_in_cookie,
+    token_call,
 )
 
 APP_ORIGIN = "http://127.0.0.1:8003"

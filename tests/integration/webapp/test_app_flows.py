@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 
 from tests.integration.webapp.browser import (
-    AXE, CHROMIUM, check_page, csp_watch, read_mail, ready, sign_in_with_emailed_code,
+    AXE,
+    CHROMIUM,
+    check_page,
+    csp_watch,
+    read_mail,
+    ready,
+    sign_in_with_emailed_code,
     sign_in_with_password_and_totp,
 )
 
