@@ -231,6 +231,9 @@ def _forward(ctx: Ctx, surface: str, segments: list[str]) -> Response:
         raise ApiError(413, "body_too_large", "The request body is too large.")
     headers = {k: ctx.header(k) or "" for k in upstream.FORWARDED_REQUEST_HEADERS}
     answer = upstream.send(ctx.request.method, url, token, raw, headers)
+    elsewhere = upstream.regional_retry(surface, answer, url)
+    if elsewhere:
+        answer = upstream.send(ctx.request.method, elsewhere, token, raw, headers)
     out = {**answer.headers, "Cache-Control": "no-store"}
     content_type = out.get("Content-Type") or out.get("content-type") or ""
     if content_type.startswith("text/event-stream"):

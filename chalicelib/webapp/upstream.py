@@ -8,6 +8,7 @@ followed, and only a fixed set of request and response headers passes.
 """
 from __future__ import annotations
 
+import json
 import re
 import urllib.error
 import urllib.request
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from chalicelib.core import regions
 from chalicelib.core.config import settings
 
 TIMEOUT_SECONDS = 60  # SSE answers of chats and runs are read to the end
@@ -80,6 +82,25 @@ def url_for(surface: str, segments: list[str], query: dict[str, Any] | None) -> 
     if base is None or path is None:
         return None
     return base + path + (("?" + urlencode(query, doseq=True)) if query else "")
+
+
+def regional_retry(surface: str, answer: Answer, url: str) -> str | None:
+    """After a 421 ``wrong_region`` the same call goes to the deployment the answer names, but only when
+    that address is one of this deployment's configured regional addresses (never one from a body)."""
+    if answer.status != 421:
+        return None
+    try:
+        named = json.loads(answer.body)
+    except ValueError:
+        return None
+    key = "gateway_url" if surface == "gateway" else "api_base_url"
+    target = str(named.get(key) or "").rstrip("/")
+    known = {str(e[key]).rstrip("/") for e in regions.public_endpoints().values()}
+    if target not in known:
+        return None
+    base = target[: -len("/v1")] if key == "api_base_url" and target.endswith("/v1") else target
+    current = base_of(surface) or ""
+    return base + url[len(current):] if url.startswith(current) and base != current else None
 
 
 def put_presigned(url: str, data: bytes, content_type: str) -> int:

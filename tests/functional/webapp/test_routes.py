@@ -148,3 +148,23 @@ def test_cookies_are_http_only_and_scoped() -> None:
     assert all("HttpOnly" in c for c in issued)
     assert issued[0].startswith("app_at=at; Path=/;") and "SameSite=Lax" in issued[0]
     assert all("Path=/session" in c and "SameSite=Strict" in c for c in issued[1:])
+
+
+def test_wrong_region_is_retried_only_at_a_configured_deployment(stack: None, monkeypatch: Any) -> None:
+    from chalicelib.core import regions
+
+    monkeypatch.setattr(regions, "public_endpoints", lambda: {
+        "us-east": {"api_base_url": settings().base_url + "/v1", "gateway_url": settings().gateway_url},
+        "eu-central": {"api_base_url": "http://127.0.0.1:9100/v1", "gateway_url": "http://127.0.0.1:9101"}})
+    url = settings().base_url + "/v1/me"
+
+    def answer(body: str) -> upstream.Answer:
+        return upstream.Answer(421, body.encode(), {})
+
+    eu = '{"code": "wrong_region", "api_base_url": "http://127.0.0.1:9100/v1", "gateway_url": "http://127.0.0.1:9101"}'
+    assert upstream.regional_retry("platform", answer(eu), url) == "http://127.0.0.1:9100/v1/me"
+    assert upstream.regional_retry("gateway", answer(eu), settings().gateway_url + "/v1/query") == \
+        "http://127.0.0.1:9101/v1/query"
+    evil = '{"code": "wrong_region", "api_base_url": "https://evil.example/v1"}'
+    assert upstream.regional_retry("platform", answer(evil), url) is None
+    assert upstream.regional_retry("platform", upstream.Answer(404, eu.encode(), {}), url) is None

@@ -131,7 +131,30 @@ def test_journey(platform: Any, browser: Any) -> None:
     assert masked and all("*" in cell for cell in masked), masked
     assert page.locator("td.masked[data-policy=HASH]").count() == 5
     assert "email" in page.text_content("#masked-note")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # wide results scroll inside their box
     check_page(page, "query-masked")
+
+    # a grounded question: the answer streams in, a citation opens its passage and its record
+    _goto(page, app + "/chat")
+    page.wait_for_selector("#models li")
+    page.fill("#prompt", "Which customers live in Lisbon?")
+    page.click("#send")
+    page.wait_for_selector("#messages li.assistant .citation", timeout=60000)
+    page.wait_for_url(re.compile(re.escape(app) + r"/chat/chat_\w+"))
+    assert "Lisbon" in page.text_content("#messages li.assistant .answer")
+    first = page.locator("#messages li.assistant .citation").first
+    first.locator("summary").click()
+    assert "Lisbon" in first.locator("blockquote").text_content() and first.locator(".badge.good").count() == 1
+    assert page.locator("details.routing").count() == 1
+    check_page(page, "chat")
+    first.locator("a").click()
+    page.wait_for_selector("svg.lineage")
+    # the conversation list deletes
+    _goto(page, app + "/chat")
+    page.wait_for_selector(".chat-list li")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator(".chat-list button").first.click()
+    page.wait_for_selector(".empty:has-text('No conversations yet.')")
 
     # catalog search -> dataset page with the lineage graph
     _goto(page, app + "/knowledge?q=customers")

@@ -6,14 +6,15 @@ import { h, field, form, section, problemBox, loading, badge, empty, announce } 
 
 export function citationView(c, i) {
   const src = c.source || {};
-  const kind = src.kind || c.source_kind || "document";
-  const id = src.id || c.source_id || "";
-  const link = kind === "dataset" ? h("a", { href: `/knowledge/datasets/${encodeURIComponent(c.dataset_id || id)}` }, "Open the record's dataset") : null;
-  const span = c.span ? (Array.isArray(c.span) ? c.span.join("–") : `${c.span.start}–${c.span.end}`) : "";
-  return h("details", { class: "citation", id: `citation-${i + 1}` },
-    h("summary", {}, `[${i + 1}] ${c.title || id}`, " ", badge(kind)),
-    h("blockquote", {}, c.quote || ""),
-    h("p", { class: "meta" }, `${kind} ${id} · version ${c.version || c.snapshot || "—"} · chunk ${c.chunk_id || "—"} · characters ${span}`), link);
+  const n = c.ref || i + 1;
+  const datasetId = src.dataset_id || (src.kind === "dataset" ? src.id : "");
+  const span = c.span ? `${c.span.start}–${c.span.end}` : "";
+  return h("details", { class: "citation", id: `citation-${n}` },
+    h("summary", {}, `[${n}] ${c.title || src.dataset_name || src.id || ""}`, " ", badge(src.kind || "source"),
+      c.verified ? [" ", badge("quote verified", "good")] : null),
+    h("blockquote", { class: "quote" }, c.quote || ""),
+    h("p", { class: "meta" }, `${src.kind || ""} ${src.id || ""} · snapshot ${c.version || "—"} · chunk ${c.chunk_id || "—"} · characters ${span}`),
+    datasetId ? h("p", {}, h("a", { href: `/knowledge/datasets/${encodeURIComponent(datasetId)}` }, `Open ${src.dataset_name || "the dataset"}`)) : null);
 }
 
 function routingView(r) {
@@ -28,17 +29,15 @@ export async function render({ view, params, navigate }) {
   view.replaceChildren(h("h1", {}, "Chat"), loading());
   let models;
   try {
-    models = await listModels();
+    models = (await listModels()).items || [];
   } catch (err) {
     view.replaceChildren(h("h1", {}, "Chat"), missing(err)
       ? h("p", { class: "pending-api", id: "chat-unavailable" }, "Chat is not available on this deployment yet: the model API (GET /v1/models) does not answer.")
       : problemBox(err));
     return;
   }
-  const offered = models.filter((m) => m.available !== false);
-  const notOffered = models.filter((m) => m.available === false);
   const select = h("select", { name: "model", id: "model" }, h("option", { value: "auto" }, "auto — choose for me"),
-    offered.map((m) => h("option", { value: m.id }, `${m.label || m.id} · ${m.provider} · ${m.region}${m.kind === "extractive" ? " (extractive)" : ""}`)));
+    models.map((m) => h("option", { value: m.id }, `${m.name || m.id} · ${m.provider} · ${m.region}${m.kind === "extractive" ? " (extractive, quotes sources)" : ""}`)));
   const thread = h("ol", { class: "messages", id: "messages", "aria-live": "polite" });
   const history = [];
   let current = chatId;
@@ -62,17 +61,17 @@ export async function render({ view, params, navigate }) {
     status.replaceChildren(h("span", { class: "loading" }, "Answering…"));
     const reply = await ask({ model: select.value, messages: history, chatId: current }, (ev) => {
       if (ev.type === "content_delta") answer.textContent = ev.reply.content;
-    });
+    }).catch((err) => { history.pop(); answer.replaceChildren(problemBox(err)); throw err; });
     answer.textContent = reply.content;
     history.push({ role: "assistant", content: reply.content });
     extra.replaceChildren(
       reply.citations.length ? h("div", { class: "citations" }, h("h3", {}, "Sources"), reply.citations.map(citationView)) : null,
       routingView(reply.routing),
       h("p", { class: "meta" }, [reply.model, reply.provider, reply.region].filter(Boolean).join(" · "),
-        reply.grounding !== undefined ? ` · grounded ${Math.round(reply.grounding * 100)}%` : ""));
+        reply.grounding && reply.grounding.ratio !== undefined ? ` · ${Math.round(reply.grounding.ratio * 100)}% of sentences backed by a verified quote` : ""));
     status.replaceChildren();
     announce("Answer complete.");
-    if (!current && reply.chat_id) { current = reply.chat_id; history.length && window.history.replaceState(null, "", `/chat/${encodeURIComponent(current)}`); drawList(); }
+    if (!current && reply.chat_id) { current = reply.chat_id; window.history.replaceState(null, "", `/chat/${encodeURIComponent(current)}`); drawList(); }
   }, field("Model", select, "Only models allowed for this workspace's residency and your role are offered."),
   field("Message", prompt), h("button", { type: "submit", id: "send" }, "Send"));
 
@@ -80,7 +79,7 @@ export async function render({ view, params, navigate }) {
   async function drawList() {
     try {
       const page = await listChats();
-      const chats = page.chats || page.items || [];
+      const chats = page.items || [];
       list.replaceChildren(chats.length ? h("ul", { class: "chat-list" }, chats.map((c) => h("li", {},
         h("a", { href: `/chat/${encodeURIComponent(c.id)}`, "aria-current": c.id === current ? "page" : null }, c.title || c.id), " ",
         h("button", { type: "button", class: "small secondary", "aria-label": `Delete ${c.title || c.id}`, onclick: async () => {
@@ -93,6 +92,7 @@ export async function render({ view, params, navigate }) {
   view.replaceChildren(h("h1", {}, "Chat"), h("div", { class: "chat" },
     section("Conversations", h("a", { href: "/chat", class: "button secondary" }, "New conversation"), list),
     h("div", {}, section("Conversation", thread.children.length ? null : empty("Ask about your workspace's data and documents."), thread, composer),
-      notOffered.length ? section("Models not offered here", h("ul", {}, notOffered.map((m) => h("li", {}, `${m.id} (${m.provider}, ${m.region}): ${m.reason || "not allowed"}`)))) : null)));
+      section("Models offered here", h("ul", { id: "models" }, models.map((m) => h("li", {}, h("strong", {}, m.name || m.id), ` (${m.provider}, ${m.region}): ${m.available_because || ""}`))),
+        h("p", { class: "note" }, "Models without an endpoint in this workspace's region, or not on your role's allow-list, are not offered; each answer's routing note names the models it excluded and why."))))); 
   await drawList();
 }

@@ -69,9 +69,21 @@ function replication(ws, wsId) {
 
 function modelsBox() {
   const box = h("div", {}, loading());
-  platform("/v1/models/allow-list").then((list) => {
+  Promise.all([platform("/v1/models/allow-list"), platform("/v1/models")]).then(([list, models]) => {
     const roles = list.roles || {};
-    box.replaceChildren(table("Allowed models per role", ["Role", "Models"], Object.entries(roles).map(([r, models]) => [r, (models || []).join(", ") || "all"]), "Every model is allowed for every role."));
+    const ids = (models.items || []).map((m) => m.id);
+    const rows = ["admin", "member", "viewer"].map((role) => {
+      const restricted = h("input", { type: "checkbox", name: `restrict-${role}`, checked: Array.isArray(roles[role]) });
+      const boxes = ids.map((id) => h("input", { type: "checkbox", name: `allow-${role}`, value: id, checked: (roles[role] || []).includes(id) }));
+      return h("fieldset", {}, h("legend", {}, role), field(`Restrict ${role}s to the models ticked below`, restricted), boxes.map((b) => field(b.value, b)));
+    });
+    box.replaceChildren(form(async (data, out) => {
+      const body = { roles: {} };
+      for (const role of ["admin", "member", "viewer"]) body.roles[role] = data.get(`restrict-${role}`) ? data.getAll(`allow-${role}`) : null;
+      const saved = await platform("/v1/models/allow-list", { method: "PUT", body });
+      out.replaceChildren(h("p", { class: "ok" }, `Saved: ${Object.keys(saved.roles || {}).join(", ") || "no role"} restricted.`));
+    }, h("p", { class: "note" }, `Models serving this workspace's region (${models.region || ""}); a role without a list may use all of them.`), rows,
+    h("button", { type: "submit" }, "Save allow-list")));
   }, (err) => box.replaceChildren(missing(err) ? pendingApi("The model allow-list") : problemBox(err)));
   return box;
 }
@@ -117,8 +129,9 @@ function supportBox(wsId) {
 function usageBox() {
   const box = h("div", {}, loading());
   platform("/v1/usage").then((u) => {
-    const rows = (u.usage || u.items || []).map((r) => [r.day || r.date || "", r.model || "", String(r.input_tokens ?? ""), String(r.output_tokens ?? "")]);
-    box.replaceChildren(table("Token usage", ["Day", "Model", "Input tokens", "Output tokens"], rows, "No usage recorded yet."));
+    const rows = (u.items || []).map((r) => [r.day, r.model, String(r.requests ?? ""), String(r.input_tokens ?? ""), String(r.output_tokens ?? "")]);
+    box.replaceChildren(h("p", { class: "meta" }, `${u.from} to ${u.to}`),
+      table("Model usage per day", ["Day", "Model", "Requests", "Input tokens", "Output tokens"], rows, "No usage recorded in this period."));
   }, (err) => box.replaceChildren(missing(err) ? pendingApi("Usage reporting") : problemBox(err)));
   return box;
 }
