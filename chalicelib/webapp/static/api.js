@@ -95,7 +95,8 @@ export async function claims() {
 export const idempotencyKey = () => crypto.randomUUID();
 
 // "Not built on this deployment yet": a 404/405 on a whole API family (chat, agents, usage...).
-// Unknown routes answer API Gateway's (and chalice local's) 403 "Missing Authentication Token".
-export const missing = (err) => err instanceof ApiError && !!err.problem && (
-  (err.status === 403 && err.problem.message === "Missing Authentication Token") ||
-  ((err.status === 404 || err.status === 405) && ["not_found", "method_not_allowed"].includes(err.problem.code) && /route|address|path/i.test(err.problem.detail || "")));
+// An API route this deployment does not have: API Gateway (and chalice local) answer 403 with a bare
+// {"message": ...} ("Missing Authentication Token", or an "Authorization header requires..." text when
+// a Bearer token was sent), never the platform's problem+json with a code.
+export const missing = (err) => err instanceof ApiError && err.status === 403 && !!err.problem
+  && typeof err.problem.message === "string" && !err.problem.code;

@@ -56,16 +56,28 @@ def read_mail(outbox: Path, to: str, pattern: str, after: float, timeout: float 
     raise AssertionError(f"no mail to {to} matching {pattern}")
 
 
-def sign_in_with_password_and_totp(page: Any, auth: str, email: str, password: str, totp_secret: str) -> None:
+_used_totp: set[str] = set()
+
+
+def fresh_totp(secret: str) -> str:
+    """An authenticator code not used before in this run (the identity service refuses a replayed code)."""
     import pyotp
 
+    totp = pyotp.TOTP(secret)
+    while (code := totp.now()) in _used_totp:
+        time.sleep(1)
+    _used_totp.add(code)
+    return code
+
+
+def sign_in_with_password_and_totp(page: Any, auth: str, email: str, password: str, totp_secret: str) -> None:
     page.wait_for_url(re.compile(re.escape(auth) + r"/signin\?"))
     page.fill("#email", email)
     page.click("text=Continue")
     page.fill("#password", password)
     page.click("#password-form button[type=submit]")
     page.wait_for_selector("#step-mfa", state="visible")
-    page.fill("#mfa-code", pyotp.TOTP(totp_secret).now())
+    page.fill("#mfa-code", fresh_totp(totp_secret))
     page.click("#mfa-form button[type=submit]")
 
 

@@ -146,6 +146,7 @@ def test_journey(platform: Any, browser: Any) -> None:
     first.locator("summary").click()
     assert "Lisbon" in first.locator("blockquote").text_content() and first.locator(".badge.good").count() == 1
     assert page.locator("details.routing").count() == 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     check_page(page, "chat")
     first.locator("a").click()
     page.wait_for_selector("svg.lineage")

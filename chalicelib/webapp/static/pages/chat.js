@@ -53,6 +53,7 @@ export async function render({ view, params, navigate }) {
     const text = String(data.get("prompt") || "").trim();
     if (!text) return;
     history.push({ role: "user", content: text });
+    if (emptyNote) emptyNote.remove();
     thread.append(h("li", { class: "user" }, text));
     const answer = h("p", { class: "answer" });
     const extra = h("div", {});
@@ -75,6 +76,7 @@ export async function render({ view, params, navigate }) {
   }, field("Model", select, "Only models allowed for this workspace's residency and your role are offered."),
   field("Message", prompt), h("button", { type: "submit", id: "send" }, "Send"));
 
+  const emptyNote = thread.children.length ? null : empty("Ask about your workspace's data and documents.");
   const list = h("div", {}, loading());
   async function drawList() {
     try {
@@ -91,7 +93,7 @@ export async function render({ view, params, navigate }) {
   }
   view.replaceChildren(h("h1", {}, "Chat"), h("div", { class: "chat" },
     section("Conversations", h("a", { href: "/chat", class: "button secondary" }, "New conversation"), list),
-    h("div", {}, section("Conversation", thread.children.length ? null : empty("Ask about your workspace's data and documents."), thread, composer),
+    h("div", {}, section("Conversation", emptyNote, thread, composer),
       section("Models offered here", h("ul", { id: "models" }, models.map((m) => h("li", {}, h("strong", {}, m.name || m.id), ` (${m.provider}, ${m.region}): ${m.available_because || ""}`))),
         h("p", { class: "note" }, "Models without an endpoint in this workspace's region, or not on your role's allow-list, are not offered; each answer's routing note names the models it excluded and why."))))); 
   await drawList();
