@@ -30,3 +30,12 @@ def create_export(ctx: Ctx) -> Any:
     filters = audit_query.parse_filters({k: v for k, v in body.items() if v is not None}, ("from", "to"))
     result = audit_export.export(region_of(ws_id), ws_id, filters, actor=actor_of(ctx), caller=ctx.caller)
     return json_response(result, 201)
+
+
+@api.route("/v1/audit/exports/{export_id}", permission="audit.export")
+def get_export(ctx: Ctx, export_id: str) -> Any:
+    """An export verified again (signature, digest, hash chain) with a 5-minute download link."""
+    paging.check_params(ctx.query, ())
+    ws_id = ctx.user.workspace_id
+    authorize(ctx.user, ws_id, "audit.export")
+    return audit_export.verify_stored(region_of(ws_id), ws_id, export_id)
