@@ -24,8 +24,20 @@ if GROUP == "workers":
     def expire_support_grants(event):
         return jobs.expire_support_grants(event.to_dict())
 
+    @app.schedule(Rate(1, unit=Rate.MINUTES))
+    def reap_agent_runs(event):
+        return jobs.reap_agent_runs(event.to_dict())
+
+    @app.schedule(Rate(1, unit=Rate.HOURS))
+    def sweep_agent_data(event):
+        return jobs.sweep_agent_data(event.to_dict())
+
     from chalicelib.core.aws import queue_name
 
     @app.on_sqs_message(queue=queue_name("sync-jobs"), batch_size=1)
     def sync_jobs(event):
         return jobs.as_lambda(jobs.sync_jobs, event.to_dict())
+
+    @app.on_sqs_message(queue=queue_name("agent-runs"), batch_size=1)
+    def agent_runs(event):
+        return jobs.as_lambda(jobs.agent_runs, event.to_dict())
