@@ -37,5 +37,4 @@ def get_export(ctx: Ctx, export_id: str) -> Any:
     """An export verified again (signature, digest, hash chain) with a 5-minute download link."""
     paging.check_params(ctx.query, ())
     ws_id = ctx.user.workspace_id
-    authorize(ctx.user, ws_id, "audit.export")
     return audit_export.verify_stored(region_of(ws_id), ws_id, export_id)
