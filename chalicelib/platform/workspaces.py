@@ -89,7 +89,7 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
 # --- reading, listing, changing ------------------------------------------------------------------
 
 REPLICATION_VALUES = ("none", "in-region-multi-az", "cross-region-dr")
-# cross-region-dr copies to a named secondary region (documented in docs/readme/platform.md)
+# cross-region-dr copies to a named secondary region (docs/decisions.md, Platform API)
 SECONDARY_REGION = {"us-east": "us-west-2", "eu-central": "eu-west-1"}
 NAME_MAX = 100
 
