@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PORTS = {"platform": 8000, "gateway": 8001, "identity": 8002, "app": 8003}
+QUERY = re.compile(r"\?[^\s'\"]*")
 URL_VARS = {"platform": "BASE_URL", "gateway": "GATEWAY_URL", "identity": "AUTH_URL", "app": "APP_URL"}
 
 
@@ -46,6 +48,32 @@ def sqs_event(messages: list[dict[str, Any]], region: str, queue_arn: str) -> di
             "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": region,
         })
     return {"Records": records}
+
+
+def redact(message: str) -> str:
+    """A log message with every query string removed (codes, reset and access tokens travel there)."""
+    return QUERY.sub("?[query omitted]", message)
+
+
+def _request_handler() -> type:
+    """Chalice's local request handler, without its access log: ``http.server`` writes each request
+    line, query string included, to stderr. The route middleware (``core/web.py``) already logs one
+    JSON line per request with method, path and status; errors the handler reports itself (malformed
+    request lines) are logged with the query string removed."""
+    from chalice.local import ChaliceRequestHandler
+
+    from chalicelib.core.logs import get_logger
+
+    log = get_logger("local.http")
+
+    class Handler(ChaliceRequestHandler):
+        def log_request(self, code: Any = "-", size: Any = "-") -> None:
+            pass
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+            log.warning(redact(format % args))
+
+    return Handler
 
 
 class WorkerLoop(threading.Thread):
@@ -135,6 +163,12 @@ class LocalPlatform:
 
             from moto.server import ThreadedMotoServer
 
+            from infra.emulator import serialise_writes
+
+            serialise_writes()  # conditional writes atomic, as on DynamoDB (see infra/emulator.py)
+            # S3 answers another account's bucket only to a grant, as AWS does (connectors read as the
+            # workspace's role, in its own account: chalicelib/gateway/source_access.py)
+            os.environ.setdefault("MOTO_S3_ALLOW_CROSSACCOUNT_ACCESS", "false")
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
             self._emulator = ThreadedMotoServer(ip_address=self.host, port=self.emulator_port, verbose=False)
@@ -158,7 +192,7 @@ class LocalPlatform:
 
     def _serve(self) -> None:
         from chalice.config import Config
-        from chalice.local import create_local_server
+        from chalice.local import LocalDevServer
 
         from chalicelib.groups import HTTP_GROUPS, create_app
 
@@ -166,7 +200,7 @@ class LocalPlatform:
             app = create_app(group)
             config = Config.create(chalice_app=app, app_name=f"aiplat-{group}", chalice_stage="local",
                                    project_dir=str(Path(__file__).resolve().parent.parent))
-            server = create_local_server(app, config, self.host, self.ports[group])
+            server = LocalDevServer(app, config, self.host, self.ports[group], handler_cls=_request_handler())
             thread = threading.Thread(target=server.server.serve_forever, name=f"http-{group}", daemon=True)
             thread.start()
             self._servers.append(server)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ import bm25s
 import numpy as np
 
 from chalicelib.core import aws, clock
+from chalicelib.core.config import settings
 from chalicelib.knowledge import lexical
 from chalicelib.knowledge.chunking import Chunk
 from chalicelib.knowledge.models import KIND_DOC_ACL, KIND_INDEX, KnowledgeAttrs, knowledge
@@ -52,7 +52,7 @@ _manifests: dict[str, Manifests] = {}
 
 
 def _ttl() -> float:
-    return float(os.environ.get("KNOWLEDGE_CACHE_SECONDS", "2"))
+    return settings().knowledge_cache_seconds
 
 
 def invalidate(workspace_id: str | None = None) -> None:

@@ -19,14 +19,14 @@ from pynamodb.transactions import TransactWrite
 from chalicelib.core import audit, clock, paging
 from chalicelib.core.authz import Role, mfa_used
 from chalicelib.core.config import settings
+from chalicelib.core.durations import duration_check
 from chalicelib.core.errors import ApiError, validation_error
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.models import BaseModel, connection, global_model
-from chalicelib.core.regions import region_for
+from chalicelib.core.regions import endpoints, region_for
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
 from chalicelib.core.validation import F, validate
-from chalicelib.platform import durations
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 
 log = get_logger("platform.workspaces")
@@ -123,7 +123,14 @@ def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
         "created_by": ws.created_by,
         "member_count": int(ws.member_count or 0),
         "settings": public_settings(ws),
+        **served_at(ws.region),
     }
+
+
+def served_at(region: str) -> dict[str, str]:
+    """Where a workspace's requests go: its region's platform API and gateway (docs/residency.md)."""
+    where = endpoints(region)
+    return {"api_base_url": where["api_base_url"], "gateway_url": where["gateway_url"]}
 
 
 def token_exchange_hint(workspace_id: str) -> dict[str, str]:
@@ -180,7 +187,7 @@ PATCH_FIELDS = {
     "enforce_mfa": F(bool),
     "domain_join": F(dict),
     "chat_auto_expiry": F(str, nullable=True, max_len=32,
-                          check=durations.checker(3600, 3650 * 86400, "PT1H and P3650D")),
+                          check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
 }

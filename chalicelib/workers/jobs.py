@@ -1,5 +1,6 @@
-"""Scheduled and queue-triggered work. ``app.py`` declares each handler as a one-line delegate, and the
-local runner (``infra/local_run.py``) calls these same functions with Lambda-shaped events.
+"""Scheduled and queue-triggered work, declared once here: ``SCHEDULED`` (name, interval, handler) and
+``QUEUE_HANDLERS`` (queue, handler). ``app.py`` derives one Lambda handler per entry, and the local runner
+(``infra/local_run.py``) calls these same functions with Lambda-shaped events.
 
 Workers must not import graphql or duckdb at module level.
 """
@@ -54,15 +55,28 @@ def expire_chats(event: dict[str, Any]) -> dict[str, Any]:
     return sweep(event)
 
 
+def reap_agent_runs(event: dict[str, Any]) -> dict[str, Any]:
+    """Every minute: runs past their deadline become expired; runs whose worker is gone become failed."""
+    from chalicelib.agents import reaper
+
+    return reaper.reap()
+
+
+def sweep_agent_data(event: dict[str, Any]) -> dict[str, Any]:
+    """Hourly: agent memory older than 30 days and runs past their workspace's auto-expiry are deleted."""
+    from chalicelib.agents import reaper
+
+    return reaper.sweep()
+
+
 SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
     Scheduled("retire_signing_keys", 3600, retire_signing_keys),
     Scheduled("expire_support_grants", 300, expire_support_grants),
     Scheduled("expire_chats", 900, expire_chats),
+    Scheduled("reap_agent_runs", 60, reap_agent_runs),
+    Scheduled("sweep_agent_data", 3600, sweep_agent_data),
 )
-
-# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
-QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
 def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +86,23 @@ def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     return sync_worker.handle(event)
 
 
-QUEUE_HANDLERS["sync-jobs"] = sync_jobs
+def agent_runs(event: dict[str, Any]) -> dict[str, Any]:
+    """Agent runs (``agent-runs`` queue)."""
+    from chalicelib.agents import worker
+
+    return worker.handle(event)
+
+
+# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
+QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "sync-jobs": sync_jobs,
+    "agent-runs": agent_runs,
+}
+
+
+def handler_name(queue: str) -> str:
+    """The Lambda handler name of a queue's consumer (``sync-jobs`` -> ``sync_jobs``)."""
+    return queue.replace("-", "_")
 
 
 class RecordFailed(Exception):
