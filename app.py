@@ -1,15 +1,17 @@
 """Entry point for every Lambda function. ``ROUTE_GROUP`` (set per stage in .chalice/config.json)
-picks the group whose routes this deployment serves; event handlers are one-line delegates."""
+picks the group whose routes this deployment serves and ``REGION`` the region it is pinned to; event
+handlers are one-line delegates."""
 import os
 
 from chalice import Rate
 
+from chalicelib.core.regions import serves_global
 from chalicelib.groups import create_app
 
 GROUP = os.environ.get("ROUTE_GROUP", "platform")
 app = create_app(GROUP)
 
-if GROUP == "workers":
+if GROUP == "workers" and serves_global():  # global jobs: the global region's workers only
     from chalicelib.workers import jobs
 
     @app.schedule(Rate(30, unit=Rate.DAYS))
@@ -19,6 +21,9 @@ if GROUP == "workers":
     @app.schedule(Rate(1, unit=Rate.HOURS))
     def retire_signing_keys(event):
         return jobs.retire_signing_keys(event.to_dict())
+
+if GROUP == "workers":  # regional jobs: each region's workers, for that region's queues and workspaces
+    from chalicelib.workers import jobs
 
     @app.schedule(Rate(5, unit=Rate.MINUTES))
     def expire_support_grants(event):

@@ -19,6 +19,15 @@ class Scheduled:
     name: str
     every_seconds: int
     handler: Callable[[dict[str, Any]], Any]
+    scope: str = "regional"  # "global": run by the global region's workers only; "regional": by each region's
+
+
+def runs_here(job: Scheduled) -> bool:
+    """Whether this deployment runs ``job``: global jobs in the global region, regional ones everywhere
+    (each iterating only the regions it serves, ``core.regions.served_regions``)."""
+    from chalicelib.core.regions import serves_global
+
+    return job.scope == "regional" or serves_global()
 
 
 def rotate_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
@@ -48,8 +57,8 @@ def expire_support_grants(event: dict[str, Any]) -> dict[str, Any]:
 
 
 SCHEDULED: tuple[Scheduled, ...] = (
-    Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
-    Scheduled("retire_signing_keys", 3600, retire_signing_keys),
+    Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys, scope="global"),
+    Scheduled("retire_signing_keys", 3600, retire_signing_keys, scope="global"),
     Scheduled("expire_support_grants", 300, expire_support_grants),
 )
 
