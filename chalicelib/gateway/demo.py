@@ -20,17 +20,22 @@ FIRST = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken"
 LAST = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson", "Hamilton", "Berners-Lee",
         "Perlman", "Torvalds"]
 CITIES = [("Berlin", "DE"), ("Paris", "FR"), ("Austin", "US"), ("Boston", "US"), ("Lisbon", "PT"), ("Toronto", "CA")]
+# each region's demo workspace gets its own data: EU customers live in EU cities
+REGION_CITIES = {"eu-central-1": [("Berlin", "DE"), ("Paris", "FR"), ("Lisbon", "PT"), ("Vienna", "AT"),
+                                  ("Madrid", "ES"), ("Warsaw", "PL")]}
 PLANS = ["free", "team", "enterprise"]
 N_CUSTOMERS = 24
 
 
-def customers_csv() -> str:
-    rnd = random.Random(42)
+def customers_csv(region: str = "us-east-1") -> str:
+    rnd = random.Random(42 if region == "us-east-1" else 4242)
+    cities = REGION_CITIES.get(region, CITIES)
+    phone = "+1 555 01" if region == "us-east-1" else "+49 30 5550"
     lines = ["customer_id,full_name,email,phone,city,country,plan,signup_date,lifetime_value"]
     for i in range(1, N_CUSTOMERS + 1):
         first, last = FIRST[(i - 1) % len(FIRST)], LAST[(i * 5) % len(LAST)]
-        city, country = CITIES[i % len(CITIES)]
-        lines.append(f"{i},{first} {last},{first.lower()}.{last.lower()}@example.com,+1 555 01{i:02d},{city},"
+        city, country = cities[i % len(cities)]
+        lines.append(f"{i},{first} {last},{first.lower()}.{last.lower()}@example.com,{phone}{i:02d},{city},"
                      f"{country},{PLANS[i % 3]},2024-{(i % 12) + 1:02d}-{(i % 27) + 1:02d},{rnd.randint(0, 50000) / 10}")
     return "\n".join(lines) + "\n"
 
@@ -79,7 +84,7 @@ def seed(workspace_id: str, region: str, admin_email: str) -> dict[str, Any]:
     existing = {c.dataset_name: c for c in models.connectors(region).query(workspace_id)}
     bucket = _bucket(workspace_id, region)
     out: dict[str, Any] = {"bucket": bucket, "connectors": [], "datasets": [], "sync_runs": []}
-    specs = [("Demo CRM customers", "customers", "crm/customers/", customers_csv(), ["customer_id"],
+    specs = [("Demo CRM customers", "customers", "crm/customers/", customers_csv(region), ["customer_id"],
               {"email": "MASK", "phone": "HASH", "full_name": "MASK"}),
              ("Demo shop orders", "orders", "shop/orders/", orders_csv(), ["order_id"], {})]
     for name, ds_name, prefix, body, pk, policies in specs:
