@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -31,6 +32,7 @@ GLOBAL_GROUPS = ("identity", "app")  # served by this process
 REGION_GROUPS = ("platform", "gateway")  # served by each region's process
 DEFAULT_PORTS = {"platform": 8000, "gateway": 8001, "identity": 8002, "app": 8003,
                  "platform-eu-central-1": 8010, "gateway-eu-central-1": 8011}
+QUERY = re.compile(r"\?[^\s'\"]*")
 URL_VARS = {"platform": "BASE_URL", "gateway": "GATEWAY_URL", "identity": "AUTH_URL", "app": "APP_URL"}
 READY_TIMEOUT = 60
 
@@ -62,6 +64,32 @@ def sqs_event(messages: list[dict[str, Any]], region: str, queue_arn: str) -> di
             "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": region,
         })
     return {"Records": records}
+
+
+def redact(message: str) -> str:
+    """A log message with every query string removed (codes, reset and access tokens travel there)."""
+    return QUERY.sub("?[query omitted]", message)
+
+
+def _request_handler() -> type:
+    """Chalice's local request handler, without its access log: ``http.server`` writes each request
+    line, query string included, to stderr. The route middleware (``core/web.py``) already logs one
+    JSON line per request with method, path and status; errors the handler reports itself (malformed
+    request lines) are logged with the query string removed."""
+    from chalice.local import ChaliceRequestHandler
+
+    from chalicelib.core.logs import get_logger
+
+    log = get_logger("local.http")
+
+    class Handler(ChaliceRequestHandler):
+        def log_request(self, code: Any = "-", size: Any = "-") -> None:
+            pass
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+            log.warning(redact(format % args))
+
+    return Handler
 
 
 class WorkerLoop(threading.Thread):
@@ -134,7 +162,7 @@ class Scheduler(threading.Thread):
 def _serve_groups(groups: dict[str, int], host: str) -> list[Any]:
     """Start a chalice dev server per route group (name -> port) in this process."""
     from chalice.config import Config
-    from chalice.local import create_local_server
+    from chalice.local import LocalDevServer
 
     from chalicelib.groups import create_app
 
@@ -143,7 +171,7 @@ def _serve_groups(groups: dict[str, int], host: str) -> list[Any]:
         app = create_app(group)
         config = Config.create(chalice_app=app, app_name=f"aiplat-{group}", chalice_stage="local",
                                project_dir=str(Path(__file__).resolve().parent.parent))
-        server = create_local_server(app, config, host, port)
+        server = LocalDevServer(app, config, host, port, handler_cls=_request_handler())
         threading.Thread(target=server.server.serve_forever, name=f"http-{group}", daemon=True).start()
         servers.append(server)
     return servers
@@ -195,6 +223,9 @@ class LocalPlatform:
 
             from moto.server import ThreadedMotoServer
 
+            from infra.emulator import serialise_writes
+
+            serialise_writes()  # conditional writes atomic, as on DynamoDB (see infra/emulator.py)
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
             self._emulator = ThreadedMotoServer(ip_address=self.host, port=self.emulator_port, verbose=False)

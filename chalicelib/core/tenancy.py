@@ -15,7 +15,7 @@ from pynamodb.exceptions import DoesNotExist
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from chalicelib.core import regions
-from chalicelib.core.authz import Principal
+from chalicelib.core.authz import Principal, mfa_used
 from chalicelib.core.errors import ApiError, not_found
 from chalicelib.core.models import BaseModel, global_model, regional
 
@@ -106,14 +106,19 @@ def live_principal(principal: Principal) -> Principal:
     """The caller with the role their membership has now, not the one in the token.
 
     A removed member is refused at once (403 ``membership_revoked``) and a demoted one acts with the new
-    role, whatever token they hold (API tokens live up to 90 days). Service tokens (client credentials,
-    15 minutes) carry their client's roles as issued.
+    role, whatever token they hold (API tokens live up to 90 days). When the workspace has ``enforce_mfa``
+    on, a token whose ``amr`` shows no second factor is refused (403 ``mfa_required``) from the next
+    request on, whenever it was issued; an API token carries the ``amr`` of the session that created it.
+    Service tokens (client credentials, 15 minutes) carry their client's roles as issued.
     """
     if principal.claims.get("token_use") == "service" or not principal.workspace_id:
         return principal  # no workspace: no roles, so every workspace permission is refused anyway
     m = membership(principal.workspace_id, principal.user_id)
     if m is None:
         raise ApiError(403, "membership_revoked", "You are no longer a member of this workspace.")
+    if not mfa_used(principal.amr) and get_workspace(principal.workspace_id).enforce_mfa:
+        raise ApiError(403, "mfa_required", "This workspace requires multi-factor authentication: sign in again "
+                                            "with a second factor (API tokens must be created from such a sign-in).")
     return replace(principal, roles=(m.role,), membership=m)
 
 

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 from chalice import Chalice, Response
 
-from chalicelib.core import correlation
+from chalicelib.core import correlation, json_body
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
 from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.logs import get_logger
@@ -77,7 +77,7 @@ class Ctx:
         return raw
 
     def json(self, *, required: bool = True) -> Any:
-        """The parsed JSON body; 400 for malformed JSON, 413 when too large."""
+        """The parsed JSON body; 400 for malformed or too deeply nested JSON, 413 when too large."""
         if self._body is None:
             raw = self.raw_body()
             if not raw.strip():
@@ -85,10 +85,7 @@ class Ctx:
                     raise ApiError(400, "invalid_body", "A JSON request body is required.")
                 self._body = {}
                 return self._body
-            try:
-                self._body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                raise ApiError(400, "malformed_json", "The request body is not valid JSON.") from None
+            self._body = json_body.parse(raw)
         return self._body
 
     def form(self) -> dict[str, str]:
@@ -170,16 +167,26 @@ class Api:
             app.route(route.path, methods=list(route.methods), content_types=list(route.content_types))(view)
 
 
+def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE,
+              params: dict[str, str] | None = None) -> Principal:
+    """The one authorization path of every surface (REST views here, GraphQL in the gateway): verify the
+    Bearer token, answer 421 when another region's deployment serves the workspace (before any regional
+    store is read), replace its roles by the live membership (``core.tenancy.live_principal``: removed,
+    demoted and ``enforce_mfa`` apply at once) and check ``permission`` against the permission map."""
+    principal = verifier().principal(bearer(authorization))
+    ensure_served_here(principal, scope, params or {})
+    if permission != AUTHENTICATED:  # workspace routes act with the live role
+        principal = live_principal(principal)
+    require(principal, permission)
+    return principal
+
+
 def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
     def view(**params: str) -> Any:
         ctx = Ctx(request=app.current_request)
         try:
             if not route.public:
-                ctx.principal = verifier().principal(bearer(ctx.header("authorization")))
-                ensure_served_here(ctx.principal, route.scope, params)  # 421 before any regional store is read
-                if route.permission != AUTHENTICATED:  # workspace routes act with the live role
-                    ctx.principal = live_principal(ctx.principal)
-                require(ctx.principal, route.permission or "")
+                ctx.principal = authorize(ctx.header("authorization"), route.permission or "", route.scope, params)
             result = route.fn(ctx, **params)
         except ApiError as err:
             return problem_response(err)

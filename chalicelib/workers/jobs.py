@@ -1,5 +1,6 @@
-"""Scheduled and queue-triggered work. ``app.py`` declares each handler as a one-line delegate, and the
-local runner (``infra/local_run.py``) calls these same functions with Lambda-shaped events.
+"""Scheduled and queue-triggered work, declared once here: ``SCHEDULED`` (name, interval, handler) and
+``QUEUE_HANDLERS`` (queue, handler). ``app.py`` derives one Lambda handler per entry, and the local runner
+(``infra/local_run.py``) calls these same functions with Lambda-shaped events.
 
 Workers must not import graphql or duckdb at module level.
 """
@@ -56,14 +57,19 @@ def expire_support_grants(event: dict[str, Any]) -> dict[str, Any]:
     return expire_grants(event)
 
 
+def expire_chats(event: dict[str, Any]) -> dict[str, Any]:
+    """Every 15 minutes: delete chats past their workspace's auto-expiry."""
+    from chalicelib.chat.expiry import sweep
+
+    return sweep(event)
+
+
 SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys, scope="global"),
     Scheduled("retire_signing_keys", 3600, retire_signing_keys, scope="global"),
     Scheduled("expire_support_grants", 300, expire_support_grants),
+    Scheduled("expire_chats", 900, expire_chats),
 )
-
-# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
-QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
 def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +79,15 @@ def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     return sync_worker.handle(event)
 
 
-QUEUE_HANDLERS["sync-jobs"] = sync_jobs
+# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
+QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "sync-jobs": sync_jobs,
+}
+
+
+def handler_name(queue: str) -> str:
+    """The Lambda handler name of a queue's consumer (``sync-jobs`` -> ``sync_jobs``)."""
+    return queue.replace("-", "_")
 
 
 class RecordFailed(Exception):
