@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
-START_TIMEOUT = 90
+START_TIMEOUT = 180  # both regions are seeded (two demo workspaces, four syncs)
 
 
 def free_port() -> int:
