@@ -68,10 +68,17 @@ def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stag
         if region:
             assert env["BASE_URL"] == json.loads(env["REGIONAL_URLS"])[region]["base_url"]
     handlers = set(functions) - {"APIHandler"}
-    if group == "workers" and region == "us-east-1":  # global jobs run in the global region only
-        assert {"RotateSigningKeys", "RetireSigningKeys", "ExpireSupportGrants", "SyncJobs"} <= handlers
-    elif group == "workers":
-        assert handlers == {"ExpireSupportGrants", "SyncJobs"}
+    if group == "workers":  # global jobs run in the global region only; regional jobs and queues everywhere
+        from chalicelib.workers import jobs
+
+        def camel(name: str) -> str:
+            return "".join(part.title() for part in name.split("_"))
+
+        regional = {camel(j.name) for j in jobs.SCHEDULED if j.scope == "regional"}
+        regional |= {camel(jobs.handler_name(q)) for q in jobs.QUEUE_HANDLERS}
+        global_jobs = {camel(j.name) for j in jobs.SCHEDULED if j.scope == "global"}
+        assert {"RotateSigningKeys", "RetireSigningKeys"} <= global_jobs and "SyncJobs" in regional
+        assert handlers == (regional | global_jobs if region == "us-east-1" else regional)
     else:
         assert handlers == set()
     _lint(tmp_path / "sam.json")
