@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.agents import demo as agents_demo
+from chalicelib.chat import demo as chat_demo
+from chalicelib.core.authz import Principal
 from chalicelib.core.regions import region_for
 from chalicelib.core.tenancy import region_of, workspaces_of
 from chalicelib.gateway import demo as gateway_demo
@@ -19,9 +22,7 @@ from chalicelib.platform.workspaces import create_workspace
 
 DEMO_EMAIL = "demo@example.com"
 DEMO_WORKSPACE = "Demo Workspace"
-
-
-DEMO_WORKSPACES = {"us-east": "Demo Workspace", "eu-central": "Demo Workspace EU"}
+DEMO_WORKSPACES = {"us-east": DEMO_WORKSPACE, "eu-central": "Demo Workspace EU"}
 
 
 def _workspace(user: Any, residency: str) -> str:
@@ -46,5 +47,10 @@ def seed_demo() -> dict[str, Any]:
         data = gateway_demo.seed(workspace_id, region, user.email)
         per_region[region] = {"workspace_id": workspace_id, "api_token": token,
                               "datasets": [d["name"] for d in data["datasets"]]}
-    return {**demo, "user_id": user.id, "datasets": per_region[region_of(us_id)]["datasets"],
+    us_region = region_of(us_id)
+    knowledge = chat_demo.seed(us_id, us_region, Principal(
+        user_id=user.id, workspace_id=us_id, roles=("admin",), email=user.email, amr=("seed",), token_id="seed"))
+    agent = agents_demo.seed(us_id, us_region, user.id, user.email)
+    return {**demo, "user_id": user.id, "datasets": per_region[us_region]["datasets"] + ["handbook"],
+            "chat_question": knowledge["question"], **agent,
             "eu_workspace_id": eu_id, "eu_api_token": eu_token, "workspaces": per_region}

@@ -99,12 +99,13 @@ def test_eu_workspace_lifecycle_at_the_eu_addresses(platform: RunningPlatform, u
     assert r.status_code == 201, r.text
 
     bucket = f"eu-src-{uuid.uuid4().hex[:10]}"
-    s3 = platform.aws("s3", EU)
+    s3 = platform.source_aws("s3", region=EU)  # the customer's own account, in the EU
     s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": EU})
     s3.put_object(Bucket=bucket, Key="people/p.csv", Body=b"id,name,city\n1,Ada,Vienna\n2,Grace,Lisbon\n")
     r = requests.post(f"{eu['gateway']}/v1/connectors", headers=h, timeout=30, json={
         "name": "EU people", "kind": "s3", "dataset_name": "people",
-        "config": {"bucket": bucket, "prefix": "people/", "format": "csv", "primary_key": ["id"]}})
+        "config": {"role_arn": "arn:aws:iam::111122223333:role/gateway-reader", "bucket": bucket,
+                   "prefix": "people/", "format": "csv", "primary_key": ["id"]}})
     assert r.status_code == 201, r.text
     conn = r.json()
     r = requests.post(f"{eu['gateway']}/v1/connectors/{conn['id']}/sync", headers=h, timeout=10,
