@@ -166,6 +166,9 @@ class LocalPlatform:
             from infra.emulator import serialise_writes
 
             serialise_writes()  # conditional writes atomic, as on DynamoDB (see infra/emulator.py)
+            # S3 answers another account's bucket only to a grant, as AWS does (connectors read as the
+            # workspace's role, in its own account: chalicelib/gateway/source_access.py)
+            os.environ.setdefault("MOTO_S3_ALLOW_CROSSACCOUNT_ACCESS", "false")
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
             self._emulator = ThreadedMotoServer(ip_address=self.host, port=self.emulator_port, verbose=False)

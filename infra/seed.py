@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.agents import demo as agents_demo
+from chalicelib.chat import demo as chat_demo
+from chalicelib.core.authz import Principal
 from chalicelib.core.tenancy import region_of, workspaces_of
 from chalicelib.gateway import demo as gateway_demo
 from chalicelib.identity import users
@@ -30,4 +33,9 @@ def seed_demo() -> dict[str, Any]:
                                         residency="us-east", enforce_mfa=False, joined_via="seed").id
     demo = seed_signin_demo(user.id, user.email, workspace_id)
     data = gateway_demo.seed(workspace_id, region_of(workspace_id), user.email)
-    return {**demo, "user_id": user.id, "datasets": [d["name"] for d in data["datasets"]]}
+    knowledge = chat_demo.seed(workspace_id, region_of(workspace_id), Principal(
+        user_id=user.id, workspace_id=workspace_id, roles=("admin",), email=user.email, amr=("seed",),
+        token_id="seed"))
+    agent = agents_demo.seed(workspace_id, region_of(workspace_id), user.id, user.email)
+    return {**demo, "user_id": user.id, "datasets": [d["name"] for d in data["datasets"]] + ["handbook"],
+            "chat_question": knowledge["question"], **agent}

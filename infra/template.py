@@ -87,6 +87,17 @@ def _bucket(b: Any, region: str) -> dict[str, Any]:
     return {"Type": "AWS::S3::Bucket", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain", "Properties": props}
 
 
+def _own_account_only(bucket_logical: str) -> dict[str, Any]:
+    """A bucket policy denying every principal of another account: a role a workspace grants (assumed by
+    connectors) can never read the platform's buckets, whatever that role's own policy allows."""
+    arn = {"Fn::GetAtt": [bucket_logical, "Arn"]}
+    return {"Type": "AWS::S3::BucketPolicy", "Properties": {"Bucket": {"Ref": bucket_logical}, "PolicyDocument": {
+        "Version": "2012-10-17", "Statement": [{
+            "Sid": "OwnAccountOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+            "Resource": [arn, {"Fn::Sub": ["${Arn}/*", {"Arn": arn}]}],
+            "Condition": {"StringNotEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}}}]}}}
+
+
 def resources_template(region: str) -> dict[str, Any]:
     """The CloudFormation template of everything declared for ``region``."""
     scopes = {REGIONAL} | ({GLOBAL} if region == GLOBAL_REGION else set())
@@ -110,6 +121,7 @@ def resources_template(region: str) -> dict[str, Any]:
             "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": [dlq, "Arn"]}, "maxReceiveCount": q.max_receive_count}}}
     for b in BUCKETS:
         res[_logical(b.name, "bucket")] = _bucket(b, region)
+        res[_logical(b.name, "bucket", "policy")] = _own_account_only(_logical(b.name, "bucket"))
     return {"AWSTemplateFormatVersion": "2010-09-09",
             "Description": f"aiplat resources for {region} (generated from infra/resources.py)",
             "Resources": res}
@@ -145,13 +157,17 @@ def iam_policy(group: str) -> dict[str, Any]:
          "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration"],
          "Resource": [f"arn:aws:s3:::{PREFIX}-audit-archive-*", f"arn:aws:s3:::{PREFIX}-audit-archive-*/*"]},
     ]
-    if group in ("gateway", "workers"):  # connectors: snapshots pruned, sources read (never our own resources)
+    if group in ("gateway", "workers"):  # connectors: snapshots pruned; sources read only through roles
         statements.append({"Sid": "GatewayDataLifecycle", "Effect": "Allow", "Action": ["s3:DeleteObject"],
                            "Resource": [f"arn:aws:s3:::{PREFIX}-data-*/*", f"arn:aws:s3:::{PREFIX}-documents-*/*"]})
-        statements.append({"Sid": "ConnectorSources", "Effect": "Allow",
-                           "Action": ["s3:GetObject", "s3:ListBucket", "dynamodb:Scan", "dynamodb:DescribeTable"],
-                           "NotResource": [f"arn:aws:s3:::{PREFIX}-*", f"arn:aws:s3:::{PREFIX}-*/*",
-                                           f"arn:aws:dynamodb:*:*:table/{PREFIX}-*"]})
+        # No read permission on any bucket or table but our own: a connector reads as the role its
+        # workspace grants (gateway/source_access.py), with the workspace's ExternalId.
+        statements.append({"Sid": "ConnectorRoles", "Effect": "Allow", "Action": "sts:AssumeRole",
+                           "Resource": "arn:aws:iam::*:role/*",
+                           "Condition": {"StringLike": {"sts:ExternalId": f"{PREFIX}-ws_*"}}})
+        statements.append({"Sid": "NoRoleOfOurOwnAccount", "Effect": "Deny", "Action": "sts:AssumeRole",
+                           "Resource": "*",
+                           "Condition": {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}}})
     if group in ("identity", "platform"):
         statements.append({"Sid": "Mail", "Effect": "Allow", "Action": ["ses:SendEmail"], "Resource": "*"})
     return {"Version": "2012-10-17", "Statement": statements}

@@ -20,14 +20,17 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from pynamodb.exceptions import UpdateError
+
 from chalicelib.core import audit, clock, paging
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal, Role, require
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
+from chalicelib.core.durations import format_duration, parse_duration
 from chalicelib.core.errors import ApiError, not_found, validation_error
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import models
-from chalicelib.gateway.durations import format_duration, parse_duration
 
 CLASSIFICATIONS = ("PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII")
 FIELD_POLICIES = ("ALLOW", "MASK", "HASH", "REDACT", "DENY")
@@ -365,8 +368,8 @@ def set_field_policy(principal: Principal, dataset_id: str, field_name: str, pol
         try:
             item.update(actions=[cls.schema.set(json.dumps(raw, separators=(",", ":"))), cls.updated_at.set(now)],
                         condition=cls.updated_at == old_updated)
-        except Exception as err:  # a concurrent writer changed the row: read again and retry
-            if "ConditionalCheckFailed" in repr(getattr(err, "cause_response_code", "")) + repr(err):
+        except UpdateError as err:  # a concurrent writer changed the row: read again and retry
+            if condition_failed(err):
                 continue
             raise
         break

@@ -29,6 +29,7 @@ from pynamodb.transactions import TransactWrite
 from chalicelib.core import audit, aws, clock, queues, tenancy
 from chalicelib.core import models as core_models
 from chalicelib.core.audit import SYSTEM
+from chalicelib.core.conditions import cancellation_codes, item_condition_failed
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
 from chalicelib.gateway import connectors, lineage_edges, models, normalize, storage
@@ -349,15 +350,13 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
                           condition=R.status == "RUNNING")
             return
         except TransactWriteError as err:
-            reasons = [r.get("Code") if isinstance(r, dict) else getattr(r, "code", None)
-                       for r in (getattr(err, "cancellation_reasons", None) or [])]
-            log.warning("sync commit conflict", extra={"sync_id": run.id, "reasons": reasons})
+            log.warning("sync commit conflict", extra={"sync_id": run.id, "reasons": cancellation_codes(err)})
             fresh = _run(region, ws, run.id)
             if fresh is not None and fresh.status != "RUNNING":
                 raise RuntimeError("the run was finished by another attempt") from None
-            if len(reasons) >= 2 and reasons[1] == "ConditionalCheckFailed":
+            if item_condition_failed(err, 1):  # the connector item: its lease
                 raise RuntimeError("the connector lease was lost") from None
-            if current is not None and len(reasons) >= 1 and reasons[0] == "ConditionalCheckFailed":
+            if current is not None and item_condition_failed(err, 0):  # the dataset item
                 latest = models.datasets(region).get(ws, dataset_id, consistent_read=True)
                 if latest.data_prefix != current.data_prefix:
                     raise RuntimeError("the dataset changed under this sync") from None

@@ -27,12 +27,12 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAtt
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import aws, clock
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, conflict
 from chalicelib.core.models import BaseModel, global_model
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.opaque import digest
-from chalicelib.identity.state import condition_failed
 
 ISSUER_NAME = "AI Platform"
 DIGITS = 6

@@ -20,13 +20,13 @@ from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttrib
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.errors import ApiError
 from chalicelib.core.models import BaseModel, global_model
 from chalicelib.identity import lockout, mfa, passwords, sessions
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.opaque import digest, new_secret
 from chalicelib.identity.sessions import SessionAttrs
-from chalicelib.identity.state import condition_failed
 
 MFA_TOKEN_TTL_SECONDS = 5 * 60
 MFA_TOKEN_MAX_ATTEMPTS = 5

@@ -19,6 +19,7 @@ from pynamodb.transactions import TransactWrite
 from chalicelib.core import audit, clock, paging
 from chalicelib.core.authz import Role, mfa_used
 from chalicelib.core.config import settings
+from chalicelib.core.durations import duration_check
 from chalicelib.core.errors import ApiError, validation_error
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
@@ -26,7 +27,6 @@ from chalicelib.core.models import BaseModel, connection, global_model
 from chalicelib.core.regions import endpoints, region_for
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
 from chalicelib.core.validation import F, validate
-from chalicelib.platform import durations
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 
 log = get_logger("platform.workspaces")
@@ -187,7 +187,7 @@ PATCH_FIELDS = {
     "enforce_mfa": F(bool),
     "domain_join": F(dict),
     "chat_auto_expiry": F(str, nullable=True, max_len=32,
-                          check=durations.checker(3600, 3650 * 86400, "PT1H and P3650D")),
+                          check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
 }

@@ -55,11 +55,27 @@ def expire_chats(event: dict[str, Any]) -> dict[str, Any]:
     return sweep(event)
 
 
+def reap_agent_runs(event: dict[str, Any]) -> dict[str, Any]:
+    """Every minute: runs past their deadline become expired; runs whose worker is gone become failed."""
+    from chalicelib.agents import reaper
+
+    return reaper.reap()
+
+
+def sweep_agent_data(event: dict[str, Any]) -> dict[str, Any]:
+    """Hourly: agent memory older than 30 days and runs past their workspace's auto-expiry are deleted."""
+    from chalicelib.agents import reaper
+
+    return reaper.sweep()
+
+
 SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
     Scheduled("retire_signing_keys", 3600, retire_signing_keys),
     Scheduled("expire_support_grants", 300, expire_support_grants),
     Scheduled("expire_chats", 900, expire_chats),
+    Scheduled("reap_agent_runs", 60, reap_agent_runs),
+    Scheduled("sweep_agent_data", 3600, sweep_agent_data),
 )
 
 
@@ -70,9 +86,17 @@ def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     return sync_worker.handle(event)
 
 
+def agent_runs(event: dict[str, Any]) -> dict[str, Any]:
+    """Agent runs (``agent-runs`` queue)."""
+    from chalicelib.agents import worker
+
+    return worker.handle(event)
+
+
 # queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
 QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "sync-jobs": sync_jobs,
+    "agent-runs": agent_runs,
 }
 
 

@@ -42,6 +42,15 @@ class RunningPlatform:
         return boto3.client(service, region_name=region, endpoint_url=self.urls["aws_endpoint"],
                             aws_access_key_id="local", aws_secret_access_key="local")
 
+    def source_aws(self, service: str, account: str = "111122223333", region: str = "us-east-1") -> Any:
+        """A client acting in a workspace's own AWS account, where its connector sources live; the role
+        ``arn:aws:iam::<account>:role/gateway-reader`` names it in a connector config."""
+        creds = self.aws("sts", region).assume_role(RoleArn=f"arn:aws:iam::{account}:role/owner",
+                                                    RoleSessionName="source-owner")["Credentials"]
+        return boto3.client(service, region_name=region, endpoint_url=self.urls["aws_endpoint"],
+                            aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
+                            aws_session_token=creds["SessionToken"])
+
     def outbox_messages(self, to: str | None = None) -> list[dict[str, Any]]:
         if not self.outbox.exists():
             return []
