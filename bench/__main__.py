@@ -35,6 +35,7 @@ MODULES: tuple[str, ...] = (
     "bench_gateway_sync",
     "bench_gateway_query",
     "bench_regions",
+    "bench_webapp",
 )
 
 
