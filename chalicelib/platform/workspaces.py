@@ -105,7 +105,7 @@ def public_settings(ws: WorkspaceAttrs) -> dict[str, Any]:
     s = settings_of(ws)
     dj = s.get("domain_join") or {}
     return {"domain_join": {"enabled": bool(dj.get("enabled")), "domain": dj.get("domain")},
-            "chat_auto_expiry": s.get("chat_auto_expiry")}
+            "chat_auto_expiry": s.get("chat_auto_expiry"), "agent_run_auto_expiry": s.get("agent_run_auto_expiry")}
 
 
 def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
@@ -188,6 +188,8 @@ PATCH_FIELDS = {
     "domain_join": F(dict),
     "chat_auto_expiry": F(str, nullable=True, max_len=32,
                           check=durations.checker(3600, 3650 * 86400, "PT1H and P3650D")),
+    "agent_run_auto_expiry": F(str, nullable=True, max_len=32,
+                               check=durations.checker(3600, 3650 * 86400, "PT1H and P3650D")),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
 }
@@ -274,6 +276,10 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
     if "chat_auto_expiry" in body and body["chat_auto_expiry"] != new_settings.get("chat_auto_expiry"):
         changes["chat_auto_expiry"] = {"from": new_settings.get("chat_auto_expiry"), "to": body["chat_auto_expiry"]}
         new_settings["chat_auto_expiry"] = body["chat_auto_expiry"]
+    for key in ("agent_run_auto_expiry",):
+        if key in body and body[key] != new_settings.get(key):
+            changes[key] = {"from": new_settings.get(key), "to": body[key]}
+            new_settings[key] = body[key]
     replication_change: dict[str, Any] | None = None
     if "replication" in body and body["replication"] != ws.replication:
         to = body["replication"]
@@ -293,7 +299,7 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
             replication_change["acknowledged"] = acknowledged
             if acknowledged:
                 replication_change["acknowledged_by"] = actor.as_dict()
-    if "domain_join" in changes or "chat_auto_expiry" in changes:
+    if {"domain_join", "chat_auto_expiry", "agent_run_auto_expiry"} & set(changes):
         actions.append(WorkspaceAttrs.settings.set(json.dumps(new_settings, sort_keys=True)))
     if not actions:
         return ws
