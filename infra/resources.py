@@ -131,6 +131,8 @@ TABLES: tuple[Table, ...] = (
           purpose="per run ('<workspace>#<run>'): the step ledger (step#NNNN) and the event stream (event#NNNNNNNN)"),
     Table("agent_memory", REGIONAL, "scope", "key", attributes={"scope": "S", "key": "S"}, ttl="expires_at",
           purpose="agent memory per agent and user ('<workspace>#<agent>#<user>'), 30 days (TTL plus a sweep)"),
+    Table("restore_requests", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="two-person restore requests of backups: requester, approvals, time box, outcome counts"),
 )
 
 QUEUES: tuple[Queue, ...] = (

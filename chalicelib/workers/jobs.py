@@ -80,6 +80,34 @@ def sweep_agent_data(event: dict[str, Any]) -> dict[str, Any]:
     return reaper.sweep(served_regions())
 
 
+def backup_workspaces(event: dict[str, Any]) -> dict[str, Any]:
+    """Daily: an encrypted backup of every workspace of the regions served here."""
+    from chalicelib.residency import backups
+
+    return backups.backup_all(event)
+
+
+def sweep_backups(event: dict[str, Any]) -> dict[str, Any]:
+    """Daily: backups older than 35 days are deleted (the emulator applies no bucket lifecycle)."""
+    from chalicelib.residency import backups
+
+    return backups.sweep(event)
+
+
+def sweep_invitations(event: dict[str, Any]) -> dict[str, Any]:
+    """Hourly: expired pending invitations and their address claims are deleted."""
+    from chalicelib.residency import retention
+
+    return retention.sweep_invitations(event)
+
+
+def sweep_email_codes(event: dict[str, Any]) -> dict[str, Any]:
+    """Hourly: e-mail sign-in code records past their expiry are deleted (global directory)."""
+    from chalicelib.residency import retention
+
+    return retention.sweep_email_codes(event)
+
+
 SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys, scope="global"),
     Scheduled("retire_signing_keys", 3600, retire_signing_keys, scope="global"),
@@ -87,6 +115,10 @@ SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("expire_chats", 900, expire_chats),
     Scheduled("reap_agent_runs", 60, reap_agent_runs),
     Scheduled("sweep_agent_data", 3600, sweep_agent_data),
+    Scheduled("backup_workspaces", 24 * 3600, backup_workspaces),
+    Scheduled("sweep_backups", 24 * 3600, sweep_backups),
+    Scheduled("sweep_invitations", 3600, sweep_invitations),
+    Scheduled("sweep_email_codes", 3600, sweep_email_codes, scope="global"),
 )
 
 

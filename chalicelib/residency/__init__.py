@@ -1,0 +1,1 @@
+"""Residency in operation: encrypted backups, two-person restore and retention sweeps (docs/residency.md)."""

@@ -1,0 +1,45 @@
+"""Residency storage: restore requests (regional, in the workspace's region) and the constants that say
+which regional tables and bucket prefixes hold a workspace's content."""
+from __future__ import annotations
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+
+from chalicelib.core.models import BaseModel, regional
+
+BACKUP_BUCKET = "backups"
+BACKUP_KEY = "backups"  # KMS key alias name, separate from the "data" key
+BACKUP_ROOT = "workspaces/"  # backups/<root><workspace>/<backup>/{manifest.json,items.enc,objects/...}
+RESTORE_WINDOW_SECONDS = 24 * 3600
+REQUIRED_ADMINS = 2  # the requester plus one other Admin
+
+# regional tables keyed by something other than ``workspace_id``: attribute -> value starts with '<ws>#'
+PREFIX_KEYED: dict[str, str] = {"agent_run_log": "run_key", "agent_memory": "scope"}
+# regional tables never backed up: transient replay answers, and the restore workflow itself
+NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests"})
+# backed up but never restored: the audit trail is append-only (the template denies deletes and updates)
+NOT_RESTORED: frozenset[str] = frozenset({"audit_events"})
+# bucket -> prefix template of a workspace's objects
+WORKSPACE_PREFIXES: dict[str, str] = {"data": "datasets/{ws}/", "documents": "uploads/{ws}/",
+                                      "knowledge": "indexes/{ws}/"}
+
+PENDING, RESTORING, RESTORED, FAILED = "pending", "restoring", "restored", "failed"
+
+
+class RestoreRequestAttrs(BaseModel):
+    """A request to restore one backup; ``approvals`` holds the distinct Admins who agreed (requester first)."""
+
+    TABLE = "restore_requests"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    id = UnicodeAttribute(range_key=True)  # rst_...
+    backup_id = UnicodeAttribute()
+    requested_by = UnicodeAttribute()
+    requested_at = UnicodeAttribute()
+    expires_at = NumberAttribute()  # epoch seconds: approvals after it are refused
+    approvals = UnicodeSetAttribute()
+    status = UnicodeAttribute()
+    report = UnicodeAttribute(null=True)  # JSON counts once finished
+    error = UnicodeAttribute(null=True)
+
+
+def restore_requests(region: str) -> type[RestoreRequestAttrs]:
+    return regional(RestoreRequestAttrs, region)

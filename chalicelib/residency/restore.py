@@ -1,0 +1,207 @@
+"""Two-person restore of a backup.
+
+An Admin requests a restore of one of the workspace's backups; a different Admin approves it within
+``RESTORE_WINDOW_SECONDS``. The requester cannot approve their own request and approvals are a set of
+user ids, so one person approving twice counts once. When ``REQUIRED_ADMINS`` distinct Admins agree the
+restore runs: every backed-up table (except the append-only audit trail) and every object under the
+workspace's prefixes is put back as it was at the backup, and the counts of what changed are reported.
+Every step is audited: requested, approved, started, finished, failed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist, UpdateError
+
+from chalicelib.core import audit, clock, paging
+from chalicelib.core.authz import Principal
+from chalicelib.core.conditions import condition_failed
+from chalicelib.core.errors import ApiError, conflict, not_found
+from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.logs import get_logger
+from chalicelib.core.tenancy import region_of
+from chalicelib.core.validation import validate
+from chalicelib.residency import backups, content
+from chalicelib.residency.models import (
+    FAILED,
+    NOT_RESTORED,
+    PENDING,
+    REQUIRED_ADMINS,
+    RESTORE_WINDOW_SECONDS,
+    RESTORED,
+    RESTORING,
+    RestoreRequestAttrs,
+    restore_requests,
+)
+
+log = get_logger("residency.restore")
+
+
+def _actor(user: Principal) -> audit.Actor:
+    return audit.Actor("user", user.user_id, user.email)
+
+
+def to_dict(req: RestoreRequestAttrs) -> dict[str, Any]:
+    status = req.status
+    if status == PENDING and req.expires_at <= clock.now():
+        status = "expired"
+    return {"id": req.id, "workspace_id": req.workspace_id, "backup_id": req.backup_id,
+            "requested_by": req.requested_by, "requested_at": req.requested_at,
+            "expires_at": clock.iso(req.expires_at), "approvals": sorted(req.approvals or []),
+            "approvals_required": REQUIRED_ADMINS, "status": status,
+            "report": json.loads(req.report) if req.report else None, "error": req.error}
+
+
+def request(user: Principal, backup_id: str, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
+    """Record a restore request by ``user`` (an Admin) for one of the workspace's backups."""
+    validate(body if body is not None else {}, {})
+    ws = user.workspace_id
+    region = region_of(ws)
+    backups.manifest(region, ws, backup_id)  # 404 unless it is this workspace's backup
+    now = clock.now()
+    req = restore_requests(region)(ws, new_id("rst"), backup_id=backup_id, requested_by=user.user_id,
+                                   requested_at=clock.iso(now), expires_at=int(now + RESTORE_WINDOW_SECONDS),
+                                   approvals={user.user_id}, status=PENDING)
+    req.save()
+    audit.append(region, ws, "backup.restore_requested", actor=_actor(user), caller=caller,
+                 target={"type": "restore_request", "id": req.id}, details={"backup_id": backup_id})
+    return to_dict(req)
+
+
+def _get(region: str, workspace_id: str, backup_id: str, request_id: str) -> RestoreRequestAttrs:
+    if not is_id(request_id, "rst"):
+        raise not_found("restore request")
+    try:
+        req = restore_requests(region).get(workspace_id, request_id, consistent_read=True)
+    except DoesNotExist:
+        raise not_found("restore request") from None
+    if req.backup_id != backup_id:
+        raise not_found("restore request")
+    return req
+
+
+def get(user: Principal, backup_id: str, request_id: str) -> dict[str, Any]:
+    return to_dict(_get(region_of(user.workspace_id), user.workspace_id, backup_id, request_id))
+
+
+def list_requests(user: Principal, backup_id: str, query: dict[str, str]) -> dict[str, Any]:
+    paging.check_params(query, ("limit", "after"))
+    lim = paging.limit(query)
+    after = paging.decode("restore_requests", query.get("after"))
+    ws = user.workspace_id
+    region = region_of(ws)
+    backups.manifest(region, ws, backup_id)
+    cls = restore_requests(region)
+    cond = cls.id > after if after else None
+    rows = [r for r in cls.query(ws, range_key_condition=cond, consistent_read=True) if r.backup_id == backup_id]
+    paged = paging.page(rows[: lim + 1], lim, "restore_requests", lambda r: r.id)
+    return {"data": [to_dict(r) for r in paged.pop("_items")], **paged}
+
+
+def approve(user: Principal, backup_id: str, request_id: str, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
+    """Add ``user``'s approval; when enough distinct Admins agree, run the restore and return its outcome."""
+    validate(body if body is not None else {}, {})
+    ws = user.workspace_id
+    region = region_of(ws)
+    req = _get(region, ws, backup_id, request_id)
+    if user.user_id == req.requested_by:
+        raise ApiError(403, "own_restore_request", "The Admin who requested a restore cannot approve it; "
+                       "another Admin of the workspace must.")
+    if req.status != PENDING:
+        raise conflict("restore_request_not_pending", f"The restore request is {req.status}.")
+    if req.expires_at <= clock.now():
+        raise conflict("restore_request_expired", "The restore request's approval window has passed; "
+                       "request the restore again.")
+    cls = restore_requests(region)
+    if user.user_id not in (req.approvals or set()):
+        try:
+            req.update(actions=[cls.approvals.add({user.user_id})],
+                       condition=(cls.status == PENDING) & (cls.expires_at > int(clock.now())))
+        except UpdateError as err:
+            if condition_failed(err):
+                raise conflict("restore_request_not_pending", "The restore request changed meanwhile.") from None
+            raise
+        audit.append(region, ws, "backup.restore_approved", actor=_actor(user), caller=caller,
+                     target={"type": "restore_request", "id": req.id}, details={"backup_id": backup_id})
+    req.refresh(consistent_read=True)
+    if len(req.approvals or set()) < REQUIRED_ADMINS:
+        return to_dict(req)
+    try:  # one approver wins the start
+        req.update(actions=[cls.status.set(RESTORING)], condition=cls.status == PENDING)
+    except UpdateError as err:
+        if condition_failed(err):
+            raise conflict("restore_request_not_pending", "The restore has already started.") from None
+        raise
+    return _run(region, req, user, caller)
+
+
+def _run(region: str, req: RestoreRequestAttrs, user: Principal, caller: audit.CallerLike) -> dict[str, Any]:
+    ws, target = req.workspace_id, {"type": "restore_request", "id": req.id}
+    cls = restore_requests(region)
+    audit.append(region, ws, "backup.restore_started", actor=_actor(user), caller=caller, target=target,
+                 details={"backup_id": req.backup_id, "approvals": sorted(req.approvals)})
+    try:
+        report = apply(region, backups.manifest(region, ws, req.backup_id))
+    except Exception as exc:  # noqa: BLE001 - recorded and audited, then answered as a 500-free outcome
+        log.exception("restore failed", extra={"workspace_id": ws, "request": req.id})
+        req.update(actions=[cls.status.set(FAILED), cls.error.set(type(exc).__name__)])
+        audit.append(region, ws, "backup.restore_failed", actor=_actor(user), caller=caller, target=target,
+                     details={"backup_id": req.backup_id, "error": type(exc).__name__})
+        return to_dict(req)
+    req.update(actions=[cls.status.set(RESTORED), cls.report.set(json.dumps(report, sort_keys=True))])
+    audit.append(region, ws, "backup.restore_finished", actor=_actor(user), caller=caller, target=target,
+                 details={"backup_id": req.backup_id, "changes": report})
+    return to_dict(req)
+
+
+def apply(region: str, found: dict[str, Any]) -> dict[str, Any]:
+    """Put the workspace's content back as it was in the backup ``found``; returns counts per table and
+    bucket: added, updated, removed, unchanged."""
+    ws = found["workspace_id"]
+    saved = backups.read(region, found)
+    report: dict[str, Any] = {"tables": {}, "buckets": {}}
+    for table in content.backed_up_tables():
+        if table.name in NOT_RESTORED:
+            continue
+        counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0}
+
+        def k(item: dict[str, Any], table: Any = table) -> str:
+            return content.canonical(content.key_of(table, item))
+
+        current = {k(i): i for i in content.items(region, table, ws)}
+        wanted = {k(i): i for i in saved.items.get(table.name, [])}
+        for key, item in wanted.items():
+            now_item = current.get(key)
+            if now_item is not None and content.canonical(now_item) == content.canonical(item):
+                counts["unchanged"] += 1
+                continue
+            content.put_item(region, table, item)
+            counts["added" if now_item is None else "updated"] += 1
+        for key, item in current.items():
+            if key not in wanted:
+                content.delete_item(region, table, item)
+                counts["removed"] += 1
+        report["tables"][table.name] = counts
+    wanted_objects = {(o["bucket"], o["key"]): o for o in saved.objects}
+    for bucket, prefix in content.prefixes(ws).items():
+        counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0}
+        present = set(content.object_keys(region, bucket, prefix))
+        for (b, key), obj in wanted_objects.items():
+            if b != bucket:
+                continue
+            if key in present:
+                if hashlib.sha256(content.get_object(region, bucket, key)["body"]).hexdigest() == obj["sha256"]:
+                    counts["unchanged"] += 1
+                    continue
+                counts["updated"] += 1
+            else:
+                counts["added"] += 1
+            content.put_object(region, bucket, key, obj["body"], obj["content_type"])
+        for key in present:
+            if (bucket, key) not in wanted_objects:
+                content.delete_object(region, bucket, key)
+                counts["removed"] += 1
+        report["buckets"][bucket] = counts
+    return report

@@ -1,0 +1,55 @@
+"""Backup and restore routes at {base_url}/v1 (platform group). Thin: every view calls a service."""
+from __future__ import annotations
+
+from typing import Any
+
+from chalice import Response  # type: ignore[attr-defined]
+
+from chalicelib.core import audit
+from chalicelib.core.tenancy import region_of
+from chalicelib.core.web import Api, Ctx, json_response
+from chalicelib.residency import backups, restore
+
+api = Api("platform")
+
+
+@api.route("/v1/backups", ["POST"], permission="backups.manage")
+def create_backup(ctx: Ctx) -> Response:
+    from chalicelib.core.validation import validate  # noqa: PLC0415
+
+    validate(ctx.json(required=False), {})
+    user = ctx.user
+    found = backups.create(region_of(user.workspace_id), user.workspace_id,
+                           actor=audit.Actor("user", user.user_id, user.email), caller=ctx.caller)
+    return json_response(backups.summary(found), 201)
+
+
+@api.route("/v1/backups", permission="backups.manage")
+def list_backups(ctx: Ctx) -> dict[str, Any]:
+    return backups.list_backups(region_of(ctx.user.workspace_id), ctx.user.workspace_id, ctx.query)
+
+
+@api.route("/v1/backups/{backup_id}", permission="backups.manage")
+def read_backup(ctx: Ctx, backup_id: str) -> dict[str, Any]:
+    ws = ctx.user.workspace_id
+    return backups.summary(backups.manifest(region_of(ws), ws, backup_id))
+
+
+@api.route("/v1/backups/{backup_id}/restore-requests", ["POST"], permission="backups.manage")
+def request_restore(ctx: Ctx, backup_id: str) -> Response:
+    return json_response(restore.request(ctx.user, backup_id, ctx.json(required=False), ctx.caller), 201)
+
+
+@api.route("/v1/backups/{backup_id}/restore-requests", permission="backups.manage")
+def list_restore_requests(ctx: Ctx, backup_id: str) -> dict[str, Any]:
+    return restore.list_requests(ctx.user, backup_id, ctx.query)
+
+
+@api.route("/v1/backups/{backup_id}/restore-requests/{request_id}", permission="backups.manage")
+def read_restore_request(ctx: Ctx, backup_id: str, request_id: str) -> dict[str, Any]:
+    return restore.get(ctx.user, backup_id, request_id)
+
+
+@api.route("/v1/backups/{backup_id}/restore-requests/{request_id}/approve", ["POST"], permission="backups.manage")
+def approve_restore(ctx: Ctx, backup_id: str, request_id: str) -> dict[str, Any]:
+    return restore.approve(ctx.user, backup_id, request_id, ctx.json(required=False), ctx.caller)
