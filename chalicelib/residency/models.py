@@ -16,8 +16,10 @@ REQUIRED_ADMINS = 2  # the requester plus one other Admin
 PREFIX_KEYED: dict[str, str] = {"agent_run_log": "run_key", "agent_memory": "scope"}
 # regional tables never backed up: transient replay answers, and the restore workflow itself
 NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests"})
-# backed up but never restored: the audit trail is append-only (the template denies deletes and updates)
-NOT_RESTORED: frozenset[str] = frozenset({"audit_events"})
+# backed up but never restored: the audit trail is append-only (the template denies deletes and updates);
+# memberships are who may act now: a restore must neither bring back a removed member nor drop the
+# Admins approving it, and the member count lives in the global directory
+NOT_RESTORED: frozenset[str] = frozenset({"audit_events", "memberships"})
 # bucket -> prefix template of a workspace's objects
 WORKSPACE_PREFIXES: dict[str, str] = {"data": "datasets/{ws}/", "documents": "uploads/{ws}/",
                                       "knowledge": "indexes/{ws}/"}
