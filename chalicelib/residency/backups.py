@@ -166,7 +166,7 @@ def list_backups(region: str, workspace_id: str, query: dict[str, str]) -> dict[
             break
     ids = sorted(i for i in ids if is_id(i, "bkp") and (not after or i > after))[: lim + 1]
     paged = paging.page(ids, lim, "backups", lambda i: i)
-    return {"data": [summary(manifest(region, workspace_id, i)) for i in paged.pop("_items")], **paged}
+    return {"backups": [summary(manifest(region, workspace_id, i)) for i in paged.pop("_items")], **paged}
 
 
 def _delete_prefix(region: str, prefix: str) -> None:

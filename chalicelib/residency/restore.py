@@ -97,7 +97,7 @@ def list_requests(user: Principal, backup_id: str, query: dict[str, str]) -> dic
     cond = cls.id > after if after else None
     rows = [r for r in cls.query(ws, range_key_condition=cond, consistent_read=True) if r.backup_id == backup_id]
     paged = paging.page(rows[: lim + 1], lim, "restore_requests", lambda r: r.id)
-    return {"data": [to_dict(r) for r in paged.pop("_items")], **paged}
+    return {"restore_requests": [to_dict(r) for r in paged.pop("_items")], **paged}
 
 
 def approve(user: Principal, backup_id: str, request_id: str, body: Any, caller: audit.CallerLike) -> dict[str, Any]:

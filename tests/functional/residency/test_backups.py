@@ -86,11 +86,11 @@ def test_list_is_paged_and_only_the_workspace_own(tenant: Tenant) -> None:
     backups.create(other.region, other.workspace_id)
     c = client()
     first = get(c, "/v1/backups?limit=2", tenant.token).json_body
-    assert [b["id"] for b in first["data"]] == ids[:2] and first["has_more"]
+    assert [b["id"] for b in first["backups"]] == ids[:2] and first["has_more"]
     second = get(c, f"/v1/backups?limit=2&after={first['next_cursor']}", tenant.token).json_body
-    assert [b["id"] for b in second["data"]] == ids[2:] and not second["has_more"]
+    assert [b["id"] for b in second["backups"]] == ids[2:] and not second["has_more"]
     assert get(c, f"/v1/backups/{ids[0]}", tenant.token).json_body["id"] == ids[0]
-    other_id = backups.list_backups(other.region, other.workspace_id, {})["data"][0]["id"]
+    other_id = backups.list_backups(other.region, other.workspace_id, {})["backups"][0]["id"]
     assert get(c, f"/v1/backups/{other_id}", tenant.token).status_code == 404
     assert get(c, "/v1/backups?after=bogus", tenant.token).status_code == 400
 
@@ -100,7 +100,7 @@ def test_backups_need_an_admin(tenant: Tenant) -> None:
     c = client()
     assert post(c, "/v1/backups", member.token).status_code == 403
     assert get(c, "/v1/backups", member.token).status_code == 403
-    assert backups.list_backups(tenant.region, tenant.workspace_id, {})["data"] == []
+    assert backups.list_backups(tenant.region, tenant.workspace_id, {})["backups"] == []
 
 
 def test_sweep_removes_exactly_the_backups_35_days_old(tenant: Tenant) -> None:
@@ -112,7 +112,7 @@ def test_sweep_removes_exactly_the_backups_35_days_old(tenant: Tenant) -> None:
         assert backups.sweep() == {"us-east-1": 0, "eu-central-1": 0}
         clock.advance(1)
         assert backups.sweep() == {"us-east-1": 1, "eu-central-1": 0}
-    left = [b["id"] for b in backups.list_backups(tenant.region, tenant.workspace_id, {})["data"]]
+    left = [b["id"] for b in backups.list_backups(tenant.region, tenant.workspace_id, {})["backups"]]
     assert left == [young]
     assert not _objects(tenant.region, f"workspaces/{tenant.workspace_id}/{old}/")
     assert len(_objects(tenant.region, f"workspaces/{tenant.workspace_id}/{young}/")) == 2
