@@ -260,6 +260,12 @@ def iam_policy(group: str, region: str | None = None) -> dict[str, Any]:
         statements.append({"Sid": "NoRoleOfOurOwnAccount", "Effect": "Deny", "Action": "sts:AssumeRole",
                            "Resource": "*",
                            "Condition": {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}}})
+    if group == "platform":  # a two-person restore puts a workspace's objects back as they were at its backup
+        statements.append({"Sid": "RestoreContent", "Effect": "Allow", "Action": ["s3:DeleteObject"],
+                           "Resource": [f"arn:aws:s3:::{PREFIX}-{b}-{home}*/*" for b in ("data", "documents", "knowledge")]})
+    if group == "workers":  # backups past 35 days are swept (the lifecycle rule expires them too)
+        statements.append({"Sid": "BackupRotation", "Effect": "Allow", "Action": ["s3:DeleteObject"],
+                           "Resource": [f"arn:aws:s3:::{PREFIX}-backups-{home}*/*"]})
     if group in ("identity", "platform"):
         statements.append({"Sid": "Mail", "Effect": "Allow", "Action": ["ses:SendEmail"], "Resource": "*",
                            **({"Condition": {"StringEquals": {"aws:RequestedRegion": region}}} if region else {})})
