@@ -23,8 +23,7 @@ from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions
 from chalicelib.core.tenancy import workspaces
 from chalicelib.residency import content, sealing
-from chalicelib.residency.models import BACKUP_BUCKET, BACKUP_ROOT
-from infra.resources import BACKUP_RETENTION_DAYS
+from chalicelib.residency.models import BACKUP_BUCKET, BACKUP_RETENTION_DAYS, BACKUP_ROOT
 
 log = get_logger("residency.backups")
 RETENTION_SECONDS = BACKUP_RETENTION_DAYS * 24 * 3600

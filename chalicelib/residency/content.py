@@ -1,6 +1,6 @@
 """What a workspace's regional content is, read and written without knowing any context's models.
 
-Tables come from ``infra/resources.py``: a regional table keyed by ``workspace_id`` is queried; one keyed
+Tables are ``models.BACKED_UP_TABLES`` (kept equal to ``infra/resources.py`` by a test): a regional table keyed by ``workspace_id`` is queried; one keyed
 by a '<workspace>#...' attribute (``models.PREFIX_KEYED``) is scanned with ``begins_with``. Objects are
 those under the workspace's prefixes (``models.WORKSPACE_PREFIXES``). Items travel as DynamoDB JSON with
 binary values base64-encoded, so a restore writes back exactly what was read.
@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from chalicelib.core import aws
-from chalicelib.residency.models import NOT_BACKED_UP, PREFIX_KEYED, WORKSPACE_PREFIXES
-from infra.resources import REGIONAL, TABLES, Table
+from chalicelib.residency.models import BACKED_UP_TABLES, PREFIX_KEYED, WORKSPACE_PREFIXES
+from chalicelib.residency.models import TableKeys as Table
 
 
 def backed_up_tables() -> list[Table]:
     """Every regional table that holds workspace content, in declaration order."""
-    return [t for t in TABLES if t.scope == REGIONAL and t.name not in NOT_BACKED_UP]
+    return list(BACKED_UP_TABLES)
 
 
 def _workspace_attr(table: Table) -> tuple[str, bool]:

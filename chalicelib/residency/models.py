@@ -2,10 +2,14 @@
 which regional tables and bucket prefixes hold a workspace's content."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 
 from chalicelib.core.models import BaseModel, regional
 
+BACKUP_RETENTION_DAYS = 35  # equal to infra.resources.BACKUP_RETENTION_DAYS (infra/ is not packaged; a test
+# keeps them and BACKED_UP_TABLES in step with the declaration)
 BACKUP_BUCKET = "backups"
 BACKUP_KEY = "backups"  # KMS key alias name, separate from the "data" key
 BACKUP_ROOT = "workspaces/"  # backups/<root><workspace>/<backup>/{manifest.json,items.enc,objects/...}
@@ -23,6 +27,27 @@ NOT_RESTORED: frozenset[str] = frozenset({"audit_events", "memberships"})
 # bucket -> prefix template of a workspace's objects
 WORKSPACE_PREFIXES: dict[str, str] = {"data": "datasets/{ws}/", "documents": "uploads/{ws}/",
                                       "knowledge": "indexes/{ws}/"}
+
+
+
+@dataclass(frozen=True)
+class TableKeys:
+    name: str
+    hash_key: str
+    range_key: str | None = None
+
+
+# every regional table of infra/resources.py except NOT_BACKED_UP, with its key (declaration order)
+BACKED_UP_TABLES: tuple[TableKeys, ...] = (
+    TableKeys("memberships", "workspace_id", "user_id"), TableKeys("audit_events", "workspace_id", "seq"),
+    TableKeys("connectors", "workspace_id", "id"), TableKeys("datasets", "workspace_id", "id"),
+    TableKeys("sync_runs", "workspace_id", "id"), TableKeys("lineage_edges", "workspace_id", "edge"),
+    TableKeys("invitations", "workspace_id", "id"), TableKeys("support_grants", "workspace_id", "id"),
+    TableKeys("model_access", "workspace_id"), TableKeys("knowledge", "workspace_id", "key"),
+    TableKeys("chats", "workspace_id", "id"), TableKeys("agents", "workspace_id", "id"),
+    TableKeys("agent_runs", "workspace_id", "id"), TableKeys("agent_run_log", "run_key", "sk"),
+    TableKeys("agent_memory", "scope", "key"),
+)
 
 PENDING, RESTORING, RESTORED, FAILED = "pending", "restoring", "restored", "failed"
 

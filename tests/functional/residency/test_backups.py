@@ -7,9 +7,9 @@ import hashlib
 import json
 
 from chalicelib.core import audit, aws, clock
-from chalicelib.residency import backups, content, sealing
-from chalicelib.residency.models import BACKUP_BUCKET, NOT_BACKED_UP, PREFIX_KEYED
-from infra.resources import REGIONAL, TABLES
+from chalicelib.residency import backups, content, models, sealing
+from chalicelib.residency.models import BACKED_UP_TABLES, BACKUP_BUCKET, NOT_BACKED_UP, PREFIX_KEYED
+from infra.resources import BACKUP_RETENTION_DAYS, REGIONAL, TABLES
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.gateway_data import token_for
 from tests.functional.residency.helpers import SECRET, client, get, post, seed
@@ -24,10 +24,12 @@ def _objects(region: str, prefix: str) -> dict[str, bytes]:
     return {k: s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
 
 
-def test_every_regional_table_is_classified() -> None:
-    for table in TABLES:
-        if table.scope == REGIONAL and table.name not in NOT_BACKED_UP:
-            assert table.hash_key == "workspace_id" or table.name in PREFIX_KEYED, table.name
+def test_backed_up_tables_are_every_declared_regional_table() -> None:
+    declared = [(t.name, t.hash_key, t.range_key) for t in TABLES if t.scope == REGIONAL and t.name not in NOT_BACKED_UP]
+    assert [(t.name, t.hash_key, t.range_key) for t in BACKED_UP_TABLES] == declared
+    for table in BACKED_UP_TABLES:
+        assert table.hash_key == "workspace_id" or table.name in PREFIX_KEYED, table.name
+    assert BACKUP_RETENTION_DAYS == models.BACKUP_RETENTION_DAYS
 
 
 def test_backup_holds_exactly_the_workspace_content_sealed_under_the_backup_key(tenant: Tenant) -> None:
@@ -65,7 +67,7 @@ def test_backup_holds_exactly_the_workspace_content_sealed_under_the_backup_key(
     # the manifest's hashes check the clear content too, and reading it back yields every item
     found = backups.read(tenant.region, manifest)
     assert sorted(content.canonical(i) for i in found.items["chats"]) == sorted(
-        content.canonical(i) for i in content.items(tenant.region, next(t for t in TABLES if t.name == "chats"),
+        content.canonical(i) for i in content.items(tenant.region, next(t for t in BACKED_UP_TABLES if t.name == "chats"),
                                                     tenant.workspace_id))
     actions = [e["action"] for e in audit.iter_chain(tenant.region, tenant.workspace_id)]
     assert actions[-1] == "backup.created"
