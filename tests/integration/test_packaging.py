@@ -67,6 +67,9 @@ def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stag
         assert env.get("REGION") == region if region else "REGION" not in env
         if region:
             assert env["BASE_URL"] == json.loads(env["REGIONAL_URLS"])[region]["base_url"]
+    roles = [r for r in resources.values() if r["Type"] == "AWS::IAM::Role"]
+    documents = [p["PolicyDocument"] for r in roles for p in r["Properties"].get("Policies", [])]
+    assert iam_policy(group, region) in documents  # the stage runs with its own region's policy
     handlers = set(functions) - {"APIHandler"}
     if group == "workers":  # global jobs run in the global region only; regional jobs and queues everywhere
         from chalicelib.workers import jobs
