@@ -354,8 +354,8 @@ def main() -> None:
             print(f"  {key:<13} {demo[key]}")
     print(f"  api_token     {str(demo.get('api_token', ''))[:24]}... (full value in run.json; EU: eu_api_token)")
     print(f"\nE-mail outbox (sign-in codes, reset links, invitations): {info['outbox']}")
-    token_cmd = f"python3 -c 'import json; print(json.load(open(\"{platform.state_dir}/run.json\"))[\"demo\"][\"api_token\"])'"
-    print(f"Try: curl -s -H \"Authorization: Bearer $({token_cmd})\" {info['urls']['platform']}/me"
+    print(f"Try (a 15-minute access token of the demo user): TOKEN=$(make -s token); "
+          f"curl -s -H \"Authorization: Bearer $TOKEN\" {info['urls']['platform']}/me"
           "\n\nCtrl-C stops everything.", flush=True)
     done = threading.Event()
     # explicit handlers: a SIGINT inherited as ignored (started in the background) must still stop us

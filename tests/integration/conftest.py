@@ -77,7 +77,7 @@ def start_platform(state_dir: Path, extra_env: dict[str, str] | None = None) -> 
                             stderr=subprocess.STDOUT)
     run_json = state_dir / "run.json"
     deadline = time.monotonic() + START_TIMEOUT
-    while not run_json.exists():
+    while not run_json.exists() or not run_json.read_text().strip().endswith("}"):  # written, not being written
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError("local platform did not start:\n" + (state_dir / "platform.log").read_text()[-4000:])
