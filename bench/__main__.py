@@ -36,6 +36,7 @@ MODULES: tuple[str, ...] = (
     "bench_gateway_query",
     "bench_regions",
     "bench_webapp",
+    "bench_chat",
 )
 
 

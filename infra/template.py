@@ -260,6 +260,13 @@ def iam_policy(group: str, region: str | None = None) -> dict[str, Any]:
         statements.append({"Sid": "NoRoleOfOurOwnAccount", "Effect": "Deny", "Action": "sts:AssumeRole",
                            "Resource": "*",
                            "Condition": {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}}})
+    if group in ("gateway", "workers", "platform"):  # knowledge: an index build replaces the previous one
+        statements.append({"Sid": "KnowledgeIndexLifecycle", "Effect": "Allow", "Action": ["s3:DeleteObject"],
+                           "Resource": [f"arn:aws:s3:::{PREFIX}-knowledge-{home}*/*"]})
+    if group in ("platform", "workers"):  # chat and agents call Bedrock in their own region only
+        statements.append({"Sid": "BedrockInRegion", "Effect": "Allow",
+                           "Action": ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
+                           "Resource": f"arn:aws:bedrock:{home}::foundation-model/*"})
     if group in ("identity", "platform"):
         statements.append({"Sid": "Mail", "Effect": "Allow", "Action": ["ses:SendEmail"], "Resource": "*",
                            **({"Condition": {"StringEquals": {"aws:RequestedRegion": region}}} if region else {})})
