@@ -33,6 +33,7 @@ MODULES: tuple[str, ...] = (
     "bench_platform",
     "bench_gateway_sync",
     "bench_gateway_query",
+    "bench_agents",
 )
 
 

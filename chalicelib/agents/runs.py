@@ -95,7 +95,7 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
             created_at=clock.iso(now), deadline_at=int(deadline), attempt=0,
             expires_at=int(now + expiry) if expiry else None)
         run.save(condition=models.RunAttrs.id.does_not_exist())
-        events.append(region, principal.workspace_id, run_id, "run.queued", {"status": QUEUED}, run.expires_at)
+        events.append(region, principal.workspace_id, run_id, "run.queued", {"status": QUEUED}, run.expires_at, after=0)
         audit.append(region, principal.workspace_id, "agent_run.created", actor=_user_actor(principal),
                      target={"type": "agent_run", "id": run_id},
                      details={"agent_id": agent_id, "agent_version": agent["version"]}, caller=caller)
