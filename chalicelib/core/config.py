@@ -31,9 +31,11 @@ class Settings:
     query_time_limit_seconds: float
     query_memory_limit: str
     query_spill_limit: str
+    knowledge_cache_seconds: float  # age of a container's loaded knowledge index before a manifest check
     model_providers: str = ""  # path of the model provider file, or its JSON (docs/api/models.md)
     region: str = ""  # the region this deployment is pinned to ("" = not pinned: global and local tools)
     regional_urls: str = "{}"  # JSON {region: {"base_url", "gateway_url"}}: every region's public addresses
+    connector_principal_arn: str = ""  # what workspaces' connector roles trust ("" = the platform's account)
 
     @property
     def issuer(self) -> str:
@@ -71,7 +73,9 @@ def settings() -> Settings:
         query_time_limit_seconds=float(os.environ.get("QUERY_TIME_LIMIT_SECONDS", "10")),
         query_memory_limit=os.environ.get("QUERY_MEMORY_LIMIT", "512MB"),
         query_spill_limit=os.environ.get("QUERY_SPILL_LIMIT", "256MB"),
+        knowledge_cache_seconds=float(os.environ.get("KNOWLEDGE_CACHE_SECONDS", "2")),
         model_providers=os.environ.get("MODEL_PROVIDERS", ""),
         region=os.environ.get("REGION", ""),
         regional_urls=os.environ.get("REGIONAL_URLS", "{}"),
+        connector_principal_arn=os.environ.get("CONNECTOR_PRINCIPAL_ARN", ""),
     )

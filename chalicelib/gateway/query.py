@@ -39,12 +39,12 @@ from typing import Any
 from chalicelib.core import aws, clock, paging
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.config import settings
+from chalicelib.core.durations import format_duration
 from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import catalog, fieldpolicy, lineage, sql_errors
-from chalicelib.gateway.durations import format_duration
 
 log = get_logger("gateway.query")
 
@@ -53,7 +53,7 @@ MAX_ROWS = 10_000
 MAX_SQL_CHARS = 20_000
 ANSWER_TYPES = ("CHAT_ANSWER", "AGENT_RUN", "SAVED_QUERY")
 # JSON bytes of the rows of one answer: under Lambda's 6 MB response limit with room for the rest
-MAX_ANSWER_BYTES = int(os.environ.get("QUERY_MAX_ANSWER_BYTES", str(4 * 1024 * 1024)))
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # of JSON rows per answer page (docs/api/gateway.md)
 MAX_SKIP_ROWS = 1_000_000  # how far a cursor may page into one answer
 CURSOR_KIND = "query"
 _FETCH_CHUNK = 256
