@@ -156,7 +156,12 @@ def view(run: models.RunAttrs, *, with_steps: bool = False) -> dict[str, Any]:
 def list_runs(principal: Principal, agent_id: str, query: dict[str, str]) -> dict[str, Any]:
     """An agent's runs, newest first, paged; ``status`` filters; non-Admins see only their own runs."""
     paging.check_params(query, ("limit", "after", "status"))
-    definitions.get_item(principal.workspace_id, agent_id)  # 404 for unknown agents
+    try:
+        definitions.get_item(principal.workspace_id, agent_id)
+    except ApiError:  # a deleted agent's runs stay listable until they are deleted themselves
+        if not any(True for _ in models.runs(region_of(principal.workspace_id)).by_agent.query(
+                principal.workspace_id, models.RunAttrs.agent_key.startswith(f"{agent_id}#"), limit=1)):
+            raise
     status = query.get("status")
     if status is not None and status not in RUN_STATUSES:
         raise validation_error([{"field": "status", "message": "must be one of " + ", ".join(RUN_STATUSES)}])
