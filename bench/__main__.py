@@ -37,6 +37,7 @@ MODULES: tuple[str, ...] = (
     "bench_regions",
     "bench_webapp",
     "bench_chat",
+    "bench_agents",
 )
 
 
