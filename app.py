@@ -24,8 +24,16 @@ if GROUP == "workers":
     def expire_support_grants(event):
         return jobs.expire_support_grants(event.to_dict())
 
+    @app.schedule(Rate(15, unit=Rate.MINUTES))  # own role: .chalice/config.json lambda_functions
+    def audit_digest(event):
+        return jobs.audit_digest(event.to_dict())
+
     from chalicelib.core.aws import queue_name
 
     @app.on_sqs_message(queue=queue_name("sync-jobs"), batch_size=1)
     def sync_jobs(event):
         return jobs.as_lambda(jobs.sync_jobs, event.to_dict())
+
+    @app.on_sqs_message(queue=queue_name("audit-exports"), batch_size=1)  # own role, as audit_digest
+    def audit_exports(event):
+        return jobs.as_lambda(jobs.audit_exports, event.to_dict())

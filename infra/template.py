@@ -4,7 +4,10 @@
   dead-letter queue), buckets and keys; the global region's also holds the global ones.
 - ``iam_policy(group)``: the policy each route group's functions run with (``.chalice/policy-<group>.json``):
   least privilege on our own resources, and an explicit deny of every write except PutItem on the audit
-  table, so no function can change or delete an audit event.
+  table, so no function can change or delete an audit event. No group may ``kms:Sign`` or write to the
+  audit buckets: ``job_policy(job)`` (``.chalice/policy-<job>.json``, set per function in
+  ``.chalice/config.json``) gives the export job and the digest job, each alone, its key and its bucket;
+  each signing key's key policy also refuses ``kms:Sign`` to every other principal.
 
 ``python -m infra.template OUT_DIR`` writes ``resources-<region>.json`` for every open region and refreshes
 the ``.chalice`` policies (a test checks the committed policies are current).
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.core.regions import OPEN_REGIONS
-from infra.resources import BUCKETS, GLOBAL, KEYS, QUEUES, REGIONAL, TABLES
+from infra.resources import AUDIT_JOBS, BUCKETS, GLOBAL, KEYS, QUEUES, REGIONAL, TABLES
 
 PREFIX = "aiplat"
 GLOBAL_REGION = "us-east-1"
@@ -55,12 +58,23 @@ def _table(t: Any) -> dict[str, Any]:
             "Properties": props}
 
 
+def job_role_pattern(job: str) -> str:
+    """The IAM role Chalice creates for a workers function with its own policy file
+    (``<app>-<stage>-<function>``, stage ``workers-dev``/``workers-prod``)."""
+    return f"arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:role/{PREFIX}-workers-*-{job}"
+
+
 def _key(k: Any) -> dict[str, Any]:
+    statements: list[dict[str, Any]] = [{
+        "Sid": "AccountAdmin", "Effect": "Allow",
+        "Principal": {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}},
+        "Action": "kms:*", "Resource": "*"}]
+    if k.signer:  # the key itself refuses Sign to every principal but the one job (IAM cannot widen it)
+        statements.append({"Sid": "OnlyTheJobSigns", "Effect": "Deny", "Principal": "*", "Action": "kms:Sign",
+                           "Resource": "*",
+                           "Condition": {"ArnNotLike": {"aws:PrincipalArn": {"Fn::Sub": job_role_pattern(k.signer)}}}})
     props: dict[str, Any] = {"Description": k.purpose, "KeySpec": k.spec, "KeyUsage": k.usage,
-                             "KeyPolicy": {"Version": "2012-10-17", "Statement": [{
-                                 "Sid": "AccountAdmin", "Effect": "Allow",
-                                 "Principal": {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}},
-                                 "Action": "kms:*", "Resource": "*"}]}}
+                             "KeyPolicy": {"Version": "2012-10-17", "Statement": statements}}
     if k.spec == "SYMMETRIC_DEFAULT":
         props["EnableKeyRotation"] = True
     return {"Type": "AWS::KMS::Key", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain", "Properties": props}
@@ -115,9 +129,12 @@ def resources_template(region: str) -> dict[str, Any]:
             "Resources": res}
 
 
-def iam_policy(group: str) -> dict[str, Any]:
-    """Least-privilege policy for a route group's functions."""
+def iam_policy(group: str, *, job: str | None = None) -> dict[str, Any]:
+    """Least-privilege policy for a route group's functions (``job``: one audit job's own function)."""
     tables = [f"arn:aws:dynamodb:*:*:table/{PREFIX}-{t.name}" for t in TABLES]
+    audit_table = f"arn:aws:dynamodb:*:*:table/{PREFIX}-audit_events"
+    own_keys = [f"alias/{PREFIX}-{k.name}" for k in KEYS if job and k.signer == job]
+    guarded = [b for b in BUCKETS if b.writer]
     statements: list[dict[str, Any]] = [
         {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
          "Resource": "arn:aws:logs:*:*:*"},
@@ -127,13 +144,27 @@ def iam_policy(group: str) -> dict[str, Any]:
                     "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable"],
          "Resource": tables + [t + "/index/*" for t in tables]},
         {"Sid": "AuditIsAppendOnly", "Effect": "Deny",
-         "Action": ["dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PartiQLUpdate",
-                    "dynamodb:PartiQLDelete", "dynamodb:DeleteTable", "dynamodb:UpdateTable"],
-         "Resource": f"arn:aws:dynamodb:*:*:table/{PREFIX}-audit_events"},
+         "Action": ["dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PartiQLInsert",
+                    "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete", "dynamodb:DeleteTable", "dynamodb:UpdateTable",
+                    "dynamodb:RestoreTableFromBackup", "dynamodb:RestoreTableToPointInTime", "dynamodb:ImportTable"],
+         "Resource": audit_table},
+        # PutItem stays allowed: IAM has no condition key for a request's ConditionExpression (DynamoDB's
+        # documented keys are LeadingKeys, Attributes, Select, ReturnValues, ReturnConsumedCapacity,
+        # EnclosingOperation, FullTableScan), so "only with attribute_not_exists" cannot be required by
+        # IAM. An overwrite is detected instead: the signed chain-head digests (docs/security.md).
         {"Sid": "Keys", "Effect": "Allow",
-         "Action": ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:Sign", "kms:Verify", "kms:GenerateMac",
-                    "kms:DescribeKey"],
+         "Action": ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:Verify", "kms:GenerateMac",
+                    "kms:DescribeKey", "kms:GetPublicKey"],
          "Resource": "*", "Condition": {"ForAnyValue:StringLike": {"kms:ResourceAliases": f"alias/{PREFIX}-*"}}},
+    ]
+    if own_keys:
+        statements.append({"Sid": "SignWithTheJobsOwnKey", "Effect": "Allow", "Action": ["kms:Sign"], "Resource": "*",
+                           "Condition": {"ForAnyValue:StringEquals": {"kms:ResourceAliases": own_keys}}})
+        statements.append({"Sid": "SignWithNoOtherKey", "Effect": "Deny", "Action": ["kms:Sign"], "Resource": "*",
+                           "Condition": {"ForAllValues:StringNotEquals": {"kms:ResourceAliases": own_keys}}})
+    else:
+        statements.append({"Sid": "OnlyAuditJobsSign", "Effect": "Deny", "Action": ["kms:Sign"], "Resource": "*"})
+    statements += [
         {"Sid": "Queues", "Effect": "Allow",
          "Action": ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes"]
          + (["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"] if group == "workers" else []),
@@ -142,10 +173,16 @@ def iam_policy(group: str) -> dict[str, Any]:
                                                          "s3:PutObjectRetention", "s3:GetObjectRetention"],
          "Resource": [f"arn:aws:s3:::{PREFIX}-*", f"arn:aws:s3:::{PREFIX}-*/*"]},
         {"Sid": "AuditArchiveIsWriteOnce", "Effect": "Deny",
-         "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration"],
-         "Resource": [f"arn:aws:s3:::{PREFIX}-audit-archive-*", f"arn:aws:s3:::{PREFIX}-audit-archive-*/*"]},
+         "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration",
+                    "s3:PutBucketPolicy", "s3:PutLifecycleConfiguration", "s3:DeleteBucket"],
+         "Resource": [r for b in guarded for r in (f"arn:aws:s3:::{PREFIX}-{b.name}-*", f"arn:aws:s3:::{PREFIX}-{b.name}-*/*")]},
     ]
-    if group in ("gateway", "workers"):  # connectors: snapshots pruned, sources read (never our own resources)
+    others = [b for b in guarded if b.writer != job]
+    if others:
+        statements.append({"Sid": "AuditBucketsWrittenOnlyByTheirJob", "Effect": "Deny",
+                           "Action": ["s3:PutObject", "s3:PutObjectRetention"],
+                           "Resource": [f"arn:aws:s3:::{PREFIX}-{b.name}-*/*" for b in others]})
+    if group in ("gateway", "workers") and job is None:  # connectors: snapshots pruned, sources read (never our own resources)
         statements.append({"Sid": "GatewayDataLifecycle", "Effect": "Allow", "Action": ["s3:DeleteObject"],
                            "Resource": [f"arn:aws:s3:::{PREFIX}-data-*/*", f"arn:aws:s3:::{PREFIX}-documents-*/*"]})
         statements.append({"Sid": "ConnectorSources", "Effect": "Allow",
@@ -157,13 +194,25 @@ def iam_policy(group: str) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+def job_policy(job: str) -> dict[str, Any]:
+    """The policy of one audit job's own function (a workers function with its own role)."""
+    if job not in AUDIT_JOBS:
+        raise ValueError(f"{job!r} is not an audit job; expected one of {', '.join(AUDIT_JOBS)}")
+    return iam_policy("workers", job=job)
+
+
+def policy_file(name: str) -> str:
+    """``.chalice`` file name of a group's or a job's policy."""
+    return f"policy-{name.replace('_', '-')}.json"
+
+
 def write_policies() -> list[Path]:
     from chalicelib.groups import GROUPS
 
     paths = []
-    for group in GROUPS:
-        path = CHALICE_DIR / f"policy-{group}.json"
-        path.write_text(json.dumps(iam_policy(group), indent=2) + "\n")
+    for name, policy in [(g, iam_policy(g)) for g in GROUPS] + [(j, job_policy(j)) for j in AUDIT_JOBS]:
+        path = CHALICE_DIR / policy_file(name)
+        path.write_text(json.dumps(policy, indent=2) + "\n")
         paths.append(path)
     return paths
 

@@ -47,10 +47,25 @@ def expire_support_grants(event: dict[str, Any]) -> dict[str, Any]:
     return expire_grants(event)
 
 
+def audit_digest(event: dict[str, Any]) -> dict[str, Any]:
+    """Every 15 minutes: a signed digest of each changed workspace chain head, in every region. Runs
+    as its own function with its own role: the only one that may sign with the digest key or write
+    the digest bucket (``.chalice/policy-audit-digest.json``)."""
+    from chalicelib.core.regions import OPEN_REGIONS
+    from chalicelib.platform import audit_digests
+
+    results = {region: audit_digests.run(region).as_dict() for region in OPEN_REGIONS}
+    tampered = {r: res["tampered"] for r, res in results.items() if res["tampered"]}
+    if tampered:
+        log.error("audit digest refused tampered chains", extra={"tampered": tampered})
+    return results
+
+
 SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
     Scheduled("retire_signing_keys", 3600, retire_signing_keys),
     Scheduled("expire_support_grants", 300, expire_support_grants),
+    Scheduled("audit_digest", 15 * 60, audit_digest),
 )
 
 # queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
@@ -65,6 +80,17 @@ def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
 
 
 QUEUE_HANDLERS["sync-jobs"] = sync_jobs
+
+
+def audit_exports(event: dict[str, Any]) -> dict[str, Any]:
+    """Audit exports (``audit-exports`` queue). Runs as its own function with its own role: the only one
+    that may sign with the export key or write the archive (``.chalice/policy-audit-exports.json``)."""
+    from chalicelib.platform import audit_export
+
+    return audit_export.handle(event)
+
+
+QUEUE_HANDLERS["audit-exports"] = audit_exports
 
 
 class RecordFailed(Exception):
