@@ -75,9 +75,10 @@ def _keys(workspace_id: str, export_id: str, region: str) -> dict[str, str]:
 def request_export(region: str, workspace_id: str, f: Filters, *, actor: audit.Actor, caller: Any = None) -> dict[str, Any]:
     """Fix the range and queue the export (platform role: it neither signs nor writes the archive)."""
     bounds = seq_bounds(region, workspace_id, f)
-    if bounds is None:
+    last = audit.head(region, workspace_id)
+    if bounds is None or last is None or bounds[0] > int(last.seq):
         raise ApiError(422, "no_events", "No audit events fall in the selected time range.")
-    lo, hi = bounds
+    lo, hi = bounds[0], min(bounds[1], int(last.seq))  # the range is fixed now: later events are not in it
     if hi - lo + 1 > MAX_EXPORT_EVENTS:
         raise ApiError(422, "export_too_large", f"An export holds at most {MAX_EXPORT_EVENTS} events; "
                                                 "narrow the time range with from and to.")

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from chalicelib.groups import GROUPS, HTTP_GROUPS, create_app
-from infra.template import iam_policy, resources_template
+from infra.resources import AUDIT_JOBS, BUCKETS, KEYS, QUEUES
+from infra.template import iam_policy, job_policy, policy_file, resources_template
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -62,7 +63,14 @@ def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stag
         assert "RestAPI" not in resources
     handlers = {name for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"} - {"APIHandler"}
     if group == "workers":
-        assert {"RotateSigningKeys", "RetireSigningKeys"} <= handlers
+        assert {"RotateSigningKeys", "RetireSigningKeys", "AuditDigest", "AuditExports"} <= handlers
+        # each audit job runs with its own role, made from its own policy file
+        roles = {name: resources[name]["Properties"].get("Role") for name in handlers}
+        assert roles["AuditDigest"] != roles["AuditExports"] != roles["SyncJobs"] != roles["AuditDigest"]
+        for function, job in (("AuditDigest", "audit_digest"), ("AuditExports", "audit_exports")):
+            role_name = roles[function]["Fn::GetAtt"][0]
+            policy = resources[role_name]["Properties"]["Policies"][0]["PolicyDocument"]
+            assert policy == job_policy(job)
     else:
         assert handlers == set()
     _lint(tmp_path / "sam.json")
@@ -87,16 +95,71 @@ def test_resources_templates_pass_cfn_lint(tmp_path: Path) -> None:
     eu = resources_template("eu-central-1")["Resources"]
     assert "UsersTable" not in eu and "AuditEventsTable" in eu
     dlqs = [r for r in eu.values() if r["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in r["Properties"]]
-    assert len(dlqs) == 2
+    assert len(dlqs) == len(QUEUES)
 
 
 def test_committed_policies_are_current() -> None:
-    for group in GROUPS:
-        committed = json.loads((ROOT / ".chalice" / f"policy-{group}.json").read_text())
-        assert committed == iam_policy(group), f"run `make templates` to refresh policy-{group}.json"
+    for name, policy in [(g, iam_policy(g)) for g in GROUPS] + [(j, job_policy(j)) for j in AUDIT_JOBS]:
+        committed = json.loads((ROOT / ".chalice" / policy_file(name)).read_text())
+        assert committed == policy, f"run `make templates` to refresh {policy_file(name)}"
+
+
+def test_each_audit_job_has_its_policy_file_in_every_workers_stage() -> None:
+    for stage, conf in CONFIG["stages"].items():
+        functions = conf.get("lambda_functions", {})
+        if stage.startswith("workers-"):
+            assert {j: functions[j]["iam_policy_file"] for j in AUDIT_JOBS} == {j: policy_file(j) for j in AUDIT_JOBS}
+        else:
+            assert not functions
+
+
+def _allows(policy: dict, action: str) -> list[dict]:
+    return [s for s in policy["Statement"] if s["Effect"] == "Allow" and action in s["Action"]]
+
+
+def _denies(policy: dict, action: str) -> list[dict]:
+    return [s for s in policy["Statement"] if s["Effect"] == "Deny" and action in s["Action"]]
+
+
+def test_only_the_audit_jobs_sign_each_with_its_own_key() -> None:
+    for group in GROUPS:  # every route group and the other workers: no Sign at all, explicitly denied
+        policy = iam_policy(group)
+        assert not _allows(policy, "kms:Sign")
+        [deny] = _denies(policy, "kms:Sign")
+        assert deny["Resource"] == "*" and "Condition" not in deny
+    for key in (k for k in KEYS if k.usage == "SIGN_VERIFY"):
+        policy = job_policy(key.signer)
+        [allow] = _allows(policy, "kms:Sign")
+        assert allow["Condition"] == {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [f"alias/aiplat-{key.name}"]}}
+        [deny] = _denies(policy, "kms:Sign")  # ... and no other key, even one the account creates later
+        assert deny["Condition"] == {"ForAllValues:StringNotEquals": {"kms:ResourceAliases": [f"alias/aiplat-{key.name}"]}}
+    assert {k.signer for k in KEYS if k.usage == "SIGN_VERIFY"} == {"audit_digest", "audit_exports"}
+
+
+def test_signing_keys_refuse_sign_to_every_other_principal() -> None:
+    resources = resources_template("eu-central-1")["Resources"]
+    for key in (k for k in KEYS if k.signer):
+        statements = resources[f"{key.name.title().replace('-', '')}Key"]["Properties"]["KeyPolicy"]["Statement"]
+        [deny] = [s for s in statements if s["Effect"] == "Deny"]
+        assert deny["Action"] == "kms:Sign" and deny["Principal"] == "*"
+        assert deny["Condition"]["ArnNotLike"]["aws:PrincipalArn"]["Fn::Sub"].endswith(f"-{key.signer}")
+
+
+def test_audit_buckets_are_written_only_by_their_job() -> None:
+    guarded = [b for b in BUCKETS if b.writer]
+    assert {b.name for b in guarded} == {"audit-archive", "audit-digests"}
+    for name, policy in [(g, iam_policy(g)) for g in GROUPS] + [(j, job_policy(j)) for j in AUDIT_JOBS]:
+        denied = {r for s in _denies(policy, "s3:PutObject") for r in s["Resource"]}
+        for b in guarded:
+            assert (f"arn:aws:s3:::aiplat-{b.name}-*/*" in denied) is (b.writer != name), (name, b.name)
+    resources = resources_template("us-east-1")["Resources"]
+    for b in guarded:
+        props = resources[f"{b.name.title().replace('-', '')}Bucket"]["Properties"]
+        assert props["ObjectLockConfiguration"]["Rule"]["DefaultRetention"]["Mode"] == "COMPLIANCE"
 
 
 def test_audit_table_is_append_only_for_every_function() -> None:
-    for group in GROUPS:
-        denies = [s for s in iam_policy(group)["Statement"] if s["Effect"] == "Deny" and "audit_events" in str(s["Resource"])]
-        assert denies and {"dynamodb:UpdateItem", "dynamodb:DeleteItem"} <= set(denies[0]["Action"])
+    for policy in [iam_policy(g) for g in GROUPS] + [job_policy(j) for j in AUDIT_JOBS]:
+        denies = [s for s in policy["Statement"] if s["Effect"] == "Deny" and "audit_events" in str(s["Resource"])]
+        assert denies and {"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+                           "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete"} <= set(denies[0]["Action"])
