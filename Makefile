@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test test-unit test-functional test-integration bench lint package templates clean system-deps
+.PHONY: run token test test-unit test-functional test-integration bench lint package templates clean system-deps
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m venv $(VENV)
@@ -21,7 +21,11 @@ system-deps:
 run: $(STAMP)
 	$(BIN)/python -m infra.local_run
 
-test: $(STAMP) system-deps
+# A fresh 15-minute access token for the demo user of a running `make run` (TOKEN=$$(make -s token)); needs the venv `make run` made.
+token:
+	@$(BIN)/python -m infra.demo_token
+
+test: lint system-deps
 	$(BIN)/python -m pytest tests
 
 test-unit: $(STAMP)

@@ -17,8 +17,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "platform": ("chalicelib.platform.routes", "chalicelib.platform.workspace_routes",
                  "chalicelib.platform.member_routes", "chalicelib.platform.invitation_routes",
                  "chalicelib.platform.audit_routes", "chalicelib.platform.support_routes",
-                 "chalicelib.platform.member_security_routes", "chalicelib.platform.sso_routes"),
-    "gateway": ("chalicelib.gateway.routes", "chalicelib.gateway.read_routes"),
+                 "chalicelib.platform.member_security_routes", "chalicelib.platform.sso_routes",
+                 "chalicelib.models.routes", "chalicelib.chat.routes"),
+    "gateway": ("chalicelib.gateway.routes", "chalicelib.gateway.read_routes", "chalicelib.knowledge.routes"),
     "app": ("chalicelib.webapp.routes",),
     "workers": (),
 }

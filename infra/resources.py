@@ -87,6 +87,8 @@ TABLES: tuple[Table, ...] = (
           purpose="passkeys and security keys: public key, sign counter (identity directory)"),
     Table("sso_connections", GLOBAL, "domain", attributes={"domain": "S"},
           purpose="SSO connections by e-mail domain: issuer, client id, encrypted secret, verification"),
+    Table("usage_counters", GLOBAL, "workspace_id", "key", attributes={"workspace_id": "S", "key": "S"},
+          purpose="aggregate model usage per workspace, day and model (tokens in/out, requests; no content)"),
     Table("support_staff", GLOBAL, "user_id", attributes={"user_id": "S"},
           purpose="identity directory flag: which users are provider support staff (no workspace content)"),
     # --- regional: workspace content, stored in the workspace's region only ---------------------
@@ -113,6 +115,12 @@ TABLES: tuple[Table, ...] = (
           purpose="time-boxed support access grants"),
     Table("idempotency", REGIONAL, "key", attributes={"key": "S"}, ttl="expires_at",
           purpose="first answers of POSTs that start work, by Idempotency-Key"),
+    Table("model_access", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},
+          purpose="per-role model allow-lists set by Admins"),
+    Table("knowledge", REGIONAL, "workspace_id", "key", attributes={"workspace_id": "S", "key": "S"},
+          purpose="knowledge index manifests (index#<dataset>) and per-document ACLs (docacl#<document>)"),
+    Table("chats", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          ttl="expires_at", purpose="chats and their messages (swept on auto-expiry; the emulator's TTL never deletes)"),
 )
 
 QUEUES: tuple[Queue, ...] = (
@@ -124,6 +132,7 @@ QUEUES: tuple[Queue, ...] = (
 BUCKETS: tuple[Bucket, ...] = (
     Bucket("data", purpose="synced datasets as Parquet"),
     Bucket("documents", purpose="uploaded documents and passages"),
+    Bucket("knowledge", purpose="knowledge indexes: chunks and BM25 files per dataset build"),
     Bucket("backups", expire_days=BACKUP_RETENTION_DAYS, purpose="backups, 35-day rotation, separate key"),
     Bucket("audit-archive", object_lock_days=AUDIT_RETENTION_DAYS, writer="audit_exports",
            purpose="audit exports, Object Lock compliance 7 years; written only by the export job"),

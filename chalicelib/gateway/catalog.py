@@ -16,7 +16,6 @@ sync side calls ``invalidate`` after it writes a dataset.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 from chalicelib.core import audit, clock, paging
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal, Role, require
+from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, not_found, validation_error
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import models
@@ -76,7 +76,7 @@ _lock = threading.Lock()
 
 
 def _ttl() -> float:
-    return float(os.environ.get("CATALOG_CACHE_SECONDS", "2"))
+    return settings().catalog_cache_seconds
 
 
 def invalidate(workspace_id: str | None = None) -> None:

@@ -272,6 +272,10 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
         storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
     lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,
                               {"connector_kind": conn.kind})
+    if not unchanged:
+        from chalicelib.knowledge import indexer  # noqa: PLC0415 - loads bm25s only when a sync ran
+
+        indexer.on_sync(region, ws, dataset_id)
     audit.append(region, ws, "connector.sync_succeeded", actor=SYSTEM, target={"type": "connector", "id": conn.id},
                  details={"sync_id": run.id, "dataset_id": dataset_id, "rows_read": batch.rows_read,
                           "rows_written": snap.rows_written, "rows_deleted": snap.rows_deleted,

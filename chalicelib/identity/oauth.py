@@ -11,7 +11,8 @@ from typing import Any
 from chalicelib.core.authz import mfa_used
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
-from chalicelib.core.tenancy import get_workspace, roles_for
+from chalicelib.core.regions import public_endpoints
+from chalicelib.core.tenancy import endpoints_of, get_workspace, roles_for
 from chalicelib.core.tokens import verifier
 from chalicelib.identity.clients import OAuthClientAttrs
 from chalicelib.identity.signing import issue_access_token
@@ -27,7 +28,7 @@ def oauth_error(status: int, error: str, description: str) -> ApiError:
 
 def token_response(token: str, claims: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"access_token": token, "token_type": "Bearer", "expires_in": claims["exp"] - claims["iat"],
-            "workspace_id": claims["workspace_id"], **extra}
+            "workspace_id": claims["workspace_id"], **endpoints_of(claims["workspace_id"]), **extra}
 
 
 def exchange(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str, Any]:
@@ -115,6 +116,7 @@ def discovery() -> dict[str, Any]:
         "response_types_supported": ["code"],
         "claims_supported": ["sub", "email", "email_verified", "name", "workspace_id", "roles", "amr", "iss", "aud",
                              "exp", "iat", "jti", "auth_time", "nonce", "at_hash", "azp", "sid"],
+           "regional_endpoints": public_endpoints(),  # where each residency's workspaces are served
     })
     return doc
 

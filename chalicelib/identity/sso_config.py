@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import secrets
 from dataclasses import asdict, dataclass, field
@@ -31,7 +30,6 @@ from chalicelib.core.models import BaseModel, global_model
 from chalicelib.identity import http_client
 
 VERIFICATION_PREFIX = "aiplat-domain-verification="
-DEFAULT_VERIFICATION_URL = "https://{domain}/.well-known/aiplat-domain-verification.txt"
 DOMAIN_RE = re.compile(r"^(?=.{4,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 CODE_HOSTING = "code_hosting"
 WORKSPACE_SUITE = "workspace_suite"
@@ -210,8 +208,7 @@ class DomainVerifier(Protocol):
 
 
 def verification_url(domain: str) -> str:
-    template = os.environ.get("DOMAIN_VERIFICATION_URL", DEFAULT_VERIFICATION_URL)
-    return template.format(domain=domain)
+    return settings().domain_verification_url.format(domain=domain)
 
 
 class WellKnownFileVerifier:

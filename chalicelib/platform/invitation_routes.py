@@ -5,6 +5,7 @@ from typing import Any
 
 from chalicelib.core import idempotency, paging
 from chalicelib.core.authz import AUTHENTICATED
+from chalicelib.core.regions import GLOBAL
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx, json_response
@@ -49,7 +50,7 @@ def revoke_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
 
 
 @api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}/accept", methods=["POST"],
-           permission=AUTHENTICATED)
+           permission=AUTHENTICATED, scope=GLOBAL)
 def accept_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
     require_user_token(ctx.user)
     validate(ctx.json(required=False), {})

@@ -5,6 +5,7 @@ from typing import Any
 
 from chalicelib.core import paging
 from chalicelib.core.authz import AUTHENTICATED
+from chalicelib.core.regions import PATH
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx, json_response
@@ -37,14 +38,14 @@ def revoke_grant(ctx: Ctx, workspace_id: str, grant_id: str) -> Any:
     return support.revoke(get_workspace(workspace_id), grant_id, actor=actor_of(ctx), caller=ctx.caller)
 
 
-@api.route("/v1/support/workspaces/{workspace_id}", permission=AUTHENTICATED)
+@api.route("/v1/support/workspaces/{workspace_id}", permission=AUTHENTICATED, scope=PATH)
 def support_read_workspace(ctx: Ctx, workspace_id: str) -> Any:
     paging.check_params(ctx.query, ())
     ws, grant = support.authorize(ctx.user, workspace_id, "workspace", caller=ctx.caller)
     return {**to_public(ws), "support_grant": support.to_public(grant)}
 
 
-@api.route("/v1/support/workspaces/{workspace_id}/audit/events", permission=AUTHENTICATED)
+@api.route("/v1/support/workspaces/{workspace_id}/audit/events", permission=AUTHENTICATED, scope=PATH)
 def support_read_audit(ctx: Ctx, workspace_id: str) -> Any:
     filters = audit_query.parse_filters(ctx.query)
     limit = paging.limit(ctx.query, audit_query.DEFAULT_LIMIT, audit_query.MAX_LIMIT)

@@ -23,7 +23,7 @@ from chalicelib.core.errors import ApiError, validation_error
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.models import BaseModel, connection, global_model
-from chalicelib.core.regions import region_for
+from chalicelib.core.regions import endpoints, region_for
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
 from chalicelib.core.validation import F, validate
 from chalicelib.platform import durations
@@ -123,7 +123,14 @@ def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
         "created_by": ws.created_by,
         "member_count": int(ws.member_count or 0),
         "settings": public_settings(ws),
+        **served_at(ws.region),
     }
+
+
+def served_at(region: str) -> dict[str, str]:
+    """Where a workspace's requests go: its region's platform API and gateway (docs/residency.md)."""
+    where = endpoints(region)
+    return {"api_base_url": where["api_base_url"], "gateway_url": where["gateway_url"]}
 
 
 def token_exchange_hint(workspace_id: str) -> dict[str, str]:

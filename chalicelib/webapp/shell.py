@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +34,7 @@ FLOW_TTL = 600
 
 
 def client_id() -> str:
-    return os.environ.get("APP_CLIENT_ID", "app-shell")
+    return settings().app_client_id
 
 
 def redirect_uri() -> str:

@@ -1,5 +1,6 @@
-"""Scheduled and queue-triggered work. ``app.py`` declares each handler as a one-line delegate, and the
-local runner (``infra/local_run.py``) calls these same functions with Lambda-shaped events.
+"""Scheduled and queue-triggered work, declared once here: ``SCHEDULED`` (name, interval, handler) and
+``QUEUE_HANDLERS`` (queue, handler). ``app.py`` derives one Lambda handler per entry, and the local runner
+(``infra/local_run.py``) calls these same functions with Lambda-shaped events.
 
 Workers must not import graphql or duckdb at module level.
 """
@@ -61,15 +62,20 @@ def audit_digest(event: dict[str, Any]) -> dict[str, Any]:
     return results
 
 
+def expire_chats(event: dict[str, Any]) -> dict[str, Any]:
+    """Every 15 minutes: delete chats past their workspace's auto-expiry."""
+    from chalicelib.chat.expiry import sweep
+
+    return sweep(event)
+
+
 SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
     Scheduled("retire_signing_keys", 3600, retire_signing_keys),
     Scheduled("expire_support_grants", 300, expire_support_grants),
+    Scheduled("expire_chats", 900, expire_chats),
     Scheduled("audit_digest", 15 * 60, audit_digest),
 )
-
-# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
-QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
 def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
@@ -79,9 +85,7 @@ def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     return sync_worker.handle(event)
 
 
-QUEUE_HANDLERS["sync-jobs"] = sync_jobs
-
-
+# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
 def audit_exports(event: dict[str, Any]) -> dict[str, Any]:
     """Audit exports (``audit-exports`` queue). Runs as its own function with its own role: the only one
     that may sign with the export key or write the archive (``.chalice/policy-audit-exports.json``)."""
@@ -90,7 +94,15 @@ def audit_exports(event: dict[str, Any]) -> dict[str, Any]:
     return audit_export.handle(event)
 
 
-QUEUE_HANDLERS["audit-exports"] = audit_exports
+QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "sync-jobs": sync_jobs,
+    "audit-exports": audit_exports,
+}
+
+
+def handler_name(queue: str) -> str:
+    """The Lambda handler name of a queue's consumer (``sync-jobs`` -> ``sync_jobs``)."""
+    return queue.replace("-", "_")
 
 
 class RecordFailed(Exception):

@@ -143,5 +143,6 @@ class Outbox:
 @pytest.fixture
 def outbox(stack: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Outbox:
     monkeypatch.setenv("MAIL_OUTBOX_DIR", str(tmp_path / "outbox"))
+    settings.cache_clear()
     (tmp_path / "outbox").mkdir()
     return Outbox(tmp_path / "outbox")
