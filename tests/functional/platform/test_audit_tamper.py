@@ -263,3 +263,30 @@ def test_the_export_job_refuses_to_sign_a_range_that_disagrees_with_a_digest(dig
     assert result["batchItemFailures"]  # retried, then the dead-letter queue; nothing signed
     assert any(r.getMessage() == "audit chain tampered" for r in caplog.records)
     assert call(client, "GET", f"/v1/audit/exports/{exp['id']}", digested.token)[1]["status"] == "pending"
+
+
+def test_the_export_job_refuses_a_re_chained_range_between_two_digests(digested: Tenant, caplog) -> None:
+    """Events 12..14 changed and re-chained up to the head: no digest head lies inside 12..14, but the
+    range no longer leads to the next digest's head (16)."""
+    events = _events(digested)
+    events[12]["details"] = {"i": "rewritten"}
+    for event in _rechain(events, 12)[12:]:
+        _put(digested, event)
+    frm, to = events[11]["occurred_at"], events[14]["occurred_at"]
+    client = Client(create_app("platform"))
+    status, exp, _ = call(client, "POST", "/v1/audit/exports", digested.token, {"from": frm, "to": to})
+    assert status == 202 and (exp["first_seq"], exp["last_seq"]) == (12, 14)
+    with caplog.at_level("ERROR"):
+        [result] = run_export_job(digested.region)
+    assert result["batchItemFailures"]
+    assert any(r.getMessage() == "audit chain tampered" for r in caplog.records)
+
+
+def test_an_untouched_range_between_two_digests_exports_and_verifies(digested: Tenant) -> None:
+    events = _events(digested)
+    client = Client(create_app("platform"))
+    status, exp, _ = call(client, "POST", "/v1/audit/exports", digested.token,
+                          {"from": events[11]["occurred_at"], "to": events[14]["occurred_at"]})
+    assert status == 202 and run_export_job(digested.region) == [{"batchItemFailures": []}]
+    report = audit_export.verify_export(exp["uri"])
+    assert report.ok and "no signed chain digest has its head inside the export" in report.checks
