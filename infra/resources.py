@@ -30,6 +30,7 @@ class Table:
     attributes: dict[str, str] = field(default_factory=dict)  # key attribute name -> S | N | B
     indexes: tuple[Index, ...] = ()
     ttl: str | None = None
+    stream: str | None = None  # DynamoDB Streams view type, when the table has a change stream
     purpose: str = ""
 
 
@@ -97,8 +98,9 @@ TABLES: tuple[Table, ...] = (
           indexes=(Index("by_user", "user_id", "workspace_id"),), purpose="members and their roles"),
     Table("audit_events", REGIONAL, "workspace_id", "seq",
           attributes={"workspace_id": "S", "seq": "N", "occurred_at": "S"},
-          indexes=(Index("by_time", "workspace_id", "occurred_at", local=True),),
-          purpose="append-only, hash-chained audit trail"),
+          indexes=(Index("by_time", "workspace_id", "occurred_at", local=True),), stream="KEYS_ONLY",
+          purpose="append-only, hash-chained audit trail; its change stream shows any overwrite or delete "
+                  "to the digest job"),
     Table("connectors", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="gateway connectors, their health and sync cursor"),
     Table("datasets", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},

@@ -54,6 +54,8 @@ def _table(t: Any) -> dict[str, Any]:
                           for ix in group]
     if t.ttl:
         props["TimeToLiveSpecification"] = {"AttributeName": t.ttl, "Enabled": True}
+    if t.stream:
+        props["StreamSpecification"] = {"StreamViewType": t.stream}
     return {"Type": "AWS::DynamoDB::Table", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
             "Properties": props}
 
@@ -157,6 +159,10 @@ def iam_policy(group: str, *, job: str | None = None) -> dict[str, Any]:
                     "kms:DescribeKey", "kms:GetPublicKey"],
          "Resource": "*", "Condition": {"ForAnyValue:StringLike": {"kms:ResourceAliases": f"alias/{PREFIX}-*"}}},
     ]
+    if job == "audit_digest":  # reads the audit table's change stream for overwrites and deletes
+        statements.append({"Sid": "AuditChangeStream", "Effect": "Allow",
+                           "Action": ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"],
+                           "Resource": f"{audit_table}/stream/*"})
     if own_keys:
         statements.append({"Sid": "SignWithTheJobsOwnKey", "Effect": "Allow", "Action": ["kms:Sign"], "Resource": "*",
                            "Condition": {"ForAnyValue:StringEquals": {"kms:ResourceAliases": own_keys}}})

@@ -11,9 +11,15 @@ requests can change neither.
 
 What the digests make detectable (``verify``): deleting the newest events (the live head falls behind
 a digest), deleting or changing any event up to the newest digest (the chain no longer reaches the
-digest's head hash), and overwriting events with ``PutItem`` and re-hashing the chain (same). A change
-made after the newest digest is found by the next run, which refuses to sign a chain that no longer
-reaches its previous head and logs ``audit chain tampered``.
+digest's head hash), and overwriting events with ``PutItem`` and re-hashing the chain (same). The next
+run refuses to sign a chain that no longer reaches its previous head and logs ``audit chain tampered``.
+
+Events newer than the newest digest are covered by the audit table's change stream (DynamoDB Streams,
+keys only; the table cannot be updated by any function, so the stream cannot be turned off): an append
+is an ``INSERT``, so every ``MODIFY`` (a ``PutItem`` over an event) or ``REMOVE`` is tampering. Each run
+reads the stream from its checkpoint (kept in the digest bucket, which only this job writes) and writes a
+signed alarm ``alarms/<workspace_id>/<stream sequence>.json`` for every such record; ``verify`` fails a
+workspace that has one.
 
 Layout: ``s3://<bucket>/digests/<workspace_id>/<inverted head seq>.json``; the inverted sequence number
 (10^12 - head_seq, zero-padded) lists the newest digest first.
@@ -104,6 +110,88 @@ def region_workspaces(region: str) -> Iterator[str]:
             yield item["id"]["S"]
 
 
+# --- the change stream ---------------------------------------------------------------------------
+
+def _checkpoint_key(region: str) -> str:
+    return f"streams/{region}/checkpoint.json"
+
+
+def _sign(region: str, body: Mapping[str, Any]) -> bytes:
+    signature = aws.client("kms", region).sign(KeyId=body["key_arn"], Message=_message(body), MessageType="DIGEST",
+                                               SigningAlgorithm=SIGNING_ALGORITHM)["Signature"]
+    return audit.canonical({"digest": dict(body), "signature": base64.b64encode(signature).decode()}).encode()
+
+
+def _put_locked(region: str, key: str, raw: bytes) -> None:
+    aws.client("s3", region).put_object(
+        Bucket=aws.bucket_name(BUCKET, region), Key=key, Body=raw, ContentType="application/json",
+        ChecksumAlgorithm="SHA256", ObjectLockMode="COMPLIANCE",
+        ObjectLockRetainUntilDate=clock.utcnow() + dt.timedelta(days=AUDIT_RETENTION_DAYS))
+
+
+def watch_stream(region: str) -> dict[str, list[str]]:
+    """Read the audit table's change stream since the checkpoint; every overwrite or delete of an event
+    becomes a signed alarm for its workspace. Returns workspace id -> findings."""
+    s3 = aws.client("s3", region)
+    bucket = aws.bucket_name(BUCKET, region)
+    stream_arn = aws.client("dynamodb", region).describe_table(
+        TableName=aws.table_name("audit_events"))["Table"].get("LatestStreamArn")
+    if not stream_arn:
+        log.error("audit chain tampered", extra={"region": region, "problems": ["the audit table has no change stream"]})
+        return {"*": ["the audit table has no change stream"]}
+    try:
+        checkpoint = json.loads(s3.get_object(Bucket=bucket, Key=_checkpoint_key(region))["Body"].read())
+    except ClientError:
+        checkpoint = {}
+    shards: dict[str, str] = checkpoint.get("shards", {}) if checkpoint.get("stream_arn") == stream_arn else {}
+    streams = aws.client("dynamodbstreams", region)
+    findings: dict[str, list[str]] = {}
+    alarms: list[tuple[str, str, list[str]]] = []
+    for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"].get("Shards", []):
+        shard_id = shard["ShardId"]
+        where = ({"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": shards[shard_id]}
+                 if shard_id in shards else {"ShardIteratorType": "TRIM_HORIZON"})
+        iterator = streams.get_shard_iterator(StreamArn=stream_arn, ShardId=shard_id, **where).get("ShardIterator")
+        while iterator:
+            page = streams.get_records(ShardIterator=iterator, Limit=1000)
+            records = page.get("Records", [])
+            for record in records:
+                shards[shard_id] = record["dynamodb"]["SequenceNumber"]
+                if record.get("eventName") not in ("MODIFY", "REMOVE"):
+                    continue
+                keys = record["dynamodb"].get("Keys", {})
+                workspace_id = keys.get("workspace_id", {}).get("S", "?")
+                what = "overwritten (PutItem over an existing event)" if record["eventName"] == "MODIFY" else "deleted"
+                finding = f"event {keys.get('seq', {}).get('N', '?')} was {what}; change stream record " \
+                          f"{record['dynamodb']['SequenceNumber']}"
+                findings.setdefault(workspace_id, []).append(finding)
+                alarms.append((workspace_id, record["dynamodb"]["SequenceNumber"], [finding]))
+            if not records:
+                break
+            iterator = page.get("NextShardIterator")
+    if alarms:
+        arn = key_arn(region)
+        for workspace_id, sequence, found in alarms:
+            body = {"format": FORMAT + "#alarm", "workspace_id": workspace_id, "region": region,
+                    "created_at": clock.iso(), "findings": found, "key_arn": arn}
+            _put_locked(region, f"alarms/{workspace_id}/{sequence}.json", _sign(region, body))
+        log.error("audit chain tampered", extra={"region": region, "problems": findings})
+    s3.put_object(Bucket=bucket, Key=_checkpoint_key(region), ContentType="application/json",
+                  Body=json.dumps({"stream_arn": stream_arn, "shards": shards, "at": clock.iso()}).encode())
+    return findings
+
+
+def alarms(region: str, workspace_id: str) -> list[Digest]:
+    """The signed tamper alarms the job has written for a workspace."""
+    s3 = aws.client("s3", region)
+    bucket = aws.bucket_name(BUCKET, region)
+    out = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"alarms/{workspace_id}/"):
+        for obj in page.get("Contents", []):
+            out.append(_parse(obj["Key"], s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()))
+    return out
+
+
 # --- the digest job -------------------------------------------------------------------------------
 
 @dataclass
@@ -117,8 +205,9 @@ class RunResult:
 
 
 def run(region: str) -> RunResult:
-    """One digest run over every workspace of ``region``."""
+    """One digest run over every workspace of ``region``: the change stream first, then the heads."""
     result = RunResult()
+    result.tampered.update(watch_stream(region))
     for workspace_id in region_workspaces(region):
         outcome, problems = digest_workspace(region, workspace_id)
         if outcome == "written":
@@ -126,7 +215,7 @@ def run(region: str) -> RunResult:
         elif outcome == "unchanged":
             result.unchanged += 1
         else:
-            result.tampered[workspace_id] = problems
+            result.tampered.setdefault(workspace_id, []).extend(problems)
     return result
 
 
@@ -162,13 +251,7 @@ def digest_workspace(region: str, workspace_id: str) -> tuple[str, list[str]]:
         "previous_digest_sha256": hashlib.sha256(newest.raw).hexdigest() if newest else None,
         "key_arn": key_arn(region), "signing_algorithm": SIGNING_ALGORITHM,
     }
-    signature = aws.client("kms", region).sign(KeyId=body["key_arn"], Message=_message(body), MessageType="DIGEST",
-                                               SigningAlgorithm=SIGNING_ALGORITHM)["Signature"]
-    raw = audit.canonical({"digest": body, "signature": base64.b64encode(signature).decode()}).encode()
-    aws.client("s3", region).put_object(
-        Bucket=aws.bucket_name(BUCKET, region), Key=object_key(workspace_id, head["seq"]), Body=raw,
-        ContentType="application/json", ChecksumAlgorithm="SHA256", ObjectLockMode="COMPLIANCE",
-        ObjectLockRetainUntilDate=clock.utcnow() + dt.timedelta(days=AUDIT_RETENTION_DAYS))
+    _put_locked(region, object_key(workspace_id, head["seq"]), _sign(region, body))
     return "written", []
 
 
@@ -203,6 +286,8 @@ def verify(region: str, workspace_id: str, hashes: Mapping[int, str] | None) -> 
     chain still holds each digest's head with the digest's head hash, and at least its count."""
     out = DigestCheck()
     try:
+        for alarm in alarms(region, workspace_id):
+            out.problems += [f"tamper alarm {alarm.key}: {f}" for f in alarm.body.get("findings", [])]
         found = out.digests = digests(region, workspace_id)
     except (ClientError, ValueError, KeyError, TypeError) as err:
         out.problems.append(f"digests unreadable: {type(err).__name__}")

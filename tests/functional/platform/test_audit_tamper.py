@@ -130,7 +130,7 @@ def digested(tenant: Tenant) -> Tenant:
     run_digest_job()
     _fill(tenant, 5)
     result = run_digest_job()
-    assert result[tenant.region]["written"] >= 1 and not result[tenant.region]["tampered"]
+    assert result[tenant.region]["written"] >= 1 and tenant.workspace_id not in result[tenant.region]["tampered"]
     assert [d.head_seq for d in audit_digests.digests(tenant.region, tenant.workspace_id)] == [11, 16]
     assert audit_export.verify_live(tenant.workspace_id).ok
     return tenant
@@ -290,3 +290,44 @@ def test_an_untouched_range_between_two_digests_exports_and_verifies(digested: T
     assert status == 202 and run_export_job(digested.region) == [{"batchItemFailures": []}]
     report = audit_export.verify_export(exp["uri"])
     assert report.ok and "no signed chain digest has its head inside the export" in report.checks
+
+
+# --- after the newest digest: the change stream ------------------------------------------------------
+
+def rechain_after_the_newest_digest(t: Tenant) -> None:
+    """Overwrite the events appended since the newest digest and re-chain them: the chain still reaches
+    the digest's head, so only the change stream shows the PutItem over existing events."""
+    events = _events(t)
+    events[16]["details"] = {"i": "rewritten"}
+    for event in _rechain(events, 16)[16:]:
+        _put(t, event)
+
+
+def truncate_after_the_newest_digest(t: Tenant) -> None:
+    for event in _events(t)[16:]:
+        _delete(t, event["seq"])
+
+
+@pytest.mark.parametrize("attack", [rechain_after_the_newest_digest, truncate_after_the_newest_digest],
+                         ids=["rechain", "truncate"])
+def test_tampering_after_the_newest_digest_is_caught_by_the_change_stream(digested: Tenant, attack, caplog) -> None:
+    _fill(digested, 3)  # seq 17..19, not yet digested
+    assert audit_export.verify_live(digested.workspace_id).ok
+    attack(digested)
+    assert audit.verify_live(digested.region, digested.workspace_id).ok  # the chain alone: fooled
+    with caplog.at_level("ERROR"):
+        result = run_digest_job()
+    assert any("change stream record" in f for f in result[digested.region]["tampered"][digested.workspace_id])
+    assert any(r.getMessage() == "audit chain tampered" for r in caplog.records)
+    report = audit_export.verify_live(digested.workspace_id)
+    assert not report.ok and any("tamper alarm" in p for p in report.problems)
+    run_digest_job()  # the alarm stays: later runs do not clear it
+    assert not audit_export.verify_live(digested.workspace_id).ok
+
+
+def test_appends_alone_raise_no_alarm(digested: Tenant) -> None:
+    _fill(digested, 3)
+    result = run_digest_job()
+    assert digested.workspace_id not in result[digested.region]["tampered"]
+    assert audit_digests.alarms(digested.region, digested.workspace_id) == []
+    assert audit_export.verify_live(digested.workspace_id).ok
