@@ -39,4 +39,5 @@ def create_export(ctx: Ctx) -> Any:
 def get_export(ctx: Ctx, export_id: str) -> Any:
     ws_id = ctx.user.workspace_id
     authorize(ctx.user, ws_id, "audit.export")
+    paging.check_params(ctx.query, ())
     return audit_export.export_status(region_of(ws_id), ws_id, export_id)
