@@ -123,6 +123,18 @@ TABLES: tuple[Table, ...] = (
           purpose="knowledge index manifests (index#<dataset>) and per-document ACLs (docacl#<document>)"),
     Table("chats", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           ttl="expires_at", purpose="chats and their messages (swept on auto-expiry; the emulator's TTL never deletes)"),
+    Table("agents", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="agent definitions: instructions, model, allowed tools, declared plan, limits"),
+    Table("agent_runs", REGIONAL, "workspace_id", "id",
+          attributes={"workspace_id": "S", "id": "S", "agent_key": "S", "active": "S"},
+          indexes=(Index("by_agent", "workspace_id", "agent_key", local=True), Index("by_active", "active", "id")),
+          ttl="expires_at",
+          purpose="agent runs: status, output, usage; by_agent lists an agent's runs, the sparse by_active "
+                  "index holds only queued/in_progress runs (the reaper's work list)"),
+    Table("agent_run_log", REGIONAL, "run_key", "sk", attributes={"run_key": "S", "sk": "S"}, ttl="expires_at",
+          purpose="per run ('<workspace>#<run>'): the step ledger (step#NNNN) and the event stream (event#NNNNNNNN)"),
+    Table("agent_memory", REGIONAL, "scope", "key", attributes={"scope": "S", "key": "S"}, ttl="expires_at",
+          purpose="agent memory per agent and user ('<workspace>#<agent>#<user>'), 30 days (TTL plus a sweep)"),
 )
 
 QUEUES: tuple[Queue, ...] = (

@@ -97,12 +97,12 @@ def check_body(body: Any) -> tuple[str, list[dict[str, str]], bool]:
 
 
 def _expiry_seconds(workspace_id: str) -> int | None:
-    from chalicelib.platform import durations  # noqa: PLC0415
+    from chalicelib.core.durations import parse_duration  # noqa: PLC0415
     from chalicelib.platform.workspaces import settings_of  # noqa: PLC0415
 
     value = settings_of(get_workspace(workspace_id)).get("chat_auto_expiry")
     try:
-        return durations.parse(value) if value else None
+        return parse_duration(value) if value else None
     except ValueError:
         return None
 

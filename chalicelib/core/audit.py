@@ -25,6 +25,7 @@ from pynamodb.exceptions import PutError
 from pynamodb.indexes import AllProjection, LocalSecondaryIndex
 
 from chalicelib.core import clock, correlation
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.models import BaseModel, regional
@@ -171,7 +172,7 @@ def append(
             item.save(condition=cls.seq.does_not_exist())
             return event
         except PutError as err:
-            if err.cause_response_code != "ConditionalCheckFailedException":
+            if not condition_failed(err):
                 raise
     log.error("audit append failed", extra={"workspace_id": workspace_id, "action": action,
                                             "attempts": MAX_APPEND_ATTEMPTS})

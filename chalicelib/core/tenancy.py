@@ -15,7 +15,7 @@ from pynamodb.exceptions import DoesNotExist
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from chalicelib.core import regions
-from chalicelib.core.authz import Principal, mfa_used
+from chalicelib.core.authz import Principal, mfa_used, require_workspace
 from chalicelib.core.errors import ApiError, not_found
 from chalicelib.core.models import BaseModel, global_model, regional
 
@@ -120,6 +120,14 @@ def live_principal(principal: Principal) -> Principal:
         raise ApiError(403, "mfa_required", "This workspace requires multi-factor authentication: sign in again "
                                             "with a second factor (API tokens must be created from such a sign-in).")
     return replace(principal, roles=(m.role,), membership=m)
+
+
+def require_member(principal: Principal, workspace_id: str) -> MembershipAttrs:
+    """A workspace named in a path must be the token's own, and the caller a member there (else 404)."""
+    require_workspace(principal, workspace_id)
+    if principal.membership is None:  # service principals are not members
+        raise not_found("workspace")
+    return principal.membership
 
 
 def roles_for(workspace_id: str, user_id: str) -> list[str]:

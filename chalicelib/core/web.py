@@ -22,7 +22,7 @@ from chalicelib.core.authz import AUTHENTICATED, Principal, require
 from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import WORKSPACE, scoped
-from chalicelib.core.tenancy import ensure_served_here, live_principal
+from chalicelib.core.tenancy import ensure_served_here, live_principal, require_member
 from chalicelib.core.tokens import bearer, verifier
 
 log = get_logger("web")
@@ -172,12 +172,15 @@ def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE
     """The one authorization path of every surface (REST views here, GraphQL in the gateway): verify the
     Bearer token, answer 421 when another region's deployment serves the workspace (before any regional
     store is read), replace its roles by the live membership (``core.tenancy.live_principal``: removed,
-    demoted and ``enforce_mfa`` apply at once) and check ``permission`` against the permission map."""
+    demoted and ``enforce_mfa`` apply at once), check ``permission`` against the permission map, and check
+    that a ``{workspace_id}`` in the path is the token's own workspace with the caller a member there."""
     principal = verifier().principal(bearer(authorization))
     ensure_served_here(principal, scope, params or {})
     if permission != AUTHENTICATED:  # workspace routes act with the live role
         principal = live_principal(principal)
     require(principal, permission)
+    if permission != AUTHENTICATED and "workspace_id" in (params or {}):
+        require_member(principal, (params or {})["workspace_id"])  # a path names the token's own workspace only
     return principal
 
 

@@ -39,12 +39,12 @@ from typing import Any
 from chalicelib.core import aws, clock, paging
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.config import settings
+from chalicelib.core.durations import format_duration
 from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import catalog, fieldpolicy, lineage, sql_errors
-from chalicelib.gateway.durations import format_duration
 
 log = get_logger("gateway.query")
 

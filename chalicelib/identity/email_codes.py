@@ -15,11 +15,11 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock, mail
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.errors import ApiError
 from chalicelib.core.models import BaseModel, global_model
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.opaque import digest, numeric_code, same
-from chalicelib.identity.state import condition_failed
 from chalicelib.identity.users import UserAttrs, normalise_email
 
 DIGITS = 8

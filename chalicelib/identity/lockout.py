@@ -26,9 +26,9 @@ from pynamodb.attributes import NumberAttribute, NumberSetAttribute, UnicodeAttr
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import audit, clock
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.models import BaseModel, global_model
 from chalicelib.core.tenancy import workspaces_of
-from chalicelib.identity.state import condition_failed
 
 MAX_FAILURES = 10
 LOCK_SECONDS = 15 * 60

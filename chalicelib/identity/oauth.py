@@ -141,4 +141,5 @@ ENDPOINTS.update({
     "authorization_endpoint": "/oauth2/authorize",
     "userinfo_endpoint": "/userinfo",
     "revocation_endpoint": "/oauth2/revoke",
+    "end_session_endpoint": "/oauth2/logout",
 })

@@ -38,3 +38,23 @@ def userinfo(ctx: Ctx) -> Any:
 def revoke(ctx: Ctx) -> Any:
     provider.revoke(ctx.form(), authenticate_basic(ctx.header("authorization")))
     return json_response({})
+
+
+@api.route("/oauth2/logout", public=True)
+def logout(ctx: Ctx) -> Any:
+    """RP-initiated logout (``identity/logout.py``): ends the browser's sign-in session for a valid
+    ``id_token_hint`` of its user, then returns to the client's registered origin."""
+    from chalicelib.identity import logout as rp_logout  # noqa: PLC0415
+    from chalicelib.identity.pages import HTML_HEADERS, render  # noqa: PLC0415
+
+    record = sessions.session_from_request(ctx)
+    ends, location = rp_logout.end_session(ctx.query, record)
+    headers: dict[str, Any] = {"Cache-Control": "no-store"}
+    if ends and record is not None:
+        sessions.revoke_session(record.session_id, record.user_id)
+        headers["Set-Cookie"] = sessions.clear_cookie_header()
+    if location:
+        return Response(body="", status_code=302, headers={**headers, "Location": location})
+    body = ("<p>You are signed out.</p>" if ends or record is None else
+            "<p>You are still signed in here: the sign-out request could not be confirmed.</p>")
+    return Response(body=render("Sign out", body), status_code=200, headers={**HTML_HEADERS, **headers})

@@ -1,7 +1,7 @@
 """OAuth 2.0 / OpenID Connect provider: authorization code + PKCE, refresh tokens, client credentials,
 ID tokens, userinfo and RFC 7009 revocation.
 
-Decisions (documented in docs/readme/signin-core.md):
+Decisions (docs/decisions.md, Identity):
 
 * ``/oauth2/authorize``: ``response_type=code`` only, PKCE ``S256`` only (``plain`` and a missing
   challenge are refused), ``redirect_uri`` required and matched exactly against the client's list.
@@ -34,6 +34,7 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock
 from chalicelib.core.authz import mfa_used
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
@@ -47,7 +48,6 @@ from chalicelib.identity.opaque import digest, new_secret, same
 from chalicelib.identity.revocation import revoke_jti
 from chalicelib.identity.sessions import SessionAttrs
 from chalicelib.identity.signing import issue_access_token, signer
-from chalicelib.identity.state import condition_failed
 
 CODE_TTL_SECONDS = 60
 REFRESH_FAMILY_TTL_SECONDS = 30 * 24 * 3600

@@ -16,6 +16,7 @@ from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttrib
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock, mail
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, validation_error
 from chalicelib.core.models import BaseModel, global_model
@@ -23,7 +24,6 @@ from chalicelib.identity import lockout, passwords, sessions
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.opaque import digest, new_secret
 from chalicelib.identity.signin import set_password_hash
-from chalicelib.identity.state import condition_failed
 
 LINK_TTL_SECONDS = 30 * 60
 RESET_PATH = "/reset"

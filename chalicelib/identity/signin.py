@@ -2,8 +2,8 @@
 
 Flow: ``password_signin`` checks e-mail + password (with the lockout reservation, see ``lockout``) and
 answers a short-lived single-use ``mfa_token`` (a pending sign-in with ``amr=["pwd"]``); the browser
-then proves a second factor: a TOTP or recovery code (``mfa_step``) or, in signin-web, a WebAuthn
-security key, which calls ``pending_from_mfa_token`` and ``complete``. ``complete`` consumes the token
+then proves a second factor: a TOTP or recovery code (``mfa_step``) or a WebAuthn
+security key (``webauthn_routes``), which calls ``pending_from_mfa_token`` and ``complete``. ``complete`` consumes the token
 once, clears the failure counter and creates the session.
 
 Every refusal before the second factor is the same 401 ``invalid_credentials`` (unknown e-mail, wrong
@@ -20,13 +20,13 @@ from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttrib
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.errors import ApiError
 from chalicelib.core.models import BaseModel, global_model
 from chalicelib.identity import lockout, mfa, passwords, sessions
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.opaque import digest, new_secret
 from chalicelib.identity.sessions import SessionAttrs
-from chalicelib.identity.state import condition_failed
 
 MFA_TOKEN_TTL_SECONDS = 5 * 60
 MFA_TOKEN_MAX_ATTEMPTS = 5

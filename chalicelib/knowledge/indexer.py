@@ -11,7 +11,7 @@ from chalicelib.core import clock
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.gateway import catalog, storage
-from chalicelib.knowledge import chunking, lexical, store
+from chalicelib.knowledge import chunking, dense, lexical, store
 from chalicelib.knowledge.chunking import Chunk
 from chalicelib.knowledge.models import KIND_INDEX, knowledge
 
@@ -48,10 +48,14 @@ def index_dataset(region: str, workspace_id: str, dataset_id: str) -> int:
                 store.delete_prefix(region, old.prefix)
         store.invalidate(workspace_id)
         return 0
-    model = lexical.build([c.text for c in chunks])
-    prefix = store.write(region, workspace_id, dataset_id, new_id("sync").split("_", 1)[1].lower(), chunks, model)
+    texts = [c.text for c in chunks]
+    model = lexical.build(texts)
+    embedder = dense.model_for(region)
+    vectors = dense.embed(embedder, region, texts) if embedder else None
+    prefix = store.write(region, workspace_id, dataset_id, new_id("sync").split("_", 1)[1].lower(), chunks, model,
+                         vectors)
     cls(workspace_id, KIND_INDEX + dataset_id, dataset_id=dataset_id, version=rec.data_prefix, prefix=prefix,
-        source_kind=chunks[0].kind, policy_fingerprint=policy_fingerprint(rec), chunk_count=len(chunks),
+        source_kind=chunks[0].kind, policy_fingerprint=policy_fingerprint(rec), chunk_count=len(chunks), embedding_model=embedder,
         updated_at=clock.iso()).save()
     if old is not None and old.prefix and old.prefix != prefix:
         store.delete_prefix(region, old.prefix)

@@ -19,7 +19,9 @@ def tokenize(texts: list[str]) -> Any:
 
 def build(texts: list[str]) -> bm25s.BM25:
     model = bm25s.BM25()
-    model.index(tokenize(texts), show_progress=False)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a corpus without any token divides by zero
+        model.index(tokenize(texts), show_progress=False)
+    model.scores["data"] = np.nan_to_num(model.scores["data"], copy=False)
     return model
 
 

@@ -24,6 +24,7 @@ class KnowledgeAttrs(BaseModel):
     prefix = UnicodeAttribute(null=True)  # index: S3 prefix of its files
     source_kind = UnicodeAttribute(null=True)  # index: document | dataset
     policy_fingerprint = UnicodeAttribute(null=True)
+    embedding_model = UnicodeAttribute(null=True)  # index: the model of its dense vectors (None: lexical only)
     chunk_count = NumberAttribute(default=0)
     acl = UnicodeAttribute(null=True)  # docacl: JSON
     updated_at = UnicodeAttribute()

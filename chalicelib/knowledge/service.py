@@ -23,7 +23,7 @@ from chalicelib.core.authz import Principal, require
 from chalicelib.core.errors import validation_error
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import catalog
-from chalicelib.knowledge import indexer, lexical, store
+from chalicelib.knowledge import dense, indexer, lexical, store
 from chalicelib.knowledge.chunking import DATASET, DOCUMENT, Chunk
 from chalicelib.knowledge.models import KIND_DOC_ACL, knowledge
 
@@ -84,10 +84,10 @@ def _allowed(principal: Principal, idx: store.Loaded, rec: catalog.DatasetRecord
     """The mask of chunks the caller may read (None: all of them)."""
     allow_fields = {f["name"] for f in rec.fields if f["policy"] == "ALLOW"}
     mask: np.ndarray | None = None
-    for i, c in enumerate(idx.chunks):
-        if not allow_fields.issuperset(c.fields):
+    for fields, rows in (idx.by_fields or {}).items():
+        if not allow_fields.issuperset(fields):
             mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
-            mask[i] = False
+            mask[rows] = False
     for doc, acl in doc_acls.items():
         rows = idx.by_doc.get(doc)
         if rows and not doc_acl_allows(principal, acl):
@@ -96,8 +96,10 @@ def _allowed(principal: Principal, idx: store.Loaded, rec: catalog.DatasetRecord
     return mask
 
 
-def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Hit]:
-    """The ``k`` best chunks the caller may read, best first."""
+def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any] | None = None, *,
+           mode: str = "auto") -> list[Hit]:
+    """The ``k`` best chunks the caller may read, best first. ``mode``: ``auto`` (hybrid when the index
+    has dense vectors of the configured embedding model, else lexical) or ``lexical``."""
     require(principal, "knowledge.read")
     filters = _check(query, k, filters)
     ws = principal.workspace_id
@@ -106,6 +108,8 @@ def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any]
     manifests = store.manifests(region, ws)
     wanted_ids = set(filters["dataset_ids"]) if filters.get("dataset_ids") is not None else None
     kinds = set(filters.get("kinds") or (DOCUMENT, DATASET))
+    embedder = dense.model_for(region)
+    query_vec: np.ndarray | None = None
     found: list[Hit] = []
     for rec in catalog.readable(principal, snap):
         if wanted_ids is not None and rec.id not in wanted_ids:
@@ -113,15 +117,25 @@ def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any]
         m = manifests.indexes.get(rec.id)
         if m is None or m.source_kind not in kinds:
             continue
-        if m.policy_fingerprint != indexer.policy_fingerprint(rec) or m.version != rec.data_prefix:
-            indexer.index_dataset(region, ws, rec.id)  # policies or snapshot changed: rebuild before use
+        if (m.policy_fingerprint != indexer.policy_fingerprint(rec) or m.version != rec.data_prefix
+                or m.embedding_model != embedder):
+            indexer.index_dataset(region, ws, rec.id)  # policies, snapshot or embedder changed: rebuild first
             m = store.manifests(region, ws).indexes.get(rec.id)
             if m is None:
                 continue
         idx = store.load(region, m.prefix)
-        ids = lexical.query_ids(idx.model, query)
-        scored = lexical.score(idx.model, ids, _allowed(principal, idx, rec, manifests.doc_acls))
-        for i, s in lexical.top(*scored, k):
+        allowed = _allowed(principal, idx, rec, manifests.doc_acls)
+        scored = lexical.score(idx.model, lexical.query_ids(idx.model, query), allowed)
+        if mode == "lexical" or idx.vectors is None or embedder is None:
+            for i, s in lexical.top(*scored, k):
+                found.append(Hit(idx.chunks[i], s, rec.name))
+            continue
+        if query_vec is None:
+            query_vec = dense.embed(embedder, region, [query])[0]
+        depth = max(4 * k, 20)
+        lex = [i for i, _ in lexical.top(*scored, depth)]
+        vec = [i for i, _ in lexical.top(*dense.score(idx.vectors, query_vec, allowed), depth)]
+        for i, s in dense.fuse([lex, vec], k):
             found.append(Hit(idx.chunks[i], s, rec.name))
     found.sort(key=lambda h: (-h.score, h.chunk.id))
     return found[:k]

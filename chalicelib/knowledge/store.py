@@ -6,12 +6,14 @@ every ``KNOWLEDGE_CACHE_SECONDS``, default 2 s)."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 import bm25s
+import numpy as np
 
 from chalicelib.core import aws, clock
 from chalicelib.core.config import settings
@@ -21,6 +23,7 @@ from chalicelib.knowledge.models import KIND_DOC_ACL, KIND_INDEX, KnowledgeAttrs
 
 BUCKET = "knowledge"
 CHUNKS = "chunks.json.gz"
+VECTORS = "vectors.npy"
 MAX_CACHED = 64
 
 
@@ -32,6 +35,8 @@ class Loaded:
     chunks: list[Chunk]
     model: bm25s.BM25
     by_doc: dict[str, list[int]]
+    vectors: np.ndarray | None = None  # unit vectors, one row per chunk (hybrid retrieval)
+    by_fields: dict[tuple[str, ...], np.ndarray] | None = None  # chunk indices per set of source fields
 
 
 @dataclass
@@ -78,14 +83,19 @@ def manifests(region: str, workspace_id: str) -> Manifests:
 
 
 def write(region: str, workspace_id: str, dataset_id: str, build: str, chunks: list[Chunk],
-          model: bm25s.BM25) -> str:
+          model: bm25s.BM25, vectors: np.ndarray | None = None) -> str:
     """Upload an index build; returns its prefix (the manifest is written by the caller)."""
     s3 = aws.client("s3", region)
     bucket = aws.bucket_name(BUCKET, region)
     prefix = f"indexes/{workspace_id}/{dataset_id}/{build}/"
-    body = gzip.compress(json.dumps([c.to_json() for c in chunks], separators=(",", ":")).encode())
+    body = gzip.compress(json.dumps([c.to_json() for c in chunks], separators=(",", ":")).encode(), compresslevel=5)
     s3.put_object(Bucket=bucket, Key=prefix + CHUNKS, Body=body, ServerSideEncryption="aws:kms",
                   SSEKMSKeyId=aws.key_alias("data"))
+    if vectors is not None:
+        buf = io.BytesIO()
+        np.save(buf, vectors.astype(np.float32), allow_pickle=False)
+        s3.put_object(Bucket=bucket, Key=prefix + VECTORS, Body=buf.getvalue(), ServerSideEncryption="aws:kms",
+                      SSEKMSKeyId=aws.key_alias("data"))
     for name, data in lexical.dump(model).items():
         s3.put_object(Bucket=bucket, Key=prefix + "bm25/" + name, Body=data, ServerSideEncryption="aws:kms",
                       SSEKMSKeyId=aws.key_alias("data"))
@@ -116,6 +126,11 @@ def load(region: str, prefix: str) -> Loaded:
         for obj in page.get("Contents", []):
             files[obj["Key"].rsplit("/", 1)[-1]] = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
     loaded = from_chunks(prefix, chunks, lexical.load(files))
+    try:
+        raw_vec = s3.get_object(Bucket=bucket, Key=prefix + VECTORS)["Body"].read()
+        loaded.vectors = np.load(io.BytesIO(raw_vec), allow_pickle=False)
+    except s3.exceptions.NoSuchKey:
+        pass
     with _lock:
         if len(_indexes) >= MAX_CACHED:
             _indexes.pop(next(iter(_indexes)))
@@ -125,9 +140,11 @@ def load(region: str, prefix: str) -> Loaded:
 
 def from_chunks(prefix: str, chunks: list[Chunk], model: bm25s.BM25) -> Loaded:
     by_doc: dict[str, list[int]] = {}
+    groups: dict[tuple[str, ...], list[int]] = {}
     for i, c in enumerate(chunks):
         by_doc.setdefault(c.doc, []).append(i)
-    return Loaded(prefix, chunks, model, by_doc)
+        groups.setdefault(c.fields, []).append(i)
+    return Loaded(prefix, chunks, model, by_doc, None, {f: np.array(ix, dtype=np.int64) for f, ix in groups.items()})
 
 
 def chunk_text(region: str, workspace_id: str, dataset_id: str, chunk: str) -> Any:

@@ -63,6 +63,7 @@ class ModelSpec:
 class Registry:
     models: tuple[ModelSpec, ...]
     preference: tuple[str, ...]  # model ids, most preferred first (unlisted ones follow, by id)
+    embedding_model: str | None = None  # used for dense retrieval (knowledge/dense.py); None: lexical only
 
     def get(self, model_id: str) -> ModelSpec | None:
         return next((m for m in self.models if m.id == model_id), None)
@@ -141,7 +142,10 @@ def parse(config: dict[str, Any]) -> Registry:
     pref = config.get("preference", [])
     if not isinstance(pref, list) or not all(isinstance(p, str) for p in pref):
         raise ConfigError("preference must be a list of model ids")
-    return Registry(tuple(models), tuple(pref))
+    emb = (config.get("embeddings") or {}).get("model") if isinstance(config.get("embeddings"), dict) else None
+    if emb is not None and not isinstance(emb, str):
+        raise ConfigError("embeddings.model must be a model id")
+    return Registry(tuple(models), tuple(pref), emb)
 
 
 def load_config(value: str) -> dict[str, Any]:

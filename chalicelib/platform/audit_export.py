@@ -7,7 +7,7 @@ fixes the ``seq`` range and queues the export (``audit-exports``). ``build_expor
 job (``chalicelib/workers/jobs.py``: ``audit_exports``), the only role that may sign with the export
 key or write to the archive: it reads the range from the live chain, refuses to sign events that
 disagree with a signed chain digest (``audit_digests``), writes both objects, and appends
-``audit.exported``. ``GET /v1/audit/exports/{export_id}`` answers ``pending`` until the signed digest exists.
+``audit.exported``. ``GET /v1/audit/exports/{export_id}`` (``verify_stored``) answers 404 until then.
 
 Layout: ``s3://<bucket>/exports/<workspace_id>/<export_id>/events.jsonl`` and ``.../digest.json``.
 ``digest.json`` = ``{"manifest": {...}, "signature": base64, "signing_algorithm": ...}``; the manifest
@@ -29,7 +29,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import audit, aws, clock, correlation, queues
-from chalicelib.core.errors import ApiError, not_found
+from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import OPEN_REGIONS
@@ -90,26 +90,6 @@ def request_export(region: str, workspace_id: str, f: Filters, *, actor: audit.A
     return {"id": export_id, "status": "pending", **_keys(workspace_id, export_id, region),
             "count": hi - lo + 1, "first_seq": lo, "last_seq": hi, "from": f.from_iso, "to": f.to_iso,
             "requested_at": clock.iso()}
-
-
-def export_status(region: str, workspace_id: str, export_id: str) -> dict[str, Any]:
-    """``ready`` with the signed manifest's facts once the export job has signed it, else ``pending``."""
-    if not EXPORT_ID_RE.match(export_id or ""):
-        raise not_found("export")
-    keys = _keys(workspace_id, export_id, region)
-    s3 = aws.client("s3", region)
-    try:
-        obj = s3.get_object(Bucket=keys["bucket"], Key=keys["digest_key"])
-    except ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return {"id": export_id, "status": "pending", **keys}
-        raise
-    manifest = json.loads(obj["Body"].read())["manifest"]
-    return {"id": export_id, "status": "ready", **keys,
-            **{k: manifest[k] for k in ("count", "first_seq", "last_seq", "from", "to", "events_sha256", "created_at")},
-            "object_lock": {"mode": obj.get("ObjectLockMode"),
-                            "retain_until": clock.iso(obj["ObjectLockRetainUntilDate"].timestamp())
-                            if obj.get("ObjectLockRetainUntilDate") else None}}
 
 
 def build_export(message: dict[str, Any]) -> dict[str, Any]:
@@ -327,3 +307,31 @@ def verify_live(workspace_id: str) -> Report:
     for problem in digest_check.problems:
         report.fail(problem)
     return report
+
+
+DOWNLOAD_TTL_SECONDS = 300
+
+
+def verify_stored(region: str, workspace_id: str, export_id: str) -> dict[str, Any]:
+    """An export of ``workspace_id`` checked again (``verify_export``), with a short-lived download link
+    of its ``events.jsonl``; 404 for an unknown id or another workspace's export."""
+    if not EXPORT_ID_RE.match(export_id):
+        raise ApiError(404, "not_found", "No such export.")
+    bucket = aws.bucket_name(BUCKET, region)
+    prefix = f"exports/{workspace_id}/{export_id}/"
+    s3 = aws.client("s3", region)
+    try:
+        digest = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "digest.json")["Body"].read())
+    except ClientError:
+        raise ApiError(404, "not_found", "No such export.") from None
+    report = verify_export(f"s3://{bucket}/{prefix}")
+    manifest = digest.get("manifest", {})
+    url = s3.generate_presigned_url("get_object", Params={
+        "Bucket": bucket, "Key": prefix + "events.jsonl",
+        "ResponseContentDisposition": f'attachment; filename="audit-{workspace_id}-{export_id}.jsonl"'},
+        ExpiresIn=DOWNLOAD_TTL_SECONDS)
+    return {"id": export_id, "uri": f"s3://{bucket}/{prefix}", "count": manifest.get("count"),
+            "first_seq": manifest.get("first_seq"), "last_seq": manifest.get("last_seq"),
+            "created_at": manifest.get("created_at"), "events_sha256": manifest.get("events_sha256"),
+            "verification": report.as_dict(), "download_url": url,
+            "download_expires_at": clock.iso(clock.now() + DOWNLOAD_TTL_SECONDS)}

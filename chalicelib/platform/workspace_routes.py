@@ -12,7 +12,7 @@ from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.platform import domain_join
 from chalicelib.platform import workspaces as svc
-from chalicelib.platform.access import authorize, require_user_token
+from chalicelib.platform.access import require_user_token
 
 api = Api("platform")
 
@@ -50,14 +50,12 @@ def list_workspaces(ctx: Ctx) -> Any:
 
 @api.route("/v1/workspaces/{workspace_id}", permission="workspace.read")
 def get_workspace_route(ctx: Ctx, workspace_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "workspace.read")
     paging.check_params(ctx.query, ())
     return svc.to_public(get_workspace(workspace_id))
 
 
 @api.route("/v1/workspaces/{workspace_id}", methods=["PATCH"], permission="workspace.update")
 def patch_workspace(ctx: Ctx, workspace_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "workspace.update")
     body = svc.validate_patch(ctx.json())
     domain = domain_join.verified_domain(ctx.user.user_id) if "domain_join" in body else None
     ws = svc.update_workspace(workspace_id, body, actor=actor_of(ctx), amr=ctx.user.amr,

@@ -20,6 +20,15 @@ class Scheduled:
     name: str
     every_seconds: int
     handler: Callable[[dict[str, Any]], Any]
+    scope: str = "regional"  # "global": run by the global region's workers only; "regional": by each region's
+
+
+def runs_here(job: Scheduled) -> bool:
+    """Whether this deployment runs ``job``: global jobs in the global region, regional ones everywhere
+    (each iterating only the regions it serves, ``core.regions.served_regions``)."""
+    from chalicelib.core.regions import serves_global
+
+    return job.scope == "regional" or serves_global()
 
 
 def rotate_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
@@ -49,13 +58,13 @@ def expire_support_grants(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def audit_digest(event: dict[str, Any]) -> dict[str, Any]:
-    """Every 15 minutes: a signed digest of each changed workspace chain head, in every region. Runs
-    as its own function with its own role: the only one that may sign with the digest key or write
-    the digest bucket (``.chalice/policy-audit-digest.json``)."""
-    from chalicelib.core.regions import OPEN_REGIONS
+    """Every 15 minutes: a signed digest of each changed workspace chain head, in the regions this
+    deployment serves. Runs as its own function with its own role: the only one that may sign with the
+    digest key or write the digest bucket (``.chalice/policy-audit-digest-<region>.json``)."""
+    from chalicelib.core.regions import served_regions
     from chalicelib.platform import audit_digests
 
-    results = {region: audit_digests.run(region).as_dict() for region in OPEN_REGIONS}
+    results = {region: audit_digests.run(region).as_dict() for region in served_regions()}
     tampered = {r: res["tampered"] for r, res in results.items() if res["tampered"]}
     if tampered:
         log.error("audit digest refused tampered chains", extra={"tampered": tampered})
@@ -69,11 +78,29 @@ def expire_chats(event: dict[str, Any]) -> dict[str, Any]:
     return sweep(event)
 
 
+def reap_agent_runs(event: dict[str, Any]) -> dict[str, Any]:
+    """Every minute: runs past their deadline become expired; runs whose worker is gone become failed."""
+    from chalicelib.agents import reaper
+    from chalicelib.core.regions import served_regions
+
+    return reaper.reap(served_regions())
+
+
+def sweep_agent_data(event: dict[str, Any]) -> dict[str, Any]:
+    """Hourly: agent memory older than 30 days and runs past their workspace's auto-expiry are deleted."""
+    from chalicelib.agents import reaper
+    from chalicelib.core.regions import served_regions
+
+    return reaper.sweep(served_regions())
+
+
 SCHEDULED: tuple[Scheduled, ...] = (
-    Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
-    Scheduled("retire_signing_keys", 3600, retire_signing_keys),
+    Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys, scope="global"),
+    Scheduled("retire_signing_keys", 3600, retire_signing_keys, scope="global"),
     Scheduled("expire_support_grants", 300, expire_support_grants),
     Scheduled("expire_chats", 900, expire_chats),
+    Scheduled("reap_agent_runs", 60, reap_agent_runs),
+    Scheduled("sweep_agent_data", 3600, sweep_agent_data),
     Scheduled("audit_digest", 15 * 60, audit_digest),
 )
 
@@ -85,17 +112,25 @@ def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     return sync_worker.handle(event)
 
 
-# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
+def agent_runs(event: dict[str, Any]) -> dict[str, Any]:
+    """Agent runs (``agent-runs`` queue)."""
+    from chalicelib.agents import worker
+
+    return worker.handle(event)
+
+
 def audit_exports(event: dict[str, Any]) -> dict[str, Any]:
     """Audit exports (``audit-exports`` queue). Runs as its own function with its own role: the only one
-    that may sign with the export key or write the archive (``.chalice/policy-audit-exports.json``)."""
+    that may sign with the export key or write the archive (``.chalice/policy-audit-exports-<region>.json``)."""
     from chalicelib.platform import audit_export
 
     return audit_export.handle(event)
 
 
+# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
 QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "sync-jobs": sync_jobs,
+    "agent-runs": agent_runs,
     "audit-exports": audit_exports,
 }
 

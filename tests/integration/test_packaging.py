@@ -14,14 +14,24 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.groups import GROUPS, HTTP_GROUPS, create_app
+from chalicelib.groups import HTTP_GROUPS, create_app
 from infra.resources import AUDIT_JOBS, BUCKETS, KEYS, QUEUES
-from infra.template import iam_policy, job_policy, policy_file, resources_template
+from infra.template import (
+    CHALICE_DIR,
+    chalice_config,
+    iam_policy,
+    job_policy,
+    job_policy_file,
+    policy_file,
+    resources_template,
+    stages,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CONFIG = json.loads((ROOT / ".chalice" / "config.json").read_text())
 STAGES = sorted(CONFIG["stages"])
+GROUP_REGION = {stage: (group, region) for stage, group, region in stages()}
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +45,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
-def _package(project: Path, stage: str, out: Path) -> dict:
-    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
+def _package(project: Path, stage: str, out: Path, region: str | None = None) -> dict:
+    env = {**os.environ, "AWS_DEFAULT_REGION": region or "us-east-1"}
     result = subprocess.run([str(BIN / "chalice"), "package", "--stage", stage, str(out)], cwd=project, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -50,8 +60,8 @@ def _lint(path: Path) -> None:
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stage: str) -> None:
-    group = stage.rsplit("-", 1)[0]
-    template = _package(project, stage, tmp_path)
+    group, region = GROUP_REGION[stage]
+    template = _package(project, stage, tmp_path, region)
     resources = template["Resources"]
     expected_paths = set(create_app(group).routes)
     if group in HTTP_GROUPS and expected_paths:
@@ -61,16 +71,31 @@ def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stag
         assert env["ROUTE_GROUP"] == group
     else:
         assert "RestAPI" not in resources
-    handlers = {name for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"} - {"APIHandler"}
-    if group == "workers":
-        assert {"RotateSigningKeys", "RetireSigningKeys", "AuditDigest", "AuditExports"} <= handlers
+    functions = {name: r for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"}
+    for function in functions.values():  # every function of a regional stage is pinned to its region
+        env = function["Properties"]["Environment"]["Variables"]
+        assert env.get("REGION") == region if region else "REGION" not in env
+        if region:
+            assert env["BASE_URL"] == json.loads(env["REGIONAL_URLS"])[region]["base_url"]
+    handlers = set(functions) - {"APIHandler"}
+    if group == "workers":  # global jobs run in the global region only; regional jobs and queues everywhere
+        from chalicelib.workers import jobs
+
+        def camel(name: str) -> str:
+            return "".join(part.title() for part in name.split("_"))
+
+        regional = {camel(j.name) for j in jobs.SCHEDULED if j.scope == "regional"}
+        regional |= {camel(jobs.handler_name(q)) for q in jobs.QUEUE_HANDLERS}
+        global_jobs = {camel(j.name) for j in jobs.SCHEDULED if j.scope == "global"}
+        assert {"RotateSigningKeys", "RetireSigningKeys"} <= global_jobs and "SyncJobs" in regional
+        assert handlers == (regional | global_jobs if region == "us-east-1" else regional)
         # each audit job runs with its own role, made from its own policy file
-        roles = {name: resources[name]["Properties"].get("Role") for name in handlers}
-        assert roles["AuditDigest"] != roles["AuditExports"] != roles["SyncJobs"] != roles["AuditDigest"]
+        roles = {name: functions[name]["Properties"].get("Role") for name in handlers}
+        assert len({json.dumps(roles[f]) for f in ("AuditDigest", "AuditExports", "SyncJobs")}) == 3
         for function, job in (("AuditDigest", "audit_digest"), ("AuditExports", "audit_exports")):
             role_name = roles[function]["Fn::GetAtt"][0]
             policy = resources[role_name]["Properties"]["Policies"][0]["PolicyDocument"]
-            assert policy == job_policy(job)
+            assert policy == job_policy(job, region)
     else:
         assert handlers == set()
     _lint(tmp_path / "sam.json")
@@ -98,17 +123,26 @@ def test_resources_templates_pass_cfn_lint(tmp_path: Path) -> None:
     assert len(dlqs) == len(QUEUES)
 
 
-def test_committed_policies_are_current() -> None:
-    for name, policy in [(g, iam_policy(g)) for g in GROUPS] + [(j, job_policy(j)) for j in AUDIT_JOBS]:
-        committed = json.loads((ROOT / ".chalice" / policy_file(name)).read_text())
-        assert committed == policy, f"run `make templates` to refresh {policy_file(name)}"
+def test_committed_deployment_config_is_current() -> None:
+    """config.json and every policy are generated from the group and region declarations (no drift)."""
+    assert CONFIG == chalice_config(), "run `make templates` to refresh .chalice/config.json"
+    expected = {policy_file(group, region) for _, group, region in stages()}
+    expected |= {job_policy_file(job, region) for _, group, region in stages() if group == "workers" for job in AUDIT_JOBS}
+    assert {p.name for p in CHALICE_DIR.glob("policy-*.json")} == expected
+    for _, group, region in stages("dev"):
+        committed = json.loads((CHALICE_DIR / policy_file(group, region)).read_text())
+        assert committed == iam_policy(group, region), f"run `make templates` to refresh {policy_file(group, region)}"
+        for job in AUDIT_JOBS if group == "workers" else ():
+            committed = json.loads((CHALICE_DIR / job_policy_file(job, region)).read_text())
+            assert committed == job_policy(job, region), f"run `make templates` to refresh {job_policy_file(job, region)}"
 
 
 def test_each_audit_job_has_its_policy_file_in_every_workers_stage() -> None:
     for stage, conf in CONFIG["stages"].items():
         functions = conf.get("lambda_functions", {})
+        region = conf["environment_variables"].get("REGION")
         if stage.startswith("workers-"):
-            assert {j: functions[j]["iam_policy_file"] for j in AUDIT_JOBS} == {j: policy_file(j) for j in AUDIT_JOBS}
+            assert {j: functions[j]["iam_policy_file"] for j in AUDIT_JOBS} == {j: job_policy_file(j, region) for j in AUDIT_JOBS}
         else:
             assert not functions
 
@@ -122,17 +156,18 @@ def _denies(policy: dict, action: str) -> list[dict]:
 
 
 def test_only_the_audit_jobs_sign_each_with_its_own_key() -> None:
-    for group in GROUPS:  # every route group and the other workers: no Sign at all, explicitly denied
-        policy = iam_policy(group)
+    for _, group, region in stages("dev"):  # every route group and the other workers: Sign explicitly denied
+        policy = iam_policy(group, region)
         assert not _allows(policy, "kms:Sign")
         [deny] = _denies(policy, "kms:Sign")
         assert deny["Resource"] == "*" and "Condition" not in deny
     for key in (k for k in KEYS if k.usage == "SIGN_VERIFY"):
-        policy = job_policy(key.signer)
-        [allow] = _allows(policy, "kms:Sign")
-        assert allow["Condition"] == {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [f"alias/aiplat-{key.name}"]}}
-        [deny] = _denies(policy, "kms:Sign")  # ... and no other key, even one the account creates later
-        assert deny["Condition"] == {"ForAllValues:StringNotEquals": {"kms:ResourceAliases": [f"alias/aiplat-{key.name}"]}}
+        for region in ("us-east-1", "eu-central-1"):
+            policy = job_policy(key.signer, region)
+            [allow] = _allows(policy, "kms:Sign")
+            assert allow["Condition"] == {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [f"alias/aiplat-{key.name}"]}}
+            [deny] = _denies(policy, "kms:Sign")  # ... and no other key, even one the account creates later
+            assert deny["Condition"] == {"ForAllValues:StringNotEquals": {"kms:ResourceAliases": [f"alias/aiplat-{key.name}"]}}
     assert {k.signer for k in KEYS if k.usage == "SIGN_VERIFY"} == {"audit_digest", "audit_exports"}
 
 
@@ -148,7 +183,9 @@ def test_signing_keys_refuse_sign_to_every_other_principal() -> None:
 def test_audit_buckets_are_written_only_by_their_job() -> None:
     guarded = [b for b in BUCKETS if b.writer]
     assert {b.name for b in guarded} == {"audit-archive", "audit-digests"}
-    for name, policy in [(g, iam_policy(g)) for g in GROUPS] + [(j, job_policy(j)) for j in AUDIT_JOBS]:
+    policies = [(group, iam_policy(group, region)) for _, group, region in stages("dev")]
+    policies += [(job, job_policy(job, "eu-central-1")) for job in AUDIT_JOBS]
+    for name, policy in policies:
         denied = {r for s in _denies(policy, "s3:PutObject") for r in s["Resource"]}
         for b in guarded:
             assert (f"arn:aws:s3:::aiplat-{b.name}-*/*" in denied) is (b.writer != name), (name, b.name)
@@ -159,7 +196,50 @@ def test_audit_buckets_are_written_only_by_their_job() -> None:
 
 
 def test_audit_table_is_append_only_for_every_function() -> None:
-    for policy in [iam_policy(g) for g in GROUPS] + [job_policy(j) for j in AUDIT_JOBS]:
+    policies = [iam_policy(group, region) for _, group, region in stages("dev")]
+    policies += [job_policy(job, region) for job in AUDIT_JOBS for region in ("us-east-1", "eu-central-1")]
+    for policy in policies:
         denies = [s for s in policy["Statement"] if s["Effect"] == "Deny" and "audit_events" in str(s["Resource"])]
         assert denies and {"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
                            "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete"} <= set(denies[0]["Action"])
+
+
+def _allowed_resources(policy: dict) -> list[str]:
+    out: list[str] = []
+    for statement in policy["Statement"]:
+        if statement["Effect"] == "Allow" and "Resource" in statement:
+            if statement["Resource"] == "*":  # mail: only with a region condition
+                assert "aws:RequestedRegion" in str(statement.get("Condition")), statement
+                continue
+            resource = statement["Resource"]
+            out += resource if isinstance(resource, list) else [resource]
+    return out
+
+
+@pytest.mark.parametrize("group", ["platform", "gateway", "workers"])
+def test_regional_policy_reaches_only_its_region(group: str) -> None:
+    """An EU stage's policy names no us-east-1 resource except the global directory tables, and no other
+    region at all; the US gateway and workers name no eu-central-1 resource."""
+    from infra.resources import GLOBAL, TABLES
+
+    directory = {f"aiplat-{t.name}" for t in TABLES if t.scope == GLOBAL}
+    eu = _allowed_resources(iam_policy(group, "eu-central-1"))
+    for arn in eu:
+        parts = arn.split(":")
+        if arn.startswith("arn:aws:s3:::"):
+            assert "-eu-central-1" in arn, arn
+        elif parts[3] == "us-east-1":
+            assert parts[2] in ("dynamodb", "kms"), arn
+            if parts[2] == "dynamodb":
+                assert parts[5].split("/")[1] in directory, arn
+        else:
+            assert parts[3] == "eu-central-1", arn
+    if group != "platform":  # the us-east-1 platform doubles as the global deployment (docs/residency.md)
+        assert not [a for a in _allowed_resources(iam_policy(group, "us-east-1")) if "eu-central-1" in a]
+
+
+def test_us_platform_crosses_only_into_the_minimal_records() -> None:
+    from infra.template import CROSSING_TABLES
+
+    eu = [a for a in _allowed_resources(iam_policy("platform", "us-east-1")) if "eu-central-1" in a]
+    assert eu and {a.split("/")[1] for a in eu} == {f"aiplat-{t}" for t in CROSSING_TABLES}

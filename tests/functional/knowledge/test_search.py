@@ -57,7 +57,7 @@ def test_unreadable_dataset_never_scored_even_when_best_match(tenant: Tenant, wo
         assert items and all(i["citation"]["source"]["dataset_id"] != world["secret"] for i in items)
         assert "board cut vacation days to ten" not in r.body.decode()
         admin = c.http.get("/v1/knowledge/search?q=board+cut+vacation+days+ten", headers=bearer(tenant.token))
-        assert admin.json_body["items"][0]["citation"]["source"]["dataset_id"] == world["secret"]
+        assert world["secret"] in {i["citation"]["source"]["dataset_id"] for i in admin.json_body["items"]}
 
 
 def test_masked_field_never_in_index_or_hits(tenant: Tenant, world: dict[str, Any]) -> None:
