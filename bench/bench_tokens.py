@@ -31,7 +31,8 @@ def tokens_and_me() -> None:
 
     from chalicelib.core import tokens
     from chalicelib.groups import create_app
-    from chalicelib.identity import signing, users
+    from chalicelib.identity import users
+    from chalicelib.identity.oauth import signing
     from chalicelib.platform.workspaces import create_workspace
     from infra.bootstrap import bootstrap_all
 

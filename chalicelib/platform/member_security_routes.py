@@ -11,7 +11,8 @@ from chalicelib.core.ids import is_id
 from chalicelib.core.tenancy import membership, region_of
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx
-from chalicelib.identity import lockout, mfa
+from chalicelib.identity.mfa import factors as mfa
+from chalicelib.identity.signin import lockout
 
 api = Api("platform")
 

@@ -10,8 +10,8 @@ from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.config import settings
 from chalicelib.core.web import Api, Ctx
-from chalicelib.identity import http_client
-from chalicelib.identity.pages import HTML_HEADERS, render, static_file
+from chalicelib.identity.pages.render import HTML_HEADERS, render, static_file
+from chalicelib.identity.sso import http_client
 from chalicelib.webapp import shell
 
 api = Api("app")

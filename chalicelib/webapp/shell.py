@@ -26,8 +26,9 @@ from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.models import global_model
 from chalicelib.core.tokens import verifier
-from chalicelib.identity import flows, http_client
-from chalicelib.identity.clients import OAuthClientAttrs
+from chalicelib.identity.models import OAuthClientAttrs
+from chalicelib.identity.signin import flows
+from chalicelib.identity.sso import http_client
 
 STATE_COOKIE = "app_state"
 TOKEN_COOKIE = "app_at"

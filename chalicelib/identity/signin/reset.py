@@ -1,0 +1,85 @@
+"""Password reset by e-mailed link: valid 30 minutes, single use, only the token's SHA-256 is stored.
+
+``request_reset`` answers nothing to its caller (the route always says 202): a known address with a
+password or passkey account gets a link ``{auth_url}/reset?token=<token>``; an SSO-managed account
+gets a message saying the password is managed at its identity provider; an unknown address gets
+nothing. ``confirm_reset`` consumes the link with a conditional update (so a second use fails even when
+concurrent), sets the new password, clears any lockout and signs out every session of the user. The
+second factor is not reset: the next password sign-in still asks for it.
+"""
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from pynamodb.exceptions import DoesNotExist, UpdateError
+
+from chalicelib.core import clock, mail
+from chalicelib.core.config import settings
+from chalicelib.core.errors import ApiError, validation_error
+from chalicelib.core.models import global_model
+from chalicelib.identity import users as users_mod
+from chalicelib.identity.models import RESET, ResetAttrs, condition_failed, state_key
+from chalicelib.identity.opaque import digest, new_secret
+from chalicelib.identity.signin import lockout, passwords, sessions
+from chalicelib.identity.signin.password import set_password_hash
+
+LINK_TTL_SECONDS = 30 * 60
+RESET_PATH = "/reset"
+
+
+def _model() -> type[ResetAttrs]:
+    return global_model(ResetAttrs)
+
+
+def invalid_link() -> ApiError:
+    return ApiError(400, "invalid_reset_token", "The reset link is invalid, has expired or was already used; "
+                                                "ask for a new one.")
+
+
+def request_reset(email: str, *, caller: Any = None) -> None:
+    user = users_mod.find_by_email(email)
+    if user is None or user.status != "active":
+        return
+    if user.idp:
+        mail.send(user.email, "Your password is managed by your organisation",
+                  f"Your account signs in through your organisation's identity provider ({user.idp}). "
+                  "Reset your password there; this service does not hold it.", tag="reset-sso")
+        return
+    token = new_secret()
+    now = int(clock.now())
+    _model()(state_key(RESET, digest(token)), user_id=user.id, created_at=now, link_expires_at=now + LINK_TTL_SECONDS,
+             expires_at=now + 24 * 3600).save()
+    link = f"{settings().auth_url}{RESET_PATH}?token={quote(token)}"
+    mail.send(user.email, "Reset your password",
+              f"Open this link to choose a new password:\n\n{link}\n\nIt is valid for {LINK_TTL_SECONDS // 60} "
+              "minutes and works once. If you did not ask for it, ignore this message.", tag="reset")
+
+
+def confirm_reset(token: str, new_password: str, *, caller: Any = None) -> str:
+    """Use the link once; returns the user id."""
+    problem = passwords.policy_problem(new_password)
+    if problem:
+        raise validation_error([{"field": "new_password", "message": problem}])
+    if not isinstance(token, str) or not 20 <= len(token) <= 128:
+        raise invalid_link()
+    cls = _model()
+    pk = state_key(RESET, digest(token))
+    try:
+        item = cls.get(pk, consistent_read=True)
+    except DoesNotExist:
+        raise invalid_link() from None
+    try:
+        cls(pk).update(actions=[cls.used.set(True)],
+                       condition=cls.used.does_not_exist() & (cls.link_expires_at > clock.now()))
+    except UpdateError as err:
+        if condition_failed(err):
+            raise invalid_link() from None
+        raise
+    user = users_mod.get_user(item.user_id)
+    if user is None or user.idp:
+        raise invalid_link()
+    set_password_hash(user.id, passwords.hash_password(new_password))
+    lockout.unlock(user.id)
+    sessions.revoke_all(user.id)
+    return user.id
