@@ -327,5 +327,6 @@ class RefreshAttrs(BaseModel):
     scope = UnicodeAttribute()
     auth_time = NumberAttribute()
     session_id = UnicodeAttribute()
+    user_epoch = NumberAttribute(null=True)  # the user's revocation epoch when the grant began
     used = BooleanAttribute(null=True)
     expires_at = NumberAttribute()  # = the family's end; TTL

@@ -1,18 +1,20 @@
-"""Token revocation: single access tokens (``revoked_tokens``), whole grants, and RFC 7009 ``/oauth2/revoke``.
+"""Token revocation: single access tokens, sessions, grants, and RFC 7009 ``/oauth2/revoke``.
 
-A revoked jti is refused at once by this process (its revocation list is invalidated) and by every
-other process within ``tokens.REVOCATION_REFRESH_SECONDS`` (30 s), the documented bound. The item
-expires (DynamoDB TTL) with the token itself. Revoking a grant marks it revoked (its refresh tokens
-stop working) and revokes every access token recorded in it.
+Revocations are markers in the ``revoked_tokens`` table that ``core.tokens`` reads on every request
+(no cache), so a revoked token is refused from the next request on, in every process. A session's
+marker (``sid:<session_id>``) refuses every token of that session, exchanged ones included (they
+carry its ``sid``); a grant's marker (``grant:<id>``) every token of that grant. Markers expire
+(DynamoDB TTL) after the longest lifetime a token of theirs can have.
 """
 from __future__ import annotations
 
 from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.core import clock
+from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.models import global_model
-from chalicelib.core.tokens import LEEWAY_SECONDS, RevokedTokenAttrs, verifier
+from chalicelib.core.tokens import LEEWAY_SECONDS, revoke_key, verifier
 from chalicelib.identity.models import GRANT, REFRESH, FamilyAttrs, OAuthClientAttrs, RefreshAttrs, state_key
 from chalicelib.identity.oauth.clients import calling_client
 from chalicelib.identity.oauth.errors import oauth_error
@@ -22,8 +24,12 @@ from chalicelib.identity.opaque import digest
 def revoke_jti(jti: str, expires_at: float, reason: str) -> None:
     if float(expires_at) + LEEWAY_SECONDS <= clock.now():
         return  # already expired: nothing to refuse
-    global_model(RevokedTokenAttrs)(jti, expires_at=int(expires_at) + LEEWAY_SECONDS, reason=reason[:64]).save()
-    verifier().revocations.invalidate()
+    revoke_key(jti, expires_at, reason)
+
+
+def revoke_session_tokens(session_id: str, reason: str) -> None:
+    """Refuse every token of the session (its grants' and exchanged ones included)."""
+    revoke_key(f"sid:{session_id}", clock.now() + settings().max_api_token_ttl, reason)
 
 
 def revoke_family(family_id: str, reason: str) -> None:
@@ -31,6 +37,7 @@ def revoke_family(family_id: str, reason: str) -> None:
     fam = global_model(FamilyAttrs)
     item = fam(state_key(GRANT, family_id))
     item.update(actions=[fam.revoked.set(True)])
+    revoke_key(f"grant:{family_id}", clock.now() + settings().max_api_token_ttl, reason)
     for entry in item.issued or ():
         jti, _, exp = entry.partition("|")
         revoke_jti(jti, float(exp), reason)

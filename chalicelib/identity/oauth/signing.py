@@ -21,7 +21,7 @@ from chalicelib.core import aws, clock
 from chalicelib.core.config import AUDIENCE, settings
 from chalicelib.core.ids import new_id
 from chalicelib.core.models import global_model
-from chalicelib.core.tokens import ALGORITHM, LEEWAY_SECONDS, SigningKeyAttrs, published
+from chalicelib.core.tokens import ALGORITHM, LEEWAY_SECONDS, SigningKeyAttrs, current_epochs, published
 
 ACTIVE_KEY_RECHECK_SECONDS = 60
 
@@ -138,8 +138,15 @@ def issue_access_token(
     amr: list[str],
     ttl: int | None = None,
     extra: dict[str, Any] | None = None,
+    session_id: str | None = None,
+    grant_id: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Sign an access token for one workspace; returns the token and its claims."""
+    """Sign an access token for one workspace; returns the token and its claims.
+
+    Every user token belongs to a session (``sid``; a new one when none is given) and, when it comes
+    from an OAuth grant, to that grant (``grant_id``); it carries the user's revocation epochs
+    (``rev``). Service tokens (``token_use="service"``) belong to their client instead.
+    """
     now = int(clock.now())
     lifetime = ttl if ttl is not None else settings().access_token_ttl
     if lifetime <= 0 or lifetime > settings().max_api_token_ttl:
@@ -159,4 +166,10 @@ def issue_access_token(
     }
     if extra:
         claims.update(extra)
+    if claims.get("token_use") != "service":
+        if claims.get("token_use") != "api":
+            claims["sid"] = session_id or new_id("sess")
+        if grant_id:
+            claims["grant_id"] = grant_id
+        claims["rev"] = current_epochs(user_id, workspace_id)
     return signer().sign(claims), claims

@@ -4,7 +4,8 @@
 password or passkey account gets a link ``{auth_url}/reset?token=<token>``; an SSO-managed account
 gets a message saying the password is managed at its identity provider; an unknown address gets
 nothing. ``confirm_reset`` consumes the link with a conditional update (so a second use fails even when
-concurrent), sets the new password, clears any lockout and signs out every session of the user. The
+concurrent), sets the new password, clears any lockout, signs out every session of the user and refuses every
+token issued to the user before (grants, exchanged tokens and API tokens: ``tokens.bump_epoch``). The
 second factor is not reset: the next password sign-in still asks for it.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from chalicelib.core import clock, mail
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, validation_error
 from chalicelib.core.models import global_model
+from chalicelib.core.tokens import bump_epoch
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.models import RESET, ResetAttrs, condition_failed, state_key
 from chalicelib.identity.opaque import digest, new_secret
@@ -82,4 +84,5 @@ def confirm_reset(token: str, new_password: str, *, caller: Any = None) -> str:
     set_password_hash(user.id, passwords.hash_password(new_password))
     lockout.unlock(user.id)
     sessions.revoke_all(user.id)
+    bump_epoch(user.id)  # every token of the user issued before now: grants, exchanged and API tokens
     return user.id

@@ -23,6 +23,7 @@ from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.models import global_model
 from chalicelib.identity.models import SessionAttrs
+from chalicelib.identity.oauth.revocation import revoke_session_tokens
 from chalicelib.identity.opaque import digest, new_secret
 
 if TYPE_CHECKING:  # routes pass their Ctx; this module only calls ctx.header()/ctx.request.method
@@ -112,9 +113,11 @@ def list_sessions(user_id: str) -> list[SessionAttrs]:
 
 
 def revoke_session(session_id: str, user_id: str) -> bool:
-    """Delete the user's session ``session_id``; False when it is not theirs or does not exist."""
+    """Sign out the user's session ``session_id`` and refuse every token issued in it (exchanged ones
+    included); False when it is not theirs or does not exist."""
     cls = _model()
     for record in cls.by_user.query(user_id, cls.session_id == session_id):
+        revoke_session_tokens(record.session_id, "signed_out")
         cls(record.sid_hash).delete()
         return True
     return False
@@ -125,6 +128,7 @@ def revoke_all(user_id: str, *, keep_session_id: str | None = None) -> int:
     count = 0
     for record in cls.by_user.query(user_id):
         if record.session_id != keep_session_id:
+            revoke_session_tokens(record.session_id, "signed_out")
             cls(record.sid_hash).delete()
             count += 1
     return count

@@ -27,7 +27,7 @@ from chalicelib.identity.models import (
 from chalicelib.identity.oauth.clients import calling_client
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.issuing import issue
-from chalicelib.identity.oauth.revocation import revoke_family
+from chalicelib.identity.oauth.revocation import revoke_family, revoke_session_tokens
 from chalicelib.identity.opaque import digest, same
 
 NAME = "authorization_code"
@@ -52,6 +52,7 @@ def _consume_code(code: str) -> CodeAttrs:
     except UpdateError as err:
         if condition_failed(err):  # second use: revoke everything issued from this code
             revoke_family(item.family_id, "code_reuse")
+            revoke_session_tokens(item.session_id, "code_reuse")
             raise oauth_error(400, "invalid_grant", "The authorization code was already used; the tokens issued "
                                                     "from it have been revoked.") from None
         raise

@@ -1,7 +1,8 @@
 """The ``refresh_token`` grant (RFC 6749 section 6): opaque tokens, stored hashed, rotated on every use.
 
 The grant lives at most 30 days from the sign-in. Reusing an already-rotated refresh token revokes the
-grant: every refresh token and every access token issued in it.
+grant: every refresh token and every access token issued in it, and signs out the session the
+grant came from (every token of that session, exchanged ones included).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from chalicelib.identity.models import (
 from chalicelib.identity.oauth.clients import calling_client
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.issuing import issue
-from chalicelib.identity.oauth.revocation import revoke_family
+from chalicelib.identity.oauth.revocation import revoke_family, revoke_session_tokens
 from chalicelib.identity.opaque import digest
 
 NAME = "refresh_token"
@@ -45,6 +46,7 @@ def _rotate(rt: str, client_id: str) -> RefreshAttrs:
     except UpdateError as err:
         if condition_failed(err):  # a rotated token came back: assume theft, revoke the whole family
             revoke_family(item.family_id, "refresh_reuse")
+            revoke_session_tokens(item.session_id, "refresh_reuse")
             raise oauth_error(400, "invalid_grant", "The refresh token was already used; the grant has been "
                                                     "revoked. Sign in again.") from None
         raise
@@ -83,4 +85,4 @@ def grant(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str, An
     return issue(client_id=caller.client_id, family_id=item.family_id, user_id=item.user_id,
                  workspace_id=item.workspace_id, amr=list(json.loads(item.amr_json)), scope=scope,
                  auth_time=int(item.auth_time), session_id=item.session_id, nonce=None, refresh=True,
-                 family_ends_at=int(item.expires_at))
+                 family_ends_at=int(item.expires_at), user_epoch=int(item.user_epoch or 0))

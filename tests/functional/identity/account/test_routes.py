@@ -59,7 +59,7 @@ def test_sessions_list_and_revoke(stack: None) -> None:
         assert call(c, "GET", "/account/sessions", second).status_code == 401
 
 
-def test_api_token_lifecycle_and_revocation_bound(stack: None) -> None:
+def test_api_token_lifecycle_and_revocation_everywhere_at_once(stack: None) -> None:
     tenant = make_tenant()
     u = make_password_user(tenant.email)
     with Client(create_app("identity")) as c:
@@ -72,7 +72,7 @@ def test_api_token_lifecycle_and_revocation_bound(stack: None) -> None:
         assert created["status"] == "active" and created["roles"] == ["admin"]
         listed = body(call(c, "GET", "/account/api-tokens", cookie))["api_tokens"]
         assert [t["id"] for t in listed] == [created["id"]] and "token" not in listed[0]
-        # another process verified the token before the revocation (its revocation list is fresh)
+        # another process verified (and cached) the token before the revocation
         other_process = tokens.TokenVerifier()
         assert other_process.claims(token)["token_use"] == "api"
         with Client(create_app("platform")) as p:
@@ -81,11 +81,10 @@ def test_api_token_lifecycle_and_revocation_bound(stack: None) -> None:
             assert r.status_code == 200 and body(r)["status"] == "revoked"
             # this process refuses at once
             assert p.http.get("/v1/me", headers=bearer(token)).status_code == 401
-        # the other process refuses within the documented bound (30 s)
-        clock.advance(tokens.REVOCATION_REFRESH_SECONDS + 1)
+        # the other process refuses at once too: revocation is read on every request, never cached
         try:
             other_process.claims(token)
-            raise AssertionError("revoked token accepted after the bound")
+            raise AssertionError("revoked token accepted by another process")
         except Exception as err:  # noqa: BLE001
             assert getattr(err, "status", None) == 401
         # bad input
