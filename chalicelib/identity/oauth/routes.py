@@ -49,9 +49,10 @@ def token(ctx: Ctx) -> Any:
 
 @api.route("/oauth2/introspect", methods=["POST"], public=True, content_types=[FORM])
 def introspect(ctx: Ctx) -> Any:
-    if authenticate_basic(ctx.header("authorization")) is None:
+    client = authenticate_basic(ctx.header("authorization"))
+    if client is None:
         raise invalid_client("Confidential client credentials (HTTP Basic) are required.", realm="introspection")
-    return introspection.introspect(ctx.form().get("token", ""))
+    return introspection.introspect(ctx.form().get("token", ""), client)
 
 
 @api.route("/userinfo", methods=["GET", "POST"], public=True, content_types=[FORM, "application/json"])

@@ -17,7 +17,7 @@ from chalicelib.core.errors import ApiError
 from chalicelib.core.models import global_model
 from chalicelib.groups import create_app
 from chalicelib.identity.oauth import signing
-from chalicelib.identity.oauth.clients import create_client
+from chalicelib.identity.oauth.clients import create_client, register_client
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from tests.functional.conftest import Tenant, bearer, make_tenant
 
@@ -110,7 +110,9 @@ class TestIntrospection:
         assert _introspect(tenant.token, _basic(cid, "")).status_code == 401
 
     def test_active_token_returns_claims(self, tenant: Tenant) -> None:
-        cid, secret = create_client("svc")
+        cid, secret = register_client("svc", confidential=True, grant_types=["client_credentials"],
+                                      workspace_id=tenant.workspace_id, roles=["viewer"])
+        assert secret is not None
         body = json.loads(_introspect(tenant.token, _basic(cid, secret)).body)
         assert body["active"] is True
         assert body["sub"] == tenant.user_id and body["workspace_id"] == tenant.workspace_id
@@ -118,7 +120,9 @@ class TestIntrospection:
 
     @pytest.mark.parametrize("case", ["expired", "revoked", "garbage", "empty"])
     def test_inactive(self, tenant: Tenant, case: str) -> None:
-        cid, secret = create_client("svc")
+        cid, secret = register_client("svc", confidential=True, grant_types=["client_credentials"],
+                                      workspace_id=tenant.workspace_id, roles=["viewer"])
+        assert secret is not None
         token = tenant.token
         if case == "expired":
             clock.advance(settings().access_token_ttl + 5)
@@ -223,3 +227,42 @@ class TestKeyRotation:
         with pytest.raises(ApiError) as err:
             tokens.verifier().claims(forged)
         assert "not signed by a key of this issuer" in err.value.detail
+
+
+class TestIntrospectionTenancy:
+    """A confidential client of workspace B must not learn anything about a token of workspace A."""
+
+    def test_other_workspace_client_sees_inactive(self, tenant: Tenant) -> None:
+        other = make_tenant("b-owner@example.com", name="B")
+        cid, secret = register_client("b-service", confidential=True, grant_types=["client_credentials"],
+                                      workspace_id=other.workspace_id, roles=["viewer"])
+        assert secret is not None
+        r = _introspect(tenant.token, _basic(cid, secret))
+        assert r.status_code == 200
+        assert json.loads(r.body) == {"active": False}
+        # the same client does see a token of its own workspace
+        assert json.loads(_introspect(other.token, _basic(cid, secret)).body)["active"] is True
+
+    def test_unbound_client_sees_only_tokens_issued_to_it(self, tenant: Tenant) -> None:
+        cid, secret = create_client("svc")
+        assert json.loads(_introspect(tenant.token, _basic(cid, secret)).body) == {"active": False}
+
+
+def test_client_credentials_token_cannot_act_as_a_user(tenant: Tenant) -> None:
+    """A service principal's token creates no workspace (nor any other user-level action)."""
+    cid, secret = register_client("svc", confidential=True, grant_types=["client_credentials"],
+                                  workspace_id=tenant.workspace_id, roles=["admin"])
+    assert secret is not None
+    with Client(create_app("identity")) as c:
+        r = c.http.post("/oauth2/token", headers={**_basic(cid, secret),
+                                                  "Content-Type": "application/x-www-form-urlencoded"},
+                        body="grant_type=client_credentials")
+        assert r.status_code == 200, r.body
+        service_token = json.loads(r.body)["access_token"]
+    with Client(create_app("platform")) as p:
+        before = p.http.get("/v1/workspaces", headers=bearer(tenant.token)).json_body
+        r = p.http.post("/v1/workspaces", headers={**bearer(service_token), "Content-Type": "application/json"},
+                        body=json.dumps({"name": "Squat", "residency": "us-east"}))
+        assert r.status_code == 403
+        assert json.loads(r.body)["code"] == "user_token_required"
+        assert p.http.get("/v1/workspaces", headers=bearer(tenant.token)).json_body == before
