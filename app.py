@@ -1,31 +1,47 @@
 """Entry point for every Lambda function. ``ROUTE_GROUP`` (set per stage in .chalice/config.json)
-picks the group whose routes this deployment serves; event handlers are one-line delegates."""
-import os
-
+picks the group whose routes this deployment serves and ``REGION`` the region it is pinned to. The workers
+group derives one handler per job declared in ``chalicelib/workers/jobs.py`` (schedules and queues are
+declared there only) that runs in this deployment (``jobs.runs_here``: global jobs in the global region)."""
 from chalice import Rate
 
+from chalicelib.core.config import settings
 from chalicelib.groups import create_app
 
-GROUP = os.environ.get("ROUTE_GROUP", "platform")
+GROUP = settings().route_group
 app = create_app(GROUP)
 
+
+def rate(seconds: int) -> Rate:
+    """The CloudWatch rate for an interval, in the largest unit that divides it."""
+    for unit, size in ((Rate.DAYS, 86400), (Rate.HOURS, 3600), (Rate.MINUTES, 60)):
+        if seconds % size == 0:
+            return Rate(seconds // size, unit=unit)
+    raise ValueError(f"a schedule must be whole minutes, not {seconds} s")
+
+
+def _scheduled_delegate(job):
+    def handler(event):
+        return job.handler(event.to_dict())
+
+    handler.__name__ = handler.__qualname__ = job.name  # Lambda calls app.<name>
+    return handler
+
+
+def _queue_delegate(name, job):
+    def handler(event):
+        return jobs.as_lambda(job, event.to_dict())
+
+    handler.__name__ = handler.__qualname__ = name
+    return handler
+
+
 if GROUP == "workers":
+    from chalicelib.core.aws import queue_name
     from chalicelib.workers import jobs
 
-    @app.schedule(Rate(30, unit=Rate.DAYS))
-    def rotate_signing_keys(event):
-        return jobs.rotate_signing_keys(event.to_dict())
-
-    @app.schedule(Rate(1, unit=Rate.HOURS))
-    def retire_signing_keys(event):
-        return jobs.retire_signing_keys(event.to_dict())
-
-    @app.schedule(Rate(5, unit=Rate.MINUTES))
-    def expire_support_grants(event):
-        return jobs.expire_support_grants(event.to_dict())
-
-    from chalicelib.core.aws import queue_name
-
-    @app.on_sqs_message(queue=queue_name("sync-jobs"), batch_size=1)
-    def sync_jobs(event):
-        return jobs.as_lambda(jobs.sync_jobs, event.to_dict())
+    for _job in filter(jobs.runs_here, jobs.SCHEDULED):
+        globals()[_job.name] = app.schedule(rate(_job.every_seconds), name=_job.name)(_scheduled_delegate(_job))
+    for _queue, _handler in jobs.QUEUE_HANDLERS.items():
+        _name = jobs.handler_name(_queue)
+        globals()[_name] = app.on_sqs_message(queue=queue_name(_queue), batch_size=1, name=_name)(
+            _queue_delegate(_name, _handler))

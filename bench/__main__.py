@@ -1,24 +1,133 @@
-"""`make bench`: runs every bench/bench_*.py module's ``main()``; each prints its tables."""
+"""`make bench`: runs every registered benchmark module's ``main()`` and writes ``docs/benchmarks.md``.
+
+The document is written from this one run only (machine, date and commit at the top), so its figures
+cannot contradict each other. ``python -m bench NAME...`` runs the modules whose names contain one of the
+given words and only prints (the document is rewritten by a full run).
+
+Adding a benchmark: write ``bench/bench_<area>.py`` with a docstring (its first paragraph introduces the
+section) and a ``main()`` that prints markdown, then add its name to ``MODULES``.
+"""
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import logging
-import pkgutil
+import os
+import platform
+import subprocess
 import sys
+import time
+import traceback
+from pathlib import Path
 
-import bench
 from chalicelib.core import clock
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = ROOT / "docs" / "benchmarks.md"
+
+# The benchmark modules, in the order they run and appear in the document.
+MODULES: tuple[str, ...] = (
+    "bench_tokens",
+    "bench_signin",
+    "bench_signin_web",
+    "bench_platform",
+    "bench_gateway_sync",
+    "bench_gateway_query",
+    "bench_regions",
+    "bench_webapp",
+)
+
+
+class _Tee(io.TextIOBase):
+    """Writes to the terminal and keeps a copy for the document."""
+
+    def __init__(self, terminal: io.TextIOBase) -> None:
+        self.terminal = terminal
+        self.copy = io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.terminal.write(text)
+        self.terminal.flush()
+        return self.copy.write(text)
+
+    def flush(self) -> None:
+        self.terminal.flush()
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_header() -> str:
+    """Date, commit and machine of this run."""
+    commit = _git("rev-parse", "--short", "HEAD")
+    dirty = " (with uncommitted changes)" if _git("status", "--porcelain", "--untracked-files=no") else ""
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
+    return "\n".join([
+        f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"- commit: {commit}{dirty}",
+        f"- machine: {os.cpu_count()} CPUs visible ({_cpu_model()}), {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}",
+        f"- load average at start (1, 5, 15 min): {load}",
+        "- AWS: emulated in process by moto (every DynamoDB/KMS/S3 call costs CPU here, whereas on AWS it is a "
+        "network wait; storage-bound figures are pessimistic, and the same-run reference beside each figure "
+        "is what to compare against)",
+    ])
+
+
+def _intro(module: object) -> str:
+    doc = (getattr(module, "__doc__", None) or "").strip()
+    return doc.split("\n\n", 1)[0].replace("\n", " ")
+
+
+def run_module(name: str) -> str:
+    """Run one benchmark module; returns its section of the document."""
+    module = importlib.import_module(f"bench.{name}")
+    print(f"## {name}\n", flush=True)
+    tee = _Tee(sys.stdout)  # type: ignore[arg-type]
+    started = time.monotonic()
+    outcome = ""
+    try:
+        with contextlib.redirect_stdout(tee):
+            module.main()
+    except Exception as err:  # one broken benchmark must not lose the others' figures
+        traceback.print_exc()
+        outcome = f"\n\n**This benchmark failed in this run** ({type(err).__name__}: {err})."
+    finally:
+        clock.reset()  # a benchmark may move the platform clock; the next one starts from real time
+    took = time.monotonic() - started
+    return f"## {name}\n\n{_intro(module)}\n\n{tee.copy.getvalue().strip()}{outcome}\n\n({took:.0f} s)\n"
+
+
+def document(header: str, sections: list[str]) -> str:
+    return ("# Benchmarks\n\nWritten by `make bench` (`bench/__main__.py`) from one run; do not edit by hand. "
+            "Each figure sits beside a reference measured in the same run; compare ratios, not absolute "
+            "figures.\n\n" + header + "\n\n" + "\n".join(sections))
 
 
 def main() -> None:
     logging.getLogger("aiplat-svc").setLevel(logging.WARNING)  # no access-log lines between the tables
     only = sys.argv[1:]
-    for mod in sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_")):
-        if only and not any(o in mod for o in only):
-            continue
-        print(f"## {mod}\n", flush=True)
-        importlib.import_module(f"bench.{mod}").main()
-        clock.reset()  # a benchmark may move the platform clock; the next one starts from real time
+    header = machine_header()
+    chosen = [m for m in MODULES if not only or any(o in m for o in only)]
+    sections = [run_module(name) for name in chosen]
+    if not only:
+        OUTPUT.write_text(document(header, sections))
+        print(f"wrote {OUTPUT.relative_to(ROOT)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,16 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "platform": ("chalicelib.platform.routes", "chalicelib.platform.workspace_routes",
                  "chalicelib.platform.member_routes", "chalicelib.platform.invitation_routes",
                  "chalicelib.platform.audit_routes", "chalicelib.platform.support_routes",
-                 "chalicelib.platform.member_security_routes", "chalicelib.platform.sso_routes"),
-    "gateway": ("chalicelib.gateway.routes", "chalicelib.gateway.read_routes"),
+                 "chalicelib.platform.member_security_routes", "chalicelib.platform.sso_routes",
+                 "chalicelib.models.routes", "chalicelib.chat.routes",
+                 "chalicelib.agents.agent_routes", "chalicelib.agents.run_routes"),
+    "gateway": ("chalicelib.gateway.routes", "chalicelib.gateway.read_routes", "chalicelib.knowledge.routes"),
     "app": ("chalicelib.webapp.routes",),
     "workers": (),
 }
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")
+# groups deployed once per open region (chalicelib/core/regions.py); the others are global
+REGIONAL_GROUPS = ("platform", "gateway", "workers")
 
 
 def create_app(group: str) -> Chalice:

@@ -73,6 +73,8 @@ TABLES: tuple[Table, ...] = (
     Table("sessions", GLOBAL, "sid_hash", attributes={"sid_hash": "S", "user_id": "S", "session_id": "S"},
           indexes=(Index("by_user", "user_id", "session_id"),), ttl="expires_at",
           purpose="browser sessions at {auth_url} (cookie aiplat_sid; only its SHA-256 is stored)"),
+    Table("rate_limits", GLOBAL, "key", attributes={"key": "S"}, ttl="expires_at",
+          purpose="per-address and per-IP counters of the sign-in and mail-sending endpoints (one item per window)"),
     Table("auth_state", GLOBAL, "pk", attributes={"pk": "S"}, ttl="expires_at",
           purpose="sign-in state: lockout counters, TOTP steps, recovery codes, hashed one-time codes, "
                   "reset links, pending MFA, authorization codes, refresh-token families"),
@@ -85,6 +87,8 @@ TABLES: tuple[Table, ...] = (
           purpose="passkeys and security keys: public key, sign counter (identity directory)"),
     Table("sso_connections", GLOBAL, "domain", attributes={"domain": "S"},
           purpose="SSO connections by e-mail domain: issuer, client id, encrypted secret, verification"),
+    Table("usage_counters", GLOBAL, "workspace_id", "key", attributes={"workspace_id": "S", "key": "S"},
+          purpose="aggregate model usage per workspace, day and model (tokens in/out, requests; no content)"),
     Table("support_staff", GLOBAL, "user_id", attributes={"user_id": "S"},
           purpose="identity directory flag: which users are provider support staff (no workspace content)"),
     # --- regional: workspace content, stored in the workspace's region only ---------------------
@@ -111,6 +115,24 @@ TABLES: tuple[Table, ...] = (
           purpose="time-boxed support access grants"),
     Table("idempotency", REGIONAL, "key", attributes={"key": "S"}, ttl="expires_at",
           purpose="first answers of POSTs that start work, by Idempotency-Key"),
+    Table("model_access", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},
+          purpose="per-role model allow-lists set by Admins"),
+    Table("knowledge", REGIONAL, "workspace_id", "key", attributes={"workspace_id": "S", "key": "S"},
+          purpose="knowledge index manifests (index#<dataset>) and per-document ACLs (docacl#<document>)"),
+    Table("chats", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          ttl="expires_at", purpose="chats and their messages (swept on auto-expiry; the emulator's TTL never deletes)"),
+    Table("agents", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="agent definitions: instructions, model, allowed tools, declared plan, limits"),
+    Table("agent_runs", REGIONAL, "workspace_id", "id",
+          attributes={"workspace_id": "S", "id": "S", "agent_key": "S", "active": "S"},
+          indexes=(Index("by_agent", "workspace_id", "agent_key", local=True), Index("by_active", "active", "id")),
+          ttl="expires_at",
+          purpose="agent runs: status, output, usage; by_agent lists an agent's runs, the sparse by_active "
+                  "index holds only queued/in_progress runs (the reaper's work list)"),
+    Table("agent_run_log", REGIONAL, "run_key", "sk", attributes={"run_key": "S", "sk": "S"}, ttl="expires_at",
+          purpose="per run ('<workspace>#<run>'): the step ledger (step#NNNN) and the event stream (event#NNNNNNNN)"),
+    Table("agent_memory", REGIONAL, "scope", "key", attributes={"scope": "S", "key": "S"}, ttl="expires_at",
+          purpose="agent memory per agent and user ('<workspace>#<agent>#<user>'), 30 days (TTL plus a sweep)"),
 )
 
 QUEUES: tuple[Queue, ...] = (
@@ -121,6 +143,7 @@ QUEUES: tuple[Queue, ...] = (
 BUCKETS: tuple[Bucket, ...] = (
     Bucket("data", purpose="synced datasets as Parquet"),
     Bucket("documents", purpose="uploaded documents and passages"),
+    Bucket("knowledge", purpose="knowledge indexes: chunks and BM25 files per dataset build"),
     Bucket("backups", expire_days=BACKUP_RETENTION_DAYS, purpose="backups, 35-day rotation, separate key"),
     Bucket("audit-archive", object_lock_days=AUDIT_RETENTION_DAYS, purpose="audit exports, Object Lock compliance 7 years"),
 )

@@ -10,3 +10,8 @@ os.environ.update({
     "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
     "AWS_DEFAULT_REGION": "us-east-1", "RESOURCE_PREFIX": "aiplat-test",
 })
+
+# moto's conditional writes are check-then-write without a lock; make them atomic as DynamoDB's are
+from infra.emulator import serialise_writes  # noqa: E402
+
+serialise_writes()

@@ -3,7 +3,9 @@
 Each event stores ``seq`` (1, 2, ...), ``prev_hash`` (the previous event's ``hash``; 64 zeros for the
 first) and ``hash`` = SHA-256 of the canonical JSON of every other field. An event is written with a
 conditional put on its ``seq``, so two writers can never both take the same place in the chain; the
-loser re-reads the head and tries again. Nothing in the code base updates or deletes an event, and the
+loser re-reads the head and tries again; a writer that cannot place its event raises
+``AuditAppendFailed`` (and logs an error) instead of returning, so no event is ever dropped silently.
+Nothing in the code base updates or deletes an event, and the
 deployment template denies ``UpdateItem``/``DeleteItem`` on the table to every function.
 ``verify_chain`` finds a changed, deleted, inserted or reordered event.
 """
@@ -22,8 +24,12 @@ from pynamodb.exceptions import PutError
 from pynamodb.indexes import AllProjection, LocalSecondaryIndex
 
 from chalicelib.core import clock, correlation
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.ids import new_id
+from chalicelib.core.logs import get_logger
 from chalicelib.core.models import BaseModel, regional
+
+log = get_logger("audit")
 
 GENESIS = "0" * 64
 MAX_APPEND_ATTEMPTS = 50
@@ -56,6 +62,10 @@ class AuditEventAttrs(BaseModel):
     prev_hash = UnicodeAttribute()
     hash = UnicodeAttribute()
     by_time = _ByTime()
+
+
+class AuditAppendFailed(RuntimeError):
+    """The event could not be appended; the action that wanted it recorded must not report success."""
 
 
 class CallerLike(Protocol):
@@ -161,9 +171,11 @@ def append(
             item.save(condition=cls.seq.does_not_exist())
             return event
         except PutError as err:
-            if err.cause_response_code != "ConditionalCheckFailedException":
+            if not condition_failed(err):
                 raise
-    raise RuntimeError("audit chain is too contended; event not written")
+    log.error("audit append failed", extra={"workspace_id": workspace_id, "action": action,
+                                            "attempts": MAX_APPEND_ATTEMPTS})
+    raise AuditAppendFailed(f"audit event {action!r} not written after {MAX_APPEND_ATTEMPTS} attempts")
 
 
 def iter_chain(region: str, workspace_id: str) -> Iterator[dict[str, Any]]:

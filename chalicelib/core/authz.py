@@ -48,6 +48,7 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "chat.use": _AM,
     "agents.run": _AM,
     "agents.manage": _AM,
+    "agents.read": _ALL,  # agent definitions (Viewers read them); runs are seen by their starter and Admins
     "knowledge.read": _AM,  # catalog, schema, lineage, federated query
     "dashboards.read": _ALL,  # connector health and data freshness
     "connectors.manage": _A,  # create, edit, delete, sync

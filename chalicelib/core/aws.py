@@ -12,15 +12,22 @@ import boto3
 from botocore.config import Config
 
 from chalicelib.core.config import settings
+from chalicelib.core.regions import check_client_region
 
 _lock = threading.Lock()
 _session: boto3.session.Session | None = None
 _BOTO_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5, read_timeout=30)
 
 
-@lru_cache(maxsize=64)
 def client(service: str, region: str) -> Any:
-    """A boto3 client for ``service`` in ``region``; created once per process."""
+    """A boto3 client for ``service`` in ``region``; created once per process. A deployment pinned to a
+    region gets clients for its own region and the global one only (``core.regions``)."""
+    check_client_region(region, regional=False)
+    return _client(service, region)
+
+
+@lru_cache(maxsize=64)
+def _client(service: str, region: str) -> Any:
     global _session
     with _lock:  # one session: its loaded service models are shared by every client
         if _session is None:
@@ -52,6 +59,6 @@ def queue_url(name: str, region: str) -> str:
 def reset_caches() -> None:
     """Forget clients and URLs (tests switch endpoints between runs)."""
     global _session
-    client.cache_clear()
+    _client.cache_clear()
     queue_url.cache_clear()
     _session = None

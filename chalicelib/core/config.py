@@ -23,6 +23,19 @@ class Settings:
     access_token_ttl: int
     max_api_token_ttl: int
     log_level: str
+    mail_sender: str
+    mail_outbox_dir: str | None  # local runs: every e-mail is also written here
+    app_client_id: str  # the app shell's public OAuth client
+    domain_verification_url: str  # operator setting: where SSO domain proofs are fetched ({domain})
+    catalog_cache_seconds: float  # age of the gateway's per-process catalog snapshot
+    query_time_limit_seconds: float
+    query_memory_limit: str
+    query_spill_limit: str
+    knowledge_cache_seconds: float  # age of a container's loaded knowledge index before a manifest check
+    model_providers: str = ""  # path of the model provider file, or its JSON (docs/api/models.md)
+    region: str = ""  # the region this deployment is pinned to ("" = not pinned: global and local tools)
+    regional_urls: str = "{}"  # JSON {region: {"base_url", "gateway_url"}}: every region's public addresses
+    connector_principal_arn: str = ""  # what workspaces' connector roles trust ("" = the platform's account)
 
     @property
     def issuer(self) -> str:
@@ -30,6 +43,7 @@ class Settings:
 
 
 AUDIENCE = "service-api"
+DEFAULT_DOMAIN_VERIFICATION_URL = "https://{domain}/.well-known/aiplat-domain-verification.txt"
 
 
 def _url(name: str, default: str) -> str:
@@ -41,7 +55,7 @@ def settings() -> Settings:
     """The settings of this process; tests call ``settings.cache_clear()`` after changing the env."""
     return Settings(
         stage=os.environ.get("STAGE", "local"),
-        route_group=os.environ.get("ROUTE_GROUP", "all"),
+        route_group=os.environ.get("ROUTE_GROUP", "platform"),
         auth_url=_url("AUTH_URL", "http://127.0.0.1:8002"),
         base_url=_url("BASE_URL", "http://127.0.0.1:8000"),
         gateway_url=_url("GATEWAY_URL", "http://127.0.0.1:8001"),
@@ -50,5 +64,18 @@ def settings() -> Settings:
         global_region=os.environ.get("GLOBAL_REGION", "us-east-1"),
         access_token_ttl=int(os.environ.get("ACCESS_TOKEN_TTL", "900")),
         max_api_token_ttl=int(os.environ.get("MAX_API_TOKEN_TTL", str(90 * 24 * 3600))),
-        log_level=os.environ.get("LOG_LEVEL", "INFO"),
+        log_level=os.environ.get("LOG_LEVEL", "INFO").upper(),
+        mail_sender=os.environ.get("MAIL_SENDER", "no-reply@aiplatform.dev"),
+        mail_outbox_dir=os.environ.get("MAIL_OUTBOX_DIR") or None,
+        app_client_id=os.environ.get("APP_CLIENT_ID", "app-shell"),
+        domain_verification_url=os.environ.get("DOMAIN_VERIFICATION_URL", DEFAULT_DOMAIN_VERIFICATION_URL),
+        catalog_cache_seconds=float(os.environ.get("CATALOG_CACHE_SECONDS", "2")),
+        query_time_limit_seconds=float(os.environ.get("QUERY_TIME_LIMIT_SECONDS", "10")),
+        query_memory_limit=os.environ.get("QUERY_MEMORY_LIMIT", "512MB"),
+        query_spill_limit=os.environ.get("QUERY_SPILL_LIMIT", "256MB"),
+        knowledge_cache_seconds=float(os.environ.get("KNOWLEDGE_CACHE_SECONDS", "2")),
+        model_providers=os.environ.get("MODEL_PROVIDERS", ""),
+        region=os.environ.get("REGION", ""),
+        regional_urls=os.environ.get("REGIONAL_URLS", "{}"),
+        connector_principal_arn=os.environ.get("CONNECTOR_PRINCIPAL_ARN", ""),
     )

@@ -15,6 +15,7 @@ _TITLES = {
     413: "Content Too Large",
     415: "Unsupported Media Type",
     422: "Unprocessable Content",
+    421: "Misdirected Request",
     423: "Locked",
     429: "Too Many Requests",
     500: "Internal Server Error",

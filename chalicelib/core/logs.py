@@ -7,7 +7,9 @@ import sys
 from typing import Any
 
 from chalicelib.core import clock, correlation
+from chalicelib.core.config import settings
 
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None)))
 
 
@@ -53,6 +55,7 @@ def get_logger(name: str) -> logging.Logger:
         handler = _StderrHandler()
         handler.setFormatter(JsonFormatter())
         root.addHandler(handler)
-        root.setLevel(logging.INFO)
+        level = settings().log_level
+        root.setLevel(level if level in _LEVELS else logging.INFO)
         root.propagate = False
     return logger

@@ -4,7 +4,6 @@ sign-in codes, reset links and invitations without a mail server."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -13,17 +12,15 @@ from chalicelib.core import aws, clock
 from chalicelib.core.config import settings
 from chalicelib.core.ids import new_id
 
-SENDER = os.environ.get("MAIL_SENDER", "no-reply@aiplatform.dev")
-
 
 def send(to: str, subject: str, text: str, *, region: str | None = None, tag: str = "") -> str:
     """Send one plain-text message; returns its id."""
     region = region or settings().global_region
     ses = aws.client("ses", region)
-    result = ses.send_email(Source=SENDER, Destination={"ToAddresses": [to]},
+    result = ses.send_email(Source=settings().mail_sender, Destination={"ToAddresses": [to]},
                             Message={"Subject": {"Data": subject}, "Body": {"Text": {"Data": text}}})
     message_id = result.get("MessageId") or new_id("msg")
-    outbox = os.environ.get("MAIL_OUTBOX_DIR")
+    outbox = settings().mail_outbox_dir
     if outbox:
         Path(outbox).mkdir(parents=True, exist_ok=True)
         record: dict[str, Any] = {"id": message_id, "to": to, "subject": subject, "text": text, "tag": tag,
@@ -35,4 +32,4 @@ def send(to: str, subject: str, text: str, *, region: str | None = None, tag: st
 
 def ensure_sender(region: str | None = None) -> None:
     """Verify the sender identity (required by SES, also by moto)."""
-    aws.client("ses", region or settings().global_region).verify_email_identity(EmailAddress=SENDER)
+    aws.client("ses", region or settings().global_region).verify_email_identity(EmailAddress=settings().mail_sender)

@@ -13,6 +13,7 @@ from pynamodb.models import Model
 
 from chalicelib.core.aws import table_name
 from chalicelib.core.config import settings
+from chalicelib.core.regions import check_client_region
 
 M = TypeVar("M", bound=Model)
 
@@ -30,21 +31,27 @@ def _bind(base: type, region: str, table: str) -> type:
 
 
 def regional(base: type[M], region: str) -> type[M]:
-    """The concrete class of ``base`` stored in ``region``."""
+    """The concrete class of ``base`` stored in ``region``; refused in a deployment pinned to another region."""
+    check_client_region(region)
     return _bind(base, region, table_name(base.TABLE))  # type: ignore[attr-defined,return-value]
 
 
 def global_model(base: type[M]) -> type[M]:
     """The concrete class of a global-by-design model (directory data, in the global region)."""
-    return regional(base, settings().global_region)
+    return _bind(base, settings().global_region, table_name(base.TABLE))  # type: ignore[attr-defined,return-value]
+
+
+def connection(region: str) -> Connection:
+    """A PynamoDB connection for transactions in ``region``, made once (each new one reloads botocore's models)."""
+    check_client_region(region)
+    return _connection(region)
 
 
 @lru_cache(maxsize=8)
-def connection(region: str) -> Connection:
-    """A PynamoDB connection for transactions in ``region``, made once (each new one reloads botocore's models)."""
+def _connection(region: str) -> Connection:
     return Connection(region=region, max_retry_attempts=4)
 
 
 def reset_models() -> None:
     _bind.cache_clear()
-    connection.cache_clear()
+    _connection.cache_clear()

@@ -14,10 +14,10 @@ from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttrib
 from pynamodb.exceptions import DoesNotExist
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
-from chalicelib.core.authz import Principal
+from chalicelib.core import regions
+from chalicelib.core.authz import Principal, mfa_used, require_workspace
 from chalicelib.core.errors import ApiError, not_found
 from chalicelib.core.models import BaseModel, global_model, regional
-from chalicelib.core.regions import OPEN_REGIONS
 
 
 class _BySlug(GlobalSecondaryIndex):
@@ -106,15 +106,28 @@ def live_principal(principal: Principal) -> Principal:
     """The caller with the role their membership has now, not the one in the token.
 
     A removed member is refused at once (403 ``membership_revoked``) and a demoted one acts with the new
-    role, whatever token they hold (API tokens live up to 90 days). Service tokens (client credentials,
-    15 minutes) carry their client's roles as issued.
+    role, whatever token they hold (API tokens live up to 90 days). When the workspace has ``enforce_mfa``
+    on, a token whose ``amr`` shows no second factor is refused (403 ``mfa_required``) from the next
+    request on, whenever it was issued; an API token carries the ``amr`` of the session that created it.
+    Service tokens (client credentials, 15 minutes) carry their client's roles as issued.
     """
     if principal.claims.get("token_use") == "service" or not principal.workspace_id:
         return principal  # no workspace: no roles, so every workspace permission is refused anyway
     m = membership(principal.workspace_id, principal.user_id)
     if m is None:
         raise ApiError(403, "membership_revoked", "You are no longer a member of this workspace.")
+    if not mfa_used(principal.amr) and get_workspace(principal.workspace_id).enforce_mfa:
+        raise ApiError(403, "mfa_required", "This workspace requires multi-factor authentication: sign in again "
+                                            "with a second factor (API tokens must be created from such a sign-in).")
     return replace(principal, roles=(m.role,), membership=m)
+
+
+def require_member(principal: Principal, workspace_id: str) -> MembershipAttrs:
+    """A workspace named in a path must be the token's own, and the caller a member there (else 404)."""
+    require_workspace(principal, workspace_id)
+    if principal.membership is None:  # service principals are not members
+        raise not_found("workspace")
+    return principal.membership
 
 
 def roles_for(workspace_id: str, user_id: str) -> list[str]:
@@ -125,8 +138,38 @@ def roles_for(workspace_id: str, user_id: str) -> list[str]:
 def workspaces_of(user_id: str) -> list[dict[str, Any]]:
     """Every workspace the user belongs to, across regions: ``[{workspace_id, role, region}]``."""
     out: list[dict[str, Any]] = []
-    for region in OPEN_REGIONS:
+    for region in regions.served_regions():
         for m in memberships(region).by_user.query(user_id):
             out.append({"workspace_id": m.workspace_id, "role": m.role, "region": region})
     out.sort(key=lambda x: x["workspace_id"])
     return out
+
+
+def ensure_served_here(principal: Principal, scope: str, params: dict[str, str]) -> None:
+    """421 unless this deployment serves the request: a pinned regional deployment serves only its own
+    region's workspaces, and only the global deployment serves global routes. It reads the global
+    directory alone (``region_of``, cached), so it answers before any regional store is read."""
+    pin = regions.pinned_region()
+    if not pin:
+        return
+    if scope == regions.GLOBAL:
+        if not regions.serves_global():
+            raise regions.global_only()
+        return
+    workspace_id = params.get("workspace_id") if scope == regions.PATH else principal.workspace_id
+    if not workspace_id:
+        return  # no workspace: every workspace permission is refused anyway
+    region = region_of(workspace_id)
+    if region != pin:
+        raise regions.wrong_region(region)
+
+
+def endpoints_of(workspace_id: str) -> dict[str, str]:
+    """``api_base_url`` and ``gateway_url`` of the deployment serving the workspace ({} when it is unknown)."""
+    if not workspace_id:
+        return {}
+    try:
+        where = regions.endpoints(region_of(workspace_id))
+    except ApiError:
+        return {}
+    return {"api_base_url": where["api_base_url"], "gateway_url": where["gateway_url"]}

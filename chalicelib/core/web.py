@@ -17,11 +17,12 @@ from urllib.parse import parse_qs
 
 from chalice import Chalice, Response
 
-from chalicelib.core import correlation
+from chalicelib.core import correlation, json_body
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
 from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.logs import get_logger
-from chalicelib.core.tenancy import live_principal
+from chalicelib.core.regions import WORKSPACE, scoped
+from chalicelib.core.tenancy import ensure_served_here, live_principal, require_member
 from chalicelib.core.tokens import bearer, verifier
 
 log = get_logger("web")
@@ -76,7 +77,7 @@ class Ctx:
         return raw
 
     def json(self, *, required: bool = True) -> Any:
-        """The parsed JSON body; 400 for malformed JSON, 413 when too large."""
+        """The parsed JSON body; 400 for malformed or too deeply nested JSON, 413 when too large."""
         if self._body is None:
             raw = self.raw_body()
             if not raw.strip():
@@ -84,10 +85,7 @@ class Ctx:
                     raise ApiError(400, "invalid_body", "A JSON request body is required.")
                 self._body = {}
                 return self._body
-            try:
-                self._body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                raise ApiError(400, "malformed_json", "The request body is not valid JSON.") from None
+            self._body = json_body.parse(raw)
         return self._body
 
     def form(self) -> dict[str, str]:
@@ -125,6 +123,7 @@ class _RouteDef:
     permission: str | None
     public: bool
     fn: Callable[..., Any]
+    scope: str = WORKSPACE  # core.regions: which regional deployment serves the route
 
 
 class Api:
@@ -148,13 +147,14 @@ class Api:
         permission: str | None = None,
         public: bool = False,
         content_types: list[str] | None = None,
+        scope: str = WORKSPACE,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         if not public and not permission:
             raise ValueError(f"route {path} needs a permission or public=True")
         verbs = tuple(m.upper() for m in methods)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.routes.append(_RouteDef(path, verbs, tuple(content_types or [JSON]), permission, public, fn))
+            self.routes.append(_RouteDef(path, verbs, tuple(content_types or [JSON]), permission, public, fn, scope))
             for method in verbs:
                 ROUTE_PERMISSIONS[(self.name, path, method)] = "public" if public else str(permission)
             return fn
@@ -167,15 +167,29 @@ class Api:
             app.route(route.path, methods=list(route.methods), content_types=list(route.content_types))(view)
 
 
+def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE,
+              params: dict[str, str] | None = None) -> Principal:
+    """The one authorization path of every surface (REST views here, GraphQL in the gateway): verify the
+    Bearer token, answer 421 when another region's deployment serves the workspace (before any regional
+    store is read), replace its roles by the live membership (``core.tenancy.live_principal``: removed,
+    demoted and ``enforce_mfa`` apply at once), check ``permission`` against the permission map, and check
+    that a ``{workspace_id}`` in the path is the token's own workspace with the caller a member there."""
+    principal = verifier().principal(bearer(authorization))
+    ensure_served_here(principal, scope, params or {})
+    if permission != AUTHENTICATED:  # workspace routes act with the live role
+        principal = live_principal(principal)
+    require(principal, permission)
+    if permission != AUTHENTICATED and "workspace_id" in (params or {}):
+        require_member(principal, (params or {})["workspace_id"])  # a path names the token's own workspace only
+    return principal
+
+
 def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
     def view(**params: str) -> Any:
         ctx = Ctx(request=app.current_request)
         try:
             if not route.public:
-                ctx.principal = verifier().principal(bearer(ctx.header("authorization")))
-                if route.permission != AUTHENTICATED:  # workspace routes act with the live role
-                    ctx.principal = live_principal(ctx.principal)
-                require(ctx.principal, route.permission or "")
+                ctx.principal = authorize(ctx.header("authorization"), route.permission or "", route.scope, params)
             result = route.fn(ctx, **params)
         except ApiError as err:
             return problem_response(err)
@@ -186,6 +200,7 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
             return result
         return json_response(result)
 
+    view = scoped(route.scope, view)  # global routes of the global deployment may reach every region
     view.__name__ = f"{route.fn.__module__.rsplit('.', 1)[-1]}__{route.fn.__name__}"
     return view
 

@@ -18,7 +18,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.validation import F, validate
-from chalicelib.gateway import models, secrets
+from chalicelib.gateway import models, secrets, source_access, source_names
 from chalicelib.gateway.sources import SourceError, Src, module
 from chalicelib.gateway.vocabulary import CATEGORIES, CATEGORY_OF_KIND, KINDS, STATUSES
 
@@ -26,6 +26,7 @@ NAME_MAX = 120
 DATASET_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 SECRET_MARK = "$secret"
 MAX_CONNECTORS = 200  # per workspace
+ROLE_KINDS = ("s3", "dynamodb")  # read as a role the workspace grants (gateway/source_access.py)
 
 CREATE_FIELDS = {
     "name": F(str, required=True, min_len=1, max_len=NAME_MAX),
@@ -53,8 +54,9 @@ def _dataset_name_default(name: str) -> str:
     return slug[:63].rstrip("_") or "dataset"
 
 
-def _validate_config(kind: str, config: dict[str, Any]) -> None:
-    """400 listing every bad config field (fields are reported as ``config.<name>``)."""
+def _validate_config(kind: str, config: dict[str, Any], region: str) -> dict[str, Any]:
+    """The config in canonical form (``sources.<kind>.canonical``), or a 400 listing every bad config
+    field (fields are reported as ``config.<name>``)."""
     mod = module(kind)
     try:
         validate(config, mod.FIELDS)
@@ -62,8 +64,14 @@ def _validate_config(kind: str, config: dict[str, Any]) -> None:
         raise validation_error([{"field": f"config.{e['field']}", "message": e["message"]}
                                 for e in (err.errors or [])]) from None
     problems = mod.check_config(config) if hasattr(mod, "check_config") else []
+    if hasattr(mod, "canonical"):
+        try:
+            config = mod.canonical(config, region)
+        except source_names.Refused as refused:
+            problems = [refused.problem, *problems]
     if problems:
         raise validation_error([{"field": f"config.{p['field']}", "message": p["message"]} for p in problems])
+    return config
 
 
 def _seal(region: str, workspace_id: str, connector_id: str, kind: str, config: dict[str, Any],
@@ -82,8 +90,13 @@ def _seal(region: str, workspace_id: str, connector_id: str, kind: str, config: 
 
 
 def _public_config(kind: str, stored: dict[str, Any]) -> dict[str, Any]:
+    """The config as every role sees it: no secret, and a URL without its query values or user info."""
     secret_names = set(module(kind).SECRETS)
     out = {k: v for k, v in stored.items() if k not in secret_names}
+    if isinstance(out.get("url"), str):
+        from chalicelib.gateway.sources.http_api import public_url  # noqa: PLC0415
+
+        out["url"] = public_url(out["url"])
     out["secrets_set"] = sorted(k for k in secret_names if k in stored)
     return out
 
@@ -124,6 +137,8 @@ def to_dict(item: models.ConnectorAttrs, region: str | None = None) -> dict[str,
         "dataset": {"id": item.dataset_id, "name": item.dataset_name},
         "owner": item.owner,
         "config": _public_config(item.kind, json.loads(item.config or "{}")),
+        # what the workspace's role must require in its trust policy (kinds read through a role)
+        "external_id": source_access.external_id(item.workspace_id) if item.kind in ROLE_KINDS else None,
         "created_at": item.created_at,
         "updated_at": item.updated_at,
     }
@@ -196,12 +211,12 @@ def create_connector(principal: Principal, body: Any, caller: Any) -> dict:
     """Validate, store (secrets encrypted), health-check and audit a new connector."""
     body = validate(body, CREATE_FIELDS)
     kind = body["kind"]
-    _validate_config(kind, body["config"])
+    region = tenancy.region_of(principal.workspace_id)
+    body["config"] = _validate_config(kind, body["config"], region)
     dataset_name = body.get("dataset_name") or _dataset_name_default(body["name"])
     if not DATASET_NAME_RE.match(dataset_name):
         raise validation_error([{"field": "dataset_name",
                                  "message": "must start with a letter and hold only a-z, 0-9 and _ (at most 63)"}])
-    region = tenancy.region_of(principal.workspace_id)
     cls = models.connectors(region)
     if cls.count(principal.workspace_id) >= MAX_CONNECTORS:
         raise ApiError(422, "connector_limit", f"A workspace can have at most {MAX_CONNECTORS} connectors.")
@@ -242,7 +257,7 @@ def update_connector(principal: Principal, connector_id: str, body: Any, caller:
         for name in module(item.kind).SECRETS:  # kept secrets satisfy "required" without being resent
             if name in previous and name not in merged:
                 merged[name] = "(kept)"
-        _validate_config(item.kind, merged)
+        merged = _validate_config(item.kind, merged, region)
         for name in module(item.kind).SECRETS:
             if merged.get(name) == "(kept)" and name not in body["config"]:
                 merged.pop(name)

@@ -109,20 +109,10 @@ def _principal(info: Any) -> Principal:
     return info.context["principal"]
 
 
-def _route_permission(method: str, path: str) -> str:
-    """The permission of a REST route, so GraphQL checks exactly what the REST twin checks."""
-    import chalicelib.gateway.routes  # noqa: F401  (registers gw-sync's routes and their permissions)
-    from chalicelib.core.web import ROUTE_PERMISSIONS
-
-    return ROUTE_PERMISSIONS.get(("gateway", path, method), "")
-
-
 def _connectors(_root: Any, info: Any, status: str | None = None, category: str | None = None) -> Any:
     from chalicelib.gateway import connectors
 
-    p = _principal(info)
-    require(p, _route_permission("GET", "/v1/connectors"))
-    return connectors.list_connectors(p, status=status, category=category)
+    return connectors.list_connectors(_principal(info), status=status, category=category)
 
 
 def _datasets(_root: Any, info: Any, search: str | None = None, owner: str | None = None,
@@ -155,32 +145,62 @@ def _policies(_root: Any, info: Any, scope: str | None = None) -> list[dict[str,
 def _sync_connector(_root: Any, info: Any, id: str, mode: str | None = None) -> dict[str, Any]:  # noqa: A002
     from chalicelib.gateway import sync
 
-    p = _principal(info)
-    require(p, _route_permission("POST", "/v1/connectors/{connector_id}/sync"))
-    return sync.request_sync(p, id, mode=mode or "INCREMENTAL", idempotency_key=info.context.get("idempotency_key"),
-                             caller=info.context.get("caller"))
+    return sync.request_sync(_principal(info), id, mode=mode or "INCREMENTAL",
+                             idempotency_key=info.context.get("idempotency_key"), caller=info.context.get("caller"))
 
 
 def _set_field_policy(_root: Any, info: Any, datasetId: str, field: str, policy: str) -> dict[str, Any]:  # noqa: N803
     return catalog.set_field_policy(_principal(info), datasetId, field, policy, caller=info.context.get("caller"))
 
 
-_ROOT_RESOLVERS = {
-    ("Query", "connectors"): _connectors, ("Query", "datasets"): _datasets, ("Query", "dataset"): _dataset,
-    ("Query", "lineage"): _lineage, ("Query", "policies"): _policies,
-    ("Mutation", "syncConnector"): _sync_connector, ("Mutation", "setFieldPolicy"): _set_field_policy,
+# Every root field of the schema, once: its REST twin (method, path), whose permission it checks, and its
+# resolver. ``schema()`` refuses to build when a root field is missing here or its twin has no permission,
+# so a GraphQL operation cannot exist without the permission check of the REST route it mirrors.
+ROOT_FIELDS: dict[tuple[str, str], tuple[tuple[str, str], Any]] = {
+    ("Query", "connectors"): (("GET", "/v1/connectors"), _connectors),
+    ("Query", "datasets"): (("GET", "/v1/catalog/datasets"), _datasets),
+    ("Query", "dataset"): (("GET", "/v1/catalog/datasets/{dataset_id}"), _dataset),
+    ("Query", "lineage"): (("GET", "/v1/lineage/{dataset_id}"), _lineage),
+    ("Query", "policies"): (("GET", "/v1/policies"), _policies),
+    ("Mutation", "syncConnector"): (("POST", "/v1/connectors/{connector_id}/sync"), _sync_connector),
+    ("Mutation", "setFieldPolicy"): (("PUT", "/v1/catalog/datasets/{dataset_id}/fields/{field}/policy"),
+                                     _set_field_policy),
 }
+
+
+def root_permission(type_name: str, field_name: str) -> str:
+    """The permission a root field checks: its REST twin's, read from the route table."""
+    import chalicelib.gateway.read_routes  # noqa: F401, PLC0415 - the route table of the twins
+    import chalicelib.gateway.routes  # noqa: F401, PLC0415
+    from chalicelib.core.web import ROUTE_PERMISSIONS  # noqa: PLC0415
+
+    (method, path), _ = ROOT_FIELDS[(type_name, field_name)]
+    permission = ROUTE_PERMISSIONS.get(("gateway", path, method), "")
+    if permission in ("", "public"):
+        raise RuntimeError(f"GraphQL field {type_name}.{field_name}: REST twin {method} {path} has no permission")
+    return permission
+
+
+def _guarded(permission: str, resolver: Any) -> Any:
+    def resolve(root: Any, info: Any, **args: Any) -> Any:
+        require(_principal(info), permission)
+        return resolver(root, info, **args)
+
+    return resolve
 
 
 @lru_cache(maxsize=1)
 def schema() -> GraphQLSchema:
     built = build_schema(sdl())
+    roots = {t.name for t in (built.query_type, built.mutation_type, built.subscription_type) if t is not None}
     for type_name, gql_type in built.type_map.items():
         if type_name.startswith("__") or not hasattr(gql_type, "fields"):
             continue
         for field_name, fdef in gql_type.fields.items():
-            root = _ROOT_RESOLVERS.get((type_name, field_name))
-            fdef.resolve = root or _field_resolver(_snake(field_name), isinstance(_unwrap(fdef.type), GraphQLEnumType))
+            if type_name in roots:  # KeyError here: a root field without a declared permission
+                fdef.resolve = _guarded(root_permission(type_name, field_name), ROOT_FIELDS[(type_name, field_name)][1])
+            else:
+                fdef.resolve = _field_resolver(_snake(field_name), isinstance(_unwrap(fdef.type), GraphQLEnumType))
     return built
 
 

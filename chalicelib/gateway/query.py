@@ -11,7 +11,12 @@ Per query:
    The temp dir is deleted before the caller's SQL runs.
 4. External access is disabled, extension auto-install/auto-load are off and the configuration is locked;
    then the caller's SQL runs with a row limit and a wall-clock limit (a timer calls ``interrupt``).
-5. One lineage edge ``dataset -> query`` per dataset used (plus ``query -> answer`` when the caller
+5. The answer is one page: at most ``limit`` rows and ``MAX_ANSWER_BYTES`` of JSON rows. When more rows
+   exist, ``truncated`` is true, ``truncated_reason`` says which cap ended the page (``row_limit`` or
+   ``byte_limit``) and ``next_cursor`` continues it: send the same SQL with ``after``. A later page runs
+   the query again and skips the rows already sent, so pages are stable when the SQL has an ORDER BY.
+   A single row larger than the byte cap is refused (422 ``row_too_large``).
+6. One lineage edge ``dataset -> query`` per dataset used (plus ``query -> answer`` when the caller
    names the chat answer, agent run or saved query it serves) is recorded.
 
 DuckDB is imported inside the functions (the gateway's cold start does not pay for it).
@@ -22,6 +27,7 @@ import base64
 import datetime as dt
 import decimal
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -30,24 +36,27 @@ import threading
 import uuid
 from typing import Any
 
-from chalicelib.core import aws, clock
+from chalicelib.core import aws, clock, paging
 from chalicelib.core.authz import Principal, require
+from chalicelib.core.config import settings
+from chalicelib.core.durations import format_duration
 from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import catalog, fieldpolicy, lineage
-from chalicelib.gateway.durations import format_duration
+from chalicelib.gateway import catalog, fieldpolicy, lineage, sql_errors
 
 log = get_logger("gateway.query")
 
 DEFAULT_ROWS = 1000
 MAX_ROWS = 10_000
 MAX_SQL_CHARS = 20_000
-TIME_LIMIT_S = float(os.environ.get("QUERY_TIME_LIMIT_SECONDS", "10"))
-MEMORY_LIMIT = os.environ.get("QUERY_MEMORY_LIMIT", "512MB")
-SPILL_LIMIT = os.environ.get("QUERY_SPILL_LIMIT", "256MB")
 ANSWER_TYPES = ("CHAT_ANSWER", "AGENT_RUN", "SAVED_QUERY")
+# JSON bytes of the rows of one answer: under Lambda's 6 MB response limit with room for the rest
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # of JSON rows per answer page (docs/api/gateway.md)
+MAX_SKIP_ROWS = 1_000_000  # how far a cursor may page into one answer
+CURSOR_KIND = "query"
+_FETCH_CHUNK = 256
 
 _SQL_TYPES = {
     "VARCHAR": "STRING", "BOOLEAN": "BOOLEAN", "DATE": "DATE", "JSON": "JSON",
@@ -86,8 +95,20 @@ def check_sql(sql: Any) -> str:
 
 
 def _clean(err: Exception) -> str:
-    text = str(err).strip().replace("\n", " ")
-    return text[:500]
+    return sql_errors.public_message(err)
+
+
+# functions that describe the engine's host rather than the data (paths, settings, environment, secrets)
+_ENGINE_INTROSPECTION = re.compile(
+    r"current_setting|getenv|which_secret|pragma_\w+|duckdb_(settings|extensions|extension_repositories|secrets?\w*|"
+    r"temporary_files|databases|memory|external_\w+|logs\w*|log_contexts|profiling_settings)")
+
+
+def check_functions(identifiers: set[str]) -> None:
+    """400 when the SQL names a function that describes the engine's host instead of data."""
+    named = sorted(i for i in identifiers if _ENGINE_INTROSPECTION.fullmatch(i))
+    if named:
+        raise _bad_sql("sql_not_allowed", f"The function {named[0]} is not available in queries.")
 
 
 _IDENT = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*)')
@@ -156,7 +177,8 @@ def lock_down(con: Any) -> None:
     """No files, no network, no extensions, no configuration changes from here on."""
     for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
                  "SET autoload_known_extensions = false", "SET allow_community_extensions = false",
-                 f"SET memory_limit = '{MEMORY_LIMIT}'", f"SET max_temp_directory_size = '{SPILL_LIMIT}'",
+                 f"SET memory_limit = '{settings().query_memory_limit}'",
+                 f"SET max_temp_directory_size = '{settings().query_spill_limit}'",
                  "SET lock_configuration = true"):
         con.execute(stmt)
 
@@ -190,8 +212,57 @@ def _column_type(type_code: Any) -> str:
     return _SQL_TYPES.get(name, "JSON" if any(name.startswith(p) for p in ("STRUCT", "MAP", "LIST")) or name.endswith("[]") else "STRING")
 
 
+def _cursor_offset(sql: str, after: str | None) -> int:
+    """The rows already sent, from a cursor of an earlier page of this same SQL (400 otherwise)."""
+    if after is None:
+        return 0
+    pos = paging.decode(CURSOR_KIND, after, dict)
+    offset = pos.get("o")
+    if (pos.get("s") != _sql_tag(sql) or isinstance(offset, bool) or not isinstance(offset, int)
+            or not 0 < offset <= MAX_SKIP_ROWS):
+        raise ApiError(400, "validation_failed", "'after' is not a cursor of this query.",
+                       errors=[{"field": "after", "message": "is not a cursor of this query"}])
+    return offset
+
+
+def _sql_tag(sql: str) -> str:
+    return hashlib.sha256(sql.encode()).hexdigest()[:32]
+
+
+def fetch_page(cur: Any, *, skip: int, limit: int, max_bytes: int | None = None
+               ) -> tuple[list[list[Any]], str | None]:
+    """Up to ``limit`` rows (as JSON values) after ``skip`` rows, stopping before ``max_bytes`` (default
+    ``MAX_ANSWER_BYTES``) of JSON; and why the page ended early (``row_limit``/``byte_limit``), or None
+    when the result is exhausted."""
+    max_bytes = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
+    skipped = 0
+    while skipped < skip:
+        chunk = cur.fetchmany(min(_FETCH_CHUNK * 16, skip - skipped))
+        if not chunk:
+            return [], None
+        skipped += len(chunk)
+    rows: list[list[Any]] = []
+    size = 2  # the enclosing brackets
+    while True:
+        chunk = cur.fetchmany(_FETCH_CHUNK)
+        if not chunk:
+            return rows, None
+        for raw in chunk:
+            if len(rows) == limit:
+                return rows, "row_limit"
+            row = [_json_value(v) for v in raw]
+            row_bytes = len(json.dumps(row, separators=(",", ":"), default=str).encode()) + 1
+            if size + row_bytes > max_bytes:
+                if not rows:
+                    raise ApiError(422, "row_too_large", f"One row of the answer is larger than the {max_bytes}-byte "
+                                                         "answer cap; select fewer or shorter columns.")
+                return rows, "byte_limit"
+            rows.append(row)
+            size += row_bytes
+
+
 def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dict[str, str] | None = None,
-        time_limit: float | None = None) -> dict[str, Any]:
+        time_limit: float | None = None, after: str | None = None) -> dict[str, Any]:
     """Run one SELECT for the caller; see the module docstring."""
     require(principal, "knowledge.read")
     import duckdb
@@ -207,7 +278,10 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
                 or not 1 <= len(answer["id"]) <= 128):
             raise ApiError(400, "validation_failed", "'answer' must be {type, id} with type one of "
                            + ", ".join(ANSWER_TYPES) + ".", errors=[{"field": "answer", "message": "is invalid"}])
-    used = catalog.readable_by_name(principal, _referenced(sql))
+    skip = _cursor_offset(sql, after)
+    names = _referenced(sql)
+    check_functions(names)
+    used = catalog.readable_by_name(principal, names)
     query_id = new_id("q")
     work = tempfile.mkdtemp(prefix="gwq-")  # Lambda: only /tmp is writable; HOME may be unset
     tmp = os.path.join(work, "data")
@@ -223,23 +297,25 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
         finally:
             shutil.rmtree(tmp, ignore_errors=True)  # the raw files are gone before the caller's SQL runs
         lock_down(con)
-        timer = threading.Timer(TIME_LIMIT_S if time_limit is None else time_limit, con.interrupt)
+        limit_s = settings().query_time_limit_seconds
+        timer = threading.Timer(limit_s if time_limit is None else time_limit, con.interrupt)
         timer.start()
         try:
             cur = con.execute(sql)
-            rows = cur.fetchmany(limit + 1)
             description = cur.description or []
+            rows, ended_by = fetch_page(cur, skip=skip, limit=limit)
         except duckdb.InterruptException:
-            raise ApiError(422, "query_timeout", f"The query ran longer than {TIME_LIMIT_S:g} s and was stopped.") from None
+            raise ApiError(422, "query_timeout", f"The query ran longer than {limit_s:g} s and was stopped.") from None
         except duckdb.Error as err:
             raise _bad_sql("sql_error", _clean(err)) from None
+        except (ValueError, TypeError, OverflowError):  # a value Python cannot take: nothing internal shown
+            raise _bad_sql("sql_error", sql_errors.public_message(Exception())) from None
     finally:
         if timer is not None:
             timer.cancel()
         con.close()
         shutil.rmtree(work, ignore_errors=True)
-    truncated = len(rows) > limit
-    rows = rows[:limit]
+    truncated = ended_by is not None
     now = clock.now()
     datasets = [{"id": r.id, "name": r.name, "freshness": format_duration(catalog.freshness_seconds(r, now)),
                  "last_synced_at": r.last_synced_at} for r in used]
@@ -256,5 +332,7 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
                                        "rows": len(rows), "truncated": truncated})
     return {"query_id": query_id,
             "columns": [{"name": d[0], "type": _column_type(d[1])} for d in description],
-            "rows": [[_json_value(v) for v in row] for row in rows], "row_count": len(rows),
-            "truncated": truncated, "datasets": datasets}
+            "rows": rows, "row_count": len(rows), "truncated": truncated, "truncated_reason": ended_by,
+            "next_cursor": paging.encode(CURSOR_KIND, {"s": _sql_tag(sql), "o": skip + len(rows)})
+            if truncated and skip + len(rows) <= MAX_SKIP_ROWS else None,
+            "datasets": datasets}

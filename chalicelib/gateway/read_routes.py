@@ -12,13 +12,13 @@ from typing import Any
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.errors import ApiError
-from chalicelib.core.tokens import bearer, verifier
 from chalicelib.core.validation import F, query_int, validate
-from chalicelib.core.web import Api, Ctx, json_response
+from chalicelib.core.web import Api, Ctx, authorize, json_response
 from chalicelib.gateway import catalog, lineage, policies
 
 api = Api("gateway")
 
+GRAPHQL_DOOR = "workspace.read"  # any live member of the token's workspace; fields check their own permission
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 _SEARCH_PARAMS = {"q", "search", "owner", "connector", "classification", "fresher_than",
                   "field_classification", "limit", "after"}
@@ -69,8 +69,8 @@ def federated_query(ctx: Ctx) -> dict[str, Any]:
 
     body = validate(ctx.json(), {"sql": F(str, required=True, min_len=1, max_len=query.MAX_SQL_CHARS),
                                  "limit": F(int, minimum=1, maximum=query.MAX_ROWS),
-                                 "answer": F(dict)})
-    return query.run(ctx.user, body["sql"], limit=body.get("limit"), answer=body.get("answer"))
+                                 "answer": F(dict), "after": F(str, min_len=1, max_len=512)})
+    return query.run(ctx.user, body["sql"], limit=body.get("limit"), answer=body.get("answer"), after=body.get("after"))
 
 
 @api.route("/v1/policies", permission="policies.read")
@@ -107,9 +107,13 @@ def graphql_post(ctx: Ctx) -> Response:
     """Authenticates inside, so that every failure has the GraphQL error shape."""
     from chalicelib.gateway import graphql_api as gql
 
-    try:
-        principal = verifier().principal(bearer(ctx.header("authorization")))
+    try:  # the REST path: live membership, enforce_mfa; each field then checks its own permission
+        principal = authorize(ctx.header("authorization"), GRAPHQL_DOOR)
     except ApiError as err:
+        if err.status == 421:  # another region's deployment serves this workspace (core.tenancy)
+            return json_response({"errors": [gql.error(err.detail, err.code.upper(), **err.extra)]}, err.status)
+        if err.status != 401:
+            return json_response({"errors": [gql.error(err.detail, "FORBIDDEN", reason=err.code)]}, err.status)
         return json_response({"errors": [gql.error(err.detail, "UNAUTHENTICATED")]}, 401,
                              headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
     try:

@@ -34,6 +34,14 @@ def create_connector(ctx: Ctx) -> Any:
     return json_response(connectors.create_connector(ctx.user, ctx.json(), ctx.caller), 201)
 
 
+@api.route("/v1/connector-access", permission="connectors.manage")
+def connector_access(ctx: Ctx) -> Any:
+    """What a role must trust for s3/dynamodb connectors: the platform principal and the ExternalId."""
+    from chalicelib.gateway import source_access
+
+    return source_access.setup(ctx.user.workspace_id)
+
+
 @api.route("/v1/connectors/{connector_id}", permission="dashboards.read")
 def get_connector(ctx: Ctx, connector_id: str) -> Any:
     return connectors.get_connector(ctx.user, connector_id)

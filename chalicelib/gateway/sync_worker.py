@@ -29,8 +29,10 @@ from pynamodb.transactions import TransactWrite
 from chalicelib.core import audit, aws, clock, queues, tenancy
 from chalicelib.core import models as core_models
 from chalicelib.core.audit import SYSTEM
+from chalicelib.core.conditions import cancellation_codes, item_condition_failed
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
+from chalicelib.core.regions import served_regions
 from chalicelib.gateway import connectors, lineage_edges, models, normalize, storage
 from chalicelib.gateway.sources import SourceError, module
 from chalicelib.gateway.vocabulary import LINEAGE_CONNECTOR, LINEAGE_DATASET, highest_classification
@@ -98,6 +100,9 @@ def _handle_record(record: dict[str, Any]) -> bool:
         log.error("poison sync message (unparseable)", extra={"message_id": record.get("messageId")})
         return False  # redelivered until maxReceiveCount, then the dead-letter queue
     region = tenancy.region_of(body["workspace_id"])
+    if region not in served_regions():  # another region's work is never processed here
+        log.error("sync message for another region", extra={"message_id": record.get("messageId"), "region": region})
+        return False
     receives = int((record.get("attributes") or {}).get("ApproximateReceiveCount", "1"))
     last = receives >= max_receives(region)
     outcome = run_sync(body["workspace_id"], body["sync_id"], attempt=receives, last_attempt=last)
@@ -272,6 +277,10 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
         storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
     lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,
                               {"connector_kind": conn.kind})
+    if not unchanged:
+        from chalicelib.knowledge import indexer  # noqa: PLC0415 - loads bm25s only when a sync ran
+
+        indexer.on_sync(region, ws, dataset_id)
     audit.append(region, ws, "connector.sync_succeeded", actor=SYSTEM, target={"type": "connector", "id": conn.id},
                  details={"sync_id": run.id, "dataset_id": dataset_id, "rows_read": batch.rows_read,
                           "rows_written": snap.rows_written, "rows_deleted": snap.rows_deleted,
@@ -345,15 +354,13 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
                           condition=R.status == "RUNNING")
             return
         except TransactWriteError as err:
-            reasons = [r.get("Code") if isinstance(r, dict) else getattr(r, "code", None)
-                       for r in (getattr(err, "cancellation_reasons", None) or [])]
-            log.warning("sync commit conflict", extra={"sync_id": run.id, "reasons": reasons})
+            log.warning("sync commit conflict", extra={"sync_id": run.id, "reasons": cancellation_codes(err)})
             fresh = _run(region, ws, run.id)
             if fresh is not None and fresh.status != "RUNNING":
                 raise RuntimeError("the run was finished by another attempt") from None
-            if len(reasons) >= 2 and reasons[1] == "ConditionalCheckFailed":
+            if item_condition_failed(err, 1):  # the connector item: its lease
                 raise RuntimeError("the connector lease was lost") from None
-            if current is not None and len(reasons) >= 1 and reasons[0] == "ConditionalCheckFailed":
+            if current is not None and item_condition_failed(err, 0):  # the dataset item
                 latest = models.datasets(region).get(ws, dataset_id, consistent_read=True)
                 if latest.data_prefix != current.data_prefix:
                     raise RuntimeError("the dataset changed under this sync") from None

@@ -2,11 +2,15 @@
 (catalog, policies, GraphQL). Values are UPPER_SNAKE so they are GraphQL enum values as they are."""
 from __future__ import annotations
 
-KINDS: tuple[str, ...] = ("s3", "dynamodb", "http", "documents")
+# Connector kinds and the category of source each reads: the one declaration. Every other list (the
+# sources' modules, the OpenAPI and GraphQL enums) is derived from it or checked against it by
+# tests/unit/gateway/test_vocabulary.py.
+CONNECTOR_KINDS: dict[str, str] = {"s3": "STORAGE", "dynamodb": "DATABASE", "http": "API", "documents": "DOCUMENTS"}
+KINDS: tuple[str, ...] = tuple(CONNECTOR_KINDS)
 
 # Category: what kind of source a connector reads (one per kind).
-CATEGORY_OF_KIND: dict[str, str] = {"s3": "STORAGE", "dynamodb": "DATABASE", "http": "API", "documents": "DOCUMENTS"}
-CATEGORIES: tuple[str, ...] = ("STORAGE", "DATABASE", "API", "DOCUMENTS")
+CATEGORY_OF_KIND: dict[str, str] = dict(CONNECTOR_KINDS)
+CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(CONNECTOR_KINDS.values()))
 
 # Status: a connector's health. SYNCING while a sync holds its lease; PAUSED when an admin paused it.
 STATUSES: tuple[str, ...] = ("HEALTHY", "DEGRADED", "FAILING", "SYNCING", "PAUSED")

@@ -2,7 +2,7 @@
 
 Tables: ``users`` (users and their e-mail / identity-provider subject claims), ``sessions``,
 ``oauth_clients``, ``api_tokens``, ``webauthn_credentials``, ``sso_connections`` and ``auth_state``
-(short-lived sign-in state, one ``pk`` prefix per kind, see ``AUTH_STATE_KINDS``).
+(short-lived sign-in state, one ``pk`` prefix per kind, see ``AUTH_STATE_KINDS``) and ``rate_limits``.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from pynamodb.attributes import (
     UnicodeAttribute,
     UnicodeSetAttribute,
 )
-from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from chalicelib.core import clock
@@ -40,12 +39,6 @@ def state_key(kind: str, *parts: str) -> str:
     """The ``auth_state`` hash key of an item of ``kind`` (one of ``AUTH_STATE_KINDS``)."""
     assert kind in AUTH_STATE_KINDS, kind
     return "#".join((kind, *parts))
-
-
-def condition_failed(err: PynamoDBException) -> bool:
-    """True when a write was refused by its condition (the expected outcome of a lost race)."""
-    cause: Any = getattr(err, "cause_response_code", None)
-    return cause in ("ConditionalCheckFailedException", "TransactionCanceledException")
 
 
 # --- users table ------------------------------------------------------------------------------------
@@ -330,3 +323,12 @@ class RefreshAttrs(BaseModel):
     user_epoch = NumberAttribute(null=True)  # the user's revocation epoch when the grant began
     used = BooleanAttribute(null=True)
     expires_at = NumberAttribute()  # = the family's end; TTL
+
+
+# --- rate_limits table ------------------------------------------------------------------------------
+
+class RateLimitAttrs(BaseModel):
+    TABLE = "rate_limits"
+    key = UnicodeAttribute(hash_key=True)  # <limit>#<sha256(subject)>#<window start>
+    count = NumberAttribute(null=True)
+    expires_at = NumberAttribute(null=True)  # TTL: the end of the window

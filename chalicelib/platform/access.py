@@ -1,27 +1,14 @@
-"""Authorization of platform calls beyond the token: the live role and user-level actions.
+"""Authorization of platform calls beyond the route's permission: user-level actions and MFA.
 
 The route wrapper (``core.web``) has already replaced the token's roles with the caller's live membership
-(``tenancy.live_principal``) and checked the route's permission; ``authorize`` adds the check that the
-path names the token's own workspace, and the permission of the specific action.
+(``tenancy.live_principal``), checked the route's permission, and checked that a ``{workspace_id}`` in the
+path is the token's own workspace with the caller a member there (``tenancy.require_member``).
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
-from chalicelib.core.authz import Principal, require, require_workspace
+from chalicelib.core.authz import Principal
 from chalicelib.core.authz import mfa_used as authz_mfa_used
-from chalicelib.core.errors import ApiError, not_found
-from chalicelib.core.tenancy import MembershipAttrs, membership
-
-
-def authorize(principal: Principal, workspace_id: str, permission: str) -> MembershipAttrs:
-    """The caller's live membership when it grants ``permission`` in the token's own workspace."""
-    require_workspace(principal, workspace_id)
-    m = principal.membership or membership(workspace_id, principal.user_id)
-    if m is None:
-        raise not_found("workspace")
-    require(replace(principal, roles=(m.role,)), permission)
-    return m
+from chalicelib.core.errors import ApiError
 
 
 def require_user_token(principal: Principal) -> None:

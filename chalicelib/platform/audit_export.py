@@ -15,6 +15,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,3 +194,32 @@ def verify_live(workspace_id: str) -> Report:
     if result.ok:
         report.checks.append(f"live chain of {result.count} events verified; head {result.head_hash}")
     return report
+
+
+EXPORT_ID_RE = re.compile(r"^exp_[0-9A-Za-z]{10,40}$")
+DOWNLOAD_TTL_SECONDS = 300
+
+
+def verify_stored(region: str, workspace_id: str, export_id: str) -> dict[str, Any]:
+    """An export of ``workspace_id`` checked again (``verify_export``), with a short-lived download link
+    of its ``events.jsonl``; 404 for an unknown id or another workspace's export."""
+    if not EXPORT_ID_RE.match(export_id):
+        raise ApiError(404, "not_found", "No such export.")
+    bucket = aws.bucket_name(BUCKET, region)
+    prefix = f"exports/{workspace_id}/{export_id}/"
+    s3 = aws.client("s3", region)
+    try:
+        digest = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "digest.json")["Body"].read())
+    except ClientError:
+        raise ApiError(404, "not_found", "No such export.") from None
+    report = verify_export(f"s3://{bucket}/{prefix}")
+    manifest = digest.get("manifest", {})
+    url = s3.generate_presigned_url("get_object", Params={
+        "Bucket": bucket, "Key": prefix + "events.jsonl",
+        "ResponseContentDisposition": f'attachment; filename="audit-{workspace_id}-{export_id}.jsonl"'},
+        ExpiresIn=DOWNLOAD_TTL_SECONDS)
+    return {"id": export_id, "uri": f"s3://{bucket}/{prefix}", "count": manifest.get("count"),
+            "first_seq": manifest.get("first_seq"), "last_seq": manifest.get("last_seq"),
+            "created_at": manifest.get("created_at"), "events_sha256": manifest.get("events_sha256"),
+            "verification": report.as_dict(), "download_url": url,
+            "download_expires_at": clock.iso(clock.now() + DOWNLOAD_TTL_SECONDS)}

@@ -8,7 +8,6 @@ from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import F, validate
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.platform import audit_export, audit_query
-from chalicelib.platform.access import authorize
 from chalicelib.platform.workspace_routes import actor_of
 
 api = Api("platform")
@@ -19,7 +18,6 @@ EXPORT_FIELDS = {"from": F(str, max_len=64), "to": F(str, max_len=64)}
 @api.route("/v1/audit/events", permission="audit.read")
 def list_events(ctx: Ctx) -> Any:
     ws_id = ctx.user.workspace_id
-    authorize(ctx.user, ws_id, "audit.read")
     filters = audit_query.parse_filters(ctx.query)
     limit = paging.limit(ctx.query, audit_query.DEFAULT_LIMIT, audit_query.MAX_LIMIT)
     return audit_query.query_events(region_of(ws_id), ws_id, filters, limit, audit_query.decode_after(ctx.query))
@@ -28,8 +26,15 @@ def list_events(ctx: Ctx) -> Any:
 @api.route("/v1/audit/exports", methods=["POST"], permission="audit.export")
 def create_export(ctx: Ctx) -> Any:
     ws_id = ctx.user.workspace_id
-    authorize(ctx.user, ws_id, "audit.export")
     body = validate(ctx.json(required=False), EXPORT_FIELDS)
     filters = audit_query.parse_filters({k: v for k, v in body.items() if v is not None}, ("from", "to"))
     result = audit_export.export(region_of(ws_id), ws_id, filters, actor=actor_of(ctx), caller=ctx.caller)
     return json_response(result, 201)
+
+
+@api.route("/v1/audit/exports/{export_id}", permission="audit.export")
+def get_export(ctx: Ctx, export_id: str) -> Any:
+    """An export verified again (signature, digest, hash chain) with a 5-minute download link."""
+    paging.check_params(ctx.query, ())
+    ws_id = ctx.user.workspace_id
+    return audit_export.verify_stored(region_of(ws_id), ws_id, export_id)

@@ -5,11 +5,12 @@ from typing import Any
 
 from chalicelib.core import idempotency, paging
 from chalicelib.core.authz import AUTHENTICATED
+from chalicelib.core.regions import GLOBAL
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.platform import invitations
-from chalicelib.platform.access import authorize, require_user_token
+from chalicelib.platform.access import require_user_token
 from chalicelib.platform.workspace_routes import actor_of, replayed_header
 
 api = Api("platform")
@@ -17,7 +18,6 @@ api = Api("platform")
 
 @api.route("/v1/workspaces/{workspace_id}/invitations", methods=["POST"], permission="invitations.manage")
 def create_invitation(ctx: Ctx, workspace_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "invitations.manage")
     body = validate(ctx.json(), invitations.CREATE_FIELDS)
     status, result, replayed = idempotency.run(
         region_of(workspace_id), workspace_id, "invitations.create", ctx.header(idempotency.HEADER), body,
@@ -28,7 +28,6 @@ def create_invitation(ctx: Ctx, workspace_id: str) -> Any:
 
 @api.route("/v1/workspaces/{workspace_id}/invitations", permission="invitations.manage")
 def list_invitations(ctx: Ctx, workspace_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "invitations.manage")
     paging.check_params(ctx.query, ("limit", "after"))
     return invitations.list_invitations(workspace_id, paging.limit(ctx.query),
                                         paging.decode("invitations", ctx.query.get("after")))
@@ -36,7 +35,6 @@ def list_invitations(ctx: Ctx, workspace_id: str) -> Any:
 
 @api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}", permission="invitations.manage")
 def get_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "invitations.manage")
     paging.check_params(ctx.query, ())
     return invitations.to_public(invitations.get(workspace_id, invitation_id))
 
@@ -44,12 +42,11 @@ def get_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
 @api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}", methods=["DELETE"],
            permission="invitations.manage")
 def revoke_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "invitations.manage")
     return invitations.revoke(workspace_id, invitation_id, actor=actor_of(ctx), caller=ctx.caller)
 
 
 @api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}/accept", methods=["POST"],
-           permission=AUTHENTICATED)
+           permission=AUTHENTICATED, scope=GLOBAL)
 def accept_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
     require_user_token(ctx.user)
     validate(ctx.json(required=False), {})

@@ -9,7 +9,6 @@ from chalicelib.core import paging
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx
 from chalicelib.platform import members
-from chalicelib.platform.access import authorize
 from chalicelib.platform.workspace_routes import actor_of
 
 api = Api("platform")
@@ -17,14 +16,12 @@ api = Api("platform")
 
 @api.route("/v1/workspaces/{workspace_id}/members", permission="members.read")
 def list_members(ctx: Ctx, workspace_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "members.read")
     paging.check_params(ctx.query, ("limit", "after"))
     return members.list_members(workspace_id, paging.limit(ctx.query), paging.decode("members", ctx.query.get("after")))
 
 
 @api.route("/v1/workspaces/{workspace_id}/members/{user_id}", methods=["PATCH"], permission="members.manage")
 def change_role(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "members.manage")
     body = validate(ctx.json(), members.ROLE_FIELDS)
     m = members.change_role(workspace_id, user_id, body["role"], actor=actor_of(ctx), caller=ctx.caller)
     return members.to_public(m)
@@ -32,6 +29,5 @@ def change_role(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
 
 @api.route("/v1/workspaces/{workspace_id}/members/{user_id}", methods=["DELETE"], permission="members.manage")
 def remove_member(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "members.manage")
     members.remove_member(workspace_id, user_id, actor=actor_of(ctx), caller=ctx.caller)
     return Response(body="", status_code=204)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.core.regions import GLOBAL
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.platform import me as me_service
 from chalicelib.platform import openapi
@@ -10,7 +11,7 @@ from chalicelib.platform import openapi
 api = Api("platform")
 
 
-@api.route("/v1/me", permission="workspace.read")
+@api.route("/v1/me", permission="workspace.read", scope=GLOBAL)
 def me(ctx: Ctx) -> Any:
     return me_service.describe(ctx.user)
 

@@ -10,7 +10,6 @@ from typing import Any
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core import audit
-from chalicelib.core.authz import require_workspace
 from chalicelib.core.errors import ApiError
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import F, validate
@@ -78,7 +77,6 @@ def presets(ctx: Ctx) -> Any:
 
 @api.route(BASE, methods=["POST"], permission="sso.manage")
 def create(ctx: Ctx, workspace_id: str) -> Any:
-    require_workspace(ctx.user, workspace_id)
     body = validate(ctx.json(), CREATE_FIELDS)
     if body["kind"] != sso_config.CODE_HOSTING and not body.get("domain"):
         raise ApiError(400, "validation_failed", "The request has invalid fields: domain.",
@@ -95,19 +93,16 @@ def create(ctx: Ctx, workspace_id: str) -> Any:
 
 @api.route(BASE, permission="sso.manage")
 def list_connections(ctx: Ctx, workspace_id: str) -> Any:
-    require_workspace(ctx.user, workspace_id)
     return {"connections": [sso_config.public_view(c) for c in sso_config.for_workspace(workspace_id)]}
 
 
 @api.route(BASE + "/{domain}", permission="sso.manage")
 def get_connection(ctx: Ctx, workspace_id: str, domain: str) -> Any:
-    require_workspace(ctx.user, workspace_id)
     return sso_config.public_view(sso_config.get_for_workspace(workspace_id, domain))
 
 
 @api.route(BASE + "/{domain}/verify", methods=["POST"], permission="sso.manage")
 def verify(ctx: Ctx, workspace_id: str, domain: str) -> Any:
-    require_workspace(ctx.user, workspace_id)
     conn = sso_config.get_for_workspace(workspace_id, domain)
     if conn.kind == sso_config.CODE_HOSTING or conn.verified:
         return sso_config.public_view(conn)
@@ -122,7 +117,6 @@ def verify(ctx: Ctx, workspace_id: str, domain: str) -> Any:
 
 @api.route(BASE + "/{domain}", methods=["DELETE"], permission="sso.manage")
 def delete(ctx: Ctx, workspace_id: str, domain: str) -> Any:
-    require_workspace(ctx.user, workspace_id)
     conn = sso_config.get_for_workspace(workspace_id, domain)
     conn.delete()
     _audit(ctx, workspace_id, "sso.connection_deleted", conn.domain, {"kind": conn.kind})

@@ -18,13 +18,13 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import audit, clock, paging
 from chalicelib.core.authz import Principal
+from chalicelib.core.durations import duration_check, parse_duration
 from chalicelib.core.errors import ApiError, conflict, not_found
 from chalicelib.core.ids import new_id
-from chalicelib.core.regions import OPEN_REGIONS
+from chalicelib.core.regions import served_regions
 from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
 from chalicelib.core.validation import F, email
 from chalicelib.identity import users
-from chalicelib.platform import durations
 from chalicelib.platform.access import mfa_used, require_user_token
 from chalicelib.platform.models import SupportGrantAttrs, support_grants, support_staff
 
@@ -32,7 +32,7 @@ MIN_GRANT = 15 * 60
 MAX_GRANT = 72 * 3600
 CREATE_FIELDS = {
     "support_email": F(str, required=True, max_len=254, check=email),
-    "duration": F(str, required=True, max_len=32, check=durations.checker(MIN_GRANT, MAX_GRANT, "PT15M and PT72H")),
+    "duration": F(str, required=True, max_len=32, check=duration_check(MIN_GRANT, MAX_GRANT, "PT15M and PT72H")),
     "reason": F(str, required=True, min_len=3, max_len=500),
 }
 
@@ -71,7 +71,7 @@ def create(ws: WorkspaceAttrs, body: dict[str, Any], *, actor: audit.Actor, call
     if person is None or not is_staff(person.id):
         raise ApiError(422, "not_support_staff", "That address is not a member of the provider's support staff.",
                        errors=[{"field": "support_email", "message": "is not support staff"}])
-    seconds = durations.parse(body["duration"])
+    seconds = parse_duration(body["duration"])
     now = clock.now()
     g = support_grants(ws.region)(ws.id, new_id("grant"), support_user_id=person.id, support_email=person.email,
                                   reason=body["reason"], granted_by=json.dumps({"id": actor.id, "email": actor.email}),
@@ -132,9 +132,9 @@ def audit_expiry(region: str, g: SupportGrantAttrs) -> bool:
 
 
 def expire_grants(event: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Scheduled: audit every grant that expired since the last run, in every region."""
+    """Scheduled: audit every grant that expired since the last run, in the regions this deployment serves."""
     written = 0
-    for region in OPEN_REGIONS:
+    for region in served_regions():
         cls = support_grants(region)
         for g in cls.scan(filter_condition=cls.expiry_audited.does_not_exist() & cls.revoked_at.does_not_exist()
                           & (cls.expires_at <= int(clock.now()))):

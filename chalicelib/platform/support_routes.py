@@ -5,11 +5,11 @@ from typing import Any
 
 from chalicelib.core import paging
 from chalicelib.core.authz import AUTHENTICATED
+from chalicelib.core.regions import PATH
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.platform import audit_query, support
-from chalicelib.platform.access import authorize
 from chalicelib.platform.workspace_routes import actor_of
 from chalicelib.platform.workspaces import to_public
 
@@ -18,14 +18,12 @@ api = Api("platform")
 
 @api.route("/v1/workspaces/{workspace_id}/support-grants", methods=["POST"], permission="support.grant")
 def create_grant(ctx: Ctx, workspace_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "support.grant")
     body = validate(ctx.json(), support.CREATE_FIELDS)
     return json_response(support.create(get_workspace(workspace_id), body, actor=actor_of(ctx), caller=ctx.caller), 201)
 
 
 @api.route("/v1/workspaces/{workspace_id}/support-grants", permission="support.grant")
 def list_grants(ctx: Ctx, workspace_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "support.grant")
     paging.check_params(ctx.query, ("limit", "after"))
     return support.list_grants(get_workspace(workspace_id), paging.limit(ctx.query),
                                paging.decode("support_grants", ctx.query.get("after")))
@@ -33,18 +31,17 @@ def list_grants(ctx: Ctx, workspace_id: str) -> Any:
 
 @api.route("/v1/workspaces/{workspace_id}/support-grants/{grant_id}", methods=["DELETE"], permission="support.grant")
 def revoke_grant(ctx: Ctx, workspace_id: str, grant_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "support.grant")
     return support.revoke(get_workspace(workspace_id), grant_id, actor=actor_of(ctx), caller=ctx.caller)
 
 
-@api.route("/v1/support/workspaces/{workspace_id}", permission=AUTHENTICATED)
+@api.route("/v1/support/workspaces/{workspace_id}", permission=AUTHENTICATED, scope=PATH)
 def support_read_workspace(ctx: Ctx, workspace_id: str) -> Any:
     paging.check_params(ctx.query, ())
     ws, grant = support.authorize(ctx.user, workspace_id, "workspace", caller=ctx.caller)
     return {**to_public(ws), "support_grant": support.to_public(grant)}
 
 
-@api.route("/v1/support/workspaces/{workspace_id}/audit/events", permission=AUTHENTICATED)
+@api.route("/v1/support/workspaces/{workspace_id}/audit/events", permission=AUTHENTICATED, scope=PATH)
 def support_read_audit(ctx: Ctx, workspace_id: str) -> Any:
     filters = audit_query.parse_filters(ctx.query)
     limit = paging.limit(ctx.query, audit_query.DEFAULT_LIMIT, audit_query.MAX_LIMIT)

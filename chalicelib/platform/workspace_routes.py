@@ -6,13 +6,13 @@ from typing import Any
 from chalicelib.core import idempotency, paging
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import AUTHENTICATED
-from chalicelib.core.regions import region_for
+from chalicelib.core.regions import GLOBAL, region_for
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.platform import domain_join
 from chalicelib.platform import workspaces as svc
-from chalicelib.platform.access import authorize, require_user_token
+from chalicelib.platform.access import require_user_token
 
 api = Api("platform")
 
@@ -25,7 +25,7 @@ def replayed_header(replayed: bool) -> dict[str, str]:
     return {"Idempotent-Replayed": "true"} if replayed else {}
 
 
-@api.route("/v1/workspaces", methods=["POST"], permission=AUTHENTICATED)
+@api.route("/v1/workspaces", methods=["POST"], permission=AUTHENTICATED, scope=GLOBAL)
 def create_workspace(ctx: Ctx) -> Any:
     require_user_token(ctx.user)
     body = svc.validate_create(ctx.json())
@@ -42,7 +42,7 @@ def create_workspace(ctx: Ctx) -> Any:
     return json_response(result, status, {"Location": f"/v1/workspaces/{result['id']}", **replayed_header(replayed)})
 
 
-@api.route("/v1/workspaces", permission=AUTHENTICATED)
+@api.route("/v1/workspaces", permission=AUTHENTICATED, scope=GLOBAL)
 def list_workspaces(ctx: Ctx) -> Any:
     paging.check_params(ctx.query, ("limit", "after"))
     return svc.list_for_user(ctx.user.user_id, paging.limit(ctx.query), paging.decode("workspaces", ctx.query.get("after")))
@@ -50,14 +50,12 @@ def list_workspaces(ctx: Ctx) -> Any:
 
 @api.route("/v1/workspaces/{workspace_id}", permission="workspace.read")
 def get_workspace_route(ctx: Ctx, workspace_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "workspace.read")
     paging.check_params(ctx.query, ())
     return svc.to_public(get_workspace(workspace_id))
 
 
 @api.route("/v1/workspaces/{workspace_id}", methods=["PATCH"], permission="workspace.update")
 def patch_workspace(ctx: Ctx, workspace_id: str) -> Any:
-    authorize(ctx.user, workspace_id, "workspace.update")
     body = svc.validate_patch(ctx.json())
     domain = domain_join.verified_domain(ctx.user.user_id) if "domain_join" in body else None
     ws = svc.update_workspace(workspace_id, body, actor=actor_of(ctx), amr=ctx.user.amr,
@@ -65,14 +63,14 @@ def patch_workspace(ctx: Ctx, workspace_id: str) -> Any:
     return svc.to_public(ws)
 
 
-@api.route("/v1/joinable-workspaces", permission=AUTHENTICATED)
+@api.route("/v1/joinable-workspaces", permission=AUTHENTICATED, scope=GLOBAL)
 def joinable_workspaces(ctx: Ctx) -> Any:
     require_user_token(ctx.user)
     paging.check_params(ctx.query, ())
     return {"workspaces": domain_join.joinable(ctx.user.user_id)}
 
 
-@api.route("/v1/workspaces/{workspace_id}/join", methods=["POST"], permission=AUTHENTICATED)
+@api.route("/v1/workspaces/{workspace_id}/join", methods=["POST"], permission=AUTHENTICATED, scope=GLOBAL)
 def join_workspace(ctx: Ctx, workspace_id: str) -> Any:
     require_user_token(ctx.user)
     validate(ctx.json(required=False), {})

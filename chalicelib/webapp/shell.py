@@ -4,28 +4,23 @@ The shell is a registered *public* OAuth client (``APP_CLIENT_ID``, default ``ap
 PKCE S256). A visitor without a valid access token is sent to ``{auth_url}/oauth2/authorize`` with a
 fresh ``state`` (bound to the browser by an HttpOnly cookie) and PKCE challenge; the verifier and
 the original path wait server-side (``flows``, 10 minutes, single use). ``/callback`` exchanges the
-code at ``{auth_url}/oauth2/token`` and keeps the access token in an HttpOnly, SameSite=Lax cookie
-(a backend-for-frontend: page JavaScript never sees it), then returns to the original path.
-Pages call ``{base_url}/v1/me`` server-side with that token.
+code at ``{auth_url}/oauth2/token``; ``session`` keeps the tokens in HttpOnly cookies (a
+backend-for-frontend: page JavaScript never sees them), then the browser returns to the original path.
 """
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
-import os
 import secrets
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode
 
 from pynamodb.exceptions import PutError
 
 from chalicelib.core import clock
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
 from chalicelib.core.models import global_model
-from chalicelib.core.tokens import verifier
 from chalicelib.identity.models import OAuthClientAttrs
 from chalicelib.identity.signin import flows
 from chalicelib.identity.sso import http_client
@@ -36,7 +31,7 @@ FLOW_TTL = 600
 
 
 def client_id() -> str:
-    return os.environ.get("APP_CLIENT_ID", "app-shell")
+    return settings().app_client_id
 
 
 def redirect_uri() -> str:
@@ -66,14 +61,17 @@ def safe_path(path: str) -> str:
     return path
 
 
-def begin(path: str) -> tuple[str, str]:
-    """Start a sign-in round trip: (authorization URL, state for the browser cookie)."""
+def begin(path: str, prompt: str | None = None) -> tuple[str, str]:
+    """Start a sign-in round trip: (authorization URL, state for the browser cookie).
+
+    ``prompt="login"`` asks the identity service for a fresh sign-in (after an MFA-required refusal the
+    user signs in again with a second factor instead of reusing the first-factor session)."""
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     state = flows.put("app", {"verifier": verifier, "path": safe_path(path)}, FLOW_TTL)
     query = urlencode({"response_type": "code", "client_id": client_id(), "redirect_uri": redirect_uri(),
                        "scope": "openid email", "state": state, "code_challenge": challenge,
-                       "code_challenge_method": "S256"})
+                       "code_challenge_method": "S256", **({"prompt": prompt} if prompt else {})})
     return f"{settings().auth_url}/oauth2/authorize?{query}", state
 
 
@@ -82,6 +80,8 @@ class Finished:
     access_token: str
     expires_in: int
     path: str
+    refresh_token: str | None = None
+    id_token: str | None = None
 
 
 class ShellError(Exception):
@@ -100,24 +100,13 @@ def finish(state: str, cookie_state: str | None, code: str) -> Finished:
             "client_id": client_id(), "code_verifier": flow["verifier"]})
     except http_client.ProviderError as err:
         raise ShellError(f"The identity service refused the sign-in code ({err}).") from None
-    return Finished(tokens["access_token"], int(tokens.get("expires_in", 900)), flow["path"])
+    return Finished(tokens["access_token"], int(tokens.get("expires_in", 900)), flow["path"],
+                    tokens.get("refresh_token"), tokens.get("id_token"))
 
 
-def whoami(access_token: str) -> dict[str, Any] | None:
-    """``GET {base_url}/v1/me`` with the token; None when the token is not (or no longer) accepted.
-
-    A valid token of a user without any workspace (``workspace_id=""``, no roles) gets a 403 from
-    ``/v1/me``; the shell then shows the verified token's own claims.
-    """
-    status, body = http_client.request("GET", settings().base_url + "/v1/me",
-                                       headers={"Authorization": f"Bearer {access_token}"})
-    if status == 200:
-        return dict(json.loads(body))
-    if status == 403:
-        try:
-            claims = verifier().claims(access_token)
-        except ApiError:
-            return None
-        return {"user_id": claims["sub"], "email": claims.get("email"), "workspace": None, "roles": [],
-                "amr": claims.get("amr", []), "no_workspace": True}
-    return None
+def abandon(state: str, cookie_state: str | None) -> str:
+    """The page a refused round trip started from (so "sign in again" returns there), else ``/``."""
+    if not state or not cookie_state or not secrets.compare_digest(state, cookie_state):
+        return "/"
+    flow = flows.take("app", state)
+    return safe_path(flow["path"]) if flow else "/"

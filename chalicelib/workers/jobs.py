@@ -1,5 +1,6 @@
-"""Scheduled and queue-triggered work. ``app.py`` declares each handler as a one-line delegate, and the
-local runner (``infra/local_run.py``) calls these same functions with Lambda-shaped events.
+"""Scheduled and queue-triggered work, declared once here: ``SCHEDULED`` (name, interval, handler) and
+``QUEUE_HANDLERS`` (queue, handler). ``app.py`` derives one Lambda handler per entry, and the local runner
+(``infra/local_run.py``) calls these same functions with Lambda-shaped events.
 
 Workers must not import graphql or duckdb at module level.
 """
@@ -19,6 +20,15 @@ class Scheduled:
     name: str
     every_seconds: int
     handler: Callable[[dict[str, Any]], Any]
+    scope: str = "regional"  # "global": run by the global region's workers only; "regional": by each region's
+
+
+def runs_here(job: Scheduled) -> bool:
+    """Whether this deployment runs ``job``: global jobs in the global region, regional ones everywhere
+    (each iterating only the regions it serves, ``core.regions.served_regions``)."""
+    from chalicelib.core.regions import serves_global
+
+    return job.scope == "regional" or serves_global()
 
 
 def rotate_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
@@ -47,14 +57,37 @@ def expire_support_grants(event: dict[str, Any]) -> dict[str, Any]:
     return expire_grants(event)
 
 
-SCHEDULED: tuple[Scheduled, ...] = (
-    Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
-    Scheduled("retire_signing_keys", 3600, retire_signing_keys),
-    Scheduled("expire_support_grants", 300, expire_support_grants),
-)
+def expire_chats(event: dict[str, Any]) -> dict[str, Any]:
+    """Every 15 minutes: delete chats past their workspace's auto-expiry."""
+    from chalicelib.chat.expiry import sweep
 
-# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
-QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+    return sweep(event)
+
+
+def reap_agent_runs(event: dict[str, Any]) -> dict[str, Any]:
+    """Every minute: runs past their deadline become expired; runs whose worker is gone become failed."""
+    from chalicelib.agents import reaper
+    from chalicelib.core.regions import served_regions
+
+    return reaper.reap(served_regions())
+
+
+def sweep_agent_data(event: dict[str, Any]) -> dict[str, Any]:
+    """Hourly: agent memory older than 30 days and runs past their workspace's auto-expiry are deleted."""
+    from chalicelib.agents import reaper
+    from chalicelib.core.regions import served_regions
+
+    return reaper.sweep(served_regions())
+
+
+SCHEDULED: tuple[Scheduled, ...] = (
+    Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys, scope="global"),
+    Scheduled("retire_signing_keys", 3600, retire_signing_keys, scope="global"),
+    Scheduled("expire_support_grants", 300, expire_support_grants),
+    Scheduled("expire_chats", 900, expire_chats),
+    Scheduled("reap_agent_runs", 60, reap_agent_runs),
+    Scheduled("sweep_agent_data", 3600, sweep_agent_data),
+)
 
 
 def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +97,23 @@ def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     return sync_worker.handle(event)
 
 
-QUEUE_HANDLERS["sync-jobs"] = sync_jobs
+def agent_runs(event: dict[str, Any]) -> dict[str, Any]:
+    """Agent runs (``agent-runs`` queue)."""
+    from chalicelib.agents import worker
+
+    return worker.handle(event)
+
+
+# queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
+QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "sync-jobs": sync_jobs,
+    "agent-runs": agent_runs,
+}
+
+
+def handler_name(queue: str) -> str:
+    """The Lambda handler name of a queue's consumer (``sync-jobs`` -> ``sync_jobs``)."""
+    return queue.replace("-", "_")
 
 
 class RecordFailed(Exception):

@@ -11,6 +11,7 @@ from moto import mock_aws
 from chalicelib.core import aws, clock, models, tenancy, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS
+from chalicelib.gateway import source_access
 from chalicelib.identity import users
 from chalicelib.identity.oauth import signing
 from chalicelib.identity.oauth.signing import issue_access_token
@@ -26,6 +27,7 @@ def reset_process_state() -> None:
     tokens._verifier = None
     signing._signer = None
     clock.reset()
+    source_access.forget()
 
 
 def _wipe() -> None:
@@ -144,5 +146,6 @@ class Outbox:
 @pytest.fixture
 def outbox(stack: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Outbox:
     monkeypatch.setenv("MAIL_OUTBOX_DIR", str(tmp_path / "outbox"))
+    settings.cache_clear()
     (tmp_path / "outbox").mkdir()
     return Outbox(tmp_path / "outbox")

@@ -104,3 +104,23 @@ def test_no_code_path_updates_or_deletes_audit_events() -> None:
         for m in re.finditer(r"(AuditEventAttrs|audit\.model\([^)]*\)|audit_events)[^\n]*\.(update|delete)\(", text):
             offenders.append(f"{path.name}: {m.group(0)}")
     assert offenders == []
+
+
+def test_an_event_that_cannot_be_placed_raises_and_is_logged(tenant: Tenant, monkeypatch, caplog) -> None:
+    """A writer that keeps losing the race (here: it always sees a stale head) never returns as if the
+    event were written: it raises and logs an error, and the chain is unchanged."""
+    before = audit.verify_live(tenant.region, tenant.workspace_id)
+    monkeypatch.setattr(audit, "MAX_APPEND_ATTEMPTS", 3)
+    monkeypatch.setattr(audit, "head", lambda region, workspace_id: None)  # always proposes seq 1 (taken)
+    with caplog.at_level("ERROR", logger="aiplat-svc.audit"):
+        try:
+            audit.append(tenant.region, tenant.workspace_id, "test.lost", actor=ALICE)
+        except audit.AuditAppendFailed:
+            pass
+        else:
+            raise AssertionError("append returned although the event was not written")
+    assert any(r.getMessage() == "audit append failed" for r in caplog.records)
+    monkeypatch.undo()
+    after = audit.verify_live(tenant.region, tenant.workspace_id)
+    assert after.ok and after.count == before.count
+    assert all(e["action"] != "test.lost" for e in audit.iter_chain(tenant.region, tenant.workspace_id))

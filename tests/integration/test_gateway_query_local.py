@@ -14,12 +14,12 @@ def test_sync_then_search_query_and_lineage_over_http(platform: RunningPlatform)
     gw = platform.urls["gateway"]
     h = {"Authorization": f"Bearer {platform.demo['api_token']}"}
     bucket, name = f"it-q-{uuid.uuid4().hex[:10]}", f"people_{uuid.uuid4().hex[:6]}"
-    s3 = platform.aws("s3")
+    s3 = platform.source_aws("s3")
     s3.create_bucket(Bucket=bucket)
     s3.put_object(Bucket=bucket, Key="in/p.csv", Body=b"id,email,city\n1,alice@example.com,Berlin\n2,bob@example.com,Paris\n")
     conn = requests.post(f"{gw}/v1/connectors", headers=h, timeout=30, json={
         "name": name, "kind": "s3", "dataset_name": name,
-        "config": {"bucket": bucket, "prefix": "in/", "format": "csv", "primary_key": ["id"]}}).json()
+        "config": {"role_arn": "arn:aws:iam::111122223333:role/gateway-reader", "bucket": bucket, "prefix": "in/", "format": "csv", "primary_key": ["id"]}}).json()
     run = requests.post(f"{gw}/v1/connectors/{conn['id']}/sync", headers=h, timeout=10, json={"mode": "FULL_REFRESH"}).json()
     deadline = time.monotonic() + 60
     while run["status"] not in ("SUCCEEDED", "FAILED") and time.monotonic() < deadline:

@@ -38,11 +38,11 @@ def test_documents_and_s3_connectors_sync_through_the_local_worker_loop(platform
     assert run["status"] == "SUCCEEDED" and run["rows_read"] == 1, run
 
     bucket = f"it-src-{uuid.uuid4().hex[:10]}"
-    s3 = platform.aws("s3")
+    s3 = platform.source_aws("s3")
     s3.create_bucket(Bucket=bucket)
     s3.put_object(Bucket=bucket, Key="in/a.jsonl", Body=b'{"id": 1, "email": "a@example.com"}\n{"id": 2}\n')
     r = requests.post(f"{gw}/v1/connectors", headers=headers, timeout=30, json={
-        "name": f"Leads {uuid.uuid4().hex[:6]}", "kind": "s3", "config": {"bucket": bucket, "prefix": "in/"}})
+        "name": f"Leads {uuid.uuid4().hex[:6]}", "kind": "s3", "config": {"role_arn": "arn:aws:iam::111122223333:role/gateway-reader", "bucket": bucket, "prefix": "in/"}})
     assert r.status_code == 201 and r.json()["status"] == "HEALTHY", r.text
     conn = r.json()
     r = requests.post(f"{gw}/v1/connectors/{conn['id']}/sync", headers=headers, timeout=10, json={"mode": "FULL_REFRESH"})

@@ -1,4 +1,4 @@
-"""Pure pieces of the gateway read side: durations, masking/hashing (SQL twin equals Python), the SQL gate."""
+"""Pure pieces of the gateway read side: masking/hashing (SQL twin equals Python), the SQL gate."""
 from __future__ import annotations
 
 import duckdb
@@ -8,20 +8,6 @@ from hypothesis import strategies as st
 
 from chalicelib.core.errors import ApiError
 from chalicelib.gateway import fieldpolicy, query
-from chalicelib.gateway.durations import format_duration, parse_duration
-
-
-@pytest.mark.parametrize("seconds,text", [(0, "PT0S"), (-5, "PT0S"), (59, "PT59S"), (900, "PT15M"), (3600, "PT1H"),
-                                          (90061, "P1DT1H1M1S"), (172800, "P2D")])
-def test_format_duration(seconds: float, text: str) -> None:
-    assert format_duration(seconds) == text
-    assert parse_duration(text) == max(0, seconds)
-
-
-@pytest.mark.parametrize("bad", ["", "P", "PT", "1H", "PT1H30", "P1Y", "-PT1H", "PT1HT"])
-def test_parse_duration_refuses(bad: str) -> None:
-    with pytest.raises(ValueError):
-        parse_duration(bad)
 
 
 def _sql_policy(policy: str, value: str | None, key: bytes) -> str | None:

@@ -101,7 +101,7 @@ def split_passages(text: str, max_chars: int = 1000, overlap: int = 100) -> list
 def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     bucket = aws.bucket_name(BUCKET, src.region)
     base = prefix(src.workspace_id, src.connector_id)
-    listing = list_objects(src.region, bucket, base, lambda k: True)
+    listing = list_objects(aws.client("s3", src.region), bucket, base, lambda k: True)
     changed, deleted = diff(listing, cursor, mode)
     max_chars = int(src.config.get("max_passage_chars", 1000))
     overlap = int(src.config.get("overlap_chars", 100))
@@ -113,7 +113,7 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
             skipped.append(file_name or key)
             continue
         try:
-            text = fetch(src.region, bucket, key).decode("utf-8-sig")
+            text = fetch(aws.client("s3", src.region), bucket, key).decode("utf-8-sig")
         except UnicodeDecodeError:
             skipped.append(file_name or key)
             continue

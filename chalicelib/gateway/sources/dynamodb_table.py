@@ -1,4 +1,5 @@
-"""``dynamodb`` connector: one table of the workspace's region.
+"""``dynamodb`` connector: one table of the workspace's region, read as the role the workspace grants
+(``role_arn``; see ``gateway/source_access.py``).
 
 Two ways to be incremental:
 - with ``updated_at_attribute`` (a string such as an ISO timestamp, or a number that grows on every
@@ -19,28 +20,36 @@ from typing import Any
 from boto3.dynamodb.types import Binary, TypeDeserializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core import aws
 from chalicelib.core.validation import F
 from chalicelib.gateway.sources import Batch, Record, SourceError, Src
-from chalicelib.gateway.sources.s3_objects import own_resource
 
 FIELDS = {
-    "table": F(str, required=True, min_len=3, max_len=255),
+    "role_arn": F(str, required=True, min_len=20, max_len=2048),
+    "table": F(str, required=True, min_len=3, max_len=2048),
     "updated_at_attribute": F(str, min_len=1, max_len=255),
 }
 SECRETS: tuple[str, ...] = ()
 _deser = TypeDeserializer()
 
 
-def check_config(config: dict[str, Any]) -> list[dict[str, str]]:
-    if own_resource(config["table"]):
-        return [{"field": "table", "message": "must not be one of the platform's own tables"}]
-    return []
+def canonical(config: dict[str, Any], region: str) -> dict[str, Any]:
+    """The config with ``role_arn`` and ``table`` in canonical form (``source_names.Refused`` otherwise)."""
+    from chalicelib.gateway import source_access, source_names  # noqa: PLC0415
+
+    role = source_names.role(config["role_arn"], platform_account=source_access.platform_account())
+    return {**config, "role_arn": role,
+            "table": source_names.table(config["table"], region=region, role_account=source_access.role_account(role))}
+
+
+def _ddb(src: Src) -> Any:
+    from chalicelib.gateway import source_access  # noqa: PLC0415
+
+    return source_access.client(src, "dynamodb")
 
 
 def _describe(src: Src) -> dict[str, Any]:
     try:
-        return aws.client("dynamodb", src.region).describe_table(TableName=src.config["table"])["Table"]
+        return _ddb(src).describe_table(TableName=src.config["table"])["Table"]
     except ClientError as err:
         code = err.response.get("Error", {}).get("Code", "error")
         raise SourceError(f"cannot describe table {src.config['table']}: {code}") from None
@@ -80,7 +89,7 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     records: list[Record] = []
     high = watermark
     try:
-        for page in aws.client("dynamodb", src.region).get_paginator("scan").paginate(**args):
+        for page in _ddb(src).get_paginator("scan").paginate(**args):
             for raw in page.get("Items", []):
                 row = {k: plain(_deser.deserialize(v)) for k, v in raw.items()}
                 records.append(Record(json.dumps([str(row.get(k)) for k in keys]), row))

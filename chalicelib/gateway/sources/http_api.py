@@ -6,15 +6,21 @@ answering ``{"<items_field>": [...], "<next_field>": "<opaque or null>"}``. Reco
 as strings, so use ISO 8601 UTC timestamps or zero-padded values). The API key (optional) is sent in
 ``api_key_header``; it is stored encrypted and never returned. Outside the local stage, the URL must be
 https and must not resolve to a private, loopback or link-local address.
+
+The host is resolved once per request; every address it resolves to is checked, and the connection is
+made to that checked address (TLS still verifies the certificate for the host name), so a DNS answer
+that changes between check and connect (DNS rebinding) cannot redirect the request. Instance-metadata
+addresses are refused in every stage. Redirects are not followed. The URL is shown back with its
+query values and any user information replaced (``public_url``): tokens in a query string stay hidden.
 """
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import socket
-import urllib.error
+import ssl
 import urllib.parse
-import urllib.request
 from typing import Any
 
 from chalicelib.core.config import settings
@@ -59,18 +65,76 @@ def check_config(config: dict[str, Any]) -> list[dict[str, str]]:
     return []
 
 
-def _guard_address(host: str) -> None:
-    """Refuse link-local (instance metadata) always; private and loopback outside the local stage."""
+# cloud instance-metadata and container-credential endpoints: refused in every stage
+METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
+    "169.254.169.254", "169.254.170.2", "169.254.170.23", "fd00:ec2::254", "fd00:ec2::23", "100.100.100.200"))
+REDACTED = "***"
+
+
+def public_url(url: str) -> str:
+    """``url`` as shown to callers: user information dropped and every query value replaced."""
     try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        raise SourceError(f"cannot resolve {host}") from None
-    for info in infos:
-        ip = ipaddress.ip_address(info[4][0])
-        if ip.is_link_local or ip.is_multicast or ip.is_unspecified:
+        split = urllib.parse.urlsplit(url)
+        host = split.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (f":{split.port}" if split.port else "")
+        query = urllib.parse.urlencode([(k, REDACTED) for k, _ in urllib.parse.parse_qsl(split.query,
+                                                                                          keep_blank_values=True)],
+                                       safe="*")
+        return urllib.parse.urlunsplit((split.scheme, netloc, split.path, query, ""))
+    except ValueError:
+        return REDACTED
+
+
+def check_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) -> None:
+    """Refuse metadata and link-local always; anything not globally routable outside the local stage."""
+    mapped = getattr(ip, "ipv4_mapped", None) or getattr(ip, "sixtofour", None)
+    for addr in (ip, mapped) if mapped else (ip,):
+        if (addr in METADATA_ADDRESSES or addr.is_link_local or addr.is_multicast or addr.is_unspecified
+                or addr.is_reserved):
             raise SourceError(f"{host} resolves to a forbidden address")
-        if (ip.is_private or ip.is_loopback or ip.is_reserved) and not _local():
+        if not addr.is_global and not _local():
             raise SourceError(f"{host} resolves to a private address")
+
+
+def resolve(host: str, port: int) -> str:
+    """The one address to connect to: the host resolved once, every answer checked (``check_address``)."""
+    try:
+        ip_literal = ipaddress.ip_address(host)
+        infos = [(None, None, None, None, (str(ip_literal), port))]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError:
+            raise SourceError(f"cannot resolve {host}") from None
+    if not infos:
+        raise SourceError(f"cannot resolve {host}")
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    for ip in addresses:
+        check_address(ip, host)
+    return str(addresses[0])
+
+
+class _PinnedHTTP(http.client.HTTPConnection):
+    """Connects to the checked address, whatever the host name would resolve to now."""
+
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+
+
+class _PinnedHTTPS(http.client.HTTPSConnection):
+    """TLS to the checked address, with the certificate verified for the host name."""
+
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self._address = address
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
 
 
 def _cfg(src: Src) -> dict[str, Any]:
@@ -79,34 +143,32 @@ def _cfg(src: Src) -> dict[str, Any]:
 
 def _get(cfg: dict[str, Any], params: dict[str, Any]) -> Any:
     split = urllib.parse.urlsplit(cfg["url"])
-    _guard_address(split.hostname or "")
+    host = split.hostname or ""
+    port = split.port or (443 if split.scheme == "https" else 80)
+    address = resolve(host, port)
     query = urllib.parse.parse_qsl(split.query) + [(k, str(v)) for k, v in params.items() if v is not None]
-    url = urllib.parse.urlunsplit(split._replace(query=urllib.parse.urlencode(query)))
+    target = urllib.parse.urlunsplit(("", "", split.path or "/", urllib.parse.urlencode(query), ""))
     headers = {"Accept": "application/json", "User-Agent": "aiplat-gateway-sync/1"}
     if cfg.get("api_key"):
         headers[cfg["api_key_header"]] = cfg["api_key"]
-    req = urllib.request.Request(url, headers=headers, method="GET")
-    opener = urllib.request.build_opener(_NoRedirect)
+    conn_cls = _PinnedHTTPS if split.scheme == "https" else _PinnedHTTP
+    conn = conn_cls(host, port, address, TIMEOUT_S)
     try:
-        with opener.open(req, timeout=TIMEOUT_S) as resp:
-            body = resp.read(MAX_PAGE_BYTES + 1)
-    except urllib.error.HTTPError as err:
-        raise SourceError(f"{split.hostname} answered HTTP {err.code}") from None
-    except (urllib.error.URLError, OSError) as err:
-        raise SourceError(f"cannot reach {split.hostname} ({type(err).__name__})") from None
+        conn.request("GET", target, headers=headers)
+        resp = conn.getresponse()
+        if resp.status != 200:  # redirects included: never followed
+            raise SourceError(f"{host} answered HTTP {resp.status}")
+        body = resp.read(MAX_PAGE_BYTES + 1)
+    except (OSError, http.client.HTTPException) as err:
+        raise SourceError(f"cannot reach {host} ({type(err).__name__})") from None
+    finally:
+        conn.close()
     if len(body) > MAX_PAGE_BYTES:
         raise SourceError("a page is larger than 16 MiB")
     try:
         return json.loads(body)
     except ValueError:
-        raise SourceError(f"{split.hostname} did not answer JSON") from None
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Redirects are not followed (they could lead to an address the guard never saw)."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+        raise SourceError(f"{host} did not answer JSON") from None
 
 
 def health(src: Src) -> None:

@@ -1,4 +1,5 @@
-"""``s3`` connector: CSV, JSON Lines and Parquet objects under a bucket/prefix of the workspace's region.
+"""``s3`` connector: CSV, JSON Lines and Parquet objects under a bucket/prefix of the workspace's region,
+read as the role the workspace grants (``role_arn``; see ``gateway/source_access.py``).
 
 Incremental by object: the cursor holds each object's ETag; a sync reads new and changed objects only,
 drops the rows of changed and deleted objects and adds the new ones. Without ``primary_key`` a row's
@@ -10,15 +11,12 @@ import csv
 import io
 import json
 import os
-import re
 import tempfile
 from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import aws
-from chalicelib.core.config import settings
 from chalicelib.core.validation import F
 from chalicelib.gateway.sources import Batch, Record, SourceError, Src
 
@@ -27,10 +25,9 @@ EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl
               ".parquet": "parquet"}
 MAX_OBJECTS = 10_000
 MAX_OBJECT_BYTES = 256 * 1024 * 1024
-BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-
 FIELDS = {
-    "bucket": F(str, required=True, min_len=3, max_len=63),
+    "role_arn": F(str, required=True, min_len=20, max_len=2048),
+    "bucket": F(str, required=True, min_len=3, max_len=2048),
     "prefix": F(str, max_len=1024),
     "format": F(str, enum=FORMATS),
     "primary_key": F(list, min_len=1, max_len=8),
@@ -39,17 +36,16 @@ FIELDS = {
 SECRETS: tuple[str, ...] = ()
 
 
-def own_resource(name: str) -> bool:
-    """True for the platform's own buckets/tables: a connector may never read them."""
-    return name.startswith(settings().resource_prefix + "-")
+def canonical(config: dict[str, Any], region: str) -> dict[str, Any]:
+    """The config with ``role_arn`` and ``bucket`` in canonical form (``source_names.Refused`` otherwise)."""
+    from chalicelib.gateway import source_access, source_names  # noqa: PLC0415
+
+    return {**config, "role_arn": source_names.role(config["role_arn"], platform_account=source_access.platform_account()),
+            "bucket": source_names.bucket(config["bucket"])}
 
 
 def check_config(config: dict[str, Any]) -> list[dict[str, str]]:
     problems = []
-    if not BUCKET_RE.match(config["bucket"]):
-        problems.append({"field": "bucket", "message": "is not a valid S3 bucket name"})
-    elif own_resource(config["bucket"]):
-        problems.append({"field": "bucket", "message": "must not be one of the platform's own buckets"})
     pk = config.get("primary_key")
     if pk is not None and not all(isinstance(k, str) and 0 < len(k) <= 128 for k in pk):
         problems.append({"field": "primary_key", "message": "must be a list of column names"})
@@ -61,19 +57,26 @@ def _client_error(err: ClientError, what: str) -> SourceError:
     return SourceError(f"{what}: {code}")
 
 
+def _s3(src: Src) -> Any:
+    from chalicelib.gateway import source_access  # noqa: PLC0415
+
+    return source_access.client(src, "s3")
+
+
 def health(src: Src) -> None:
     try:
-        aws.client("s3", src.region).list_objects_v2(Bucket=src.config["bucket"], Prefix=src.config.get("prefix", ""),
+        _s3(src).list_objects_v2(Bucket=src.config["bucket"], Prefix=src.config.get("prefix", ""),
                                                      MaxKeys=1)
     except ClientError as err:
         raise _client_error(err, f"cannot list s3://{src.config['bucket']}") from None
 
 
-def list_objects(region: str, bucket: str, prefix: str, accept: Callable[[str], bool]) -> dict[str, dict[str, Any]]:
-    """``{key: {etag, size, last_modified}}`` of the accepted objects under the prefix."""
+def list_objects(s3: Any, bucket: str, prefix: str, accept: Callable[[str], bool]) -> dict[str, dict[str, Any]]:
+    """``{key: {etag, size, last_modified}}`` of the accepted objects under the prefix (``s3``: the client
+    to read with)."""
     out: dict[str, dict[str, Any]] = {}
     try:
-        for page in aws.client("s3", region).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for obj in page.get("Contents", []):
                 if obj["Key"].endswith("/") or not accept(obj["Key"]):
                     continue
@@ -94,9 +97,9 @@ def diff(listing: dict[str, dict[str, Any]], cursor: dict[str, Any] | None, mode
     return changed, deleted
 
 
-def fetch(region: str, bucket: str, key: str) -> bytes:
+def fetch(s3: Any, bucket: str, key: str) -> bytes:
     try:
-        obj = aws.client("s3", region).get_object(Bucket=bucket, Key=key)
+        obj = s3.get_object(Bucket=bucket, Key=key)
         if obj["ContentLength"] > MAX_OBJECT_BYTES:
             raise SourceError(f"{key} is larger than {MAX_OBJECT_BYTES // (1024 * 1024)} MiB")
         return obj["Body"].read()
@@ -182,14 +185,15 @@ def parse(data: bytes, fmt: str, key: str, delimiter: str) -> tuple[list[dict[st
 def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     cfg = src.config
     bucket, prefix, configured = cfg["bucket"], cfg.get("prefix", ""), cfg.get("format", "auto")
-    listing = list_objects(src.region, bucket, prefix, lambda k: _format_of(k, configured) is not None)
+    s3 = _s3(src)
+    listing = list_objects(s3, bucket, prefix, lambda k: _format_of(k, configured) is not None)
     changed, deleted = diff(listing, cursor, mode)
     pk = cfg.get("primary_key")
     delimiter = cfg.get("csv_delimiter") or ","
     records: list[Record] = []
     for key in changed:
         fmt = _format_of(key, configured) or "csv"
-        rows, untyped = parse(fetch(src.region, bucket, key), fmt, key, "\t" if key.lower().endswith(".tsv") and
+        rows, untyped = parse(fetch(s3, bucket, key), fmt, key, "\t" if key.lower().endswith(".tsv") and
                               not cfg.get("csv_delimiter") else delimiter)
         for line, row in enumerate(rows, start=1):
             if pk:

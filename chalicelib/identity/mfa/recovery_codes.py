@@ -11,8 +11,9 @@ import secrets
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.models import global_model
-from chalicelib.identity.models import RECOVERY_CODES, RecoveryCodesAttrs, condition_failed, state_key
+from chalicelib.identity.models import RECOVERY_CODES, RecoveryCodesAttrs, state_key
 from chalicelib.identity.opaque import digest
 
 CODES = 10

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core.config import settings
+from chalicelib.core.regions import public_endpoints
 from chalicelib.identity.oauth.token_endpoint import GRANTS
 
 # Endpoints that exist, by discovery field (all served by ``oauth.routes``).
@@ -14,6 +15,7 @@ ENDPOINTS: dict[str, str] = {
     "authorization_endpoint": "/oauth2/authorize",
     "userinfo_endpoint": "/userinfo",
     "revocation_endpoint": "/oauth2/revoke",
+    "end_session_endpoint": "/oauth2/logout",
 }
 
 
@@ -38,5 +40,6 @@ def discovery() -> dict[str, Any]:
         "response_types_supported": ["code"],
         "claims_supported": ["sub", "email", "email_verified", "name", "workspace_id", "roles", "amr", "iss", "aud",
                              "exp", "iat", "jti", "auth_time", "nonce", "at_hash", "azp", "sid"],
+        "regional_endpoints": public_endpoints(),  # where each residency's workspaces are served
     })
     return doc

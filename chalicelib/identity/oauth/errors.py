@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core.errors import ApiError
+from chalicelib.core.tenancy import endpoints_of
 
 
 def oauth_error(status: int, error: str, description: str) -> ApiError:
@@ -20,4 +21,4 @@ def invalid_client(description: str, realm: str = "token") -> ApiError:
 
 def token_response(token: str, claims: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"access_token": token, "token_type": "Bearer", "expires_in": claims["exp"] - claims["iat"],
-            "workspace_id": claims["workspace_id"], **extra}
+            "workspace_id": claims["workspace_id"], **endpoints_of(claims["workspace_id"]), **extra}

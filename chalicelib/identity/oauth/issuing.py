@@ -12,13 +12,14 @@ from pynamodb.exceptions import UpdateError
 
 from chalicelib.core import clock
 from chalicelib.core.authz import mfa_used
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.models import global_model
 from chalicelib.core.tenancy import get_workspace, roles_for
 from chalicelib.core.tokens import current_epochs, is_revoked
 from chalicelib.identity import users as users_mod
-from chalicelib.identity.models import GRANT, REFRESH, FamilyAttrs, RefreshAttrs, condition_failed, state_key
+from chalicelib.identity.models import GRANT, REFRESH, FamilyAttrs, RefreshAttrs, state_key
 from chalicelib.identity.oauth.errors import oauth_error, token_response
 from chalicelib.identity.oauth.revocation import revoke_family, revoke_jti
 from chalicelib.identity.oauth.signing import issue_access_token, signer

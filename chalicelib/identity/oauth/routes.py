@@ -1,5 +1,6 @@
 """OAuth 2.0 / OIDC provider routes at {auth_url}: discovery, JWKS, authorize, token, introspection,
-userinfo, revocation. The logic lives in the modules of ``oauth``; these handlers only parse and answer."""
+userinfo, revocation, RP-initiated logout. The logic lives in the modules of ``oauth``; these handlers
+only parse and answer."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,9 +11,11 @@ from chalicelib.core.tokens import bearer, verifier
 from chalicelib.core.web import FORM, Api, Ctx, json_response
 from chalicelib.identity.oauth import authorize as authorize_mod
 from chalicelib.identity.oauth import discovery, introspection, revocation, token_endpoint
+from chalicelib.identity.oauth import logout as rp_logout
 from chalicelib.identity.oauth import userinfo as userinfo_mod
 from chalicelib.identity.oauth.clients import authenticate_basic
 from chalicelib.identity.oauth.errors import invalid_client, oauth_error
+from chalicelib.identity.pages.render import HTML_HEADERS, render
 from chalicelib.identity.signin import sessions
 
 api = Api("identity")
@@ -64,3 +67,20 @@ def userinfo(ctx: Ctx) -> Any:
 def revoke(ctx: Ctx) -> Any:
     revocation.revoke(ctx.form(), authenticate_basic(ctx.header("authorization")))
     return json_response({})
+
+
+@api.route("/oauth2/logout", public=True)
+def logout(ctx: Ctx) -> Any:
+    """RP-initiated logout (``oauth/logout.py``): ends the browser's sign-in session for a valid
+    ``id_token_hint`` of its user, then returns to the client's registered origin."""
+    record = sessions.session_from_request(ctx)
+    ends, location = rp_logout.end_session(ctx.query, record)
+    headers: dict[str, Any] = {"Cache-Control": "no-store"}
+    if ends and record is not None:
+        sessions.revoke_session(record.session_id, record.user_id)
+        headers["Set-Cookie"] = sessions.clear_cookie_header()
+    if location:
+        return Response(body="", status_code=302, headers={**headers, "Location": location})
+    body = ("<p>You are signed out.</p>" if ends or record is None else
+            "<p>You are still signed in here: the sign-out request could not be confirmed.</p>")
+    return Response(body=render("Sign out", body), status_code=200, headers={**HTML_HEADERS, **headers})

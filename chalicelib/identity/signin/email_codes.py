@@ -14,10 +14,11 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock, mail
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.errors import ApiError
 from chalicelib.core.models import global_model
 from chalicelib.identity import users as users_mod
-from chalicelib.identity.models import EMAIL_CODE, EmailCodeAttrs, UserAttrs, condition_failed, state_key
+from chalicelib.identity.models import EMAIL_CODE, EmailCodeAttrs, UserAttrs, state_key
 from chalicelib.identity.opaque import digest, numeric_code, same
 from chalicelib.identity.users import normalise_email
 

@@ -25,9 +25,10 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import audit, clock
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.models import global_model
 from chalicelib.core.tenancy import workspaces_of
-from chalicelib.identity.models import LOCK, LockAttrs, condition_failed, state_key
+from chalicelib.identity.models import LOCK, LockAttrs, state_key
 
 MAX_FAILURES = 10
 LOCK_SECONDS = 15 * 60

@@ -18,12 +18,13 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from chalicelib.core import clock
+from chalicelib.core import clock, mail
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.errors import ApiError
 from chalicelib.core.models import global_model
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.mfa import factors as mfa
-from chalicelib.identity.models import PENDING_MFA, PendingAttrs, SessionAttrs, condition_failed, state_key
+from chalicelib.identity.models import PENDING_MFA, PendingAttrs, SessionAttrs, state_key
 from chalicelib.identity.opaque import digest, new_secret
 from chalicelib.identity.signin import lockout, passwords, sessions
 
@@ -91,10 +92,21 @@ def complete(pending: Pending, extra_amr: list[str], *, caller: Any) -> tuple[st
     return sessions.create_session(pending.user_id, sorted(amr), caller=caller)
 
 
+DECOY_LOCK = "decoy"
+
+
+def _decoy_attempt() -> None:
+    """The lockout writes of a real attempt, on a key no user has, so an unknown address costs the same."""
+    reservation = lockout.reserve(DECOY_LOCK)
+    if reservation is not None:
+        lockout.release(reservation)
+
+
 def password_signin(email: str, password: str, return_to: str, *, caller: Any) -> dict[str, Any]:
     """Check e-mail + password; the second-factor challenge, or the uniform 401."""
     user = users_mod.find_by_email(email)
     if user is None or not user.password_hash or user.idp or user.status != "active":
+        _decoy_attempt()
         passwords.burn(password)
         raise invalid_credentials()
     reservation = lockout.reserve(user.id)
@@ -109,10 +121,15 @@ def password_signin(email: str, password: str, return_to: str, *, caller: Any) -
         set_password_hash(user.id, passwords.hash_password(password))
     methods = mfa.methods(user.id)
     if not methods:
-        # only someone who knows the password gets here, so this reveals nothing new
-        raise ApiError(403, "mfa_setup_required", "Password sign-in needs a second factor and this account has "
-                                                   "none: sign in with an e-mailed code and set up an "
-                                                   "authenticator app or a security key.")
+        # The password was right but there is no second factor (e.g. after an Admin MFA reset). Answer
+        # exactly as for a wrong password, so a guessed password is never confirmed; only the mailbox
+        # owner learns what to do next.
+        mail.send(user.email, "Set up a second factor to sign in with your password",
+                  "Someone (hopefully you) entered your password, but your account has no second factor, so "
+                  "the password alone does not sign in. Sign in with an e-mailed code instead and set up an "
+                  "authenticator app or a security key. If this was not you, change your password.",
+                  tag="mfa-setup")
+        raise invalid_credentials()
     return {"mfa_required": True, "mfa_token": new_pending(user.id, ["pwd"], return_to), "methods": methods,
             "expires_in": MFA_TOKEN_TTL_SECONDS}
 

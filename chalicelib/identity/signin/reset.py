@@ -16,12 +16,13 @@ from urllib.parse import quote
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock, mail
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, validation_error
 from chalicelib.core.models import global_model
 from chalicelib.core.tokens import bump_epoch
 from chalicelib.identity import users as users_mod
-from chalicelib.identity.models import RESET, ResetAttrs, condition_failed, state_key
+from chalicelib.identity.models import RESET, ResetAttrs, state_key
 from chalicelib.identity.opaque import digest, new_secret
 from chalicelib.identity.signin import lockout, passwords, sessions
 from chalicelib.identity.signin.password import set_password_hash
@@ -40,22 +41,27 @@ def invalid_link() -> ApiError:
 
 
 def request_reset(email: str, *, caller: Any = None) -> None:
+    """Store a link and send one message, whoever the address belongs to (the same work every time, so
+    the answer's timing does not tell whether an account exists)."""
     user = users_mod.find_by_email(email)
-    if user is None or user.status != "active":
-        return
-    if user.idp:
+    token = new_secret()
+    now = int(clock.now())
+    known = user is not None and user.status == "active" and not user.idp
+    _model()(state_key(RESET, digest(token)), user_id=user.id if known and user else "", created_at=now,
+             link_expires_at=now + LINK_TTL_SECONDS, expires_at=now + 24 * 3600).save()
+    if user is not None and user.status == "active" and user.idp:
         mail.send(user.email, "Your password is managed by your organisation",
                   f"Your account signs in through your organisation's identity provider ({user.idp}). "
                   "Reset your password there; this service does not hold it.", tag="reset-sso")
-        return
-    token = new_secret()
-    now = int(clock.now())
-    _model()(state_key(RESET, digest(token)), user_id=user.id, created_at=now, link_expires_at=now + LINK_TTL_SECONDS,
-             expires_at=now + 24 * 3600).save()
-    link = f"{settings().auth_url}{RESET_PATH}?token={quote(token)}"
-    mail.send(user.email, "Reset your password",
-              f"Open this link to choose a new password:\n\n{link}\n\nIt is valid for {LINK_TTL_SECONDS // 60} "
-              "minutes and works once. If you did not ask for it, ignore this message.", tag="reset")
+    elif known and user is not None:
+        link = f"{settings().auth_url}{RESET_PATH}?token={quote(token)}"
+        mail.send(user.email, "Reset your password",
+                  f"Open this link to choose a new password:\n\n{link}\n\nIt is valid for {LINK_TTL_SECONDS // 60} "
+                  "minutes and works once. If you did not ask for it, ignore this message.", tag="reset")
+    else:
+        mail.send(email, "Password reset requested",
+                  "Someone asked to reset the password of an account with this address, but there is no such "
+                  "account (or it is disabled). If it was not you, ignore this message.", tag="reset-unknown")
 
 
 def confirm_reset(token: str, new_password: str, *, caller: Any = None) -> str:
@@ -71,6 +77,8 @@ def confirm_reset(token: str, new_password: str, *, caller: Any = None) -> str:
         item = cls.get(pk, consistent_read=True)
     except DoesNotExist:
         raise invalid_link() from None
+    if not item.user_id:  # a request for an address without an account: never usable
+        raise invalid_link()
     try:
         cls(pk).update(actions=[cls.used.set(True)],
                        condition=cls.used.does_not_exist() & (cls.link_expires_at > clock.now()))

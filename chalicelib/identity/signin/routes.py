@@ -1,7 +1,8 @@
 """JSON sign-in API at {auth_url} (called with fetch() by the hosted pages).
 
 Every POST here passes ``check_csrf`` (JSON content type + our Origin, or ``X-Requested-With`` for a
-non-browser caller), which also blocks login CSRF. Answers that could reveal whether an address has an
+non-browser caller), which also blocks login CSRF, then the per-address and per-IP limits of
+``limits`` (429 with ``Retry-After``). Answers that could reveal whether an address has an
 account are identical for every address (status and body).
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from chalicelib.core.validation import F, email, validate
 from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.identity.signin import email_codes, reset, sessions
+from chalicelib.identity.signin import email_codes, limits, reset, sessions
 from chalicelib.identity.signin import password as signin
 from chalicelib.identity.signin.redirects import safe_return_to
 
@@ -25,6 +26,16 @@ def _signed_in(redirect_to: str, sid: str, record: sessions.SessionAttrs) -> Any
                          headers={"Set-Cookie": sessions.set_cookie_header(sid)})
 
 
+def _limit_signin(ctx: Ctx, subject: str) -> None:
+    limits.hit(limits.SIGNIN_PER_IP, ctx.caller.ip)
+    limits.hit(limits.SIGNIN_PER_ADDRESS, subject)
+
+
+def _limit_mail(ctx: Ctx, address: str) -> None:
+    limits.hit(limits.MAIL_PER_IP, ctx.caller.ip)
+    limits.hit(limits.MAIL_PER_ADDRESS, address)
+
+
 @api.route("/signin/password", methods=["POST"], public=True)
 def signin_password(ctx: Ctx) -> Any:
     sessions.check_csrf(ctx)
@@ -32,6 +43,7 @@ def signin_password(ctx: Ctx) -> Any:
                                  "password": F(str, required=True, min_len=1, max_len=1024),
                                  "return_to": F(str, max_len=2048, nullable=True)})
     return_to = safe_return_to(body.get("return_to"))
+    _limit_signin(ctx, body["email"])
     return signin.password_signin(body["email"], body["password"], return_to, caller=ctx.caller)
 
 
@@ -40,6 +52,7 @@ def signin_mfa(ctx: Ctx) -> Any:
     sessions.check_csrf(ctx)
     body = validate(ctx.json(), {"mfa_token": F(str, required=True, min_len=1, max_len=128),
                                  "code": F(str, required=True, min_len=1, max_len=32)})
+    _limit_signin(ctx, body["mfa_token"])
     pending, sid, record = signin.mfa_step(body["mfa_token"], body["code"], caller=ctx.caller)
     return _signed_in(pending.return_to, sid, record)
 
@@ -48,6 +61,7 @@ def signin_mfa(ctx: Ctx) -> Any:
 def signin_email_code(ctx: Ctx) -> Any:
     sessions.check_csrf(ctx)
     body = validate(ctx.json(), {"email": F(str, required=True, check=email)})
+    _limit_mail(ctx, body["email"])
     email_codes.request_code(body["email"], caller=ctx.caller)
     return json_response(ACCEPTED, 202)
 
@@ -59,6 +73,7 @@ def signin_email_code_verify(ctx: Ctx) -> Any:
                                  "code": F(str, required=True, min_len=1, max_len=16),
                                  "return_to": F(str, max_len=2048, nullable=True)})
     return_to = safe_return_to(body.get("return_to"))
+    _limit_signin(ctx, body["email"])
     user = email_codes.verify_code(body["email"], body["code"])
     return signin.after_first_factor(user.id, ["email"], return_to, caller=ctx.caller, respond=_signed_in)
 
@@ -67,6 +82,7 @@ def signin_email_code_verify(ctx: Ctx) -> Any:
 def signin_reset(ctx: Ctx) -> Any:
     sessions.check_csrf(ctx)
     body = validate(ctx.json(), {"email": F(str, required=True, check=email)})
+    _limit_mail(ctx, body["email"])
     reset.request_reset(body["email"], caller=ctx.caller)
     return json_response(ACCEPTED, 202)
 

@@ -14,16 +14,17 @@ Code-hosting social sign-in is not domain based: its connection is stored under 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
-import os
 import re
 import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from pynamodb.exceptions import DoesNotExist, PutError
+from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from chalicelib.core import aws, clock
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError, conflict, not_found
 from chalicelib.core.models import global_model
@@ -31,7 +32,6 @@ from chalicelib.identity.models import SsoConnectionAttrs
 from chalicelib.identity.sso import http_client
 
 VERIFICATION_PREFIX = "aiplat-domain-verification="
-DEFAULT_VERIFICATION_URL = "https://{domain}/.well-known/aiplat-domain-verification.txt"
 DOMAIN_RE = re.compile(r"^(?=.{4,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 CODE_HOSTING = "code_hosting"
 WORKSPACE_SUITE = "workspace_suite"
@@ -139,7 +139,14 @@ def public_view(conn: SsoConnectionAttrs) -> dict[str, Any]:
 def create(*, workspace_id: str, created_by: str, kind: str, domain: str | None, issuer: str, client_id: str,
            client_secret: str, display_name: str | None = None, allowed_domains: list[str] | None = None,
            scopes: list[str] | None = None, endpoints: dict[str, str] | None = None) -> SsoConnectionAttrs:
-    """Store a new (unverified) connection; 409 when the domain is already connected anywhere."""
+    """Store a new (unverified) connection; 409 when the domain is verified by any workspace or already
+    claimed by this one.
+
+    An unverified claim of another workspace does not block: it is replaced (domain squatting must not
+    lock the real owner out), and verification decides ownership. The verification token is derived
+    from (workspace, domain), so a workspace's published token stays valid however often its claim is
+    replaced, and it proves nothing for any other workspace.
+    """
     preset = PRESETS[kind]
     if kind == CODE_HOSTING:
         key = code_hosting_key(workspace_id)
@@ -162,13 +169,27 @@ def create(*, workspace_id: str, created_by: str, kind: str, domain: str | None,
         key, workspace_id=workspace_id, kind=kind, display_name=display_name or preset.label,
         issuer=issuer.rstrip("/"), client_id=client_id, client_secret_enc=encrypt_secret(key, client_secret),
         scopes=json.dumps(list(scopes or preset.scopes)), allowed_domains=json.dumps(allowed),
-        endpoints=json.dumps(merged), verification_token=secrets.token_urlsafe(24),
+        endpoints=json.dumps(merged), verification_token=verification_token(workspace_id, key),
         verified=(kind == CODE_HOSTING), created_at=clock.iso(), created_by=created_by)
     try:
         conn.save(condition=SsoConnectionAttrs.domain.does_not_exist())
+        return conn
+    except PutError:
+        existing = get(key)
+    if existing is None or existing.verified or existing.workspace_id == workspace_id:
+        raise conflict("domain_taken", "This domain already has an SSO connection.")
+    try:  # replace the other workspace's unverified claim, unless it was verified a moment ago
+        conn.save(condition=(SsoConnectionAttrs.verified == False)  # noqa: E712 (a DynamoDB condition)
+                  & (SsoConnectionAttrs.workspace_id == existing.workspace_id))
     except PutError:
         raise conflict("domain_taken", "This domain already has an SSO connection.") from None
     return conn
+
+
+def verification_token(workspace_id: str, domain: str) -> str:
+    """The token a workspace publishes to prove it owns ``domain`` (bound to both, stable across claims)."""
+    raw = hashlib.sha256(f"aiplat-domain-verification\x00{workspace_id}\x00{domain.lower()}".encode()).digest()
+    return base64.urlsafe_b64encode(raw[:24]).decode().rstrip("=")
 
 
 def for_workspace(workspace_id: str) -> list[SsoConnectionAttrs]:
@@ -190,8 +211,7 @@ class DomainVerifier(Protocol):
 
 
 def verification_url(domain: str) -> str:
-    template = os.environ.get("DOMAIN_VERIFICATION_URL", DEFAULT_VERIFICATION_URL)
-    return template.format(domain=domain)
+    return settings().domain_verification_url.format(domain=domain)
 
 
 class WellKnownFileVerifier:
@@ -212,7 +232,14 @@ def verify_domain(conn: SsoConnectionAttrs, verifier: DomainVerifier | None = No
     tokens = (verifier or default_verifier()).published_tokens(conn.domain)
     if not any(secrets.compare_digest(t, conn.verification_token) for t in tokens):
         return False
-    conn.update(actions=[SsoConnectionAttrs.verified.set(True), SsoConnectionAttrs.verified_at.set(clock.iso())])
+    try:  # only the claim that was read: a claim replaced meanwhile is not verified by this token
+        conn.update(actions=[SsoConnectionAttrs.verified.set(True), SsoConnectionAttrs.verified_at.set(clock.iso())],
+                    condition=(SsoConnectionAttrs.workspace_id == conn.workspace_id)
+                    & (SsoConnectionAttrs.verification_token == conn.verification_token))
+    except UpdateError as err:
+        if condition_failed(err):
+            return False
+        raise
     return True
 
 

@@ -5,6 +5,7 @@ import json
 import uuid
 from typing import Any
 
+import boto3
 from chalice.test import Client
 
 from chalicelib.core import aws, clock
@@ -85,18 +86,33 @@ def drain(region: str, *, max_rounds: int = 20) -> list[dict[str, Any]]:
     return results
 
 
-def new_bucket(region: str) -> str:
-    """A fresh source bucket (moto keeps buckets between tests; the names never repeat)."""
+# The workspaces' own AWS account, where their sources live and the role they grant the platform. In moto,
+# AssumeRole answers credentials of the role's account, so these sources are not the platform's.
+SOURCE_ACCOUNT = "111122223333"
+READER_ROLE = f"arn:aws:iam::{SOURCE_ACCOUNT}:role/gateway-reader"
+
+
+def source_client(service: str, region: str, account: str = SOURCE_ACCOUNT) -> Any:
+    """A client acting in a workspace's own account (as its owner would, setting up a source)."""
+    creds = aws.client("sts", region).assume_role(RoleArn=f"arn:aws:iam::{account}:role/owner",
+                                                  RoleSessionName="source-owner")["Credentials"]
+    return boto3.client(service, region_name=region, aws_access_key_id=creds["AccessKeyId"],
+                        aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"])
+
+
+def new_bucket(region: str, account: str = SOURCE_ACCOUNT) -> str:
+    """A fresh source bucket in the workspace's account (moto keeps buckets between tests; names never repeat)."""
     bucket = f"src-{uuid.uuid4().hex[:16]}"
     args: dict[str, Any] = {"Bucket": bucket}
     if region != "us-east-1":
         args["CreateBucketConfiguration"] = {"LocationConstraint": region}
-    aws.client("s3", region).create_bucket(**args)
+    source_client("s3", region, account).create_bucket(**args)
     return bucket
 
 
-def put(region: str, bucket: str, key: str, data: str | bytes) -> None:
-    aws.client("s3", region).put_object(Bucket=bucket, Key=key, Body=data.encode() if isinstance(data, str) else data)
+def put(region: str, bucket: str, key: str, data: str | bytes, account: str = SOURCE_ACCOUNT) -> None:
+    source_client("s3", region, account).put_object(Bucket=bucket, Key=key,
+                                                    Body=data.encode() if isinstance(data, str) else data)
 
 
 def dataset(tenant: Tenant, dataset_id: str) -> models.DatasetAttrs:

@@ -1,18 +1,20 @@
 """Connector admin routes: roles, workspace isolation, bad input (400, nothing written), audit."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chalicelib.core import audit, aws
 from chalicelib.core.config import settings
 from chalicelib.gateway import models
 from tests.functional.conftest import Tenant, make_tenant
-from tests.functional.gateway_sync.helpers import call, client, drain, new_bucket, put, receive, token_for
+from tests.functional.gateway_sync.helpers import READER_ROLE, call, client, drain, new_bucket, put, receive, token_for
 
 
 def _create(c, token: str, bucket: str, **extra) -> tuple[int, dict]:
     return call(c, "POST", "/v1/connectors", token,
-                {"name": "Sales", "kind": "s3", "config": {"bucket": bucket}, **extra})
+                {"name": "Sales", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": bucket}, **extra})
 
 
 def _nothing_written(tenant: Tenant) -> None:
@@ -63,15 +65,15 @@ def test_another_workspaces_connector_is_not_found(tenant: Tenant) -> None:
 @pytest.mark.parametrize("body, field", [
     ({"name": "x", "kind": "ftp", "config": {}}, "kind"),
     ({"name": "x", "kind": "s3", "config": {}}, "config.bucket"),
-    ({"name": "x", "kind": "s3", "config": {"bucket": "Bad_Bucket!"}}, "config.bucket"),
-    ({"name": "x", "kind": "s3", "config": {"bucket": "ok-bucket", "colour": "red"}}, "config.colour"),
-    ({"name": "x", "kind": "s3", "config": {"bucket": "ok-bucket"}, "extra": 1}, "extra"),
-    ({"name": "x", "kind": "s3", "config": {"bucket": "ok-bucket", "format": "xlsx"}}, "config.format"),
-    ({"name": "", "kind": "s3", "config": {"bucket": "ok-bucket"}}, "name"),
-    ({"name": "x", "kind": "s3", "config": {"bucket": "ok-bucket"}, "dataset_name": "1 bad"}, "dataset_name"),
+    ({"name": "x", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": "Bad_Bucket!"}}, "config.bucket"),
+    ({"name": "x", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": "ok-bucket", "colour": "red"}}, "config.colour"),
+    ({"name": "x", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": "ok-bucket"}, "extra": 1}, "extra"),
+    ({"name": "x", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": "ok-bucket", "format": "xlsx"}}, "config.format"),
+    ({"name": "", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": "ok-bucket"}}, "name"),
+    ({"name": "x", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": "ok-bucket"}, "dataset_name": "1 bad"}, "dataset_name"),
     ({"name": "x", "kind": "http", "config": {"url": "ftp://example.com/x"}}, "config.url"),
     ({"name": "x", "kind": "http", "config": {"url": "https://example.com", "page_size": 0}}, "config.page_size"),
-    ({"name": "x", "kind": "dynamodb", "config": {"table": 7}}, "config.table"),
+    ({"name": "x", "kind": "dynamodb", "config": {"role_arn": READER_ROLE, "table": 7}}, "config.table"),
     ({"name": "x", "kind": "documents", "config": {"max_passage_chars": 300, "overlap_chars": 300}},
      "config.overlap_chars"),
 ])
@@ -88,7 +90,7 @@ def test_platform_own_buckets_and_tables_are_refused(tenant: Tenant) -> None:
         st, err = _create(c, tenant.token, aws.bucket_name("data", tenant.region))
         assert st == 400 and err["errors"][0]["field"] == "config.bucket"
         st, err = call(c, "POST", "/v1/connectors", tenant.token, {
-            "name": "x", "kind": "dynamodb", "config": {"table": f"{settings().resource_prefix}-memberships"}})
+            "name": "x", "kind": "dynamodb", "config": {"role_arn": READER_ROLE, "table": f"{settings().resource_prefix}-memberships"}})
         assert st == 400 and err["errors"][0]["field"] == "config.table"
     _nothing_written(tenant)
 
@@ -111,7 +113,7 @@ def test_bad_sync_requests_and_malformed_json(tenant: Tenant) -> None:
         assert models.sync_runs(tenant.region).count(tenant.workspace_id) == 0
         assert not receive(tenant.region)
         assert models.connectors(tenant.region).get(tenant.workspace_id, conn["id"]).config == \
-            f'{{"bucket": "{bucket}"}}'
+            json.dumps({"role_arn": READER_ROLE, "bucket": bucket})
 
 
 def test_crud_filters_pause_delete_and_audit(tenant: Tenant) -> None:

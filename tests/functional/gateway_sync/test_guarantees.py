@@ -12,6 +12,7 @@ from infra.resources import TABLES
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.gateway_sync.helpers import (
     QUEUE,
+    READER_ROLE,
     call,
     client,
     dataset,
@@ -21,12 +22,13 @@ from tests.functional.gateway_sync.helpers import (
     put,
     receive,
     rows_of,
+    source_client,
 )
 
 
 def _s3_connector(c, tenant: Tenant, bucket: str, name: str = "Src") -> dict:
     st, conn = call(c, "POST", "/v1/connectors", tenant.token,
-                    {"name": name, "kind": "s3", "config": {"bucket": bucket, "prefix": "x/"}})
+                    {"name": name, "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": bucket, "prefix": "x/"}})
     assert st == 201, conn
     return conn
 
@@ -128,7 +130,7 @@ def test_a_sync_failing_every_attempt_is_marked_failed_and_dead_lettered(tenant:
     bucket = new_bucket(tenant.region)
     with client() as c:
         conn = _s3_connector(c, tenant, bucket)
-        aws.client("s3", tenant.region).delete_bucket(Bucket=bucket)  # the source disappears
+        source_client("s3", tenant.region).delete_bucket(Bucket=bucket)  # the source disappears
         _, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
         results = drain(tenant.region)
         assert len(results) == 5 and all(r["batchItemFailures"] for r in results)
@@ -153,7 +155,7 @@ def test_eu_workspace_ingestion_stays_in_eu_central_1(stack: None) -> None:
     put(eu.region, bucket, "x/a.csv", "email,n\na@example.eu,1\n")
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", eu.token,
-                        {"name": "EU src", "kind": "s3", "config": {"bucket": bucket, "prefix": "x/"}})
+                        {"name": "EU src", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": bucket, "prefix": "x/"}})
         assert st == 201
         st, docs = call(c, "POST", "/v1/connectors", eu.token, {"name": "EU docs", "kind": "documents", "config": {}})
         st, up = call(c, "POST", f"/v1/connectors/{docs['id']}/uploads", eu.token, {"file_name": "a.txt"})

@@ -4,7 +4,17 @@ import json
 
 from chalicelib.gateway import models
 from tests.functional.conftest import Tenant
-from tests.functional.gateway_sync.helpers import call, client, dataset, drain, new_bucket, put, rows_of
+from tests.functional.gateway_sync.helpers import (
+    READER_ROLE,
+    call,
+    client,
+    dataset,
+    drain,
+    new_bucket,
+    put,
+    rows_of,
+    source_client,
+)
 
 CSV1 = "id,email,phone,amount,joined\n1,ann@example.com,+1 555 0100,10,2024-01-02\n2,bob@example.com,+1 555 0101,20,2024-02-03\n"
 
@@ -14,7 +24,7 @@ def test_s3_csv_full_then_incremental(tenant: Tenant) -> None:
     put(tenant.region, bucket, "crm/a.csv", CSV1)
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", tenant.token, {
-            "name": "CRM customers", "kind": "s3", "config": {"bucket": bucket, "prefix": "crm/",
+            "name": "CRM customers", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": bucket, "prefix": "crm/",
                                                                "primary_key": ["id"]}})
         assert st == 201, conn
         assert conn["category"] == "STORAGE" and conn["status"] == "HEALTHY", conn
@@ -51,7 +61,7 @@ def test_s3_csv_full_then_incremental(tenant: Tenant) -> None:
 
 
 def _connector(c, tenant: Tenant, config: dict, name: str = "Orders") -> dict:
-    st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": name, "kind": "s3", "config": config})
+    st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": name, "kind": "s3", "config": {"role_arn": READER_ROLE, **config}})
     assert st == 201, conn
     return conn
 
@@ -78,9 +88,8 @@ def test_incremental_reads_only_changed_objects_and_drops_deleted_ones(tenant: T
         assert (run["status"], run["rows_read"], run["rows_written"]) == ("SUCCEEDED", 0, 0)
         # one object rewritten with one changed row and one row fewer; another deleted
         put(tenant.region, bucket, "o/1.csv", "sku,qty\n" + "".join(f"s1-{j},{j if j else 99}\n" for j in range(9)))
-        from chalicelib.core import aws
 
-        aws.client("s3", tenant.region).delete_object(Bucket=bucket, Key="o/4.csv")
+        source_client("s3", tenant.region).delete_object(Bucket=bucket, Key="o/4.csv")
         run = _sync(c, tenant, conn)
         assert run["rows_read"] == 9, run
         assert run["rows_written"] == 1 and run["rows_deleted"] == 11, run

@@ -14,7 +14,7 @@ import requests
 from chalicelib.core import aws, clock
 from chalicelib.gateway import models
 from tests.functional.conftest import Tenant
-from tests.functional.gateway_sync.helpers import call, client, dataset, drain, rows_of
+from tests.functional.gateway_sync.helpers import READER_ROLE, call, client, dataset, drain, rows_of, source_client
 
 
 def _sync(c, tenant: Tenant, conn_id: str, mode: str = "INCREMENTAL") -> dict:
@@ -26,7 +26,7 @@ def _sync(c, tenant: Tenant, conn_id: str, mode: str = "INCREMENTAL") -> dict:
 
 def _table(region: str) -> str:
     name = f"src-{uuid.uuid4().hex[:12]}"
-    ddb = aws.client("dynamodb", region)
+    ddb = source_client("dynamodb", region)
     ddb.create_table(TableName=name, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
                      AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
     return name
@@ -36,7 +36,7 @@ def _put_item(region: str, table: str, pk: str, **attrs: Any) -> None:
     item = {"pk": {"S": pk}}
     for k, v in attrs.items():
         item[k] = {"N": str(v)} if isinstance(v, (int, float)) else {"S": v}
-    aws.client("dynamodb", region).put_item(TableName=table, Item=item)
+    source_client("dynamodb", region).put_item(TableName=table, Item=item)
 
 
 def test_dynamodb_incremental_by_updated_at(tenant: Tenant) -> None:
@@ -45,7 +45,7 @@ def test_dynamodb_incremental_by_updated_at(tenant: Tenant) -> None:
         _put_item(tenant.region, table, f"u{i}", email=f"u{i}@example.com", score=i, updated_at=f"2024-01-0{i + 1}T00:00:00Z")
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", tenant.token, {
-            "name": "Users table", "kind": "dynamodb", "config": {"table": table, "updated_at_attribute": "updated_at"}})
+            "name": "Users table", "kind": "dynamodb", "config": {"role_arn": READER_ROLE, "table": table, "updated_at_attribute": "updated_at"}})
         assert st == 201 and conn["category"] == "DATABASE" and conn["status"] == "HEALTHY", conn
         run = _sync(c, tenant, conn["id"])
         assert (run["status"], run["rows_read"]) == ("SUCCEEDED", 4), run
@@ -67,11 +67,11 @@ def test_dynamodb_full_scan_uses_change_hash_and_sees_deletes(tenant: Tenant) ->
         _put_item(tenant.region, table, f"k{i}", v=i)
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", tenant.token,
-                        {"name": "Plain table", "kind": "dynamodb", "config": {"table": table}})
+                        {"name": "Plain table", "kind": "dynamodb", "config": {"role_arn": READER_ROLE, "table": table}})
         assert st == 201
         assert _sync(c, tenant, conn["id"])["rows_written"] == 5
         _put_item(tenant.region, table, "k2", v=22)
-        aws.client("dynamodb", tenant.region).delete_item(TableName=table, Key={"pk": {"S": "k4"}})
+        source_client("dynamodb", tenant.region).delete_item(TableName=table, Key={"pk": {"S": "k4"}})
         run = _sync(c, tenant, conn["id"])
         assert (run["rows_read"], run["rows_written"], run["rows_deleted"]) == (4, 1, 1), run
         cols, rows = rows_of(tenant, conn["dataset"]["id"])

@@ -37,7 +37,7 @@ class Scenario:
 
     def path(self, template: str, ws: str | None = None) -> str:
         return template.format(ws=ws or self.a.workspace_id, user=self.target.user_id, inv=self.invitation_id,
-                               grant=self.grant_id)
+                               grant=self.grant_id, export_id=UNKNOWN_EXPORT)
 
 
 def build() -> Scenario:
@@ -84,6 +84,7 @@ class Route:
             .replace("{inv}", "{invitation_id}").replace("{grant}", "{grant_id}")
 
 
+UNKNOWN_EXPORT = "exp_01ARZ3NDEKTSV4RRFFQ69G5FAV"  # no such export: the Admin gets 404, others 403
 ALL_OK = {"admin": 200, "member": 200, "viewer": 200}
 ADMIN_ONLY = {"admin": 200, "member": 403, "viewer": 403}
 WS = "/v1/workspaces/{ws}"
@@ -134,6 +135,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/audit/exports", {}, roles={"admin": 201, "member": 403, "viewer": 403}, foreign=None,
           bad=(("bad from", {"from": "last week"}, 400), ("not utc", {"from": "2026-01-01T00:00:00+01:00"}, 400),
                ("wrong type", {"from": 20260101}, 400), ("nothing in range", {"from": "2999-01-01T00:00:00Z"}, 422))),
+    Route("GET", "/v1/audit/exports/{export_id}", roles={"admin": 404, "member": 403, "viewer": 403}, foreign=(404,)),
     Route("POST", WS + "/support-grants", {"support_email": "sam@support.test", "duration": "PT1H", "reason": "ticket 2"},
           roles={"admin": 201, "member": 403, "viewer": 403},
           bad=(("bad e-mail", {"support_email": "sam", "duration": "PT1H", "reason": "ticket"}, 400),

@@ -9,6 +9,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core import audit, clock
+from chalicelib.core.config import settings
 from chalicelib.core.tenancy import get_workspace, membership
 from chalicelib.groups import create_app
 from chalicelib.identity import users
@@ -101,6 +102,7 @@ def test_remove_member_keeps_counter_and_audits(tenant: Tenant, client: Client) 
 
 def test_invitation_lifecycle(tenant: Tenant, client: Client, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("MAIL_OUTBOX_DIR", str(tmp_path))
+    settings.cache_clear()
     path = f"/v1/workspaces/{tenant.workspace_id}/invitations"
     status, inv, headers = call(client, "POST", path, tenant.token, {"email": "New.Person@Example.com", "role": "viewer"})
     assert status == 201, inv

@@ -81,7 +81,7 @@ def test_signup_by_code_passkey_signout_passkey_signin(stack_live: Any, browser:
     email = "newcomer@example.com"
 
     # a signed-out visitor of an app page is sent to the hosted sign-in page
-    page.goto(app + "/projects/42?tab=overview")
+    page.goto(app + "/workspaces/new?from=signin")
     page.wait_for_url(re.compile(re.escape(auth) + r"/signin\?"))
     assert page.get_attribute("#email", "autocomplete") == "username webauthn"
     page.fill("#email", email)
@@ -96,9 +96,10 @@ def test_signup_by_code_passkey_signout_passkey_signin(stack_live: Any, browser:
     page.click("#code-form button[type=submit]")
 
     # ... and returned to where they were, which shows who they are
-    page.wait_for_url(app + "/projects/42?tab=overview")
+    page.wait_for_url(app + "/workspaces/new?from=signin")
+    page.wait_for_selector("body[data-ready=true]")
     assert page.text_content("#who") == email
-    assert "email" in page.text_content("#me-signed")
+    assert page.text_content("h1") == "Create a workspace"
 
     # add a passkey in the security settings (the session from the code sign-in is there)
     page.goto(auth + "/account")

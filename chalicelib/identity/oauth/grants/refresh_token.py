@@ -12,16 +12,9 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock
+from chalicelib.core.conditions import condition_failed
 from chalicelib.core.models import global_model
-from chalicelib.identity.models import (
-    GRANT,
-    REFRESH,
-    FamilyAttrs,
-    OAuthClientAttrs,
-    RefreshAttrs,
-    condition_failed,
-    state_key,
-)
+from chalicelib.identity.models import GRANT, REFRESH, FamilyAttrs, OAuthClientAttrs, RefreshAttrs, state_key
 from chalicelib.identity.oauth.clients import calling_client
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.issuing import issue

@@ -174,7 +174,10 @@ def test_admin_mfa_reset_removes_factors_and_is_audited(stack: None) -> None:
     assert not recovery_codes.use_recovery_code(u.user_id, u.recovery_codes[0])
     [event] = [e for e in audit.iter_chain(admin.region, admin.workspace_id) if e["action"] == "member.mfa_reset"]
     assert event["actor"]["id"] == admin.user_id and event["target"]["id"] == u.user_id
-    # with no second factor left, the password alone does not sign in
+    # with no second factor left, the password alone does not sign in, and the answer is the one a
+    # wrong password gets: a guessed password is not confirmed
     with Client(create_app("identity")) as c:
-        r = post(c, "/signin/password", {"email": u.email, "password": PASSWORD})
-        assert r.status_code == 403 and body(r)["code"] == "mfa_setup_required"
+        right = post(c, "/signin/password", {"email": u.email, "password": PASSWORD})
+        wrong = post(c, "/signin/password", {"email": u.email, "password": "not the password at all"})
+        assert right.status_code == wrong.status_code == 401
+        assert body(right) == {**body(wrong), "correlation_id": body(right)["correlation_id"]}

@@ -1,0 +1,189 @@
+"""Agent definitions: name, instructions, model (an id or ``auto``), allowed tools, an optional declared
+plan and limits. Stored in the workspace's region; Members and Admins write, everyone reads.
+
+A declared plan is an ordered list of steps ``{name, tool, input}``; each step's tool must be allowed,
+its input may only name the tool's fields, and its templates (``templates.py``) may only name the run's
+``input`` or *earlier* steps. Limits: ``max_steps`` (1..50, default 10; a plan may not be longer),
+``deadline`` (ISO 8601, PT1S..PT1H, default PT5M) and ``max_tokens`` (1..200000, default 4000).
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from chalicelib.agents import models, templates
+from chalicelib.agents.tools import TOOL_NAMES, TOOLS
+from chalicelib.core import audit, clock, durations, paging
+from chalicelib.core.authz import Principal
+from chalicelib.core.errors import not_found, validation_error
+from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.tenancy import region_of
+from chalicelib.core.validation import F, validate
+
+MAX_PLAN_STEPS = 50
+DEFAULT_LIMITS = {"max_steps": 10, "deadline": "PT5M", "max_tokens": 4000}
+_STEP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/\-]{0,127}$")
+
+
+def _model(value: Any) -> str | None:
+    return None if isinstance(value, str) and _MODEL.match(value) else "must be 'auto' or a model id"
+
+
+LIMIT_FIELDS = {
+    "max_steps": F(int, minimum=1, maximum=MAX_PLAN_STEPS),
+    "deadline": F(str, max_len=16, check=durations.duration_check(1, 3600, "PT1S and PT1H")),
+    "max_tokens": F(int, minimum=1, maximum=200_000),
+}
+FIELDS = {
+    "name": F(str, required=True, min_len=1, max_len=100),
+    "instructions": F(str, max_len=8000),
+    "model": F(str, max_len=128, check=_model),
+    "tools": F(list, required=True, min_len=1, max_len=len(TOOL_NAMES)),
+    "plan": F(list, nullable=True, max_len=MAX_PLAN_STEPS),
+    "limits": F(dict),
+}
+PATCH_FIELDS = {k: F(v.type, min_len=v.min_len, max_len=v.max_len, check=v.check, nullable=v.nullable)
+                for k, v in FIELDS.items()}
+STEP_FIELDS = {"name": F(str, required=True), "tool": F(str, required=True), "input": F(dict)}
+
+
+def _check_tools(tools: list[Any]) -> list[dict[str, str]]:
+    errors = []
+    for i, t in enumerate(tools):
+        if not isinstance(t, str) or t not in TOOLS:
+            errors.append({"field": f"tools[{i}]", "message": "must be one of " + ", ".join(TOOL_NAMES)})
+    if len(set(map(str, tools))) != len(tools):
+        errors.append({"field": "tools", "message": "must not repeat a tool"})
+    return errors
+
+
+def check_plan(plan: list[Any], tools: list[str], max_steps: int) -> list[dict[str, str]]:
+    """Field errors of a declared plan (see the module docstring)."""
+    errors: list[dict[str, str]] = []
+    if len(plan) > max_steps:
+        errors.append({"field": "plan", "message": f"has more steps than limits.max_steps ({max_steps})"})
+    seen: list[str] = []
+    for i, step in enumerate(plan):
+        where = f"plan[{i}]"
+        if not isinstance(step, dict):
+            errors.append({"field": where, "message": "must be an object {name, tool, input}"})
+            continue
+        unknown = [k for k in step if k not in STEP_FIELDS]
+        if unknown or not isinstance(step.get("name"), str) or not isinstance(step.get("tool"), str) \
+                or not isinstance(step.get("input", {}), dict):
+            errors.append({"field": where, "message": "must be an object {name, tool, input}"})
+            continue
+        name, tool, args = step["name"], step["tool"], step.get("input", {})
+        if not _STEP_NAME.match(name) or name in seen:
+            errors.append({"field": f"{where}.name", "message": "must be a unique identifier (letters, digits, _)"})
+        if tool not in TOOLS:
+            errors.append({"field": f"{where}.tool", "message": "must be one of " + ", ".join(TOOL_NAMES)})
+        elif tool not in tools:
+            errors.append({"field": f"{where}.tool", "message": "is not among the agent's allowed tools"})
+        else:
+            spec = TOOLS[tool].fields
+            for key in args:
+                if key not in spec:
+                    errors.append({"field": f"{where}.input.{str(key)[:40]}", "message": f"is not an input of {tool}"})
+            for key, f in spec.items():
+                if f.required and key not in args:
+                    errors.append({"field": f"{where}.input.{key}", "message": "is required"})
+        for ref in templates.references(args):
+            head, _, rest = ref.partition(".")
+            if head == "input" and rest:
+                continue
+            step_name = rest.split(".", 1)[0] if head == "steps" else ""
+            if head != "steps" or step_name not in seen or not rest.startswith(step_name + ".output"):
+                errors.append({"field": f"{where}.input", "message": f"template '{{{{{ref}}}}}' must name input.<field> "
+                               "or steps.<earlier step>.output[.path]"})
+        seen.append(name)
+    return errors
+
+
+def normalise(body: dict[str, Any], current: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The complete definition ``body`` describes (merged over ``current`` for updates), or a 400."""
+    merged = {**(current or {}), **{k: v for k, v in body.items()}}
+    limits = {**DEFAULT_LIMITS, **((current or {}).get("limits") or {})}
+    if "limits" in body:
+        validate(body["limits"], LIMIT_FIELDS)
+        limits.update(body["limits"])
+    tools = merged.get("tools") or []
+    errors = _check_tools(tools)
+    plan = merged.get("plan")
+    if plan is not None and not errors:
+        errors += check_plan(plan, tools, limits["max_steps"])
+    if errors:
+        raise validation_error(errors)
+    return {"name": merged["name"], "instructions": merged.get("instructions") or "",
+            "model": merged.get("model") or "auto", "tools": list(tools), "plan": plan, "limits": limits}
+
+
+def to_public(item: models.AgentAttrs) -> dict[str, Any]:
+    return {"id": item.id, "workspace_id": item.workspace_id, "name": item.name, "instructions": item.instructions,
+            "model": item.model, "tools": json.loads(item.tools), "plan": json.loads(item.plan) if item.plan else None,
+            "limits": json.loads(item.limits), "version": int(item.version), "created_by": item.created_by,
+            "created_at": item.created_at, "updated_at": item.updated_at}
+
+
+def get_item(workspace_id: str, agent_id: str) -> models.AgentAttrs:
+    """The stored definition; 404 for malformed ids and other workspaces' agents alike."""
+    if not is_id(agent_id, "agt"):
+        raise not_found("agent")
+    cls = models.agents(region_of(workspace_id))
+    try:
+        return cls.get(workspace_id, agent_id, consistent_read=True)
+    except cls.DoesNotExist:
+        raise not_found("agent") from None
+
+
+def create(principal: Principal, body: dict[str, Any], caller: Any = None) -> dict[str, Any]:
+    validate(body, FIELDS)
+    d = normalise(body)
+    region = region_of(principal.workspace_id)
+    now = clock.iso()
+    item = models.agents(region)(principal.workspace_id, new_id("agt"), name=d["name"], instructions=d["instructions"],
+                                 model=d["model"], tools=json.dumps(d["tools"]),
+                                 plan=json.dumps(d["plan"]) if d["plan"] is not None else None,
+                                 limits=json.dumps(d["limits"]), version=1, created_by=principal.user_id,
+                                 created_at=now, updated_at=now)
+    item.save(condition=models.AgentAttrs.id.does_not_exist())
+    audit.append(region, principal.workspace_id, "agent.created", actor=_actor(principal),
+                 target={"type": "agent", "id": item.id}, details={"name": d["name"], "tools": d["tools"]}, caller=caller)
+    return to_public(item)
+
+
+def update(principal: Principal, agent_id: str, body: dict[str, Any], caller: Any = None) -> dict[str, Any]:
+    validate(body, PATCH_FIELDS)
+    item = get_item(principal.workspace_id, agent_id)
+    current = to_public(item)
+    d = normalise(body, current)
+    A = models.AgentAttrs
+    item.update(actions=[A.name.set(d["name"]), A.instructions.set(d["instructions"]), A.model.set(d["model"]),
+                         A.tools.set(json.dumps(d["tools"])),
+                         A.plan.set(json.dumps(d["plan"])) if d["plan"] is not None else A.plan.remove(),
+                         A.limits.set(json.dumps(d["limits"])), A.version.add(1), A.updated_at.set(clock.iso())],
+                condition=A.version == item.version)
+    audit.append(region_of(principal.workspace_id), principal.workspace_id, "agent.updated", actor=_actor(principal),
+                 target={"type": "agent", "id": agent_id}, details={"fields": sorted(body)}, caller=caller)
+    return to_public(item)
+
+
+def delete(principal: Principal, agent_id: str, caller: Any = None) -> None:
+    item = get_item(principal.workspace_id, agent_id)
+    item.delete()
+    audit.append(region_of(principal.workspace_id), principal.workspace_id, "agent.deleted", actor=_actor(principal),
+                 target={"type": "agent", "id": agent_id}, details={"name": item.name}, caller=caller)
+
+
+def list_agents(workspace_id: str, limit: int, after: str | None) -> dict[str, Any]:
+    cls = models.agents(region_of(workspace_id))
+    cond = cls.id > after if after else None
+    items = list(cls.query(workspace_id, cond, limit=limit + 1, page_size=limit + 1))
+    out = paging.page(items, limit, "agents", lambda i: i.id)
+    return {"agents": [to_public(i) for i in out.pop("_items")], **out}
+
+
+def _actor(principal: Principal) -> audit.Actor:
+    return audit.Actor("user", principal.user_id, principal.email)

@@ -1,0 +1,77 @@
+"""Run events: an ordered log per run (``seq`` 1, 2, ...) that the server-sent event stream replays.
+
+An event is written with a conditional put on its ``seq`` (as the audit chain is), so the API (created,
+cancel requested) and the worker (started, steps, finished) can both append without losing or
+reordering one. ``sse`` renders events after a ``Last-Event-ID`` as a ``text/event-stream`` body.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pynamodb.exceptions import PutError
+
+from chalicelib.agents import models
+from chalicelib.core import clock
+
+MAX_APPEND_ATTEMPTS = 30
+MAX_EVENTS_READ = 1000
+RETRY_MS = 1000
+
+
+def _last_seq(region: str, key: str) -> int:
+    cls = models.events(region)
+    for item in cls.query(key, cls.sk.startswith(models.EVENT_PREFIX), scan_index_forward=False, limit=1,
+                          consistent_read=True):
+        return int(item.seq)
+    return 0
+
+
+def append(region: str, workspace_id: str, run_id: str, type_: str, data: dict[str, Any] | None = None,
+           expires_at: int | None = None) -> int:
+    """Append one event; returns its sequence number."""
+    cls = models.events(region)
+    key = models.run_key(workspace_id, run_id)
+    seq = _last_seq(region, key) + 1
+    for _ in range(MAX_APPEND_ATTEMPTS):
+        try:
+            cls(key, models.event_sk(seq), seq=seq, type=type_, at=clock.iso(),
+                data=json.dumps(data or {}, separators=(",", ":"), default=str),
+                expires_at=expires_at).save(condition=cls.sk.does_not_exist())
+            return seq
+        except PutError as err:
+            if err.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            seq = _last_seq(region, key) + 1
+    raise RuntimeError("run event log is too contended")
+
+
+def after(region: str, workspace_id: str, run_id: str, last_id: int = 0) -> list[dict[str, Any]]:
+    """Events with ``seq`` > ``last_id``, oldest first."""
+    cls = models.events(region)
+    key = models.run_key(workspace_id, run_id)
+    out = []
+    for item in cls.query(key, cls.sk.between(models.event_sk(last_id + 1), models.event_sk(10**8 - 1)),
+                          consistent_read=True, limit=MAX_EVENTS_READ):
+        out.append({"id": int(item.seq), "type": item.type, "at": item.at, "data": json.loads(item.data)})
+    return out
+
+
+def sse(events: list[dict[str, Any]], *, final: bool) -> str:
+    """A ``text/event-stream`` body: one ``id``/``event``/``data`` block per event. While the run is
+    not finished, a ``retry`` line asks the client to reconnect (with ``Last-Event-ID``)."""
+    lines = [] if final else [f"retry: {RETRY_MS}", ""]
+    for e in events:
+        lines += [f"id: {e['id']}", f"event: {e['type']}",
+                  "data: " + json.dumps({"type": e["type"], "at": e["at"], **e["data"]}, separators=(",", ":")), ""]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def parse_last_event_id(value: str | None) -> int | None:
+    """The sequence number of a ``Last-Event-ID`` value, or None when it is not one."""
+    if value is None:
+        return 0
+    value = value.strip()
+    if not value.isdigit() or len(value) > 9:
+        return None
+    return int(value)

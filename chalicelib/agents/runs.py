@@ -1,0 +1,247 @@
+"""Runs as the API sees them: start (202, ``queued``, one SQS message), read, list, cancel, delete.
+
+A run is visible to the user who started it and to the workspace's Admins; anyone else (another
+Member, a Viewer, another workspace) gets 404, because a run's steps and answer hold what *its* user's
+ACL let it read. Starting is idempotent per ``Idempotency-Key``. Cancel is cooperative: a queued run is
+cancelled at once; an in-progress run is marked and its worker stops before its next step. Both write
+the ``agent_run.cancelled`` audit event once, with the starting request's correlation ID.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pynamodb.exceptions import UpdateError
+
+from chalicelib.agents import definitions, events, models, templates
+from chalicelib.agents.models import ACTIVE_MARK, CANCELLED, IN_PROGRESS, QUEUED, RUN_STATUSES, TERMINAL_STATUSES
+from chalicelib.core import audit, clock, correlation, durations, idempotency, paging, queues
+from chalicelib.core.authz import Principal, Role
+from chalicelib.core.errors import ApiError, not_found, validation_error
+from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.tenancy import get_workspace, region_of
+from chalicelib.core.validation import F, validate
+
+QUEUE = "agent-runs"
+MESSAGE_VERSION = 1
+MAX_INPUT_BYTES = 32 * 1024
+RUN_FIELDS = {"input": F(dict)}
+AUTO_EXPIRY_SETTING = "agent_run_auto_expiry"
+
+
+@dataclass(frozen=True)
+class RunCaller:
+    """The starting request, as audit events of the run name it."""
+
+    ip: str
+    user_agent: str
+    correlation_id: str
+
+
+def starting_caller(run: models.RunAttrs) -> RunCaller:
+    return RunCaller(run.ip or "", run.user_agent or "", run.correlation_id)
+
+
+def _user_actor(principal: Principal) -> audit.Actor:
+    return audit.Actor("user", principal.user_id, principal.email)
+
+
+def auto_expiry_seconds(workspace_id: str) -> int | None:
+    """The workspace's optional auto-expiry of runs (setting ``agent_run_auto_expiry``, ISO 8601)."""
+    from chalicelib.platform.workspaces import settings_of
+
+    value = settings_of(get_workspace(workspace_id)).get(AUTO_EXPIRY_SETTING)
+    try:
+        return durations.parse_duration(value) if value else None
+    except ValueError:
+        return None
+
+
+def check_input(agent: dict[str, Any], body: Any) -> dict[str, Any]:
+    """The run's ``input`` object, or a 4xx: a non-object, an oversized one, or one missing a value
+    the declared plan names."""
+    body = validate(body, RUN_FIELDS)
+    run_input = body.get("input", {})
+    if len(json.dumps(run_input)) > MAX_INPUT_BYTES:
+        raise ApiError(413, "input_too_large", f"'input' may hold at most {MAX_INPUT_BYTES} bytes of JSON.")
+    if agent.get("plan"):
+        missing = templates.check_inputs(agent["plan"], run_input)
+        if missing:
+            raise ApiError(400, "missing_input", "The agent's plan needs values the input does not hold: "
+                           + ", ".join(e["field"] for e in missing) + ".", errors=missing)
+    return run_input
+
+
+def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: str | None,
+          caller: Any) -> tuple[int, dict[str, Any], bool]:
+    """Queue a run; ``(status, run, replayed)``."""
+    item = definitions.get_item(principal.workspace_id, agent_id)
+    agent = definitions.to_public(item)
+    run_input = check_input(agent, body)
+    region = region_of(principal.workspace_id)
+
+    def work() -> tuple[int, Any]:
+        now = clock.now()
+        deadline = now + durations.parse_duration(agent["limits"]["deadline"])
+        expiry = auto_expiry_seconds(principal.workspace_id)
+        run_id = new_id("run")
+        run = models.runs(region)(
+            principal.workspace_id, run_id, agent_id=agent_id, agent_key=f"{agent_id}#{run_id}", active=ACTIVE_MARK,
+            status=QUEUED, input=json.dumps(run_input), agent=json.dumps(agent), user_id=principal.user_id,
+            user_email=principal.email, correlation_id=caller.correlation_id if caller else correlation.current(),
+            ip=(caller.ip or None) if caller else None, user_agent=(caller.user_agent or None) if caller else None,
+            created_at=clock.iso(now), deadline_at=int(deadline), attempt=0,
+            expires_at=int(now + expiry) if expiry else None)
+        run.save(condition=models.RunAttrs.id.does_not_exist())
+        events.append(region, principal.workspace_id, run_id, "run.queued", {"status": QUEUED}, run.expires_at)
+        audit.append(region, principal.workspace_id, "agent_run.created", actor=_user_actor(principal),
+                     target={"type": "agent_run", "id": run_id},
+                     details={"agent_id": agent_id, "agent_version": agent["version"]}, caller=caller)
+        queues.enqueue(QUEUE, region, {"v": MESSAGE_VERSION, "workspace_id": principal.workspace_id,
+                                       "agent_id": agent_id, "run_id": run_id}, group_key=agent_id)
+        return 202, view(run)
+
+    return idempotency.run(region, principal.workspace_id, f"agents.run#{agent_id}", idempotency_key,
+                           {"agent_id": agent_id, "input": run_input}, work)
+
+
+def load(principal: Principal, agent_id: str, run_id: str) -> models.RunAttrs:
+    """A run the caller may see (its starter or an Admin); 404 otherwise."""
+    if not is_id(run_id, "run") or not is_id(agent_id, "agt"):
+        raise not_found("run")
+    cls = models.runs(region_of(principal.workspace_id))
+    try:
+        run = cls.get(principal.workspace_id, run_id, consistent_read=True)
+    except cls.DoesNotExist:
+        raise not_found("run") from None
+    if run.agent_id != agent_id or not can_see(principal, run):
+        raise not_found("run")
+    return run
+
+
+def can_see(principal: Principal, run: models.RunAttrs) -> bool:
+    return run.workspace_id == principal.workspace_id and (
+        run.user_id == principal.user_id or Role.ADMIN.value in principal.roles)
+
+
+def step_views(region: str, workspace_id: str, run_id: str) -> list[dict[str, Any]]:
+    cls = models.steps(region)
+    out = []
+    for s in cls.query(models.run_key(workspace_id, run_id), cls.sk.startswith(models.STEP_PREFIX),
+                       consistent_read=True):
+        out.append({"index": int(s.index), "name": s.name, "tool": s.tool, "status": s.status,
+                    "input": json.loads(s.input), "output": json.loads(s.output) if s.output else None,
+                    "error": json.loads(s.error) if s.error else None, "started_at": s.started_at,
+                    "finished_at": s.finished_at, "duration_ms": s.duration_ms, "executions": int(s.executions)})
+    return out
+
+
+def view(run: models.RunAttrs, *, with_steps: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": run.id, "agent_id": run.agent_id, "workspace_id": run.workspace_id, "status": run.status,
+        "input": json.loads(run.input), "started_by": {"id": run.user_id, "email": run.user_email},
+        "created_at": run.created_at, "started_at": run.started_at, "finished_at": run.finished_at,
+        "deadline_at": clock.iso(int(run.deadline_at)), "cancel_requested_at": run.cancel_requested_at,
+        "output": json.loads(run.output) if run.output else None, "error": json.loads(run.error) if run.error else None,
+        "usage": json.loads(run.usage or "{}"), "attempts": int(run.attempt or 0),
+        "expires_at": clock.iso(int(run.expires_at)) if run.expires_at else None,
+        "correlation_id": run.correlation_id,
+    }
+    if with_steps:
+        out["steps"] = step_views(region_of(run.workspace_id), run.workspace_id, run.id)
+    return out
+
+
+def list_runs(principal: Principal, agent_id: str, query: dict[str, str]) -> dict[str, Any]:
+    """An agent's runs, newest first, paged; ``status`` filters; non-Admins see only their own runs."""
+    paging.check_params(query, ("limit", "after", "status"))
+    definitions.get_item(principal.workspace_id, agent_id)  # 404 for unknown agents
+    status = query.get("status")
+    if status is not None and status not in RUN_STATUSES:
+        raise validation_error([{"field": "status", "message": "must be one of " + ", ".join(RUN_STATUSES)}])
+    limit = paging.limit(query, 25, 100)
+    after = paging.decode("agent_runs", query.get("after"))
+    if after is not None and not is_id(after, "run"):
+        raise validation_error([{"field": "after", "message": "is not a cursor of this list"}])
+    cls = models.runs(region_of(principal.workspace_id))
+    R = models.RunAttrs
+    upper = f"{agent_id}#{after}" if after else f"{agent_id}#~"
+    cond = R.agent_key.between(f"{agent_id}#", upper)
+    flt = None
+    if status is not None:
+        flt = R.status == status
+    if Role.ADMIN.value not in principal.roles:
+        mine = R.user_id == principal.user_id
+        flt = mine if flt is None else (flt & mine)
+    found: list[models.RunAttrs] = []
+    for item in cls.by_agent.query(principal.workspace_id, cond, filter_condition=flt, scan_index_forward=False,
+                                   page_size=max(limit + 1, 25)):
+        if item.id == after:
+            continue
+        found.append(item)
+        if len(found) > limit:
+            break
+    out = paging.page(found, limit, "agent_runs", lambda r: r.id)
+    return {"runs": [view(r) for r in out.pop("_items")], **out}
+
+
+def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tuple[int, dict[str, Any]]:
+    """Cancel (idempotent): 200 with a cancelled run, 202 while an in-progress run has been asked to stop,
+    409 for a run that already finished otherwise."""
+    run = load(principal, agent_id, run_id)
+    region = region_of(principal.workspace_id)
+    R = models.RunAttrs
+    for _ in range(3):
+        if run.status == CANCELLED:
+            return 200, view(run, with_steps=True)
+        if run.status in TERMINAL_STATUSES:
+            raise ApiError(409, "run_finished", f"The run already finished ({run.status}); there is nothing to cancel.")
+        if run.cancel_requested_at:
+            return 202, view(run, with_steps=True)
+        now = clock.iso()
+        try:
+            if run.status == QUEUED:
+                run.update(actions=[R.status.set(CANCELLED), R.cancel_requested_at.set(now), R.finished_at.set(now),
+                                    R.active.remove(), R.error.set(json.dumps({"code": "cancelled",
+                                                                               "message": "Cancelled before it started."}))],
+                           condition=R.status == QUEUED)
+            else:
+                run.update(actions=[R.cancel_requested_at.set(now)],
+                           condition=(R.status == IN_PROGRESS) & R.cancel_requested_at.does_not_exist())
+        except UpdateError:
+            run.refresh(consistent_read=True)
+            continue
+        audit.append(region, principal.workspace_id, "agent_run.cancelled", actor=_user_actor(principal),
+                     target={"type": "agent_run", "id": run_id},
+                     details={"agent_id": agent_id, "while": QUEUED if run.status == CANCELLED else IN_PROGRESS,
+                              "cancel_correlation_id": correlation.current()},
+                     caller=starting_caller(run))
+        if run.status == CANCELLED:
+            from chalicelib.agents import lifecycle
+
+            lifecycle.record_finish(region, run)
+            return 200, view(run, with_steps=True)
+        events.append(region, principal.workspace_id, run_id, "run.cancel_requested", {}, run.expires_at)
+        return 202, view(run, with_steps=True)
+    raise ApiError(409, "concurrent_update", "The run changed while it was being cancelled; retry.")
+
+
+def delete(principal: Principal, agent_id: str, run_id: str, caller: Any) -> None:
+    """Delete a finished run with its steps and events (audited)."""
+    run = load(principal, agent_id, run_id)
+    if run.status not in TERMINAL_STATUSES:
+        raise ApiError(409, "run_active", "Cancel the run, or wait until it finishes, before deleting it.")
+    region = region_of(principal.workspace_id)
+    purge(region, run)
+    audit.append(region, principal.workspace_id, "agent_run.deleted", actor=_user_actor(principal),
+                 target={"type": "agent_run", "id": run_id}, details={"agent_id": agent_id}, caller=caller)
+
+
+def purge(region: str, run: models.RunAttrs) -> None:
+    """Remove a run and its log (steps and events)."""
+    log = models.events(region)
+    with log.batch_write() as batch:
+        for item in log.query(models.run_key(run.workspace_id, run.id)):
+            batch.delete(item)
+    run.delete()

@@ -1,0 +1,154 @@
+"""The tools an agent may be allowed, each acting as the user who started the run.
+
+Every tool calls the same service the user's own request would reach (``gateway.query.run``,
+``gateway.catalog``, ``knowledge.service``) with a ``Principal`` rebuilt from that user's *live*
+membership, so dataset ACLs, DENY fields and MASK/HASH/REDACT policies apply exactly as they do for the
+user directly; a user who left the workspace makes the tool refuse. Tool outputs are JSON and are what
+the step ledger stores.
+
+``TOOLS`` is the one list of tool names and their input fields (explicit, no import-time registration).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.core.authz import Principal
+from chalicelib.core.errors import ApiError
+from chalicelib.core.validation import F, validate
+
+MAX_ROWS = 200
+MEMORY_KEY_MAX = 128
+MEMORY_VALUE_MAX = 16 * 1024
+
+
+class ToolError(Exception):
+    """A tool refused or failed in a way the caller can understand (recorded on the step)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class ToolContext:
+    """What a tool knows about the run it serves."""
+
+    principal: Principal
+    region: str
+    agent_id: str
+    run_id: str
+    read: set[str] = field(default_factory=set)  # dataset ids the run has read (for lineage)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    fields: dict[str, F]
+    fn: Callable[[ToolContext, dict[str, Any]], Any]
+
+
+def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    from chalicelib.gateway import query
+
+    result = query.run(ctx.principal, args["sql"], limit=args.get("limit", 50),
+                       answer={"type": "AGENT_RUN", "id": ctx.run_id})
+    ctx.read.update(d["id"] for d in result["datasets"])
+    return {"columns": result["columns"], "rows": result["rows"], "row_count": result["row_count"],
+            "truncated": result["truncated"], "datasets": [{"id": d["id"], "name": d["name"]} for d in result["datasets"]]}
+
+
+def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    from chalicelib.gateway import catalog
+
+    page = catalog.search(ctx.principal, catalog.SearchFilters(text=args.get("query") or None),
+                          limit=args.get("limit", 10))
+    return {"datasets": [{"id": d["id"], "name": d["name"], "description": d["description"],
+                          "classification": d["classification"], "row_count": d["row_count"],
+                          "fields": [f["name"] for f in d["schema"]]} for d in page["items"]],
+            "total_count": page["total_count"]}
+
+
+def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    from chalicelib.gateway import catalog
+
+    ref = args["dataset"]
+    if not ref.startswith("ds_"):  # a name: resolve among the datasets the user may read
+        found = catalog.readable_by_name(ctx.principal, {ref.lower()})
+        if not found:
+            raise ApiError(404, "not_found", "The dataset does not exist or is not visible to this user.")
+        ref = found[0].id
+    schema = catalog.schema_of(ctx.principal, ref)
+    ctx.read.add(schema["dataset_id"])
+    return schema
+
+
+def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    from chalicelib.knowledge import service
+
+    hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
+    ctx.read.update(h.chunk.dataset_id for h in hits)
+    return {"passages": [{"text": h.chunk.text, "title": h.chunk.title, "score": round(h.score, 6),
+                          "citation": h.citation()} for h in hits]}
+
+
+def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    from chalicelib.agents import memory
+
+    return memory.read(ctx.region, ctx.principal.workspace_id, ctx.agent_id, ctx.principal.user_id, args.get("key"))
+
+
+def _memory_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    from chalicelib.agents import memory
+
+    return memory.write(ctx.region, ctx.principal.workspace_id, ctx.agent_id, ctx.principal.user_id,
+                        args["key"], args["value"], run_id=ctx.run_id)
+
+
+def _key(value: Any) -> str | None:
+    if not isinstance(value, str) or not value or len(value) > MEMORY_KEY_MAX or not value.isprintable():
+        return f"must be 1 to {MEMORY_KEY_MAX} printable characters"
+    return None
+
+
+TOOLS: dict[str, Tool] = {t.name: t for t in (
+    Tool("knowledge_search", "Search the workspace's indexed documents and datasets; returns passages with citations.",
+         {"query": F(str, required=True, min_len=1, max_len=1000), "limit": F(int, minimum=1, maximum=20)},
+         _knowledge_search),
+    Tool("query", "Run one federated SQL SELECT over the datasets the user may read.",
+         {"sql": F(str, required=True, min_len=1, max_len=20_000), "limit": F(int, minimum=1, maximum=MAX_ROWS)},
+         _query),
+    Tool("catalog_search", "Search the data catalog (names, descriptions, field names).",
+         {"query": F(str, max_len=200), "limit": F(int, minimum=1, maximum=25)}, _catalog_search),
+    Tool("dataset_schema", "The normalised schema and field policies of one dataset (id or name).",
+         {"dataset": F(str, required=True, min_len=1, max_len=128)}, _dataset_schema),
+    Tool("memory_read", "Read what this agent remembered for this user (one key, or every key).",
+         {"key": F(str, check=_key)}, _memory_read),
+    Tool("memory_write", "Remember a value for this user (kept 30 days after the last write).",
+         {"key": F(str, required=True, check=_key), "value": F((str, int, float, bool, list, dict), required=True)},
+         _memory_write),
+)}
+TOOL_NAMES: tuple[str, ...] = tuple(TOOLS)
+
+
+def check_args(tool: str, args: Any) -> dict[str, Any]:
+    """``args`` when they fit the tool's input fields; a 400 naming each bad field otherwise."""
+    return validate(args, TOOLS[tool].fields)
+
+
+def call(tool: str, ctx: ToolContext, args: dict[str, Any]) -> Any:
+    """Run one tool; an ``ApiError`` of the service becomes a ``ToolError`` with its code."""
+    spec = TOOLS[tool]
+    try:
+        checked = check_args(tool, args)
+        if tool == "memory_write":
+            import json
+
+            if len(json.dumps(checked["value"])) > MEMORY_VALUE_MAX:
+                raise ToolError("value_too_large", f"A memory value may hold at most {MEMORY_VALUE_MAX} bytes.")
+        return spec.fn(ctx, checked)
+    except ApiError as err:
+        raise ToolError(err.code, err.detail) from None

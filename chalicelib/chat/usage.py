@@ -1,0 +1,41 @@
+"""Aggregate usage counters (global store): tokens in and out per workspace, model and day."""
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.chat.models import UsageAttrs, usage
+from chalicelib.core import clock
+from chalicelib.core.authz import Principal
+from chalicelib.core.errors import validation_error
+
+MAX_DAYS = 366
+
+
+def add(workspace_id: str, model: str, input_tokens: int, output_tokens: int) -> None:
+    day = clock.utcnow().strftime("%Y-%m-%d")
+    cls = usage()
+    cls(workspace_id, f"{day}#{model}").update(actions=[
+        UsageAttrs.day.set(day), UsageAttrs.model.set(model), UsageAttrs.input_tokens.add(input_tokens),
+        UsageAttrs.output_tokens.add(output_tokens), UsageAttrs.requests.add(1)])
+
+
+def report(principal: Principal, start: str | None, end: str | None) -> dict[str, Any]:
+    """``GET /v1/usage``: the workspace's counters between two days (inclusive, ``YYYY-MM-DD``)."""
+    import datetime as dt  # noqa: PLC0415
+
+    today = clock.utcnow().date()
+    try:
+        to = dt.date.fromisoformat(end) if end else today
+        frm = dt.date.fromisoformat(start) if start else to - dt.timedelta(days=29)
+    except ValueError:
+        raise validation_error([{"field": "from/to", "message": "must be dates (YYYY-MM-DD)"}]) from None
+    if frm > to or (to - frm).days >= MAX_DAYS:
+        raise validation_error([{"field": "from/to", "message": f"must span 1 to {MAX_DAYS} days, from <= to"}])
+    cls = usage()
+    items = [{"day": i.day, "model": i.model, "input_tokens": int(i.input_tokens), "output_tokens": int(i.output_tokens),
+              "requests": int(i.requests)}
+             for i in cls.query(principal.workspace_id, cls.key.between(frm.isoformat(), to.isoformat() + "$"))]
+    totals = {"input_tokens": sum(i["input_tokens"] for i in items),
+              "output_tokens": sum(i["output_tokens"] for i in items), "requests": sum(i["requests"] for i in items)}
+    return {"workspace_id": principal.workspace_id, "from": frm.isoformat(), "to": to.isoformat(), "items": items,
+            "totals": totals}

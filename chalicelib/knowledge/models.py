@@ -1,0 +1,34 @@
+"""Knowledge storage (regional). One table, two item kinds, keyed by workspace:
+
+- ``index#<dataset id>``: the manifest of a dataset's current index (S3 prefix of its files in the
+  region's ``knowledge`` bucket, the dataset snapshot it was built from, chunk count, and the fingerprint
+  of the field policies it was built under);
+- ``docacl#<document id>``: a per-document ACL (``[{type: role|user, id}]``) narrowing its dataset's ACL.
+"""
+from __future__ import annotations
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+
+from chalicelib.core.models import BaseModel, regional
+
+KIND_INDEX = "index#"
+KIND_DOC_ACL = "docacl#"
+
+
+class KnowledgeAttrs(BaseModel):
+    TABLE = "knowledge"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    key = UnicodeAttribute(range_key=True)  # index#<ds_...> | docacl#<doc_...>
+    dataset_id = UnicodeAttribute()
+    version = UnicodeAttribute(null=True)  # index: the dataset snapshot (data prefix) it was built from
+    prefix = UnicodeAttribute(null=True)  # index: S3 prefix of its files
+    source_kind = UnicodeAttribute(null=True)  # index: document | dataset
+    policy_fingerprint = UnicodeAttribute(null=True)
+    embedding_model = UnicodeAttribute(null=True)  # index: the model of its dense vectors (None: lexical only)
+    chunk_count = NumberAttribute(default=0)
+    acl = UnicodeAttribute(null=True)  # docacl: JSON
+    updated_at = UnicodeAttribute()
+
+
+def knowledge(region: str) -> type[KnowledgeAttrs]:
+    return regional(KnowledgeAttrs, region)

@@ -1,0 +1,36 @@
+"""Knowledge routes at {gateway_url}: retrieval and per-document ACLs. Thin: every view calls a service."""
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core.errors import validation_error
+from chalicelib.core.paging import check_params
+from chalicelib.core.validation import F, query_int, validate
+from chalicelib.core.web import Api, Ctx
+from chalicelib.knowledge import service
+
+api = Api("gateway")
+SEARCH_PARAMS = ("q", "k", "kind", "dataset_id")
+
+
+@api.route("/v1/knowledge/search", permission="knowledge.read")
+def search(ctx: Ctx) -> dict[str, Any]:
+    q = ctx.query
+    check_params(q, SEARCH_PARAMS)
+    filters: dict[str, Any] = {}
+    if "kind" in q:
+        filters["kinds"] = q["kind"].split(",")
+    if "dataset_id" in q:
+        filters["dataset_ids"] = q["dataset_id"].split(",")
+    if "q" not in q:
+        raise validation_error([{"field": "q", "message": "is required"}])
+    k = query_int(q, "k", 5, minimum=1, maximum=service.MAX_K)
+    hits = service.search(ctx.user, q["q"], k, filters)
+    return {"query": q["q"], "k": k, "filters": filters, "items": [h.as_dict() for h in hits]}
+
+
+@api.route("/v1/knowledge/datasets/{dataset_id}/documents/{document_id}/acl", ["PUT"],
+           permission="connectors.manage")
+def put_document_acl(ctx: Ctx, dataset_id: str, document_id: str) -> dict[str, Any]:
+    body = validate(ctx.json(), {"acl": F(list, required=True, max_len=100)})
+    return service.set_document_acl(ctx.user, dataset_id, document_id, body["acl"])

@@ -1,0 +1,155 @@
+"""Permission-aware retrieval, the knowledge service other contexts call:
+
+    hits = service.search(principal, "refund policy", k=5, filters={"kinds": ["document"]})
+
+Order of work (permissions before ranking):
+1. only datasets the caller may read (``gateway/catalog.can_read``: dataset ACL) are considered; the
+   index of any other dataset is not even loaded;
+2. inside each index, chunks of documents whose per-document ACL excludes the caller, and chunks holding
+   a field whose policy is no longer ALLOW, are masked out before any score is computed;
+3. BM25 scores the remaining chunks; the best ``k`` over all datasets are returned, best first.
+An index built under other field policies than the dataset's current ones is rebuilt first.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from chalicelib.core import clock
+from chalicelib.core.authz import Principal, require
+from chalicelib.core.errors import validation_error
+from chalicelib.core.tenancy import region_of
+from chalicelib.gateway import catalog
+from chalicelib.knowledge import dense, indexer, lexical, store
+from chalicelib.knowledge.chunking import DATASET, DOCUMENT, Chunk
+from chalicelib.knowledge.models import KIND_DOC_ACL, knowledge
+
+MAX_K = 50
+MAX_QUERY_CHARS = 2000
+FILTER_KEYS = ("kinds", "dataset_ids")
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk: Chunk
+    score: float
+    source_name: str  # the dataset's name
+
+    def citation(self) -> dict[str, Any]:
+        """The citation of the whole chunk (the chat service narrows ``span``/``quote`` to a verified quote)."""
+        c = self.chunk
+        return {"source": {"kind": c.kind, "id": c.doc if c.kind == DOCUMENT else c.dataset_id,
+                           "dataset_id": c.dataset_id, "dataset_name": self.source_name},
+                "version": c.version, "chunk_id": c.id, "span": {"start": c.start, "end": c.end},
+                "title": c.title, "quote": c.text}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"chunk_id": self.chunk.id, "score": round(self.score, 6), "text": self.chunk.text,
+                "citation": self.citation()}
+
+
+def _check(query: Any, k: Any, filters: Any) -> dict[str, Any]:
+    errors = []
+    if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY_CHARS:
+        errors.append({"field": "q", "message": f"must be 1 to {MAX_QUERY_CHARS} characters"})
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        errors.append({"field": "k", "message": f"must be between 1 and {MAX_K}"})
+    filters = filters or {}
+    if not isinstance(filters, dict) or set(filters) - set(FILTER_KEYS):
+        errors.append({"field": "filters", "message": "may hold only " + ", ".join(FILTER_KEYS)})
+    else:
+        kinds = filters.get("kinds")
+        if kinds is not None and (not isinstance(kinds, list) or set(kinds) - {DOCUMENT, DATASET}):
+            errors.append({"field": "kinds", "message": "must list document and/or dataset"})
+        ids = filters.get("dataset_ids")
+        if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)):
+            errors.append({"field": "dataset_ids", "message": "must be a list of dataset ids"})
+    if errors:
+        raise validation_error(errors)
+    return filters
+
+
+def doc_acl_allows(principal: Principal, acl: list[dict[str, str]]) -> bool:
+    if catalog.is_admin(principal):
+        return True
+    keys = catalog.principal_keys(principal)
+    return any(f"{a.get('type')}:{a.get('id')}" in keys for a in acl)
+
+
+def _allowed(principal: Principal, idx: store.Loaded, rec: catalog.DatasetRecord,
+             doc_acls: dict[str, list[dict[str, str]]]) -> np.ndarray | None:
+    """The mask of chunks the caller may read (None: all of them)."""
+    allow_fields = {f["name"] for f in rec.fields if f["policy"] == "ALLOW"}
+    mask: np.ndarray | None = None
+    for fields, rows in (idx.by_fields or {}).items():
+        if not allow_fields.issuperset(fields):
+            mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
+            mask[rows] = False
+    for doc, acl in doc_acls.items():
+        rows = idx.by_doc.get(doc)
+        if rows and not doc_acl_allows(principal, acl):
+            mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
+            mask[rows] = False
+    return mask
+
+
+def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any] | None = None, *,
+           mode: str = "auto") -> list[Hit]:
+    """The ``k`` best chunks the caller may read, best first. ``mode``: ``auto`` (hybrid when the index
+    has dense vectors of the configured embedding model, else lexical) or ``lexical``."""
+    require(principal, "knowledge.read")
+    filters = _check(query, k, filters)
+    ws = principal.workspace_id
+    region = region_of(ws)
+    snap = catalog.snapshot(ws)
+    manifests = store.manifests(region, ws)
+    wanted_ids = set(filters["dataset_ids"]) if filters.get("dataset_ids") is not None else None
+    kinds = set(filters.get("kinds") or (DOCUMENT, DATASET))
+    embedder = dense.model_for(region)
+    query_vec: np.ndarray | None = None
+    found: list[Hit] = []
+    for rec in catalog.readable(principal, snap):
+        if wanted_ids is not None and rec.id not in wanted_ids:
+            continue
+        m = manifests.indexes.get(rec.id)
+        if m is None or m.source_kind not in kinds:
+            continue
+        if (m.policy_fingerprint != indexer.policy_fingerprint(rec) or m.version != rec.data_prefix
+                or m.embedding_model != embedder):
+            indexer.index_dataset(region, ws, rec.id)  # policies, snapshot or embedder changed: rebuild first
+            m = store.manifests(region, ws).indexes.get(rec.id)
+            if m is None:
+                continue
+        idx = store.load(region, m.prefix)
+        allowed = _allowed(principal, idx, rec, manifests.doc_acls)
+        scored = lexical.score(idx.model, lexical.query_ids(idx.model, query), allowed)
+        if mode == "lexical" or idx.vectors is None or embedder is None:
+            for i, s in lexical.top(*scored, k):
+                found.append(Hit(idx.chunks[i], s, rec.name))
+            continue
+        if query_vec is None:
+            query_vec = dense.embed(embedder, region, [query])[0]
+        depth = max(4 * k, 20)
+        lex = [i for i, _ in lexical.top(*scored, depth)]
+        vec = [i for i, _ in lexical.top(*dense.score(idx.vectors, query_vec, allowed), depth)]
+        for i, s in dense.fuse([lex, vec], k):
+            found.append(Hit(idx.chunks[i], s, rec.name))
+    found.sort(key=lambda h: (-h.score, h.chunk.id))
+    return found[:k]
+
+
+def set_document_acl(principal: Principal, dataset_id: str, document_id: str, acl: Any) -> dict[str, Any]:
+    """Narrow who may retrieve one document of a readable documents dataset (Admins: always)."""
+    rec = catalog.record(principal, dataset_id)
+    if (not isinstance(acl, list) or len(acl) > 100
+            or not all(isinstance(a, dict) and set(a) == {"type", "id"} and a["type"] in ("role", "user")
+                       and isinstance(a["id"], str) and 1 <= len(a["id"]) <= 64 for a in acl)):
+        raise validation_error([{"field": "acl", "message": "must be a list of {type: role|user, id}"}])
+    region = region_of(principal.workspace_id)
+    knowledge(region)(principal.workspace_id, KIND_DOC_ACL + document_id, dataset_id=rec.id, acl=json.dumps(acl, separators=(",", ":")),
+                      updated_at=clock.iso()).save()
+    store.invalidate(principal.workspace_id)
+    return {"dataset_id": rec.id, "document_id": document_id, "acl": acl}

@@ -1,0 +1,62 @@
+"""The per-role model allow-list (Admin-set, stored in the workspace's region)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist
+
+from chalicelib.core import audit, clock
+from chalicelib.core.audit import Actor, CallerLike
+from chalicelib.core.authz import ROLE_VALUES, Principal
+from chalicelib.core.errors import validation_error
+from chalicelib.core.tenancy import region_of
+from chalicelib.models.models import model_access
+from chalicelib.models.registry import registry
+
+MAX_MODELS_PER_ROLE = 100
+
+
+def allow_list(workspace_id: str) -> dict[str, list[str]]:
+    """``{role: [model ids]}``; a role missing from it may use every model of the region."""
+    try:
+        item = model_access(region_of(workspace_id)).get(workspace_id, consistent_read=True)
+    except DoesNotExist:
+        return {}
+    data = json.loads(item.allow or "{}")
+    return data if isinstance(data, dict) else {}
+
+
+def allowed_for(allow: dict[str, list[str]], roles: tuple[str, ...], model_id: str) -> bool:
+    """True when any of ``roles`` may use the model (a role without a list may use all)."""
+    return any(r not in allow or model_id in allow[r] for r in roles)
+
+
+def set_allow_list(principal: Principal, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
+    """Replace the allow-list: ``{"roles": {"member": ["builtin/extractive"], ...}}`` (``null`` clears a role)."""
+    if not isinstance(body, dict) or set(body) != {"roles"} or not isinstance(body["roles"], dict):
+        raise validation_error([{"field": "roles", "message": "must be an object mapping roles to model id lists"}])
+    known = {m.id for m in registry().models}
+    allow: dict[str, list[str]] = {}
+    errors = []
+    for role, ids in body["roles"].items():
+        if role not in ROLE_VALUES:
+            errors.append({"field": f"roles.{str(role)[:32]}", "message": "is not a role"})
+        elif ids is None:
+            continue
+        elif not isinstance(ids, list) or len(ids) > MAX_MODELS_PER_ROLE or not all(isinstance(i, str) for i in ids):
+            errors.append({"field": f"roles.{role}", "message": "must be a list of model ids (or null)"})
+        elif unknown := [i for i in ids if i not in known]:
+            errors.append({"field": f"roles.{role}", "message": f"unknown model {unknown[0][:100]}"})
+        else:
+            allow[role] = sorted(set(ids))
+    if errors:
+        raise validation_error(errors)
+    region = region_of(principal.workspace_id)
+    model_access(region)(principal.workspace_id, allow=json.dumps(allow, sort_keys=True), updated_at=clock.iso(),
+                         updated_by=principal.user_id).save()
+    audit.append(region, principal.workspace_id, "models.allow_list_updated",
+                 actor=Actor("user", principal.user_id, principal.email), target={"type": "workspace",
+                                                                                  "id": principal.workspace_id},
+                 details={"roles": allow}, caller=caller)
+    return {"roles": allow}

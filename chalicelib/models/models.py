@@ -1,0 +1,21 @@
+"""Model storage (regional): the per-role model allow-list an Admin sets for a workspace."""
+from __future__ import annotations
+
+from pynamodb.attributes import UnicodeAttribute
+
+from chalicelib.core.models import BaseModel, regional
+
+
+class ModelAccessAttrs(BaseModel):
+    """One item per workspace. ``allow`` is JSON ``{role: [model id, ...]}``; a role not named may use
+    every model its workspace's region offers."""
+
+    TABLE = "model_access"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    allow = UnicodeAttribute(default="{}")
+    updated_at = UnicodeAttribute()
+    updated_by = UnicodeAttribute()
+
+
+def model_access(region: str) -> type[ModelAccessAttrs]:
+    return regional(ModelAccessAttrs, region)

@@ -1,0 +1,71 @@
+"""The model service other contexts call (chat, agents): the selector, routing and completion.
+
+    routing = service.route(principal, "auto", Need(context_tokens=..., streaming=False))
+    completion = service.complete(routing, prompt)            # -> prompt.Completion
+    for part in service.stream(routing, prompt): ...          # str deltas, then one Completion
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from chalicelib.core.authz import Principal
+from chalicelib.core.tenancy import region_of
+from chalicelib.models import access, routing
+from chalicelib.models.prompt import Completion, Prompt
+from chalicelib.models.providers import bedrock, extractive, openai_http
+from chalicelib.models.registry import ModelSpec, registry
+from chalicelib.models.routing import Need, Routing
+
+__all__ = ["Need", "Routing", "Prompt", "Completion", "route", "complete", "stream", "available", "embed"]
+
+
+def available(principal: Principal) -> dict[str, Any]:
+    """``GET /v1/models``: the models this caller may choose, in preference order, and why each is there."""
+    reg = registry()
+    region = region_of(principal.workspace_id)
+    allow = access.allow_list(principal.workspace_id)
+    items = []
+    for spec in sorted(reg.in_region(region), key=lambda m: reg.rank(m.id)):
+        if not access.allowed_for(allow, principal.roles, spec.id):
+            continue
+        restricted = any(r in allow for r in principal.roles)
+        items.append({
+            "id": spec.id, "name": spec.name, "provider": spec.provider, "provider_kind": spec.provider_kind,
+            "kind": spec.kind, "region": region, "capabilities": spec.capabilities(),
+            "available_because": f"serves {region}, this workspace's region; "
+                                 + ("on your role's allow-list" if restricted else "your role has no allow-list"),
+        })
+    return {"items": items, "auto": "model 'auto' picks the first of these that fits the request",
+            "region": region}
+
+
+def route(principal: Principal, requested: str, need: Need) -> Routing:
+    return routing.choose(principal, requested, need)
+
+
+def _module(spec: ModelSpec) -> Any:
+    return {"openai": openai_http, "bedrock": bedrock}[spec.provider_kind]
+
+
+def complete(chosen: Routing, prompt: Prompt) -> Completion:
+    """One completion from the routed model, in the routed region."""
+    spec = chosen.chosen
+    if spec.provider_kind == "extractive":
+        return extractive.complete(prompt)
+    return _module(spec).complete(spec, chosen.region, prompt)
+
+
+def stream(chosen: Routing, prompt: Prompt) -> Iterator[str | Completion]:
+    """Text deltas, then the final ``Completion``."""
+    spec = chosen.chosen
+    if spec.provider_kind == "extractive":
+        return extractive.stream(prompt)
+    return _module(spec).stream(spec, chosen.region, prompt)
+
+
+def embed(spec: ModelSpec, region: str, texts: list[str]) -> list[list[float]]:
+    """Embeddings from an OpenAI-compatible embedding model served in ``region``."""
+    if region not in spec.regions or not spec.embeddings or spec.provider_kind != "openai":
+        raise openai_http.ProviderError(f"{spec.id} cannot embed in {region}")
+    return openai_http.embed(spec, region, texts)

@@ -1,0 +1,117 @@
+"""What the app group answers for a page address: the single-page shell, a server-rendered page for
+the few moments without a session (sign-in errors, signed out, unknown address), and the static files.
+
+The list of page addresses has one source: ``static/routes.js`` (the browser's router). The server
+reads the same patterns to answer 404 for an unknown address before any script runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+from functools import lru_cache
+from pathlib import Path
+from string import Template
+
+from chalicelib.core.config import settings
+from chalicelib.identity.pages.render import HTML_HEADERS
+
+STATIC_DIR = Path(__file__).parent / "static"
+CONTENT_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
+STATIC_NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}\.(js|css|svg)$")
+ROUTE_RE = re.compile(r'\[\s*"(/[^"]*)"\s*,\s*"([a-z_]+)"')
+MAX_DEPTH = 16  # page addresses up to this many segments are answered by the app (then API Gateway's 403)
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+       "font-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+HEADERS = {**HTML_HEADERS, "Content-Security-Policy": CSP}
+SHELL_MODULES = ("main.js", "api.js", "dom.js", "routes.js", "shell.js")
+
+SHELL = Template("""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>AI Platform</title>
+<link rel="stylesheet" href="/static/app.css">
+$preloads
+<script type="module" src="/static/main.js"></script>
+</head>
+<body data-auth-url="$auth_url" data-status="$status">
+<a class="skip" href="#main">Skip to content</a>
+<header class="top" id="top"><a class="brand" href="/">AI Platform</a></header>
+<div class="layout">
+<nav id="nav" aria-label="Main"></nav>
+<main id="main" tabindex="-1" aria-busy="true"><p class="loading" role="status">Loading…</p></main>
+</div>
+</body>
+</html>
+""")
+
+PLAIN = Template("""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>$title · AI Platform</title>
+<link rel="stylesheet" href="/static/app.css">
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top"><a class="brand" href="/">AI Platform</a></header>
+<main id="main" class="plain" tabindex="-1">
+<h1>$title</h1>
+$body
+</main>
+</body>
+</html>
+""")
+
+
+@lru_cache(maxsize=1)
+def route_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """(compiled pattern, page name) for every page address in ``static/routes.js``."""
+    source = (STATIC_DIR / "routes.js").read_text(encoding="utf-8")
+    out = []
+    for pattern, name in ROUTE_RE.findall(source):
+        regex = "^" + re.sub(r":[a-z_]+", "[^/]+", re.escape(pattern).replace(r"\:", ":")) + "$"
+        out.append((re.compile(regex), name))
+    return tuple(out)
+
+
+def page_name(path: str) -> str | None:
+    """The page a path shows, or None for an unknown address (the query string is ignored)."""
+    bare = path.split("?", 1)[0]
+    if bare != "/" and bare.endswith("/"):
+        bare = bare[:-1]
+    for regex, name in route_patterns():
+        if regex.match(bare):
+            return name
+    return None
+
+
+def shell_html(status: int) -> str:
+    preloads = "\n".join(f'<link rel="modulepreload" href="/static/{m}">' for m in SHELL_MODULES if m != "main.js")
+    return SHELL.substitute(preloads=preloads, auth_url=html.escape(settings().auth_url), status=status)
+
+
+def plain_html(title: str, body: str) -> str:
+    """A page without the single-page shell; ``body`` is trusted markup built from escaped values."""
+    return PLAIN.substitute(title=html.escape(title), body=body)
+
+
+def not_found_body() -> str:
+    return ('<p>There is no page at this address. It may have moved, or the link may be mistyped.</p>'
+            '<p><a class="button" href="/">Go to the overview</a></p>')
+
+
+@lru_cache(maxsize=64)
+def static_file(name: str) -> tuple[bytes, str, str] | None:
+    """(content, content type, ETag) of a file in ``static/`` or ``static/pages/``; None otherwise."""
+    folder, _, leaf = name.rpartition("/")
+    if folder not in ("", "pages") or not STATIC_NAME_RE.match(leaf):
+        return None
+    path = STATIC_DIR / folder / leaf if folder else STATIC_DIR / leaf
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    return data, CONTENT_TYPES[path.suffix], '"' + hashlib.sha256(data).hexdigest()[:32] + '"'

@@ -1,0 +1,102 @@
+// Boot: who is signed in, the frame, then the page for the address; links inside the app navigate
+// without a reload, and each page module is loaded when first needed.
+import { claims, ApiError } from "./api.js";
+import { h, problemBox } from "./dom.js";
+import { match } from "./routes.js";
+import { loadWorkspaces, renderHeader, renderNav, markCurrent } from "./shell.js";
+
+const PAGES = {
+  home: () => import("./pages/home.js"), workspace_new: () => import("./pages/workspace_new.js"),
+  chat: () => import("./pages/chat.js"), catalog: () => import("./pages/catalog.js"),
+  dataset: () => import("./pages/dataset.js"), query: () => import("./pages/query.js"),
+  connectors: () => import("./pages/connectors.js"), connector: () => import("./pages/connectors.js"),
+  agents: () => import("./pages/agents.js"), agent: () => import("./pages/agents.js"),
+  agent_edit: () => import("./pages/agents.js"), run: () => import("./pages/agents.js"),
+  members: () => import("./pages/members.js"), accept: () => import("./pages/accept.js"),
+  audit: () => import("./pages/audit.js"), settings: () => import("./pages/settings.js"),
+};
+
+const state = { me: null, workspaces: [], authUrl: document.body.dataset.authUrl || "" };
+let generation = 0;
+
+function notFound(main) {
+  document.title = "Page not found · AI Platform";
+  main.replaceChildren(h("h1", {}, "Page not found"),
+    h("p", {}, "There is no page at this address. It may have moved, or the link may be mistyped."),
+    h("p", {}, h("a", { class: "button", href: "/" }, "Go to the overview")));
+}
+
+export async function render() {
+  const mine = ++generation;
+  const main = document.getElementById("main");
+  main.setAttribute("aria-busy", "true");
+  markCurrent();
+  const found = match(location.pathname);
+  try {
+    if (!found || !PAGES[found.name]) {
+      notFound(main);
+    } else {
+      const mod = await PAGES[found.name]();
+      const view = h("div", { class: "page" }, h("p", { class: "loading", role: "status" }, "Loading…"));
+      main.replaceChildren(view);
+      await mod.render({ name: found.name, view, params: found.params, query: new URLSearchParams(location.search),
+        me: state.me, workspaces: state.workspaces, authUrl: state.authUrl, navigate, reloadFrame });
+      const title = view.querySelector("h1");
+      document.title = (title ? title.textContent + " · " : "") + "AI Platform";
+    }
+  } catch (err) {
+    if (mine !== generation) return;
+    main.replaceChildren(h("h1", {}, "Something went wrong"), problemBox(err),
+      h("p", {}, h("a", { href: location.pathname + location.search }, "Try again")));
+  }
+  if (mine !== generation) return;
+  main.setAttribute("aria-busy", "false");
+  const heading = main.querySelector("h1");
+  if (heading && navigated) { heading.setAttribute("tabindex", "-1"); heading.focus(); }
+}
+
+let navigated = false;
+export function navigate(href, { replace = false } = {}) {
+  navigated = true;
+  if (replace) history.replaceState(null, "", href); else history.pushState(null, "", href);
+  window.scrollTo(0, 0);
+  return render();
+}
+
+async function reloadFrame() {
+  [state.me, state.workspaces] = await Promise.all([loadMe(), loadWorkspaces()]);
+  renderHeader(state.me, state.workspaces, state.authUrl);
+  renderNav(state.me);
+}
+
+async function loadMe() {
+  const c = await claims();
+  return { user_id: c.sub, email: c.email, workspace_id: c.workspace_id || "", roles: c.roles || [], amr: c.amr || [] };
+}
+
+document.addEventListener("click", (ev) => {
+  const a = ev.target.closest && ev.target.closest("a[href]");
+  if (!a || ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || a.target || a.hasAttribute("download")) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin || /^\/(session|static|api|callback)(\/|$)/.test(url.pathname)) return;
+  ev.preventDefault();
+  navigate(url.pathname + url.search);
+});
+window.addEventListener("popstate", () => { navigated = true; render(); });
+
+(async () => {
+  document.body.append(h("div", { id: "live", class: "sr-only", "aria-live": "polite" }));
+  const first = match(location.pathname);
+  if (first && PAGES[first.name]) PAGES[first.name]().catch(() => {}); // fetch the page module while the frame loads
+  try {
+    await reloadFrame();
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 401)) {
+      document.getElementById("main").replaceChildren(h("h1", {}, "The app could not start"), problemBox(err));
+    }
+    return;
+  }
+  await render();
+  document.body.dataset.ready = "true";
+  performance.mark("app-interactive"); // read by bench/bench_webapp.py
+})();

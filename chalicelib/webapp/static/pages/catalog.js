@@ -1,0 +1,39 @@
+// Catalog search with filters; each result opens its dataset page.
+import { gateway } from "../api.js";
+import { h, field, form, table, section, badge, problemBox, loading } from "../dom.js";
+
+const CLASSES = ["", "PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII"];
+
+export async function render({ view, query, navigate }) {
+  const f = { q: query.get("q") || "", classification: query.get("classification") || "", owner: query.get("owner") || "",
+    fresher_than: query.get("fresher_than") || "", field_classification: query.get("field_classification") || "" };
+  const results = h("div", {}, loading());
+  const q = h("input", { type: "search", name: "q", value: f.q, placeholder: "orders, customers…" });
+  const cls = h("select", { name: "classification" }, CLASSES.map((c) => h("option", { value: c, selected: c === f.classification }, c || "Any")));
+  const fcls = h("select", { name: "field_classification" }, CLASSES.map((c) => h("option", { value: c, selected: c === f.field_classification }, c || "Any")));
+  const owner = h("input", { name: "owner", value: f.owner });
+  const fresh = h("input", { name: "fresher_than", value: f.fresher_than, placeholder: "PT1H" });
+  const search = form(async (data) => {
+    const params = new URLSearchParams([...data.entries()].filter(([, v]) => v));
+    await navigate("/knowledge" + (params.toString() ? "?" + params : ""));
+  }, h("div", { class: "row" }, field("Search", q), field("Classification", cls), field("Has fields classified", fcls),
+    field("Owner", owner), field("Fresher than (ISO 8601 duration)", fresh)), h("button", { type: "submit" }, "Search"));
+
+  const rows = [];
+  async function more(after) {
+    try {
+      const page = await gateway("/v1/catalog/datasets", { query: { ...f, limit: 25, after } });
+      rows.push(...page.items);
+      results.replaceChildren(h("p", { class: "meta" }, `${page.total_count} datasets`),
+        table("Datasets", ["Name", "Source", "Owner", "Classification", "Freshness", "Rows"], rows.map((d) => [
+          h("a", { href: `/knowledge/datasets/${encodeURIComponent(d.id)}` }, d.name), d.source ? `${d.source.name} (${d.source.kind})` : "",
+          d.owner, badge(d.classification, d.classification === "PII" ? "warn" : ""), d.freshness || "—", String(d.row_count ?? "—")])),
+        "No dataset matches.",
+        page.has_more ? h("button", { type: "button", class: "secondary", onclick: () => more(page.next_cursor) }, "More results") : null);
+    } catch (err) { results.replaceChildren(problemBox(err)); }
+  }
+  view.replaceChildren(h("h1", {}, "Knowledge and data"),
+    h("p", {}, h("a", { href: "/knowledge/query" }, "Query editor"), " · ", h("a", { href: "/knowledge/connectors" }, "Connectors and uploads")),
+    section("Search the catalog", search), section("Results", results));
+  await more("");
+}

@@ -1,0 +1,137 @@
+// Workspace settings (Admin): name, MFA, domain-join, replication (with the EU acknowledgement and
+// the DR lag once the API reports it), chat/run auto-expiry, model allow-list per role, SSO
+// connections, support access grants and usage. Parts whose API is not on this deployment yet say so.
+import { platform, missing } from "../api.js";
+import { h, field, form, table, section, badge, when, action, problemBox, loading } from "../dom.js";
+
+const pendingApi = (what) => h("p", { class: "pending-api" }, `${what} is not available on this deployment yet.`);
+
+export async function render({ view, me, reloadFrame }) {
+  const wsId = encodeURIComponent(me.workspace_id);
+  const ws = await platform(`/v1/workspaces/${wsId}`);
+  const s = ws.settings || {};
+  const name = h("input", { name: "name", value: ws.name, maxlength: "100" });
+  const mfa = h("input", { type: "checkbox", name: "enforce_mfa", checked: ws.enforce_mfa });
+  const dj = (s.domain_join || {});
+  const djOn = h("input", { type: "checkbox", name: "domain_join", checked: !!dj.enabled });
+  const djDomain = h("input", { name: "domain", value: dj.domain || me.email.split("@")[1] || "" });
+  const expiry = h("input", { name: "chat_auto_expiry", value: s.chat_auto_expiry || "", placeholder: "P30D (empty: never)" });
+  const general = form(async (data, out) => {
+    const body = { name: String(data.get("name")).trim(), enforce_mfa: mfa.checked,
+      domain_join: djOn.checked ? { enabled: true, domain: String(data.get("domain")).trim() } : { enabled: false },
+      chat_auto_expiry: String(data.get("chat_auto_expiry")).trim() || null };
+    await platform(`/v1/workspaces/${wsId}`, { method: "PATCH", body });
+    out.replaceChildren(h("p", { class: "ok" }, "Saved."));
+    await reloadFrame();
+  }, field("Name", name), field("Require multi-factor authentication for every member", mfa),
+  field("Let people with a verified address at this domain join as Members", djOn), field("Domain", djDomain, "Must be the domain of your own verified e-mail."),
+  field("Chat and agent run auto-expiry (ISO 8601 duration)", expiry), h("button", { type: "submit" }, "Save"));
+
+  view.replaceChildren(h("h1", {}, "Settings"),
+    section("General", h("p", { class: "meta" }, `Residency ${ws.residency} (${ws.region || ""}) — fixed at creation; moving regions is a supervised migration.`), general),
+    section("Replication", replication(ws, wsId)),
+    section("Models allowed per role", modelsBox(wsId)),
+    section("Single sign-on", ssoBox(wsId)),
+    section("Support access", supportBox(wsId)),
+    section("Usage", usageBox()));
+}
+
+function replication(ws, wsId) {
+  const select = h("select", { name: "replication" }, ["none", "in-region-multi-az", "cross-region-dr"].map((v) => h("option", { value: v, selected: v === ws.replication }, v)));
+  const ack = h("input", { type: "checkbox", id: "ack-leaves", name: "ack" });
+  const dialog = h("dialog", { id: "eu-ack", "aria-labelledby": "eu-ack-title" },
+    h("h2", { id: "eu-ack-title" }, "Data will leave eu-central-1"),
+    h("p", {}, "Cross-region disaster recovery copies this EU workspace's content, encrypted, to a secondary region. Your acknowledgement is written to the audit trail with your identity."),
+    field("I acknowledge that data leaves the region", ack),
+    h("button", { type: "button", id: "ack-confirm" }, "Enable replication"), h("button", { type: "button", class: "secondary", id: "ack-cancel" }, "Cancel"));
+  const out = h("div", { role: "status" });
+  const save = async (acknowledge) => {
+    const body = { replication: select.value };
+    if (acknowledge) body.acknowledge_data_leaves_region = true;
+    try {
+      const next = await platform(`/v1/workspaces/${wsId}`, { method: "PATCH", body });
+      out.replaceChildren(h("p", { class: "ok" }, `Replication is now ${next.replication}.`));
+    } catch (err) { out.replaceChildren(problemBox(err)); }
+  };
+  dialog.querySelector("#ack-cancel").addEventListener("click", () => dialog.close());
+  dialog.querySelector("#ack-confirm").addEventListener("click", async () => { if (!ack.checked) { ack.focus(); return; } dialog.close(); await save(true); });
+  const button = h("button", { type: "button" }, "Save replication");
+  button.addEventListener("click", () => {
+    if (select.value === "cross-region-dr" && ws.residency === "eu-central" && ws.replication !== "cross-region-dr") dialog.showModal();
+    else save(false);
+  });
+  const lag = ws.replication_lag_seconds !== undefined
+    ? h("p", { id: "dr-lag" }, `Replication lag ${ws.replication_lag_seconds} s (last copy ${when(ws.last_replicated_at)}); the RPO is 15 minutes.`)
+    : ws.replication === "cross-region-dr" ? h("p", { class: "meta" }, "The replication lag is shown here once the deployment reports it.") : null;
+  return [field("Policy", select, "none: in-region backups only · in-region-multi-az: synchronous replicas, RPO ≈ 0, RTO < 15 min · cross-region-dr: encrypted async copy to a secondary region, RPO 15 min."),
+    button, lag, out, dialog];
+}
+
+function modelsBox() {
+  const box = h("div", {}, loading());
+  Promise.all([platform("/v1/models/allow-list"), platform("/v1/models")]).then(([list, models]) => {
+    const roles = list.roles || {};
+    const ids = (models.items || []).map((m) => m.id);
+    const rows = ["admin", "member", "viewer"].map((role) => {
+      const restricted = h("input", { type: "checkbox", name: `restrict-${role}`, checked: Array.isArray(roles[role]) });
+      const boxes = ids.map((id) => h("input", { type: "checkbox", name: `allow-${role}`, value: id, checked: (roles[role] || []).includes(id) }));
+      return h("fieldset", {}, h("legend", {}, role), field(`Restrict ${role}s to the models ticked below`, restricted), boxes.map((b) => field(b.value, b)));
+    });
+    box.replaceChildren(form(async (data, out) => {
+      const body = { roles: {} };
+      for (const role of ["admin", "member", "viewer"]) body.roles[role] = data.get(`restrict-${role}`) ? data.getAll(`allow-${role}`) : null;
+      const saved = await platform("/v1/models/allow-list", { method: "PUT", body });
+      out.replaceChildren(h("p", { class: "ok" }, `Saved: ${Object.keys(saved.roles || {}).join(", ") || "no role"} restricted.`));
+    }, h("p", { class: "note" }, `Models serving this workspace's region (${models.region || ""}); a role without a list may use all of them.`), rows,
+    h("button", { type: "submit" }, "Save allow-list")));
+  }, (err) => box.replaceChildren(missing(err) ? pendingApi("The model allow-list") : problemBox(err)));
+  return box;
+}
+
+function ssoBox(wsId) {
+  const box = h("div", {}, loading());
+  const draw = async () => {
+    try {
+      const { connections } = await platform(`/v1/workspaces/${wsId}/sso/connections`);
+      box.replaceChildren(table("SSO connections", ["Domain", "Provider", "Verified", "Verification", ""], connections.map((c) => [
+        c.domain, `${c.display_name || c.kind} (${c.issuer})`, c.verified ? badge(`verified ${when(c.verified_at)}`, "good") : badge("not verified", "warn"),
+        c.verification ? h("code", {}, c.verification.url || JSON.stringify(c.verification)) : "—",
+        c.verified ? "" : action("Check now", async () => { await platform(`/v1/workspaces/${wsId}/sso/connections/${encodeURIComponent(c.domain)}/verify`, { method: "POST" }); await draw(); }, { class: "small secondary" })]),
+      "No SSO connection. Create one through the API (docs/api/platform.md); the sign-in page then routes the domain to it once verified."));
+    } catch (err) { box.replaceChildren(problemBox(err)); }
+  };
+  draw();
+  return box;
+}
+
+function supportBox(wsId) {
+  const box = h("div", {}, loading());
+  const draw = async () => {
+    try {
+      const { grants } = await platform(`/v1/workspaces/${wsId}/support-grants`);
+      box.replaceChildren(table("Support access grants", ["Support person", "Reason", "Expires", "Status", ""], grants.map((g) => [
+        g.support_email, g.reason, when(g.expires_at), badge(g.status, g.status === "active" ? "warn" : ""),
+        g.status === "active" ? action("Revoke", async () => { await platform(`/v1/workspaces/${wsId}/support-grants/${g.id}`, { method: "DELETE" }); await draw(); }, { class: "small danger" }) : ""]),
+      "No support access granted."));
+    } catch (err) { box.replaceChildren(problemBox(err)); }
+  };
+  const grant = form(async (data, out) => {
+    await platform(`/v1/workspaces/${wsId}/support-grants`, { method: "POST", body: { support_email: String(data.get("support_email")).trim(), duration: data.get("duration"), reason: String(data.get("reason")).trim() } });
+    out.replaceChildren(h("p", { class: "ok" }, "Granted; every use is audited."));
+    await draw();
+  }, h("div", { class: "row" }, field("Support person's e-mail", h("input", { type: "email", name: "support_email" })),
+    field("For", h("select", { name: "duration" }, [["PT1H", "1 hour"], ["PT8H", "8 hours"], ["PT24H", "24 hours"], ["PT72H", "72 hours"]].map(([v, l]) => h("option", { value: v }, l)))),
+    field("Reason", h("input", { name: "reason", minlength: "3" }))), h("button", { type: "submit" }, "Grant access"));
+  draw();
+  return [grant, box];
+}
+
+function usageBox() {
+  const box = h("div", {}, loading());
+  platform("/v1/usage").then((u) => {
+    const rows = (u.items || []).map((r) => [r.day, r.model, String(r.requests ?? ""), String(r.input_tokens ?? ""), String(r.output_tokens ?? "")]);
+    box.replaceChildren(h("p", { class: "meta" }, `${u.from} to ${u.to}`),
+      table("Model usage per day", ["Day", "Model", "Requests", "Input tokens", "Output tokens"], rows, "No usage recorded in this period."));
+  }, (err) => box.replaceChildren(missing(err) ? pendingApi("Usage reporting") : problemBox(err)));
+  return box;
+}

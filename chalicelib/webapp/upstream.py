@@ -1,0 +1,116 @@
+"""Forward the browser's API calls to the platform API and the gateway with the session's token.
+
+The app's own origin serves ``/api/platform/...`` and ``/api/gateway/...``; each call is sent to
+``{base_url}`` or ``{gateway_url}`` with ``Authorization: Bearer <access token from the HttpOnly
+cookie>``. Only ``/v1/...`` (and ``/graphql`` on the gateway) may be reached, every path segment is
+re-quoted (no ``..``, no empty segment, no scheme or host from the browser), redirects are not
+followed, and only a fixed set of request and response headers passes.
+"""
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from chalicelib.core import regions
+from chalicelib.core.config import settings
+
+TIMEOUT_SECONDS = 60  # SSE answers of chats and runs are read to the end
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+MAX_UPLOAD_BYTES = 5 * 1024 * 1024
+SEGMENT_RE = re.compile(r"^[A-Za-z0-9._~:@!$'()*+,;=-]{1,256}$")
+FORWARDED_REQUEST_HEADERS = ("content-type", "accept", "idempotency-key", "last-event-id", "x-correlation-id")
+FORWARDED_RESPONSE_HEADERS = ("content-type", "x-correlation-id", "location", "retry-after")
+
+
+def base_of(surface: str) -> str | None:
+    return {"platform": settings().base_url, "gateway": settings().gateway_url}.get(surface)
+
+
+def upstream_path(surface: str, segments: list[str]) -> str | None:
+    """The upstream path for the captured segments, or None when it is not an allowed API path."""
+    if not segments or any(s in (".", "..") or not SEGMENT_RE.match(s) for s in segments):
+        return None
+    if segments[0] != "v1" and not (surface == "gateway" and segments == ["graphql"]):
+        return None
+    return "/" + "/".join(quote(s, safe=":@!$'()*+,;=-._~") for s in segments)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirect)
+
+
+def send(method: str, url: str, token: str | None, body: bytes | None, headers: dict[str, str]) -> Answer:
+    """One upstream call; network failures become a 502 problem the page can show."""
+    out = {k: v for k, v in headers.items() if k.lower() in FORWARDED_REQUEST_HEADERS and v}
+    out["User-Agent"] = "aiplat-webapp/1"
+    if token:
+        out["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=body if body else None, method=method, headers=out)
+    try:
+        with _opener.open(req, timeout=TIMEOUT_SECONDS) as resp:  # noqa: S310 (fixed configured bases)
+            return Answer(resp.status, resp.read(MAX_RESPONSE_BYTES), _kept(resp.headers))
+    except urllib.error.HTTPError as err:
+        return Answer(err.code, err.read(MAX_RESPONSE_BYTES), _kept(err.headers))
+    except (urllib.error.URLError, OSError, ValueError):
+        return Answer(502, b'{"type":"about:blank","title":"Bad Gateway","status":502,"code":"upstream_unreachable",'
+                           b'"detail":"The service behind this page is not reachable.","correlation_id":""}',
+                      {"Content-Type": "application/problem+json"})
+
+
+def _kept(headers: Any) -> dict[str, str]:
+    return {k: v for k, v in (headers or {}).items() if k.lower() in FORWARDED_RESPONSE_HEADERS}
+
+
+def url_for(surface: str, segments: list[str], query: dict[str, Any] | None) -> str | None:
+    base, path = base_of(surface), upstream_path(surface, segments)
+    if base is None or path is None:
+        return None
+    return base + path + (("?" + urlencode(query, doseq=True)) if query else "")
+
+
+def regional_retry(surface: str, answer: Answer, url: str) -> str | None:
+    """After a 421 ``wrong_region`` the same call goes to the deployment the answer names, but only when
+    that address is one of this deployment's configured regional addresses (never one from a body)."""
+    if answer.status != 421:
+        return None
+    try:
+        named = json.loads(answer.body)
+    except ValueError:
+        return None
+    key = "gateway_url" if surface == "gateway" else "api_base_url"
+    target = str(named.get(key) or "").rstrip("/")
+    known = {str(e[key]).rstrip("/") for e in regions.public_endpoints().values()}
+    if target not in known:
+        return None
+    base = target[: -len("/v1")] if key == "api_base_url" and target.endswith("/v1") else target
+    current = base_of(surface) or ""
+    return base + url[len(current):] if url.startswith(current) and base != current else None
+
+
+def put_presigned(url: str, data: bytes, content_type: str) -> int:
+    """PUT an uploaded document to the presigned URL the gateway issued (server side, so the browser's
+    Content-Security-Policy stays ``connect-src 'self'``)."""
+    req = urllib.request.Request(url, data=data, method="PUT", headers={"Content-Type": content_type})
+    try:
+        with _opener.open(req, timeout=TIMEOUT_SECONDS) as resp:  # noqa: S310 (URL issued by our gateway)
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+    except (urllib.error.URLError, OSError, ValueError):
+        return 502

@@ -1,0 +1,65 @@
+"""`make token`: print a fresh access token for the demo user of a running `make run`.
+
+It reads ``.local/run.json`` (``LOCAL_STATE_DIR``), points this process at the same AWS endpoint and
+issuer as the running platform, and signs the token with the identity service's active signing key,
+with what a password + TOTP sign-in of the demo user gives: the demo workspace, the user's current role
+there, ``amr`` ``["mfa", "otp", "pwd"]``, and the access-token lifetime (15 minutes, ``ACCESS_TOKEN_TTL``).
+Unlike the 30-day API token in ``run.json``, it may create workspaces and be exchanged for another
+workspace's token (RFC 8693). Local only: it needs the emulator of ``make run``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+SIGN_IN_AMR = ["mfa", "otp", "pwd"]
+
+
+def load_run_info(state_dir: str | None = None) -> dict[str, Any]:
+    """The details `make run` wrote; exits with a clear message when it is not running."""
+    path = Path(state_dir or os.environ.get("LOCAL_STATE_DIR", ".local")) / "run.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SystemExit(f"{path} not found: start the platform with `make run` first") from None
+
+
+def point_at(info: dict[str, Any]) -> None:
+    """Configure this process like the running platform (endpoint, issuer and service URLs)."""
+    urls = info["urls"]
+    os.environ["AWS_ENDPOINT_URL"] = urls["aws_endpoint"]
+    for name, value in {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
+                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        os.environ.setdefault(name, value)
+    os.environ.update({"AUTH_URL": urls["identity"], "BASE_URL": urls["platform"].removesuffix("/v1"),
+                       "GATEWAY_URL": urls["gateway"], "APP_URL": urls["app"]})
+    from chalicelib.core.config import settings
+
+    settings.cache_clear()
+
+
+def demo_access_token(info: dict[str, Any]) -> str:
+    """Sign an access token for the demo user in the demo workspace."""
+    from chalicelib.core.tenancy import roles_for
+    from chalicelib.identity.oauth.signing import issue_access_token
+
+    demo = info["demo"]
+    roles = roles_for(demo["workspace_id"], demo["user_id"])
+    if not roles:
+        raise SystemExit("the demo user is no longer a member of the demo workspace")
+    token, _ = issue_access_token(user_id=demo["user_id"], email=demo["email"], workspace_id=demo["workspace_id"],
+                                  roles=roles, amr=SIGN_IN_AMR)
+    return token
+
+
+def main() -> None:
+    info = load_run_info()
+    point_at(info)
+    sys.stdout.write(demo_access_token(info) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Browser helpers of the web app tests: Debian's Chromium through Playwright, axe-core (npm package in
+``tests/integration/peers/axe-core``, evaluated through DevTools so the page's strict CSP stays on),
+screenshots into ``docs/screenshots/``, and the hosted sign-in steps."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[3]
+CHROMIUM = "/usr/bin/chromium"
+AXE = ROOT / "tests/integration/peers/axe-core/node_modules/axe-core/axe.min.js"
+SHOTS = ROOT / "docs/screenshots"
+
+
+def axe_violations(page: Any) -> list[dict[str, Any]]:
+    """Serious and critical axe-core violations of the page as it is now."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE.read_text(encoding="utf-8"))
+    result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    return [{"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:5]}
+            for v in result["violations"] if v["impact"] in ("serious", "critical")]
+
+
+def check_page(page: Any, shot: str | None = None) -> None:
+    """No serious/critical axe violation; then a screenshot for docs/webapp.md."""
+    page.wait_for_selector("#main[aria-busy=false], main.plain", timeout=15000)
+    found = axe_violations(page)
+    assert not found, json.dumps(found, indent=1)
+    if shot:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{shot}.png"), full_page=True)
+
+
+def csp_watch(page: Any) -> list[str]:
+    """Collects Content-Security-Policy refusals the page reports (there must be none)."""
+    refused: list[str] = []
+    page.on("console", lambda msg: refused.append(msg.text) if "Content Security Policy" in msg.text else None)
+    return refused
+
+
+def read_mail(outbox: Path, to: str, pattern: str, after: float, timeout: float = 15) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for path in sorted(outbox.glob("*.json")) if outbox.exists() else []:
+            if path.stat().st_mtime < after - 1:
+                continue
+            msg = json.loads(path.read_text())
+            if msg["to"] == to:
+                found = re.search(pattern, msg["text"])
+                if found:
+                    return found.group(1) if found.groups() else found.group(0)
+        time.sleep(0.2)
+    raise AssertionError(f"no mail to {to} matching {pattern}")
+
+
+_used_totp: set[str] = set()
+
+
+def fresh_totp(secret: str) -> str:
+    """An authenticator code not used before in this run (the identity service refuses a replayed code)."""
+    import pyotp
+
+    totp = pyotp.TOTP(secret)
+    while (code := totp.now()) in _used_totp:
+        time.sleep(1)
+    _used_totp.add(code)
+    return code
+
+
+def sign_in_with_password_and_totp(page: Any, auth: str, email: str, password: str, totp_secret: str) -> None:
+    page.wait_for_url(re.compile(re.escape(auth) + r"/signin\?"))
+    page.fill("#email", email)
+    page.click("text=Continue")
+    page.fill("#password", password)
+    page.click("#password-form button[type=submit]")
+    page.wait_for_selector("#step-mfa", state="visible")
+    page.fill("#mfa-code", fresh_totp(totp_secret))
+    page.click("#mfa-form button[type=submit]")
+
+
+def sign_in_with_emailed_code(page: Any, auth: str, outbox: Path, email: str) -> None:
+    page.wait_for_url(re.compile(re.escape(auth) + r"/signin\?"))
+    page.fill("#email", email)
+    page.click("text=Continue")
+    page.wait_for_selector("#step-methods", state="visible")
+    sent = time.time()
+    page.click("#method-code")
+    page.wait_for_selector("#code", state="visible")
+    page.fill("#code", read_mail(outbox, email, r"\b(\d{8})\b", sent))
+    page.click("#code-form button[type=submit]")
+
+
+def ready(page: Any) -> None:
+    page.wait_for_selector("body[data-ready=true]", timeout=20000)
+    page.wait_for_selector("#main[aria-busy=false]", timeout=20000)

@@ -1,0 +1,221 @@
+"""The web app in a real browser against the real local platform (`python -m infra.local_run`, the
+stack `make run` starts): Debian's Chromium through Playwright, every page checked with axe-core (no
+serious or critical violation) under the app's strict CSP, and a screenshot of each main page saved
+to docs/screenshots/.
+
+One journey, in order: a deep link survives sign-in (password + authenticator code) -> create an EU
+workspace -> switch workspaces -> invite a teammate -> the teammate signs up from the e-mailed link and
+accepts -> a query shows masked columns -> the dataset page draws lineage as a graph -> the audit
+trail is exported and verified -> 375 px viewport -> visible keyboard focus -> unknown addresses get
+the 404 page -> sign-out ends the identity session too.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.integration.webapp.browser import (
+    AXE,
+    CHROMIUM,
+    check_page,
+    csp_watch,
+    read_mail,
+    ready,
+    sign_in_with_emailed_code,
+    sign_in_with_password_and_totp,
+)
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif((not os.path.exists(CHROMIUM) or not AXE.exists()) and not os.environ.get("CI"),
+                                 reason="run `make system-deps` (Debian chromium, npm axe-core)")]
+TEAMMATE = "teammate@example.com"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def _goto(page: Any, url: str) -> None:
+    page.goto(url)
+    ready(page)
+
+
+def test_journey(platform: Any, browser: Any) -> None:
+    app, auth = platform.urls["app"], platform.urls["identity"]
+    demo = platform.demo
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    refused = csp_watch(page)
+
+    # a signed-out deep link goes to the hosted sign-in and comes back to the same address
+    page.goto(app + "/audit?action=workspace.created")
+    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    page.wait_for_url(app + "/audit?action=workspace.created")
+    ready(page)
+    assert page.text_content("#who") == demo["email"]
+    page.wait_for_selector("table caption:has-text('Audit events')")
+    assert page.locator("tbody tr").count() >= 1 and "workspace.created" in page.text_content("tbody")
+    check_page(page)
+
+    _goto(page, app + "/")
+    assert page.text_content("#ws-name") == "Demo Workspace"
+    check_page(page, "overview")
+
+    # create an EU workspace: the br-south explanation appears when it is chosen
+    _goto(page, app + "/workspaces/new")
+    page.select_option("select[name=residency]", "br-south")
+    assert page.is_visible("#br-south-note")
+    check_page(page, "create-workspace")
+    page.fill("input[name=name]", "Research EU")
+    page.select_option("select[name=residency]", "eu-central")
+    page.click("button[type=submit]")
+    page.wait_for_selector("#ws-name:text-is('Research EU')")
+    assert "eu-central" in page.text_content("#ws-residency")
+    options = page.locator("#ws-switch option").all_text_contents()
+    assert any("Demo Workspace" in o and "us-east" in o for o in options), options
+    assert any("Research EU" in o and "eu-central" in o for o in options), options
+
+    # switch to the demo workspace and back (token exchange through the app's server)
+    page.select_option("#ws-switch", label=next(o for o in options if "Demo Workspace" in o))
+    page.wait_for_selector("#ws-name:text-is('Demo Workspace')")
+    page.select_option("#ws-switch", label=next(o for o in options if "Research EU" in o))
+    page.wait_for_selector("#ws-name:text-is('Research EU')")
+    eu_workspace = page.eval_on_selector("#ws-switch", "s => s.value")
+
+    # invite a teammate into the EU workspace
+    _goto(page, app + "/members")
+    sent = time.time()
+    page.fill("input[name=email]", TEAMMATE)
+    page.select_option("select[name=role]", "member")
+    page.click("button:has-text('Invite')")
+    page.wait_for_selector("#invite-sent")
+    page.wait_for_selector(f".invite-email:has-text('{TEAMMATE}')")
+    check_page(page, "members")
+
+    # the teammate (a new user) opens the e-mailed link, signs up with an e-mailed code, accepts
+    link = read_mail(platform.outbox, TEAMMATE, r"(https?://\S+/invitations/accept\?\S+)", sent)
+    assert link.startswith(app + "/invitations/accept?") and eu_workspace in link
+    mate = browser.new_context(viewport={"width": 1280, "height": 900})
+    mpage = mate.new_page()
+    mpage.goto(link)
+    sign_in_with_emailed_code(mpage, auth, platform.outbox, TEAMMATE)
+    mpage.wait_for_url(link)
+    ready(mpage)
+    assert mpage.text_content("#accept-as") == TEAMMATE
+    check_page(mpage, "accept-invitation")
+    mpage.click("#accept")
+    mpage.wait_for_selector("#ws-name:text-is('Research EU')")
+    assert "member" in mpage.text_content("#me-roles")
+    mate.close()
+
+    # back as the Admin: the demo workspace's data, a query with masked columns
+    options = page.locator("#ws-switch option").all_text_contents()
+    page.select_option("#ws-switch", label=next(o for o in options if "Demo Workspace" in o))
+    page.wait_for_selector("#ws-name:text-is('Demo Workspace')")
+    _goto(page, app + "/knowledge/query")
+    page.fill("#sql", "SELECT customer_id, full_name, email, phone, city FROM customers ORDER BY customer_id LIMIT 5")
+    page.click("#run-query")
+    page.wait_for_selector("#result-table")
+    masked = page.locator("td.masked[data-policy=MASK]").all_text_contents()
+    assert masked and all("*" in cell for cell in masked), masked
+    assert page.locator("td.masked[data-policy=HASH]").count() == 5
+    assert "email" in page.text_content("#masked-note")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # wide results scroll inside their box
+    check_page(page, "query-masked")
+
+    # a grounded question: the answer streams in, a citation opens its passage and its record
+    _goto(page, app + "/chat")
+    page.wait_for_selector("#models li")
+    page.fill("#prompt", "Which customers live in Lisbon?")
+    page.click("#send")
+    page.wait_for_selector("#messages li.assistant .citation", timeout=60000)
+    page.wait_for_url(re.compile(re.escape(app) + r"/chat/chat_\w+"))
+    assert "Lisbon" in page.text_content("#messages li.assistant .answer")
+    first = page.locator("#messages li.assistant .citation").first
+    first.locator("summary").click()
+    assert "Lisbon" in first.locator("blockquote").text_content() and first.locator(".badge.good").count() == 1
+    assert page.locator("details.routing").count() == 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    check_page(page, "chat")
+    first.locator("a").click()
+    page.wait_for_selector("svg.lineage")
+    # the conversation list deletes
+    _goto(page, app + "/chat")
+    page.wait_for_selector(".chat-list li")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator(".chat-list button").first.click()
+    page.wait_for_selector(".empty:has-text('No conversations yet.')")
+
+    # catalog search -> dataset page with the lineage graph
+    _goto(page, app + "/knowledge?q=customers")
+    page.wait_for_selector("a:has-text('customers')")
+    check_page(page, "catalog")
+    page.click("a:has-text('customers')")
+    page.wait_for_selector("svg.lineage g.node.root")
+    assert page.locator("svg.lineage .node").count() >= 2 and page.locator("svg.lineage path.edge").count() >= 1
+    assert page.locator("select[aria-label='Policy of email']").input_value() == "MASK"
+    check_page(page, "dataset")
+
+    _goto(page, app + "/knowledge/connectors")
+    page.wait_for_selector("table caption:has-text('Connectors')")
+    check_page(page, "connectors")
+    page.click("table a >> nth=0")
+    page.wait_for_selector("#sync-now")
+    page.click("#sync-now")
+    page.wait_for_selector("#sync-history li[data-status=SUCCEEDED], #sync-history li[data-status=FAILED]", timeout=60000)
+    assert page.locator("#sync-history li").first.get_attribute("data-status") == "SUCCEEDED"
+    check_page(page, "connector")
+
+    # the audit trail exported and verified, with a download link
+    _goto(page, app + "/audit")
+    check_page(page, "audit")
+    page.click("#export")
+    page.wait_for_selector("#export-result", timeout=30000)
+    assert "Verified" in page.text_content("#export-result")
+    assert page.get_attribute("#export-download", "href").startswith("http")
+    check_page(page, "audit-export-verified")
+
+    _goto(page, app + "/settings")
+    page.wait_for_selector("table caption:has-text('Support access grants'), .empty:has-text('No support access')")
+    check_page(page, "settings")
+
+    # keyboard: the skip link is the first stop and its focus is visible
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip"
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline not in ("none", ""), outline
+
+    # 375 px wide: nothing overflows sideways
+    page.set_viewport_size({"width": 375, "height": 800})
+    for path in ("/", "/knowledge/query", "/members", "/audit"):
+        _goto(page, app + path)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375, path
+    check_page(page, "mobile-audit")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    # unknown addresses, however deep, get the 404 page (not a raw 403)
+    for path in ("/nope", "/a/b/c/d/e", "/a/b/c/d/e/f/g/h/i/j"):
+        resp = page.goto(app + path)
+        assert resp.status == 404 and page.text_content("h1") == "Page not found", path
+    check_page(page, "not-found")
+
+    # sign out: the app and the identity service's session end; the next visit asks to sign in
+    _goto(page, app + "/")
+    page.click("#signout")
+    page.wait_for_url(app + "/signed-out?state=*")
+    check_page(page, "signed-out")
+    page.goto(app + "/")
+    page.wait_for_url(re.compile(re.escape(auth) + r"/signin\?"))
+    assert not refused, refused
+    context.close()

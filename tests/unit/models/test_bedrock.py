@@ -1,0 +1,82 @@
+"""Bedrock requests checked with botocore's Stubber (moto does not implement Converse): the client is
+in the workspace's region, the model id is single-region, and the Converse shape is right."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from botocore.stub import ANY, Stubber
+
+from chalicelib.core import aws
+from chalicelib.models.prompt import Passage, Prompt
+from chalicelib.models.providers import bedrock
+from chalicelib.models.providers.openai_http import ProviderError
+from chalicelib.models.registry import parse
+from chalicelib.models.routing import Routing
+from chalicelib.models.service import complete
+
+CONFIG = {"providers": [{"id": "bedrock", "kind": "bedrock", "regions": ["us-east-1", "eu-central-1"], "models": [
+    {"id": "anthropic.claude-3-haiku-20240307-v1:0", "context_tokens": 200000},
+    {"id": "eu.anthropic.claude-3-haiku-20240307-v1:0", "context_tokens": 200000},
+    {"id": "global.anthropic.claude-sonnet-4-v1:0", "context_tokens": 200000},
+    {"id": "us.meta.llama3-70b-instruct-v1:0", "context_tokens": 8000}]}]}
+
+
+@pytest.fixture(autouse=True)
+def _creds(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in [n for n in __import__("os").environ if n.startswith("AWS_ENDPOINT_URL")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    aws.reset_caches()
+    yield
+    aws.reset_caches()
+
+
+def _prompt() -> Prompt:
+    return Prompt([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Vacation days?"}],
+                  [Passage(1, "handbook", "Employees get thirty vacation days per year.")], max_tokens=256)
+
+
+def test_cross_region_profiles_are_never_offered() -> None:
+    reg = parse(CONFIG)
+    single = reg.get("bedrock/anthropic.claude-3-haiku-20240307-v1:0")
+    assert single is not None and single.regions == ("us-east-1", "eu-central-1")
+    for profile in ("bedrock/eu.anthropic.claude-3-haiku-20240307-v1:0", "bedrock/global.anthropic.claude-sonnet-4-v1:0",
+                    "bedrock/us.meta.llama3-70b-instruct-v1:0"):
+        assert reg.get(profile).regions == ()
+    assert [m.id for m in reg.in_region("eu-central-1")] == ["builtin/extractive", single.id]
+
+
+@pytest.mark.parametrize("region", ["eu-central-1", "us-east-1"])
+def test_converse_runs_in_the_workspace_region(region: str) -> None:
+    spec = parse(CONFIG).get("bedrock/anthropic.claude-3-haiku-20240307-v1:0")
+    client = aws.client("bedrock-runtime", region)
+    assert client.meta.region_name == region
+    expected = {
+        "modelId": "anthropic.claude-3-haiku-20240307-v1:0",
+        "system": [{"text": ANY}, {"text": "Be brief."}],
+        "messages": [{"role": "user", "content": [{"text": "Vacation days?"}]}],
+        "inferenceConfig": {"maxTokens": 256, "temperature": 0.0},
+    }
+    response = {"output": {"message": {"role": "assistant", "content": [
+        {"text": 'Thirty days [1: "Employees get thirty vacation days per year."].'}]}},
+        "stopReason": "end_turn", "usage": {"inputTokens": 50, "outputTokens": 12, "totalTokens": 62},
+        "metrics": {"latencyMs": 10}}
+    with Stubber(client) as stub:
+        stub.add_response("converse", response, expected)
+        done = complete(Routing(spec, region, "test"), _prompt())
+        stub.assert_no_pending_responses()
+    assert done.text.startswith("Thirty days") and (done.input_tokens, done.output_tokens) == (50, 12)
+    req = bedrock.request(spec, region, _prompt())
+    assert "thirty vacation days" in req["system"][0]["text"]  # the passages travel in the system prompt
+
+
+def test_converse_refuses_a_region_the_model_does_not_serve() -> None:
+    spec = parse({"providers": [{"id": "bedrock", "kind": "bedrock", "regions": ["us-east-1"],
+                                 "models": [{"id": "amazon.nova-lite-v1:0"}]}]}).get("bedrock/amazon.nova-lite-v1:0")
+    client = aws.client("bedrock-runtime", "eu-central-1")
+    with Stubber(client) as stub:  # no response queued: any call would fail the stubber
+        with pytest.raises(ProviderError):
+            complete(Routing(spec, "eu-central-1", "test"), _prompt())
+        stub.assert_no_pending_responses()
