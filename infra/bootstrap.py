@@ -134,7 +134,7 @@ def bootstrap_global() -> dict[str, list[str]]:
     region = settings().global_region
     made = {"keys": [k.name for k in keys(GLOBAL) if ensure_key(k, region)],
             "tables": [t.name for t in tables(GLOBAL) if ensure_table(t, region)]}
-    from chalicelib.identity.signing import ensure_key as ensure_signing_key
+    from chalicelib.identity.oauth.signing import ensure_key as ensure_signing_key
 
     ensure_signing_key()
     from chalicelib.core.mail import ensure_sender

@@ -76,6 +76,8 @@ TABLES: tuple[Table, ...] = (
     Table("sessions", GLOBAL, "sid_hash", attributes={"sid_hash": "S", "user_id": "S", "session_id": "S"},
           indexes=(Index("by_user", "user_id", "session_id"),), ttl="expires_at",
           purpose="browser sessions at {auth_url} (cookie aiplat_sid; only its SHA-256 is stored)"),
+    Table("rate_limits", GLOBAL, "key", attributes={"key": "S"}, ttl="expires_at",
+          purpose="per-address and per-IP counters of the sign-in and mail-sending endpoints (one item per window)"),
     Table("auth_state", GLOBAL, "pk", attributes={"pk": "S"}, ttl="expires_at",
           purpose="sign-in state: lockout counters, TOTP steps, recovery codes, hashed one-time codes, "
                   "reset links, pending MFA, authorization codes, refresh-token families"),

@@ -33,7 +33,7 @@ def runs_here(job: Scheduled) -> bool:
 
 def rotate_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
     """Monthly: a new signing key; the old one stays published until its tokens expire."""
-    from chalicelib.identity.signing import rotate
+    from chalicelib.identity.oauth.signing import rotate
 
     kid = rotate()
     log.info("signing key rotated", extra={"kid": kid})
@@ -42,7 +42,7 @@ def rotate_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
 
 def retire_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
     """Hourly: unpublish keys whose last possible token has expired."""
-    from chalicelib.identity.signing import retire_expired
+    from chalicelib.identity.oauth.signing import retire_expired
 
     retired = retire_expired()
     if retired:

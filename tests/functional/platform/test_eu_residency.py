@@ -10,7 +10,7 @@ from chalice.test import Client
 from chalicelib.core import aws
 from chalicelib.groups import create_app
 from chalicelib.identity import users
-from chalicelib.identity.oauth import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
+from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform import support
 from infra.resources import BUCKETS, GLOBAL, REGIONAL, TABLES
 from tests.functional.conftest import Tenant, make_tenant
