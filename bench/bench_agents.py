@@ -42,7 +42,7 @@ def _in_process() -> list[str]:
     from chalicelib.gateway import demo
     from chalicelib.groups import create_app
     from chalicelib.identity import users
-    from chalicelib.identity.signing import issue_access_token
+    from chalicelib.identity.oauth.signing import issue_access_token
     from chalicelib.platform.workspaces import create_workspace
     from infra.bootstrap import bootstrap_all
     from infra.local_run import sqs_event

@@ -26,7 +26,7 @@ def user_token(platform: RunningPlatform) -> Iterator[str]:
     identity key in its emulator, as a browser sign-in would obtain it."""
     from chalicelib.core import aws, models
     from chalicelib.core.config import settings
-    from chalicelib.identity import signing
+    from chalicelib.identity.oauth import signing
 
     env = {"AWS_ENDPOINT_URL": platform.urls["aws_endpoint"], "AWS_ACCESS_KEY_ID": "local",
            "AWS_SECRET_ACCESS_KEY": "local", "AUTH_URL": platform.urls["identity"], "RESOURCE_PREFIX": "aiplat"}
