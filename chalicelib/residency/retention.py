@@ -10,7 +10,7 @@ from chalicelib.core import clock
 from chalicelib.core.logs import get_logger
 from chalicelib.core.models import global_model
 from chalicelib.core.regions import served_regions
-from chalicelib.identity.email_codes import EmailCodeAttrs
+from chalicelib.identity.signin.email_codes import EmailCodeAttrs
 from chalicelib.platform.models import invitations
 
 log = get_logger("residency.retention")
