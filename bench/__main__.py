@@ -18,6 +18,7 @@ import platform
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from chalicelib.core import clock
@@ -33,6 +34,8 @@ MODULES: tuple[str, ...] = (
     "bench_platform",
     "bench_gateway_sync",
     "bench_gateway_query",
+    "bench_regions",
+    "bench_webapp",
 )
 
 
@@ -97,13 +100,17 @@ def run_module(name: str) -> str:
     print(f"## {name}\n", flush=True)
     tee = _Tee(sys.stdout)  # type: ignore[arg-type]
     started = time.monotonic()
+    outcome = ""
     try:
         with contextlib.redirect_stdout(tee):
             module.main()
+    except Exception as err:  # one broken benchmark must not lose the others' figures
+        traceback.print_exc()
+        outcome = f"\n\n**This benchmark failed in this run** ({type(err).__name__}: {err})."
     finally:
         clock.reset()  # a benchmark may move the platform clock; the next one starts from real time
     took = time.monotonic() - started
-    return f"## {name}\n\n{_intro(module)}\n\n{tee.copy.getvalue().strip()}\n\n({took:.0f} s)\n"
+    return f"## {name}\n\n{_intro(module)}\n\n{tee.copy.getvalue().strip()}{outcome}\n\n({took:.0f} s)\n"
 
 
 def document(header: str, sections: list[str]) -> str:

@@ -45,7 +45,7 @@ def main() -> None:
         auth = SoftAuthenticator()
         opts = wa.registration_options(user, wa.PASSKEY)
         wa.verify_registration(user, opts["challenge_id"], auth.create(opts["publicKey"], wa.origin()), "bench")
-        del sessions  # the session write is signin-core's cost, measured in its own benchmark
+        del sessions  # the session write is the password sign-in's cost, measured in bench_signin
 
         def passkey_signin() -> None:
             o = wa.authentication_options(wa.PASSKEY)

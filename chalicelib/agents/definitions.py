@@ -14,13 +14,12 @@ from typing import Any
 
 from chalicelib.agents import models, templates
 from chalicelib.agents.tools import TOOL_NAMES, TOOLS
-from chalicelib.core import audit, clock, paging
+from chalicelib.core import audit, clock, durations, paging
 from chalicelib.core.authz import Principal
 from chalicelib.core.errors import not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import F, validate
-from chalicelib.platform import durations
 
 MAX_PLAN_STEPS = 50
 DEFAULT_LIMITS = {"max_steps": 10, "deadline": "PT5M", "max_tokens": 4000}
@@ -34,7 +33,7 @@ def _model(value: Any) -> str | None:
 
 LIMIT_FIELDS = {
     "max_steps": F(int, minimum=1, maximum=MAX_PLAN_STEPS),
-    "deadline": F(str, max_len=16, check=durations.checker(1, 3600, "PT1S and PT1H")),
+    "deadline": F(str, max_len=16, check=durations.duration_check(1, 3600, "PT1S and PT1H")),
     "max_tokens": F(int, minimum=1, maximum=200_000),
 }
 FIELDS = {

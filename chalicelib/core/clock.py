@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 _offset = 0.0
+_frozen_at: float | None = None
 
 
 def now() -> float:
-    """Seconds since the epoch, shifted by any offset a test set."""
-    return time.time() + _offset
+    """Seconds since the epoch, shifted by any offset a test set (and stopped while frozen)."""
+    return (_frozen_at if _frozen_at is not None else time.time()) + _offset
 
 
 def utcnow() -> datetime:
@@ -23,8 +26,21 @@ def advance(seconds: float) -> None:
 
 
 def reset() -> None:
-    global _offset
+    global _offset, _frozen_at
     _offset = 0.0
+    _frozen_at = None
+
+
+@contextmanager
+def frozen() -> Iterator[float]:
+    """Stop the clock at the current time inside the block, e.g. so that a TOTP code computed for "now"
+    is checked in the same 30-second step (tests only; ``advance`` still moves it)."""
+    global _frozen_at
+    _frozen_at = time.time()
+    try:
+        yield now()
+    finally:
+        _frozen_at = None
 
 
 def iso(ts: float | datetime | None = None) -> str:

@@ -276,6 +276,52 @@ def _check_filters(f: SearchFilters) -> float | None:
     return max_age
 
 
+@dataclass(frozen=True)
+class _Criteria:
+    """Search filters normalised for matching one record (lower-cased text terms and owner, upper-cased
+    classifications, the freshness bound in seconds)."""
+    terms: tuple[str, ...]
+    owner: str | None
+    connector_id: str | None
+    classification: str | None
+    field_classification: str | None
+    max_age: float | None
+
+    @classmethod
+    def of(cls, filters: SearchFilters) -> _Criteria:
+        return cls(terms=tuple(t for t in (filters.text or "").lower().split() if t),
+                   owner=filters.owner.lower() if filters.owner else None,
+                   connector_id=filters.connector_id or None,
+                   classification=filters.classification.upper() if filters.classification else None,
+                   field_classification=(filters.field_classification.upper()
+                                         if filters.field_classification else None),
+                   max_age=_check_filters(filters))
+
+    def matches(self, rec: DatasetRecord, *, admin: bool, now: float) -> bool:
+        return (self._matches_metadata(rec) and self._has_visible_field_class(rec, admin)
+                and (self.max_age is None or freshness_seconds(rec, now) <= self.max_age))
+
+    def _matches_metadata(self, rec: DatasetRecord) -> bool:
+        return ((not self.owner or rec.owner.lower() == self.owner)
+                and (not self.connector_id or rec.connector_id == self.connector_id)
+                and (not self.classification or rec.classification == self.classification)
+                and all(t in rec._haystack for t in self.terms))
+
+    def _has_visible_field_class(self, rec: DatasetRecord, admin: bool) -> bool:
+        """A field of the wanted classification the caller may see (Admins also see DENY fields)."""
+        if not self.field_classification:
+            return True
+        return any(f["classification"] == self.field_classification and (admin or f["policy"] != "DENY")
+                   for f in rec.fields)
+
+
+def _page_start(matches: list[DatasetRecord], after: tuple[str, str] | None) -> int:
+    """Index of the first match after the keyset cursor ``(name, id)`` (0 without a cursor)."""
+    if after is None:
+        return 0
+    return next((i for i, rec in enumerate(matches) if (rec.name, rec.id) > after), len(matches))
+
+
 def search(principal: Principal, filters: SearchFilters, *, limit: int = DEFAULT_PAGE,
            after: str | None = None) -> dict[str, Any]:
     """Readable datasets matching every filter, ordered by name, with keyset paging.
@@ -286,37 +332,13 @@ def search(principal: Principal, filters: SearchFilters, *, limit: int = DEFAULT
     require(principal, "knowledge.read")
     if not 1 <= limit <= MAX_PAGE:
         raise validation_error([{"field": "limit", "message": f"must be between 1 and {MAX_PAGE}"}])
-    max_age = _check_filters(filters)
+    criteria = _Criteria.of(filters)
     start = decode_cursor(after) if after else None
-    terms = [t for t in (filters.text or "").lower().split() if t]
-    owner = filters.owner.lower() if filters.owner else None
-    cls = filters.classification.upper() if filters.classification else None
-    fcls = filters.field_classification.upper() if filters.field_classification else None
     snap = snapshot(principal.workspace_id)
     now = clock.now()
     admin = is_admin(principal)
-    matches: list[DatasetRecord] = []
-    for rec in readable(principal, snap):
-        if owner and rec.owner.lower() != owner:
-            continue
-        if filters.connector_id and rec.connector_id != filters.connector_id:
-            continue
-        if cls and rec.classification != cls:
-            continue
-        if terms and not all(t in rec._haystack for t in terms):
-            continue
-        if fcls and not any(f["classification"] == fcls and (admin or f["policy"] != "DENY") for f in rec.fields):
-            continue
-        if max_age is not None and freshness_seconds(rec, now) > max_age:
-            continue
-        matches.append(rec)
-    begin = 0
-    if start is not None:
-        begin = len(matches)
-        for i, rec in enumerate(matches):
-            if (rec.name, rec.id) > start:
-                begin = i
-                break
+    matches = [rec for rec in readable(principal, snap) if criteria.matches(rec, admin=admin, now=now)]
+    begin = _page_start(matches, start)
     page = matches[begin:begin + limit]
     has_more = begin + limit < len(matches)
     return {

@@ -25,7 +25,7 @@ class ConnectorAttrs(BaseModel):
     lock_expires_at = NumberAttribute(null=True)
     created_at = UnicodeAttribute()
     updated_at = UnicodeAttribute()
-    # added by gw-sync: the one dataset this connector feeds, and who created the connector
+    # the one dataset this connector feeds, and who created the connector
     dataset_id = UnicodeAttribute(null=True)  # ds_..., allocated at creation, written at the first sync
     dataset_name = UnicodeAttribute(null=True)  # the dataset's (SQL table) name
     created_by = UnicodeAttribute(null=True)  # usr_...
@@ -69,7 +69,6 @@ class SyncRunAttrs(BaseModel):
     queued_at = UnicodeAttribute()
     started_at = UnicodeAttribute(null=True)
     finished_at = UnicodeAttribute(null=True)
-    # added by gw-sync
     dataset_id = UnicodeAttribute(null=True)
     details = UnicodeAttribute(default="{}")  # JSON {rows_deleted, rows_unchanged, schema_version, drift}
 

@@ -81,82 +81,117 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
     """Write the new snapshot: ``rows`` are ``(key, source, {column: coerced value})`` (unique
     keys); unless ``complete``, old rows are kept except those with a changed key or a replaced source."""
     columns = [(f["name"], DUCKDB_TYPES[f["type"]]) for f in schema]
-    s3 = aws.client("s3", region)
-    bucket = aws.bucket_name(BUCKET, region)
+    spec = {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR", **dict(columns)}
     prefix = snapshot_prefix(workspace_id, dataset_id, sync_id, attempt)
     stale = _list_keys(region, prefix + "/")
-    if stale:
+    if stale:  # parts of an earlier try of this very attempt
         _delete_keys(region, stale)
     with tempfile.TemporaryDirectory(prefix="gwsync-") as tmp:
-        incoming = os.path.join(tmp, "incoming.jsonl")
-        n_in = 0
-        encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
-        with open(incoming, "w", encoding="utf-8") as fh:
-            for key, source, values in rows:
-                values["_key"], values["_source"] = key, source
-                fh.write(encode(values))
-                fh.write("\n")
-                n_in += 1
+        incoming, n_in = _spool_rows(tmp, rows)
         con = connect(tmp)
         try:
-            spec = {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR", **dict(columns)}
-            loaded = {"_key": "VARCHAR", "_source": "VARCHAR", **dict(columns)}
-            struct = "{" + ", ".join(f"'{n.replace(chr(39), chr(39) * 2)}': '{t}'" for n, t in loaded.items()) + "}"
-            # the change hash of a row: over its typed values, computed by DuckDB
-            digest = (f"md5(CAST(struct_pack({', '.join(_ident(n) for n, _ in columns)}) AS VARCHAR))"
-                      if columns else "md5('')")
-            select = ", ".join(f"{_ident(n)}" if n != "_hash" else f"{digest} AS _hash" for n in spec)
-            if n_in:
-                con.execute(f"CREATE TABLE incoming AS SELECT {select} FROM read_json(?, format='newline_delimited', "
-                            f"columns={struct}, maximum_object_size=67108864)", [incoming])
-            else:
-                cols_sql = ", ".join(f"{_ident(n)} {t}" for n, t in spec.items())
-                con.execute(f"CREATE TABLE incoming ({cols_sql})")
-            cast_all = ", ".join(f"{_ident(n)}" for n in spec)
-            old_files: list[str] = []
-            if old_prefix:
-                for i, k in enumerate(sorted(k for k in _list_keys(region, old_prefix + "/") if k.endswith(".parquet"))):
-                    path = os.path.join(tmp, f"old-{i:05d}.parquet")
-                    s3.download_file(bucket, k, path)
-                    old_files.append(path)
-            if old_files:
-                present = {r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?, union_by_name=true)",
-                                                     [old_files]).fetchall()}
-                select = ", ".join(
-                    (f"CAST({_ident(n)} AS {t}) AS {_ident(n)}" if n in present else f"CAST(NULL AS {t}) AS {_ident(n)}")
-                    for n, t in spec.items())
-                con.execute(f"CREATE TABLE old AS SELECT {select} FROM read_parquet(?, union_by_name=true)", [old_files])
-            else:
-                con.execute("CREATE TABLE old AS SELECT * FROM incoming LIMIT 0")
-            con.execute("CREATE TABLE replaced (src VARCHAR)")
-            if replaced_sources:
-                con.executemany("INSERT INTO replaced VALUES (?)", [[s] for s in sorted(replaced_sources)])
-            if complete:
-                con.execute("CREATE TABLE kept AS SELECT * FROM old LIMIT 0")
-            else:
-                con.execute("CREATE TABLE kept AS SELECT o.* FROM old o WHERE o._key NOT IN (SELECT _key FROM incoming) "
-                            "AND (o._source IS NULL OR o._source NOT IN (SELECT src FROM replaced))")
-            old_count = con.execute("SELECT count(*) FROM old").fetchone()[0]
-            kept = con.execute("SELECT count(*) FROM kept").fetchone()[0]
-            written = con.execute("SELECT count(*) FROM incoming i LEFT JOIN old o ON o._key = i._key "
-                                  "WHERE o._hash IS DISTINCT FROM i._hash").fetchone()[0]
-            replaced_old = con.execute("SELECT count(*) FROM old WHERE _key IN (SELECT _key FROM incoming)").fetchone()[0]
-            deleted = old_count - kept - replaced_old
-            con.execute(f"CREATE TABLE merged AS SELECT {cast_all} FROM kept UNION ALL "
-                        f"SELECT {cast_all} FROM incoming ORDER BY _key")
-            total = con.execute("SELECT count(*) FROM merged").fetchone()[0]
-            parts = max(1, -(-total // PART_ROWS))
-            for p in range(parts):
-                path = os.path.join(tmp, f"part-{p:05d}.parquet")
-                con.execute(f"COPY (SELECT * FROM merged ORDER BY _key LIMIT {PART_ROWS} OFFSET {p * PART_ROWS}) "
-                            f"TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)")
-                key = f"{prefix}/part-{p:05d}.parquet"
-                s3.upload_file(path, bucket, key)
-                _part_written(key)
+            _load_incoming(con, incoming, n_in, columns, spec)
+            _load_old(con, region, tmp, old_prefix, spec)
+            _keep_old_rows(con, complete=complete, replaced_sources=replaced_sources)
+            written, deleted = _count_changes(con)
+            total, parts = _upload_merged(con, region, tmp, prefix, spec)
         finally:
             con.close()
     return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
                           parts=parts)
+
+
+def _spool_rows(tmp: str, rows: Iterable[tuple[str, str | None, dict[str, Any]]]) -> tuple[str, int]:
+    """The incoming rows as JSON lines in ``tmp`` (with their ``_key`` and ``_source``); path and count."""
+    path = os.path.join(tmp, "incoming.jsonl")
+    count = 0
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+    with open(path, "w", encoding="utf-8") as fh:
+        for key, source, values in rows:
+            values["_key"], values["_source"] = key, source
+            fh.write(encode(values))
+            fh.write("\n")
+            count += 1
+    return path, count
+
+
+def _load_incoming(con: Any, path: str, count: int, columns: list[tuple[str, str]], spec: dict[str, str]) -> None:
+    """Table ``incoming``: the spooled rows typed by the schema, with each row's change hash."""
+    loaded = {"_key": "VARCHAR", "_source": "VARCHAR", **dict(columns)}
+    struct = "{" + ", ".join(f"'{n.replace(chr(39), chr(39) * 2)}': '{t}'" for n, t in loaded.items()) + "}"
+    # the change hash of a row: over its typed values, computed by DuckDB
+    digest = (f"md5(CAST(struct_pack({', '.join(_ident(n) for n, _ in columns)}) AS VARCHAR))"
+              if columns else "md5('')")
+    select = ", ".join(f"{_ident(n)}" if n != "_hash" else f"{digest} AS _hash" for n in spec)
+    if count:
+        con.execute(f"CREATE TABLE incoming AS SELECT {select} FROM read_json(?, format='newline_delimited', "
+                    f"columns={struct}, maximum_object_size=67108864)", [path])
+    else:
+        cols_sql = ", ".join(f"{_ident(n)} {t}" for n, t in spec.items())
+        con.execute(f"CREATE TABLE incoming ({cols_sql})")
+
+
+def _load_old(con: Any, region: str, tmp: str, old_prefix: str | None, spec: dict[str, str]) -> None:
+    """Table ``old``: the current snapshot's rows cast to the new schema (columns it lacks are null)."""
+    s3 = aws.client("s3", region)
+    bucket = aws.bucket_name(BUCKET, region)
+    old_files: list[str] = []
+    if old_prefix:
+        for i, k in enumerate(sorted(k for k in _list_keys(region, old_prefix + "/") if k.endswith(".parquet"))):
+            path = os.path.join(tmp, f"old-{i:05d}.parquet")
+            s3.download_file(bucket, k, path)
+            old_files.append(path)
+    if not old_files:
+        con.execute("CREATE TABLE old AS SELECT * FROM incoming LIMIT 0")
+        return
+    present = {r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?, union_by_name=true)",
+                                         [old_files]).fetchall()}
+    select = ", ".join(
+        (f"CAST({_ident(n)} AS {t}) AS {_ident(n)}" if n in present else f"CAST(NULL AS {t}) AS {_ident(n)}")
+        for n, t in spec.items())
+    con.execute(f"CREATE TABLE old AS SELECT {select} FROM read_parquet(?, union_by_name=true)", [old_files])
+
+
+def _keep_old_rows(con: Any, *, complete: bool, replaced_sources: set[str]) -> None:
+    """Table ``kept``: old rows that stay (none for a complete read; otherwise those whose key did not
+    arrive again and whose source object was not replaced)."""
+    con.execute("CREATE TABLE replaced (src VARCHAR)")
+    if replaced_sources:
+        con.executemany("INSERT INTO replaced VALUES (?)", [[s] for s in sorted(replaced_sources)])
+    if complete:
+        con.execute("CREATE TABLE kept AS SELECT * FROM old LIMIT 0")
+    else:
+        con.execute("CREATE TABLE kept AS SELECT o.* FROM old o WHERE o._key NOT IN (SELECT _key FROM incoming) "
+                    "AND (o._source IS NULL OR o._source NOT IN (SELECT src FROM replaced))")
+
+
+def _count_changes(con: Any) -> tuple[int, int]:
+    """Rows written (new, or changed by hash) and rows deleted (old rows neither kept nor re-sent)."""
+    old_count = con.execute("SELECT count(*) FROM old").fetchone()[0]
+    kept = con.execute("SELECT count(*) FROM kept").fetchone()[0]
+    written = con.execute("SELECT count(*) FROM incoming i LEFT JOIN old o ON o._key = i._key "
+                          "WHERE o._hash IS DISTINCT FROM i._hash").fetchone()[0]
+    replaced_old = con.execute("SELECT count(*) FROM old WHERE _key IN (SELECT _key FROM incoming)").fetchone()[0]
+    return written, old_count - kept - replaced_old
+
+
+def _upload_merged(con: Any, region: str, tmp: str, prefix: str, spec: dict[str, str]) -> tuple[int, int]:
+    """Kept and incoming rows, ordered by key, uploaded as Parquet parts of ``PART_ROWS``; total and parts."""
+    s3 = aws.client("s3", region)
+    bucket = aws.bucket_name(BUCKET, region)
+    cast_all = ", ".join(f"{_ident(n)}" for n in spec)
+    con.execute(f"CREATE TABLE merged AS SELECT {cast_all} FROM kept UNION ALL "
+                f"SELECT {cast_all} FROM incoming ORDER BY _key")
+    total = con.execute("SELECT count(*) FROM merged").fetchone()[0]
+    parts = max(1, -(-total // PART_ROWS))
+    for p in range(parts):
+        path = os.path.join(tmp, f"part-{p:05d}.parquet")
+        con.execute(f"COPY (SELECT * FROM merged ORDER BY _key LIMIT {PART_ROWS} OFFSET {p * PART_ROWS}) "
+                    f"TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)")
+        key = f"{prefix}/part-{p:05d}.parquet"
+        s3.upload_file(path, bucket, key)
+        _part_written(key)
+    return total, parts
 
 
 def prune(region: str, workspace_id: str, dataset_id: str, keep: set[str]) -> int:

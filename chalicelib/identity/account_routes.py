@@ -1,5 +1,5 @@
 """Account settings API at {auth_url}/account: signed in with the ``aiplat_sid`` cookie; every
-state-changing call passes ``check_csrf``. Passkeys and security keys are served by signin-web."""
+state-changing call passes ``check_csrf``. Passkeys and security keys are served by webauthn_routes."""
 from __future__ import annotations
 
 from typing import Any
@@ -29,7 +29,7 @@ def _user(record: sessions.SessionAttrs) -> users_mod.UserAttrs:
     return user
 
 
-# GET /account is registered by pages_routes (signin-web): browsers asking for HTML get the security
+# GET /account is registered by pages_routes: browsers asking for HTML get the security
 # settings page, every other caller this JSON summary.
 def account(ctx: Ctx) -> Any:
     record = _session(ctx)

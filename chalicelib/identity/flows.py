@@ -1,6 +1,6 @@
 """Short-lived, single-use server-side records of a sign-in in progress.
 
-WebAuthn challenges, SSO ``state`` records and the app shell's PKCE verifiers live in signin-core's
+WebAuthn challenges, SSO ``state`` records and the app shell's PKCE verifiers live in the
 global ``auth_state`` table under ``flow#<kind>#<random>``. ``take`` deletes the record and returns what it held in one conditional DynamoDB call
 (``DeleteItem`` with ``ReturnValues=ALL_OLD``), so two requests presenting the same id cannot both
 succeed: the second finds nothing and is refused. Expiry is checked on read (DynamoDB's TTL sweep

@@ -10,7 +10,7 @@ Recovery codes: 10 codes of 10 characters (about 50 bits each) shown once, store
 salted with the user id in a string set (``rc#<user_id>``); using one removes it with a conditional
 ``DELETE`` so each works exactly once.
 
-Other modules register further factors (signin-web registers WebAuthn security keys) in
+Other modules register further factors (``webauthn_creds`` registers WebAuthn security keys) in
 ``SECOND_FACTORS`` (name -> "does this user have it?") and cleanup functions in ``RESET_HOOKS``
 (called by an Admin MFA reset).
 """
@@ -42,9 +42,9 @@ RECOVERY_CODES = 10
 _RC_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 SETUP_TTL_SECONDS = 15 * 60
 
-# name -> predicate(user_id) "has this factor"; "totp" is ours, signin-web adds "webauthn"
+# name -> predicate(user_id) "has this factor"; "totp" is ours, webauthn_creds adds "webauthn"
 SECOND_FACTORS: dict[str, Callable[[str], bool]] = {}
-# called with user_id by an Admin MFA reset (signin-web deletes security keys here)
+# called with user_id by an Admin MFA reset (webauthn_creds deletes security keys here)
 RESET_HOOKS: list[Callable[[str], Any]] = []
 
 
@@ -240,5 +240,5 @@ def reset(user_id: str) -> None:
     for hook in RESET_HOOKS:
         hook(user_id)
 
-# signin-web's WebAuthn security keys register themselves as the "webauthn" factor (and reset hook)
+# webauthn_creds' WebAuthn security keys register themselves as the "webauthn" factor (and reset hook)
 from chalicelib.identity import webauthn_creds as _webauthn_factor  # noqa: E402,F401

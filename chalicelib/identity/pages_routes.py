@@ -57,7 +57,7 @@ def reset_page(ctx: Ctx) -> Any:
 
 @api.route(RESET_PATH, public=True)
 def reset_confirm_page(ctx: Ctx) -> Any:
-    """The page the e-mailed reset link opens (signin-core's ``{auth_url}/reset?token=``)."""
+    """The page the e-mailed reset link opens (``{auth_url}/reset?token=``)."""
     token = (ctx.query.get("token") or "")[:512]
     if not token:
         return html_response(pages.message_page("Reset link", "This reset link is incomplete.",
@@ -67,7 +67,7 @@ def reset_confirm_page(ctx: Ctx) -> Any:
 
 @api.route("/account", public=True)
 def account_page(ctx: Ctx) -> Any:
-    """HTML for browsers (``Accept: text/html``); the JSON account summary of signin-core otherwise."""
+    """HTML for browsers (``Accept: text/html``); the JSON account summary otherwise."""
     if "text/html" not in (ctx.header("accept") or ""):
         return account_routes.account(ctx)
     session = sessions.session_from_request(ctx)

@@ -1,7 +1,7 @@
 """OAuth 2.0 / OpenID Connect provider: authorization code + PKCE, refresh tokens, client credentials,
 ID tokens, userinfo and RFC 7009 revocation.
 
-Decisions (documented in docs/readme/signin-core.md):
+Decisions (docs/decisions.md, Identity):
 
 * ``/oauth2/authorize``: ``response_type=code`` only, PKCE ``S256`` only (``plain`` and a missing
   challenge are refused), ``redirect_uri`` required and matched exactly against the client's list.

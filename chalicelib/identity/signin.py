@@ -2,8 +2,8 @@
 
 Flow: ``password_signin`` checks e-mail + password (with the lockout reservation, see ``lockout``) and
 answers a short-lived single-use ``mfa_token`` (a pending sign-in with ``amr=["pwd"]``); the browser
-then proves a second factor: a TOTP or recovery code (``mfa_step``) or, in signin-web, a WebAuthn
-security key, which calls ``pending_from_mfa_token`` and ``complete``. ``complete`` consumes the token
+then proves a second factor: a TOTP or recovery code (``mfa_step``) or a WebAuthn
+security key (``webauthn_routes``), which calls ``pending_from_mfa_token`` and ``complete``. ``complete`` consumes the token
 once, clears the failure counter and creates the session.
 
 Every refusal before the second factor is the same 401 ``invalid_credentials`` (unknown e-mail, wrong

@@ -67,7 +67,7 @@ def callback_url() -> str:
 
 
 def safe_return_to(value: str | None) -> str:
-    """signin-core's rule (a path on {auth_url} or a registered redirect URI); the account page otherwise."""
+    """The sign-in ``return_to`` rule (a path on {auth_url} or a registered redirect URI); the account page otherwise."""
     try:
         return redirects.safe_return_to(value)
     except ApiError:

@@ -252,7 +252,7 @@ def _advance_counter(stored: CredentialAttrs, new_count: int) -> None:
         raise _refused() from None
 
 
-# --- second-factor registry of signin-core -------------------------------------------------------
+# --- the second-factor registry of mfa.py ---------------------------------------------------------
 
 def has_security_key(user_id: str) -> bool:
     return bool(list_credentials(user_id, SECURITY_KEY))

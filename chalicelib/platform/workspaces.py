@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from dataclasses import dataclass, field
 from typing import Any
 
 from pynamodb.attributes import UnicodeAttribute
@@ -88,7 +89,7 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
 # --- reading, listing, changing ------------------------------------------------------------------
 
 REPLICATION_VALUES = ("none", "in-region-multi-az", "cross-region-dr")
-# cross-region-dr copies to a named secondary region (documented in docs/readme/platform.md)
+# cross-region-dr copies to a named secondary region (docs/decisions.md, Platform API)
 SECONDARY_REGION = {"us-east": "us-west-2", "eu-central": "eu-west-1"}
 NAME_MAX = 100
 
@@ -105,7 +106,7 @@ def public_settings(ws: WorkspaceAttrs) -> dict[str, Any]:
     s = settings_of(ws)
     dj = s.get("domain_join") or {}
     return {"domain_join": {"enabled": bool(dj.get("enabled")), "domain": dj.get("domain")},
-            "chat_auto_expiry": s.get("chat_auto_expiry")}
+            "chat_auto_expiry": s.get("chat_auto_expiry"), "agent_run_auto_expiry": s.get("agent_run_auto_expiry")}
 
 
 def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
@@ -188,6 +189,8 @@ PATCH_FIELDS = {
     "domain_join": F(dict),
     "chat_auto_expiry": F(str, nullable=True, max_len=32,
                           check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
+    "agent_run_auto_expiry": F(str, nullable=True, max_len=32,
+                               check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
 }
@@ -224,91 +227,138 @@ def validate_patch(body: Any) -> dict[str, Any]:
     return body
 
 
+@dataclass
+class _Patch:
+    """What a PATCH changes: the directory-entry update actions, the audited changes, the settings JSON,
+    the domain-join index entries to add and remove, and the replication change (audited on its own)."""
+    settings: dict[str, Any]
+    actions: list[Any] = field(default_factory=list)
+    changes: dict[str, Any] = field(default_factory=dict)
+    index_add: str | None = None
+    index_remove: str | None = None
+    replication: dict[str, Any] | None = None
+
+
 def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, amr: tuple[str, ...],
                      verified_email_domain: str | None, caller: Any = None) -> WorkspaceAttrs:
     """Apply a validated PATCH; audited (``workspace.updated``, ``workspace.replication_changed``)."""
     ws = workspaces().get(ws_id, consistent_read=True)
-    region = ws.region
     old_settings_raw = ws.settings
-    new_settings = settings_of(ws)
-    actions: list[Any] = []
-    changes: dict[str, Any] = {}
-    if "name" in body and body["name"].strip() != ws.name:
-        name = body["name"].strip()
-        actions.append(WorkspaceAttrs.name.set(name))
-        changes["name"] = {"from": ws.name, "to": name}
-    if "enforce_mfa" in body and body["enforce_mfa"] != bool(ws.enforce_mfa):
-        if body["enforce_mfa"] and not mfa_used(amr):
-            raise ApiError(403, "mfa_required", "Sign in with a second factor before enforcing MFA for the "
-                                                "workspace, so that you keep access to it.")
-        actions.append(WorkspaceAttrs.enforce_mfa.set(body["enforce_mfa"]))
-        changes["enforce_mfa"] = {"from": bool(ws.enforce_mfa), "to": body["enforce_mfa"]}
-    index_add: str | None = None
-    index_remove: str | None = None
+    patch = _Patch(settings=settings_of(ws))
+    _rename(ws, body, patch)
+    _set_enforce_mfa(ws, body, amr, patch)
     if "domain_join" in body:
-        old = new_settings.get("domain_join") or {}
-        wanted = body["domain_join"]
-        domain = (wanted.get("domain") or verified_email_domain or "").lower() if wanted["enabled"] else None
-        if wanted["enabled"]:
-            if not verified_email_domain:
-                raise ApiError(422, "email_not_verified", "Domain-join needs your own verified e-mail address "
-                                                          "in the domain; verify your e-mail first.")
-            if domain != verified_email_domain:
-                raise ApiError(422, "domain_not_yours", f"Domain-join can only be enabled for the domain of your "
-                                                        f"own verified e-mail address ({verified_email_domain}).",
-                               errors=[{"field": "domain_join.domain", "message": f"must be {verified_email_domain}"}])
-            if domain in PUBLIC_MAIL_DOMAINS:
-                raise ApiError(422, "public_mail_domain", f"'{domain}' is a public mail provider; domain-join "
-                                                          "needs your organisation's own domain.")
-        new = {"enabled": bool(wanted["enabled"]), "domain": domain}
-        if new != {"enabled": bool(old.get("enabled")), "domain": old.get("domain")}:
-            if old.get("enabled") and old.get("domain"):
-                index_remove = old["domain"]
-            if new["enabled"]:
-                index_add = domain
-            if index_add == index_remove:
-                index_add = index_remove = None
-            new_settings["domain_join"] = new
-            changes["domain_join"] = {"from": {"enabled": bool(old.get("enabled")), "domain": old.get("domain")},
-                                      "to": new}
-    if "chat_auto_expiry" in body and body["chat_auto_expiry"] != new_settings.get("chat_auto_expiry"):
-        changes["chat_auto_expiry"] = {"from": new_settings.get("chat_auto_expiry"), "to": body["chat_auto_expiry"]}
-        new_settings["chat_auto_expiry"] = body["chat_auto_expiry"]
-    replication_change: dict[str, Any] | None = None
-    if "replication" in body and body["replication"] != ws.replication:
-        to = body["replication"]
-        acknowledged = bool(body.get("acknowledge_data_leaves_region"))
-        if to == "cross-region-dr" and ws.residency == "eu-central" and not acknowledged:
-            raise ApiError(422, "acknowledgement_required",
-                           "This workspace is pinned to eu-central. cross-region-dr sends an encrypted copy of its "
-                           f"data to {SECONDARY_REGION['eu-central']}, outside the region. Send "
-                           "\"acknowledge_data_leaves_region\": true to confirm; the acknowledgement is written to "
-                           "the audit trail with your identity.",
-                           errors=[{"field": "acknowledge_data_leaves_region", "message": "must be true"}])
-        actions.append(WorkspaceAttrs.replication.set(to))
-        replication_change = {"from": ws.replication, "to": to,
-                              "secondary_region": SECONDARY_REGION.get(ws.residency) if to == "cross-region-dr" else None}
-        if to == "cross-region-dr":
-            replication_change["data_leaves_region"] = True
-            replication_change["acknowledged"] = acknowledged
-            if acknowledged:
-                replication_change["acknowledged_by"] = actor.as_dict()
-    if "domain_join" in changes or "chat_auto_expiry" in changes:
-        actions.append(WorkspaceAttrs.settings.set(json.dumps(new_settings, sort_keys=True)))
-    if not actions:
+        _set_domain_join(body["domain_join"], verified_email_domain, patch)
+    _set_auto_expiry(body, patch)
+    _set_replication(ws, body, actor, patch)
+    if {"domain_join", *AUTO_EXPIRY_SETTINGS} & set(patch.changes):
+        patch.actions.append(WorkspaceAttrs.settings.set(json.dumps(patch.settings, sort_keys=True)))
+    if not patch.actions:
         return ws
     try:
-        _write_update(ws, actions, old_settings_raw, index_add, index_remove)
+        _write_update(ws, patch.actions, old_settings_raw, patch.index_add, patch.index_remove)
     except TransactWriteError:
         raise ApiError(409, "concurrent_update", "The workspace was changed by another request at the same "
                                                  "time; read it again and retry.") from None
-    if changes:
-        audit.append(region, ws.id, "workspace.updated", actor=actor, target={"type": "workspace", "id": ws.id},
-                     details={"changes": changes}, caller=caller)
-    if replication_change:
-        audit.append(region, ws.id, "workspace.replication_changed", actor=actor,
-                     target={"type": "workspace", "id": ws.id}, details=replication_change, caller=caller)
+    _audit_patch(ws, patch, actor, caller)
     return workspaces().get(ws.id, consistent_read=True)
+
+
+def _rename(ws: WorkspaceAttrs, body: dict[str, Any], patch: _Patch) -> None:
+    if "name" in body and body["name"].strip() != ws.name:
+        name = body["name"].strip()
+        patch.actions.append(WorkspaceAttrs.name.set(name))
+        patch.changes["name"] = {"from": ws.name, "to": name}
+
+
+def _set_enforce_mfa(ws: WorkspaceAttrs, body: dict[str, Any], amr: tuple[str, ...], patch: _Patch) -> None:
+    """Turning enforcement on needs a sign-in with a second factor, so the Admin keeps access."""
+    if "enforce_mfa" not in body or body["enforce_mfa"] == bool(ws.enforce_mfa):
+        return
+    if body["enforce_mfa"] and not mfa_used(amr):
+        raise ApiError(403, "mfa_required", "Sign in with a second factor before enforcing MFA for the "
+                                            "workspace, so that you keep access to it.")
+    patch.actions.append(WorkspaceAttrs.enforce_mfa.set(body["enforce_mfa"]))
+    patch.changes["enforce_mfa"] = {"from": bool(ws.enforce_mfa), "to": body["enforce_mfa"]}
+
+
+def _joinable_domain(wanted: dict[str, Any], verified_email_domain: str | None) -> str | None:
+    """The domain to open the workspace to: the acting Admin's own verified, non-public e-mail domain."""
+    if not wanted["enabled"]:
+        return None
+    domain = (wanted.get("domain") or verified_email_domain or "").lower()
+    if not verified_email_domain:
+        raise ApiError(422, "email_not_verified", "Domain-join needs your own verified e-mail address "
+                                                  "in the domain; verify your e-mail first.")
+    if domain != verified_email_domain:
+        raise ApiError(422, "domain_not_yours", f"Domain-join can only be enabled for the domain of your "
+                                                f"own verified e-mail address ({verified_email_domain}).",
+                       errors=[{"field": "domain_join.domain", "message": f"must be {verified_email_domain}"}])
+    if domain in PUBLIC_MAIL_DOMAINS:
+        raise ApiError(422, "public_mail_domain", f"'{domain}' is a public mail provider; domain-join "
+                                                  "needs your organisation's own domain.")
+    return domain
+
+
+def _set_domain_join(wanted: dict[str, Any], verified_email_domain: str | None, patch: _Patch) -> None:
+    """The new domain-join setting, and which domain index entries move with it."""
+    old = patch.settings.get("domain_join") or {}
+    domain = _joinable_domain(wanted, verified_email_domain)
+    before = {"enabled": bool(old.get("enabled")), "domain": old.get("domain")}
+    new = {"enabled": bool(wanted["enabled"]), "domain": domain}
+    if new == before:
+        return
+    index_remove = old["domain"] if old.get("enabled") and old.get("domain") else None
+    index_add = domain if new["enabled"] else None
+    if index_add != index_remove:
+        patch.index_add, patch.index_remove = index_add, index_remove
+    patch.settings["domain_join"] = new
+    patch.changes["domain_join"] = {"from": before, "to": new}
+
+
+AUTO_EXPIRY_SETTINGS = ("chat_auto_expiry", "agent_run_auto_expiry")
+
+
+def _set_auto_expiry(body: dict[str, Any], patch: _Patch) -> None:
+    """Chat and agent-run auto-expiry (ISO 8601 durations, or null for "until deleted")."""
+    for key in AUTO_EXPIRY_SETTINGS:
+        if key in body and body[key] != patch.settings.get(key):
+            patch.changes[key] = {"from": patch.settings.get(key), "to": body[key]}
+            patch.settings[key] = body[key]
+
+
+def _set_replication(ws: WorkspaceAttrs, body: dict[str, Any], actor: audit.Actor, patch: _Patch) -> None:
+    """A replication change; sending EU data out of its region needs the Admin's recorded acknowledgement."""
+    if "replication" not in body or body["replication"] == ws.replication:
+        return
+    to = body["replication"]
+    acknowledged = bool(body.get("acknowledge_data_leaves_region"))
+    leaves_region = to == "cross-region-dr"
+    if leaves_region and ws.residency == "eu-central" and not acknowledged:
+        raise ApiError(422, "acknowledgement_required",
+                       "This workspace is pinned to eu-central. cross-region-dr sends an encrypted copy of its "
+                       f"data to {SECONDARY_REGION['eu-central']}, outside the region. Send "
+                       "\"acknowledge_data_leaves_region\": true to confirm; the acknowledgement is written to "
+                       "the audit trail with your identity.",
+                       errors=[{"field": "acknowledge_data_leaves_region", "message": "must be true"}])
+    patch.actions.append(WorkspaceAttrs.replication.set(to))
+    change: dict[str, Any] = {"from": ws.replication, "to": to,
+                              "secondary_region": SECONDARY_REGION.get(ws.residency) if leaves_region else None}
+    if leaves_region:
+        change.update(data_leaves_region=True, acknowledged=acknowledged)
+        if acknowledged:
+            change["acknowledged_by"] = actor.as_dict()
+    patch.replication = change
+
+
+def _audit_patch(ws: WorkspaceAttrs, patch: _Patch, actor: audit.Actor, caller: Any) -> None:
+    target = {"type": "workspace", "id": ws.id}
+    if patch.changes:
+        audit.append(ws.region, ws.id, "workspace.updated", actor=actor, target=target,
+                     details={"changes": patch.changes}, caller=caller)
+    if patch.replication:
+        audit.append(ws.region, ws.id, "workspace.replication_changed", actor=actor, target=target,
+                     details=patch.replication, caller=caller)
 
 
 def _write_update(ws: WorkspaceAttrs, actions: list[Any], old_settings: str, index_add: str | None,
