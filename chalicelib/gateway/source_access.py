@@ -32,8 +32,8 @@ from chalicelib.core.config import settings
 from chalicelib.gateway.sources import SourceError, Src
 
 ROLE_ARN_RE = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::(\d{12}):role/((?:[\w+=,.@-]+/)*)([\w+=,.@-]{1,64})$")
-SESSION_SECONDS = 900
-_REFRESH_BEFORE_S = 120
+SESSION_SECONDS = 3600  # the default MaxSessionDuration of a role; outlives a sync lease (900 s)
+_REFRESH_BEFORE_S = 960  # a session handed out still outlives a whole sync lease (900 s)
 _BOTO_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5, read_timeout=30)
 _lock = threading.Lock()
 _sessions: dict[tuple[str, str, str], tuple[float, boto3.session.Session]] = {}
