@@ -44,7 +44,8 @@ def main() -> None:
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
     from chalicelib.gateway import connectors, sync, sync_worker
-    from chalicelib.identity import signing, users
+    from chalicelib.identity import users
+    from chalicelib.identity.oauth import signing
     from chalicelib.platform.workspaces import create_workspace
     from infra.bootstrap import bootstrap_global, bootstrap_region
 

@@ -62,7 +62,7 @@ def main() -> None:
     from chalicelib.core.tenancy import workspaces
     from chalicelib.groups import create_app
     from chalicelib.identity import users
-    from chalicelib.identity.signing import issue_access_token
+    from chalicelib.identity.oauth.signing import issue_access_token
     from chalicelib.platform.models import invitations
     from chalicelib.platform.workspaces import create_workspace
     from infra.bootstrap import bootstrap_all

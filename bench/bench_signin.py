@@ -29,10 +29,13 @@ def main() -> None:
 
     from chalicelib.core import clock
     from chalicelib.core.tokens import TokenVerifier, verifier
-    from chalicelib.identity import oauth, passwords, signin, users
-    from chalicelib.identity.clients import authenticate_basic, register_client
-    from chalicelib.identity.mfa import confirm_setup, start_setup
-    from chalicelib.identity.signing import issue_access_token, signer
+    from chalicelib.identity import users
+    from chalicelib.identity.mfa.totp import confirm_setup, start_setup
+    from chalicelib.identity.oauth import introspection, token_endpoint
+    from chalicelib.identity.oauth.clients import authenticate_basic, register_client
+    from chalicelib.identity.oauth.signing import issue_access_token, signer
+    from chalicelib.identity.signin import password as signin
+    from chalicelib.identity.signin import passwords
     from chalicelib.platform.workspaces import create_workspace
     from infra.bootstrap import bootstrap_all
 
@@ -77,7 +80,7 @@ def main() -> None:
             lambda: jose_jwt.encode(sample, key, algorithm="RS256", headers={"kid": kid}))
         grant, bare_sign2 = measure_pair(
             "client_credentials grant (Basic auth + client lookup + sign)",
-            lambda: oauth.GRANTS["client_credentials"]({"grant_type": "client_credentials"}, authenticate_basic(basic)),
+            lambda: token_endpoint.GRANTS["client_credentials"]({"grant_type": "client_credentials"}, authenticate_basic(basic)),
             "bare RS256 sign (python-jose, same claims)",
             lambda: jose_jwt.encode(sample, key, algorithm="RS256", headers={"kid": kid}), n=50)
         keycloak_cc = _reference("Keycloak sizing: client-credential grants per vCPU", 120)
@@ -95,7 +98,7 @@ def main() -> None:
             return jose_jwt.decode(token, public, algorithms=["RS256"], audience="service-api",
                                    options={"verify_exp": False, "verify_iss": False})
 
-        cached, bare_decode = measure_pair("introspect (verifier cache hit)", lambda: oauth.introspect(token),
+        cached, bare_decode = measure_pair("introspect (verifier cache hit)", lambda: introspection.introspect(token),
                                            "bare RS256 verify + decode (python-jose)", bare)
         cold_verifier = TokenVerifier(keyring=verifier().keyring, revocations=verifier().revocations)
 

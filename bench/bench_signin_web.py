@@ -30,9 +30,10 @@ def main() -> None:
     from webauthn.helpers import base64url_to_bytes
 
     from chalicelib.core.config import settings
-    from chalicelib.identity import sessions, users
-    from chalicelib.identity import webauthn_creds as wa
-    from chalicelib.identity.sso_flow import validate_id_token
+    from chalicelib.identity import users
+    from chalicelib.identity.mfa import webauthn as wa
+    from chalicelib.identity.signin import sessions
+    from chalicelib.identity.sso.flow import validate_id_token
     from infra.bootstrap import bootstrap_all
     from tests.integration.sso_peers import rsa_jwk
     from tests.softauthn import SoftAuthenticator
@@ -90,7 +91,7 @@ def main() -> None:
         issuer = "https://idp.example"
         client_id = "client"
 
-    import chalicelib.identity.sso_flow as flow
+    import chalicelib.identity.sso.flow as flow
 
     flow.http_client.get_json = lambda url, headers=None: {"keys": [public_jwk]}  # the JWKS fetch is network
     head, payload, sig = token.split(".")

@@ -11,9 +11,9 @@ APP_NAME = "aiplat"
 
 # group -> modules whose ``api`` (core.web.Api) routes the group serves
 GROUPS: dict[str, tuple[str, ...]] = {
-    "identity": ("chalicelib.identity.routes", "chalicelib.identity.signin_routes",
-                 "chalicelib.identity.oauth_routes", "chalicelib.identity.account_routes",
-                 "chalicelib.identity.webauthn_routes", "chalicelib.identity.pages_routes"),
+    "identity": ("chalicelib.identity.oauth.routes", "chalicelib.identity.signin.routes",
+                 "chalicelib.identity.account.routes", "chalicelib.identity.mfa.webauthn_routes",
+                 "chalicelib.identity.pages.routes"),
     "platform": ("chalicelib.platform.routes", "chalicelib.platform.workspace_routes",
                  "chalicelib.platform.member_routes", "chalicelib.platform.invitation_routes",
                  "chalicelib.platform.audit_routes", "chalicelib.platform.support_routes",

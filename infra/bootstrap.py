@@ -38,6 +38,8 @@ def _table_spec(t: Table) -> dict[str, Any]:
         spec["GlobalSecondaryIndexes"] = gsis
     if lsis:
         spec["LocalSecondaryIndexes"] = lsis
+    if t.stream:
+        spec["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": t.stream}
     return spec
 
 
@@ -45,7 +47,9 @@ def ensure_table(t: Table, region: str) -> bool:
     ddb = aws.client("dynamodb", region)
     name = aws.table_name(t.name)
     try:
-        ddb.describe_table(TableName=name)
+        existing = ddb.describe_table(TableName=name)["Table"]
+        if t.stream and not existing.get("StreamSpecification", {}).get("StreamEnabled"):
+            ddb.update_table(TableName=name, StreamSpecification={"StreamEnabled": True, "StreamViewType": t.stream})
         return False
     except ClientError as err:
         if err.response["Error"]["Code"] != "ResourceNotFoundException":
@@ -130,7 +134,7 @@ def bootstrap_global() -> dict[str, list[str]]:
     region = settings().global_region
     made = {"keys": [k.name for k in keys(GLOBAL) if ensure_key(k, region)],
             "tables": [t.name for t in tables(GLOBAL) if ensure_table(t, region)]}
-    from chalicelib.identity.signing import ensure_key as ensure_signing_key
+    from chalicelib.identity.oauth.signing import ensure_key as ensure_signing_key
 
     ensure_signing_key()
     from chalicelib.core.mail import ensure_sender

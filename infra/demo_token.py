@@ -44,7 +44,7 @@ def point_at(info: dict[str, Any]) -> None:
 def demo_access_token(info: dict[str, Any]) -> str:
     """Sign an access token for the demo user in the demo workspace."""
     from chalicelib.core.tenancy import roles_for
-    from chalicelib.identity.signing import issue_access_token
+    from chalicelib.identity.oauth.signing import issue_access_token
 
     demo = info["demo"]
     roles = roles_for(demo["workspace_id"], demo["user_id"])

@@ -24,7 +24,7 @@ from typing import Any
 
 from chalicelib.core import clock
 from chalicelib.core.config import settings
-from chalicelib.identity import sso_config
+from chalicelib.identity.sso import connections as sso_config
 
 PEER_DIR = Path(__file__).resolve().parent.parent / "tests" / "integration" / "peers" / "oidc-provider"
 DEMO_DOMAIN = "sso-demo.example"

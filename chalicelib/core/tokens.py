@@ -2,8 +2,15 @@
 
 RS256 only; ``iss`` = {auth_url}; ``aud`` = ``service-api``; ``kid`` looked up only among our own
 published keys (the ``signing_keys`` table, the same source the JWKS endpoint serves). Verified tokens
-are cached until they expire, so a repeated token costs a dictionary lookup; revocations are picked up
-from the ``revoked_tokens`` table at most ``REVOCATION_REFRESH_SECONDS`` late.
+are cached until they expire, so a repeated token costs a dictionary lookup.
+
+Revocation is checked on every call, with no cache: one consistent ``BatchGetItem`` on the
+``revoked_tokens`` table reads the markers that could refuse the token (``revocation_keys``): its own
+``jti``, its session (``sid:<sid>``), its grant (``grant:<grant_id>``) and its user's revocation epochs
+(``user:<sub>``). A revocation written by any process is therefore refused from the next request on.
+Epochs: a user-wide counter (``epoch``, bumped by a password reset) and one per workspace
+(``ws_<workspace_id>``, bumped by a workspace Admin's security action); a token carries the epochs
+current at its issue (claim ``rev`` = [user, workspace]) and is refused once either has moved on.
 """
 from __future__ import annotations
 
@@ -20,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from jose import jwk
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from chalicelib.core import clock
+from chalicelib.core import aws, clock
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import AUDIENCE, settings
 from chalicelib.core.errors import unauthorized
@@ -29,7 +36,7 @@ from chalicelib.core.models import BaseModel, global_model
 ALGORITHM = "RS256"
 KEYRING_REFRESH_SECONDS = 60
 UNKNOWN_KID_REFRESH_SECONDS = 5
-REVOCATION_REFRESH_SECONDS = 30
+EPOCH_TTL_SECONDS = 100 * 24 * 3600  # longer than any token lifetime (90 days at most)
 CACHE_SIZE = 10_000
 LEEWAY_SECONDS = 30
 
@@ -113,28 +120,86 @@ class KeyRing:
             self._loaded_at = -1e18
 
 
-class RevocationList:
-    """Ids of revoked, unexpired tokens, re-read from the table every ``REVOCATION_REFRESH_SECONDS``."""
+def revocation_keys(claims: dict[str, Any]) -> list[str]:
+    """The ``revoked_tokens`` keys whose markers can refuse a token with these claims."""
+    keys = [str(claims["jti"])]
+    for prefix, claim in (("sid", "sid"), ("grant", "grant_id")):
+        value = claims.get(claim)
+        if isinstance(value, str) and value:
+            keys.append(f"{prefix}:{value}")
+    if claims.get("token_use") != "service":
+        keys.append(f"user:{claims['sub']}")
+    return keys
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ids: frozenset[str] = frozenset()
-        self._loaded_at = -1e18
 
-    def contains(self, jti: str) -> bool:
-        if clock.now() - self._loaded_at > REVOCATION_REFRESH_SECONDS:
-            with self._lock:
-                if clock.now() - self._loaded_at > REVOCATION_REFRESH_SECONDS:
-                    now = clock.now()
-                    self._ids = frozenset(
-                        r.jti for r in global_model(RevokedTokenAttrs).scan() if r.expires_at > now
-                    )
-                    self._loaded_at = now
-        return jti in self._ids
+def _epochs_of(item: dict[str, Any] | None, workspace_id: str) -> list[int]:
+    if not item:
+        return [0, 0]
+    return [int(item.get("epoch", {}).get("N", 0)), int(item.get(f"ws_{workspace_id}", {}).get("N", 0))]
 
-    def invalidate(self) -> None:
-        with self._lock:
-            self._loaded_at = -1e18
+
+def _table() -> str:
+    return aws.table_name(RevokedTokenAttrs.TABLE)
+
+
+def _ddb() -> Any:
+    return aws.client("dynamodb", settings().global_region)
+
+
+def current_epochs(user_id: str, workspace_id: str) -> list[int]:
+    """The user's revocation epochs now ([user-wide, this workspace]); a new token carries them as ``rev``."""
+    item = _ddb().get_item(TableName=_table(), Key={"jti": {"S": f"user:{user_id}"}}, ConsistentRead=True)
+    return _epochs_of(item.get("Item"), workspace_id)
+
+
+def bump_epoch(user_id: str, workspace_id: str | None = None) -> None:
+    """Refuse every token of the user issued before now: all of them, or those of one workspace."""
+    attr = "epoch" if workspace_id is None else f"ws_{workspace_id}"
+    _ddb().update_item(TableName=_table(), Key={"jti": {"S": f"user:{user_id}"}},
+                       UpdateExpression="ADD #e :one SET expires_at = :ttl",
+                       ExpressionAttributeNames={"#e": attr},
+                       ExpressionAttributeValues={":one": {"N": "1"},
+                                                  ":ttl": {"N": str(int(clock.now()) + EPOCH_TTL_SECONDS)}})
+
+
+def revoke_key(key: str, expires_at: float, reason: str) -> None:
+    """Write a revocation marker (a jti, ``sid:<sid>`` or ``grant:<id>``) kept until ``expires_at`` (TTL)."""
+    global_model(RevokedTokenAttrs)(key, expires_at=int(expires_at) + LEEWAY_SECONDS, reason=reason[:64]).save()
+
+
+def is_revoked(key: str) -> bool:
+    """Whether a live revocation marker exists for ``key`` (a jti, ``sid:<sid>`` or ``grant:<id>``)."""
+    item = _ddb().get_item(TableName=_table(), Key={"jti": {"S": key}}, ConsistentRead=True).get("Item")
+    return bool(item) and float(item.get("expires_at", {}).get("N", 0)) > clock.now()
+
+
+class RevocationCheck:
+    """Reads a token's revocation markers (one consistent ``BatchGetItem``, no cache)."""
+
+    def revoked(self, claims: dict[str, Any]) -> bool:
+        keys = revocation_keys(claims)
+        table = _table()
+        request: dict[str, Any] = {table: {"Keys": [{"jti": {"S": k}} for k in keys], "ConsistentRead": True}}
+        found: dict[str, dict[str, Any]] = {}
+        for _ in range(5):
+            answer = _ddb().batch_get_item(RequestItems=request)
+            for item in answer.get("Responses", {}).get(table, []):
+                found[item["jti"]["S"]] = item
+            request = answer.get("UnprocessedKeys") or {}
+            if not request:
+                break
+        else:
+            return True  # could not read every marker: refuse rather than guess
+        now = clock.now()
+        for key, item in found.items():
+            if key.startswith("user:"):
+                carried = list(claims.get("rev") or [0, 0]) + [0, 0]
+                current = _epochs_of(item, str(claims.get("workspace_id", "")))
+                if current[0] > int(carried[0]) or current[1] > int(carried[1]):
+                    return True
+            elif float(item.get("expires_at", {}).get("N", 0)) > now:
+                return True
+        return False
 
 
 _JWS_COMPACT = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$")
@@ -165,9 +230,9 @@ def _claims_valid(c: dict[str, Any], now: float) -> bool:
 class TokenVerifier:
     """Verifies access tokens into ``Principal``s; every refusal is the same 401 problem."""
 
-    def __init__(self, keyring: KeyRing | None = None, revocations: RevocationList | None = None) -> None:
+    def __init__(self, keyring: KeyRing | None = None, revocations: RevocationCheck | None = None) -> None:
         self.keyring = keyring or KeyRing()
-        self.revocations = revocations or RevocationList()
+        self.revocations = revocations or RevocationCheck()
         self._cache: OrderedDict[str, tuple[dict[str, Any], float]] = OrderedDict()
         self._headers: dict[str, str] = {}  # header segment -> kid (only well-formed RS256 headers)
         self._lock = threading.Lock()
@@ -178,12 +243,14 @@ class TokenVerifier:
         hit = self._cache.get(token)
         if hit is not None:
             claims, exp = hit
-            if exp > now and not self.revocations.contains(claims.get("jti", "")):
+            if exp > now and not self.revocations.revoked(claims):
                 return claims
             with self._lock:
                 self._cache.pop(token, None)
             raise unauthorized("The access token has expired or was revoked.")
         claims = self._verify(token, now)
+        if self.revocations.revoked(claims):
+            raise unauthorized("The access token has been revoked.")
         with self._lock:
             self._cache[token] = (claims, float(claims["exp"]))
             if len(self._cache) > CACHE_SIZE:
@@ -208,8 +275,6 @@ class TokenVerifier:
             raise unauthorized("The access token is not valid.") from None
         if not isinstance(claims, dict) or not _claims_valid(claims, now):
             raise unauthorized("The access token is expired, not yet valid, or not for this service.")
-        if self.revocations.contains(claims["jti"]):
-            raise unauthorized("The access token has been revoked.")
         return claims
 
     def _kid_of(self, header_b64: str) -> Any:
@@ -243,7 +308,6 @@ class TokenVerifier:
         with self._lock:
             self._cache.clear()
         self.keyring.invalidate()
-        self.revocations.invalidate()
 
 
 _verifier: TokenVerifier | None = None

@@ -12,16 +12,19 @@ from typing import Any
 import pyotp
 
 from chalicelib.core import clock
-from chalicelib.identity import api_tokens, mfa, passwords, signin
+from chalicelib.identity.account import api_tokens
+from chalicelib.identity.mfa import totp
+from chalicelib.identity.signin import password as signin
+from chalicelib.identity.signin import passwords
 
 
 def seed_signin_demo(user_id: str, email: str, workspace_id: str) -> dict[str, Any]:
     password = "demo-" + secrets.token_urlsafe(12)
     signin.set_password_hash(user_id, passwords.hash_password(password))
     secret = ""
-    if not mfa.has_totp(user_id):
-        secret = mfa.start_setup(user_id, email)["secret"]
-        mfa.confirm_setup(user_id, pyotp.TOTP(secret).at(clock.now() - 30))  # keep the current step usable
+    if not totp.has_totp(user_id):
+        secret = totp.start_setup(user_id, email)["secret"]
+        totp.confirm_setup(user_id, pyotp.TOTP(secret).at(clock.now() - 30))  # keep the current step usable
     from chalicelib.webapp.shell import ensure_app_client
 
     client_id = ensure_app_client()

@@ -5,7 +5,6 @@ transaction as the user, so two sign-ups of one address cannot both succeed.
 """
 from __future__ import annotations
 
-from pynamodb.attributes import BooleanAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
@@ -13,29 +12,8 @@ from chalicelib.core import clock
 from chalicelib.core.config import settings
 from chalicelib.core.errors import conflict
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import BaseModel, connection, global_model
-
-
-class UserAttrs(BaseModel):
-    TABLE = "users"
-    id = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute()
-    email_verified = BooleanAttribute(default=False)
-    display_name = UnicodeAttribute(null=True)
-    created_at = UnicodeAttribute()
-    status = UnicodeAttribute(default="active")
-    idp = UnicodeAttribute(null=True)  # issuer of the corporate/social identity provider, if any
-    idp_subject = UnicodeAttribute(null=True)
-    password_hash = UnicodeAttribute(null=True)  # argon2id
-    totp_secret_enc = UnicodeAttribute(null=True)  # KMS ciphertext, base64
-
-
-class EmailClaimAttrs(BaseModel):
-    """``email#<address>`` -> user id, in the users table."""
-
-    TABLE = "users"
-    id = UnicodeAttribute(hash_key=True)
-    user_id = UnicodeAttribute()
+from chalicelib.core.models import connection, global_model
+from chalicelib.identity.models import EmailClaimAttrs, UserAttrs
 
 
 def users() -> type[UserAttrs]:

@@ -12,7 +12,10 @@ from chalicelib.core.errors import ApiError
 
 
 def require_user_token(principal: Principal) -> None:
-    """User-level actions need the user's own sign-in token, not a workspace-bound API token."""
+    """User-level actions need the user's own sign-in token, not a workspace-bound API token, and never
+    a service principal's (``client_credentials``) token."""
+    if principal.claims.get("token_use") == "service":
+        raise ApiError(403, "user_token_required", "A service token acts for its client, not for a user.")
     if principal.claims.get("token_use") == "api":
         raise ApiError(403, "user_token_required",
                        "API tokens are bound to one workspace; use a token from an interactive sign-in.")

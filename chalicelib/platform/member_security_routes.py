@@ -1,5 +1,9 @@
 """Admin actions on a member's sign-in security at {base_url}/v1 (permission ``members.manage``):
-clear a lockout now, and reset the member's MFA. Both are audited in the workspace's trail."""
+clear a lockout now, and reset the member's MFA. Both are audited in the workspace's trail.
+
+Both act on the whole account, so they are allowed only for an account the workspace owns
+(``identity.account.ownership``); an MFA reset also refuses every token the member holds
+(``tokens.bump_epoch``): they were issued under the factors just removed."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,9 +12,12 @@ from chalicelib.core import audit
 from chalicelib.core.errors import not_found
 from chalicelib.core.ids import is_id
 from chalicelib.core.tenancy import membership, region_of
+from chalicelib.core.tokens import bump_epoch
 from chalicelib.core.validation import validate
 from chalicelib.core.web import Api, Ctx
-from chalicelib.identity import lockout, mfa
+from chalicelib.identity.account.ownership import require_owner
+from chalicelib.identity.mfa import factors as mfa
+from chalicelib.identity.signin import lockout
 
 api = Api("platform")
 
@@ -22,6 +29,7 @@ def _target(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
     member = membership(workspace_id, user_id)
     if member is None:
         raise not_found("member")
+    require_owner(workspace_id, user_id, member.email)
     return member
 
 
@@ -44,6 +52,7 @@ def reset_member_mfa(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
     member = _target(ctx, workspace_id, user_id)
     had = mfa.methods(user_id)
     mfa.reset(user_id)
+    bump_epoch(user_id)
     audit.append(region_of(workspace_id), workspace_id, "member.mfa_reset", actor=_actor(ctx),
                  target={"type": "user", "id": user_id, "email": member.email},
                  details={"removed_methods": had}, caller=ctx.caller)

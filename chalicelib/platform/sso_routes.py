@@ -14,7 +14,7 @@ from chalicelib.core.errors import ApiError
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import F, validate
 from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.identity import sso_config
+from chalicelib.identity.sso import connections as sso_config
 
 api = Api("platform")
 

@@ -136,7 +136,7 @@ def served_at(region: str) -> dict[str, str]:
 
 def token_exchange_hint(workspace_id: str) -> dict[str, str]:
     """How to obtain a token for a workspace the caller belongs to (RFC 8693 at the identity service)."""
-    from chalicelib.identity.oauth import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
+    from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 
     return {"token_endpoint": settings().auth_url + "/oauth2/token", "grant_type": TOKEN_EXCHANGE,
             "subject_token_type": ACCESS_TOKEN_TYPE, "workspace_id": workspace_id}

@@ -14,7 +14,7 @@ from pathlib import Path
 from string import Template
 
 from chalicelib.core.config import settings
-from chalicelib.identity.pages import HTML_HEADERS
+from chalicelib.identity.pages.render import HTML_HEADERS
 
 STATIC_DIR = Path(__file__).parent / "static"
 CONTENT_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}

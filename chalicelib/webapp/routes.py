@@ -11,7 +11,7 @@ from chalice import Response  # type: ignore[attr-defined]
 from chalicelib.core.config import settings
 from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.web import JSON, Api, Ctx, json_response
-from chalicelib.identity import http_client
+from chalicelib.identity.sso import http_client
 from chalicelib.webapp import pages, session, shell, upstream
 
 api = Api("app")

@@ -20,8 +20,8 @@ from urllib.parse import urlencode, urlsplit
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.tokens import verifier
-from chalicelib.identity import http_client
-from chalicelib.identity.oauth import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
+from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
+from chalicelib.identity.sso import http_client
 from chalicelib.webapp import shell
 
 ACCESS = shell.TOKEN_COOKIE
@@ -30,7 +30,7 @@ ID_TOKEN = "app_idt"
 WORKSPACE = "app_ws"
 SESSION_PATH = "/session"
 WORKSPACE_ID_RE = re.compile(r"^ws_[0-9A-Za-z]{1,64}$")
-LONG_LIVED = 30 * 24 * 3600  # the refresh family's own limit (identity/provider.py) ends it sooner
+LONG_LIVED = 30 * 24 * 3600  # the refresh family's own limit (identity/oauth/grants/authorization_code.py) ends it sooner
 
 
 def read_cookies(header: str | None) -> dict[str, str]:

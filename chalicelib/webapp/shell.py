@@ -21,8 +21,9 @@ from pynamodb.exceptions import PutError
 from chalicelib.core import clock
 from chalicelib.core.config import settings
 from chalicelib.core.models import global_model
-from chalicelib.identity import flows, http_client
-from chalicelib.identity.clients import OAuthClientAttrs
+from chalicelib.identity.models import OAuthClientAttrs
+from chalicelib.identity.signin import flows
+from chalicelib.identity.sso import http_client
 
 STATE_COOKIE = "app_state"
 TOKEN_COOKIE = "app_at"

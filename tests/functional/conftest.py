@@ -12,8 +12,9 @@ from chalicelib.core import aws, clock, models, tenancy, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS
 from chalicelib.gateway import source_access
-from chalicelib.identity import signing, users
-from chalicelib.identity.signing import issue_access_token
+from chalicelib.identity import users
+from chalicelib.identity.oauth import signing
+from chalicelib.identity.oauth.signing import issue_access_token
 from chalicelib.platform.workspaces import create_workspace
 from infra.bootstrap import bootstrap_all, ensure_queues
 from infra.resources import BUCKETS, GLOBAL, QUEUES, TABLES

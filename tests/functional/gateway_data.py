@@ -18,7 +18,7 @@ from chalicelib.core.tenancy import memberships, region_of
 from chalicelib.gateway import catalog, lineage, models
 from chalicelib.groups import create_app
 from chalicelib.identity import users
-from chalicelib.identity.signing import issue_access_token
+from chalicelib.identity.oauth.signing import issue_access_token
 from tests.functional.conftest import Tenant, bearer
 
 SQL_TYPES = {"STRING": "VARCHAR", "INTEGER": "BIGINT", "FLOAT": "DOUBLE", "BOOLEAN": "BOOLEAN",

@@ -9,7 +9,7 @@ from chalicelib.core import clock
 from chalicelib.core.tenancy import memberships
 from chalicelib.groups import create_app
 from chalicelib.identity import users
-from chalicelib.identity.signing import issue_access_token
+from chalicelib.identity.oauth.signing import issue_access_token
 from tests.functional.conftest import Tenant, bearer
 
 

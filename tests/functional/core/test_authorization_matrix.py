@@ -23,7 +23,7 @@ from chalicelib.core.tenancy import get_workspace, memberships
 from chalicelib.gateway import graphql_api
 from chalicelib.groups import GROUPS, HTTP_GROUPS, create_app
 from chalicelib.identity import users
-from chalicelib.identity.signing import issue_access_token
+from chalicelib.identity.oauth.signing import issue_access_token
 from tests.functional.conftest import bearer, make_tenant
 from tests.functional.gateway_data import field, put_connector, put_dataset
 

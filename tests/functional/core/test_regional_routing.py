@@ -260,7 +260,7 @@ def test_token_exchange_and_discovery_name_the_regional_urls(tenants: Tenants, p
     eu_again = make_tenant("us-owner@example.com", "eu-central", "US Co Europe")
     pin("")  # identity is global: it looks up memberships in every region
     identity = Client(create_app("identity"))
-    from chalicelib.identity.signing import issue_access_token
+    from chalicelib.identity.oauth.signing import issue_access_token
 
     token, _ = issue_access_token(user_id=tenants.us.user_id, email=tenants.us.email, workspace_id=tenants.us.workspace_id,
                                   roles=["admin"], amr=["pwd", "otp", "mfa"])

@@ -15,7 +15,7 @@ from chalicelib.gateway import models, storage
 from chalicelib.gateway.sync_worker import handle
 from chalicelib.groups import create_app
 from chalicelib.identity import users
-from chalicelib.identity.signing import issue_access_token
+from chalicelib.identity.oauth.signing import issue_access_token
 from tests.functional.conftest import Tenant, bearer
 
 QUEUE = "sync-jobs"

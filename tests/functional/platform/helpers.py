@@ -10,7 +10,7 @@ from chalice.test import Client
 from chalicelib.core import clock
 from chalicelib.core.tenancy import memberships, region_of
 from chalicelib.identity import users
-from chalicelib.identity.signing import issue_access_token
+from chalicelib.identity.oauth.signing import issue_access_token
 
 MFA = ["pwd", "otp", "mfa"]
 

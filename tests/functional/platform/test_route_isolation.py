@@ -13,7 +13,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.groups import create_app
-from chalicelib.identity import signing
+from chalicelib.identity.oauth import signing
 from tests.functional.conftest import _wipe, reset_process_state
 from tests.functional.platform import scenario
 from tests.functional.platform.helpers import call

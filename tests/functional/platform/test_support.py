@@ -96,7 +96,7 @@ def test_grant_bounds_and_named_staff_only(tenant: Tenant, staff: User, client: 
 def test_support_access_needs_mfa(tenant: Tenant, staff: User, client: Client) -> None:
     call(client, "POST", f"/v1/workspaces/{tenant.workspace_id}/support-grants", tenant.token,
          {"support_email": staff.email, "duration": "PT1H", "reason": "ticket"})
-    from chalicelib.identity.signing import issue_access_token
+    from chalicelib.identity.oauth.signing import issue_access_token
 
     user = users.get_user(staff.user_id)
     pwd_only, _ = issue_access_token(user_id=user.id, email=user.email, workspace_id="ws_x", roles=["admin"], amr=["pwd"])

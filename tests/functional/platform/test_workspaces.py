@@ -10,7 +10,7 @@ from chalicelib.core import audit
 from chalicelib.core.tenancy import membership
 from chalicelib.groups import create_app
 from chalicelib.identity import users
-from chalicelib.identity.oauth import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
+from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from tests.functional.conftest import Tenant
 from tests.functional.platform.helpers import add_member, call, user_token
 
@@ -98,7 +98,7 @@ def test_patch_changes_fields_and_audits(tenant: Tenant) -> None:
 
 def test_enforcing_mfa_needs_an_mfa_sign_in(tenant: Tenant) -> None:
     c = Client(create_app("platform"))
-    from chalicelib.identity.signing import issue_access_token
+    from chalicelib.identity.oauth.signing import issue_access_token
 
     pwd_only, _ = issue_access_token(user_id=tenant.user_id, email=tenant.email, workspace_id=tenant.workspace_id,
                                      roles=["admin"], amr=["pwd"])

@@ -10,7 +10,7 @@ from chalice.test import Client
 
 from chalicelib.core.config import settings
 from chalicelib.groups import create_app
-from chalicelib.identity import flows
+from chalicelib.identity.signin import flows
 from chalicelib.webapp import pages, session, upstream
 from tests.functional.conftest import Tenant
 

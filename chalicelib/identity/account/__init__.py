@@ -1,0 +1,1 @@
+"""Account settings for a signed-in user: sessions, API tokens, password and second factors."""

@@ -1,0 +1,1 @@
+"""Second factors: TOTP, recovery codes and WebAuthn, listed explicitly in ``factors.FACTORS``."""

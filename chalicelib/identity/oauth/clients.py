@@ -1,0 +1,120 @@
+"""Registered OAuth clients. Secrets are 256-bit random values stored as SHA-256 digests."""
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+from urllib.parse import unquote_plus, urlsplit
+
+from pynamodb.exceptions import DoesNotExist
+
+from chalicelib.core import clock
+from chalicelib.core.ids import new_id
+from chalicelib.core.models import global_model
+from chalicelib.identity.models import OAuthClientAttrs
+from chalicelib.identity.oauth.errors import invalid_client, oauth_error
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_client(name: str, *, confidential: bool = True, grant_types: list[str] | None = None,
+                  redirect_uris: list[str] | None = None) -> tuple[str, str | None]:
+    """Register a client; returns ``(client_id, client_secret)`` (secret shown once, None if public)."""
+    client_id = new_id("cli")
+    secret = secrets.token_urlsafe(32) if confidential else None
+    global_model(OAuthClientAttrs)(
+        client_id, name=name, secret_hash=_digest(secret) if secret else None, confidential=confidential,
+        grant_types=json.dumps(grant_types or []), redirect_uris=json.dumps(redirect_uris or []),
+        created_at=clock.iso(),
+    ).save()
+    return client_id, secret
+
+
+SUPPORTED_GRANTS = ("authorization_code", "refresh_token", "client_credentials")
+
+
+def redirect_uri_problem(uri: str) -> str | None:
+    """Why ``uri`` cannot be registered: absolute https (or http on a loopback host), no fragment."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.fragment or "*" in uri:
+        return "must be an absolute http(s) URL without a fragment or wildcard"
+    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return "must use https (http is allowed only on a loopback host)"
+    return None
+
+
+def register_client(name: str, *, confidential: bool, redirect_uris: list[str] | None = None,
+                    grant_types: list[str] | None = None, workspace_id: str | None = None,
+                    roles: list[str] | None = None) -> tuple[str, str | None]:
+    """Register an OAuth client (tests, the demo seed, an Admin tool); ``(client_id, secret or None)``.
+
+    Public clients (no secret) may use ``authorization_code`` (+ ``refresh_token``) with PKCE only;
+    ``client_credentials`` needs a confidential client bound to one ``workspace_id`` with ``roles``.
+    """
+    grants = list(grant_types or ["authorization_code", "refresh_token"])
+    unknown = [g for g in grants if g not in SUPPORTED_GRANTS]
+    if unknown:
+        raise ValueError(f"unsupported grant types: {unknown}")
+    for uri in redirect_uris or []:
+        problem = redirect_uri_problem(uri)
+        if problem:
+            raise ValueError(f"redirect URI {uri!r} {problem}")
+    if "authorization_code" in grants and not redirect_uris:
+        raise ValueError("authorization_code needs at least one redirect URI")
+    if "client_credentials" in grants and (not confidential or not workspace_id or not roles):
+        raise ValueError("client_credentials needs a confidential client with a workspace_id and roles")
+    client_id, secret = create_client(name, confidential=confidential, grant_types=grants,
+                                      redirect_uris=list(redirect_uris or []))
+    if workspace_id:
+        global_model(OAuthClientAttrs)(client_id).update(actions=[
+            OAuthClientAttrs.workspace_id.set(workspace_id),
+            OAuthClientAttrs.service_roles.set(json.dumps(list(roles or [])))])
+    return client_id, secret
+
+
+def get_client(client_id: str) -> OAuthClientAttrs | None:
+    if not isinstance(client_id, str) or not client_id or len(client_id) > 64:
+        return None
+    try:
+        return global_model(OAuthClientAttrs).get(client_id)
+    except DoesNotExist:
+        return None
+
+
+def authenticate_basic(authorization: str | None) -> OAuthClientAttrs | None:
+    """The confidential client proven by an HTTP Basic header, or None."""
+    if not authorization or not authorization.lower().startswith("basic "):
+        return None
+    try:
+        decoded = base64.b64decode(authorization[6:].strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    client_id, sep, secret = decoded.partition(":")
+    client_id, secret = unquote_plus(client_id), unquote_plus(secret)  # RFC 6749 section 2.3.1
+    if not sep or not client_id or not secret or len(client_id) > 64:
+        return None
+    client = get_client(client_id)
+    if client is None or not client.confidential or not client.secret_hash:
+        # compare anyway so an unknown client costs the same as a wrong secret
+        hmac.compare_digest(_digest(secret), "0" * 64)
+        return None
+    return client if hmac.compare_digest(_digest(secret), client.secret_hash) else None
+
+
+def calling_client(form: dict[str, str], client: OAuthClientAttrs | None) -> OAuthClientAttrs:
+    """The client calling the token or revocation endpoint: authenticated by Basic (confidential) or
+    named by ``client_id`` (public); a 401 ``invalid_client`` otherwise."""
+    named = form.get("client_id")
+    if client is not None:
+        if named and named != client.client_id:
+            raise oauth_error(401, "invalid_client", "client_id does not match the authenticated client.")
+        return client
+    public = get_client(named or "")
+    if public is None or public.confidential:
+        raise invalid_client("Client authentication failed (confidential clients use HTTP Basic).")
+    return public

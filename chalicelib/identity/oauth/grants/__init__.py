@@ -1,0 +1,1 @@
+"""Token endpoint grants, one module each, dispatched from the explicit ``GRANTS`` table in ``grants.table``."""

@@ -1,0 +1,70 @@
+"""Token revocation: single access tokens, sessions, grants, and RFC 7009 ``/oauth2/revoke``.
+
+Revocations are markers in the ``revoked_tokens`` table that ``core.tokens`` reads on every request
+(no cache), so a revoked token is refused from the next request on, in every process. A session's
+marker (``sid:<session_id>``) refuses every token of that session, exchanged ones included (they
+carry its ``sid``); a grant's marker (``grant:<id>``) every token of that grant. Markers expire
+(DynamoDB TTL) after the longest lifetime a token of theirs can have.
+"""
+from __future__ import annotations
+
+from pynamodb.exceptions import DoesNotExist
+
+from chalicelib.core import clock
+from chalicelib.core.config import settings
+from chalicelib.core.errors import ApiError
+from chalicelib.core.models import global_model
+from chalicelib.core.tokens import LEEWAY_SECONDS, revoke_key, verifier
+from chalicelib.identity.models import GRANT, REFRESH, FamilyAttrs, OAuthClientAttrs, RefreshAttrs, state_key
+from chalicelib.identity.oauth.clients import calling_client
+from chalicelib.identity.oauth.errors import oauth_error
+from chalicelib.identity.opaque import digest
+
+
+def revoke_jti(jti: str, expires_at: float, reason: str) -> None:
+    if float(expires_at) + LEEWAY_SECONDS <= clock.now():
+        return  # already expired: nothing to refuse
+    revoke_key(jti, expires_at, reason)
+
+
+def revoke_session_tokens(session_id: str, reason: str) -> None:
+    """Refuse every token of the session (its grants' and exchanged ones included)."""
+    revoke_key(f"sid:{session_id}", clock.now() + settings().max_api_token_ttl, reason)
+
+
+def revoke_family(family_id: str, reason: str) -> None:
+    """Revoke a grant: its refresh tokens stop working and its access tokens are refused."""
+    fam = global_model(FamilyAttrs)
+    item = fam(state_key(GRANT, family_id))
+    item.update(actions=[fam.revoked.set(True)])
+    revoke_key(f"grant:{family_id}", clock.now() + settings().max_api_token_ttl, reason)
+    for entry in item.issued or ():
+        jti, _, exp = entry.partition("|")
+        revoke_jti(jti, float(exp), reason)
+
+
+def revoke(form: dict[str, str], client: OAuthClientAttrs | None) -> None:
+    """RFC 7009: revoke a refresh token (its whole grant) or an access token issued to the calling client.
+
+    Unknown, malformed or expired tokens are not an error (RFC 7009 section 2.2).
+    """
+    caller = calling_client(form, client)
+    token = form.get("token") or ""
+    if not token or len(token) > 8192:
+        raise oauth_error(400, "invalid_request", "token is required.")
+    if token.startswith("rt_"):
+        try:
+            item = global_model(RefreshAttrs).get(state_key(REFRESH, digest(token)), consistent_read=True)
+        except DoesNotExist:
+            return
+        if item.client_id != caller.client_id:
+            raise oauth_error(400, "invalid_request", "The token was not issued to this client.")
+        revoke_family(item.family_id, "revoked_by_client")
+        return
+    try:
+        claims = verifier().claims(token)
+    except ApiError:
+        return
+    if claims.get("client_id") != caller.client_id:
+        raise oauth_error(400, "invalid_request", "The token was not issued to this client.")
+    revoke_jti(claims["jti"], claims["exp"], "revoked_by_client")

@@ -1,0 +1,1 @@
+"""Hosted HTML pages at {auth_url}: sign-in, reset, account settings, and their static files."""

@@ -1,0 +1,1 @@
+"""Signing in: password, e-mailed codes, reset links, lockout, browser sessions and safe redirects."""

@@ -1,0 +1,145 @@
+"""Every API call's token check: what must be refused is tried and shown refused (401 problem+json)."""
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+
+import jwt as pyjwt
+import pytest
+from chalice.test import Client
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from chalicelib.core import clock
+from chalicelib.core.config import settings
+from chalicelib.groups import create_app
+from chalicelib.identity.oauth import signing
+from tests.functional.conftest import Tenant, bearer
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _claims(t: Tenant, **over: Any) -> dict[str, Any]:
+    now = int(clock.now())
+    claims = {"iss": settings().issuer, "aud": "service-api", "sub": t.user_id, "workspace_id": t.workspace_id,
+              "roles": ["admin"], "email": t.email, "amr": ["pwd"], "iat": now, "exp": now + 600, "jti": "tok_x"}
+    claims.update(over)
+    return claims
+
+
+def _active_kid() -> str:
+    return signing.signer().current()[0]
+
+
+def _sign_with_our_key(claims: dict[str, Any], kid: str | None = None) -> str:
+    """Sign arbitrary claims with our real private key (to isolate the claim checks)."""
+    real_kid, key = signing.signer().current()
+    pem = key.to_pem()
+    return pyjwt.encode(claims, pem, algorithm="RS256", headers={"kid": kid or real_kid})
+
+
+def _get_me(token: str | None, raw_header: str | None = None) -> Any:
+    headers = {}
+    if raw_header is not None:
+        headers["Authorization"] = raw_header
+    elif token is not None:
+        headers = bearer(token)
+    with Client(create_app("platform")) as client:
+        return client.http.get("/v1/me", headers=headers)
+
+
+def _assert_refused(response: Any) -> None:
+    assert response.status_code == 401, response.body
+    assert response.headers["Content-Type"] == "application/problem+json"
+    body = json.loads(response.body)
+    assert body["code"] == "invalid_token" and body["status"] == 401 and body["correlation_id"]
+    assert "Traceback" not in response.body.decode()
+
+
+def test_our_token_is_accepted(tenant: Tenant) -> None:
+    assert _get_me(tenant.token).status_code == 200
+    assert _get_me(_sign_with_our_key(_claims(tenant))).status_code == 200
+
+
+def test_no_token(tenant: Tenant) -> None:
+    _assert_refused(_get_me(None))
+
+
+@pytest.mark.parametrize("header", ["Bearer", "Basic abc", "Bearer not-a-jwt", "Bearer a.b.c", "Bearer " + "x" * 9000])
+def test_malformed_token(tenant: Tenant, header: str) -> None:
+    _assert_refused(_get_me(None, raw_header=header))
+
+
+def test_expired_token(tenant: Tenant) -> None:
+    _assert_refused(_get_me(_sign_with_our_key(_claims(tenant, iat=int(time.time()) - 7200, exp=int(time.time()) - 3600))))
+
+
+def test_token_expires_by_platform_clock_even_when_cached(tenant: Tenant) -> None:
+    assert _get_me(tenant.token).status_code == 200  # now cached
+    clock.advance(settings().access_token_ttl + 1)
+    _assert_refused(_get_me(tenant.token))
+
+
+def test_wrong_audience(tenant: Tenant) -> None:
+    _assert_refused(_get_me(_sign_with_our_key(_claims(tenant, aud="another-api"))))
+
+
+def test_wrong_issuer(tenant: Tenant) -> None:
+    _assert_refused(_get_me(_sign_with_our_key(_claims(tenant, iss="https://evil.example.com"))))
+
+
+def test_missing_workspace_claims(tenant: Tenant) -> None:
+    claims = _claims(tenant)
+    del claims["workspace_id"]
+    _assert_refused(_get_me(_sign_with_our_key(claims)))
+
+
+def test_unknown_kid(tenant: Tenant) -> None:
+    _assert_refused(_get_me(_sign_with_our_key(_claims(tenant), kid="key_01HZZZZZZZZZZZZZZZZZZZZZZZ")))
+
+
+def test_alg_none(tenant: Tenant) -> None:
+    header = _b64(json.dumps({"alg": "none", "typ": "JWT", "kid": _active_kid()}).encode())
+    payload = _b64(json.dumps(_claims(tenant)).encode())
+    _assert_refused(_get_me(f"{header}.{payload}."))
+
+
+def test_hs256_signed_with_our_public_key(tenant: Tenant) -> None:
+    """The python-jose CVE-2024-33663 shape: HMAC keyed with the RSA public key."""
+    kid = _active_kid()
+    public_pem = signing.signer().current()[1].public_key().to_pem()
+    header = _b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": kid}).encode())
+    payload = _b64(json.dumps(_claims(tenant)).encode())
+    import hashlib
+    import hmac
+
+    sig = hmac.new(public_pem, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    _assert_refused(_get_me(f"{header}.{payload}.{_b64(sig)}"))
+
+
+def test_token_signed_by_a_key_that_is_not_ours(tenant: Tenant) -> None:
+    foreign = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = foreign.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    # claims a kid of ours, signature from another key
+    _assert_refused(_get_me(pyjwt.encode(_claims(tenant), pem, algorithm="RS256", headers={"kid": _active_kid()})))
+
+
+def test_tampered_payload(tenant: Tenant) -> None:
+    header, payload, sig = tenant.token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    claims["roles"] = ["admin", "owner"]
+    _assert_refused(_get_me(f"{header}.{_b64(json.dumps(claims).encode())}.{sig}"))
+
+
+def test_revoked_token_refused_on_the_next_request(tenant: Tenant) -> None:
+    from chalicelib.core import tokens
+    from chalicelib.core.models import global_model
+
+    assert _get_me(tenant.token).status_code == 200
+    global_model(tokens.RevokedTokenAttrs)(tenant.claims["jti"], expires_at=tenant.claims["exp"]).save()
+    _assert_refused(_get_me(tenant.token))
