@@ -1,7 +1,7 @@
 """GET /v1/me: who the token belongs to, which workspaces they can switch to, and where each is served.
 
 A signed-in user with no workspace yet (a token with ``workspace_id=""``, see
-``chalicelib/identity/provider.py``) is answered too: ``workspace`` is null and ``next_steps`` says how
+``chalicelib/identity/oauth/authorize.py``) is answered too: ``workspace`` is null and ``next_steps`` says how
 to create one, join one, or switch to one they already belong to.
 """
 from __future__ import annotations

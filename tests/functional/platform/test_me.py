@@ -5,7 +5,7 @@ from chalice.test import Client
 
 from chalicelib.groups import create_app
 from chalicelib.identity import users
-from chalicelib.identity.signing import issue_access_token
+from chalicelib.identity.oauth.signing import issue_access_token
 from tests.functional.conftest import Tenant
 from tests.functional.platform.helpers import add_member, call
 
