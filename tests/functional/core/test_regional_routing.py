@@ -36,7 +36,7 @@ DIRECTORY = {t.name for t in TABLES if t.scope == GLOBAL_SCOPE}
 
 def _table(params: dict[str, Any]) -> str | None:
     """The declared (logical) name of the table a call addresses."""
-    name = params.get("TableName")
+    name = params.get("TableName") or next(iter(params.get("RequestItems") or {}), None)  # batch calls
     return name.removeprefix(settings().resource_prefix + "-") if name else None
 
 
