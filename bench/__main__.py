@@ -32,10 +32,13 @@ MODULES: tuple[str, ...] = (
     "bench_signin",
     "bench_signin_web",
     "bench_platform",
+    "bench_audit",
     "bench_gateway_sync",
     "bench_gateway_query",
     "bench_regions",
     "bench_webapp",
+    "bench_chat",
+    "bench_agents",
 )
 
 

@@ -26,7 +26,8 @@ def main() -> None:
     from chalicelib.core.errors import ApiError
     from chalicelib.core.regions import WORKSPACE
     from chalicelib.groups import create_app
-    from chalicelib.identity import signing, users
+    from chalicelib.identity import users
+    from chalicelib.identity.oauth import signing
     from chalicelib.platform.workspaces import create_workspace
     from infra.bootstrap import bootstrap_all
 

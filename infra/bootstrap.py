@@ -38,6 +38,8 @@ def _table_spec(t: Table) -> dict[str, Any]:
         spec["GlobalSecondaryIndexes"] = gsis
     if lsis:
         spec["LocalSecondaryIndexes"] = lsis
+    if t.stream:
+        spec["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": t.stream}
     return spec
 
 
@@ -45,7 +47,9 @@ def ensure_table(t: Table, region: str) -> bool:
     ddb = aws.client("dynamodb", region)
     name = aws.table_name(t.name)
     try:
-        ddb.describe_table(TableName=name)
+        existing = ddb.describe_table(TableName=name)["Table"]
+        if t.stream and not existing.get("StreamSpecification", {}).get("StreamEnabled"):
+            ddb.update_table(TableName=name, StreamSpecification={"StreamEnabled": True, "StreamViewType": t.stream})
         return False
     except ClientError as err:
         if err.response["Error"]["Code"] != "ResourceNotFoundException":

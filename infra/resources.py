@@ -30,6 +30,7 @@ class Table:
     attributes: dict[str, str] = field(default_factory=dict)  # key attribute name -> S | N | B
     indexes: tuple[Index, ...] = ()
     ttl: str | None = None
+    stream: str | None = None  # DynamoDB Streams view type, when the table has a change stream
     purpose: str = ""
 
 
@@ -46,6 +47,7 @@ class Bucket:
     name: str
     object_lock_days: int | None = None  # default retention, compliance mode
     expire_days: int | None = None
+    writer: str | None = None  # the one scheduled/queue job whose role may write objects (None: every role)
     purpose: str = ""
 
 
@@ -55,6 +57,7 @@ class Key:
     scope: str
     spec: str = "SYMMETRIC_DEFAULT"
     usage: str = "ENCRYPT_DECRYPT"
+    signer: str | None = None  # SIGN_VERIFY keys: the one job whose role may kms:Sign (no other role may)
     purpose: str = ""
 
 
@@ -97,8 +100,9 @@ TABLES: tuple[Table, ...] = (
           indexes=(Index("by_user", "user_id", "workspace_id"),), purpose="members and their roles"),
     Table("audit_events", REGIONAL, "workspace_id", "seq",
           attributes={"workspace_id": "S", "seq": "N", "occurred_at": "S"},
-          indexes=(Index("by_time", "workspace_id", "occurred_at", local=True),),
-          purpose="append-only, hash-chained audit trail"),
+          indexes=(Index("by_time", "workspace_id", "occurred_at", local=True),), stream="KEYS_ONLY",
+          purpose="append-only, hash-chained audit trail; its change stream shows any overwrite or delete "
+                  "to the digest job"),
     Table("connectors", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="gateway connectors, their health and sync cursor"),
     Table("datasets", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
@@ -138,6 +142,7 @@ TABLES: tuple[Table, ...] = (
 QUEUES: tuple[Queue, ...] = (
     Queue("sync-jobs", visibility_timeout=300, purpose="connector sync runs"),
     Queue("agent-runs", visibility_timeout=300, purpose="agent runs"),
+    Queue("audit-exports", visibility_timeout=300, purpose="audit exports, built and signed by the export job"),
 )
 
 BUCKETS: tuple[Bucket, ...] = (
@@ -145,7 +150,11 @@ BUCKETS: tuple[Bucket, ...] = (
     Bucket("documents", purpose="uploaded documents and passages"),
     Bucket("knowledge", purpose="knowledge indexes: chunks and BM25 files per dataset build"),
     Bucket("backups", expire_days=BACKUP_RETENTION_DAYS, purpose="backups, 35-day rotation, separate key"),
-    Bucket("audit-archive", object_lock_days=AUDIT_RETENTION_DAYS, purpose="audit exports, Object Lock compliance 7 years"),
+    Bucket("audit-archive", object_lock_days=AUDIT_RETENTION_DAYS, writer="audit_exports",
+           purpose="audit exports, Object Lock compliance 7 years; written only by the export job"),
+    Bucket("audit-digests", object_lock_days=AUDIT_RETENTION_DAYS, writer="audit_digest",
+           purpose="signed digests of every workspace's audit chain head, Object Lock compliance 7 years; "
+                   "written only by the digest job"),
 )
 
 KEYS: tuple[Key, ...] = (
@@ -155,8 +164,15 @@ KEYS: tuple[Key, ...] = (
     Key("backups", REGIONAL, purpose="separate key for backups"),
     Key("field-hash", REGIONAL, spec="HMAC_256", usage="GENERATE_VERIFY_MAC",
         purpose="derives each workspace's key for the 'hash' field policy (GenerateMac; never leaves KMS)"),
-    Key("audit-signing", REGIONAL, spec="RSA_2048", usage="SIGN_VERIFY", purpose="signs audit export digests"),
+    Key("audit-signing", REGIONAL, spec="RSA_2048", usage="SIGN_VERIFY", signer="audit_exports",
+        purpose="signs audit export manifests; only the export job may sign"),
+    Key("audit-digest-signing", REGIONAL, spec="RSA_2048", usage="SIGN_VERIFY", signer="audit_digest",
+        purpose="signs the periodic audit chain-head digests; only the digest job may sign"),
 )
+
+
+# the jobs that alone may sign with a key or write to a bucket (each runs with its own IAM role)
+AUDIT_JOBS: tuple[str, ...] = tuple(sorted({k.signer for k in KEYS if k.signer} | {b.writer for b in BUCKETS if b.writer}))
 
 
 def tables(scope: str) -> list[Table]:

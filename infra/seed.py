@@ -16,7 +16,8 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.regions import region_for
 from chalicelib.core.tenancy import region_of, workspaces_of
 from chalicelib.gateway import demo as gateway_demo
-from chalicelib.identity import api_tokens, users
+from chalicelib.identity import users
+from chalicelib.identity.account import api_tokens
 from chalicelib.identity.demo_seed import seed_signin_demo
 from chalicelib.platform.workspaces import create_workspace
 

@@ -8,7 +8,10 @@
 - ``iam_policy(group, region)``: the policy each stage's functions run with (``.chalice/policy-<group>.json``,
   ``.chalice/policy-<group>-<region>.json``): least privilege on our own resources, a regional stage only
   in its region (plus the global directory), and an explicit deny of every write except PutItem on the
-  audit table, so no function can change or delete an audit event.
+  audit table, so no function can change or delete an audit event. No group may ``kms:Sign`` or write to the
+  audit buckets: ``job_policy(job, region)`` (``.chalice/policy-<job>-<region>.json``, set per function in
+  the workers stages of ``.chalice/config.json``) gives the export job and the digest job, each alone, its
+  key and its bucket; each signing key's key policy also refuses ``kms:Sign`` to every other principal.
 
 ``python -m infra.template OUT_DIR`` writes ``resources-<region>.json`` for every open region and refreshes
 ``.chalice/config.json`` and the policies (a test checks the committed files are current);
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.core.regions import OPEN_REGIONS
-from infra.resources import BUCKETS, GLOBAL, KEYS, QUEUES, REGIONAL, TABLES
+from infra.resources import AUDIT_JOBS, BUCKETS, GLOBAL, KEYS, QUEUES, REGIONAL, TABLES
 
 PREFIX = "aiplat"
 GLOBAL_REGION = "us-east-1"
@@ -56,16 +59,29 @@ def _table(t: Any) -> dict[str, Any]:
                           for ix in group]
     if t.ttl:
         props["TimeToLiveSpecification"] = {"AttributeName": t.ttl, "Enabled": True}
+    if t.stream:
+        props["StreamSpecification"] = {"StreamViewType": t.stream}
     return {"Type": "AWS::DynamoDB::Table", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
             "Properties": props}
 
 
+def job_role_pattern(job: str) -> str:
+    """The IAM role Chalice creates for a workers function with its own policy file
+    (``<app>-<stage>-<function>``, e.g. ``aiplat-workers-eu-central-1-prod-audit_digest``)."""
+    return f"arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:role/{PREFIX}-workers-*-{job}"
+
+
 def _key(k: Any) -> dict[str, Any]:
+    statements: list[dict[str, Any]] = [{
+        "Sid": "AccountAdmin", "Effect": "Allow",
+        "Principal": {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}},
+        "Action": "kms:*", "Resource": "*"}]
+    if k.signer:  # the key itself refuses Sign to every principal but the one job (IAM cannot widen it)
+        statements.append({"Sid": "OnlyTheJobSigns", "Effect": "Deny", "Principal": "*", "Action": "kms:Sign",
+                           "Resource": "*",
+                           "Condition": {"ArnNotLike": {"aws:PrincipalArn": {"Fn::Sub": job_role_pattern(k.signer)}}}})
     props: dict[str, Any] = {"Description": k.purpose, "KeySpec": k.spec, "KeyUsage": k.usage,
-                             "KeyPolicy": {"Version": "2012-10-17", "Statement": [{
-                                 "Sid": "AccountAdmin", "Effect": "Allow",
-                                 "Principal": {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}},
-                                 "Action": "kms:*", "Resource": "*"}]}}
+                             "KeyPolicy": {"Version": "2012-10-17", "Statement": statements}}
     if k.spec == "SYMMETRIC_DEFAULT":
         props["EnableKeyRotation"] = True
     return {"Type": "AWS::KMS::Key", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain", "Properties": props}
@@ -178,6 +194,11 @@ def policy_file(group: str, region: str | None) -> str:
     return f"policy-{group}-{region}.json" if region else f"policy-{group}.json"
 
 
+def job_policy_file(job: str, region: str | None) -> str:
+    """``.chalice`` file of an audit job's own policy (``audit_digest`` -> ``policy-audit-digest-<region>.json``)."""
+    return policy_file(job.replace("_", "-"), region)
+
+
 def chalice_config() -> dict[str, Any]:
     """``.chalice/config.json``: one stage per global group and per (regional group, open region). A regional
     stage's environment pins its region (``REGION``) and names only its own addresses as ``BASE_URL`` and
@@ -196,6 +217,8 @@ def chalice_config() -> dict[str, Any]:
                                   "iam_policy_file": policy_file(group, region)}
         if env == "prod":
             config["reserved_concurrency"] = 100
+        if group == "workers":  # each audit job runs with its own role (the only one that may sign)
+            config["lambda_functions"] = {job: {"iam_policy_file": job_policy_file(job, region)} for job in AUDIT_JOBS}
         out[stage] = config
     return {"version": "2.0", "app_name": PREFIX, "automatic_layer": True, "stages": out}
 
@@ -205,10 +228,13 @@ def _region_arns(region: str, tables: list[str]) -> list[str]:
     return arns + [a + "/index/*" for a in arns]
 
 
-def iam_policy(group: str, region: str | None = None) -> dict[str, Any]:
+def iam_policy(group: str, region: str | None = None, *, job: str | None = None) -> dict[str, Any]:
     """Least-privilege policy for a route group's functions. A regional deployment (``region``) reaches its
     own region's resources and the global directory only; a global one reaches the directory and, for the
-    lookups identity needs (memberships), every region."""
+    lookups identity needs (memberships), every region. ``job``: one audit job's own workers function."""
+    audit_table = f"arn:aws:dynamodb:*:*:table/{PREFIX}-audit_events"
+    own_keys = [f"alias/{PREFIX}-{k.name}" for k in KEYS if job and k.signer == job]
+    guarded = [b for b in BUCKETS if b.writer]
     global_tables = [t.name for t in TABLES if t.scope == GLOBAL]
     regional_tables = [t.name for t in TABLES if t.scope == REGIONAL]
     if region:
@@ -230,14 +256,34 @@ def iam_policy(group: str, region: str | None = None) -> dict[str, Any]:
                     "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable"],
          "Resource": table_arns},
         {"Sid": "AuditIsAppendOnly", "Effect": "Deny",
-         "Action": ["dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PartiQLUpdate",
-                    "dynamodb:PartiQLDelete", "dynamodb:DeleteTable", "dynamodb:UpdateTable"],
-         "Resource": f"arn:aws:dynamodb:*:*:table/{PREFIX}-audit_events"},
+         "Action": ["dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PartiQLInsert",
+                    "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete", "dynamodb:DeleteTable", "dynamodb:UpdateTable",
+                    "dynamodb:RestoreTableFromBackup", "dynamodb:RestoreTableToPointInTime", "dynamodb:ImportTable"],
+         "Resource": audit_table},
+        # PutItem stays allowed: IAM has no condition key for a request's ConditionExpression (DynamoDB's
+        # documented keys are LeadingKeys, Attributes, Select, ReturnValues, ReturnConsumedCapacity,
+        # EnclosingOperation, FullTableScan), so "only with attribute_not_exists" cannot be required by
+        # IAM. An overwrite is detected instead: the signed chain-head digests and the audit table's change
+        # stream (docs/security.md).
         {"Sid": "Keys", "Effect": "Allow",
-         "Action": ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:Sign", "kms:Verify", "kms:GenerateMac",
-                    "kms:DescribeKey"],
+         "Action": ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:Verify", "kms:GenerateMac",
+                    "kms:DescribeKey", "kms:GetPublicKey"],
          "Resource": [f"arn:aws:kms:{r}:*:key/*" for r in regions],
          "Condition": {"ForAnyValue:StringLike": {"kms:ResourceAliases": f"alias/{PREFIX}-*"}}},
+    ]
+    if job == "audit_digest":  # reads the audit table's change stream for overwrites and deletes
+        statements.append({"Sid": "AuditChangeStream", "Effect": "Allow",
+                           "Action": ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"],
+                           "Resource": f"arn:aws:dynamodb:{home}:*:table/{PREFIX}-audit_events/stream/*"})
+    if own_keys:
+        statements.append({"Sid": "SignWithTheJobsOwnKey", "Effect": "Allow", "Action": ["kms:Sign"],
+                           "Resource": [f"arn:aws:kms:{r}:*:key/*" for r in regions],
+                           "Condition": {"ForAnyValue:StringEquals": {"kms:ResourceAliases": own_keys}}})
+        statements.append({"Sid": "SignWithNoOtherKey", "Effect": "Deny", "Action": ["kms:Sign"], "Resource": "*",
+                           "Condition": {"ForAllValues:StringNotEquals": {"kms:ResourceAliases": own_keys}}})
+    else:
+        statements.append({"Sid": "OnlyAuditJobsSign", "Effect": "Deny", "Action": ["kms:Sign"], "Resource": "*"})
+    statements += [
         {"Sid": "Queues", "Effect": "Allow",
          "Action": ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes"]
          + (["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"] if group == "workers" else []),
@@ -246,10 +292,16 @@ def iam_policy(group: str, region: str | None = None) -> dict[str, Any]:
                                                          "s3:PutObjectRetention", "s3:GetObjectRetention"],
          "Resource": [f"arn:aws:s3:::{PREFIX}-*-{home}*", f"arn:aws:s3:::{PREFIX}-*-{home}*/*"]},
         {"Sid": "AuditArchiveIsWriteOnce", "Effect": "Deny",
-         "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration"],
-         "Resource": [f"arn:aws:s3:::{PREFIX}-audit-archive-*", f"arn:aws:s3:::{PREFIX}-audit-archive-*/*"]},
+         "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration",
+                    "s3:PutBucketPolicy", "s3:PutLifecycleConfiguration", "s3:DeleteBucket"],
+         "Resource": [r for b in guarded for r in (f"arn:aws:s3:::{PREFIX}-{b.name}-*", f"arn:aws:s3:::{PREFIX}-{b.name}-*/*")]},
     ]
-    if group in ("gateway", "workers"):  # connectors: snapshots pruned; sources read only through roles
+    others = [b for b in guarded if b.writer != job]
+    if others:
+        statements.append({"Sid": "AuditBucketsWrittenOnlyByTheirJob", "Effect": "Deny",
+                           "Action": ["s3:PutObject", "s3:PutObjectRetention"],
+                           "Resource": [f"arn:aws:s3:::{PREFIX}-{b.name}-*/*" for b in others]})
+    if group in ("gateway", "workers") and job is None:  # connectors: snapshots pruned; sources read only through roles
         statements.append({"Sid": "GatewayDataLifecycle", "Effect": "Allow", "Action": ["s3:DeleteObject"],
                            "Resource": [f"arn:aws:s3:::{PREFIX}-data-{home}*/*", f"arn:aws:s3:::{PREFIX}-documents-{home}*/*"]})
         # No read permission on any bucket or table but our own: a connector reads as the role its
@@ -260,6 +312,13 @@ def iam_policy(group: str, region: str | None = None) -> dict[str, Any]:
         statements.append({"Sid": "NoRoleOfOurOwnAccount", "Effect": "Deny", "Action": "sts:AssumeRole",
                            "Resource": "*",
                            "Condition": {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}}})
+    if group in ("gateway", "workers", "platform"):  # knowledge: an index build replaces the previous one
+        statements.append({"Sid": "KnowledgeIndexLifecycle", "Effect": "Allow", "Action": ["s3:DeleteObject"],
+                           "Resource": [f"arn:aws:s3:::{PREFIX}-knowledge-{home}*/*"]})
+    if group in ("platform", "workers"):  # chat and agents call Bedrock in their own region only
+        statements.append({"Sid": "BedrockInRegion", "Effect": "Allow",
+                           "Action": ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
+                           "Resource": f"arn:aws:bedrock:{home}::foundation-model/*"})
     if group in ("identity", "platform"):
         statements.append({"Sid": "Mail", "Effect": "Allow", "Action": ["ses:SendEmail"], "Resource": "*",
                            **({"Condition": {"StringEquals": {"aws:RequestedRegion": region}}} if region else {})})
@@ -275,7 +334,18 @@ def write_deployment_config() -> list[Path]:
         path = CHALICE_DIR / policy_file(group, region)
         path.write_text(json.dumps(iam_policy(group, region), indent=2) + "\n")
         paths.append(path)
+        for job in AUDIT_JOBS if group == "workers" else ():
+            path = CHALICE_DIR / job_policy_file(job, region)
+            path.write_text(json.dumps(job_policy(job, region), indent=2) + "\n")
+            paths.append(path)
     return paths
+
+
+def job_policy(job: str, region: str | None = None) -> dict[str, Any]:
+    """The policy of one audit job's own function (a workers function with its own role)."""
+    if job not in AUDIT_JOBS:
+        raise ValueError(f"{job!r} is not an audit job; expected one of {', '.join(AUDIT_JOBS)}")
+    return iam_policy("workers", region, job=job)
 
 
 def main(out_dir: str) -> None:

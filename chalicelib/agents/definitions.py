@@ -111,6 +111,12 @@ def normalise(body: dict[str, Any], current: dict[str, Any] | None = None) -> di
         limits.update(body["limits"])
     tools = merged.get("tools") or []
     errors = _check_tools(tools)
+    model = merged.get("model") or "auto"
+    if model != "auto":
+        from chalicelib.models.registry import registry
+
+        if registry().get(model) is None:
+            errors.append({"field": "model", "message": "is not a known model (GET /v1/models lists them)"})
     plan = merged.get("plan")
     if plan is not None and not errors:
         errors += check_plan(plan, tools, limits["max_steps"])

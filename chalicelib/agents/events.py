@@ -28,11 +28,12 @@ def _last_seq(region: str, key: str) -> int:
 
 
 def append(region: str, workspace_id: str, run_id: str, type_: str, data: dict[str, Any] | None = None,
-           expires_at: int | None = None) -> int:
-    """Append one event; returns its sequence number."""
+           expires_at: int | None = None, *, after: int | None = None) -> int:
+    """Append one event; returns its sequence number. ``after`` is the writer's guess of the last
+    sequence number (it saves a read when right; a wrong guess costs one retry)."""
     cls = models.events(region)
     key = models.run_key(workspace_id, run_id)
-    seq = _last_seq(region, key) + 1
+    seq = (after + 1) if after is not None else _last_seq(region, key) + 1
     for _ in range(MAX_APPEND_ATTEMPTS):
         try:
             cls(key, models.event_sk(seq), seq=seq, type=type_, at=clock.iso(),

@@ -94,7 +94,7 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
             created_at=clock.iso(now), deadline_at=int(deadline), attempt=0,
             expires_at=int(now + expiry) if expiry else None)
         run.save(condition=models.RunAttrs.id.does_not_exist())
-        events.append(region, principal.workspace_id, run_id, "run.queued", {"status": QUEUED}, run.expires_at)
+        events.append(region, principal.workspace_id, run_id, "run.queued", {"status": QUEUED}, run.expires_at, after=0)
         audit.append(region, principal.workspace_id, "agent_run.created", actor=_user_actor(principal),
                      target={"type": "agent_run", "id": run_id},
                      details={"agent_id": agent_id, "agent_version": agent["version"]}, caller=caller)
@@ -156,7 +156,12 @@ def view(run: models.RunAttrs, *, with_steps: bool = False) -> dict[str, Any]:
 def list_runs(principal: Principal, agent_id: str, query: dict[str, str]) -> dict[str, Any]:
     """An agent's runs, newest first, paged; ``status`` filters; non-Admins see only their own runs."""
     paging.check_params(query, ("limit", "after", "status"))
-    definitions.get_item(principal.workspace_id, agent_id)  # 404 for unknown agents
+    try:
+        definitions.get_item(principal.workspace_id, agent_id)
+    except ApiError:  # a deleted agent's runs stay listable until they are deleted themselves
+        if not any(True for _ in models.runs(region_of(principal.workspace_id)).by_agent.query(
+                principal.workspace_id, models.RunAttrs.agent_key.startswith(f"{agent_id}#"), limit=1)):
+            raise
     status = query.get("status")
     if status is not None and status not in RUN_STATUSES:
         raise validation_error([{"field": "status", "message": "must be one of " + ", ".join(RUN_STATUSES)}])

@@ -64,6 +64,11 @@ class RunState:
     steps_done: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=lambda: {"steps": 0, "tool_calls": 0, "input_tokens": 0,
                                                              "output_tokens": 0})
+    last_event: int | None = None  # the last event sequence number this delivery wrote
+
+    def event(self, type_: str, data: dict[str, Any]) -> None:
+        self.last_event = events.append(self.region, self.run.workspace_id, self.run.id, type_, data,
+                                        self.run.expires_at, after=self.last_event)
 
 
 @lru_cache(maxsize=8)
@@ -178,8 +183,6 @@ def execute(workspace_id: str, run_id: str, delivery_id: str, *, after_step: Aft
         return "busy"
     except lifecycle.Superseded:
         return "done"
-    if was_queued:
-        events.append(region, workspace_id, run_id, "run.started", {"status": models.IN_PROGRESS}, run.expires_at)
     principal = starting_principal(run)
     if principal is None or not principal.can("agents.run"):
         lifecycle.finish(run, FAILED, attempt=attempt, error={
@@ -187,6 +190,8 @@ def execute(workspace_id: str, run_id: str, delivery_id: str, *, after_step: Aft
         return "done"
     state = RunState(region, run, attempt, json.loads(run.agent), json.loads(run.input),
                      tools.ToolContext(principal, region, run.agent_id, run.id))
+    if was_queued:
+        state.event("run.started", {"status": models.IN_PROGRESS})
     try:
         answer = answering.run_agent(state, StepRunner(state, after_step))
         output = {**answer.pop("output")}
@@ -241,30 +246,33 @@ class StepRunner:
         self.checkpoint()
         index = self.index
         self.index += 1
-        key = models.run_key(s.run.workspace_id, s.run.id)
-        cls = models.steps(s.region)
-        try:
-            prior = cls.get(key, models.step_sk(index), consistent_read=True)
-        except cls.DoesNotExist:
-            prior = None
-        if prior is not None and prior.status == "completed":  # done by an earlier delivery: never again
-            output = json.loads(prior.output) if prior.output else None
-            s.ctx.read.update(json.loads(prior.datasets or "[]"))
-            self._account(prior.name, output)
-            return output
-        if prior is not None and prior.status == "failed":
-            err = json.loads(prior.error or "{}")
-            raise StepFailed(err.get("code", "step_failed"), err.get("message", "A step failed."))
+        refused: dict[str, str] | None = None
+        args: Any = raw_input if isinstance(raw_input, dict) else {}
         if tool not in s.agent["tools"]:
-            self._record_failed(index, name, tool, {}, "tool_not_allowed", f"The agent may not use {tool}.", prior)
-        try:
-            args = templates.render(raw_input, {"input": s.run_input, "steps": {k: {"output": v} for k, v in s.outputs.items()}})
-        except templates.MissingValue as missing:
-            self._record_failed(index, name, tool, raw_input if isinstance(raw_input, dict) else {},
-                                "template_value_missing", f"Step '{name}' names a missing value: {missing.ref}.", prior)
-        started = self._record_started(index, name, tool, args, prior)
-        events.append(s.region, s.run.workspace_id, s.run.id, "step.started",
-                      {"index": index, "name": name, "tool": tool}, s.run.expires_at)
+            refused = {"code": "tool_not_allowed", "message": f"The agent may not use {tool}."}
+        else:
+            try:
+                args = templates.render(raw_input, {"input": s.run_input,
+                                                    "steps": {k: {"output": v} for k, v in s.outputs.items()}})
+            except templates.MissingValue as missing:
+                refused = {"code": "template_value_missing",
+                           "message": f"Step '{name}' names a missing value: {missing.ref}."}
+        item, prior = self._claim(index, name, tool, args)
+        if prior is not None:
+            if prior.status == "completed":  # done by an earlier delivery: never again
+                output = json.loads(prior.output) if prior.output else None
+                s.ctx.read.update(json.loads(prior.datasets or "[]"))
+                self._account(prior.name, output)
+                return output
+            if prior.status == "failed":
+                err = json.loads(prior.error or "{}")
+                raise StepFailed(err.get("code", "step_failed"), err.get("message", "A step failed."))
+            item = self._take_over(prior, args)  # started by a delivery that died mid-step
+        if refused is not None:
+            self._record_finished(item, output=None, error=refused, duration_ms=0, read=[])
+            s.event("step.failed", {"index": index, "name": name, "tool": tool, "error": refused})
+            raise StepFailed(refused["code"], refused["message"])
+        s.event("step.started", {"index": index, "name": name, "tool": tool})
         t0 = time.perf_counter()
         before = set(s.ctx.read)
         try:
@@ -280,10 +288,9 @@ class StepRunner:
                                                "message": f"The tool's output exceeds {MAX_OUTPUT_CHARS} characters."}
         duration = round((time.perf_counter() - t0) * 1000, 2)
         read = sorted(s.ctx.read - before)
-        self._record_finished(started, output=text, error=error, duration_ms=duration, read=read)
-        events.append(s.region, s.run.workspace_id, s.run.id, "step.failed" if error else "step.completed",
-                      {"index": index, "name": name, "tool": tool, "duration_ms": duration,
-                       **({"error": error} if error else {})}, s.run.expires_at)
+        self._record_finished(item, output=text, error=error, duration_ms=duration, read=read)
+        s.event("step.failed" if error else "step.completed",
+                {"index": index, "name": name, "tool": tool, "duration_ms": duration, **({"error": error} if error else {})})
         s.usage["tool_calls"] += 1
         if error is not None:
             raise StepFailed(error["code"], f"Step '{name}' ({tool}) failed: {error['message']}")
@@ -297,28 +304,26 @@ class StepRunner:
         self.state.steps_done.append({"name": name, "output": output})
         self.state.usage["steps"] = self.index
 
-    def _record_started(self, index: int, name: str, tool: str, args: Any,
-                        prior: models.StepAttrs | None) -> models.StepAttrs:
+    def _claim(self, index: int, name: str, tool: str, args: Any) -> tuple[models.StepAttrs, models.StepAttrs | None]:
+        """Write the step as ``started`` (conditional put); when it exists, return the recorded one too."""
         s = self.state
         cls = models.steps(s.region)
-        S = models.StepAttrs
-        now = clock.iso()
-        if prior is None:
-            item = cls(models.run_key(s.run.workspace_id, s.run.id), models.step_sk(index), index=index, name=name,
-                       tool=tool, status="started", input=json.dumps(args, default=str), attempt=s.attempt,
-                       executions=1, started_at=now, expires_at=s.run.expires_at)
-            try:
-                item.save(condition=S.sk.does_not_exist())
-                return item
-            except PutError:
-                prior = cls.get(item.run_key, item.sk, consistent_read=True)
-                if prior.status != "started":
-                    raise Stop() from None  # another delivery finished it meanwhile: it owns the run
-        # started by an earlier delivery that died mid-step: take it over (the tool runs again, once more)
+        item = cls(models.run_key(s.run.workspace_id, s.run.id), models.step_sk(index), index=index, name=name,
+                   tool=tool, status="started", input=json.dumps(args, default=str), attempt=s.attempt,
+                   executions=1, started_at=clock.iso(), expires_at=s.run.expires_at)
         try:
-            prior.update(actions=[S.attempt.set(s.attempt), S.executions.add(1), S.started_at.set(now),
+            item.save(condition=models.StepAttrs.sk.does_not_exist())
+            return item, None
+        except PutError:
+            return item, cls.get(item.run_key, item.sk, consistent_read=True)
+
+    def _take_over(self, prior: models.StepAttrs, args: Any) -> models.StepAttrs:
+        """A step an earlier attempt started but never finished: this attempt runs it (once more)."""
+        S = models.StepAttrs
+        try:
+            prior.update(actions=[S.attempt.set(self.state.attempt), S.executions.add(1), S.started_at.set(clock.iso()),
                                   S.input.set(json.dumps(args, default=str))],
-                         condition=(S.status == "started") & (S.attempt < s.attempt))
+                         condition=(S.status == "started") & (S.attempt < self.state.attempt))
         except Exception:  # noqa: BLE001 - a concurrent delivery took it
             raise Stop() from None
         return prior
@@ -341,12 +346,3 @@ class StepRunner:
                 tx.update(item, actions=actions, condition=(S.status == "started") & (S.attempt == s.attempt))
         except TransactWriteError:
             raise Stop() from None  # superseded or finished elsewhere: this delivery's result is dropped
-
-    def _record_failed(self, index: int, name: str, tool: str, args: dict[str, Any], code: str, message: str,
-                       prior: models.StepAttrs | None) -> None:
-        item = self._record_started(index, name, tool, args, prior)
-        self._record_finished(item, output=None, error={"code": code, "message": message}, duration_ms=0, read=[])
-        events.append(self.state.region, self.state.run.workspace_id, self.state.run.id, "step.failed",
-                      {"index": index, "name": name, "tool": tool, "error": {"code": code, "message": message}},
-                      self.state.run.expires_at)
-        raise StepFailed(code, message)

@@ -1,6 +1,7 @@
 """Aggregate usage counters (global store): tokens in and out per workspace, model and day."""
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from chalicelib.chat.models import UsageAttrs, usage
@@ -21,8 +22,6 @@ def add(workspace_id: str, model: str, input_tokens: int, output_tokens: int) ->
 
 def report(principal: Principal, start: str | None, end: str | None) -> dict[str, Any]:
     """``GET /v1/usage``: the workspace's counters between two days (inclusive, ``YYYY-MM-DD``)."""
-    import datetime as dt  # noqa: PLC0415
-
     today = clock.utcnow().date()
     try:
         to = dt.date.fromisoformat(end) if end else today

@@ -7,7 +7,8 @@ loser re-reads the head and tries again; a writer that cannot place its event ra
 ``AuditAppendFailed`` (and logs an error) instead of returning, so no event is ever dropped silently.
 Nothing in the code base updates or deletes an event, and the
 deployment template denies ``UpdateItem``/``DeleteItem`` on the table to every function.
-``verify_chain`` finds a changed, deleted, inserted or reordered event.
+``verify_chain`` finds a changed, deleted, inserted or reordered event; truncation and a re-hashed
+chain are found against the signed chain-head digests (``chalicelib/platform/audit_digests.py``).
 """
 from __future__ import annotations
 

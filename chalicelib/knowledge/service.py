@@ -20,7 +20,8 @@ import numpy as np
 
 from chalicelib.core import clock
 from chalicelib.core.authz import Principal, require
-from chalicelib.core.errors import validation_error
+from chalicelib.core.errors import not_found, validation_error
+from chalicelib.core.ids import is_id
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import catalog
 from chalicelib.knowledge import dense, indexer, lexical, store
@@ -144,6 +145,8 @@ def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any]
 def set_document_acl(principal: Principal, dataset_id: str, document_id: str, acl: Any) -> dict[str, Any]:
     """Narrow who may retrieve one document of a readable documents dataset (Admins: always)."""
     rec = catalog.record(principal, dataset_id)
+    if not is_id(document_id, "doc"):
+        raise not_found("document")
     if (not isinstance(acl, list) or len(acl) > 100
             or not all(isinstance(a, dict) and set(a) == {"type", "id"} and a["type"] in ("role", "user")
                        and isinstance(a["id"], str) and 1 <= len(a["id"]) <= 64 for a in acl)):

@@ -1,4 +1,4 @@
-"""Audit routes: read the trail (Admin, Viewer), export it (Admin)."""
+"""Audit routes: read the trail (Admin, Viewer), export it (Admin; built and signed by the export job)."""
 from __future__ import annotations
 
 from typing import Any
@@ -28,8 +28,8 @@ def create_export(ctx: Ctx) -> Any:
     ws_id = ctx.user.workspace_id
     body = validate(ctx.json(required=False), EXPORT_FIELDS)
     filters = audit_query.parse_filters({k: v for k, v in body.items() if v is not None}, ("from", "to"))
-    result = audit_export.export(region_of(ws_id), ws_id, filters, actor=actor_of(ctx), caller=ctx.caller)
-    return json_response(result, 201)
+    result = audit_export.request_export(region_of(ws_id), ws_id, filters, actor=actor_of(ctx), caller=ctx.caller)
+    return json_response(result, 202, headers={"Location": f"/v1/audit/exports/{result['id']}"})
 
 
 @api.route("/v1/audit/exports/{export_id}", permission="audit.export")

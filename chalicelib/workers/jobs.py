@@ -57,6 +57,20 @@ def expire_support_grants(event: dict[str, Any]) -> dict[str, Any]:
     return expire_grants(event)
 
 
+def audit_digest(event: dict[str, Any]) -> dict[str, Any]:
+    """Every 15 minutes: a signed digest of each changed workspace chain head, in the regions this
+    deployment serves. Runs as its own function with its own role: the only one that may sign with the
+    digest key or write the digest bucket (``.chalice/policy-audit-digest-<region>.json``)."""
+    from chalicelib.core.regions import served_regions
+    from chalicelib.platform import audit_digests
+
+    results = {region: audit_digests.run(region).as_dict() for region in served_regions()}
+    tampered = {r: res["tampered"] for r, res in results.items() if res["tampered"]}
+    if tampered:
+        log.error("audit digest refused tampered chains", extra={"tampered": tampered})
+    return results
+
+
 def expire_chats(event: dict[str, Any]) -> dict[str, Any]:
     """Every 15 minutes: delete chats past their workspace's auto-expiry."""
     from chalicelib.chat.expiry import sweep
@@ -87,6 +101,7 @@ SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("expire_chats", 900, expire_chats),
     Scheduled("reap_agent_runs", 60, reap_agent_runs),
     Scheduled("sweep_agent_data", 3600, sweep_agent_data),
+    Scheduled("audit_digest", 15 * 60, audit_digest),
 )
 
 
@@ -104,10 +119,19 @@ def agent_runs(event: dict[str, Any]) -> dict[str, Any]:
     return worker.handle(event)
 
 
+def audit_exports(event: dict[str, Any]) -> dict[str, Any]:
+    """Audit exports (``audit-exports`` queue). Runs as its own function with its own role: the only one
+    that may sign with the export key or write the archive (``.chalice/policy-audit-exports-<region>.json``)."""
+    from chalicelib.platform import audit_export
+
+    return audit_export.handle(event)
+
+
 # queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
 QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "sync-jobs": sync_jobs,
     "agent-runs": agent_runs,
+    "audit-exports": audit_exports,
 }
 
 

@@ -15,7 +15,17 @@ from pathlib import Path
 import pytest
 
 from chalicelib.groups import HTTP_GROUPS, create_app
-from infra.template import CHALICE_DIR, chalice_config, iam_policy, policy_file, resources_template, stages
+from infra.resources import AUDIT_JOBS, BUCKETS, KEYS, QUEUES
+from infra.template import (
+    CHALICE_DIR,
+    chalice_config,
+    iam_policy,
+    job_policy,
+    job_policy_file,
+    policy_file,
+    resources_template,
+    stages,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -67,6 +77,9 @@ def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stag
         assert env.get("REGION") == region if region else "REGION" not in env
         if region:
             assert env["BASE_URL"] == json.loads(env["REGIONAL_URLS"])[region]["base_url"]
+    roles = [r for r in resources.values() if r["Type"] == "AWS::IAM::Role"]
+    documents = [p["PolicyDocument"] for r in roles for p in r["Properties"].get("Policies", [])]
+    assert iam_policy(group, region) in documents  # the stage runs with its own region's policy
     handlers = set(functions) - {"APIHandler"}
     if group == "workers":  # global jobs run in the global region only; regional jobs and queues everywhere
         from chalicelib.workers import jobs
@@ -79,6 +92,13 @@ def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stag
         global_jobs = {camel(j.name) for j in jobs.SCHEDULED if j.scope == "global"}
         assert {"RotateSigningKeys", "RetireSigningKeys"} <= global_jobs and "SyncJobs" in regional
         assert handlers == (regional | global_jobs if region == "us-east-1" else regional)
+        # each audit job runs with its own role, made from its own policy file
+        roles = {name: functions[name]["Properties"].get("Role") for name in handlers}
+        assert len({json.dumps(roles[f]) for f in ("AuditDigest", "AuditExports", "SyncJobs")}) == 3
+        for function, job in (("AuditDigest", "audit_digest"), ("AuditExports", "audit_exports")):
+            role_name = roles[function]["Fn::GetAtt"][0]
+            policy = resources[role_name]["Properties"]["Policies"][0]["PolicyDocument"]
+            assert policy == job_policy(job, region)
     else:
         assert handlers == set()
     _lint(tmp_path / "sam.json")
@@ -103,24 +123,88 @@ def test_resources_templates_pass_cfn_lint(tmp_path: Path) -> None:
     eu = resources_template("eu-central-1")["Resources"]
     assert "UsersTable" not in eu and "AuditEventsTable" in eu
     dlqs = [r for r in eu.values() if r["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in r["Properties"]]
-    assert len(dlqs) == 2
+    assert len(dlqs) == len(QUEUES)
 
 
 def test_committed_deployment_config_is_current() -> None:
     """config.json and every policy are generated from the group and region declarations (no drift)."""
     assert CONFIG == chalice_config(), "run `make templates` to refresh .chalice/config.json"
     expected = {policy_file(group, region) for _, group, region in stages()}
+    expected |= {job_policy_file(job, region) for _, group, region in stages() if group == "workers" for job in AUDIT_JOBS}
     assert {p.name for p in CHALICE_DIR.glob("policy-*.json")} == expected
     for _, group, region in stages("dev"):
         committed = json.loads((CHALICE_DIR / policy_file(group, region)).read_text())
         assert committed == iam_policy(group, region), f"run `make templates` to refresh {policy_file(group, region)}"
+        for job in AUDIT_JOBS if group == "workers" else ():
+            committed = json.loads((CHALICE_DIR / job_policy_file(job, region)).read_text())
+            assert committed == job_policy(job, region), f"run `make templates` to refresh {job_policy_file(job, region)}"
+
+
+def test_each_audit_job_has_its_policy_file_in_every_workers_stage() -> None:
+    for stage, conf in CONFIG["stages"].items():
+        functions = conf.get("lambda_functions", {})
+        region = conf["environment_variables"].get("REGION")
+        if stage.startswith("workers-"):
+            assert {j: functions[j]["iam_policy_file"] for j in AUDIT_JOBS} == {j: job_policy_file(j, region) for j in AUDIT_JOBS}
+        else:
+            assert not functions
+
+
+def _allows(policy: dict, action: str) -> list[dict]:
+    return [s for s in policy["Statement"] if s["Effect"] == "Allow" and action in s["Action"]]
+
+
+def _denies(policy: dict, action: str) -> list[dict]:
+    return [s for s in policy["Statement"] if s["Effect"] == "Deny" and action in s["Action"]]
+
+
+def test_only_the_audit_jobs_sign_each_with_its_own_key() -> None:
+    for _, group, region in stages("dev"):  # every route group and the other workers: Sign explicitly denied
+        policy = iam_policy(group, region)
+        assert not _allows(policy, "kms:Sign")
+        [deny] = _denies(policy, "kms:Sign")
+        assert deny["Resource"] == "*" and "Condition" not in deny
+    for key in (k for k in KEYS if k.usage == "SIGN_VERIFY"):
+        for region in ("us-east-1", "eu-central-1"):
+            policy = job_policy(key.signer, region)
+            [allow] = _allows(policy, "kms:Sign")
+            assert allow["Condition"] == {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [f"alias/aiplat-{key.name}"]}}
+            [deny] = _denies(policy, "kms:Sign")  # ... and no other key, even one the account creates later
+            assert deny["Condition"] == {"ForAllValues:StringNotEquals": {"kms:ResourceAliases": [f"alias/aiplat-{key.name}"]}}
+    assert {k.signer for k in KEYS if k.usage == "SIGN_VERIFY"} == {"audit_digest", "audit_exports"}
+
+
+def test_signing_keys_refuse_sign_to_every_other_principal() -> None:
+    resources = resources_template("eu-central-1")["Resources"]
+    for key in (k for k in KEYS if k.signer):
+        statements = resources[f"{key.name.title().replace('-', '')}Key"]["Properties"]["KeyPolicy"]["Statement"]
+        [deny] = [s for s in statements if s["Effect"] == "Deny"]
+        assert deny["Action"] == "kms:Sign" and deny["Principal"] == "*"
+        assert deny["Condition"]["ArnNotLike"]["aws:PrincipalArn"]["Fn::Sub"].endswith(f"-{key.signer}")
+
+
+def test_audit_buckets_are_written_only_by_their_job() -> None:
+    guarded = [b for b in BUCKETS if b.writer]
+    assert {b.name for b in guarded} == {"audit-archive", "audit-digests"}
+    policies = [(group, iam_policy(group, region)) for _, group, region in stages("dev")]
+    policies += [(job, job_policy(job, "eu-central-1")) for job in AUDIT_JOBS]
+    for name, policy in policies:
+        denied = {r for s in _denies(policy, "s3:PutObject") for r in s["Resource"]}
+        for b in guarded:
+            assert (f"arn:aws:s3:::aiplat-{b.name}-*/*" in denied) is (b.writer != name), (name, b.name)
+    resources = resources_template("us-east-1")["Resources"]
+    for b in guarded:
+        props = resources[f"{b.name.title().replace('-', '')}Bucket"]["Properties"]
+        assert props["ObjectLockConfiguration"]["Rule"]["DefaultRetention"]["Mode"] == "COMPLIANCE"
 
 
 def test_audit_table_is_append_only_for_every_function() -> None:
-    for _, group, region in stages("dev"):
-        denies = [s for s in iam_policy(group, region)["Statement"]
-                  if s["Effect"] == "Deny" and "audit_events" in str(s["Resource"])]
-        assert denies and {"dynamodb:UpdateItem", "dynamodb:DeleteItem"} <= set(denies[0]["Action"])
+    policies = [iam_policy(group, region) for _, group, region in stages("dev")]
+    policies += [job_policy(job, region) for job in AUDIT_JOBS for region in ("us-east-1", "eu-central-1")]
+    for policy in policies:
+        denies = [s for s in policy["Statement"] if s["Effect"] == "Deny" and "audit_events" in str(s["Resource"])]
+        assert denies and {"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+                           "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete"} <= set(denies[0]["Action"])
 
 
 def _allowed_resources(policy: dict) -> list[str]:
@@ -147,6 +231,8 @@ def test_regional_policy_reaches_only_its_region(group: str) -> None:
         parts = arn.split(":")
         if arn.startswith("arn:aws:s3:::"):
             assert "-eu-central-1" in arn, arn
+        elif arn.startswith("arn:aws:iam::"):  # customers' roles for connector sources (ExternalId-bound)
+            continue
         elif parts[3] == "us-east-1":
             assert parts[2] in ("dynamodb", "kms"), arn
             if parts[2] == "dynamodb":

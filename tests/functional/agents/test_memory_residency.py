@@ -72,8 +72,13 @@ def test_definitions_crud(tenant: Tenant) -> None:
         assert [a["id"] for a in page["agents"]] == [agent["id"]] and page["has_more"]
         status, page2, _ = call(c, "GET", f"/v1/agents?limit=1&after={page['next_cursor']}", user.token)
         assert [a["id"] for a in page2["agents"]] == [second["id"]] and not page2["has_more"]
+        run = start_run(c, user.token, agent["id"], {"topic": "t", "sql": "SELECT 1"})[1]
         assert call(c, "DELETE", f"/v1/agents/{agent['id']}", user.token)[0] == 204
         assert call(c, "GET", f"/v1/agents/{agent['id']}", user.token)[0] == 404
+        # its runs stay until deleted themselves
+        assert [r["id"] for r in call(c, "GET", f"/v1/agents/{agent['id']}/runs", user.token)[1]["runs"]] == [run["id"]]
+        assert call(c, "GET", f"/v1/agents/{agent['id']}/runs/{run['id']}", user.token)[0] == 200
+        assert call(c, "GET", "/v1/agents/agt_01J0000000000000000000000Z/runs", user.token)[0] == 404
         status, bad, _ = call(c, "PATCH", f"/v1/agents/{second['id']}", user.token, {"tools": ["query"]})
         assert status == 400  # the plan uses tools that would no longer be allowed
         assert call(c, "GET", f"/v1/agents/{second['id']}", user.token)[1]["version"] == 1

@@ -40,6 +40,13 @@ def test_run_goes_queued_in_progress_completed_through_the_queue(seeded: Tenant)
                                 headers={"X-Correlation-Id": "start-run-corr-0001"})
         assert status == 202 and run["status"] == "queued", run
         assert queue_depth(seeded.region, "agent-runs") == 1
+        r = c.http.get(f"/v1/agents/{agent['id']}/runs/{run['id']}/events?wait=1",
+                       headers={"Authorization": f"Bearer {user.token}", "Last-Event-ID": "1"})
+        live = r.body.decode() if isinstance(r.body, bytes) else r.body
+        assert r.status_code == 200 and live.startswith("retry: 1000") and sse_events(live) == []
+        r = c.http.get(f"/v1/agents/{agent['id']}/runs/{run['id']}/events",
+                       headers={"Authorization": f"Bearer {user.token}", "Last-Event-ID": "x1"})
+        assert r.status_code == 400
         seen: list[str] = []
 
         def watch(index: int) -> None:

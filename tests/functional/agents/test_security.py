@@ -173,6 +173,7 @@ def test_unknown_agents_are_404(seeded: Tenant) -> None:
     ({"limits": {"max_steps": 1}, "plan": [{"name": "a", "tool": "query", "input": {"sql": "SELECT 1"}},
                                            {"name": "b", "tool": "query", "input": {"sql": "SELECT 2"}}]}, "plan"),
     ({"model": "bad model id!"}, "model"),
+    ({"model": "nowhere/gpt-x"}, "model"),
 ])
 def test_bad_definitions_are_refused_and_store_nothing(seeded: Tenant, change: dict, field: str) -> None:
     user = member(seeded.workspace_id)

@@ -119,3 +119,19 @@ def service_principal(tenant: Tenant) -> Any:
 
     return Principal(user_id=tenant.user_id, workspace_id=tenant.workspace_id, roles=("admin",),
                      email=tenant.email, amr=("pwd",), token_id="t")
+
+
+def test_document_acl_bad_input(tenant: Tenant, world: dict[str, Any]) -> None:
+    h = {**bearer(tenant.token), "Content-Type": "application/json"}
+    with Client(create_app("gateway")) as c:
+        base = f"/v1/knowledge/datasets/{world['public']}/documents"
+        assert c.http.put(f"{base}/not-a-doc/acl", headers=h, body='{"acl": []}').status_code == 404
+        assert c.http.put("/v1/knowledge/datasets/ds_unknown/documents/doc_01HZZZZZZZZZZZZZZZZZZZZZZ1/acl",
+                          headers=h, body='{"acl": []}').status_code == 404
+        for body in ('{"acl": [{"type": "group", "id": "x"}]}', '{"acl": "admin"}', '{}', '{"acl": [], "x": 1}'):
+            r = c.http.put(f"{base}/doc_01HZZZZZZZZZZZZZZZZZZZZZZ1/acl", headers=h, body=body)
+            assert r.status_code == 400, body
+        member = world["member"]
+        r = c.http.put(f"{base}/doc_01HZZZZZZZZZZZZZZZZZZZZZZ1/acl",
+                       headers={**bearer(member.token), "Content-Type": "application/json"}, body='{"acl": []}')
+        assert r.status_code == 403

@@ -9,8 +9,9 @@ from chalice.test import Client
 
 from chalicelib.core import audit, aws, clock
 from chalicelib.groups import create_app
-from chalicelib.platform import audit_cli, audit_export
+from chalicelib.platform import audit_cli, audit_digests, audit_export
 from tests.functional.conftest import Tenant
+from tests.functional.platform.audit_jobs import run_export_job
 from tests.functional.platform.helpers import add_member, call
 
 
@@ -106,10 +107,17 @@ def test_state_changes_carry_the_callers_correlation_id(tenant: Tenant, client: 
 
 def test_export_then_verify_and_tampering_fails(tenant: Tenant, client: Client, capsys) -> None:
     _fill(tenant, 12)
-    status, exp, _ = call(client, "POST", "/v1/audit/exports", tenant.token, {}, headers={"X-Correlation-Id": "corr-export-01"})
-    assert status == 201, exp
+    status, exp, headers = call(client, "POST", "/v1/audit/exports", tenant.token, {}, headers={"X-Correlation-Id": "corr-export-01"})
+    assert status == 202 and exp["status"] == "pending", exp
     assert exp["count"] == 13 and exp["first_seq"] == 1 and exp["uri"].startswith(
         f"s3://{aws.bucket_name('audit-archive', tenant.region)}/exports/{tenant.workspace_id}/")
+    assert headers["Location"] == f"/v1/audit/exports/{exp['id']}"
+    assert call(client, "GET", headers["Location"], tenant.token)[0] == 404  # not written yet
+    assert not audit_export.verify_export(exp["uri"]).ok  # nothing signed yet
+    _fill(tenant, 2)  # events after the request are not in the export: its range was fixed
+    assert run_export_job(tenant.region) == [{"batchItemFailures": []}]
+    status, ready, _ = call(client, "GET", headers["Location"], tenant.token)
+    assert status == 200 and ready["verification"]["ok"] and ready["count"] == 13
     s3 = aws.client("s3", tenant.region)
     for key in (exp["events_key"], exp["digest_key"]):
         head = s3.head_object(Bucket=exp["bucket"], Key=key)
@@ -162,7 +170,8 @@ def test_export_of_a_time_range_and_the_live_chain_detects_changes(tenant: Tenan
     events = list(audit.iter_chain(tenant.region, tenant.workspace_id))
     frm, to = events[3]["occurred_at"], events[8]["occurred_at"]
     status, exp, _ = call(client, "POST", "/v1/audit/exports", tenant.token, {"from": frm, "to": to})
-    assert status == 201 and (exp["first_seq"], exp["last_seq"]) == (4, 8)
+    assert status == 202 and (exp["first_seq"], exp["last_seq"]) == (4, 8)
+    run_export_job(tenant.region)
     assert audit_export.verify_export(exp["uri"]).ok
     assert call(client, "POST", "/v1/audit/exports", tenant.token, {"from": "2999-01-01T00:00:00Z"})[1]["code"] == "no_events"
     # someone with table access changes a stored event: the live verifier finds it
@@ -181,3 +190,4 @@ def test_export_retention_matches_the_declaration() -> None:
     from infra.resources import AUDIT_RETENTION_DAYS
 
     assert audit_export.AUDIT_RETENTION_DAYS == AUDIT_RETENTION_DAYS
+    assert audit_digests.AUDIT_RETENTION_DAYS == AUDIT_RETENTION_DAYS

@@ -14,6 +14,7 @@ from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, T
 from chalicelib.platform import support
 from infra.resources import BUCKETS, GLOBAL, REGIONAL, TABLES
 from tests.functional.conftest import Tenant, make_tenant
+from tests.functional.platform.audit_jobs import run_digest_job, run_export_job
 from tests.functional.platform.helpers import call, user_token
 
 
@@ -51,7 +52,9 @@ def test_eu_workspace_content_only_in_eu_central_1(tenant: Tenant) -> None:
                 {"replication": "cross-region-dr", "acknowledge_data_leaves_region": True})[0] == 200
     assert call(platform, "GET", "/v1/audit/events", admin)[0] == 200
     status, exp, _ = call(platform, "POST", "/v1/audit/exports", admin, {})
-    assert status == 201 and exp["bucket"] == aws.bucket_name("audit-archive", "eu-central-1")
+    assert status == 202 and exp["bucket"] == aws.bucket_name("audit-archive", "eu-central-1")
+    assert run_export_job("us-east-1") == []  # queued in the workspace's region only
+    assert run_export_job("eu-central-1") == [{"batchItemFailures": []}]
     # support grant and use
     staff = make_tenant("sue@support.test", "us-east", "Support")
     support.register_staff(staff.user_id, "Sue", "US")
@@ -59,6 +62,8 @@ def test_eu_workspace_content_only_in_eu_central_1(tenant: Tenant) -> None:
                  {"support_email": "sue@support.test", "duration": "PT1H", "reason": "EU ticket"})[1]
     assert call(platform, "GET", f"/v1/support/workspaces/{eu}", staff.token)[0] == 200
     assert call(platform, "DELETE", f"/v1/workspaces/{eu}/support-grants/{grant['id']}", admin)[0] == 200
+
+    run_digest_job()  # the chain digest too is written in eu-central-1 only
 
     # --- nothing of it in any us-east-1 regional table ---
     for table in (t.name for t in TABLES if t.scope == REGIONAL):
@@ -83,6 +88,8 @@ def test_eu_workspace_content_only_in_eu_central_1(tenant: Tenant) -> None:
     eu_keys = [o["Key"] for o in aws.client("s3", "eu-central-1").list_objects_v2(
         Bucket=aws.bucket_name("audit-archive", "eu-central-1"), Prefix=f"exports/{eu}/").get("Contents", [])]
     assert len(eu_keys) == 2
+    assert aws.client("s3", "eu-central-1").list_objects_v2(
+        Bucket=aws.bucket_name("audit-digests", "eu-central-1"), Prefix=f"digests/{eu}/")["KeyCount"] == 1
     # invitation mail went out through SES in eu-central-1
     assert aws.client("ses", "us-east-1").get_send_quota()["SentLast24Hours"] == us_mail_before
     assert aws.client("ses", "eu-central-1").get_send_quota()["SentLast24Hours"] >= 2

@@ -1,7 +1,7 @@
 """Over HTTP against `make run`'s stack (``infra/local_run.py`` in a subprocess, its own emulator): the
 demo agent's run goes queued -> in_progress -> completed through the real queue and the worker loop,
-its events stream with sequence numbers and resume from Last-Event-ID, and a cancel of a queued run
-is honoured by the worker."""
+its events stream with sequence numbers and resume from Last-Event-ID, the start is idempotent and audited
+with its correlation ID, and bad input is a problem answer."""
 from __future__ import annotations
 
 import time

@@ -36,6 +36,11 @@ def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -
     ready(page)
     page.wait_for_selector("a:has-text('Demo order analyst')")
     check_page(page, "agents")
+    page.click("a:has-text('New agent')")
+    page.wait_for_selector("fieldset legend:has-text('Allowed tools')")
+    check_page(page, "agent-new")
+    page.go_back()
+    ready(page)
     page.click("a:has-text('Demo order analyst')")
     page.wait_for_selector("#start-run")
     assert '"question"' in page.input_value("#run-input")  # the plan's {{input.question}} is offered

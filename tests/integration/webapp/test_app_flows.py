@@ -119,6 +119,23 @@ def test_journey(platform: Any, browser: Any) -> None:
     assert "member" in mpage.text_content("#me-roles")
     mate.close()
 
+    # the Admin requires MFA in the EU workspace; the teammate's one-factor sign-in (e-mailed code) is
+    # refused, and the app says why and what to do instead of looping
+    _goto(page, app + "/settings")
+    page.check("input[name=enforce_mfa]")
+    page.click("button:has-text('Save') >> nth=0")
+    page.wait_for_selector("p.ok:has-text('Saved.')")
+    mate = browser.new_context(viewport={"width": 1280, "height": 900})
+    mpage = mate.new_page()
+    mpage.goto(app + "/audit")
+    sign_in_with_emailed_code(mpage, auth, platform.outbox, TEAMMATE)
+    mpage.wait_for_url(re.compile(re.escape(app) + r"/callback\?"))
+    assert "requires multi-factor authentication" in mpage.text_content("#signin-error")
+    assert mpage.get_attribute("a:has-text('security settings')", "href") == auth + "/account"
+    assert "fresh=1" in mpage.get_attribute("#signin-again", "href")
+    check_page(mpage, "signin-mfa-required")
+    mate.close()
+
     # back as the Admin: the demo workspace's data, a query with masked columns
     options = page.locator("#ws-switch option").all_text_contents()
     page.select_option("#ws-switch", label=next(o for o in options if "Demo Workspace" in o))

@@ -80,3 +80,20 @@ def test_converse_refuses_a_region_the_model_does_not_serve() -> None:
         with pytest.raises(ProviderError):
             complete(Routing(spec, "eu-central-1", "test"), _prompt())
         stub.assert_no_pending_responses()
+
+
+def test_converse_stream_request_shape_and_region() -> None:
+    """ConverseStream's request is checked the same way (the Stubber cannot build an event stream, so the
+    answer is empty)."""
+    from chalicelib.models.service import stream
+
+    spec = parse(CONFIG).get("bedrock/anthropic.claude-3-haiku-20240307-v1:0")
+    client = aws.client("bedrock-runtime", "eu-central-1")
+    expected = {"modelId": "anthropic.claude-3-haiku-20240307-v1:0", "system": [{"text": ANY}, {"text": "Be brief."}],
+                "messages": [{"role": "user", "content": [{"text": "Vacation days?"}]}],
+                "inferenceConfig": {"maxTokens": 256, "temperature": 0.0}}
+    with Stubber(client) as stub:
+        stub.add_response("converse_stream", {"stream": {}}, expected)
+        parts = list(stream(Routing(spec, "eu-central-1", "test"), _prompt()))
+        stub.assert_no_pending_responses()
+    assert parts[-1].text == "" and parts[-1].input_tokens > 0

@@ -41,6 +41,18 @@ export async function render({ view, me, query, navigate }) {
   await draw("");
 }
 
+// The export job writes and signs the export; until then its address answers 404.
+async function exportWhenReady(id) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await platform(`/v1/audit/exports/${encodeURIComponent(id)}`);
+    } catch (err) {
+      if (attempt >= 60 || !err || err.status !== 404) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}
+
 function exportForm() {
   const from = h("input", { type: "datetime-local", name: "from" });
   const to = h("input", { type: "datetime-local", name: "to" });
@@ -50,8 +62,8 @@ function exportForm() {
     if (data.get("from")) body.from = iso(data.get("from"));
     if (data.get("to")) body.to = iso(data.get("to"));
     const exp = await platform("/v1/audit/exports", { method: "POST", body });
-    status.replaceChildren(h("p", {}, `Exported ${exp.count} events (seq ${exp.first_seq}–${exp.last_seq}) to `, h("code", {}, exp.uri), ". Verifying…"));
-    const checked = await platform(`/v1/audit/exports/${encodeURIComponent(exp.id)}`);
+    status.replaceChildren(h("p", {}, `Exporting ${exp.count} events (seq ${exp.first_seq}–${exp.last_seq}) to `, h("code", {}, exp.uri), ". Waiting for the signed export…"));
+    const checked = await exportWhenReady(exp.id);
     const v = checked.verification || {};
     status.replaceChildren(h("div", { id: "export-result" },
       h("p", {}, v.ok ? badge("Verified", "good") : badge("Verification failed", "bad"), " ",

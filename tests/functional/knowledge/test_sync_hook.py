@@ -1,0 +1,47 @@
+"""A sync indexes what it wrote: a documents connector's upload is searchable after the sync worker ran
+(no explicit index call), with the passage's place in the file as its span; a re-sync of changed text
+publishes a new build and retires the old one."""
+from __future__ import annotations
+
+from chalicelib.core import aws
+from chalicelib.core.authz import Principal
+from chalicelib.gateway import connectors, models, sync, sync_worker
+from chalicelib.gateway.sources import documents
+from chalicelib.knowledge import service, store
+from tests.functional.conftest import Tenant
+
+TEXT = "# Office\n\nThe office plant is watered every Tuesday by the facilities team.\n"
+
+
+def _admin(t: Tenant) -> Principal:
+    return Principal(user_id=t.user_id, workspace_id=t.workspace_id, roles=("admin",), email=t.email, amr=("pwd",),
+                     token_id="t")
+
+
+def _upload_and_sync(t: Tenant, conn_id: str, key_suffix: str, text: str, n: int) -> None:
+    key = documents.prefix(t.workspace_id, conn_id) + key_suffix
+    aws.client("s3", t.region).put_object(Bucket=aws.bucket_name(documents.BUCKET, t.region), Key=key,
+                                          Body=text.encode())
+    run = sync.request_sync(_admin(t), conn_id, mode="INCREMENTAL", idempotency_key=f"hook-{n}")
+    assert sync_worker.run_sync(t.workspace_id, run["id"]).status == "done"
+
+
+def test_sync_indexes_documents(tenant: Tenant) -> None:
+    created = connectors.create_connector(_admin(tenant), {"name": "Office docs", "kind": "documents",
+                                                           "dataset_name": "office_docs", "config": {}}, None)
+    conn = models.connectors(tenant.region).get(tenant.workspace_id, created["id"])
+    _upload_and_sync(tenant, conn.id, "doc_01HZZZZZZZZZZZZZZZZZZZZZZ9/office.md", TEXT, 1)
+    hits = service.search(_admin(tenant), "who waters the office plant", 3)
+    assert hits and hits[0].chunk.title == "office.md"
+    c = hits[0].chunk
+    assert TEXT[c.start:c.end] == c.text
+    first = store.manifests(tenant.region, tenant.workspace_id).indexes[conn.dataset_id].prefix
+    _upload_and_sync(tenant, conn.id, "doc_01HZZZZZZZZZZZZZZZZZZZZZZ9/office.md",
+                     TEXT.replace("Tuesday", "Friday"), 2)
+    store.invalidate(tenant.workspace_id)
+    m = store.manifests(tenant.region, tenant.workspace_id).indexes[conn.dataset_id]
+    assert m.prefix != first
+    assert "Friday" in service.search(_admin(tenant), "office plant watered", 1)[0].chunk.text
+    listed = aws.client("s3", tenant.region).list_objects_v2(Bucket=aws.bucket_name("knowledge", tenant.region),
+                                                             Prefix=first).get("Contents", [])
+    assert listed == []  # the previous build is gone
