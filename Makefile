@@ -55,7 +55,7 @@ STAGES ?= $(shell $(BIN)/python -m infra.template --stages dev)
 package: templates
 	$(PY_DEPLOY) -m venv .venv-deploy
 	.venv-deploy/bin/pip install --quiet chalice==1.34.0
-	for stage in $(STAGES); do .venv-deploy/bin/chalice package --stage $$stage build/package/$$stage || exit 1; done
+	for stage in $(STAGES); do .venv-deploy/bin/chalice package --stage $$stage $$($(BIN)/python -m infra.template --package-args $$stage) build/package/$$stage || exit 1; done
 
 clean:
 	rm -rf $(VENV) .local build .pytest_cache

@@ -76,9 +76,10 @@ def _request_handler() -> type:
     line, query string included, to stderr. The route middleware (``core/web.py``) already logs one
     JSON line per request with method, path and status; errors the handler reports itself (malformed
     request lines) are logged with the query string removed."""
-    from chalice.local import ChaliceRequestHandler
+    from chalice.local import ChaliceRequestHandler, ForbiddenError
 
     from chalicelib.core.logs import get_logger
+    from chalicelib.core.web import unknown_route_response
 
     log = get_logger("local.http")
 
@@ -88,6 +89,14 @@ def _request_handler() -> type:
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
             log.warning(redact(format % args))
+
+        def _send_error_response(self, error: Any) -> None:
+            """An address no route serves: Chalice's emulation answers 403 "Missing Authentication Token"
+            (echoing an Authorization header); answer the 404 problem API Gateway is configured to give."""
+            if not isinstance(error, ForbiddenError):
+                return super()._send_error_response(error)
+            response = unknown_route_response(self.headers.get("x-correlation-id"))
+            self._send_http_response(response.status_code, dict(response.headers), response.body)
 
     return Handler
 

@@ -15,7 +15,10 @@
 
 ``python -m infra.template OUT_DIR`` writes ``resources-<region>.json`` for every open region and refreshes
 ``.chalice/config.json`` and the policies (a test checks the committed files are current);
-``python -m infra.template --stages ENV`` prints the stage names of one environment (``make package``).
+``python -m infra.template --stages ENV`` prints the stage names of one environment and
+``--package-args STAGE`` the extra ``chalice package`` arguments of one stage (``make package``):
+HTTP stages merge ``.chalice/gateway-responses.json`` (``gateway_responses()``), API Gateway's own
+answers (unknown path or method, throttling, too large) as problem+json.
 """
 from __future__ import annotations
 
@@ -331,6 +334,61 @@ def iam_policy(group: str, region: str | None = None, *, job: str | None = None)
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+# API Gateway answers these itself, before any function runs: each becomes an RFC 9457 problem with the
+# request ID as correlation ID, and never carries API Gateway's own message (which can echo the
+# Authorization header). An unknown path or method (MISSING_AUTHENTICATION_TOKEN, and the signature errors
+# a non-SigV4 Authorization header provokes there) is 404, like ``core.web.UNKNOWN_ROUTE`` locally.
+# (response type, status or None to keep API Gateway's, code, detail)
+GATEWAY_RESPONSES: tuple[tuple[str, int | None, str, str], ...] = (
+    ("MISSING_AUTHENTICATION_TOKEN", 404, "not_found", "No route serves this method and path; see the OpenAPI document."),
+    ("INVALID_SIGNATURE", 404, "not_found", "No route serves this method and path; see the OpenAPI document."),
+    ("RESOURCE_NOT_FOUND", 404, "not_found", "No route serves this method and path; see the OpenAPI document."),
+    ("REQUEST_TOO_LARGE", 413, "payload_too_large", "The request body is too large."),
+    ("UNSUPPORTED_MEDIA_TYPE", 415, "unsupported_media_type", "This Content-Type is not accepted here."),
+    ("THROTTLED", 429, "rate_limited", "Too many requests; retry later."),
+    ("INTEGRATION_TIMEOUT", 504, "timeout", "The request took too long to answer."),
+    ("DEFAULT_4XX", None, "bad_request", "The request was refused before reaching the service."),
+    ("DEFAULT_5XX", None, "internal_error", "An internal error occurred."),
+)
+GATEWAY_RESPONSES_FILE = "gateway-responses.json"
+
+
+def gateway_responses() -> dict[str, Any]:
+    """A template fragment merged into every HTTP stage by ``chalice package --merge-template`` (``make
+    package``): API Gateway's own answers as problem+json with ``X-Correlation-Id``."""
+    from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
+
+    resources: dict[str, Any] = {}
+    for response_type, status, code, detail in GATEWAY_RESPONSES:
+        problem = ApiError(status or 400, code, detail).to_problem("$context.requestId")
+        if status is None:  # the status is API Gateway's own; the body does not guess it
+            problem.pop("status")
+            problem["title"] = "Error"
+        props: dict[str, Any] = {
+            "RestApiId": {"Ref": "RestAPI"},
+            "ResponseType": response_type,
+            "ResponseParameters": {
+                "gatewayresponse.header.Content-Type": f"'{PROBLEM_CONTENT_TYPE}'",
+                "gatewayresponse.header.Cache-Control": "'no-store'",
+                "gatewayresponse.header.X-Correlation-Id": "context.requestId",
+            },
+            "ResponseTemplates": {ct: json.dumps(problem) for ct in ("application/json", PROBLEM_CONTENT_TYPE)},
+        }
+        if status is not None:
+            props["StatusCode"] = str(status)
+        resources["GatewayResponse" + _logical(response_type.lower())] = {"Type": "AWS::ApiGateway::GatewayResponse",
+                                                                          "Properties": props}
+    return {"Resources": resources}
+
+
+def package_args(stage: str) -> str:
+    """Extra ``chalice package`` arguments of a stage: HTTP stages merge the gateway responses."""
+    from chalicelib.groups import HTTP_GROUPS
+
+    group = next(g for s, g, _ in stages() if s == stage)
+    return f"--merge-template .chalice/{GATEWAY_RESPONSES_FILE}" if group in HTTP_GROUPS else ""
+
+
 def write_deployment_config() -> list[Path]:
     """Write ``.chalice/config.json`` and every stage's policy (a test checks the committed ones are current)."""
     config = chalice_config()
@@ -344,6 +402,8 @@ def write_deployment_config() -> list[Path]:
             path = CHALICE_DIR / job_policy_file(job, region)
             path.write_text(json.dumps(job_policy(job, region), indent=2) + "\n")
             paths.append(path)
+    paths.append(CHALICE_DIR / GATEWAY_RESPONSES_FILE)
+    paths[-1].write_text(json.dumps(gateway_responses(), indent=2) + "\n")
     return paths
 
 
@@ -365,7 +425,9 @@ def main(out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--stages"]:
+    if sys.argv[1:2] == ["--package-args"]:
+        print(package_args(sys.argv[2]))
+    elif sys.argv[1:2] == ["--stages"]:
         print(" ".join(stage for stage, _, _ in stages(sys.argv[2] if len(sys.argv) > 2 else "dev")))
     else:
         main(sys.argv[1] if len(sys.argv) > 1 else "build/infra")

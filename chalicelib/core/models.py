@@ -47,6 +47,13 @@ def connection(region: str) -> Connection:
     return _connection(region)
 
 
+def global_connection() -> Connection:
+    """The connection for transactions on global tables (the directory), reachable from every region."""
+    region = settings().global_region
+    check_client_region(region, regional=False)
+    return _connection(region)
+
+
 @lru_cache(maxsize=8)
 def _connection(region: str) -> Connection:
     return Connection(region=region, max_retry_attempts=4)

@@ -51,3 +51,12 @@ def page(items: list[Any], lim: int, kind: str, key: Any) -> dict[str, Any]:
     shown = items[:lim]
     return {"has_more": has_more, "next_cursor": encode(kind, key(shown[-1])) if has_more and shown else None,
             "_items": shown}
+
+
+def page_sorted(items: list[Any], query: dict[str, str], kind: str, key: Any) -> dict[str, Any]:
+    """One page of a list already sorted by ``key`` (a JSON-able, comparable value per item), from the
+    ``limit`` and ``after`` of ``query``; the cursor holds the last key shown."""
+    lim = limit(query)
+    after = decode(kind, query.get("after"), list)
+    chosen = [i for i in items if after is None or key(i) > after][: lim + 1]
+    return page(chosen, lim, kind, key)

@@ -205,13 +205,36 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
     return view
 
 
-def _correlation_middleware(event: Any, get_response: Callable[[Any], Response]) -> Response:
+# An address no route serves. The local server answers it (infra/local_run.py) and API Gateway's gateway
+# responses do when deployed (infra/template.py ``gateway_responses``): never a request header echoed back.
+UNKNOWN_ROUTE = ApiError(404, "not_found", "No route serves this method and path; see the OpenAPI document.")
+
+
+def unknown_route_response(correlation_id: str | None) -> Response:
+    """The 404 problem for an address outside every route, with the caller's (or a new) correlation ID."""
+    correlation.accept(correlation_id)
+    response = problem_response(UNKNOWN_ROUTE)
+    response.headers[correlation.HEADER] = correlation.current()
+    return response
+
+
+def _allowed_methods(app: Chalice, event: Any) -> str:
+    """The ``Allow`` value of a 405: the methods the matched route serves."""
+    resource = (getattr(event, "context", None) or {}).get("resourcePath", "")
+    return ", ".join(sorted(app.routes.get(resource, {})))
+
+
+def _correlation_middleware(event: Any, get_response: Callable[[Any], Response], app: Chalice | None = None) -> Response:
     started = time.perf_counter()
     correlation.accept(event.headers.get("x-correlation-id") if event is not None else None)
     response = get_response(event)
     body = response.body
     if response.status_code >= 400 and isinstance(body, dict) and "Code" in body:
         err = ApiError(response.status_code, _native_code(body["Code"]), str(body.get("Message", "")))
+        if body["Code"] == "MethodNotAllowedError":  # never echo the method; say which ones are served
+            allow = _allowed_methods(app, event) if app is not None else ""
+            err = ApiError(405, "method_not_allowed", "This path does not serve that method; see Allow.",
+                           headers={"Allow": allow} if allow else None)
         response = problem_response(err) if response.status_code < 500 else problem_response(
             ApiError(500, "internal_error", "An internal error occurred."))
     response.headers[correlation.HEADER] = correlation.current()
@@ -228,4 +251,7 @@ def _native_code(code: str) -> str:
 
 def install(app: Chalice) -> None:
     """Register the shared HTTP middleware on a route group's app."""
-    app.register_middleware(_correlation_middleware, "http")
+    def middleware(event: Any, get_response: Callable[[Any], Response]) -> Response:
+        return _correlation_middleware(event, get_response, app)
+
+    app.register_middleware(middleware, "http")

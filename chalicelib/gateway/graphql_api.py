@@ -3,9 +3,12 @@
 - Documents are parsed and validated once per distinct query text (LRU of ``DOC_CACHE_SIZE``); refused
   documents are cached too, so a repeated bad query costs a dictionary lookup.
 - Beyond the standard validation, a document is refused with ``extensions.code = BAD_USER_INPUT`` and
-  ``extensions.reason`` of ``depth`` (more than ``MAX_DEPTH`` nested fields), ``aliases`` (more than
-  ``MAX_ALIASES``), ``cost`` (estimated cost above ``MAX_COST``; lists multiply their children by their
-  page size) or ``size`` (text above ``MAX_QUERY_CHARS`` or ``MAX_TOKENS`` tokens).
+  ``extensions.reason`` of ``aliases`` (more than ``MAX_ALIASES``), ``cost`` (estimated cost above
+  ``MAX_COST``: every field costs one per time it is resolved, and a list multiplies its children by its
+  page size; introspection lists by their real size in this schema, so the standard introspection query
+  of graphql-js and gql is cheap while nesting ``fields { type { fields ... } }`` multiplies quickly) or
+  ``size`` (text above ``MAX_QUERY_CHARS`` or ``MAX_TOKENS`` tokens). There is no plain depth limit: cost
+  bounds nesting where it matters (lists), and the token limit bounds the rest.
 - Every error carries ``extensions.code``: UNAUTHENTICATED, FORBIDDEN, BAD_USER_INPUT, NOT_FOUND,
   CONFLICT or INTERNAL (no internal detail ever reaches the caller).
 
@@ -14,6 +17,7 @@ the gateway routes (``read_routes`` imports this module lazily).
 """
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -51,9 +55,10 @@ SDL_PATH = Path(__file__).with_name("schema.graphql")
 DOC_CACHE_SIZE = 512
 MAX_QUERY_CHARS = 20_000
 MAX_TOKENS = 2_000
-MAX_DEPTH = 12
 MAX_ALIASES = 15
 MAX_COST = 20_000
+# an introspection field resolves from the in-memory schema (no store read): a tenth of a data field
+INTROSPECTION_UNIT = 0.1
 
 # how many items a list field is assumed to hold when estimating cost
 _LIST_SIZES = {("Query", "connectors"): 50, ("Query", "policies"): 100, ("Dataset", "schema"): 20,
@@ -214,14 +219,14 @@ def _fragments(doc: DocumentNode) -> dict[str, FragmentDefinitionNode]:
     return {d.name.value: d for d in doc.definitions if isinstance(d, FragmentDefinitionNode)}
 
 
-def _measure(doc: DocumentNode) -> tuple[int, int, int]:
+def _measure(doc: DocumentNode) -> tuple[int, int, float]:
     """(max depth, alias count, estimated cost) over every operation, fragments expanded."""
     frags = _fragments(doc)
     s = schema()
     aliases = sum(1 for d in doc.definitions for _ in _alias_nodes(d))
 
-    def walk(sel_set: Any, parent: Any, depth: int, mult: int, seen: frozenset[str]) -> tuple[int, int]:
-        max_depth, cost = depth, 0
+    def walk(sel_set: Any, parent: Any, depth: int, mult: int, seen: frozenset[str]) -> tuple[int, float]:
+        max_depth, cost = depth, 0.0
         if sel_set is None:
             return max_depth, cost
         for sel in sel_set.selections:
@@ -229,14 +234,19 @@ def _measure(doc: DocumentNode) -> tuple[int, int, int]:
                 name = sel.name.value
                 fdef = getattr(parent, "fields", {}).get(name) if parent is not None else None
                 child_type = _unwrap(fdef.type) if fdef is not None else None
+                if fdef is None and name in _INTROSPECTION_ROOTS:  # __schema / __type on the root type
+                    child_type = s.get_type(_INTROSPECTION_ROOTS[name])
                 size = 1
-                if parent is not None and (parent.name, name) == ("Query", "datasets"):
+                if parent is not None and parent.name.startswith("__"):
+                    size = _introspection_sizes().get((parent.name, name), 1)
+                elif parent is not None and (parent.name, name) == ("Query", "datasets"):
                     size = _first_arg(sel)
                 elif parent is not None:
                     size = _LIST_SIZES.get((parent.name, name), 1)
                 if parent is not None and parent.name == "DatasetConnection" and name == "edges":
                     size = 1  # already counted by datasets(first)
-                cost += mult
+                in_schema = name.startswith("__") or (parent is not None and parent.name.startswith("__"))
+                cost += mult * (INTROSPECTION_UNIT if in_schema else 1)
                 d, c = walk(sel.selection_set, child_type, depth + 1, mult * size, seen)
                 max_depth, cost = max(max_depth, d), cost + c
             elif isinstance(sel, InlineFragmentNode):
@@ -252,13 +262,36 @@ def _measure(doc: DocumentNode) -> tuple[int, int, int]:
                 max_depth, cost = max(max_depth, d), cost + c
         return max_depth, cost
 
-    max_depth, total = 0, 0
+    max_depth, total = 0, 0.0
     for op in doc.definitions:
         if isinstance(op, OperationDefinitionNode):
             root = s.mutation_type if op.operation.value == "mutation" else s.query_type
             d, c = walk(op.selection_set, root, 0, 1, frozenset())
             max_depth, total = max(max_depth, d), total + c
     return max_depth, aliases, total
+
+
+_INTROSPECTION_ROOTS = {"__schema": "__Schema", "__type": "__Type"}
+
+
+@lru_cache(maxsize=1)
+def _introspection_sizes() -> dict[tuple[str, str], int]:
+    """How many items each introspection list holds at most in this schema (its real size)."""
+    s = schema()
+    types = list(s.type_map.values())
+
+    def most(attr: str) -> int:
+        return max([len(getattr(t, attr, None) or ()) for t in types] + [1])
+
+    most_args = max([len(f.args) for t in types for f in (getattr(t, "fields", None) or {}).values()
+                     if hasattr(f, "args")] + [len(d.args) for d in s.directives] + [1])
+    return {("__Schema", "types"): len(types), ("__Schema", "directives"): len(s.directives),
+            ("__Type", "fields"): most("fields"), ("__Type", "inputFields"): most("fields"),
+            ("__Type", "enumValues"): most("values"), ("__Type", "interfaces"): most("interfaces"),
+            ("__Type", "possibleTypes"): max(len(s.get_possible_types(t)) for t in types
+                                             if hasattr(t, "resolve_type")) if any(
+                hasattr(t, "resolve_type") for t in types) else 1,
+            ("__Field", "args"): most_args, ("__Directive", "args"): most_args}
 
 
 def _first_arg(node: FieldNode) -> int:
@@ -291,15 +324,12 @@ def _compile(query: str) -> DocumentNode | Refused:
     problems = validate(schema(), doc)
     if problems:
         return Refused([_format(e, "BAD_USER_INPUT", reason="validation") for e in problems[:20]])
-    depth, aliases, cost = _measure(doc)
-    if depth > MAX_DEPTH:
-        return Refused([error(f"The query is {depth} levels deep; the maximum is {MAX_DEPTH}.", "BAD_USER_INPUT",
-                              reason="depth")])
+    _depth, aliases, cost = _measure(doc)
     if aliases > MAX_ALIASES:
         return Refused([error(f"The query uses {aliases} aliases; the maximum is {MAX_ALIASES}.", "BAD_USER_INPUT",
                               reason="aliases")])
     if cost > MAX_COST:
-        return Refused([error(f"The query's estimated cost {cost} exceeds {MAX_COST}.", "BAD_USER_INPUT",
+        return Refused([error(f"The query's estimated cost {math.ceil(cost)} exceeds {MAX_COST}.", "BAD_USER_INPUT",
                               reason="cost")])
     return doc
 

@@ -59,9 +59,10 @@ class SyncRunAttrs(BaseModel):
     id = UnicodeAttribute(range_key=True)  # sync_...
     connector_id = UnicodeAttribute()
     mode = UnicodeAttribute()  # INCREMENTAL | FULL_REFRESH
-    status = UnicodeAttribute()  # QUEUED | RUNNING | SUCCEEDED | FAILED
+    status = UnicodeAttribute()  # vocabulary.SYNC_STATUSES
     attempts = NumberAttribute(default=0)
-    rows_read = NumberAttribute(default=0)
+    rows_read = NumberAttribute(default=0)  # so far while RUNNING, then the total
+    objects_read = NumberAttribute(default=0)  # objects (S3, documents) or pages (DynamoDB, HTTP) so far
     rows_written = NumberAttribute(default=0)
     error = UnicodeAttribute(null=True)
     requested_by = UnicodeAttribute()

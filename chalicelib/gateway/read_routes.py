@@ -11,6 +11,7 @@ from typing import Any
 
 from chalice import Response  # type: ignore[attr-defined]
 
+from chalicelib.core import paging
 from chalicelib.core.errors import ApiError
 from chalicelib.core.validation import F, query_int, validate
 from chalicelib.core.web import Api, Ctx, authorize, json_response
@@ -75,7 +76,10 @@ def federated_query(ctx: Ctx) -> dict[str, Any]:
 
 @api.route("/v1/policies", permission="policies.read")
 def list_policies(ctx: Ctx) -> dict[str, Any]:
-    return {"policies": policies.list_policies(ctx.user, ctx.query.get("scope"))}
+    paging.check_params(ctx.query, ("scope", "limit", "after"))
+    items = sorted(policies.list_policies(ctx.user, ctx.query.get("scope")), key=lambda p: p["id"])
+    out = paging.page_sorted(items, ctx.query, "policies", lambda p: [p["id"]])
+    return {"policies": out.pop("_items"), **out}
 
 
 @api.route("/v1/openapi.json", public=True)
@@ -102,9 +106,39 @@ def graphql_get(ctx: Ctx) -> Response:
                    headers={"Allow": "POST"})
 
 
+GRAPHQL_RESPONSE = "application/graphql-response+json"
+
+
+def _graphql_media_type(accept: str | None) -> str:
+    """GraphQL over HTTP: ``application/graphql-response+json`` when the client accepts it (and does not
+    prefer ``application/json``), else ``application/json``."""
+    weights: dict[str, float] = {}
+    for part in (accept or "").split(","):
+        media, _, params = part.strip().partition(";")
+        q = 1.0
+        for p in params.split(";"):
+            k, _, v = p.strip().partition("=")
+            if k == "q":
+                try:
+                    q = float(v)
+                except ValueError:
+                    q = 0.0
+        weights[media.strip().lower()] = q
+    ours = weights.get(GRAPHQL_RESPONSE, 0.0)
+    return GRAPHQL_RESPONSE if ours > 0 and ours >= weights.get("application/json", 0.0) else "application/json"
+
+
 @api.route("/graphql", ["POST"], public=True)
 def graphql_post(ctx: Ctx) -> Response:
-    """Authenticates inside, so that every failure has the GraphQL error shape."""
+    """Authenticates inside, so that every failure has the GraphQL error shape; answers in the media type
+    the client accepts (``_graphql_media_type``)."""
+    response = _graphql_post(ctx)
+    response.headers["Content-Type"] = _graphql_media_type(ctx.header("accept"))
+    response.headers["Vary"] = "Accept"
+    return response
+
+
+def _graphql_post(ctx: Ctx) -> Response:
     from chalicelib.gateway import graphql_api as gql
 
     try:  # the REST path: live membership, enforce_mfa; each field then checks its own permission

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import idempotency
+from chalicelib.core import idempotency, paging
 from chalicelib.core.validation import F, validate
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.gateway import connectors, sync
@@ -20,13 +20,10 @@ SYNC_FIELDS = {"mode": F(str, enum=INGESTION_MODES)}
 
 @api.route("/v1/connectors", permission="dashboards.read")
 def list_connectors(ctx: Ctx) -> Any:
-    unknown = sorted(set(ctx.query) - {"status", "category"})
-    if unknown:
-        from chalicelib.core.errors import validation_error
-
-        raise validation_error([{"field": k[:64], "message": "is not a known parameter"} for k in unknown])
+    paging.check_params(ctx.query, ("status", "category", "limit", "after"))
     items = connectors.list_connectors(ctx.user, status=ctx.query.get("status"), category=ctx.query.get("category"))
-    return {"connectors": items}
+    out = paging.page_sorted(items, ctx.query, "connectors", lambda c: [c["name"].lower(), c["id"]])
+    return {"connectors": out.pop("_items"), **out}
 
 
 @api.route("/v1/connectors", methods=["POST"], permission="connectors.manage")
@@ -63,6 +60,11 @@ def request_sync(ctx: Ctx, connector_id: str) -> Any:
     run = sync.request_sync(ctx.user, connector_id, mode=body.get("mode", "INCREMENTAL"),
                             idempotency_key=ctx.header(idempotency.HEADER), caller=ctx.caller)
     return json_response(run, 202, {"Location": f"/v1/connectors/{connector_id}/syncs/{run['id']}"})
+
+
+@api.route("/v1/connectors/{connector_id}/syncs", permission="dashboards.read")
+def list_sync_runs(ctx: Ctx, connector_id: str) -> Any:
+    return sync.list_sync_runs(ctx.user, connector_id, ctx.query)
 
 
 @api.route("/v1/connectors/{connector_id}/syncs/{sync_id}", permission="dashboards.read")

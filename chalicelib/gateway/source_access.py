@@ -29,11 +29,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.core import aws
 from chalicelib.core.config import settings
-from chalicelib.gateway.sources import SourceError, Src
+from chalicelib.gateway.sources import SourceError, Src, aws_source_error
 
 ROLE_ARN_RE = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::(\d{12}):role/((?:[\w+=,.@-]+/)*)([\w+=,.@-]{1,64})$")
-SESSION_SECONDS = 900
-_REFRESH_BEFORE_S = 120
+SESSION_SECONDS = 3600  # the default MaxSessionDuration of a role; outlives a sync lease (900 s)
+_REFRESH_BEFORE_S = 960  # a session handed out still outlives a whole sync lease (900 s)
 _BOTO_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5, read_timeout=30)
 _lock = threading.Lock()
 _sessions: dict[tuple[str, str, str], tuple[float, boto3.session.Session]] = {}
@@ -92,7 +92,7 @@ def _session(role_arn: str, workspace_id: str, region: str) -> boto3.session.Ses
             DurationSeconds=SESSION_SECONDS)["Credentials"]
     except ClientError as err:
         code = err.response.get("Error", {}).get("Code", "error")
-        raise SourceError(f"cannot assume role {role_arn} with this workspace's ExternalId: {code}") from None
+        raise aws_source_error(f"cannot assume role {role_arn} with this workspace's ExternalId", code) from None
     except BotoCoreError as err:
         raise SourceError(f"cannot assume role {role_arn} ({type(err).__name__})") from None
     session = boto3.session.Session(aws_access_key_id=creds["AccessKeyId"],
@@ -109,9 +109,10 @@ def client(src: Src, service: str) -> Any:
     platform). A connector without a role is refused."""
     role_arn = src.config.get("role_arn")
     if not role_arn or not ROLE_ARN_RE.match(role_arn):
-        raise SourceError("the connector has no role_arn: grant the platform a role (see GET /v1/connector-access)")
+        raise SourceError("the connector has no role_arn: grant the platform a role (see GET /v1/connector-access)",
+                          permanent=True)
     if role_account(role_arn) == platform_account():
-        raise SourceError("the role must belong to the workspace's own AWS account, not the platform's")
+        raise SourceError("the role must belong to the workspace's own AWS account, not the platform's", permanent=True)
     return _session(role_arn, src.workspace_id, src.region).client(service, region_name=src.region,
                                                                    config=_BOTO_CONFIG)
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from chalicelib.core import audit, clock, correlation, idempotency, queues, tenancy
+from chalicelib.core import audit, clock, correlation, idempotency, paging, queues, tenancy
 from chalicelib.core.authz import Principal
 from chalicelib.core.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.gateway import connectors, models
-from chalicelib.gateway.vocabulary import INGESTION_MODES
+from chalicelib.gateway.vocabulary import INGESTION_MODES, SYNC_STATUSES
 
 QUEUE = "sync-jobs"
 MESSAGE_VERSION = 1
@@ -31,6 +31,7 @@ def run_to_dict(run: models.SyncRunAttrs) -> dict[str, Any]:
         "started_at": run.started_at,
         "finished_at": run.finished_at,
         "rows_read": int(run.rows_read or 0),
+        "objects_read": int(run.objects_read or 0),
         "rows_written": int(run.rows_written or 0),
         "rows_deleted": int(details.get("rows_deleted", 0)),
         "attempts": int(run.attempts or 0),
@@ -81,3 +82,29 @@ def get_sync_run(principal: Principal, sync_id: str, *, connector_id: str | None
     if connector_id is not None and run.connector_id != connector_id:
         raise not_found("sync run")
     return run_to_dict(run)
+
+
+def list_sync_runs(principal: Principal, connector_id: str, query: dict[str, str]) -> dict[str, Any]:
+    """The connector's runs, newest first (sync ids are time-ordered), cursor-paged (``limit``, ``after``),
+    optionally only one ``status``. The connector must be the caller's (else 404)."""
+    paging.check_params(query, ("limit", "after", "status"))
+    lim = paging.limit(query)
+    after = paging.decode("sync_runs", query.get("after"))
+    status = query.get("status")
+    if status is not None and status not in SYNC_STATUSES:
+        raise validation_error([{"field": "status", "message": "must be one of " + ", ".join(SYNC_STATUSES)}])
+    _, region = connectors.load(principal, connector_id)
+    R = models.SyncRunAttrs
+    cond = R.connector_id == connector_id
+    if status is not None:
+        cond &= R.status == status
+    # the runs of the workspace, filtered to this connector: reads scale with the workspace's runs per page
+    found = models.sync_runs(region).query(principal.workspace_id, R.id < after if after else None,
+                                           filter_condition=cond, scan_index_forward=False, consistent_read=True)
+    items = []
+    for run in found:
+        items.append(run_to_dict(run))
+        if len(items) > lim:
+            break
+    out = paging.page(items, lim, "sync_runs", lambda r: r["id"])
+    return {"syncs": out.pop("_items"), **out}

@@ -12,14 +12,18 @@ One message = one SyncRun. The worker:
 Nothing is visible before step 5, so a crash anywhere loses nothing and duplicates nothing: the
 redelivered message starts again from the old cursor. On the last allowed receive
 (``ApproximateReceiveCount`` = the queue's ``maxReceiveCount``) a failure marks the run FAILED and the
-message goes on to the dead-letter queue.
+message goes on to the dead-letter queue; before that a failed attempt leaves the run RETRYING with its
+``error``. A permanent error (``SourceError.permanent``: missing bucket/table/key, access denied to the
+assumed role, bad configuration, an unreadable file) marks the run FAILED at once and the message is
+acknowledged: no retry can fix it. While a run is RUNNING, readers report objects and rows read so far
+(``Src.report``), stored on the run at most every ``PROGRESS_EVERY_S`` seconds.
 
 DuckDB is imported lazily (inside ``storage``); importing this module loads neither duckdb nor graphql.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -44,6 +48,8 @@ BUSY_RETRY_S = 15  # how soon a message that found the connector busy is retried
 BUSY_MAX_WAITS = 48  # re-sends of a waiting message (each after ~5 receives x 15 s) before it gives up (~1 h)
 DEFAULT_MAX_RECEIVES = 5
 COMMIT_ATTEMPTS = 5
+PROGRESS_EVERY_S = 2.0  # how often a running sync's progress counts are written to its run
+ACTIVE = ("QUEUED", "RUNNING", "RETRYING")  # a run that may still be worked on
 DEFAULT_ACL = [{"type": "role", "id": "admin"}, {"type": "role", "id": "member"}]
 
 
@@ -160,11 +166,11 @@ def _fail(region: str, workspace_id: str, sync_id: str, error: str, *, final: bo
     if run is None or run.status in ("SUCCEEDED", "FAILED"):
         return
     R = models.SyncRunAttrs
-    actions = [R.status.set("FAILED" if final else "QUEUED"), R.error.set(error[:1000])]
+    actions = [R.status.set("FAILED" if final else "RETRYING"), R.error.set(error[:1000])]
     if final:
         actions.append(R.finished_at.set(clock.iso()))
     try:
-        run.update(actions=actions, condition=R.status.is_in("QUEUED", "RUNNING"))
+        run.update(actions=actions, condition=R.status.is_in(*ACTIVE))
     except UpdateError:
         return
     _release(region, workspace_id, run.connector_id, sync_id, "FAILING" if final else "DEGRADED", error)
@@ -176,13 +182,13 @@ def _fail(region: str, workspace_id: str, sync_id: str, error: str, *, final: bo
 
 def _mark_lost(region: str, workspace_id: str, sync_id: str) -> None:
     run = _run(region, workspace_id, sync_id)
-    if run is None or run.status not in ("QUEUED", "RUNNING"):
+    if run is None or run.status not in ACTIVE:
         return
     R = models.SyncRunAttrs
     try:
         run.update(actions=[R.status.set("FAILED"), R.finished_at.set(clock.iso()),
                             R.error.set("the worker holding the connector's lease was lost (lease expired)")],
-                   condition=R.status.is_in("QUEUED", "RUNNING"))
+                   condition=R.status.is_in(*ACTIVE))
     except UpdateError:
         pass
 
@@ -221,7 +227,10 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
         error = str(err) if isinstance(err, SourceError) else f"sync failed ({type(err).__name__})"
         if not isinstance(err, SourceError):
             log.exception("sync attempt failed", extra={"sync_id": sync_id, "attempt": attempt})
-        _fail(region, workspace_id, sync_id, f"attempt {attempt}: {error}", final=last_attempt)
+        permanent = isinstance(err, SourceError) and err.permanent
+        _fail(region, workspace_id, sync_id, f"attempt {attempt}: {error}", final=last_attempt or permanent)
+        if permanent:  # acknowledged: redelivering cannot help
+            return Outcome("done", f"failed permanently: {error}")
         return Outcome("failed", error)
     return Outcome("done", json.dumps(result))
 
@@ -236,7 +245,8 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
     mode = run.mode
     # a first sync (or a dataset without data) always reads everything
     cursor = json.loads(conn.cursor) if (conn.cursor and dataset is not None and dataset.data_prefix) else None
-    src = connectors.source_of(conn, region)
+    progress = _Progress(region, run)
+    src = replace(connectors.source_of(conn, region), progress=progress)
     batch = module(conn.kind).read(src, cursor, mode)
 
     # last record wins per key; the schema is planned over the records that are kept
@@ -272,7 +282,8 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
                                       complete=batch.complete, replaced_sources=batch.replaced_sources)
     details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": len(records) - snap.rows_written,
                "parts": snap.parts, "drift": drift, "skipped": batch.skipped[:50]}
-    _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, len(batch.records))
+    _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, len(batch.records),
+            progress.objects)
     if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
         storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
     lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,
@@ -286,6 +297,27 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
                           "rows_written": snap.rows_written, "rows_deleted": snap.rows_deleted,
                           "schema_drift": bool(drift)})
     return {"rows_read": batch.rows_read, "rows_written": snap.rows_written, "row_count": snap.row_count}
+
+
+class _Progress:
+    """The ``Src.progress`` callback of a run: writes objects and rows read so far to the RUNNING run (the
+    first report at once, then at most every ``PROGRESS_EVERY_S`` seconds; best effort)."""
+
+    def __init__(self, region: str, run: models.SyncRunAttrs) -> None:
+        self.region, self.run, self.objects, self._written_at = region, run, 0, None
+
+    def __call__(self, objects: int, rows: int) -> None:
+        self.objects = objects
+        now = clock.now()
+        if self._written_at is not None and now - self._written_at < PROGRESS_EVERY_S:
+            return
+        self._written_at = now
+        R = models.SyncRunAttrs
+        try:
+            models.sync_runs(self.region)(self.run.workspace_id, self.run.id).update(
+                actions=[R.objects_read.set(objects), R.rows_read.set(rows)], condition=R.status == "RUNNING")
+        except UpdateError:
+            pass  # finished or taken over meanwhile: the final counts come with the commit
 
 
 def _merge_schema(current: list[dict[str, Any]], planned: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -303,7 +335,7 @@ def _merge_schema(current: list[dict[str, Any]], planned: list[dict[str, Any]]) 
 
 def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, dataset_id: str,
             schema: list[dict[str, Any]], drift: dict[str, Any] | None, snap: storage.SnapshotResult,
-            cursor: dict[str, Any], details: dict[str, Any], rows_read: int) -> None:
+            cursor: dict[str, Any], details: dict[str, Any], rows_read: int, objects_read: int = 0) -> None:
     """Dataset + connector cursor + SyncRun in one transaction, conditional on the lease, the dataset's
     previous data_prefix and schema (a concurrent field-policy change is merged in, then retried)."""
     D, C, R = models.DatasetAttrs, models.ConnectorAttrs, models.SyncRunAttrs
@@ -349,6 +381,7 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
                           condition=C.lock_owner == run.id)
                 tx.update(models.sync_runs(region)(ws, run.id),
                           actions=[R.status.set("SUCCEEDED"), R.finished_at.set(now), R.rows_read.set(rows_read),
+                                   R.objects_read.set(objects_read),
                                    R.rows_written.set(snap.rows_written), R.error.remove(),
                                    R.details.set(json.dumps(details)), R.dataset_id.set(dataset_id)],
                           condition=R.status == "RUNNING")

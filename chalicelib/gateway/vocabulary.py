@@ -18,9 +18,9 @@ STATUSES: tuple[str, ...] = ("HEALTHY", "DEGRADED", "FAILING", "SYNCING", "PAUSE
 # IngestionMode: what a sync reads.
 INGESTION_MODES: tuple[str, ...] = ("INCREMENTAL", "FULL_REFRESH")
 
-# SyncRun status. QUEUED -> RUNNING -> SUCCEEDED | FAILED; a failed attempt that will be retried goes
-# back to QUEUED with ``error`` set.
-SYNC_STATUSES: tuple[str, ...] = ("QUEUED", "RUNNING", "SUCCEEDED", "FAILED")
+# SyncRun status. QUEUED -> RUNNING -> SUCCEEDED | FAILED; a failed attempt that will be retried is
+# RETRYING with ``error`` set (then RUNNING again); a permanent error is FAILED at once.
+SYNC_STATUSES: tuple[str, ...] = ("QUEUED", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED")
 
 # Field types of a normalised dataset schema. JSON columns hold JSON text (Parquet VARCHAR).
 FIELD_TYPES: tuple[str, ...] = ("STRING", "INTEGER", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE", "JSON")

@@ -9,10 +9,9 @@ from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.core import clock
-from chalicelib.core.config import settings
 from chalicelib.core.errors import conflict
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import connection, global_model
+from chalicelib.core.models import global_connection, global_model
 from chalicelib.identity.models import EmailClaimAttrs, UserAttrs
 
 
@@ -47,7 +46,7 @@ def create_user(email: str, *, email_verified: bool = False, display_name: str |
                    display_name=display_name, created_at=clock.iso(), **fields)
     claim = global_model(EmailClaimAttrs)(f"email#{address}", user_id=user.id)
     try:
-        with TransactWrite(connection=connection(settings().global_region)) as tx:
+        with TransactWrite(connection=global_connection()) as tx:
             tx.save(claim, condition=EmailClaimAttrs.id.does_not_exist())
             tx.save(user, condition=UserAttrs.id.does_not_exist())
     except TransactWriteError:

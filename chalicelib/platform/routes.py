@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.core.authz import AUTHENTICATED
 from chalicelib.core.regions import GLOBAL
 from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.platform import me as me_service
@@ -11,8 +12,9 @@ from chalicelib.platform import openapi
 api = Api("platform")
 
 
-@api.route("/v1/me", permission="workspace.read", scope=GLOBAL)
+@api.route("/v1/me", permission=AUTHENTICATED, scope=GLOBAL)
 def me(ctx: Ctx) -> Any:
+    """Any verified token, with or without a workspace (the service applies the live membership)."""
     return me_service.describe(ctx.user)
 
 

@@ -24,7 +24,7 @@ from chalicelib.core.durations import duration_check
 from chalicelib.core.errors import ApiError, validation_error
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
-from chalicelib.core.models import BaseModel, connection, global_model
+from chalicelib.core.models import BaseModel, global_connection, global_model
 from chalicelib.core.regions import endpoints, region_for
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
 from chalicelib.core.validation import F, validate
@@ -68,7 +68,7 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
                           created_at=now, created_by=owner_id, member_count=1)
         claim = global_model(SlugClaimAttrs)(f"slug#{slug}", workspace_id=ws_id)
         try:
-            with TransactWrite(connection=connection(settings().global_region)) as tx:
+            with TransactWrite(connection=global_connection()) as tx:
                 tx.save(claim, condition=SlugClaimAttrs.id.does_not_exist())
                 tx.save(ws, condition=WorkspaceAttrs.id.does_not_exist())
             break
@@ -364,7 +364,7 @@ def _audit_patch(ws: WorkspaceAttrs, patch: _Patch, actor: audit.Actor, caller: 
 def _write_update(ws: WorkspaceAttrs, actions: list[Any], old_settings: str, index_add: str | None,
                   index_remove: str | None) -> None:
     """The directory entry and the domain-join index change together, only if nobody changed it meanwhile."""
-    with TransactWrite(connection=connection(settings().global_region)) as tx:
+    with TransactWrite(connection=global_connection()) as tx:
         tx.update(ws, actions=actions, condition=WorkspaceAttrs.settings == old_settings)
         if index_add:
             tx.update(domain_index()(f"domain#{index_add}"), actions=[DomainJoinIndexAttrs.workspace_ids.add({ws.id})])

@@ -18,10 +18,13 @@ from chalicelib.groups import HTTP_GROUPS, create_app
 from infra.resources import AUDIT_JOBS, BUCKETS, KEYS, QUEUES
 from infra.template import (
     CHALICE_DIR,
+    GATEWAY_RESPONSES_FILE,
     chalice_config,
+    gateway_responses,
     iam_policy,
     job_policy,
     job_policy_file,
+    package_args,
     policy_file,
     resources_template,
     stages,
@@ -47,8 +50,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _package(project: Path, stage: str, out: Path, region: str | None = None) -> dict:
     env = {**os.environ, "AWS_DEFAULT_REGION": region or "us-east-1"}
-    result = subprocess.run([str(BIN / "chalice"), "package", "--stage", stage, str(out)], cwd=project, env=env,
-                            capture_output=True, text=True, timeout=300)
+    extra = package_args(stage).split()  # as `make package` does: HTTP stages merge the gateway responses
+    result = subprocess.run([str(BIN / "chalice"), "package", "--stage", stage, *extra, str(out)], cwd=project,
+                            env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads((out / "sam.json").read_text())
 
@@ -126,9 +130,39 @@ def test_resources_templates_pass_cfn_lint(tmp_path: Path) -> None:
     assert len(dlqs) == len(QUEUES)
 
 
+def test_unknown_routes_answer_problem_json_in_every_http_template(project: Path, tmp_path: Path) -> None:
+    """API Gateway answers an unknown path or method itself (403 "Missing Authentication Token", echoing a
+    non-SigV4 Authorization header): every HTTP stage's template turns that into a 404 problem with the
+    request ID as correlation ID and a static body, and non-HTTP stages merge nothing."""
+    for stage, group, region in stages("dev"):
+        if group not in HTTP_GROUPS:
+            assert package_args(stage) == ""
+            continue
+        if region not in (None, "eu-central-1"):
+            continue
+        resources = _package(project, stage, tmp_path / stage, region)["Resources"]
+        responses = {r["Properties"]["ResponseType"]: r["Properties"] for r in resources.values()
+                     if r["Type"] == "AWS::ApiGateway::GatewayResponse"}
+        missing = responses["MISSING_AUTHENTICATION_TOKEN"]
+        assert missing["RestApiId"] == {"Ref": "RestAPI"} and missing["StatusCode"] == "404"
+        params = missing["ResponseParameters"]
+        assert params["gatewayresponse.header.Content-Type"] == "'application/problem+json'"
+        assert params["gatewayresponse.header.X-Correlation-Id"] == "context.requestId"
+        for props in responses.values():  # never API Gateway's message, which may echo a header
+            for body in props["ResponseTemplates"].values():
+                problem = json.loads(body)
+                assert problem["correlation_id"] == "$context.requestId" and problem["code"]
+                assert "$context.error" not in body and "$input" not in body and "Authorization" not in body
+        assert json.loads(missing["ResponseTemplates"]["application/json"])["status"] == 404
+        assert {"INVALID_SIGNATURE", "DEFAULT_4XX", "DEFAULT_5XX"} <= set(responses)
+        _lint(tmp_path / stage / "sam.json")
+
+
 def test_committed_deployment_config_is_current() -> None:
     """config.json and every policy are generated from the group and region declarations (no drift)."""
     assert CONFIG == chalice_config(), "run `make templates` to refresh .chalice/config.json"
+    committed = json.loads((CHALICE_DIR / GATEWAY_RESPONSES_FILE).read_text())
+    assert committed == gateway_responses(), f"run `make templates` to refresh {GATEWAY_RESPONSES_FILE}"
     expected = {policy_file(group, region) for _, group, region in stages()}
     expected |= {job_policy_file(job, region) for _, group, region in stages() if group == "workers" for job in AUDIT_JOBS}
     assert {p.name for p in CHALICE_DIR.glob("policy-*.json")} == expected

@@ -8,13 +8,36 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from chalicelib.gateway.normalize import column_name
+
 
 class SourceError(Exception):
-    """The source could not be read; the message is safe to show to an admin (no secrets)."""
+    """The source could not be read; the message is safe to show to an admin (no secrets).
+
+    ``permanent``: retrying cannot help until someone changes the source or the connector (missing
+    bucket or table, denied access, bad configuration, an unreadable file): the sync fails at once."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+# AWS error codes no retry can fix: the bucket/table/key is missing, or the role may not read it.
+PERMANENT_AWS_CODES = frozenset({
+    "NoSuchBucket", "NoSuchKey", "InvalidBucketName", "AccessDenied", "AccessDeniedException", "AllAccessDisabled",
+    "ResourceNotFoundException", "ValidationException", "InvalidClientTokenId", "UnrecognizedClientException",
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "NotFound", "NoSuchEntity", "403", "404",
+})
+
+
+def aws_source_error(message: str, code: str) -> SourceError:
+    """A SourceError for an AWS error code, permanent when retrying cannot help."""
+    return SourceError(f"{message}: {code}", permanent=code in PERMANENT_AWS_CODES)
 
 
 @dataclass(frozen=True)
@@ -25,6 +48,12 @@ class Src:
     workspace_id: str
     connector_id: str
     config: dict[str, Any]
+    # called by readers as they go with (objects read, rows read) so far; the sync worker shows it on the run
+    progress: Callable[[int, int], None] | None = field(default=None, compare=False)
+
+    def report(self, objects: int, rows: int) -> None:
+        if self.progress is not None:
+            self.progress(objects, rows)
 
 
 @dataclass
@@ -51,3 +80,13 @@ _MODULES = {"s3": "s3_objects", "dynamodb": "dynamodb_table", "http": "http_api"
 
 def module(kind: str) -> ModuleType:
     return importlib.import_module(f"chalicelib.gateway.sources.{_MODULES[kind]}")
+
+
+def resolve_columns(names: list[str], headers: Iterable[str]) -> list[str]:
+    """The source header each configured column name means: the header itself, or the one whose
+    normalised name (``normalize.column_name``, e.g. ``employee_id`` for "Employee ID") it is."""
+    headers = list(headers)
+    by_column = {}
+    for h in headers:
+        by_column.setdefault(column_name(h), h)
+    return [n if n in headers else by_column.get(column_name(n), n) for n in names]

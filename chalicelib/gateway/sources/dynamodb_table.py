@@ -21,7 +21,7 @@ from boto3.dynamodb.types import Binary, TypeDeserializer
 from botocore.exceptions import ClientError
 
 from chalicelib.core.validation import F
-from chalicelib.gateway.sources import Batch, Record, SourceError, Src
+from chalicelib.gateway.sources import Batch, Record, Src, aws_source_error
 
 FIELDS = {
     "role_arn": F(str, required=True, min_len=20, max_len=2048),
@@ -52,7 +52,7 @@ def _describe(src: Src) -> dict[str, Any]:
         return _ddb(src).describe_table(TableName=src.config["table"])["Table"]
     except ClientError as err:
         code = err.response.get("Error", {}).get("Code", "error")
-        raise SourceError(f"cannot describe table {src.config['table']}: {code}") from None
+        raise aws_source_error(f"cannot describe table {src.config['table']}", code) from None
 
 
 def health(src: Src) -> None:
@@ -89,7 +89,8 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     records: list[Record] = []
     high = watermark
     try:
-        for page in _ddb(src).get_paginator("scan").paginate(**args):
+        for pages, page in enumerate(_ddb(src).get_paginator("scan").paginate(**args), start=1):
+            src.report(pages, len(records))
             for raw in page.get("Items", []):
                 row = {k: plain(_deser.deserialize(v)) for k, v in raw.items()}
                 records.append(Record(json.dumps([str(row.get(k)) for k in keys]), row))
@@ -99,7 +100,7 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
                         high = mark
     except ClientError as err:
         code = err.response.get("Error", {}).get("Code", "error")
-        raise SourceError(f"cannot scan table {src.config['table']}: {code}") from None
+        raise aws_source_error(f"cannot scan table {src.config['table']}", code) from None
     complete = mode == "FULL_REFRESH" or not updated
     return Batch(records=records, cursor={"watermark": high} if updated else {}, rows_read=len(records),
                  complete=complete, primary_key=keys)

@@ -25,7 +25,7 @@ from typing import Any
 
 from chalicelib.core.config import settings
 from chalicelib.core.validation import F
-from chalicelib.gateway.sources import Batch, Record, SourceError, Src
+from chalicelib.gateway.sources import Batch, Record, SourceError, Src, resolve_columns
 
 TIMEOUT_S = 15
 MAX_PAGE_BYTES = 16 * 1024 * 1024
@@ -91,9 +91,9 @@ def check_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) 
     for addr in (ip, mapped) if mapped else (ip,):
         if (addr in METADATA_ADDRESSES or addr.is_link_local or addr.is_multicast or addr.is_unspecified
                 or addr.is_reserved):
-            raise SourceError(f"{host} resolves to a forbidden address")
+            raise SourceError(f"{host} resolves to a forbidden address", permanent=True)
         if not addr.is_global and not _local():
-            raise SourceError(f"{host} resolves to a private address")
+            raise SourceError(f"{host} resolves to a private address", permanent=True)
 
 
 def resolve(host: str, port: int) -> str:
@@ -157,7 +157,9 @@ def _get(cfg: dict[str, Any], params: dict[str, Any]) -> Any:
         conn.request("GET", target, headers=headers)
         resp = conn.getresponse()
         if resp.status != 200:  # redirects included: never followed
-            raise SourceError(f"{host} answered HTTP {resp.status}")
+            # a client error other than timeout/rate limit will not heal by itself; 5xx may
+            raise SourceError(f"{host} answered HTTP {resp.status}",
+                              permanent=300 <= resp.status < 500 and resp.status not in (408, 429))
         body = resp.read(MAX_PAGE_BYTES + 1)
     except (OSError, http.client.HTTPException) as err:
         raise SourceError(f"cannot reach {host} ({type(err).__name__})") from None
@@ -184,19 +186,22 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     high = watermark
     records: list[Record] = []
     page_cursor = None
+    pages_read = 0
     for _ in range(cfg["max_pages"]):
         page = _get(cfg, {cfg["since_param"]: watermark, cfg["page_size_param"]: cfg["page_size"],
                           cfg["cursor_param"]: page_cursor})
         items = page.get(cfg["items_field"]) if isinstance(page, dict) else None
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            raise SourceError(f"the answer has no '{cfg['items_field']}' list of objects")
+            raise SourceError(f"the answer has no '{cfg['items_field']}' list of objects", permanent=True)
         for item in items:
-            if item.get(cfg["id_field"]) is None:
-                raise SourceError(f"a record has no '{cfg['id_field']}'")
-            records.append(Record(str(item[cfg["id_field"]]), item))
-            mark = item.get(cfg["updated_field"])
+            id_field, updated_field = resolve_columns([cfg["id_field"], cfg["updated_field"]], item.keys())
+            if item.get(id_field) is None:
+                raise SourceError(f"a record has no '{cfg['id_field']}'", permanent=True)
+            records.append(Record(str(item[id_field]), item))
+            mark = item.get(updated_field)
             if mark is not None and (high is None or str(mark) > str(high)):
                 high = str(mark)
+        src.report(pages_read := pages_read + 1, len(records))
         page_cursor = page.get(cfg["next_field"])
         if not page_cursor or not items:
             break

@@ -18,7 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core.validation import F
-from chalicelib.gateway.sources import Batch, Record, SourceError, Src
+from chalicelib.gateway.sources import Batch, Record, SourceError, Src, aws_source_error, resolve_columns
 
 FORMATS = ("auto", "csv", "jsonl", "parquet")
 EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
@@ -53,8 +53,7 @@ def check_config(config: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def _client_error(err: ClientError, what: str) -> SourceError:
-    code = err.response.get("Error", {}).get("Code", "error")
-    return SourceError(f"{what}: {code}")
+    return aws_source_error(what, err.response.get("Error", {}).get("Code", "error"))
 
 
 def _s3(src: Src) -> Any:
@@ -83,7 +82,7 @@ def list_objects(s3: Any, bucket: str, prefix: str, accept: Callable[[str], bool
                 out[obj["Key"]] = {"etag": obj["ETag"].strip('"'), "size": obj["Size"],
                                    "last_modified": obj["LastModified"]}
                 if len(out) > MAX_OBJECTS:
-                    raise SourceError(f"more than {MAX_OBJECTS} objects under the prefix")
+                    raise SourceError(f"more than {MAX_OBJECTS} objects under the prefix", permanent=True)
     except ClientError as err:
         raise _client_error(err, f"cannot list s3://{bucket}") from None
     return out
@@ -101,7 +100,7 @@ def fetch(s3: Any, bucket: str, key: str) -> bytes:
     try:
         obj = s3.get_object(Bucket=bucket, Key=key)
         if obj["ContentLength"] > MAX_OBJECT_BYTES:
-            raise SourceError(f"{key} is larger than {MAX_OBJECT_BYTES // (1024 * 1024)} MiB")
+            raise SourceError(f"{key} is larger than {MAX_OBJECT_BYTES // (1024 * 1024)} MiB", permanent=True)
         return obj["Body"].read()
     except ClientError as err:
         raise _client_error(err, f"cannot read s3://{bucket}/{key}") from None
@@ -144,9 +143,9 @@ def parse_jsonl(data: bytes, key: str) -> list[dict[str, Any]]:
                 try:
                     rows.append(json.loads(line))
                 except ValueError:
-                    raise SourceError(f"{key} line {n} is not valid JSON") from None
+                    raise SourceError(f"{key} line {n} is not valid JSON", permanent=True) from None
     if not all(isinstance(r, dict) for r in rows):
-        raise SourceError(f"{key} holds a JSON value that is not an object")
+        raise SourceError(f"{key} holds a JSON value that is not an object", permanent=True)
     return rows
 
 
@@ -175,11 +174,11 @@ def parse(data: bytes, fmt: str, key: str, delimiter: str) -> tuple[list[dict[st
             return parse_jsonl(data, key), False
         return parse_parquet(data), False
     except UnicodeDecodeError:
-        raise SourceError(f"{key} is not UTF-8 text") from None
+        raise SourceError(f"{key} is not UTF-8 text", permanent=True) from None
     except SourceError:
         raise
     except Exception as err:
-        raise SourceError(f"{key} could not be parsed as {fmt} ({type(err).__name__})") from None
+        raise SourceError(f"{key} could not be parsed as {fmt} ({type(err).__name__})", permanent=True) from None
 
 
 def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
@@ -191,19 +190,24 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     pk = cfg.get("primary_key")
     delimiter = cfg.get("csv_delimiter") or ","
     records: list[Record] = []
+    objects_read = 0
     for key in changed:
         fmt = _format_of(key, configured) or "csv"
         rows, untyped = parse(fetch(s3, bucket, key), fmt, key, "\t" if key.lower().endswith(".tsv") and
                               not cfg.get("csv_delimiter") else delimiter)
         for line, row in enumerate(rows, start=1):
             if pk:
-                missing = [k for k in pk if row.get(k) in (None, "")]
+                pk_cols = pk if all(k in row for k in pk) else resolve_columns(pk, row.keys())
+                missing = [k for k, col in zip(pk, pk_cols) if row.get(col) in (None, "")]  # noqa: B905
                 if missing:
-                    raise SourceError(f"{key} row {line} has no value for primary key {', '.join(missing)}")
-                rkey = json.dumps([str(row[k]) for k in pk])
+                    raise SourceError(f"{key} row {line} has no value for primary key {', '.join(missing)}",
+                                      permanent=True)
+                rkey = json.dumps([str(row[col]) for col in pk_cols])
             else:
                 rkey = f"{key}#{line}"
             records.append(Record(rkey, row, source=key, untyped=untyped))
+        objects_read += 1
+        src.report(objects_read, len(records))
     return Batch(records=records, cursor={"objects": {k: m["etag"] for k, m in listing.items()}},
                  rows_read=len(records), complete=(mode == "FULL_REFRESH"),
                  replaced_sources=set(changed) | set(deleted), primary_key=pk)

@@ -36,7 +36,7 @@ DIRECTORY = {t.name for t in TABLES if t.scope == GLOBAL_SCOPE}
 
 def _table(params: dict[str, Any]) -> str | None:
     """The declared (logical) name of the table a call addresses."""
-    name = params.get("TableName")
+    name = params.get("TableName") or next(iter(params.get("RequestItems") or {}), None)  # batch calls
     return name.removeprefix(settings().resource_prefix + "-") if name else None
 
 
@@ -301,3 +301,15 @@ def test_workers_do_only_their_regions_work(tenants: Tenants, recorder: Recorder
     recorder.clear()
     jobs.expire_support_grants({})  # a scheduled job iterates only its region's workspaces
     assert EU not in recorder.regions()
+
+
+def test_a_regional_deployment_updates_its_workspace_in_the_global_directory(tenants: Tenants, pin: Any) -> None:
+    """A settings change at the EU deployment is one transaction on the global directory; pinning must
+    allow that global table while still refusing other regions' stores."""
+    pin(EU)
+    platform = Client(create_app("platform"))
+    path = f"/v1/workspaces/{tenants.eu.workspace_id}"
+    status, body, _ = call(platform, "PATCH", path, tenants.eu.token, {"name": "EU GmbH renamed"})
+    assert status == 200
+    assert body["name"] == "EU GmbH renamed"
+    assert call(platform, "GET", path, tenants.eu.token)[1]["name"] == "EU GmbH renamed"

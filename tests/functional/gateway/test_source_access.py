@@ -3,6 +3,7 @@ ExternalId, another workspace's source, DNS rebinding, and secrets in a connecto
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -191,8 +192,9 @@ def test_worker_iam_policy_reads_no_source_directly() -> None:
             acts = [actions] if isinstance(actions, str) else actions
             reads = [a for a in acts if a in ("s3:GetObject", "s3:ListBucket", "dynamodb:Scan", "s3:*", "dynamodb:*", "*")]
             if reads:
-                assert not_resource is None and all(r.startswith(("arn:aws:s3:::aiplat-", "arn:aws:dynamodb:*:*:table/aiplat-"))
-                                                    for r in ([resource] if isinstance(resource, str) else resource))
+                own = re.compile(r"^arn:aws:(s3:::aiplat-|dynamodb:[a-z0-9*-]+:\*:table/aiplat-)")
+                assert not_resource is None and all(own.match(r) for r in (
+                    [resource] if isinstance(resource, str) else resource)), (group, resource)
         assume = [s for s in statements if s["Effect"] == "Allow" and s["Action"] == "sts:AssumeRole"]
         assert assume and assume[0]["Condition"] == {"StringLike": {"sts:ExternalId": "aiplat-ws_*"}}
         assert any(s["Effect"] == "Deny" and s["Action"] == "sts:AssumeRole" for s in statements)

@@ -56,7 +56,8 @@ def test_another_workspaces_connector_is_not_found(tenant: Tenant) -> None:
                                    ("POST", f"/v1/connectors/{conn['id']}/sync", None)):
             st, err = call(c, method, path, other.token, body)
             assert st == 404 and err["code"] == "not_found", (method, path)
-        assert call(c, "GET", "/v1/connectors", other.token)[1] == {"connectors": []}
+        assert call(c, "GET", "/v1/connectors", other.token)[1] == {"connectors": [], "has_more": False,
+                                                                    "next_cursor": None}
         _, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
         assert call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", other.token)[0] == 404
         assert models.connectors(tenant.region).get(tenant.workspace_id, conn["id"]).name == "Sales"

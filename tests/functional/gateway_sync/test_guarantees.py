@@ -22,7 +22,6 @@ from tests.functional.gateway_sync.helpers import (
     put,
     receive,
     rows_of,
-    source_client,
 )
 
 
@@ -126,20 +125,22 @@ def test_unparseable_message_ends_in_the_dead_letter_queue(tenant: Tenant) -> No
     assert _queue_depth(tenant.region, QUEUE) == 0
 
 
-def test_a_sync_failing_every_attempt_is_marked_failed_and_dead_lettered(tenant: Tenant) -> None:
+def test_a_sync_failing_every_attempt_is_marked_failed_and_dead_lettered(tenant: Tenant, monkeypatch) -> None:
     bucket = new_bucket(tenant.region)
     with client() as c:
         conn = _s3_connector(c, tenant, bucket)
-        source_client("s3", tenant.region).delete_bucket(Bucket=bucket)  # the source disappears
+        # a transient error (S3 throttling) on every attempt; permanent ones fail at once (tests/functional/gateway)
+        throttled = s3_objects.aws_source_error(f"cannot list s3://{bucket}", "SlowDown")
+        monkeypatch.setattr(s3_objects, "read", lambda *a, **k: (_ for _ in ()).throw(throttled))
         _, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
         results = drain(tenant.region)
         assert len(results) == 5 and all(r["batchItemFailures"] for r in results)
         run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
-        assert run["status"] == "FAILED" and run["attempts"] == 5 and "NoSuchBucket" in run["error"], run
+        assert run["status"] == "FAILED" and run["attempts"] == 5 and "SlowDown" in run["error"], run
         assert run["finished_at"]
         got = call(c, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]
         assert got["status"] == "FAILING" and got["last_sync"]["status"] == "FAILED"
-        assert "NoSuchBucket" in got["health"]["last_error"]
+        assert "SlowDown" in got["health"]["last_error"]
     dead = receive(tenant.region, QUEUE + "-dlq")
     assert [json.loads(m["Body"])["sync_id"] for m in dead] == [run["id"]]
     actions = [e.action for e in audit.model(tenant.region).query(tenant.workspace_id)]
