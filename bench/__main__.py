@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-import logging
 import os
 import platform
 import subprocess
@@ -118,7 +117,7 @@ def document(header: str, sections: list[str]) -> str:
 
 
 def main() -> None:
-    logging.getLogger("aiplat-svc").setLevel(logging.WARNING)  # no access-log lines between the tables
+    os.environ.setdefault("LOG_LEVEL", "WARNING")  # no access-log lines between the tables
     only = sys.argv[1:]
     header = machine_header()
     chosen = [m for m in MODULES if not only or any(o in m for o in only)]
