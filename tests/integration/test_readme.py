@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.integration.conftest import ROOT, RunningPlatform, start_platform, stop_platform
+from tests.integration.conftest import ROOT, RunningPlatform, running_platform
 
 DEFAULT_PORTS = {"platform": 8000, "gateway": 8001, "identity": 8002, "app": 8003}
 # every curl fails on an HTTP error status, so a call that answers 4xx/5xx fails the shell
@@ -33,11 +33,8 @@ def on_stack(block: str, running: RunningPlatform) -> str:
 
 @pytest.fixture(scope="module")
 def fresh_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatform]:
-    running = start_platform(tmp_path_factory.mktemp("readme-platform"))
-    try:
+    with running_platform(tmp_path_factory.mktemp("readme-platform")) as running:
         yield running
-    finally:
-        stop_platform(running)
 
 
 def test_readme_has_first_calls() -> None:
