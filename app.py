@@ -1,6 +1,7 @@
 """Entry point for every Lambda function. ``ROUTE_GROUP`` (set per stage in .chalice/config.json)
-picks the group whose routes this deployment serves. The workers group derives one handler per job
-declared in ``chalicelib/workers/jobs.py`` (schedules and queues are declared there only)."""
+picks the group whose routes this deployment serves and ``REGION`` the region it is pinned to. The workers
+group derives one handler per job declared in ``chalicelib/workers/jobs.py`` (schedules and queues are
+declared there only) that runs in this deployment (``jobs.runs_here``: global jobs in the global region)."""
 from chalice import Rate
 
 from chalicelib.core.config import settings
@@ -38,7 +39,7 @@ if GROUP == "workers":
     from chalicelib.core.aws import queue_name
     from chalicelib.workers import jobs
 
-    for _job in jobs.SCHEDULED:
+    for _job in filter(jobs.runs_here, jobs.SCHEDULED):
         globals()[_job.name] = app.schedule(rate(_job.every_seconds), name=_job.name)(_scheduled_delegate(_job))
     for _queue, _handler in jobs.QUEUE_HANDLERS.items():
         _name = jobs.handler_name(_queue)

@@ -33,6 +33,8 @@ MODULES: tuple[str, ...] = (
     "bench_platform",
     "bench_gateway_sync",
     "bench_gateway_query",
+    "bench_regions",
+    "bench_webapp",
 )
 
 

@@ -59,13 +59,19 @@ def main() -> None:
         ws = create_workspace(owner_id=user.id, owner_email=user.email, name="Bench", residency="us-east",
                               enforce_mfa=False)
         principal = Principal(user.id, ws.id, ("admin",), user.email, ("pwd",), "bench")
-        s3 = aws.client("s3", region)
+        import boto3  # noqa: PLC0415
+
+        # the source lives in the workspace's own account, read through the role it grants
+        creds = aws.client("sts", region).assume_role(RoleArn="arn:aws:iam::111122223333:role/owner",
+                                                      RoleSessionName="bench")["Credentials"]
+        s3 = boto3.client("s3", region_name=region, aws_access_key_id=creds["AccessKeyId"],
+                          aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"])
         s3.create_bucket(Bucket="bench-source")
         bodies = [_csv(o) for o in range(N_OBJECTS)]
         for o, body in enumerate(bodies):
             s3.put_object(Bucket="bench-source", Key=f"rows/{o:03d}.csv", Body=body.encode())
         conn = connectors.create_connector(principal, {"name": "Bench rows", "kind": "s3", "config": {
-            "bucket": "bench-source", "prefix": "rows/", "primary_key": ["id"]}}, None)
+            "role_arn": "arn:aws:iam::111122223333:role/bench-reader", "bucket": "bench-source", "prefix": "rows/", "primary_key": ["id"]}}, None)
         total = N_OBJECTS * ROWS_PER_OBJECT
 
         def one_sync(mode: str) -> dict:

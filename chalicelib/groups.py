@@ -25,6 +25,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "workers": (),
 }
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")
+# groups deployed once per open region (chalicelib/core/regions.py); the others are global
+REGIONAL_GROUPS = ("platform", "gateway", "workers")
 
 
 def create_app(group: str) -> Chalice:

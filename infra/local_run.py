@@ -1,13 +1,17 @@
-"""`make run`: the whole platform on one machine (DESIGN.md section 3).
+"""`make run`: the whole platform on one machine, both regions side by side (DESIGN.md section 3).
 
 When ``AWS_ENDPOINT_URL`` is unset it starts the embedded emulator (moto's server) on 127.0.0.1:4566,
 the port LocalStack uses, so LocalStack or real AWS is only a change of environment. It bootstraps
-both regions, seeds a demo tenant, serves the HTTP route groups, runs a worker loop that feeds SQS
-messages to the same handler functions Lambda would call, and a scheduler for the scheduled handlers.
+both regions, seeds a demo tenant (a US and an EU workspace) and serves the global groups (identity,
+app) itself. Each open region gets its own process (``python -m infra.local_run --region R``), pinned
+to that region as a regional deployment is (``REGION``; only its own ``BASE_URL``/``GATEWAY_URL``): it
+serves that region's platform and gateway, runs a worker loop that feeds that region's SQS messages to
+the handler functions Lambda would call, and a scheduler for the scheduled handlers that run there.
 Details go to stdout and ``.local/run.json``. Ctrl-C stops everything it started.
 
 Environment: ``LOCAL_HOST`` (127.0.0.1), ``LOCAL_PORTS`` (``platform=8000,gateway=8001,identity=8002,
-app=8003``), ``EMULATOR_PORT`` (4566), ``LOCAL_STATE_DIR`` (.local).
+app=8003,platform-eu-central-1=8010,gateway-eu-central-1=8011``), ``EMULATOR_PORT`` (4566),
+``LOCAL_STATE_DIR`` (.local).
 """
 from __future__ import annotations
 
@@ -15,15 +19,27 @@ import json
 import os
 import re
 import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_PORTS = {"platform": 8000, "gateway": 8001, "identity": 8002, "app": 8003}
+GLOBAL_REGION = "us-east-1"
+GLOBAL_GROUPS = ("identity", "app")  # served by this process
+REGION_GROUPS = ("platform", "gateway")  # served by each region's process
+DEFAULT_PORTS = {"platform": 8000, "gateway": 8001, "identity": 8002, "app": 8003,
+                 "platform-eu-central-1": 8010, "gateway-eu-central-1": 8011}
 QUERY = re.compile(r"\?[^\s'\"]*")
 URL_VARS = {"platform": "BASE_URL", "gateway": "GATEWAY_URL", "identity": "AUTH_URL", "app": "APP_URL"}
+READY_TIMEOUT = 60
+
+
+def port_name(group: str, region: str) -> str:
+    """The ``LOCAL_PORTS`` name of a regional group: the plain group name in the global region."""
+    return group if region == GLOBAL_REGION else f"{group}-{region}"
 
 
 def _ports() -> dict[str, int]:
@@ -77,7 +93,7 @@ def _request_handler() -> type:
 
 
 class WorkerLoop(threading.Thread):
-    """Receives from every region's handled queues and calls the handlers, as Lambda's poller would."""
+    """Receives from the served region's handled queues and calls the handlers, as Lambda's poller would."""
 
     def __init__(self, stop: threading.Event) -> None:
         super().__init__(name="worker-loop", daemon=True)
@@ -86,7 +102,7 @@ class WorkerLoop(threading.Thread):
     def run(self) -> None:
         from chalicelib.core import aws
         from chalicelib.core.logs import get_logger
-        from chalicelib.core.regions import OPEN_REGIONS
+        from chalicelib.core.regions import served_regions
         from chalicelib.workers.jobs import QUEUE_HANDLERS
 
         log = get_logger("local.worker")
@@ -94,7 +110,7 @@ class WorkerLoop(threading.Thread):
             if not QUEUE_HANDLERS:
                 self.stop.wait(1)
                 continue
-            for region in OPEN_REGIONS:
+            for region in served_regions():  # a region's process: that region's queues only
                 for queue, handler in QUEUE_HANDLERS.items():
                     if self.stop.is_set():
                         return
@@ -127,12 +143,13 @@ class Scheduler(threading.Thread):
     def run(self) -> None:
         from chalicelib.core import clock
         from chalicelib.core.logs import get_logger
-        from chalicelib.workers.jobs import SCHEDULED
+        from chalicelib.workers.jobs import SCHEDULED, runs_here
 
         log = get_logger("local.scheduler")
-        due = {job.name: clock.now() + job.every_seconds for job in SCHEDULED}
+        jobs = [job for job in SCHEDULED if runs_here(job)]
+        due = {job.name: clock.now() + job.every_seconds for job in jobs}
         while not self.stop.wait(1):
-            for job in SCHEDULED:
+            for job in jobs:
                 if clock.now() >= due[job.name]:
                     due[job.name] = clock.now() + job.every_seconds
                     try:
@@ -140,6 +157,37 @@ class Scheduler(threading.Thread):
                                      "time": clock.iso(), "resources": [f"local:{job.name}"], "detail": {}})
                     except Exception:
                         log.exception("scheduled handler failed", extra={"job": job.name})
+
+
+def _serve_groups(groups: dict[str, int], host: str) -> list[Any]:
+    """Start a chalice dev server per route group (name -> port) in this process."""
+    from chalice.config import Config
+    from chalice.local import LocalDevServer
+
+    from chalicelib.groups import create_app
+
+    servers = []
+    for group, port in groups.items():
+        app = create_app(group)
+        config = Config.create(chalice_app=app, app_name=f"aiplat-{group}", chalice_stage="local",
+                               project_dir=str(Path(__file__).resolve().parent.parent))
+        server = LocalDevServer(app, config, host, port, handler_cls=_request_handler())
+        threading.Thread(target=server.server.serve_forever, name=f"http-{group}", daemon=True).start()
+        servers.append(server)
+    return servers
+
+
+def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], deadline: float) -> None:
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            if proc.poll() is not None:
+                raise OSError(f"the region process serving port {port} exited ({proc.returncode})") from None
+            if time.monotonic() > deadline:
+                raise OSError(f"nothing listens on port {port}") from None
+            time.sleep(0.1)
 
 
 class LocalPlatform:
@@ -154,7 +202,19 @@ class LocalPlatform:
         self.stop_event = threading.Event()
         self._emulator: Any = None
         self._servers: list[Any] = []
-        self._threads: list[threading.Thread] = []
+        self._children: list[subprocess.Popen[bytes]] = []
+        # URLs name "localhost" (the servers listen on 127.0.0.1): browsers refuse an IP address as the
+        # WebAuthn relying-party ID, and the RP ID is the identity service's host.
+        self.url_host = "localhost" if self.host == "127.0.0.1" else self.host
+
+    def url(self, name: str) -> str:
+        return f"http://{self.url_host}:{self.ports[name]}"
+
+    def regional_urls(self) -> dict[str, dict[str, str]]:
+        from chalicelib.core.regions import OPEN_REGIONS
+
+        return {r: {"base_url": self.url(port_name("platform", r)), "gateway_url": self.url(port_name("gateway", r))}
+                for r in OPEN_REGIONS}
 
     def _environment(self) -> str:
         endpoint = os.environ.get("AWS_ENDPOINT_URL")
@@ -178,33 +238,32 @@ class LocalPlatform:
             for name, value in {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}.items():
                 os.environ.setdefault(name, value)
         os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-        # URLs name "localhost" (the servers listen on 127.0.0.1): browsers refuse an IP address as the
-        # WebAuthn relying-party ID, and the RP ID is the identity service's host.
-        url_host = "localhost" if self.host == "127.0.0.1" else self.host
-        for group, var in URL_VARS.items():
-            os.environ[var] = f"http://{url_host}:{self.ports[group]}"
+        for group, var in URL_VARS.items():  # the global region's platform doubles as the global one
+            os.environ[var] = self.url(group)
+        os.environ["REGIONAL_URLS"] = json.dumps(self.regional_urls())
         os.environ["MAIL_OUTBOX_DIR"] = str(self.state_dir / "outbox")
         os.environ.setdefault("STAGE", "local")
+        os.environ.pop("REGION", None)  # this process is global: it seeds both regions
         from chalicelib.core.config import settings
 
         settings.cache_clear()
         return endpoint
 
-    def _serve(self) -> None:
-        from chalice.config import Config
-        from chalice.local import LocalDevServer
+    def _start_regions(self) -> None:
+        """One process per open region, with only that region's addresses and its pin."""
+        from chalicelib.core.regions import OPEN_REGIONS
 
-        from chalicelib.groups import HTTP_GROUPS, create_app
-
-        for group in HTTP_GROUPS:
-            app = create_app(group)
-            config = Config.create(chalice_app=app, app_name=f"aiplat-{group}", chalice_stage="local",
-                                   project_dir=str(Path(__file__).resolve().parent.parent))
-            server = LocalDevServer(app, config, self.host, self.ports[group], handler_cls=_request_handler())
-            thread = threading.Thread(target=server.server.serve_forever, name=f"http-{group}", daemon=True)
-            thread.start()
-            self._servers.append(server)
-            self._threads.append(thread)
+        for region in OPEN_REGIONS:
+            env = {**os.environ, "REGION": region, "BASE_URL": self.url(port_name("platform", region)),
+                   "GATEWAY_URL": self.url(port_name("gateway", region)),
+                   "LOCAL_PORTS": ",".join(f"{k}={v}" for k, v in self.ports.items())}
+            self._children.append(subprocess.Popen(
+                [sys.executable, "-m", "infra.local_run", "--region", region], env=env,
+                cwd=str(Path(__file__).resolve().parent.parent)))
+        deadline = time.monotonic() + READY_TIMEOUT
+        for region, proc in zip(OPEN_REGIONS, self._children, strict=True):
+            for group in REGION_GROUPS:
+                _wait_for_port(self.host, self.ports[port_name(group, region)], proc, deadline)
 
     def start(self) -> dict[str, Any]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -214,13 +273,14 @@ class LocalPlatform:
 
         bootstrap_all()
         demo = seed_demo()
-        self._serve()
-        for thread in (WorkerLoop(self.stop_event), Scheduler(self.stop_event)):
-            thread.start()
-            self._threads.append(thread)
+        self._servers = _serve_groups({g: self.ports[g] for g in GLOBAL_GROUPS}, self.host)
+        self._start_regions()
+        regions = {region: {"platform": urls["base_url"] + "/v1", "gateway": urls["gateway_url"]}
+                   for region, urls in self.regional_urls().items()}
         info = {
             "urls": {"platform": os.environ["BASE_URL"] + "/v1", "gateway": os.environ["GATEWAY_URL"],
                      "identity": os.environ["AUTH_URL"], "app": os.environ["APP_URL"], "aws_endpoint": endpoint},
+            "regions": regions,
             "demo": demo,
             "outbox": os.environ["MAIL_OUTBOX_DIR"],
             "pid": os.getpid(),
@@ -232,6 +292,13 @@ class LocalPlatform:
 
     def stop(self) -> None:
         self.stop_event.set()
+        for child in self._children:
+            child.terminate()
+        for child in self._children:
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
         for server in self._servers:
             server.server.shutdown()
             server.server.server_close()
@@ -239,7 +306,34 @@ class LocalPlatform:
             self._emulator.stop()
 
 
+def serve_region(region: str) -> None:
+    """A region's process: its platform and gateway, its worker loop and scheduler, until SIGTERM or
+    until the parent `make run` goes away."""
+    from chalicelib.core.config import settings
+
+    settings.cache_clear()
+    if settings().region != region:
+        raise SystemExit(f"REGION must be {region}")
+    host = os.environ.get("LOCAL_HOST", "127.0.0.1")
+    ports = _ports()
+    servers = _serve_groups({g: ports[port_name(g, region)] for g in REGION_GROUPS}, host)
+    stop = threading.Event()
+    for thread in (WorkerLoop(stop), Scheduler(stop)):
+        thread.start()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    parent = os.getppid()
+    while not stop.wait(0.5):
+        if os.getppid() != parent:
+            stop.set()
+    for server in servers:
+        server.server.shutdown()
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--region"]:
+        serve_region(sys.argv[2])
+        return
     started = time.monotonic()
     platform = LocalPlatform()
     try:
@@ -252,11 +346,13 @@ def main() -> None:
     print(f"\naiplat is running ({time.monotonic() - started:.1f}s)\n")
     for name, url in info["urls"].items():
         print(f"  {name:<13} {url}")
+    for region, urls in info["regions"].items():
+        print(f"  {region:<13} platform {urls['platform']}  gateway {urls['gateway']}")
     print("\nDemo sign-in (also in .local/run.json):")
-    for key in ("email", "password", "totp_secret", "workspace_id"):
+    for key in ("email", "password", "totp_secret", "workspace_id", "eu_workspace_id"):
         if demo.get(key):
             print(f"  {key:<13} {demo[key]}")
-    print(f"  api_token     {str(demo.get('api_token', ''))[:24]}... (full value in run.json)")
+    print(f"  api_token     {str(demo.get('api_token', ''))[:24]}... (full value in run.json; EU: eu_api_token)")
     print(f"\nE-mail outbox (sign-in codes, reset links, invitations): {info['outbox']}")
     print(f"Try (a 15-minute access token of the demo user): TOKEN=$(make -s token); "
           f"curl -s -H \"Authorization: Bearer $TOKEN\" {info['urls']['platform']}/me"

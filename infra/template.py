@@ -2,12 +2,17 @@
 
 - ``resources_template(region)``: a CloudFormation template of the region's tables, queues (each with its
   dead-letter queue), buckets and keys; the global region's also holds the global ones.
-- ``iam_policy(group)``: the policy each route group's functions run with (``.chalice/policy-<group>.json``):
-  least privilege on our own resources, and an explicit deny of every write except PutItem on the audit
-  table, so no function can change or delete an audit event.
+- ``chalice_config()``: ``.chalice/config.json``, one stage per global group (``identity-prod``) and per
+  regional group and open region (``platform-eu-central-1-prod``), from ``chalicelib/groups.py`` and
+  ``chalicelib/core/regions.py``.
+- ``iam_policy(group, region)``: the policy each stage's functions run with (``.chalice/policy-<group>.json``,
+  ``.chalice/policy-<group>-<region>.json``): least privilege on our own resources, a regional stage only
+  in its region (plus the global directory), and an explicit deny of every write except PutItem on the
+  audit table, so no function can change or delete an audit event.
 
 ``python -m infra.template OUT_DIR`` writes ``resources-<region>.json`` for every open region and refreshes
-the ``.chalice`` policies (a test checks the committed policies are current).
+``.chalice/config.json`` and the policies (a test checks the committed files are current);
+``python -m infra.template --stages ENV`` prints the stage names of one environment (``make package``).
 """
 from __future__ import annotations
 
@@ -127,17 +132,103 @@ def resources_template(region: str) -> dict[str, Any]:
             "Resources": res}
 
 
-def iam_policy(group: str) -> dict[str, Any]:
-    """Least-privilege policy for a route group's functions."""
-    tables = [f"arn:aws:dynamodb:*:*:table/{PREFIX}-{t.name}" for t in TABLES]
+# Regional records a global route writes in another region (docs/residency.md, "What crosses"): the new
+# member's membership, the invitation's status, the audit event of the change, and the idempotency record
+# of workspace creation. The global region's platform function is the only one granted these.
+CROSSING_TABLES = ("memberships", "invitations", "audit_events", "idempotency")
+
+STAGE_ENVS = ("dev", "prod")
+# Public addresses per environment (API Gateway custom domains mapped to each stage); set your domain here.
+DOMAINS = {"dev": "dev.aiplat.example", "prod": "aiplat.example"}
+_GROUP_SETTINGS: dict[str, dict[str, Any]] = {
+    "identity": {"lambda_memory_size": 512, "lambda_timeout": 30},
+    "platform": {"lambda_memory_size": 512, "lambda_timeout": 30},
+    "gateway": {"lambda_memory_size": 1024, "lambda_timeout": 30},
+    "app": {"lambda_memory_size": 512, "lambda_timeout": 30},
+    "workers": {"lambda_memory_size": 512, "lambda_timeout": 300},
+}
+
+
+def stage_name(group: str, env: str, region: str | None = None) -> str:
+    """``identity-prod`` for a global group, ``platform-eu-central-1-prod`` for a regional one."""
+    return f"{group}-{region}-{env}" if region else f"{group}-{env}"
+
+
+def stages(env: str | None = None) -> list[tuple[str, str, str | None]]:
+    """Every deployment as ``(stage, group, region)``: global groups once, regional groups per open region."""
+    from chalicelib.groups import GROUPS, REGIONAL_GROUPS
+
+    out = []
+    for e in ([env] if env else STAGE_ENVS):
+        for group in GROUPS:
+            for region in (OPEN_REGIONS if group in REGIONAL_GROUPS else (None,)):
+                out.append((stage_name(group, e, region), group, region))
+    return out
+
+
+def public_urls(env: str) -> dict[str, Any]:
+    """The addresses clients use: global ones, and each region's platform API and gateway."""
+    domain = DOMAINS[env]
+    return {"auth_url": f"https://auth.{domain}", "app_url": f"https://app.{domain}",
+            "regions": {r: {"base_url": f"https://api.{r}.{domain}", "gateway_url": f"https://gateway.{r}.{domain}"}
+                        for r in OPEN_REGIONS}}
+
+
+def policy_file(group: str, region: str | None) -> str:
+    return f"policy-{group}-{region}.json" if region else f"policy-{group}.json"
+
+
+def chalice_config() -> dict[str, Any]:
+    """``.chalice/config.json``: one stage per global group and per (regional group, open region). A regional
+    stage's environment pins its region (``REGION``) and names only its own addresses as ``BASE_URL`` and
+    ``GATEWAY_URL``; ``REGIONAL_URLS`` (public addresses only) lets it point a misdirected caller home."""
+    out: dict[str, Any] = {}
+    for stage, group, region in stages():
+        env = stage.rsplit("-", 1)[1]
+        urls = public_urls(env)
+        home = urls["regions"][region or GLOBAL_REGION]
+        variables = {"ROUTE_GROUP": group, "STAGE": env, **({"REGION": region} if region else {}),
+                     "GLOBAL_REGION": GLOBAL_REGION, "AUTH_URL": urls["auth_url"], "APP_URL": urls["app_url"],
+                     "BASE_URL": home["base_url"], "GATEWAY_URL": home["gateway_url"],
+                     "REGIONAL_URLS": json.dumps(urls["regions"], sort_keys=True, separators=(",", ":"))}
+        config: dict[str, Any] = {"environment_variables": variables, "api_gateway_stage": "api",
+                                  **_GROUP_SETTINGS[group], "autogen_policy": False,
+                                  "iam_policy_file": policy_file(group, region)}
+        if env == "prod":
+            config["reserved_concurrency"] = 100
+        out[stage] = config
+    return {"version": "2.0", "app_name": PREFIX, "automatic_layer": True, "stages": out}
+
+
+def _region_arns(region: str, tables: list[str]) -> list[str]:
+    arns = [f"arn:aws:dynamodb:{region}:*:table/{PREFIX}-{t}" for t in tables]
+    return arns + [a + "/index/*" for a in arns]
+
+
+def iam_policy(group: str, region: str | None = None) -> dict[str, Any]:
+    """Least-privilege policy for a route group's functions. A regional deployment (``region``) reaches its
+    own region's resources and the global directory only; a global one reaches the directory and, for the
+    lookups identity needs (memberships), every region."""
+    global_tables = [t.name for t in TABLES if t.scope == GLOBAL]
+    regional_tables = [t.name for t in TABLES if t.scope == REGIONAL]
+    if region:
+        table_arns = _region_arns(region, regional_tables) + _region_arns(GLOBAL_REGION, global_tables)
+        if group == "platform" and region == GLOBAL_REGION:  # doubles as the global deployment
+            table_arns += [a for r in OPEN_REGIONS if r != region for a in _region_arns(r, list(CROSSING_TABLES))]
+        regions = sorted({region, GLOBAL_REGION})
+    else:
+        table_arns = _region_arns(GLOBAL_REGION, global_tables) + [
+            a for r in OPEN_REGIONS for a in _region_arns(r, regional_tables)]
+        regions = sorted(OPEN_REGIONS)
+    home = region or "*"
     statements: list[dict[str, Any]] = [
         {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-         "Resource": "arn:aws:logs:*:*:*"},
+         "Resource": f"arn:aws:logs:{home}:*:*"},
         {"Sid": "Tables", "Effect": "Allow",
          "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
                     "dynamodb:Query", "dynamodb:Scan", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
                     "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable"],
-         "Resource": tables + [t + "/index/*" for t in tables]},
+         "Resource": table_arns},
         {"Sid": "AuditIsAppendOnly", "Effect": "Deny",
          "Action": ["dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PartiQLUpdate",
                     "dynamodb:PartiQLDelete", "dynamodb:DeleteTable", "dynamodb:UpdateTable"],
@@ -145,21 +236,22 @@ def iam_policy(group: str) -> dict[str, Any]:
         {"Sid": "Keys", "Effect": "Allow",
          "Action": ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:Sign", "kms:Verify", "kms:GenerateMac",
                     "kms:DescribeKey"],
-         "Resource": "*", "Condition": {"ForAnyValue:StringLike": {"kms:ResourceAliases": f"alias/{PREFIX}-*"}}},
+         "Resource": [f"arn:aws:kms:{r}:*:key/*" for r in regions],
+         "Condition": {"ForAnyValue:StringLike": {"kms:ResourceAliases": f"alias/{PREFIX}-*"}}},
         {"Sid": "Queues", "Effect": "Allow",
          "Action": ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes"]
          + (["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"] if group == "workers" else []),
-         "Resource": f"arn:aws:sqs:*:*:{PREFIX}-*"},
+         "Resource": f"arn:aws:sqs:{home}:*:{PREFIX}-*"},
         {"Sid": "Objects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:ListBucket",
                                                          "s3:PutObjectRetention", "s3:GetObjectRetention"],
-         "Resource": [f"arn:aws:s3:::{PREFIX}-*", f"arn:aws:s3:::{PREFIX}-*/*"]},
+         "Resource": [f"arn:aws:s3:::{PREFIX}-*-{home}*", f"arn:aws:s3:::{PREFIX}-*-{home}*/*"]},
         {"Sid": "AuditArchiveIsWriteOnce", "Effect": "Deny",
          "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration"],
          "Resource": [f"arn:aws:s3:::{PREFIX}-audit-archive-*", f"arn:aws:s3:::{PREFIX}-audit-archive-*/*"]},
     ]
     if group in ("gateway", "workers"):  # connectors: snapshots pruned; sources read only through roles
         statements.append({"Sid": "GatewayDataLifecycle", "Effect": "Allow", "Action": ["s3:DeleteObject"],
-                           "Resource": [f"arn:aws:s3:::{PREFIX}-data-*/*", f"arn:aws:s3:::{PREFIX}-documents-*/*"]})
+                           "Resource": [f"arn:aws:s3:::{PREFIX}-data-{home}*/*", f"arn:aws:s3:::{PREFIX}-documents-{home}*/*"]})
         # No read permission on any bucket or table but our own: a connector reads as the role its
         # workspace grants (gateway/source_access.py), with the workspace's ExternalId.
         statements.append({"Sid": "ConnectorRoles", "Effect": "Allow", "Action": "sts:AssumeRole",
@@ -169,17 +261,19 @@ def iam_policy(group: str) -> dict[str, Any]:
                            "Resource": "*",
                            "Condition": {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}}})
     if group in ("identity", "platform"):
-        statements.append({"Sid": "Mail", "Effect": "Allow", "Action": ["ses:SendEmail"], "Resource": "*"})
+        statements.append({"Sid": "Mail", "Effect": "Allow", "Action": ["ses:SendEmail"], "Resource": "*",
+                           **({"Condition": {"StringEquals": {"aws:RequestedRegion": region}}} if region else {})})
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def write_policies() -> list[Path]:
-    from chalicelib.groups import GROUPS
-
-    paths = []
-    for group in GROUPS:
-        path = CHALICE_DIR / f"policy-{group}.json"
-        path.write_text(json.dumps(iam_policy(group), indent=2) + "\n")
+def write_deployment_config() -> list[Path]:
+    """Write ``.chalice/config.json`` and every stage's policy (a test checks the committed ones are current)."""
+    config = chalice_config()
+    paths = [CHALICE_DIR / "config.json"]
+    paths[0].write_text(json.dumps(config, indent=2) + "\n")
+    for _, group, region in stages(STAGE_ENVS[0]):
+        path = CHALICE_DIR / policy_file(group, region)
+        path.write_text(json.dumps(iam_policy(group, region), indent=2) + "\n")
         paths.append(path)
     return paths
 
@@ -190,9 +284,12 @@ def main(out_dir: str) -> None:
     for region in OPEN_REGIONS:
         (out / f"resources-{region}.json").write_text(json.dumps(resources_template(region), indent=2))
         print(out / f"resources-{region}.json")
-    for path in write_policies():
+    for path in write_deployment_config():
         print(path)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "build/infra")
+    if sys.argv[1:2] == ["--stages"]:
+        print(" ".join(stage for stage, _, _ in stages(sys.argv[2] if len(sys.argv) > 2 else "dev")))
+    else:
+        main(sys.argv[1] if len(sys.argv) > 1 else "build/infra")

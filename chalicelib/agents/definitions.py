@@ -14,9 +14,8 @@ from typing import Any
 
 from chalicelib.agents import models, templates
 from chalicelib.agents.tools import TOOL_NAMES, TOOLS
-from chalicelib.core import audit, clock, paging
+from chalicelib.core import audit, clock, durations, paging
 from chalicelib.core.authz import Principal
-from chalicelib.core.durations import duration_check
 from chalicelib.core.errors import not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
@@ -34,7 +33,7 @@ def _model(value: Any) -> str | None:
 
 LIMIT_FIELDS = {
     "max_steps": F(int, minimum=1, maximum=MAX_PLAN_STEPS),
-    "deadline": F(str, max_len=16, check=duration_check(1, 3600, "PT1S and PT1H")),
+    "deadline": F(str, max_len=16, check=durations.duration_check(1, 3600, "PT1S and PT1H")),
     "max_tokens": F(int, minimum=1, maximum=200_000),
 }
 FIELDS = {

@@ -16,9 +16,8 @@ from pynamodb.exceptions import UpdateError
 
 from chalicelib.agents import definitions, events, models, templates
 from chalicelib.agents.models import ACTIVE_MARK, CANCELLED, IN_PROGRESS, QUEUED, RUN_STATUSES, TERMINAL_STATUSES
-from chalicelib.core import audit, clock, correlation, idempotency, paging, queues
+from chalicelib.core import audit, clock, correlation, durations, idempotency, paging, queues
 from chalicelib.core.authz import Principal, Role
-from chalicelib.core.durations import parse_duration
 from chalicelib.core.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import get_workspace, region_of
@@ -54,7 +53,7 @@ def auto_expiry_seconds(workspace_id: str) -> int | None:
 
     value = settings_of(get_workspace(workspace_id)).get(AUTO_EXPIRY_SETTING)
     try:
-        return parse_duration(value) if value else None
+        return durations.parse_duration(value) if value else None
     except ValueError:
         return None
 
@@ -84,7 +83,7 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
 
     def work() -> tuple[int, Any]:
         now = clock.now()
-        deadline = now + parse_duration(agent["limits"]["deadline"])
+        deadline = now + durations.parse_duration(agent["limits"]["deadline"])
         expiry = auto_expiry_seconds(principal.workspace_id)
         run_id = new_id("run")
         run = models.runs(region)(

@@ -1,7 +1,7 @@
 """The tools an agent may be allowed, each acting as the user who started the run.
 
 Every tool calls the same service the user's own request would reach (``gateway.query.run``,
-``gateway.catalog``, ``knowledge.retrieval``) with a ``Principal`` rebuilt from that user's *live*
+``gateway.catalog``, ``knowledge.service``) with a ``Principal`` rebuilt from that user's *live*
 membership, so dataset ACLs, DENY fields and MASK/HASH/REDACT policies apply exactly as they do for the
 user directly; a user who left the workspace makes the tool refuse. Tool outputs are JSON and are what
 the step ledger stores.
@@ -87,11 +87,12 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    try:
-        from chalicelib.knowledge import retrieval  # type: ignore[attr-defined]
-    except ImportError:
-        raise ToolError("tool_unavailable", "Knowledge search is not available in this deployment.") from None
-    return retrieval.agent_search(ctx, args)  # type: ignore[no-any-return]
+    from chalicelib.knowledge import service
+
+    hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
+    ctx.read.update(h.chunk.dataset_id for h in hits)
+    return {"passages": [{"text": h.chunk.text, "title": h.chunk.title, "score": round(h.score, 6),
+                          "citation": h.citation()} for h in hits]}
 
 
 def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:

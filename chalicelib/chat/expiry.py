@@ -10,16 +10,16 @@ from typing import Any
 from chalicelib.chat.models import chats
 from chalicelib.core import clock
 from chalicelib.core.logs import get_logger
-from chalicelib.core.regions import OPEN_REGIONS
+from chalicelib.core.regions import served_regions
 
 log = get_logger("chat.expiry")
 
 
 def sweep(event: dict[str, Any] | None = None) -> dict[str, int]:
-    """Delete every chat whose ``expires_at`` has passed, in every open region; returns counts."""
+    """Delete every chat whose ``expires_at`` has passed, in the regions this deployment serves; returns counts."""
     now = int(clock.now())
     out: dict[str, int] = {}
-    for region in OPEN_REGIONS:
+    for region in served_regions():
         cls = chats(region)
         n = 0
         for item in cls.scan(filter_condition=cls.expires_at <= now, attributes_to_get=["workspace_id", "id",

@@ -35,6 +35,7 @@ class Settings:
     model_providers: str = ""  # path of the model provider file, or its JSON (docs/api/models.md)
     region: str = ""  # the region this deployment is pinned to ("" = not pinned: global and local tools)
     regional_urls: str = "{}"  # JSON {region: {"base_url", "gateway_url"}}: every region's public addresses
+    connector_principal_arn: str = ""  # what workspaces' connector roles trust ("" = the platform's account)
 
     @property
     def issuer(self) -> str:
@@ -76,4 +77,5 @@ def settings() -> Settings:
         model_providers=os.environ.get("MODEL_PROVIDERS", ""),
         region=os.environ.get("REGION", ""),
         regional_urls=os.environ.get("REGIONAL_URLS", "{}"),
+        connector_principal_arn=os.environ.get("CONNECTOR_PRINCIPAL_ARN", ""),
     )

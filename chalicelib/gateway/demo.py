@@ -3,7 +3,7 @@ orders) that the seed uploads itself into a demo source bucket of the workspace'
 at once by calling the worker directly.
 
 The demo source lives as a customer's would: in an AWS account of its own (``DEMO_ACCOUNT``, in the
-emulator only), with a role (``DEMO_ROLE``) whose trust policy names the platform and requires the demo
+emulator only), with a role (``DEMO_ROLE``-<region>) whose trust policy names the platform and requires the demo
 workspace's ExternalId, and which may read only the demo bucket. The connectors name that role, so the
 sync reads exactly as it would in production (``gateway/source_access.py``). The customers dataset ends with PII fields under MASK and
 HASH policies, and lineage connector -> dataset. Idempotent: a second call changes nothing.
@@ -26,19 +26,24 @@ FIRST = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken"
 LAST = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson", "Hamilton", "Berners-Lee",
         "Perlman", "Torvalds"]
 CITIES = [("Berlin", "DE"), ("Paris", "FR"), ("Austin", "US"), ("Boston", "US"), ("Lisbon", "PT"), ("Toronto", "CA")]
+# each region's demo workspace gets its own data: EU customers live in EU cities
+REGION_CITIES = {"eu-central-1": [("Berlin", "DE"), ("Paris", "FR"), ("Lisbon", "PT"), ("Vienna", "AT"),
+                                  ("Madrid", "ES"), ("Warsaw", "PL")]}
 PLANS = ["free", "team", "enterprise"]
 N_CUSTOMERS = 24
 DEMO_ACCOUNT = "210987654321"  # the demo customer's account (emulator only)
 DEMO_ROLE = "demo-source-reader"
 
 
-def customers_csv() -> str:
-    rnd = random.Random(42)
+def customers_csv(region: str = "us-east-1") -> str:
+    rnd = random.Random(42 if region == "us-east-1" else 4242)
+    cities = REGION_CITIES.get(region, CITIES)
+    phone = "+1 555 01" if region == "us-east-1" else "+49 30 5550"
     lines = ["customer_id,full_name,email,phone,city,country,plan,signup_date,lifetime_value"]
     for i in range(1, N_CUSTOMERS + 1):
         first, last = FIRST[(i - 1) % len(FIRST)], LAST[(i * 5) % len(LAST)]
-        city, country = CITIES[i % len(CITIES)]
-        lines.append(f"{i},{first} {last},{first.lower()}.{last.lower()}@example.com,+1 555 01{i:02d},{city},"
+        city, country = cities[i % len(cities)]
+        lines.append(f"{i},{first} {last},{first.lower()}.{last.lower()}@example.com,{phone}{i:02d},{city},"
                      f"{country},{PLANS[i % 3]},2024-{(i % 12) + 1:02d}-{(i % 27) + 1:02d},{rnd.randint(0, 50000) / 10}")
     return "\n".join(lines) + "\n"
 
@@ -69,17 +74,18 @@ def _grant_role(workspace_id: str, region: str, bucket: str) -> str:
     """The demo customer's role for the platform: trusted with the workspace's ExternalId, reading the bucket."""
     iam = _as_demo_customer("iam", region)
     trust = source_access.setup(workspace_id)["trust_policy"]
+    role = f"{DEMO_ROLE}-{region}"  # one per demo workspace (one per region): its trust names that workspace
     try:
-        iam.create_role(RoleName=DEMO_ROLE, AssumeRolePolicyDocument=json.dumps(trust))
+        iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(trust))
     except ClientError as err:
         if err.response["Error"]["Code"] != "EntityAlreadyExists":
             raise
-        iam.update_assume_role_policy(RoleName=DEMO_ROLE, PolicyDocument=json.dumps(trust))
-    iam.put_role_policy(RoleName=DEMO_ROLE, PolicyName="read-demo-source", PolicyDocument=json.dumps({
+        iam.update_assume_role_policy(RoleName=role, PolicyDocument=json.dumps(trust))
+    iam.put_role_policy(RoleName=role, PolicyName="read-demo-source", PolicyDocument=json.dumps({
         "Version": "2012-10-17", "Statement": [
             {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}"},
             {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*"}]}))
-    return f"arn:aws:iam::{DEMO_ACCOUNT}:role/{DEMO_ROLE}"
+    return f"arn:aws:iam::{DEMO_ACCOUNT}:role/{role}"
 
 
 def _bucket(workspace_id: str, region: str) -> str:
@@ -118,7 +124,7 @@ def seed(workspace_id: str, region: str, admin_email: str) -> dict[str, Any]:
     role_arn = _grant_role(workspace_id, region, bucket)
     out: dict[str, Any] = {"bucket": bucket, "role_arn": role_arn, "external_id": source_access.external_id(workspace_id),
                            "connectors": [], "datasets": [], "sync_runs": []}
-    specs = [("Demo CRM customers", "customers", "crm/customers/", customers_csv(), ["customer_id"],
+    specs = [("Demo CRM customers", "customers", "crm/customers/", customers_csv(region), ["customer_id"],
               {"email": "MASK", "phone": "HASH", "full_name": "MASK"}),
              ("Demo shop orders", "orders", "shop/orders/", orders_csv(), ["order_id"], {})]
     for name, ds_name, prefix, body, pk, policies in specs:

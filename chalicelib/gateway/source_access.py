@@ -54,9 +54,7 @@ def platform_account() -> str:
 def platform_principal() -> str:
     """What a workspace's role must trust: ``CONNECTOR_PRINCIPAL_ARN`` (the workers' role) when set,
     otherwise the platform's account."""
-    import os  # noqa: PLC0415
-
-    return os.environ.get("CONNECTOR_PRINCIPAL_ARN") or f"arn:aws:iam::{platform_account()}:root"
+    return settings().connector_principal_arn or f"arn:aws:iam::{platform_account()}:root"
 
 
 def role_account(role_arn: str) -> str | None:

@@ -32,6 +32,7 @@ from chalicelib.core.audit import SYSTEM
 from chalicelib.core.conditions import cancellation_codes, item_condition_failed
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
+from chalicelib.core.regions import served_regions
 from chalicelib.gateway import connectors, lineage_edges, models, normalize, storage
 from chalicelib.gateway.sources import SourceError, module
 from chalicelib.gateway.vocabulary import LINEAGE_CONNECTOR, LINEAGE_DATASET, highest_classification
@@ -99,6 +100,9 @@ def _handle_record(record: dict[str, Any]) -> bool:
         log.error("poison sync message (unparseable)", extra={"message_id": record.get("messageId")})
         return False  # redelivered until maxReceiveCount, then the dead-letter queue
     region = tenancy.region_of(body["workspace_id"])
+    if region not in served_regions():  # another region's work is never processed here
+        log.error("sync message for another region", extra={"message_id": record.get("messageId"), "region": region})
+        return False
     receives = int((record.get("attributes") or {}).get("ApproximateReceiveCount", "1"))
     last = receives >= max_receives(region)
     outcome = run_sync(body["workspace_id"], body["sync_id"], attempt=receives, last_attempt=last)

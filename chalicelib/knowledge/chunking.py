@@ -11,7 +11,7 @@ came from, a character span in its source and its text.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 DOCUMENT = "document"
@@ -34,9 +34,9 @@ class Chunk:
     fields: tuple[str, ...]  # dataset fields whose values are in the text
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["fields"] = list(self.fields)
-        return d
+        return {"id": self.id, "kind": self.kind, "dataset_id": self.dataset_id, "doc": self.doc,
+                "version": self.version, "title": self.title, "start": self.start, "end": self.end,
+                "text": self.text, "fields": list(self.fields)}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Chunk:

@@ -88,7 +88,7 @@ def write(region: str, workspace_id: str, dataset_id: str, build: str, chunks: l
     s3 = aws.client("s3", region)
     bucket = aws.bucket_name(BUCKET, region)
     prefix = f"indexes/{workspace_id}/{dataset_id}/{build}/"
-    body = gzip.compress(json.dumps([c.to_json() for c in chunks], separators=(",", ":")).encode())
+    body = gzip.compress(json.dumps([c.to_json() for c in chunks], separators=(",", ":")).encode(), compresslevel=5)
     s3.put_object(Bucket=bucket, Key=prefix + CHUNKS, Body=body, ServerSideEncryption="aws:kms",
                   SSEKMSKeyId=aws.key_alias("data"))
     if vectors is not None:

@@ -21,7 +21,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.durations import duration_check, parse_duration
 from chalicelib.core.errors import ApiError, conflict, not_found
 from chalicelib.core.ids import new_id
-from chalicelib.core.regions import OPEN_REGIONS
+from chalicelib.core.regions import served_regions
 from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
 from chalicelib.core.validation import F, email
 from chalicelib.identity import users
@@ -132,9 +132,9 @@ def audit_expiry(region: str, g: SupportGrantAttrs) -> bool:
 
 
 def expire_grants(event: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Scheduled: audit every grant that expired since the last run, in every region."""
+    """Scheduled: audit every grant that expired since the last run, in the regions this deployment serves."""
     written = 0
-    for region in OPEN_REGIONS:
+    for region in served_regions():
         cls = support_grants(region)
         for g in cls.scan(filter_condition=cls.expiry_audited.does_not_exist() & cls.revoked_at.does_not_exist()
                           & (cls.expires_at <= int(clock.now()))):

@@ -106,7 +106,7 @@ def public_settings(ws: WorkspaceAttrs) -> dict[str, Any]:
     s = settings_of(ws)
     dj = s.get("domain_join") or {}
     return {"domain_join": {"enabled": bool(dj.get("enabled")), "domain": dj.get("domain")},
-            "chat_auto_expiry": s.get("chat_auto_expiry")}
+            "chat_auto_expiry": s.get("chat_auto_expiry"), "agent_run_auto_expiry": s.get("agent_run_auto_expiry")}
 
 
 def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
@@ -189,6 +189,8 @@ PATCH_FIELDS = {
     "domain_join": F(dict),
     "chat_auto_expiry": F(str, nullable=True, max_len=32,
                           check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
+    "agent_run_auto_expiry": F(str, nullable=True, max_len=32,
+                               check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
 }
@@ -247,9 +249,9 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
     _set_enforce_mfa(ws, body, amr, patch)
     if "domain_join" in body:
         _set_domain_join(body["domain_join"], verified_email_domain, patch)
-    _set_chat_auto_expiry(body, patch)
+    _set_auto_expiry(body, patch)
     _set_replication(ws, body, actor, patch)
-    if "domain_join" in patch.changes or "chat_auto_expiry" in patch.changes:
+    if {"domain_join", *AUTO_EXPIRY_SETTINGS} & set(patch.changes):
         patch.actions.append(WorkspaceAttrs.settings.set(json.dumps(patch.settings, sort_keys=True)))
     if not patch.actions:
         return ws
@@ -314,11 +316,15 @@ def _set_domain_join(wanted: dict[str, Any], verified_email_domain: str | None, 
     patch.changes["domain_join"] = {"from": before, "to": new}
 
 
-def _set_chat_auto_expiry(body: dict[str, Any], patch: _Patch) -> None:
-    if "chat_auto_expiry" in body and body["chat_auto_expiry"] != patch.settings.get("chat_auto_expiry"):
-        patch.changes["chat_auto_expiry"] = {"from": patch.settings.get("chat_auto_expiry"),
-                                             "to": body["chat_auto_expiry"]}
-        patch.settings["chat_auto_expiry"] = body["chat_auto_expiry"]
+AUTO_EXPIRY_SETTINGS = ("chat_auto_expiry", "agent_run_auto_expiry")
+
+
+def _set_auto_expiry(body: dict[str, Any], patch: _Patch) -> None:
+    """Chat and agent-run auto-expiry (ISO 8601 durations, or null for "until deleted")."""
+    for key in AUTO_EXPIRY_SETTINGS:
+        if key in body and body[key] != patch.settings.get(key):
+            patch.changes[key] = {"from": patch.settings.get(key), "to": body[key]}
+            patch.settings[key] = body[key]
 
 
 def _set_replication(ws: WorkspaceAttrs, body: dict[str, Any], actor: audit.Actor, patch: _Patch) -> None:

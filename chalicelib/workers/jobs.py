@@ -20,6 +20,15 @@ class Scheduled:
     name: str
     every_seconds: int
     handler: Callable[[dict[str, Any]], Any]
+    scope: str = "regional"  # "global": run by the global region's workers only; "regional": by each region's
+
+
+def runs_here(job: Scheduled) -> bool:
+    """Whether this deployment runs ``job``: global jobs in the global region, regional ones everywhere
+    (each iterating only the regions it serves, ``core.regions.served_regions``)."""
+    from chalicelib.core.regions import serves_global
+
+    return job.scope == "regional" or serves_global()
 
 
 def rotate_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
@@ -58,20 +67,22 @@ def expire_chats(event: dict[str, Any]) -> dict[str, Any]:
 def reap_agent_runs(event: dict[str, Any]) -> dict[str, Any]:
     """Every minute: runs past their deadline become expired; runs whose worker is gone become failed."""
     from chalicelib.agents import reaper
+    from chalicelib.core.regions import served_regions
 
-    return reaper.reap()
+    return reaper.reap(served_regions())
 
 
 def sweep_agent_data(event: dict[str, Any]) -> dict[str, Any]:
     """Hourly: agent memory older than 30 days and runs past their workspace's auto-expiry are deleted."""
     from chalicelib.agents import reaper
+    from chalicelib.core.regions import served_regions
 
-    return reaper.sweep()
+    return reaper.sweep(served_regions())
 
 
 SCHEDULED: tuple[Scheduled, ...] = (
-    Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys),
-    Scheduled("retire_signing_keys", 3600, retire_signing_keys),
+    Scheduled("rotate_signing_keys", 30 * 24 * 3600, rotate_signing_keys, scope="global"),
+    Scheduled("retire_signing_keys", 3600, retire_signing_keys, scope="global"),
     Scheduled("expire_support_grants", 300, expire_support_grants),
     Scheduled("expire_chats", 900, expire_chats),
     Scheduled("reap_agent_runs", 60, reap_agent_runs),

@@ -11,6 +11,7 @@ from moto import mock_aws
 from chalicelib.core import aws, clock, models, tenancy, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS
+from chalicelib.gateway import source_access
 from chalicelib.identity import signing, users
 from chalicelib.identity.signing import issue_access_token
 from chalicelib.platform.workspaces import create_workspace
@@ -25,6 +26,7 @@ def reset_process_state() -> None:
     tokens._verifier = None
     signing._signer = None
     clock.reset()
+    source_access.forget()
 
 
 def _wipe() -> None:

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
-START_TIMEOUT = 90
+START_TIMEOUT = 180  # both regions are seeded (two demo workspaces, four syncs)
 
 
 def free_port() -> int:
@@ -37,6 +37,7 @@ class RunningPlatform:
     outbox: Path
     state_dir: Path
     process: subprocess.Popen[bytes]
+    regions: dict[str, dict[str, str]] = field(default_factory=dict)  # region -> {"platform", "gateway"}
 
     def aws(self, service: str, region: str = "us-east-1") -> Any:
         """A client of the platform's emulator (explicit endpoint: the test process env is untouched)."""
@@ -60,7 +61,8 @@ class RunningPlatform:
 
 
 def start_platform(state_dir: Path, extra_env: dict[str, str] | None = None) -> RunningPlatform:
-    ports = {g: free_port() for g in ("platform", "gateway", "identity", "app")}
+    ports = {g: free_port() for g in ("platform", "gateway", "identity", "app", "platform-eu-central-1",
+                                      "gateway-eu-central-1")}
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
     env.update({
         "LOCAL_STATE_DIR": str(state_dir),
@@ -76,13 +78,13 @@ def start_platform(state_dir: Path, extra_env: dict[str, str] | None = None) -> 
                             stderr=subprocess.STDOUT)
     run_json = state_dir / "run.json"
     deadline = time.monotonic() + START_TIMEOUT
-    while not run_json.exists():
+    while not run_json.exists() or not run_json.read_text().strip().endswith("}"):  # written, not being written
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError("local platform did not start:\n" + (state_dir / "platform.log").read_text()[-4000:])
         time.sleep(0.2)
     info = json.loads(run_json.read_text())
-    return RunningPlatform(info["urls"], info["demo"], Path(info["outbox"]), state_dir, proc)
+    return RunningPlatform(info["urls"], info["demo"], Path(info["outbox"]), state_dir, proc, info.get("regions", {}))
 
 
 def stop_platform(running: RunningPlatform) -> None:

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.groups import GROUPS, HTTP_GROUPS, create_app
-from infra.template import iam_policy, resources_template
+from chalicelib.groups import HTTP_GROUPS, create_app
+from infra.template import CHALICE_DIR, chalice_config, iam_policy, policy_file, resources_template, stages
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CONFIG = json.loads((ROOT / ".chalice" / "config.json").read_text())
 STAGES = sorted(CONFIG["stages"])
+GROUP_REGION = {stage: (group, region) for stage, group, region in stages()}
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +35,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
-def _package(project: Path, stage: str, out: Path) -> dict:
-    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
+def _package(project: Path, stage: str, out: Path, region: str | None = None) -> dict:
+    env = {**os.environ, "AWS_DEFAULT_REGION": region or "us-east-1"}
     result = subprocess.run([str(BIN / "chalice"), "package", "--stage", stage, str(out)], cwd=project, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -49,8 +50,8 @@ def _lint(path: Path) -> None:
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stage: str) -> None:
-    group = stage.rsplit("-", 1)[0]
-    template = _package(project, stage, tmp_path)
+    group, region = GROUP_REGION[stage]
+    template = _package(project, stage, tmp_path, region)
     resources = template["Resources"]
     expected_paths = set(create_app(group).routes)
     if group in HTTP_GROUPS and expected_paths:
@@ -60,9 +61,24 @@ def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stag
         assert env["ROUTE_GROUP"] == group
     else:
         assert "RestAPI" not in resources
-    handlers = {name for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"} - {"APIHandler"}
-    if group == "workers":
-        assert {"RotateSigningKeys", "RetireSigningKeys"} <= handlers
+    functions = {name: r for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"}
+    for function in functions.values():  # every function of a regional stage is pinned to its region
+        env = function["Properties"]["Environment"]["Variables"]
+        assert env.get("REGION") == region if region else "REGION" not in env
+        if region:
+            assert env["BASE_URL"] == json.loads(env["REGIONAL_URLS"])[region]["base_url"]
+    handlers = set(functions) - {"APIHandler"}
+    if group == "workers":  # global jobs run in the global region only; regional jobs and queues everywhere
+        from chalicelib.workers import jobs
+
+        def camel(name: str) -> str:
+            return "".join(part.title() for part in name.split("_"))
+
+        regional = {camel(j.name) for j in jobs.SCHEDULED if j.scope == "regional"}
+        regional |= {camel(jobs.handler_name(q)) for q in jobs.QUEUE_HANDLERS}
+        global_jobs = {camel(j.name) for j in jobs.SCHEDULED if j.scope == "global"}
+        assert {"RotateSigningKeys", "RetireSigningKeys"} <= global_jobs and "SyncJobs" in regional
+        assert handlers == (regional | global_jobs if region == "us-east-1" else regional)
     else:
         assert handlers == set()
     _lint(tmp_path / "sam.json")
@@ -90,13 +106,59 @@ def test_resources_templates_pass_cfn_lint(tmp_path: Path) -> None:
     assert len(dlqs) == 2
 
 
-def test_committed_policies_are_current() -> None:
-    for group in GROUPS:
-        committed = json.loads((ROOT / ".chalice" / f"policy-{group}.json").read_text())
-        assert committed == iam_policy(group), f"run `make templates` to refresh policy-{group}.json"
+def test_committed_deployment_config_is_current() -> None:
+    """config.json and every policy are generated from the group and region declarations (no drift)."""
+    assert CONFIG == chalice_config(), "run `make templates` to refresh .chalice/config.json"
+    expected = {policy_file(group, region) for _, group, region in stages()}
+    assert {p.name for p in CHALICE_DIR.glob("policy-*.json")} == expected
+    for _, group, region in stages("dev"):
+        committed = json.loads((CHALICE_DIR / policy_file(group, region)).read_text())
+        assert committed == iam_policy(group, region), f"run `make templates` to refresh {policy_file(group, region)}"
 
 
 def test_audit_table_is_append_only_for_every_function() -> None:
-    for group in GROUPS:
-        denies = [s for s in iam_policy(group)["Statement"] if s["Effect"] == "Deny" and "audit_events" in str(s["Resource"])]
+    for _, group, region in stages("dev"):
+        denies = [s for s in iam_policy(group, region)["Statement"]
+                  if s["Effect"] == "Deny" and "audit_events" in str(s["Resource"])]
         assert denies and {"dynamodb:UpdateItem", "dynamodb:DeleteItem"} <= set(denies[0]["Action"])
+
+
+def _allowed_resources(policy: dict) -> list[str]:
+    out: list[str] = []
+    for statement in policy["Statement"]:
+        if statement["Effect"] == "Allow" and "Resource" in statement:
+            if statement["Resource"] == "*":  # mail: only with a region condition
+                assert "aws:RequestedRegion" in str(statement.get("Condition")), statement
+                continue
+            resource = statement["Resource"]
+            out += resource if isinstance(resource, list) else [resource]
+    return out
+
+
+@pytest.mark.parametrize("group", ["platform", "gateway", "workers"])
+def test_regional_policy_reaches_only_its_region(group: str) -> None:
+    """An EU stage's policy names no us-east-1 resource except the global directory tables, and no other
+    region at all; the US gateway and workers name no eu-central-1 resource."""
+    from infra.resources import GLOBAL, TABLES
+
+    directory = {f"aiplat-{t.name}" for t in TABLES if t.scope == GLOBAL}
+    eu = _allowed_resources(iam_policy(group, "eu-central-1"))
+    for arn in eu:
+        parts = arn.split(":")
+        if arn.startswith("arn:aws:s3:::"):
+            assert "-eu-central-1" in arn, arn
+        elif parts[3] == "us-east-1":
+            assert parts[2] in ("dynamodb", "kms"), arn
+            if parts[2] == "dynamodb":
+                assert parts[5].split("/")[1] in directory, arn
+        else:
+            assert parts[3] == "eu-central-1", arn
+    if group != "platform":  # the us-east-1 platform doubles as the global deployment (docs/residency.md)
+        assert not [a for a in _allowed_resources(iam_policy(group, "us-east-1")) if "eu-central-1" in a]
+
+
+def test_us_platform_crosses_only_into_the_minimal_records() -> None:
+    from infra.template import CROSSING_TABLES
+
+    eu = [a for a in _allowed_resources(iam_policy("platform", "us-east-1")) if "eu-central-1" in a]
+    assert eu and {a.split("/")[1] for a in eu} == {f"aiplat-{t}" for t in CROSSING_TABLES}

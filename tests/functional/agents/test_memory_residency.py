@@ -108,12 +108,13 @@ def test_an_eu_workspaces_agents_runs_steps_and_memory_exist_only_in_eu_central_
 
 
 def test_workspace_auto_expiry_removes_finished_runs_with_their_log(tenant: Tenant) -> None:
-    from chalicelib.core.tenancy import workspaces
-
-    ws = workspaces().get(tenant.workspace_id)
-    ws.update(actions=[ws.__class__.settings.set(json.dumps({"agent_run_auto_expiry": "P7D"}))])
     token = user_token(tenant.user_id, tenant.email, tenant.workspace_id, "admin", ttl=30 * 86400)
     with platform_client() as c:
+        status, ws, _ = call(c, "PATCH", f"/v1/workspaces/{tenant.workspace_id}", token,
+                             {"agent_run_auto_expiry": "P7D"})
+        assert status == 200 and ws["settings"]["agent_run_auto_expiry"] == "P7D"
+        assert call(c, "PATCH", f"/v1/workspaces/{tenant.workspace_id}", token,
+                    {"agent_run_auto_expiry": "P1Y"})[0] == 400
         agent = create_agent(c, token, {"name": "n", "tools": ["catalog_search"],
                                         "plan": [{"name": "a", "tool": "catalog_search", "input": {}}]})
         run = start_run(c, token, agent["id"], {})[1]

@@ -5,6 +5,7 @@ import * as agents from "../agents_api.js";
 import { h, field, form, table, section, badge, when, problemBox, empty } from "../dom.js";
 import { allowed } from "../shell.js";
 
+const message = (e) => (e && typeof e === "object" ? e.message || e.code || JSON.stringify(e) : e);
 const KIND = { completed: "good", failed: "bad", cancelled: "warn", expired: "bad", in_progress: "warn", queued: "" };
 const runBadge = (s) => badge(s, KIND[s] || "");
 const unavailable = () => h("p", { class: "pending-api", id: "agents-unavailable" }, "Agents are not available on this deployment yet: the agents API (/v1/agents) does not answer.");
@@ -54,16 +55,25 @@ async function edit({ view, params, navigate }) {
 async function one({ view, params, me, navigate }) {
   const a = await agents.getAgent(params.agent_id);
   const runs = await agents.listRuns(params.agent_id);
-  const input = h("textarea", { name: "input", id: "run-input", rows: "4" }, "{}");
+  const templated = JSON.stringify(a.plan || []).match(/\{\{input\.(\w+)\}\}/g) || [];
+  const example = Object.fromEntries([...new Set(templated)].map((t) => [t.slice(8, -2), ""]));
+  const input = h("textarea", { name: "input", id: "run-input", rows: "4" }, JSON.stringify(example));
   const canRun = allowed(me, "member");
   view.replaceChildren(h("h1", {}, a.name),
     section("Definition", h("dl", { class: "facts" }, h("dt", {}, "Model"), h("dd", {}, a.model), h("dt", {}, "Tools"), h("dd", {}, (a.tools || []).join(", ")),
-      h("dt", {}, "Instructions"), h("dd", {}, a.instructions || "—")),
-    canRun ? h("p", {}, h("a", { href: `/agents/${encodeURIComponent(a.id)}/edit` }, "Edit")) : null),
+      h("dt", {}, "Instructions"), h("dd", {}, a.instructions || "—"),
+      h("dt", {}, "Plan"), h("dd", {}, a.plan && a.plan.length ? h("ol", {}, a.plan.map((p) => h("li", {}, `${p.name}: ${p.tool}`))) : "the model chooses the tools"),
+      h("dt", {}, "Limits"), h("dd", {}, a.limits ? `${a.limits.max_steps} steps, deadline ${a.limits.deadline}, ${a.limits.max_tokens} tokens` : "—")),
+    canRun ? h("p", {}, h("a", { class: "button secondary", href: `/agents/${encodeURIComponent(a.id)}/edit` }, "Edit"),
+      h("button", { type: "button", class: "danger", onclick: async () => {
+        if (!confirm(`Delete the agent ${a.name}? Its runs stay until deleted.`)) return;
+        await agents.deleteAgent(a.id);
+        await navigate("/agents");
+      } }, "Delete")) : null),
     canRun ? section("Start a run", form(async (data) => {
       const started = await agents.startRun(a.id, JSON.parse(String(data.get("input") || "{}")));
       await navigate(`/agents/${encodeURIComponent(a.id)}/runs/${encodeURIComponent(started.id)}`);
-    }, field("Input (JSON object)", input), h("button", { type: "submit", id: "start-run" }, "Start run"))) : null,
+    }, field("Input (JSON object)", input, "Values the plan's {{input.…}} templates use."), h("button", { type: "submit", id: "start-run" }, "Start run"))) : null,
     section("Past runs", table("Runs", ["Run", "Status", "Started", "Finished"], (runs.runs || runs.items || []).map((r) => [
       h("a", { href: `/agents/${encodeURIComponent(a.id)}/runs/${encodeURIComponent(r.id)}` }, r.id), runBadge(r.status), when(r.created_at || r.queued_at), when(r.finished_at)]), "No runs yet.")));
 }
@@ -75,13 +85,20 @@ async function run({ view, params }) {
   const status = h("p", { id: "run-status", role: "status" }, runBadge(r.status));
   const steps = h("ol", { class: "steps", id: "run-steps", "aria-live": "polite" });
   const output = h("div", { id: "run-output" });
-  const stepView = (s) => h("li", {}, h("strong", {}, s.tool || s.type || "step"), ` ${s.status || ""} `,
-    s.error ? h("span", { class: "error" }, s.error) : null,
+  const stepView = (s) => h("li", { "data-status": s.status }, h("strong", {}, `${s.name || ""} (${s.tool})`), ` ${s.status || ""}`,
+    s.duration_ms !== undefined && s.duration_ms !== null ? ` · ${Math.round(s.duration_ms)} ms` : "", " ",
+    s.error ? h("span", { class: "error" }, message(s.error)) : null,
     h("details", {}, h("summary", {}, "Input and output"), h("pre", { class: "mono" }, JSON.stringify({ input: s.input, output: s.output }, null, 2))));
   const drawAll = () => {
-    status.replaceChildren(runBadge(r.status), r.error ? h("span", { class: "error" }, ` ${r.error}`) : "");
+    status.replaceChildren(runBadge(r.status), r.error ? h("span", { class: "error" }, ` ${message(r.error)}`) : "",
+      r.usage ? h("span", { class: "meta" }, ` · ${r.usage.steps ?? 0} steps, ${r.usage.tool_calls ?? 0} tool calls`) : "");
     steps.replaceChildren(...(r.steps || []).map(stepView));
-    output.replaceChildren(r.output ? h("pre", { class: "mono" }, typeof r.output === "string" ? r.output : JSON.stringify(r.output, null, 2)) : empty("No output yet."));
+    const out = r.output;
+    output.replaceChildren(out ? h("div", {},
+      out.answer ? h("p", { class: "answer", id: "run-answer" }, out.answer) : null,
+      out.note ? h("p", { class: "note" }, out.note) : null,
+      h("details", {}, h("summary", {}, "Full output"), h("pre", { class: "mono" }, typeof out === "string" ? out : JSON.stringify(out, null, 2))))
+      : empty(TERMINAL.includes(r.status) ? "This run has no output." : "No output yet."));
   };
   const cancel = h("button", { type: "button", class: "danger", id: "cancel-run" }, "Cancel run");
   cancel.addEventListener("click", async () => { cancel.disabled = true; r = { ...r, ...(await agents.cancelRun(params.agent_id, params.run_id)) }; drawAll(); });

@@ -1,0 +1,182 @@
+"""Chat and knowledge: a chat round trip with the extractive provider split into retrieval, model and
+storage (beside GET /v1/me through the same app); retrieval p50/p99 over 10k documents / 100k chunks
+beside bare bm25s on the same corpus; indexing throughput beside bare bm25s indexing; retrieval quality
+(recall@5, MRR) lexical vs hybrid on the labelled set in bench/data/knowledge_qa.json. In-process, moto."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+for _name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
+    del os.environ[_name]
+os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+                   "AWS_DEFAULT_REGION": "us-east-1", "RESOURCE_PREFIX": "aiplat-bench", "LOG_LEVEL": "WARNING",
+                   "KNOWLEDGE_CACHE_SECONDS": "3600", "CATALOG_CACHE_SECONDS": "3600"})
+
+N_DOCS = 10_000
+CHUNKS_PER_DOC = 10
+WORDS_PER_CHUNK = 30
+VOCAB = 30_000
+N_QUERIES = 300
+N_CHATS = 40
+QA = Path(__file__).with_name("data") / "knowledge_qa.json"
+
+
+def _pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+def _corpus() -> tuple[list[str], list[str]]:
+    """100k chunk texts (Zipf-distributed pseudo-words) and 300 three-word queries drawn from them."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    syll = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "sa", "do", "fu", "gi", "ha", "be", "xo"]
+    words = ["".join(syll[(i >> (4 * j)) % 16] for j in range(4)) + str(i % 7) for i in range(VOCAB)]
+    p = 1.0 / np.arange(1, VOCAB + 1) ** 1.05
+    p /= p.sum()
+    ids = rng.choice(VOCAB, size=(N_DOCS * CHUNKS_PER_DOC, WORDS_PER_CHUNK), p=p)
+    texts = [" ".join(words[i] for i in row) for row in ids]
+    qrows = rng.integers(0, len(texts), size=N_QUERIES)
+    queries = [" ".join(texts[r].split()[j] for j in (3, 17, 29)) for r in qrows]
+    return texts, queries
+
+
+def main() -> None:
+    from moto import mock_aws
+
+    with mock_aws():
+        _run()
+
+
+def _run() -> None:
+    import bm25s
+    from chalice.test import Client
+
+    from chalicelib.chat import service as chat
+    from chalicelib.core.authz import Principal
+    from chalicelib.core.config import settings
+    from chalicelib.gateway import catalog
+    from chalicelib.groups import create_app
+    from chalicelib.knowledge import chunking, indexer, lexical, store
+    from chalicelib.knowledge import service as knowledge
+    from chalicelib.knowledge.models import KIND_INDEX
+    from chalicelib.knowledge.models import knowledge as knowledge_table
+    from chalicelib.models.registry import registry
+    from infra.bootstrap import bootstrap_all
+    from tests.functional.conftest import bearer, make_tenant
+    from tests.functional.gateway_data import field, put_dataset
+
+    bootstrap_all()
+    t = make_tenant("bench@example.com", name="Bench")
+    ws, region = t.workspace_id, t.region
+    admin = Principal(user_id=t.user_id, workspace_id=ws, roles=("admin",), email=t.email, amr=("pwd",), token_id="b")
+
+    # --- indexing throughput and retrieval over 10k documents / 100k chunks -------------------------
+    texts, queries = _corpus()
+    big = put_dataset(ws, region, "bench_docs", [field("document_id"), field("file_name"), field("text")], [])
+    rec = catalog.snapshot(ws).datasets[big]
+    t0 = time.perf_counter()
+    chunks = [chunking.Chunk(chunking.chunk_id(big, f"doc_{i // CHUNKS_PER_DOC}", 0, len(x), x), chunking.DOCUMENT,
+                             big, f"doc_{i // CHUNKS_PER_DOC}", rec.data_prefix or "", f"doc {i // CHUNKS_PER_DOC}",
+                             0, len(x), x, ("text",)) for i, x in enumerate(texts)]
+    model = lexical.build(texts)
+    prefix = store.write(region, ws, big, "bench", chunks, model)
+    knowledge_table(region)(ws, KIND_INDEX + big, dataset_id=big, version=rec.data_prefix, prefix=prefix,
+                            source_kind="document", policy_fingerprint=indexer.policy_fingerprint(rec),
+                            chunk_count=len(chunks), updated_at="x").save()
+    ours_index_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    bare = bm25s.BM25()
+    bare.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    bare_index_s = time.perf_counter() - t0
+    store.invalidate()
+    knowledge.search(admin, queries[0], 5)  # loads the index into this container once
+
+    ours_ms: list[float] = []
+    bare_ms: list[float] = []
+    for q in queries:  # alternating, so machine noise hits both alike
+        t0 = time.perf_counter()
+        bare.retrieve(bm25s.tokenize([q], stopwords="en", show_progress=False), k=5, show_progress=False,
+                      n_threads=1)
+        bare_ms.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        knowledge.search(admin, q, 5)
+        ours_ms.append((time.perf_counter() - t0) * 1000)
+
+    n = len(texts)
+    print("### Knowledge index: 10k documents / 100k chunks (30 words each)\n")
+    print("| operation | p50 ms | p99 ms | reference | ref p50 ms | ref p99 ms | ratio (p50) |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    print(f"| knowledge.search (catalog ACL, policy mask, BM25, top 5, citations) | {_pct(ours_ms, .5):.2f} | "
+          f"{_pct(ours_ms, .99):.2f} | bare bm25s retrieve k=5 | {_pct(bare_ms, .5):.2f} | {_pct(bare_ms, .99):.2f} | "
+          f"{_pct(ours_ms, .5) / _pct(bare_ms, .5):.2f}x |")
+    print()
+    print("| indexing | chunks | seconds | chunks/s | reference | ref seconds | ref chunks/s | ratio |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|")
+    print(f"| chunk ids + bm25s + write to S3 (moto) | {n:,} | {ours_index_s:.1f} | {n / ours_index_s:,.0f} | "
+          f"bare bm25s tokenize + index | {bare_index_s:.1f} | {n / bare_index_s:,.0f} | "
+          f"{ours_index_s / bare_index_s:.2f}x |\n", flush=True)
+
+    # --- retrieval quality: lexical vs hybrid on the labelled set ------------------------------------
+    qa = json.loads(QA.read_text())
+    os.environ["MODEL_PROVIDERS"] = json.dumps({"embeddings": {"model": "builtin/wordllama"}})
+    settings.cache_clear()
+    registry.cache_clear()
+    qa_ds = put_dataset(ws, region, "handbook_qa", [field("_key"), field("passage")],
+                        [(p["id"], p["text"]) for p in qa["passages"]])
+    indexer.index_dataset(region, ws, qa_ds)
+    scores = {}
+    for mode in ("lexical", "auto"):
+        ranks = []
+        for item in qa["questions"]:
+            hits = knowledge.search(admin, item["q"], 5, {"dataset_ids": [qa_ds]}, mode=mode)
+            docs = [h.chunk.doc for h in hits]
+            ranks.append(docs.index(item["answer"]) + 1 if item["answer"] in docs else None)
+        scores[mode] = (sum(1 for r in ranks if r) / len(ranks), sum(1 / r for r in ranks if r) / len(ranks))
+    print(f"### Retrieval quality on {len(qa['questions'])} labelled questions ({len(qa['passages'])} passages)\n")
+    print("| retrieval | recall@5 | MRR |")
+    print("|---|---:|---:|")
+    print(f"| lexical (bm25s) | {scores['lexical'][0]:.3f} | {scores['lexical'][1]:.3f} |")
+    print(f"| hybrid (bm25s + wordllama 256-d, reciprocal rank fusion) | {scores['auto'][0]:.3f} | "
+          f"{scores['auto'][1]:.3f} |\n", flush=True)
+    del os.environ["MODEL_PROVIDERS"]
+    settings.cache_clear()
+    registry.cache_clear()
+    indexer.index_dataset(region, ws, qa_ds)  # back to lexical for the chat round trip
+
+    # --- chat round trip with the extractive provider ------------------------------------------------
+    questions = [q["q"] for q in qa["questions"]]
+    split: dict[str, list[float]] = {"retrieval": [], "model": [], "storage": []}
+    total: list[float] = []
+    me: list[float] = []
+    settings()
+    with Client(create_app("platform")) as c:
+        for i in range(N_CHATS):
+            t0 = time.perf_counter()
+            c.http.get("/v1/me", headers=bearer(t.token))
+            me.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            r = c.http.post("/v1/chats", headers={**bearer(t.token), "Content-Type": "application/json"},
+                            body=json.dumps({"model": "builtin/extractive",
+                                             "messages": [{"role": "user", "content": questions[i % len(questions)]}]}))
+            total.append((time.perf_counter() - t0) * 1000)
+            assert r.status_code == 201, r.body
+    for i in range(N_CHATS):  # the split, measured inside the service (same path, no HTTP layer)
+        a = chat.answer(admin, {"model": "builtin/extractive",
+                                "messages": [{"role": "user", "content": questions[i % len(questions)]}]})
+        split["retrieval"].append(a.timings.retrieval_ms)
+        split["model"].append(a.timings.model_ms)
+        split["storage"].append(a.timings.storage_ms)
+    print(f"### Chat round trip, extractive provider ({N_CHATS} questions; the workspace also holds the 100k-chunk "
+          "index)\n")
+    print("| part | p50 ms | p99 ms |")
+    print("|---|---:|---:|")
+    print(f"| POST /v1/chats, whole request (test client) | {_pct(total, .5):.1f} | {_pct(total, .99):.1f} |")
+    for part, values in split.items():
+        print(f"| of which {part} | {statistics.median(values):.1f} | {_pct(values, .99):.1f} |")
+    print(f"| reference: GET /v1/me through the same app | {_pct(me, .5):.1f} | {_pct(me, .99):.1f} |\n", flush=True)

@@ -1,0 +1,138 @@
+"""The web app in Debian's Chromium against the local platform (`python -m infra.local_run` in a
+subprocess): time to interactive of the shell and transferred bytes per page (cold cache and warm),
+and the chat page's time to first answer token; each beside a same-run reference.
+
+- Time to interactive: navigation start to the app's ``app-interactive`` mark (frame drawn, page
+  rendered from its API calls, handlers attached), next to the load time of the hosted sign-in page
+  (server-rendered HTML, one stylesheet and one script) in the same browser and run.
+- Bytes: the document plus every resource and API answer as transferred (Resource Timing
+  ``transferSize``, HTTP headers included), on a fresh browser context (cold) and on a second visit
+  (warm: unchanged modules answer 304).
+- First answer token: the chat page's Send click to the first answer text on screen, next to the same
+  question as one bare ``POST /v1/chats`` from Python with the same session's access token.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+PAGES = ("/", "/knowledge", "/knowledge/query", "/knowledge/connectors", "/chat", "/members", "/audit", "/settings")
+RUNS = 5
+QUESTION = "Which customers live in Lisbon?"
+TTI_JS = "() => (performance.getEntriesByName('app-interactive')[0] || {}).startTime"
+BYTES_JS = """() => { const nav = performance.getEntriesByType('navigation')[0];
+  const res = performance.getEntriesByType('resource');
+  return {total: nav.transferSize + res.reduce((a, r) => a + r.transferSize, 0), requests: res.length + 1}; }"""
+FIRST_TOKEN_JS = """() => new Promise((done) => {
+  const list = document.getElementById('messages'); const t0 = performance.now();
+  const seen = new MutationObserver(() => { const a = list.querySelector('li.assistant .answer');
+    if (a && a.textContent) { seen.disconnect(); done(performance.now() - t0); } });
+  seen.observe(list, {subtree: true, childList: true, characterData: true});
+  document.getElementById('send').click(); })"""
+
+
+def _ready(page: Any) -> None:
+    try:
+        page.wait_for_selector("body[data-ready=true]", timeout=30000)
+    except Exception:
+        raise RuntimeError(f"{page.url} did not become ready: {page.text_content('body')[:500]}") from None
+    page.wait_for_selector("#main[aria-busy=false]", timeout=30000)
+
+
+def _api_chat(base: str, token: str) -> float:
+    """One bare chat round trip; ``base`` is the platform API base ending in /v1."""
+    body = json.dumps({"model": "auto", "messages": [{"role": "user", "content": QUESTION}]}).encode()
+    req = urllib.request.Request(base + "/chats", data=body, method="POST", headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 (loopback)
+        resp.read()
+    return (time.perf_counter() - t0) * 1000
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    from tests.integration.conftest import start_platform, stop_platform
+    from tests.integration.webapp.browser import CHROMIUM, sign_in_with_password_and_totp
+
+    running = start_platform(Path(tempfile.mkdtemp(prefix="bench-webapp-")))
+    try:
+        app, auth, demo = running.urls["app"], running.urls["identity"], running.demo
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            page = context.new_page()
+            page.goto(app + "/")
+            sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+            page.wait_for_url(app + "/")
+            _ready(page)
+            state = context.storage_state()  # the session cookies, for cold contexts
+
+            tti, ref = [], []
+            for _ in range(RUNS):
+                cold = browser.new_context(storage_state=state)
+                p = cold.new_page()
+                p.goto(app + "/")
+                _ready(p)
+                tti.append(p.evaluate(TTI_JS))
+                cold.close()
+                anon = browser.new_context()
+                q = anon.new_page()
+                q.goto(auth + "/signin?conditional=off", wait_until="load")
+                ref.append(q.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd"))
+                anon.close()
+            print("### Time to interactive (cold cache, ms)\n")
+            print("| page | median | worst | reference | ref median | ratio |\n|---|---:|---:|---|---:|---:|")
+            print(f"| app shell at / (overview rendered) | {statistics.median(tti):.0f} | {max(tti):.0f} | "
+                  f"hosted sign-in page load | {statistics.median(ref):.0f} | "
+                  f"{statistics.median(tti) / statistics.median(ref):.2f}x |\n")
+
+            print("### Transferred bytes per page (document, modules, stylesheet and API answers)\n")
+            print("| page | cold bytes | cold requests | warm bytes | warm requests |\n|---|---:|---:|---:|---:|")
+            signin = browser.new_context()
+            s = signin.new_page()
+            s.goto(auth + "/signin?conditional=off", wait_until="load")
+            ref_bytes = s.evaluate(BYTES_JS)
+            signin.close()
+            for path in PAGES:
+                cold = browser.new_context(storage_state=state)
+                p = cold.new_page()
+                p.goto(app + path)
+                _ready(p)
+                p.wait_for_load_state("networkidle")
+                first = p.evaluate(BYTES_JS)
+                p.goto(app + path)
+                _ready(p)
+                p.wait_for_load_state("networkidle")
+                warm = p.evaluate(BYTES_JS)
+                cold.close()
+                print(f"| {path} | {first['total']:,} | {first['requests']} | {warm['total']:,} | {warm['requests']} |")
+            print(f"| reference: hosted sign-in page | {ref_bytes['total']:,} | {ref_bytes['requests']} | | |\n")
+
+            page.goto(app + "/chat")
+            _ready(page)
+            page.wait_for_selector("#models li")
+            token = next(c["value"] for c in context.cookies() if c["name"] == "app_at")  # the session's own token
+            first_token, bare = [], []
+            for _ in range(RUNS):
+                page.goto(app + "/chat")
+                _ready(page)
+                page.fill("#prompt", QUESTION)
+                first_token.append(page.evaluate(FIRST_TOKEN_JS))
+                bare.append(_api_chat(running.urls["platform"], token))
+            print("### Chat: time to first answer token (ms)\n")
+            print("| measure | median | worst | reference | ref median | ratio |\n|---|---:|---:|---|---:|---:|")
+            print(f"| Send click to first answer text (browser, through the app) | {statistics.median(first_token):.0f} | "
+                  f"{max(first_token):.0f} | bare POST /v1/chats from Python | {statistics.median(bare):.0f} | "
+                  f"{statistics.median(first_token) / statistics.median(bare):.2f}x |\n")
+            print("The chat API sends its events as one buffered body today, so the first token arrives with the "
+                  "whole answer; the page renders deltas as they arrive once the API streams.")
+            browser.close()
+    finally:
+        stop_platform(running)
