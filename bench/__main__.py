@@ -34,6 +34,7 @@ MODULES: tuple[str, ...] = (
     "bench_gateway_sync",
     "bench_gateway_query",
     "bench_regions",
+    "bench_chat",
     "bench_webapp",
 )
 

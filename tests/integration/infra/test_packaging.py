@@ -17,7 +17,7 @@ import pytest
 from chalicelib.groups import HTTP_GROUPS, create_app
 from infra.template import CHALICE_DIR, chalice_config, iam_policy, policy_file, resources_template, stages
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 CONFIG = json.loads((ROOT / ".chalice" / "config.json").read_text())
 STAGES = sorted(CONFIG["stages"])
@@ -77,7 +77,8 @@ def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stag
         regional = {camel(j.name) for j in jobs.SCHEDULED if j.scope == "regional"}
         regional |= {camel(jobs.handler_name(q)) for q in jobs.QUEUE_HANDLERS}
         global_jobs = {camel(j.name) for j in jobs.SCHEDULED if j.scope == "global"}
-        assert {"RotateSigningKeys", "RetireSigningKeys"} <= global_jobs and "SyncJobs" in regional
+        assert {"RotateSigningKeys", "RetireSigningKeys"} <= global_jobs
+        assert "SyncJobs" in regional
         assert handlers == (regional | global_jobs if region == "us-east-1" else regional)
     else:
         assert handlers == set()
@@ -101,7 +102,8 @@ def test_resources_templates_pass_cfn_lint(tmp_path: Path) -> None:
         path.write_text(json.dumps(resources_template(region)))
         _lint(path)
     eu = resources_template("eu-central-1")["Resources"]
-    assert "UsersTable" not in eu and "AuditEventsTable" in eu
+    assert "UsersTable" not in eu
+    assert "AuditEventsTable" in eu
     dlqs = [r for r in eu.values() if r["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in r["Properties"]]
     assert len(dlqs) == 2
 
@@ -120,7 +122,8 @@ def test_audit_table_is_append_only_for_every_function() -> None:
     for _, group, region in stages("dev"):
         denies = [s for s in iam_policy(group, region)["Statement"]
                   if s["Effect"] == "Deny" and "audit_events" in str(s["Resource"])]
-        assert denies and {"dynamodb:UpdateItem", "dynamodb:DeleteItem"} <= set(denies[0]["Action"])
+        assert denies
+        assert {"dynamodb:UpdateItem", "dynamodb:DeleteItem"} <= set(denies[0]["Action"])
 
 
 def _allowed_resources(policy: dict) -> list[str]:
@@ -161,4 +164,5 @@ def test_us_platform_crosses_only_into_the_minimal_records() -> None:
     from infra.template import CROSSING_TABLES
 
     eu = [a for a in _allowed_resources(iam_policy("platform", "us-east-1")) if "eu-central-1" in a]
-    assert eu and {a.split("/")[1] for a in eu} == {f"aiplat-{t}" for t in CROSSING_TABLES}
+    assert eu
+    assert {a.split("/")[1] for a in eu} == {f"aiplat-{t}" for t in CROSSING_TABLES}
