@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-import logging
 import os
 import platform
 import subprocess
@@ -36,6 +35,7 @@ MODULES: tuple[str, ...] = (
     "bench_gateway_sync",
     "bench_gateway_query",
     "bench_regions",
+    "bench_chat",
     "bench_webapp",
     "bench_chat",
     "bench_agents",
@@ -123,7 +123,7 @@ def document(header: str, sections: list[str]) -> str:
 
 
 def main() -> None:
-    logging.getLogger("aiplat-svc").setLevel(logging.WARNING)  # no access-log lines between the tables
+    os.environ.setdefault("LOG_LEVEL", "WARNING")  # no access-log lines between the tables
     only = sys.argv[1:]
     header = machine_header()
     chosen = [m for m in MODULES if not only or any(o in m for o in only)]

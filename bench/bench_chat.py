@@ -69,7 +69,7 @@ def _run() -> None:
     from chalicelib.models.registry import registry
     from infra.bootstrap import bootstrap_all
     from tests.functional.conftest import bearer, make_tenant
-    from tests.functional.gateway_data import field, put_dataset
+    from tests.functional.gateway.data import field, put_dataset
 
     bootstrap_all()
     t = make_tenant("bench@example.com", name="Bench")

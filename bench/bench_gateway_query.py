@@ -51,7 +51,7 @@ def _big_tables(ws: str, region: str, tmp: str) -> tuple[str, str, list[str]]:
     """customers_big and orders_big (100k rows each) as catalog rows + Parquet; returns their files too."""
     import duckdb
 
-    from tests.functional.gateway_data import field, put_dataset, write_parquet  # noqa: F401
+    from tests.functional.gateway.data import field, put_dataset, write_parquet  # noqa: F401
 
     con = duckdb.connect()
     cpath, opath = os.path.join(tmp, "c.parquet"), os.path.join(tmp, "o.parquet")
@@ -98,7 +98,7 @@ def _run() -> None:
     from chalicelib.groups import create_app
     from infra.bootstrap import bootstrap_all
     from tests.functional.conftest import make_tenant
-    from tests.functional.gateway_data import field, put_connector, put_dataset, token_for
+    from tests.functional.gateway.data import field, put_connector, put_dataset, token_for
 
     bootstrap_all()
     t = make_tenant("bench@example.com", name="Bench")

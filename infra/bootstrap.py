@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -43,17 +44,25 @@ def _table_spec(t: Table) -> dict[str, Any]:
     return spec
 
 
+def _exists(describe: Callable[[], Any], not_found_code: str) -> bool:
+    """Whether a describe call finds the resource (its not-found error code says it is missing)."""
+    try:
+        describe()
+        return True
+    except ClientError as err:
+        if err.response["Error"]["Code"] != not_found_code:
+            raise
+    return False
+
+
 def ensure_table(t: Table, region: str) -> bool:
     ddb = aws.client("dynamodb", region)
     name = aws.table_name(t.name)
-    try:
-        existing = ddb.describe_table(TableName=name)["Table"]
-        if t.stream and not existing.get("StreamSpecification", {}).get("StreamEnabled"):
+    found: dict[str, Any] = {}
+    if _exists(lambda: found.update(ddb.describe_table(TableName=name)["Table"]), "ResourceNotFoundException"):
+        if t.stream and not found.get("StreamSpecification", {}).get("StreamEnabled"):
             ddb.update_table(TableName=name, StreamSpecification={"StreamEnabled": True, "StreamViewType": t.stream})
         return False
-    except ClientError as err:
-        if err.response["Error"]["Code"] != "ResourceNotFoundException":
-            raise
     ddb.create_table(**_table_spec(t))
     ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
     if t.ttl:
@@ -117,12 +126,8 @@ def ensure_buckets(region: str) -> list[str]:
 def ensure_key(k: Key, region: str) -> bool:
     kms = aws.client("kms", region)
     alias = aws.key_alias(k.name)
-    try:
-        kms.describe_key(KeyId=alias)
+    if _exists(lambda: kms.describe_key(KeyId=alias), "NotFoundException"):
         return False
-    except ClientError as err:
-        if err.response["Error"]["Code"] != "NotFoundException":
-            raise
     key_id = kms.create_key(KeySpec=k.spec, KeyUsage=k.usage, Description=k.purpose)["KeyMetadata"]["KeyId"]
     if k.spec == "SYMMETRIC_DEFAULT":
         kms.enable_key_rotation(KeyId=key_id)

@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     p_live.add_argument("workspace_id")
     args = parser.parse_args(argv)
     # stdout carries only the report (pipe it to jq); structured logs go to stderr while the command runs
-    handlers = [h for h in logging.getLogger("aiplat").handlers if isinstance(h, logging.StreamHandler)]
+    handlers = [h for h in logging.getLogger("aiplat").handlers
+                if isinstance(h, logging.StreamHandler) and not getattr(h.stream, "closed", False)]
     previous = [(h, h.setStream(sys.stderr)) for h in handlers]
     try:
         return _run(args)

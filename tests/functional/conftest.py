@@ -124,23 +124,21 @@ class Outbox:
         out = [_json.loads(p.read_text()) for p in sorted(self.path.glob("*.json"))]
         return [m for m in out if to is None or m["to"] == to]
 
-    def last_code(self, to: str) -> str:
+    def _last(self, to: str, tag: str, pattern: str) -> str:
+        """``pattern``'s first group in the latest message tagged ``tag`` sent to ``to``."""
         import re as _re
 
-        msgs = [m for m in self.messages(to) if m["tag"] == "signin-code"]
-        assert msgs, f"no sign-in code sent to {to}"
-        found = _re.search(r"\b(\d{8})\b", msgs[-1]["text"])
-        assert found
+        msgs = [m for m in self.messages(to) if m["tag"] == tag]
+        assert msgs, f"no {tag} message sent to {to}"
+        found = _re.search(pattern, msgs[-1]["text"])
+        assert found, f"the last {tag} message to {to} holds no match for {pattern}"
         return found.group(1)
+
+    def last_code(self, to: str) -> str:
+        return self._last(to, "signin-code", r"\b(\d{8})\b")
 
     def last_link(self, to: str) -> str:
-        import re as _re
-
-        msgs = [m for m in self.messages(to) if m["tag"] == "reset"]
-        assert msgs, f"no reset link sent to {to}"
-        found = _re.search(r"(https?://\S+)", msgs[-1]["text"])
-        assert found
-        return found.group(1)
+        return self._last(to, "reset", r"(https?://\S+)")
 
 
 @pytest.fixture

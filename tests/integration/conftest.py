@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,10 +96,17 @@ def stop_platform(running: RunningPlatform) -> None:
         running.process.wait()
 
 
-@pytest.fixture(scope="session")
-def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatform]:
-    running = start_platform(tmp_path_factory.mktemp("local-platform"))
+@contextmanager
+def running_platform(state_dir: Path) -> Iterator[RunningPlatform]:
+    """A fresh local platform in ``state_dir`` for the duration of the block."""
+    running = start_platform(state_dir)
     try:
         yield running
     finally:
         stop_platform(running)
+
+
+@pytest.fixture(scope="session")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatform]:
+    with running_platform(tmp_path_factory.mktemp("local-platform")) as running:
+        yield running

@@ -10,9 +10,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.integration.conftest import ROOT, RunningPlatform, start_platform, stop_platform
+from tests.integration.conftest import ROOT, RunningPlatform, running_platform
 
-DEFAULT_PORTS = {"platform": 8000, "gateway": 8001, "identity": 8002, "app": 8003}
+DEFAULT_PORTS = {("platform",): 8000, ("gateway",): 8001, ("identity",): 8002, ("app",): 8003,
+                 ("eu-central-1", "platform"): 8010, ("eu-central-1", "gateway"): 8011}
 # every curl fails on an HTTP error status, so a call that answers 4xx/5xx fails the shell
 PRELUDE = "set -euo pipefail\ncurl() { command curl --fail-with-body \"$@\"; }\n"
 
@@ -25,19 +26,17 @@ def first_call_blocks(readme: str) -> list[str]:
 
 def on_stack(block: str, running: RunningPlatform) -> str:
     """The block with the default ports and state directory replaced by this stack's."""
-    for group, default in DEFAULT_PORTS.items():
-        port = urlsplit(running.urls[group]).port
+    for where, default in DEFAULT_PORTS.items():
+        urls = running.regions[where[0]] if len(where) == 2 else running.urls
+        port = urlsplit(urls[where[-1]]).port
         block = block.replace(f"localhost:{default}", f"localhost:{port}")
     return block.replace(".local/", f"{running.state_dir}/")
 
 
 @pytest.fixture(scope="module")
 def fresh_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatform]:
-    running = start_platform(tmp_path_factory.mktemp("readme-platform"))
-    try:
+    with running_platform(tmp_path_factory.mktemp("readme-platform")) as running:
         yield running
-    finally:
-        stop_platform(running)
 
 
 def test_readme_has_first_calls() -> None:

@@ -15,7 +15,7 @@ from chalicelib.groups import create_app
 from chalicelib.knowledge import indexer
 from chalicelib.models.registry import registry
 from tests.functional.conftest import Tenant, bearer
-from tests.functional.gateway_data import Caller, field, token_for
+from tests.functional.gateway.data import Caller, field, token_for
 from tests.functional.knowledge.helpers import put_keyed
 
 SECRET_TEXT = "The board decided that vacation days per year drop to ten for every employee."

@@ -16,7 +16,7 @@ def test_eu_chat_leaves_no_text_in_us_east_1(stack: None, monkeypatch: pytest.Mo
     helpers.use_providers(monkeypatch, None)
     eu = make_tenant("eu-owner@example.com", residency="eu-central", name="Euro")
     from chalicelib.knowledge import indexer
-    from tests.functional.gateway_data import field
+    from tests.functional.gateway.data import field
     from tests.functional.knowledge.helpers import put_keyed
 
     ds = put_keyed(eu.workspace_id, eu.region, "archive_notes", [field("note")],

@@ -25,7 +25,7 @@ from chalicelib.groups import GROUPS, HTTP_GROUPS, create_app
 from chalicelib.identity import users
 from chalicelib.identity.oauth.signing import issue_access_token
 from tests.functional.conftest import bearer, make_tenant
-from tests.functional.gateway_data import field, put_connector, put_dataset
+from tests.functional.gateway.data import field, put_connector, put_dataset
 
 CALLERS = ("admin", "member", "viewer", "removed", "demoted", "other_admin", "no_mfa")
 REFUSALS = {"forbidden", "membership_revoked", "mfa_required"}

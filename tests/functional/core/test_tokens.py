@@ -56,7 +56,9 @@ def _assert_refused(response: Any) -> None:
     assert response.status_code == 401, response.body
     assert response.headers["Content-Type"] == "application/problem+json"
     body = json.loads(response.body)
-    assert body["code"] == "invalid_token" and body["status"] == 401 and body["correlation_id"]
+    assert body["code"] == "invalid_token"
+    assert body["status"] == 401
+    assert body["correlation_id"]
     assert "Traceback" not in response.body.decode()
 
 

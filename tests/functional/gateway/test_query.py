@@ -8,7 +8,7 @@ import pytest
 
 from chalicelib.gateway import query as query_mod
 from tests.functional.conftest import Tenant
-from tests.functional.gateway_data import World, build_world, query
+from tests.functional.gateway.data import World, build_world, query
 
 
 @pytest.fixture

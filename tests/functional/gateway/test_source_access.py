@@ -19,7 +19,7 @@ from chalicelib.gateway import models, source_access
 from chalicelib.gateway.sources import SourceError, Src
 from chalicelib.gateway.sources.http_api import check_address, public_url
 from tests.functional.conftest import Tenant, make_tenant
-from tests.functional.gateway_sync.helpers import (
+from tests.functional.gateway.sync_helpers import (
     READER_ROLE,
     SOURCE_ACCOUNT,
     call,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.functional.gateway_data import field, put_dataset
+from tests.functional.gateway.data import field, put_dataset
 
 
 def put_keyed(workspace_id: str, region: str, name: str, fields: list[dict[str, Any]], rows: list[tuple],

@@ -11,7 +11,7 @@ from chalicelib.core import aws
 from chalicelib.knowledge import indexer, service, store
 from tests.functional.chat import helpers
 from tests.functional.conftest import Tenant
-from tests.functional.gateway_data import field
+from tests.functional.gateway.data import field
 from tests.functional.knowledge.helpers import put_keyed
 from tests.functional.knowledge.test_search import service_principal
 
@@ -34,7 +34,7 @@ def test_hybrid_stores_vectors_and_keeps_permissions(tenant: Tenant, monkeypatch
     assert vectors.shape == (2, 256) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     from chalicelib.core.authz import Principal
     from chalicelib.core.tenancy import membership
-    from tests.functional.gateway_data import token_for
+    from tests.functional.gateway.data import token_for
 
     member = token_for(ws, "member")
     p = Principal(user_id=member.user_id, workspace_id=ws, roles=(membership(ws, member.user_id).role,),

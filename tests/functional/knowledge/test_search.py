@@ -13,7 +13,7 @@ from chalicelib.gateway import catalog
 from chalicelib.groups import create_app
 from chalicelib.knowledge import indexer, service, store
 from tests.functional.conftest import Tenant, bearer
-from tests.functional.gateway_data import field, token_for
+from tests.functional.gateway.data import field, token_for
 from tests.functional.knowledge.helpers import put_keyed as put_dataset
 
 

@@ -1,12 +1,14 @@
 """GET /v1/me for every kind of caller: bound to a workspace, with no workspace yet, removed, unauthenticated."""
 from __future__ import annotations
 
+import json
+
 from chalice.test import Client
 
 from chalicelib.groups import create_app
 from chalicelib.identity import users
 from chalicelib.identity.oauth.signing import issue_access_token
-from tests.functional.conftest import Tenant
+from tests.functional.conftest import Tenant, bearer
 from tests.functional.platform.helpers import add_member, call
 
 
@@ -54,3 +56,14 @@ def test_removed_member_is_refused_and_no_token_is_401(tenant: Tenant) -> None:
     assert status == 401
     status, body, _ = call(c, "GET", "/v1/me", "not-a-jwt")
     assert status == 401
+
+
+def test_me_returns_identity_of_token(tenant: Tenant) -> None:
+    with Client(create_app("platform")) as client:
+        r = client.http.get("/v1/me", headers=bearer(tenant.token))
+    assert r.status_code == 200, r.body
+    body = json.loads(r.body)
+    assert body["user_id"] == tenant.user_id
+    assert body["workspace_id"] == tenant.workspace_id
+    assert body["workspace"]["slug"] == "acme"
+    assert r.headers["X-Correlation-Id"]

@@ -35,7 +35,8 @@ def test_list_members_with_cursor_paging(tenant: Tenant, client: Client) -> None
         if not body["has_more"]:
             break
         cursor = body["next_cursor"]
-    assert len(seen) == 5 and len({m["user_id"] for m in seen}) == 5
+    assert len(seen) == 5
+    assert len({m["user_id"] for m in seen}) == 5
     assert {m["role"] for m in seen} == {"admin", "member"}
     assert call(client, "GET", path + "?after=bm9wZQ", tenant.token)[0] == 400
 
@@ -44,18 +45,22 @@ def test_change_role_and_last_admin_rules(tenant: Tenant, client: Client) -> Non
     base = f"/v1/workspaces/{tenant.workspace_id}/members"
     # the only Admin can neither demote nor remove themselves
     status, body, _ = call(client, "PATCH", f"{base}/{tenant.user_id}", tenant.token, {"role": "member"})
-    assert status == 409 and body["code"] == "last_admin"
+    assert status == 409
+    assert body["code"] == "last_admin"
     status, body, _ = call(client, "DELETE", f"{base}/{tenant.user_id}", tenant.token)
-    assert status == 409 and body["code"] == "last_admin"
+    assert status == 409
+    assert body["code"] == "last_admin"
     other = add_member(tenant.workspace_id, "second@example.com", "member")
     status, body, _ = call(client, "PATCH", f"{base}/{other.user_id}", tenant.token, {"role": "admin"},
                            headers={"X-Correlation-Id": "corr-promote-0001"})
-    assert status == 200 and body["role"] == "admin"
+    assert status == 200
+    assert body["role"] == "admin"
     # now two Admins: demoting one works, demoting the other then fails
     assert call(client, "PATCH", f"{base}/{tenant.user_id}", tenant.token, {"role": "viewer"})[0] == 200
     other_token = user_token(other.user_id, other.email, tenant.workspace_id, "admin")
     status, body, _ = call(client, "PATCH", f"{base}/{other.user_id}", other_token, {"role": "viewer"})
-    assert status == 409 and body["code"] == "last_admin"
+    assert status == 409
+    assert body["code"] == "last_admin"
     assert membership(tenant.workspace_id, other.user_id).role == "admin"
     changed = [e for e in audit.iter_chain(tenant.region, tenant.workspace_id) if e["action"] == "member.role_changed"]
     assert changed[0]["details"] == {"from": "member", "to": "admin"}
@@ -106,14 +111,19 @@ def test_invitation_lifecycle(tenant: Tenant, client: Client, tmp_path: Path, mo
     path = f"/v1/workspaces/{tenant.workspace_id}/invitations"
     status, inv, headers = call(client, "POST", path, tenant.token, {"email": "New.Person@Example.com", "role": "viewer"})
     assert status == 201, inv
-    assert inv["email"] == "new.person@example.com" and inv["role"] == "viewer" and inv["status"] == "pending"
+    assert inv["email"] == "new.person@example.com"
+    assert inv["role"] == "viewer"
+    assert inv["status"] == "pending"
     assert inv["invited_by"] == {"id": tenant.user_id, "email": tenant.email}
     assert set(inv) >= {"id", "email", "role", "status", "expires_at", "created_at", "invited_by"}
     [mail] = [json.loads(p.read_text()) for p in tmp_path.iterdir()]
-    assert mail["to"] == "new.person@example.com" and inv["id"] in mail["text"] and mail["tag"] == "invitation"
+    assert mail["to"] == "new.person@example.com"
+    assert inv["id"] in mail["text"]
+    assert mail["tag"] == "invitation"
     # a second pending invitation for the same address (any case) is a 409
     status, body, _ = call(client, "POST", path, tenant.token, {"email": "NEW.person@example.com", "role": "admin"})
-    assert status == 409 and body["code"] == "invitation_pending"
+    assert status == 409
+    assert body["code"] == "invitation_pending"
     # someone else cannot accept it, even signed in; same answer as an unknown invitation
     stranger = users.create_user("stranger@example.com", email_verified=True)
     st = user_token(stranger.id, stranger.email, tenant.workspace_id, "viewer")
@@ -123,26 +133,30 @@ def test_invitation_lifecycle(tenant: Tenant, client: Client, tmp_path: Path, mo
     other_ws = user_token(invitee.id, "New.Person@example.com", "ws_elsewhere", "admin")
     status, body, _ = call(client, "POST", f"{path}/{inv['id']}/accept", other_ws)
     assert status == 201, body
-    assert body["membership"]["role"] == "viewer" and body["invitation"]["status"] == "accepted"
+    assert body["membership"]["role"] == "viewer"
+    assert body["invitation"]["status"] == "accepted"
     assert body["token_exchange"]["workspace_id"] == tenant.workspace_id
     assert membership(tenant.workspace_id, invitee.id).joined_via == "invitation"
     assert call(client, "POST", f"{path}/{inv['id']}/accept", other_ws)[1]["code"] in ("invitation_not_pending", "already_member")
     # accepted: inviting the member again is a 409
     assert call(client, "POST", path, tenant.token, {"email": "new.person@example.com", "role": "viewer"})[1]["code"] == "already_member"
     status, body, _ = call(client, "GET", f"{path}/{inv['id']}", tenant.token)
-    assert status == 200 and body["status"] == "accepted"
+    assert status == 200
+    assert body["status"] == "accepted"
 
 
 def test_revoke_and_expiry(tenant: Tenant, client: Client) -> None:
     path = f"/v1/workspaces/{tenant.workspace_id}/invitations"
     inv = call(client, "POST", path, tenant.token, {"email": "a@example.com", "role": "member"})[1]
     status, body, _ = call(client, "DELETE", f"{path}/{inv['id']}", tenant.token)
-    assert status == 200 and body["status"] == "revoked"
+    assert status == 200
+    assert body["status"] == "revoked"
     assert call(client, "DELETE", f"{path}/{inv['id']}", tenant.token)[1]["code"] == "invitation_not_pending"
     invitee = users.create_user("a@example.com", email_verified=True)
     t = user_token(invitee.id, invitee.email, tenant.workspace_id, "member")
     status, body, _ = call(client, "POST", f"{path}/{inv['id']}/accept", t)
-    assert status == 409 and body["status"] == "revoked"
+    assert status == 409
+    assert body["status"] == "revoked"
     # after revocation the address may be invited again; that one expires after 7 days
     inv2 = call(client, "POST", path, tenant.token, {"email": "a@example.com", "role": "member"})[1]
     assert inv2["status"] == "pending"
@@ -151,7 +165,8 @@ def test_revoke_and_expiry(tenant: Tenant, client: Client) -> None:
     clock.advance(7 * 24 * 3600 + 1)
     assert call(client, "GET", f"{path}/{inv2['id']}", admin)[1]["status"] == "expired"
     status, body, _ = call(client, "POST", f"{path}/{inv2['id']}/accept", t)
-    assert status == 409 and body["status"] == "expired"
+    assert status == 409
+    assert body["status"] == "expired"
     assert membership(tenant.workspace_id, invitee.id) is None
     # an expired invitation no longer blocks a new one
     assert call(client, "POST", path, admin, {"email": "a@example.com", "role": "member"})[0] == 201
@@ -162,7 +177,8 @@ def test_unverified_address_cannot_accept(tenant: Tenant, client: Client) -> Non
     inv = call(client, "POST", path, tenant.token, {"email": "u@example.com", "role": "member"})[1]
     u = users.create_user("u@example.com", email_verified=False)
     status, body, _ = call(client, "POST", f"{path}/{inv['id']}/accept", user_token(u.id, u.email, "ws_x", "admin"))
-    assert status == 403 and body["code"] == "email_not_verified"
+    assert status == 403
+    assert body["code"] == "email_not_verified"
 
 
 def test_invitation_idempotency_and_paging(tenant: Tenant, client: Client) -> None:
@@ -170,14 +186,21 @@ def test_invitation_idempotency_and_paging(tenant: Tenant, client: Client) -> No
     key = {"Idempotency-Key": "invite-bob-1"}
     s1, b1, _ = call(client, "POST", path, tenant.token, {"email": "bob@example.com", "role": "member"}, headers=key)
     s2, b2, h2 = call(client, "POST", path, tenant.token, {"email": "bob@example.com", "role": "member"}, headers=key)
-    assert s1 == s2 == 201 and b1["id"] == b2["id"] and h2.get("Idempotent-Replayed") == "true"
+    assert s1 == s2 == 201
+    assert b1["id"] == b2["id"]
+    assert h2.get("Idempotent-Replayed") == "true"
     s3, b3, _ = call(client, "POST", path, tenant.token, {"email": "carol@example.com", "role": "member"}, headers=key)
-    assert s3 == 409 and b3["code"] == "idempotency_key_reused"
+    assert s3 == 409
+    assert b3["code"] == "idempotency_key_reused"
     for name in ("d", "e", "f"):
         assert call(client, "POST", path, tenant.token, {"email": f"{name}@example.com", "role": "viewer"})[0] == 201
     status, page, _ = call(client, "GET", path + "?limit=3", tenant.token)
-    assert status == 200 and len(page["invitations"]) == 3 and page["has_more"]
+    assert status == 200
+    assert len(page["invitations"]) == 3
+    assert page["has_more"]
     rest = call(client, "GET", path + f"?limit=3&after={page['next_cursor']}", tenant.token)[1]
-    assert len(rest["invitations"]) == 1 and not rest["has_more"]
+    assert len(rest["invitations"]) == 1
+    assert not rest["has_more"]
     ids = [i["id"] for i in page["invitations"] + rest["invitations"]]
-    assert ids == sorted(ids) and len(set(ids)) == 4
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 4

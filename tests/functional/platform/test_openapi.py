@@ -19,7 +19,8 @@ def _served() -> dict:
     settings()
     with Client(create_app("platform")) as client:
         r = client.http.get("/v1/openapi.json")
-    assert r.status_code == 200 and r.headers["Content-Type"] == "application/json"
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == "application/json"
     return json.loads(r.body)
 
 
@@ -33,7 +34,8 @@ def test_document_and_routes_are_in_step() -> None:
     for method, path in routes:
         op = doc["paths"][path][method.lower()]
         assert op["x-permission"] == ROUTE_PERMISSIONS[("platform", path, method)], (method, path)
-        assert op.get("responses") and op.get("summary")
+        assert op.get("responses")
+        assert op.get("summary")
         if op["x-permission"] != "public":
             assert "401" in op["responses"], (method, path)
 

@@ -35,11 +35,14 @@ def _actions(t: Tenant) -> list[str]:
 
 def test_no_grant_no_access(tenant: Tenant, staff: User, client: Client) -> None:
     status, body, _ = call(client, "GET", f"/v1/support/workspaces/{tenant.workspace_id}", staff.token)
-    assert status == 403 and body["code"] == "support_access_denied" and "Acme" not in str(body)
+    assert status == 403
+    assert body["code"] == "support_access_denied"
+    assert "Acme" not in str(body)
     assert "support.access_denied" in _actions(tenant)
     # unknown workspace: the same answer
     status, body, _ = call(client, "GET", "/v1/support/workspaces/ws_01AAAAAAAAAAAAAAAAAAAAAAAA", staff.token)
-    assert status == 403 and body["code"] == "support_access_denied"
+    assert status == 403
+    assert body["code"] == "support_access_denied"
     # a workspace Admin who is not staff cannot use the support routes on their own workspace either
     assert call(client, "GET", f"/v1/support/workspaces/{tenant.workspace_id}", tenant.token)[0] == 403
 
@@ -49,16 +52,22 @@ def test_grant_use_revoke_and_expiry_are_audited(tenant: Tenant, staff: User, cl
     status, grant, _ = call(client, "POST", base, tenant.token,
                             {"support_email": staff.email, "duration": "PT2H", "reason": "Ticket 4711: sync stuck"})
     assert status == 201, grant
-    assert grant["status"] == "active" and grant["support_user_id"] == staff.user_id
+    assert grant["status"] == "active"
+    assert grant["support_user_id"] == staff.user_id
     status, body, _ = call(client, "GET", f"/v1/support/workspaces/{tenant.workspace_id}", staff.token,
                            headers={"X-Correlation-Id": "corr-support-use-1"})
-    assert status == 200 and body["id"] == tenant.workspace_id and body["support_grant"]["id"] == grant["id"]
+    assert status == 200
+    assert body["id"] == tenant.workspace_id
+    assert body["support_grant"]["id"] == grant["id"]
     status, body, _ = call(client, "GET", f"/v1/support/workspaces/{tenant.workspace_id}/audit/events?limit=5",
                            staff.token)
-    assert status == 200 and body["events"][0]["action"] == "workspace.created"
+    assert status == 200
+    assert body["events"][0]["action"] == "workspace.created"
     uses = [e for e in audit.iter_chain(tenant.region, tenant.workspace_id) if e["action"] == "support.access_used"]
-    assert len(uses) == 2 and uses[0]["actor"] == {"type": "support", "id": staff.user_id, "email": staff.email}
-    assert uses[0]["correlation_id"] == "corr-support-use-1" and uses[0]["details"]["grant_id"] == grant["id"]
+    assert len(uses) == 2
+    assert uses[0]["actor"] == {"type": "support", "id": staff.user_id, "email": staff.email}
+    assert uses[0]["correlation_id"] == "corr-support-use-1"
+    assert uses[0]["details"]["grant_id"] == grant["id"]
     # expiry: refused afterwards, and the expiry is audited once (scheduler and lazy check)
     admin = user_token(tenant.user_id, tenant.email, tenant.workspace_id, "admin", ttl=5 * 86400)
     clock.advance(2 * 3600 + 1)
@@ -72,11 +81,13 @@ def test_grant_use_revoke_and_expiry_are_audited(tenant: Tenant, staff: User, cl
     g2 = call(client, "POST", base, admin, {"support_email": staff.email, "duration": "P1D", "reason": "again"})[1]
     assert call(client, "GET", f"/v1/support/workspaces/{tenant.workspace_id}", staff.token)[0] == 200
     status, body, _ = call(client, "DELETE", f"{base}/{g2['id']}", admin)
-    assert status == 200 and body["status"] == "revoked"
+    assert status == 200
+    assert body["status"] == "revoked"
     assert call(client, "GET", f"/v1/support/workspaces/{tenant.workspace_id}", staff.token)[0] == 403
     assert call(client, "DELETE", f"{base}/{g2['id']}", admin)[1]["code"] == "grant_not_active"
     actions = _actions(tenant)
-    assert actions.count("support.access_granted") == 2 and "support.access_revoked" in actions
+    assert actions.count("support.access_granted") == 2
+    assert "support.access_revoked" in actions
 
 
 @pytest.mark.parametrize("body, code", [
@@ -89,7 +100,8 @@ def test_grant_use_revoke_and_expiry_are_audited(tenant: Tenant, staff: User, cl
 def test_grant_bounds_and_named_staff_only(tenant: Tenant, staff: User, client: Client, body: dict, code: str) -> None:
     before = _actions(tenant)
     status, answer, _ = call(client, "POST", f"/v1/workspaces/{tenant.workspace_id}/support-grants", tenant.token, body)
-    assert status in (400, 422) and answer["code"] == code
+    assert status in (400, 422)
+    assert answer["code"] == code
     assert _actions(tenant) == before
 
 
@@ -101,4 +113,5 @@ def test_support_access_needs_mfa(tenant: Tenant, staff: User, client: Client) -
     user = users.get_user(staff.user_id)
     pwd_only, _ = issue_access_token(user_id=user.id, email=user.email, workspace_id="ws_x", roles=["admin"], amr=["pwd"])
     status, body, _ = call(client, "GET", f"/v1/support/workspaces/{tenant.workspace_id}", pwd_only)
-    assert status == 403 and body["code"] == "mfa_required"
+    assert status == 403
+    assert body["code"] == "mfa_required"

@@ -21,7 +21,8 @@ def workers_app(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setenv("ROUTE_GROUP", "workers")
     settings.cache_clear()
     spec = importlib.util.spec_from_file_location("app", ROOT / "app.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     yield module

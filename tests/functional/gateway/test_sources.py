@@ -14,7 +14,7 @@ import requests
 from chalicelib.core import aws, clock
 from chalicelib.gateway import models
 from tests.functional.conftest import Tenant
-from tests.functional.gateway_sync.helpers import READER_ROLE, call, client, dataset, drain, rows_of, source_client
+from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, dataset, drain, rows_of, source_client
 
 
 def _sync(c, tenant: Tenant, conn_id: str, mode: str = "INCREMENTAL") -> dict:
@@ -54,11 +54,14 @@ def test_dynamodb_incremental_by_updated_at(tenant: Tenant) -> None:
         assert (run["status"], run["rows_read"], run["rows_written"]) == ("SUCCEEDED", 1, 1), run
         ds = dataset(tenant, conn["dataset"]["id"])
         types = {f["name"]: (f["type"], f["classification"]) for f in json.loads(ds.schema)}
-        assert types["score"] == ("FLOAT", "INTERNAL") and types["email"] == ("STRING", "PII")
+        assert types["score"] == ("FLOAT", "INTERNAL")
+        assert types["email"] == ("STRING", "PII")
         assert types["updated_at"][0] == "TIMESTAMP"
         cols, rows = rows_of(tenant, ds.id)
         by_pk = {r[cols.index("pk")]: dict(zip(cols, r, strict=True)) for r in rows}
-        assert len(by_pk) == 4 and by_pk["u1"]["email"] == "new@example.com" and by_pk["u1"]["score"] == 1.5
+        assert len(by_pk) == 4
+        assert by_pk["u1"]["email"] == "new@example.com"
+        assert by_pk["u1"]["score"] == 1.5
 
 
 def test_dynamodb_full_scan_uses_change_hash_and_sees_deletes(tenant: Tenant) -> None:
@@ -129,7 +132,8 @@ def test_http_api_paginates_and_syncs_only_updates(tenant: Tenant) -> None:
                 "name": "People API", "kind": "http",
                 "config": {"url": api.url, "api_key": api.key, "page_size": 3}})
             assert st == 201 and conn["category"] == "API" and conn["status"] == "HEALTHY", conn
-            assert api.key not in json.dumps(conn) and conn["config"]["secrets_set"] == ["api_key"]
+            assert api.key not in json.dumps(conn)
+            assert conn["config"]["secrets_set"] == ["api_key"]
             stored = models.connectors(tenant.region).get(tenant.workspace_id, conn["id"]).config
             assert api.key not in stored  # only ciphertext at rest
             run = _sync(c, tenant, conn["id"])
@@ -145,7 +149,8 @@ def test_http_api_paginates_and_syncs_only_updates(tenant: Tenant) -> None:
             assert len(rows) == 8
             assert dict(zip(cols, [r for r in rows if r[0] == 2][0], strict=True))["email"] == "changed@example.com"
             schema = {f["name"]: f for f in json.loads(dataset(tenant, conn["dataset"]["id"]).schema)}
-            assert schema["name"]["classification"] == "PII" and schema["email"]["policy"] == "MASK"
+            assert schema["name"]["classification"] == "PII"
+            assert schema["email"]["policy"] == "MASK"
 
             # a wrong key: the sync fails on its last attempt and the connector reports it
             st, conn2 = call(c, "PATCH", f"/v1/connectors/{conn['id']}", tenant.token, {"config": {"api_key": "wrong"}})
@@ -176,7 +181,8 @@ def test_documents_presigned_upload_and_passages(tenant: Tenant) -> None:
         assert cols == ["document_id", "file_name", "passage_no", "text", "char_start", "char_end", "uploaded_at"]
         passages = [dict(zip(cols, r, strict=True)) for r in rows]
         assert {p["document_id"] for p in passages} == {up["document_id"]}
-        assert len(passages) >= 6 and all(len(p["text"]) <= 200 for p in passages)
+        assert len(passages) >= 6
+        assert all(len(p["text"]) <= 200 for p in passages)
         assert all(text[p["char_start"]:p["char_end"]].strip() == p["text"] for p in passages)
         assert "Paragraph 5." in " ".join(p["text"] for p in passages)
         run_row = models.sync_runs(tenant.region).get(tenant.workspace_id, run["id"])

@@ -30,7 +30,7 @@ from infra.template import (
     stages,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 CONFIG = json.loads((ROOT / ".chalice" / "config.json").read_text())
 STAGES = sorted(CONFIG["stages"])

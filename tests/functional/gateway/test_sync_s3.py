@@ -4,7 +4,7 @@ import json
 
 from chalicelib.gateway import models
 from tests.functional.conftest import Tenant
-from tests.functional.gateway_sync.helpers import (
+from tests.functional.gateway.sync_helpers import (
     READER_ROLE,
     call,
     client,
@@ -34,28 +34,35 @@ def test_s3_csv_full_then_incremental(tenant: Tenant) -> None:
         drain(tenant.region)
         st, run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)
         assert run["status"] == "SUCCEEDED", run
-        assert run["rows_read"] == 2 and run["rows_written"] == 2
+        assert run["rows_read"] == 2
+        assert run["rows_written"] == 2
         ds = dataset(tenant, conn["dataset"]["id"])
         schema = {f["name"]: f for f in json.loads(ds.schema)}
-        assert schema["id"]["type"] == "INTEGER" and schema["amount"]["type"] == "INTEGER"
+        assert schema["id"]["type"] == "INTEGER"
+        assert schema["amount"]["type"] == "INTEGER"
         assert schema["joined"]["type"] == "DATE"
-        assert schema["email"]["classification"] == "PII" and schema["email"]["policy"] == "MASK"
+        assert schema["email"]["classification"] == "PII"
+        assert schema["email"]["policy"] == "MASK"
         assert schema["phone"]["classification"] == "PII"
-        assert ds.classification == "PII" and ds.row_count == 2
+        assert ds.classification == "PII"
+        assert ds.row_count == 2
         cols, rows = rows_of(tenant, ds.id)
         assert cols == ["id", "email", "phone", "amount", "joined"]
         assert len(rows) == 2
         edge = models.lineage_edges(tenant.region).get(tenant.workspace_id, f"{conn['id']}>{ds.id}")
-        assert edge.source_type == "connector" and edge.target_type == "dataset"
+        assert edge.source_type == "connector"
+        assert edge.target_type == "dataset"
 
         # second object + one changed row: the incremental sync reads only the new object
         put(tenant.region, bucket, "crm/b.csv", "id,email,phone,amount,joined\n3,cy@example.com,+1 555 0102,30,2024-03-04\n")
         st, run2 = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
-        assert st == 202 and run2["mode"] == "INCREMENTAL"
+        assert st == 202
+        assert run2["mode"] == "INCREMENTAL"
         drain(tenant.region)
         st, run2 = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run2['id']}", tenant.token)
         assert run2["status"] == "SUCCEEDED", run2
-        assert run2["rows_read"] == 1 and run2["rows_written"] == 1
+        assert run2["rows_read"] == 1
+        assert run2["rows_written"] == 1
         cols, rows = rows_of(tenant, ds.id)
         assert sorted(r[0] for r in rows) == [1, 2, 3]
 
@@ -94,12 +101,15 @@ def test_incremental_reads_only_changed_objects_and_drops_deleted_ones(tenant: T
         assert run["rows_read"] == 9, run
         assert run["rows_written"] == 1 and run["rows_deleted"] == 11, run
         cols, rows = rows_of(tenant, conn["dataset"]["id"])
-        assert len(rows) == 39 and len({r[0] for r in rows}) == 39
-        assert ("s1-0", 99) in rows and not any(r[0].startswith("s4-") for r in rows)
+        assert len(rows) == 39
+        assert len({r[0] for r in rows}) == 39
+        assert ("s1-0", 99) in rows
+        assert not any(r[0].startswith("s4-") for r in rows)
         assert dataset(tenant, conn["dataset"]["id"]).row_count == 39
         # a full refresh reads everything again and ends with the same rows
         run = _sync(c, tenant, conn, "FULL_REFRESH")
-        assert run["rows_read"] == 39 and run["rows_written"] == 0
+        assert run["rows_read"] == 39
+        assert run["rows_written"] == 0
         assert sorted(rows_of(tenant, conn["dataset"]["id"])[1]) == sorted(rows)
 
 
@@ -131,14 +141,18 @@ def test_schema_drift_widens_types_and_keeps_every_value(tenant: Tenant) -> None
         ds = dataset(tenant, conn["dataset"]["id"])
         types = {f["name"]: f["type"] for f in json.loads(ds.schema)}
         assert types == {"id": "INTEGER", "amount": "STRING", "tags": "JSON", "seen_at": "TIMESTAMP"}
-        assert ds.schema_version == 2 and json.loads(ds.schema_drift)[0]["changed"][0]["to"] == "STRING"
+        assert ds.schema_version == 2
+        assert json.loads(ds.schema_drift)[0]["changed"][0]["to"] == "STRING"
         amount = [f for f in json.loads(ds.schema) if f["name"] == "amount"][0]
         assert (amount["policy"], amount["description"], amount["type"]) == ("REDACT", "set by an admin", "STRING")
         cols, rows = rows_of(tenant, ds.id)
         by_id = {r[0]: dict(zip(cols, r, strict=True)) for r in rows}
-        assert by_id[1]["amount"] == "10" and by_id[2]["amount"] == "20"  # old values kept, as text
-        assert by_id[3]["amount"] == "n/a" and by_id[4]["amount"] == "12.5"
-        assert json.loads(by_id[3]["tags"]) == ["x", "y"] and by_id[1]["tags"] is None
+        assert by_id[1]["amount"] == "10"
+        assert by_id[2]["amount"] == "20"  # old values kept, as text
+        assert by_id[3]["amount"] == "n/a"
+        assert by_id[4]["amount"] == "12.5"
+        assert json.loads(by_id[3]["tags"]) == ["x", "y"]
+        assert by_id[1]["tags"] is None
         assert str(by_id[3]["seen_at"]) == "2024-05-01 10:00:00"
 
 
@@ -183,12 +197,15 @@ def test_crashed_worker_is_redelivered_without_loss_or_duplicates(tenant: Tenant
         monkeypatch.setattr(storage, "_part_written", crash_once)
         st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
         results = drain(tenant.region)
-        assert results[0]["batchItemFailures"] and not results[1]["batchItemFailures"]
+        assert results[0]["batchItemFailures"]
+        assert not results[1]["batchItemFailures"]
         st, run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)
         assert run["status"] == "SUCCEEDED" and run["attempts"] == 2, run
-        assert run["rows_read"] == 5 and run["rows_written"] == 5
+        assert run["rows_read"] == 5
+        assert run["rows_written"] == 5
         ds = dataset(tenant, conn["dataset"]["id"])
-        assert ds.data_prefix.endswith("-a2") and ds.data_prefix != before.data_prefix
+        assert ds.data_prefix.endswith("-a2")
+        assert ds.data_prefix != before.data_prefix
         cols, rows = rows_of(tenant, ds.id)
         assert sorted(rows) == sorted([(i, 333 if i == 3 else i) for i in range(1, 11)])
         assert ds.row_count == 10
@@ -238,5 +255,6 @@ def test_an_unparseable_object_fails_the_sync_by_name_and_keeps_the_snapshot(ten
         run = _sync(c, tenant, conn)
         assert run["status"] == "FAILED" and "j/2.jsonl line 2" in run["error"], run
         ds = dataset(tenant, conn["dataset"]["id"])
-        assert ds.data_prefix == before and ds.row_count == 1
+        assert ds.data_prefix == before
+        assert ds.row_count == 1
         assert call(c, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]["status"] == "FAILING"

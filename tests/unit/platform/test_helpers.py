@@ -28,12 +28,14 @@ def test_slug_rule() -> None:
     assert slugify("  ACME, Inc.  ") == "acme-inc"
     assert slugify("日本") == "workspace"
     assert len(slugify("x" * 100)) == 40
-    assert default_replication("eu-central") == "none" and default_replication("us-east") == "in-region-multi-az"
+    assert default_replication("eu-central") == "none"
+    assert default_replication("us-east") == "in-region-multi-az"
 
 
 def test_audit_filters() -> None:
     f = parse_filters({"from": "2026-01-01T00:00:00Z", "action": "member.*", "actor": "usr_1"})
-    assert f.from_iso == "2026-01-01T00:00:00.000Z" and f.action == "member.*"
+    assert f.from_iso == "2026-01-01T00:00:00.000Z"
+    assert f.action == "member.*"
     assert parse_filters({"from": "2026-01-01T10:00:00+00:00"}).from_iso == "2026-01-01T10:00:00.000Z"
     for bad in ({"from": "2026-01-01T00:00:00+01:00"}, {"from": "2026-01-01"}, {"action": "a b"},
                 {"actor": 'x"y'}, {"unknown": "1"}, {"from": "2026-02-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}):

@@ -27,7 +27,8 @@ def test_widen_never_narrows() -> None:
     assert normalize.widen("DATE", "TIMESTAMP") == "TIMESTAMP"
     assert normalize.widen("INTEGER", "BOOLEAN") == "STRING"
     assert normalize.widen("JSON", "INTEGER") == "STRING"
-    assert normalize.widen(None, "DATE") == "DATE" and normalize.widen("DATE", None) == "DATE"
+    assert normalize.widen(None, "DATE") == "DATE"
+    assert normalize.widen("DATE", None) == "DATE"
 
 
 @pytest.mark.parametrize("name, samples, expected", [
@@ -53,7 +54,8 @@ def test_column_names_are_sql_friendly_and_never_internal() -> None:
 def test_plan_records_drift_and_keeps_admin_policies() -> None:
     schema, drift, names = normalize.plan([], [({"Id": "1", "E-mail": "a@b.co"}, True)], "t0", 0)
     assert [(f["name"], f["type"], f["policy"]) for f in schema] == [("id", "INTEGER", "ALLOW"), ("e_mail", "STRING", "MASK")]
-    assert drift is None and names == {"Id": "id", "E-mail": "e_mail"}
+    assert drift is None
+    assert names == {"Id": "id", "E-mail": "e_mail"}
     schema[1]["policy"] = "HASH"  # an admin's choice survives later syncs
     schema2, drift, _ = normalize.plan(schema, [({"Id": "x", "New": 1}, True)], "t1", 1)
     assert drift == {"version": 2, "at": "t1", "added": [{"name": "new", "type": "INTEGER", "classification": "INTERNAL"}],
@@ -65,16 +67,19 @@ def test_plan_records_drift_and_keeps_admin_policies() -> None:
 def test_coerce_matches_types() -> None:
     assert normalize.coerce("2024-01-02T03:04:05+02:00", "TIMESTAMP") == "2024-01-02 01:04:05.000000"
     assert normalize.coerce(date(2024, 1, 2), "TIMESTAMP") == "2024-01-02 00:00:00.000000"
-    assert normalize.coerce(10, "STRING") == "10" and normalize.coerce(True, "STRING") == "true"
+    assert normalize.coerce(10, "STRING") == "10"
+    assert normalize.coerce(True, "STRING") == "true"
     assert normalize.coerce({"b": 1, "a": 2}, "JSON") == '{"a": 2, "b": 1}'
-    assert normalize.coerce("7", "FLOAT") == 7.0 and normalize.coerce("false", "BOOLEAN") is False
+    assert normalize.coerce("7", "FLOAT") == 7.0
+    assert normalize.coerce("false", "BOOLEAN") is False
 
 
 def test_split_passages_covers_the_text_within_limits() -> None:
     text = "Intro line.\n\n" + ("alpha beta gamma " * 40).strip() + "\n\nShort end."
     passages = split_passages(text, max_chars=120, overlap=20)
     assert all(len(p) <= 120 for _, _, p in passages)
-    assert passages[0][2].startswith("Intro line.") and passages[-1][2].endswith("Short end.")
+    assert passages[0][2].startswith("Intro line.")
+    assert passages[-1][2].endswith("Short end.")
     assert all(text[s:e].strip() == p for s, e, p in passages)
     covered = set()
     for s, e, _ in passages:

@@ -9,7 +9,7 @@ from chalice.test import Client
 from chalicelib.gateway import demo
 from chalicelib.groups import create_app
 from tests.functional.conftest import Tenant, bearer
-from tests.functional.gateway_data import token_for
+from tests.functional.gateway.data import token_for
 
 
 def test_demo_first_calls(tenant: Tenant) -> None:
@@ -18,7 +18,8 @@ def test_demo_first_calls(tenant: Tenant) -> None:
     member = token_for(tenant.workspace_id, "member").token
     with Client(create_app("gateway")) as c:
         r = c.http.get("/v1/catalog/datasets?q=customers", headers=bearer(member))
-        assert r.status_code == 200 and [d["name"] for d in json.loads(r.body)["items"]] == ["customers"]
+        assert r.status_code == 200
+        assert [d["name"] for d in json.loads(r.body)["items"]] == ["customers"]
         r = c.http.get(f"/v1/catalog/datasets/{customers}/schema", headers=bearer(member))
         fields = {f["name"]: f["policy"] for f in json.loads(r.body)["fields"]}
         assert fields["email"] == "MASK" and fields["phone"] == "HASH", fields
@@ -29,7 +30,8 @@ def test_demo_first_calls(tenant: Tenant) -> None:
         body = json.loads(r.body)
         assert [c["name"] for c in body["columns"]] == ["email", "phone", "orders"]
         for email, phone, _ in body["rows"]:
-            assert set(email[:-4]) == {"*"} and len(phone) == 64
+            assert set(email[:-4]) == {"*"}
+            assert len(phone) == 64
         assert {d["name"] for d in body["datasets"]} == {"customers", "orders"}
         r = c.http.get(f"/v1/lineage/{customers}", headers=bearer(member))
         graph = json.loads(r.body)

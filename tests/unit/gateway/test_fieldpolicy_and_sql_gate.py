@@ -30,7 +30,8 @@ def test_sql_mask_and_hash_equal_the_python_definitions(value: str) -> None:
 
 def test_policies_on_nulls_and_edge_lengths() -> None:
     key = b"\x01" * 32
-    assert fieldpolicy.mask_text("abcd") == "****" and fieldpolicy.mask_text("abcde") == "*bcde"
+    assert fieldpolicy.mask_text("abcd") == "****"
+    assert fieldpolicy.mask_text("abcde") == "*bcde"
     for policy in ("MASK", "HASH", "REDACT"):
         assert _sql_policy(policy, None, key) is None
     assert _sql_policy("REDACT", "secret", key) is None

@@ -16,7 +16,7 @@ from moto.server import ThreadedMotoServer
 from infra import localstack_init
 from tests.integration.conftest import free_port, start_platform, stop_platform
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_committed_init_script_is_current() -> None:
@@ -51,7 +51,9 @@ def test_init_script_creates_declared_resources(emulator: str) -> None:
     kw = {"endpoint_url": emulator, "aws_access_key_id": "local", "aws_secret_access_key": "local"}
     eu_tables = boto3.client("dynamodb", region_name="eu-central-1", **kw).list_tables()["TableNames"]
     us_tables = boto3.client("dynamodb", region_name="us-east-1", **kw).list_tables()["TableNames"]
-    assert "aiplat-audit_events" in eu_tables and "aiplat-users" not in eu_tables and "aiplat-users" in us_tables
+    assert "aiplat-audit_events" in eu_tables
+    assert "aiplat-users" not in eu_tables
+    assert "aiplat-users" in us_tables
     sqs = boto3.client("sqs", region_name="eu-central-1", **kw)
     url = sqs.get_queue_url(QueueName="aiplat-sync-jobs")["QueueUrl"]
     redrive = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])["Attributes"]["RedrivePolicy"]
@@ -68,6 +70,7 @@ def test_platform_runs_against_an_external_endpoint(emulator: str, tmp_path: Pat
         assert running.urls["aws_endpoint"] == emulator  # no embedded emulator was started
         me = requests.get(running.urls["platform"] + "/me", timeout=10,
                           headers={"Authorization": f"Bearer {running.demo['api_token']}"})
-        assert me.status_code == 200 and me.json()["email"] == running.demo["email"]
+        assert me.status_code == 200
+        assert me.json()["email"] == running.demo["email"]
     finally:
         stop_platform(running)

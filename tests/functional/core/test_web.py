@@ -15,21 +15,24 @@ from tests.functional.conftest import Tenant, bearer
 def test_method_not_allowed_is_problem_json(tenant: Tenant) -> None:
     with Client(create_app("platform")) as c:
         r = c.http.delete("/v1/me", headers=bearer(tenant.token))
-    assert r.status_code == 405 and r.headers["Content-Type"] == "application/problem+json"
+    assert r.status_code == 405
+    assert r.headers["Content-Type"] == "application/problem+json"
     assert json.loads(r.body)["code"] == "method_not_allowed"
 
 
 def test_unsupported_media_type_is_problem_json(stack: None) -> None:
     with Client(create_app("identity")) as c:
         r = c.http.post("/oauth2/introspect", headers={"Content-Type": "text/xml"}, body="<x/>")
-    assert r.status_code == 415 and json.loads(r.body)["code"] == "unsupported_media_type"
+    assert r.status_code == 415
+    assert json.loads(r.body)["code"] == "unsupported_media_type"
 
 
 def test_repeated_form_parameter_refused(stack: None) -> None:
     with Client(create_app("identity")) as c:
         r = c.http.post("/oauth2/token", headers={"Content-Type": "application/x-www-form-urlencoded"},
                         body="grant_type=a&grant_type=b")
-    assert r.status_code == 400 and json.loads(r.body)["code"] == "invalid_request"
+    assert r.status_code == 400
+    assert json.loads(r.body)["code"] == "invalid_request"
 
 
 @pytest.mark.parametrize("given,echoed", [("req-12345678", True), ("bad id with spaces", False),
@@ -66,8 +69,10 @@ def test_unhandled_error_is_plain_500_without_internals(tenant: Tenant, monkeypa
             r = c.http.get("/v1/me", headers=bearer(tenant.token))
     finally:
         logging.getLogger("aiplat-svc").handlers[0].setLevel(logging.NOTSET)
-    assert r.status_code == 500 and json.loads(r.body)["code"] == "internal_error"
-    assert b"secret" not in r.body and b"Traceback" not in r.body
+    assert r.status_code == 500
+    assert json.loads(r.body)["code"] == "internal_error"
+    assert b"secret" not in r.body
+    assert b"Traceback" not in r.body
 
 
 def test_every_route_declares_a_known_permission_or_is_public() -> None:
@@ -83,6 +88,8 @@ def test_every_route_declares_a_known_permission_or_is_public() -> None:
 def test_each_group_serves_only_its_routes() -> None:
     identity = create_app("identity").routes
     platform = create_app("platform").routes
-    assert "/.well-known/jwks.json" in identity and "/.well-known/jwks.json" not in platform
-    assert "/v1/me" in platform and "/v1/me" not in identity
+    assert "/.well-known/jwks.json" in identity
+    assert "/.well-known/jwks.json" not in platform
+    assert "/v1/me" in platform
+    assert "/v1/me" not in identity
     assert create_app("workers").routes == {}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from bench.__main__ import MODULES, document
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[3] / "bench"
 
 
 def test_every_bench_module_is_registered_once() -> None:

@@ -30,7 +30,8 @@ def test_valid_body_passes() -> None:
 def test_invalid_bodies_name_the_field(body: dict, field: str) -> None:
     with pytest.raises(ApiError) as err:
         validate(body, SPEC)
-    assert err.value.status == 400 and field in {e["field"] for e in err.value.errors or []}
+    assert err.value.status == 400
+    assert field in {e["field"] for e in err.value.errors or []}
 
 
 def test_non_object_body_refused() -> None:
@@ -55,7 +56,10 @@ def test_iso_format_is_utc_z() -> None:
 
 def test_ids_are_prefixed_sortable_and_checked() -> None:
     a, b = new_id("ws"), new_id("ws")
-    assert is_id(a, "ws") and not is_id(a, "usr") and not is_id("ws_123", "ws") and not is_id(None, "ws")
+    assert is_id(a, "ws")
+    assert not is_id(a, "usr")
+    assert not is_id("ws_123", "ws")
+    assert not is_id(None, "ws")
     assert a != b
     with pytest.raises(ValueError):
         new_id("nope")
@@ -70,15 +74,19 @@ def test_slug_rule(name: str, slug: str) -> None:
 @given(st.text(max_size=80))
 def test_slug_is_always_url_safe(name: str) -> None:
     s = slugify(name)
-    assert 1 <= len(s) <= 40 and all(c.isalnum() and c.isascii() or c == "-" for c in s)
-    assert not s.startswith("-") and not s.endswith("-")
+    assert 1 <= len(s) <= 40
+    assert all(c.isalnum() and c.isascii() or c == "-" for c in s)
+    assert not s.startswith("-")
+    assert not s.endswith("-")
 
 
 def test_residency_answers() -> None:
-    assert region_for("eu-central") == "eu-central-1" and region_for("us-east") == "us-east-1"
+    assert region_for("eu-central") == "eu-central-1"
+    assert region_for("us-east") == "us-east-1"
     with pytest.raises(ApiError) as planned:
         region_for("br-south")
-    assert planned.value.status == 422 and planned.value.extra["alternatives"] == ["us-east", "eu-central"]
+    assert planned.value.status == 422
+    assert planned.value.extra["alternatives"] == ["us-east", "eu-central"]
     with pytest.raises(ApiError) as unknown:
         region_for("mars")
     assert unknown.value.status == 400
@@ -91,10 +99,17 @@ def _p(role: str) -> Principal:
 def test_permission_map_matches_spec_roles() -> None:
     admin, member, viewer = _p("admin"), _p("member"), _p("viewer")
     assert all(admin.can(p) for p in PERMISSIONS)  # Admin: everything
-    assert member.can("chat.use") and member.can("agents.run") and member.can("knowledge.read")
-    assert not member.can("audit.read") and not member.can("members.manage") and not member.can("billing.manage")
-    assert viewer.can("audit.read") and viewer.can("dashboards.read")
-    assert not viewer.can("chat.use") and not viewer.can("knowledge.read") and not viewer.can("audit.export")
+    assert member.can("chat.use")
+    assert member.can("agents.run")
+    assert member.can("knowledge.read")
+    assert not member.can("audit.read")
+    assert not member.can("members.manage")
+    assert not member.can("billing.manage")
+    assert viewer.can("audit.read")
+    assert viewer.can("dashboards.read")
+    assert not viewer.can("chat.use")
+    assert not viewer.can("knowledge.read")
+    assert not viewer.can("audit.export")
     assert not admin.can("no.such.permission")  # deny by default
     assert not _p("owner").can("workspace.read")
     assert {r.value for r in Role} == {"admin", "member", "viewer"}

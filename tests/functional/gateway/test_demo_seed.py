@@ -4,7 +4,7 @@ import json
 
 from chalicelib.gateway import demo, models
 from tests.functional.conftest import Tenant
-from tests.functional.gateway_sync.helpers import rows_of
+from tests.functional.gateway.sync_helpers import rows_of
 
 
 def test_demo_seed_creates_synced_datasets_with_pii_policies_and_is_idempotent(tenant: Tenant) -> None:
@@ -15,12 +15,15 @@ def test_demo_seed_creates_synced_datasets_with_pii_policies_and_is_idempotent(t
     fields = {f["name"]: f for f in json.loads(customers.schema)}
     assert (fields["email"]["classification"], fields["email"]["policy"]) == ("PII", "MASK")
     assert (fields["phone"]["classification"], fields["phone"]["policy"]) == ("PII", "HASH")
-    assert fields["city"]["policy"] == "ALLOW" and fields["lifetime_value"]["type"] == "FLOAT"
-    assert customers.classification == "PII" and customers.owner == tenant.email
+    assert fields["city"]["policy"] == "ALLOW"
+    assert fields["lifetime_value"]["type"] == "FLOAT"
+    assert customers.classification == "PII"
+    assert customers.owner == tenant.email
     assert json.loads(customers.acl) == [{"type": "role", "id": "admin"}, {"type": "role", "id": "member"}]
     assert len(rows_of(tenant, customers.id)[1]) == demo.N_CUSTOMERS
     assert models.lineage_edges(tenant.region).count(tenant.workspace_id) == 2
     again = demo.seed(tenant.workspace_id, tenant.region, tenant.email)
-    assert again["connectors"] == out["connectors"] and again["sync_runs"] == []
+    assert again["connectors"] == out["connectors"]
+    assert again["sync_runs"] == []
     assert models.connectors(tenant.region).count(tenant.workspace_id) == 2
     assert models.sync_runs(tenant.region).count(tenant.workspace_id) == 2

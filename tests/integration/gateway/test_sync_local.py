@@ -33,7 +33,8 @@ def test_documents_and_s3_connectors_sync_through_the_local_worker_loop(platform
     assert put.status_code == 200, put.text
     r = requests.post(f"{gw}/v1/connectors/{docs['id']}/sync", headers={**headers, "Idempotency-Key": docs["id"]},
                       timeout=10)
-    assert r.status_code == 202 and r.headers["Location"].endswith(r.json()["id"])
+    assert r.status_code == 202
+    assert r.headers["Location"].endswith(r.json()["id"])
     run = _wait_for_run(platform, headers, docs["id"], r.json()["id"])
     assert run["status"] == "SUCCEEDED" and run["rows_read"] == 1, run
 

@@ -43,7 +43,8 @@ def test_openapi_document_matches_routes_and_permissions() -> None:
 def test_openapi_is_served_publicly() -> None:
     with Client(create_app("gateway")) as client:
         r = client.http.get("/v1/openapi.json")
-    assert r.status_code == 200 and json.loads(r.body)["paths"]["/v1/query"]["post"]["x-permission"] == "knowledge.read"
+    assert r.status_code == 200
+    assert json.loads(r.body)["paths"]["/v1/query"]["post"]["x-permission"] == "knowledge.read"
 
 
 def test_gateway_app_does_not_import_graphql_or_duckdb_at_load() -> None:

@@ -16,7 +16,8 @@ def test_discovery_and_jwks_are_served(platform: RunningPlatform) -> None:
     doc = requests.get(platform.urls["identity"] + "/.well-known/openid-configuration", timeout=10).json()
     assert doc["issuer"] == platform.urls["identity"]
     jwks = requests.get(doc["jwks_uri"], timeout=10).json()
-    assert jwks["keys"] and all(k["kty"] == "RSA" and k["alg"] == "RS256" and k["use"] == "sig" for k in jwks["keys"])
+    assert jwks["keys"]
+    assert all(k["kty"] == "RSA" and k["alg"] == "RS256" and k["use"] == "sig" for k in jwks["keys"])
 
 
 def test_me_with_demo_token_and_correlation_echo(platform: RunningPlatform) -> None:

@@ -9,7 +9,7 @@ from chalicelib.core import audit, aws
 from chalicelib.core.config import settings
 from chalicelib.gateway import models
 from tests.functional.conftest import Tenant, make_tenant
-from tests.functional.gateway_sync.helpers import READER_ROLE, call, client, drain, new_bucket, put, receive, token_for
+from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, drain, new_bucket, put, receive, token_for
 
 
 def _create(c, token: str, bucket: str, **extra) -> tuple[int, dict]:
@@ -29,7 +29,8 @@ def test_roles_member_and_viewer_cannot_manage_but_viewer_can_list(tenant: Tenan
     with client() as c:
         for token in (member, viewer):
             st, err = _create(c, token, bucket)
-            assert st == 403 and err["code"] == "forbidden"
+            assert st == 403
+            assert err["code"] == "forbidden"
         _nothing_written(tenant)
         st, conn = _create(c, tenant.token, bucket)
         assert st == 201
@@ -40,7 +41,8 @@ def test_roles_member_and_viewer_cannot_manage_but_viewer_can_list(tenant: Tenan
             assert call(c, "POST", f"/v1/connectors/{conn['id']}/uploads", token, {"file_name": "a.txt"})[0] == 403
         assert not receive(tenant.region)
         st, listed = call(c, "GET", "/v1/connectors", viewer)
-        assert st == 200 and [x["id"] for x in listed["connectors"]] == [conn["id"]]
+        assert st == 200
+        assert [x["id"] for x in listed["connectors"]] == [conn["id"]]
         assert call(c, "GET", f"/v1/connectors/{conn['id']}", viewer)[0] == 200
         assert call(c, "GET", "/v1/connectors", "not-a-token")[0] == 401
 
@@ -89,10 +91,12 @@ def test_bad_connector_input_is_refused_and_nothing_is_written(tenant: Tenant, b
 def test_platform_own_buckets_and_tables_are_refused(tenant: Tenant) -> None:
     with client() as c:
         st, err = _create(c, tenant.token, aws.bucket_name("data", tenant.region))
-        assert st == 400 and err["errors"][0]["field"] == "config.bucket"
+        assert st == 400
+        assert err["errors"][0]["field"] == "config.bucket"
         st, err = call(c, "POST", "/v1/connectors", tenant.token, {
             "name": "x", "kind": "dynamodb", "config": {"role_arn": READER_ROLE, "table": f"{settings().resource_prefix}-memberships"}})
-        assert st == 400 and err["errors"][0]["field"] == "config.table"
+        assert st == 400
+        assert err["errors"][0]["field"] == "config.table"
     _nothing_written(tenant)
 
 
@@ -122,16 +126,20 @@ def test_crud_filters_pause_delete_and_audit(tenant: Tenant) -> None:
     with client() as c:
         _, a = _create(c, tenant.token, bucket)
         st, dup = _create(c, tenant.token, bucket)
-        assert st == 409 and dup["code"] == "dataset_name_taken"
+        assert st == 409
+        assert dup["code"] == "dataset_name_taken"
         _, b = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Docs", "kind": "documents", "config": {}})
         _, listed = call(c, "GET", "/v1/connectors?category=DOCUMENTS", tenant.token)
         assert [x["id"] for x in listed["connectors"]] == [b["id"]]
         st, paused = call(c, "PATCH", f"/v1/connectors/{a['id']}", tenant.token, {"paused": True, "name": "Sales 2"})
-        assert st == 200 and paused["status"] == "PAUSED" and paused["name"] == "Sales 2"
+        assert st == 200
+        assert paused["status"] == "PAUSED"
+        assert paused["name"] == "Sales 2"
         _, listed = call(c, "GET", "/v1/connectors?status=PAUSED", tenant.token)
         assert [x["id"] for x in listed["connectors"]] == [a["id"]]
         st, err = call(c, "POST", f"/v1/connectors/{a['id']}/sync", tenant.token)
-        assert st == 409 and err["code"] == "connector_paused"
+        assert st == 409
+        assert err["code"] == "connector_paused"
         st, err = call(c, "POST", f"/v1/connectors/{a['id']}/uploads", tenant.token, {"file_name": "a.txt"})
         assert st == 409
         assert call(c, "DELETE", f"/v1/connectors/{a['id']}", tenant.token)[1] == {"id": a["id"], "deleted": True}
@@ -154,7 +162,8 @@ def test_delete_removes_dataset_data_and_lineage_but_not_while_syncing(tenant: T
         item.update(actions=[models.ConnectorAttrs.lock_owner.set("sync_x"),
                              models.ConnectorAttrs.lock_expires_at.set(2**40)])
         st, err = call(c, "DELETE", f"/v1/connectors/{conn['id']}", tenant.token)
-        assert st == 409 and err["code"] == "sync_in_progress"
+        assert st == 409
+        assert err["code"] == "sync_in_progress"
         item.update(actions=[models.ConnectorAttrs.lock_owner.remove()])
         assert call(c, "DELETE", f"/v1/connectors/{conn['id']}", tenant.token)[0] == 200
     assert models.datasets(tenant.region).count(tenant.workspace_id) == 0

@@ -13,7 +13,7 @@ from chalicelib.core import audit, aws
 from chalicelib.gateway import fieldpolicy, lineage
 from chalicelib.groups import create_app
 from tests.functional.conftest import Tenant, bearer, make_tenant
-from tests.functional.gateway_data import World, build_world, field, get, post, put_dataset, query
+from tests.functional.gateway.data import World, build_world, field, get, post, put_dataset, query
 
 # --- catalog ---------------------------------------------------------------------------------------
 
@@ -21,14 +21,17 @@ def test_search_lists_and_counts_only_readable_datasets(world: World) -> None:
     status, body = get(world, "/v1/catalog/datasets", world.member.token)
     assert status == 200, body
     assert [d["name"] for d in body["items"]] == ["customers", "orders"]
-    assert body["total_count"] == 2 and body["has_more"] is False
+    assert body["total_count"] == 2
+    assert body["has_more"] is False
     for term in ("payroll", "salary", "secret"):
         assert get(world, f"/v1/catalog/datasets?q={term}", world.member.token)[1]["total_count"] == 0
     status, admin = get(world, "/v1/catalog/datasets", world.tenant.token)
     assert admin["total_count"] == 3
     cust = body["items"][0]
-    assert cust["source"]["id"] == world.connector and cust["source"]["category"] == "STORAGE"
-    assert cust["classification"] == "PII" and cust["freshness"].startswith("PT1M")
+    assert cust["source"]["id"] == world.connector
+    assert cust["source"]["category"] == "STORAGE"
+    assert cust["classification"] == "PII"
+    assert cust["freshness"].startswith("PT1M")
     assert "ssn" not in [f["name"] for f in cust["schema"]]
 
 
@@ -49,9 +52,13 @@ def test_search_filters_and_cursor_paging(world: World) -> None:
     assert [d["name"] for d in get(world, "/v1/catalog/datasets?fresher_than=PT1H", tok)[1]["items"]] == ["customers"]
     assert get(world, f"/v1/catalog/datasets?connector={world.connector}", tok)[1]["total_count"] == 2
     status, page1 = get(world, "/v1/catalog/datasets?limit=1", tok)
-    assert page1["has_more"] is True and page1["total_count"] == 2 and len(page1["items"]) == 1
+    assert page1["has_more"] is True
+    assert page1["total_count"] == 2
+    assert len(page1["items"]) == 1
     status, page2 = get(world, f"/v1/catalog/datasets?limit=1&after={page1['next_cursor']}", tok)
-    assert [d["name"] for d in page2["items"]] == ["orders"] and page2["has_more"] is False and page2["next_cursor"] is None
+    assert [d["name"] for d in page2["items"]] == ["orders"]
+    assert page2["has_more"] is False
+    assert page2["next_cursor"] is None
     for bad in ("limit=0", "limit=101", "after=garbage!", "fresher_than=1h", "classification=SECRET", "nope=1"):
         status, problem = get(world, f"/v1/catalog/datasets?{bad}", tok)
         assert status == 400 and problem["code"] == "validation_failed", bad
@@ -80,7 +87,8 @@ def test_roles_viewer_cannot_search_or_query_member_cannot_set_policies(world: W
     assert get(world, "/v1/policies", world.viewer.token)[0] == 403
     status, problem = post(world, f"/v1/catalog/datasets/{world.customers}/fields/email/policy", world.member.token,
                            {"policy": "ALLOW"}, "PUT")
-    assert status == 403 and problem["code"] == "forbidden"
+    assert status == 403
+    assert problem["code"] == "forbidden"
     assert query(world, "SELECT email FROM customers WHERE id = 1")[1]["rows"] == [["*************.com"]]
     assert get(world, "/v1/catalog/datasets", "not-a-token")[0] == 401
 
@@ -96,7 +104,9 @@ def test_query_applies_every_policy_before_the_callers_sql(world: World) -> None
     assert body["rows"][2] == [3, "***x.co", None, None, "US"]
     assert [(d["id"], d["name"], d["freshness"][:4]) for d in body["datasets"]] == [(world.customers, "customers", "PT1M")]
     assert body["datasets"][0]["last_synced_at"].endswith("Z")
-    assert body["row_count"] == 3 and body["truncated"] is False and body["query_id"].startswith("q_")
+    assert body["row_count"] == 3
+    assert body["truncated"] is False
+    assert body["query_id"].startswith("q_")
     # functions and WHERE clauses only ever see the masked value
     for sql in ("SELECT id FROM customers WHERE email LIKE 'a%'",
                 "SELECT id FROM customers WHERE email = 'alice@example.com'",
@@ -119,7 +129,9 @@ def test_query_applies_every_policy_before_the_callers_sql(world: World) -> None
 def test_admin_sets_field_policy_audited_and_applied_to_next_query(world: World) -> None:
     path = f"/v1/catalog/datasets/{world.customers}/fields/email/policy"
     status, body = post(world, path, world.tenant.token, {"policy": "ALLOW"}, "PUT")
-    assert status == 200 and body["policy"] == "ALLOW" and body["name"] == "email"
+    assert status == 200
+    assert body["policy"] == "ALLOW"
+    assert body["name"] == "email"
     assert query(world, "SELECT email FROM customers WHERE id = 1")[1]["rows"] == [["alice@example.com"]]
     events = [e for e in audit.iter_chain(world.tenant.region, world.tenant.workspace_id)
               if e["action"] == "dataset.field_policy_set"]
@@ -153,7 +165,8 @@ def test_unreadable_datasets_and_files_are_out_of_reach_of_queries(world: World)
     for sql in leaks:
         status, body = query(world, sql)
         assert status == 400, (sql, body)
-        assert "100.0" not in json.dumps(body) and "root:" not in json.dumps(body)
+        assert "100.0" not in json.dumps(body)
+        assert "root:" not in json.dumps(body)
     for sql in ("SELECT table_name FROM information_schema.tables",
                 "SELECT table_name FROM customers, information_schema.tables",
                 "SELECT table_name FROM duckdb_tables()",
@@ -192,9 +205,12 @@ def test_bad_sql_is_refused_with_a_clear_error(world: World, sql: str, code: str
 
 def test_query_row_limit_time_limit_and_body_validation(world: World) -> None:
     status, body = query(world, "SELECT * FROM range(5000)")
-    assert status == 200 and body["row_count"] == 1000 and body["truncated"] is True
+    assert status == 200
+    assert body["row_count"] == 1000
+    assert body["truncated"] is True
     status, body = query(world, "SELECT * FROM range(5000)", limit=10)
-    assert body["row_count"] == 10 and body["truncated"] is True
+    assert body["row_count"] == 10
+    assert body["truncated"] is True
     assert query(world, "SELECT 1", limit=10_001)[0] == 400
     assert query(world, "SELECT 1", extra_field=1)[0] == 400
     from chalicelib.gateway import query as q
@@ -217,20 +233,25 @@ def test_lineage_up_to_the_answer_without_unreadable_nodes(world: World) -> None
     lineage.record_edges(ws, [("dataset", world.customers, "dataset", world.payroll, {"target_name": "payroll"})])
     status, q = query(world, "SELECT c.country, sum(o.amount) FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY 1",
                       answer={"type": "CHAT_ANSWER", "id": "msg_answer1"})
-    assert status == 200 and {d["name"] for d in q["datasets"]} == {"customers", "orders"}
+    assert status == 200
+    assert {d["name"] for d in q["datasets"]} == {"customers", "orders"}
     status, graph = get(world, f"/v1/lineage/{world.customers}", world.member.token)
     assert status == 200
     types = {n["id"]: n["type"] for n in graph["nodes"]}
-    assert types[world.connector] == "CONNECTOR" and types[world.customers] == "DATASET"
-    assert types[q["query_id"]] == "QUERY" and types["msg_answer1"] == "CHAT_ANSWER"
-    assert world.payroll not in types and world.payroll not in json.dumps(graph)
+    assert types[world.connector] == "CONNECTOR"
+    assert types[world.customers] == "DATASET"
+    assert types[q["query_id"]] == "QUERY"
+    assert types["msg_answer1"] == "CHAT_ANSWER"
+    assert world.payroll not in types
+    assert world.payroll not in json.dumps(graph)
     edges = {(e["source"], e["target"]) for e in graph["edges"]}
     assert {(world.connector, world.customers), (world.customers, q["query_id"]), (q["query_id"], "msg_answer1")} <= edges
     assert graph["truncated"] is False
     status, admin = get(world, f"/v1/lineage/{world.customers}", world.tenant.token)
     assert world.payroll in {n["id"] for n in admin["nodes"]}
     status, short = get(world, f"/v1/lineage/{world.customers}?depth=1", world.member.token)
-    assert short["truncated"] is True and "msg_answer1" not in {n["id"] for n in short["nodes"]}
+    assert short["truncated"] is True
+    assert "msg_answer1" not in {n["id"] for n in short["nodes"]}
     assert get(world, f"/v1/lineage/{world.customers}?depth=11", world.member.token)[0] == 400
     assert get(world, f"/v1/lineage/{world.payroll}", world.member.token)[0] == 404
 
@@ -245,8 +266,11 @@ def test_policies_show_only_what_the_caller_may_see(world: World) -> None:
     pii = {(p["dataset_name"], p["field"]): p["policy"] for p in body["policies"] if p["scope"] == "PII"}
     assert pii == {("customers", "email"): "MASK", ("customers", "name"): "HASH", ("customers", "phone"): "REDACT"}
     res = [p for p in body["policies"] if p["scope"] == "RESIDENCY"]
-    assert len(res) == 1 and res[0]["residency"] == "us-east" and res[0]["region"] == "us-east-1"
-    assert "payroll" not in json.dumps(body) and "ssn" not in json.dumps(body)
+    assert len(res) == 1
+    assert res[0]["residency"] == "us-east"
+    assert res[0]["region"] == "us-east-1"
+    assert "payroll" not in json.dumps(body)
+    assert "ssn" not in json.dumps(body)
     status, only = get(world, "/v1/policies?scope=PII", world.member.token)
     assert {p["scope"] for p in only["policies"]} == {"PII"}
     status, admin = get(world, "/v1/policies?scope=PII", world.tenant.token)
@@ -275,7 +299,8 @@ def test_eu_workspace_query_reads_only_eu_central_objects(stack: None) -> None:
     us_bucket = us_s3.list_objects_v2(Bucket=aws.bucket_name("data", "us-east-1")).get("KeyCount", 0)
     eu_keys = [o["Key"] for o in aws.client("s3", "eu-central-1").list_objects_v2(
         Bucket=aws.bucket_name("data", "eu-central-1"))["Contents"]]
-    assert us_bucket == 0 and all(k.startswith(eu.workspace_id) for k in eu_keys)
+    assert us_bucket == 0
+    assert all(k.startswith(eu.workspace_id) for k in eu_keys)
     from chalicelib.gateway import models
 
     assert list(models.lineage_edges("us-east-1").query(eu.workspace_id)) == []
