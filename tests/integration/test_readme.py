@@ -56,4 +56,6 @@ def test_readme_first_calls_succeed_in_order(fresh_platform: RunningPlatform) ->
     assert f'"workspace_id":"{fresh_platform.demo["workspace_id"]}"' in out.replace(" ", "")
     assert '"residency":"eu-central"' in out.replace(" ", "")
     assert '"invitation.created"' in out
+    assert '"model":"builtin/extractive"' in out.replace(" ", "")  # the grounded chat answered
+    assert '"status":"completed"' in out.replace(" ", "")  # the demo agent's run went through queue and worker
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.functional.conftest import Tenant
-from tests.functional.gateway_sync.helpers import READER_ROLE, call, client, drain, new_bucket, put, rows_of
+from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, drain, new_bucket, put, rows_of
 
 CSV = "Employee ID,Full Name,Dept\n7,Ann,Ops\n8,Bo,Eng\n"
 CSV2 = "Employee ID,Full Name,Dept\n8,Bo,Sales\n9,Cy,Eng\n"

@@ -11,7 +11,7 @@ import pytest
 from chalicelib.core import clock
 from chalicelib.gateway import graphql_api
 from tests.functional.conftest import Tenant, bearer, make_tenant
-from tests.functional.gateway_data import World, build_world, field, get, post, put_dataset
+from tests.functional.gateway.data import World, build_world, field, get, post, put_dataset
 
 FIELD = "name type nullable classification policy description"
 DATASET = f"""id name owner freshness classification description lastSyncedAt rowCount

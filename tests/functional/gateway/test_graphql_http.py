@@ -12,7 +12,7 @@ from graphql import build_client_schema, print_schema
 
 from chalicelib.gateway import graphql_api
 from tests.functional.conftest import Tenant, bearer
-from tests.functional.gateway_data import World, build_world
+from tests.functional.gateway.data import World, build_world
 
 FIXTURES = Path(__file__).with_name("fixtures")
 

@@ -6,7 +6,7 @@ from chalicelib.core import aws, clock
 from chalicelib.gateway import storage
 from chalicelib.gateway.sources import s3_objects
 from tests.functional.conftest import Tenant, make_tenant
-from tests.functional.gateway_sync.helpers import (
+from tests.functional.gateway.sync_helpers import (
     QUEUE,
     READER_ROLE,
     call,

@@ -10,7 +10,7 @@ from chalicelib.gateway import models, sync_worker
 from chalicelib.gateway.sources import s3_objects
 from infra.resources import TABLES
 from tests.functional.conftest import Tenant, make_tenant
-from tests.functional.gateway_sync.helpers import (
+from tests.functional.gateway.sync_helpers import (
     QUEUE,
     READER_ROLE,
     call,

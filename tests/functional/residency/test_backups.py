@@ -11,7 +11,7 @@ from chalicelib.residency import backups, content, models, sealing
 from chalicelib.residency.models import BACKED_UP_TABLES, BACKUP_BUCKET, NOT_BACKED_UP, PREFIX_KEYED
 from infra.resources import BACKUP_RETENTION_DAYS, REGIONAL, TABLES
 from tests.functional.conftest import Tenant, make_tenant
-from tests.functional.gateway_data import token_for
+from tests.functional.gateway.data import token_for
 from tests.functional.residency.helpers import SECRET, client, get, post, seed
 
 DAY = 24 * 3600

@@ -5,7 +5,7 @@ from chalicelib.core import audit, aws, clock
 from chalicelib.identity.oauth.signing import issue_access_token
 from chalicelib.residency import backups
 from tests.functional.conftest import Tenant, make_tenant
-from tests.functional.gateway_data import token_for
+from tests.functional.gateway.data import token_for
 from tests.functional.residency.helpers import client, get, post, put, put_obj, seed, snapshot
 
 
