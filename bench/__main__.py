@@ -37,7 +37,6 @@ MODULES: tuple[str, ...] = (
     "bench_regions",
     "bench_chat",
     "bench_webapp",
-    "bench_chat",
     "bench_agents",
 )
 

@@ -29,6 +29,10 @@ if ! awslocal --region us-east-1 kms describe-key --key-id alias/aiplat-audit-si
   kid=$(awslocal --region us-east-1 kms create-key --key-spec RSA_2048 --key-usage SIGN_VERIFY --query KeyMetadata.KeyId --output text)
   awslocal --region us-east-1 kms create-alias --alias-name alias/aiplat-audit-signing --target-key-id "$kid"
 fi
+if ! awslocal --region us-east-1 kms describe-key --key-id alias/aiplat-audit-digest-signing >/dev/null 2>&1; then
+  kid=$(awslocal --region us-east-1 kms create-key --key-spec RSA_2048 --key-usage SIGN_VERIFY --query KeyMetadata.KeyId --output text)
+  awslocal --region us-east-1 kms create-alias --alias-name alias/aiplat-audit-digest-signing --target-key-id "$kid"
+fi
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-users --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"id","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"id","AttributeType":"S"}]'
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-workspaces --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"id","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"id","AttributeType":"S"},{"AttributeName":"slug","AttributeType":"S"}]' --global-secondary-indexes '[{"IndexName":"by_slug","Projection":{"ProjectionType":"ALL"},"KeySchema":[{"AttributeName":"slug","KeyType":"HASH"}]}]'
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-signing_keys --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"kid","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"kid","AttributeType":"S"}]'
@@ -37,6 +41,8 @@ ok awslocal --region us-east-1 dynamodb update-time-to-live --table-name aiplat-
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-oauth_clients --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"client_id","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"client_id","AttributeType":"S"}]'
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-sessions --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"sid_hash","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"sid_hash","AttributeType":"S"},{"AttributeName":"user_id","AttributeType":"S"},{"AttributeName":"session_id","AttributeType":"S"}]' --global-secondary-indexes '[{"IndexName":"by_user","Projection":{"ProjectionType":"ALL"},"KeySchema":[{"AttributeName":"user_id","KeyType":"HASH"},{"AttributeName":"session_id","KeyType":"RANGE"}]}]'
 ok awslocal --region us-east-1 dynamodb update-time-to-live --table-name aiplat-sessions --time-to-live-specification Enabled=true,AttributeName=expires_at
+ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-rate_limits --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"key","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"key","AttributeType":"S"}]'
+ok awslocal --region us-east-1 dynamodb update-time-to-live --table-name aiplat-rate_limits --time-to-live-specification Enabled=true,AttributeName=expires_at
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-auth_state --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"pk","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"pk","AttributeType":"S"}]'
 ok awslocal --region us-east-1 dynamodb update-time-to-live --table-name aiplat-auth_state --time-to-live-specification Enabled=true,AttributeName=expires_at
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-api_tokens --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"id","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"id","AttributeType":"S"},{"AttributeName":"user_id","AttributeType":"S"}]' --global-secondary-indexes '[{"IndexName":"by_user","Projection":{"ProjectionType":"ALL"},"KeySchema":[{"AttributeName":"user_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]}]'
@@ -66,12 +72,16 @@ ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-agent_r
 ok awslocal --region us-east-1 dynamodb update-time-to-live --table-name aiplat-agent_run_log --time-to-live-specification Enabled=true,AttributeName=expires_at
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-agent_memory --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"scope","KeyType":"HASH"},{"AttributeName":"key","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"scope","AttributeType":"S"},{"AttributeName":"key","AttributeType":"S"}]'
 ok awslocal --region us-east-1 dynamodb update-time-to-live --table-name aiplat-agent_memory --time-to-live-specification Enabled=true,AttributeName=expires_at
+ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-restore_requests --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-sync-jobs-dlq
 dlq_arn=$(awslocal --region us-east-1 sqs get-queue-attributes --queue-url "$(awslocal --region us-east-1 sqs get-queue-url --queue-name aiplat-sync-jobs-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-sync-jobs --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-agent-runs-dlq
 dlq_arn=$(awslocal --region us-east-1 sqs get-queue-attributes --queue-url "$(awslocal --region us-east-1 sqs get-queue-url --queue-name aiplat-agent-runs-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-agent-runs --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
+ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-audit-exports-dlq
+dlq_arn=$(awslocal --region us-east-1 sqs get-queue-attributes --queue-url "$(awslocal --region us-east-1 sqs get-queue-url --queue-name aiplat-audit-exports-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
+ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-audit-exports --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
 ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-data-us-east-1
 ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-documents-us-east-1
 ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-knowledge-us-east-1
@@ -79,6 +89,8 @@ ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-backups-us-ea
 ok awslocal --region us-east-1 s3api put-bucket-lifecycle-configuration --bucket aiplat-backups-us-east-1 --lifecycle-configuration '{"Rules":[{"ID":"rotation","Status":"Enabled","Filter":{"Prefix":""},"Expiration":{"Days":35}}]}'
 ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-audit-archive-us-east-1 --object-lock-enabled-for-bucket
 ok awslocal --region us-east-1 s3api put-object-lock-configuration --bucket aiplat-audit-archive-us-east-1 --object-lock-configuration '{"ObjectLockEnabled":"Enabled","Rule":{"DefaultRetention":{"Mode":"COMPLIANCE","Days":2557}}}'
+ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-audit-digests-us-east-1 --object-lock-enabled-for-bucket
+ok awslocal --region us-east-1 s3api put-object-lock-configuration --bucket aiplat-audit-digests-us-east-1 --object-lock-configuration '{"ObjectLockEnabled":"Enabled","Rule":{"DefaultRetention":{"Mode":"COMPLIANCE","Days":2557}}}'
 ok awslocal --region us-east-1 ses verify-email-identity --email-address no-reply@aiplatform.dev
 
 # --- eu-central-1
@@ -97,6 +109,10 @@ fi
 if ! awslocal --region eu-central-1 kms describe-key --key-id alias/aiplat-audit-signing >/dev/null 2>&1; then
   kid=$(awslocal --region eu-central-1 kms create-key --key-spec RSA_2048 --key-usage SIGN_VERIFY --query KeyMetadata.KeyId --output text)
   awslocal --region eu-central-1 kms create-alias --alias-name alias/aiplat-audit-signing --target-key-id "$kid"
+fi
+if ! awslocal --region eu-central-1 kms describe-key --key-id alias/aiplat-audit-digest-signing >/dev/null 2>&1; then
+  kid=$(awslocal --region eu-central-1 kms create-key --key-spec RSA_2048 --key-usage SIGN_VERIFY --query KeyMetadata.KeyId --output text)
+  awslocal --region eu-central-1 kms create-alias --alias-name alias/aiplat-audit-digest-signing --target-key-id "$kid"
 fi
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-memberships --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"user_id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"user_id","AttributeType":"S"}]' --global-secondary-indexes '[{"IndexName":"by_user","Projection":{"ProjectionType":"ALL"},"KeySchema":[{"AttributeName":"user_id","KeyType":"HASH"},{"AttributeName":"workspace_id","KeyType":"RANGE"}]}]'
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-audit_events --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"seq","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"},{"AttributeName":"occurred_at","AttributeType":"S"}]' --local-secondary-indexes '[{"IndexName":"by_time","Projection":{"ProjectionType":"ALL"},"KeySchema":[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"occurred_at","KeyType":"RANGE"}]}]'
@@ -119,12 +135,16 @@ ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-agen
 ok awslocal --region eu-central-1 dynamodb update-time-to-live --table-name aiplat-agent_run_log --time-to-live-specification Enabled=true,AttributeName=expires_at
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-agent_memory --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"scope","KeyType":"HASH"},{"AttributeName":"key","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"scope","AttributeType":"S"},{"AttributeName":"key","AttributeType":"S"}]'
 ok awslocal --region eu-central-1 dynamodb update-time-to-live --table-name aiplat-agent_memory --time-to-live-specification Enabled=true,AttributeName=expires_at
+ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-restore_requests --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-sync-jobs-dlq
 dlq_arn=$(awslocal --region eu-central-1 sqs get-queue-attributes --queue-url "$(awslocal --region eu-central-1 sqs get-queue-url --queue-name aiplat-sync-jobs-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-sync-jobs --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-agent-runs-dlq
 dlq_arn=$(awslocal --region eu-central-1 sqs get-queue-attributes --queue-url "$(awslocal --region eu-central-1 sqs get-queue-url --queue-name aiplat-agent-runs-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-agent-runs --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
+ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-audit-exports-dlq
+dlq_arn=$(awslocal --region eu-central-1 sqs get-queue-attributes --queue-url "$(awslocal --region eu-central-1 sqs get-queue-url --queue-name aiplat-audit-exports-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
+ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-audit-exports --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
 ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-data-eu-central-1 --create-bucket-configuration LocationConstraint=eu-central-1
 ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-documents-eu-central-1 --create-bucket-configuration LocationConstraint=eu-central-1
 ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-knowledge-eu-central-1 --create-bucket-configuration LocationConstraint=eu-central-1
@@ -132,6 +152,8 @@ ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-backups-eu
 ok awslocal --region eu-central-1 s3api put-bucket-lifecycle-configuration --bucket aiplat-backups-eu-central-1 --lifecycle-configuration '{"Rules":[{"ID":"rotation","Status":"Enabled","Filter":{"Prefix":""},"Expiration":{"Days":35}}]}'
 ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-audit-archive-eu-central-1 --create-bucket-configuration LocationConstraint=eu-central-1 --object-lock-enabled-for-bucket
 ok awslocal --region eu-central-1 s3api put-object-lock-configuration --bucket aiplat-audit-archive-eu-central-1 --object-lock-configuration '{"ObjectLockEnabled":"Enabled","Rule":{"DefaultRetention":{"Mode":"COMPLIANCE","Days":2557}}}'
+ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-audit-digests-eu-central-1 --create-bucket-configuration LocationConstraint=eu-central-1 --object-lock-enabled-for-bucket
+ok awslocal --region eu-central-1 s3api put-object-lock-configuration --bucket aiplat-audit-digests-eu-central-1 --object-lock-configuration '{"ObjectLockEnabled":"Enabled","Rule":{"DefaultRetention":{"Mode":"COMPLIANCE","Days":2557}}}'
 ok awslocal --region eu-central-1 ses verify-email-identity --email-address no-reply@aiplatform.dev
 
 ok awslocal --region us-east-1 ses verify-email-identity --email-address no-reply@aiplatform.dev

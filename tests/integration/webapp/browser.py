@@ -94,5 +94,8 @@ def sign_in_with_emailed_code(page: Any, auth: str, outbox: Path, email: str) ->
 
 
 def ready(page: Any) -> None:
-    page.wait_for_selector("body[data-ready=true]", timeout=20000)
+    try:
+        page.wait_for_selector("body[data-ready=true]", timeout=20000)
+    except Exception as err:  # say where the app stopped (a sign-in redirect, an error page)
+        raise AssertionError(f"app not ready at {page.url}: {page.text_content('body')[:300]!r}") from err
     page.wait_for_selector("#main[aria-busy=false]", timeout=20000)

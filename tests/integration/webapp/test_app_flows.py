@@ -158,6 +158,7 @@ def test_journey(platform: Any, browser: Any) -> None:
     page.click("#send")
     page.wait_for_selector("#messages li.assistant .citation", timeout=60000)
     page.wait_for_url(re.compile(re.escape(app) + r"/chat/chat_\w+"))
+    chat_link = f".chat-list a[href='/chat/{page.url.rsplit('/', 1)[-1]}']"
     assert "Lisbon" in page.text_content("#messages li.assistant .answer")
     first = page.locator("#messages li.assistant .citation").first
     first.locator("summary").click()
@@ -167,12 +168,12 @@ def test_journey(platform: Any, browser: Any) -> None:
     check_page(page, "chat")
     first.locator("a").click()
     page.wait_for_selector("svg.lineage")
-    # the conversation list deletes
+    # the conversation list deletes this conversation (the shared stack may hold other tests' chats)
     _goto(page, app + "/chat")
-    page.wait_for_selector(".chat-list li")
+    page.wait_for_selector(chat_link)
     page.once("dialog", lambda dialog: dialog.accept())
-    page.locator(".chat-list button").first.click()
-    page.wait_for_selector(".empty:has-text('No conversations yet.')")
+    page.locator(".chat-list li", has=page.locator(chat_link.removeprefix(".chat-list "))).locator("button").click()
+    page.wait_for_selector(chat_link, state="detached")
 
     # catalog search -> dataset page with the lineage graph
     _goto(page, app + "/knowledge?q=customers")
