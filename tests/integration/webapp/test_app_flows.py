@@ -1,7 +1,7 @@
 """The web app in a real browser against the real local platform (`python -m infra.local_run`, the
 stack `make run` starts): Debian's Chromium through Playwright, every page checked with axe-core (no
 serious or critical violation) under the app's strict CSP, and a screenshot of each main page saved
-to docs/screenshots/.
+(build/screenshots/; `make screenshots` refreshes docs/screenshots/).
 
 One journey, in order: a deep link survives sign-in (password + authenticator code) -> create an EU
 workspace -> switch workspaces -> invite a teammate -> the teammate signs up from the e-mailed link and
