@@ -102,4 +102,6 @@ def ready(page: Any) -> None:
         page.wait_for_selector("body[data-ready=true]", timeout=20000)
     except Exception as err:  # say where the app stopped (a sign-in redirect, an error page)
         raise AssertionError(f"app not ready at {page.url}: {page.text_content('body')[:300]!r}") from err
+    if page.get_attribute("body", "data-state") == "error":  # the app started into its error page
+        raise AssertionError(f"app could not start at {page.url}: {page.text_content('#main')[:300]!r}")
     page.wait_for_selector("#main[aria-busy=false]", timeout=20000)
