@@ -31,4 +31,4 @@ def test_make_support_staff_adds_lists_removes_and_shows_the_history(platform: R
     actions = [e["action"] for e in json.loads(hist.stdout)["events"]]
     assert actions[-2:] == ["support.staff_added", "support.staff_removed"]
     bad = support_staff(platform, "add nobody@example.com --name N --by ops")
-    assert bad.returncode == 1 and "no user" in json.loads(bad.stdout)["problem"]
+    assert bad.returncode != 0 and "no user" in json.loads(bad.stdout)["problem"]  # make exits 2 for any failure
