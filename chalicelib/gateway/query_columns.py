@@ -13,6 +13,7 @@ stand-in schema (a small LRU).
 """
 from __future__ import annotations
 
+import atexit
 import json
 import threading
 from collections import OrderedDict
@@ -43,7 +44,17 @@ def _connection() -> Any:
                      "SET allow_community_extensions = false", "SET lock_configuration = true"):
             con.execute(stmt)
         _con = con
+        atexit.register(_close)  # closed before the interpreter tears DuckDB down
     return _con
+
+
+def _close() -> None:
+    global _con  # noqa: PLW0603
+    with _lock:
+        if _con is not None:
+            _con.close()
+        _con = None
+        _memo.clear()
 
 
 def _quote(name: str) -> str:
