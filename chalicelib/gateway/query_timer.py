@@ -56,3 +56,5 @@ def _loop() -> None:
             fire()
         except Exception:  # noqa: BLE001 - the query it limited may already be gone
             pass
+        finally:
+            del fire  # hold no reference to the query's connection while waiting
