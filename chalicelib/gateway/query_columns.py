@@ -89,10 +89,9 @@ def _bind(sql: str, tables: Tables) -> Reads | None:
             created.append(f"TABLE {standin}")
             con.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM {standin}")
             created.append(f"VIEW {_quote(name)}")
-        try:
-            plan = con.execute("EXPLAIN (FORMAT JSON) " + sql).fetchall()
-        except duckdb.Error:
-            return None
+        plan = con.execute("EXPLAIN (FORMAT JSON) " + sql).fetchall()
+    except duckdb.Error:  # refused by the binder (or a name the stand-ins cannot take): unknown
+        return None
     finally:
         for obj in reversed(created):
             con.execute(f"DROP {obj}")
