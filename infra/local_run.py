@@ -277,6 +277,7 @@ class LocalPlatform:
     def start(self) -> dict[str, Any]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         endpoint = self._environment()
+        from chalicelib.core.config import settings
         from infra.bootstrap import bootstrap_all
         from infra.seed import seed_demo
 
@@ -292,6 +293,7 @@ class LocalPlatform:
             "regions": regions,
             "demo": demo,
             "outbox": os.environ["MAIL_OUTBOX_DIR"],
+            "resource_prefix": settings().resource_prefix,  # operator commands name the same tables
             "pid": os.getpid(),
         }
         path = self.state_dir / "run.json"
