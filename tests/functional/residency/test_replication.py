@@ -13,7 +13,14 @@ from chalicelib.core import audit, aws, clock, models
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS, RegionPinned, dr_copy_to
 from chalicelib.residency import content, replication
-from chalicelib.residency.models import DR_BUCKET, DR_KEY, NOT_RESTORED, RPO_SECONDS, replication_states
+from chalicelib.residency.models import (
+    DR_BUCKET,
+    DR_KEY,
+    NOT_RESTORED,
+    REPLICATION_INTERVAL_SECONDS,
+    RPO_SECONDS,
+    replication_states,
+)
 from chalicelib.workers.jobs import SCHEDULED
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.residency.helpers import SECRET, client, get, put, put_obj, seed
@@ -64,7 +71,7 @@ def copy_content(secondary: str, ws: str) -> dict[str, Any]:
 
 def test_schedule_keeps_the_lag_under_the_rpo() -> None:
     [job] = [j for j in SCHEDULED if j.name == "replicate_workspaces"]
-    assert job.scope == "regional"
+    assert job.scope == "regional" and job.every_seconds == REPLICATION_INTERVAL_SECONDS
     assert job.every_seconds * 2 < RPO_SECONDS  # a missed run still lands inside the RPO
 
 
