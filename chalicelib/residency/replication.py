@@ -62,12 +62,12 @@ def check_secondary(residency: str, wanted: str | None) -> str:
     """The secondary region for a workspace of ``residency``: ``wanted`` if it is declared for it, the
     default when not given; 422 ``undeclared_secondary_region`` otherwise (nothing is changed)."""
     declared = DR_REGIONS.get(residency, ())
-    if wanted is None:
+    if wanted is None and declared:
         return declared[0]
     if wanted not in declared:
         raise ApiError(422, "undeclared_secondary_region",
                        f"'{wanted}' is not a declared disaster-recovery region for residency {residency}. "
-                       f"Choose one of: {', '.join(declared)}.",
+                       f"Choose one of: {', '.join(declared) or 'none declared'}.",
                        errors=[{"field": "replication_secondary_region",
                                 "message": f"must be one of {', '.join(declared)}"}])
     return wanted
