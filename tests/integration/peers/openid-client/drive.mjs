@@ -10,7 +10,8 @@ const out = {};
 
 function failure(err) {
   return { name: err?.constructor?.name, code: err?.code, error: err?.error, status: err?.status,
-           description: err?.error_description, message: String(err?.message ?? err) };
+           description: err?.error_description, message: String(err?.message ?? err),
+           cause: err?.cause === undefined ? undefined : String(err.cause?.message ?? JSON.stringify(err.cause)) };
 }
 
 async function step(name, fn) {
@@ -32,7 +33,9 @@ async function authorizeInBrowser(config, extra = {}) {
   });
   const r = await fetch(url, { redirect: 'manual', headers: { cookie: input.cookie } });
   const location = r.headers.get('location');
-  if (r.status !== 302 || !location) throw new Error(`authorize answered ${r.status}`);
+  if (r.status !== 302 || !location?.startsWith(input.redirect_uri)) {
+    throw new Error(`authorize answered ${r.status} ${location}`);
+  }
   return { callback: new URL(location), verifier, state, nonce };
 }
 
