@@ -90,6 +90,9 @@ def _request_handler() -> type:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
             log.warning(redact(format % args))
 
+        # every method reaches the app (405 problem with Allow), like API Gateway; http.server answers 501
+        do_TRACE = do_CONNECT = ChaliceRequestHandler._generic_handle
+
         def _send_error_response(self, error: Any) -> None:
             """An address no route serves: Chalice's emulation answers 403 "Missing Authentication Token"
             (echoing an Authorization header); answer the 404 problem API Gateway is configured to give."""
