@@ -19,11 +19,12 @@ REQUIRED_ADMINS = 2  # the requester plus one other Admin
 
 # regional tables keyed by something other than ``workspace_id``: attribute -> value starts with '<ws>#'
 PREFIX_KEYED: dict[str, str] = {"agent_run_log": "run_key", "agent_memory": "scope"}
-# regional tables never backed up: transient replay answers, and the restore workflow itself
-# the erasure ledger and access requests must outlive any restore; audit personal values are kept out
-# of backups so that an erasure is final (the audit events themselves are never restored)
-NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests", "audit_personal", "access_requests",
-                                           "erasure_ledger"})
+# regional tables never backed up: transient replay answers, the restore workflow itself, the DR
+# replication state (a restore must not rewind the checkpoint of the copy in the secondary region), the
+# erasure ledger and access requests (they must outlive any restore), and audit personal values (kept
+# out of backups so that an erasure is final; the audit events themselves are never restored)
+NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests", "replication_state", "audit_personal",
+                                           "access_requests", "erasure_ledger"})
 # backed up but never restored: the audit trail is append-only (the template denies deletes and updates);
 # memberships are who may act now: a restore must neither bring back a removed member nor drop the
 # Admins approving it, and the member count lives in the global directory
@@ -135,3 +136,28 @@ def erasure_ledger(region: str) -> type[ErasureLedgerAttrs]:
 
 def erased_users() -> type[ErasedUserAttrs]:
     return global_model(ErasedUserAttrs)
+
+
+# --- cross-region disaster recovery (replication.py) ----------------------------------------------
+DR_BUCKET = "dr"  # declared in infra/resources.py DR_BUCKETS, exists only in the DR regions
+DR_KEY = "dr"  # the secondary region's KMS key alias name (DR_KEYS)
+DR_ROOT = "workspaces/"  # dr/<root><workspace>/{key.json,items/...,objects/...}
+RPO_SECONDS = 15 * 60  # the spec's recovery point objective for cross-region-dr
+REPLICATION_INTERVAL_SECONDS = 5 * 60  # the schedule: a pass every 5 minutes keeps the lag under the RPO
+
+
+class ReplicationStateAttrs(BaseModel):
+    """One workspace's DR replication, in its own (primary) region. No content: the copy's fingerprints
+    are the DR objects' names in the secondary region, so this holds only times and counts."""
+
+    TABLE = "replication_state"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    secondary_region = UnicodeAttribute()
+    enabled_at = NumberAttribute()  # epoch seconds DR was turned on
+    checkpoint_at = NumberAttribute(null=True)  # start of the last complete pass: all content written
+    # before it is in the copy
+    last_run = UnicodeAttribute(null=True)  # JSON counts of the last pass
+
+
+def replication_states(region: str) -> type[ReplicationStateAttrs]:
+    return regional(ReplicationStateAttrs, region)
