@@ -135,7 +135,9 @@ def test_journey(platform: Any, browser: Any) -> None:
     page.check("#ack-leaves")
     page.click("#ack-confirm")
     page.wait_for_selector("#replication-saved:has-text('cross-region-dr')")
-    assert "not replicated" in page.text_content("#dr-lag")  # until the deployment reports a copy
+    # the workspace read now reports the DR lag, and no copy pass has run yet
+    assert page.get_attribute("#dr-lag", "data-replicated") == "false"
+    assert "first copy" in page.text_content("#dr-lag") and "pending" in page.text_content("#dr-lag")
     mate = browser.new_context(viewport={"width": 1280, "height": 900})
     mpage = mate.new_page()
     mpage.goto(app + "/audit")
