@@ -231,3 +231,29 @@ def read_rows(region: str, data_prefix: str, *, internal: bool = False) -> tuple
         return names, rows
     keep = [i for i, n in enumerate(names) if not n.startswith("_")]
     return [names[i] for i in keep], [tuple(r[i] for i in keep) for r in rows]
+
+
+def snapshot_source(region: str, data_prefix: str, into: str) -> str | None:
+    """Download what the snapshot under ``data_prefix`` needs into the local directory ``into`` and return a
+    DuckDB table expression yielding its current rows (None when it holds no Parquet part).
+
+    The query engine calls this while it builds a policy-projected table; the files are deleted before any
+    caller's SQL runs. One GET per part, streamed to disk (no transfer thread pool).
+    """
+    import shutil  # noqa: PLC0415
+
+    s3 = aws.client("s3", region)
+    bucket = aws.bucket_name(BUCKET, region)
+    os.makedirs(into, exist_ok=True)
+    paths: list[str] = []
+    for key in _list_keys(region, data_prefix.rstrip("/") + "/"):
+        if not key.endswith(".parquet"):
+            continue
+        path = os.path.join(into, f"{len(paths):05d}.parquet")
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        with open(path, "wb") as fh:
+            shutil.copyfileobj(body, fh, 1 << 20)
+        paths.append(path)
+    if not paths:
+        return None
+    return "read_parquet([" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "], union_by_name=true)"
