@@ -36,7 +36,7 @@ import threading
 import uuid
 from typing import Any
 
-from chalicelib.core import aws, clock, paging
+from chalicelib.core import clock, paging
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.config import settings
 from chalicelib.core.durations import format_duration
@@ -44,7 +44,7 @@ from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import catalog, fieldpolicy, lineage, sql_errors
+from chalicelib.gateway import catalog, fieldpolicy, lineage, sql_errors, storage
 
 log = get_logger("gateway.query")
 
@@ -124,42 +124,19 @@ def _referenced(sql: str) -> set[str]:
     return {(quoted.replace('""', '"') if quoted else bare).lower() for quoted, bare in _IDENT.findall(sql)}
 
 
-def _download(region: str, prefix: str, into: str) -> list[str]:
-    s3 = aws.client("s3", region)
-    bucket = aws.bucket_name("data", region)
-    paths: list[str] = []
-    token = None
-    prefix = prefix.rstrip("/") + "/"
-    while True:
-        kw = {"Bucket": bucket, "Prefix": prefix, **({"ContinuationToken": token} if token else {})}
-        page = s3.list_objects_v2(**kw)
-        for obj in page.get("Contents", []):
-            if not obj["Key"].endswith(".parquet"):
-                continue
-            path = os.path.join(into, f"{len(paths):05d}.parquet")
-            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"]  # one GET; no transfer thread pool
-            with open(path, "wb") as fh:
-                shutil.copyfileobj(body, fh, 1 << 20)
-            paths.append(path)
-        if not page.get("IsTruncated"):
-            return paths
-        token = page["NextContinuationToken"]
-
-
 def load_dataset(con: Any, principal: Principal, rec: catalog.DatasetRecord, tmp: str) -> None:
     """Create table ``rec.name`` in ``con`` holding the dataset as the caller may see it."""
     region = region_of(rec.workspace_id)
     fields = [f for f in catalog.visible_fields(principal, rec) if not f["name"].startswith("_")]
-    files = _download(region, rec.data_prefix, os.path.join(tmp, rec.id)) if rec.data_prefix else []
+    source = storage.snapshot_source(region, rec.data_prefix, os.path.join(tmp, rec.id)) if rec.data_prefix else None
     table = fieldpolicy.quote_ident(rec.name)
-    if not files:
+    if source is None:
         cols = ", ".join(  # MASK and HASH turn a column into text, as on the non-empty path
             f"{fieldpolicy.quote_ident(f['name'])} "
             f"{'VARCHAR' if f['policy'] in ('MASK', 'HASH') else _EMPTY_TYPES[f['type']]}"
             for f in fields if f["policy"] != "DENY") or "\"_empty\" BOOLEAN"
         con.execute(f"CREATE TABLE {table} ({cols})")
         return
-    source = "read_parquet([" + ", ".join("'" + p.replace("'", "''") + "'" for p in files) + "], union_by_name=true)"
     present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
     items = [p for p in (fieldpolicy.projection(f["name"], f["policy"], f["name"] in present) for f in fields) if p]
     if not items:
