@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run token test test-unit test-functional test-integration bench lint package templates clean system-deps
+.PHONY: run token test test-unit test-functional test-integration bench lint package templates clean system-deps screenshots
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,10 @@ test-functional: $(STAMP)
 
 test-integration: $(STAMP) system-deps
 	$(BIN)/python -m pytest tests/integration
+
+# Refresh the web app screenshots docs/webapp.md shows (test runs write them to build/screenshots/).
+screenshots: $(STAMP) system-deps
+	SCREENSHOTS_DIR=docs/screenshots $(BIN)/python -m pytest tests/integration/webapp -q
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -62,14 +63,34 @@ def tokens_and_me() -> None:
         def our_verify_fresh() -> None:
             verifier.claims(next(it_fresh))
 
-        ours_fresh, ref_verify = measure_pair("our verification, fresh token", our_verify_fresh,
-                                              "bare RS256 verify (cryptography)", bare_verify, n=n // 2, warmup=10)
+        ours_fresh, ref_verify = measure_pair("our verification incl. revocation check, fresh token",
+                                              our_verify_fresh, "bare RS256 verify (cryptography)", bare_verify,
+                                              n=n // 2, warmup=10)
+        it_floor, it_bare2 = iter(fresh[::-1]), iter(fresh[::-1])
+
+        def floor() -> None:  # what any verify returning claims must do: RSA + base64 + JSON
+            header, payload, sig = next(it_floor).split(".")
+            public.verify(_b64d(sig), f"{header}.{payload}".encode(), padding.PKCS1v15(), hashes.SHA256())
+            json.loads(_b64d(payload))
+
+        def bare_verify2() -> None:
+            header, payload, sig = next(it_bare2).split(".")
+            public.verify(_b64d(sig), f"{header}.{payload}".encode(), padding.PKCS1v15(), hashes.SHA256())
+
+        ref_floor, ref_verify2 = measure_pair("floor: RS256 verify + base64 + JSON", floor,
+                                              "bare RS256 verify (cryptography)", bare_verify2, n=n // 2, warmup=10)
         repeated = fresh[0]
         ours_cached = measure("our verification incl. revocation check, repeated token",
                               lambda: verifier.claims(repeated), n=1000)
         repeated_claims = verifier.claims(repeated)
-        revocation_only = measure("revocation check alone (one consistent BatchGetItem, moto)",
-                                  lambda: verifier.revocations.revoked(repeated_claims), n=1000)
+        check = tokens.RevocationCheck()
+
+        def uncached_check() -> None:
+            check.clear()
+            check.revoked(repeated_claims)
+
+        revocation_only = measure("revocation check with nothing cached (one consistent BatchGetItem, moto)",
+                                  uncached_check, n=200)
 
         signing_input = b"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0"
         ours_issue, ref_sign = measure_pair("our token issue (claims + sign)", issue, "bare RS256 sign (loaded key)",
@@ -85,9 +106,10 @@ def tokens_and_me() -> None:
                              n=100, warmup=10)
 
     table("Token verification and issuing (RSA-2048, same run)", [
-        (ours_fresh, ref_verify, "includes the per-request revocation read (no cache, no staleness)"),
-        (ours_cached, ref_verify, "signature cached; the revocation read remains"),
-        (revocation_only, ref_verify, "the per-request cost of revocation (in-process moto, not a network hop)"),
+        (ours_fresh, ref_verify, "<= 1.4x; revocation state of the user cached <= 5 s (docs/security.md)"),
+        (ref_floor, ref_verify2, "the floor of any verify that returns claims"),
+        (ours_cached, ref_verify, "< 2 µs"),
+        (revocation_only, ref_verify, "once per user per 5 s per container (in-process moto, not a network hop)"),
         (ours_issue, ref_sign, "includes one read of the user's revocation epochs"),
     ])
     table("GET /v1/me per request", [(me, me_ref, "reference: its one storage read")])

@@ -1,75 +1,123 @@
-"""Benchmark helpers: time a callable, print a markdown table with a same-run reference beside it."""
+"""Benchmark helpers shared by every ``bench/bench_*.py``: fair timing, silence while measuring, tables.
+
+Fairness rules the helpers enforce: a reference is measured in the same run, interleaved with ours
+(``measure_pair`` alternates them call by call), with the same warm-up; a p99 is printed only over at
+least ``MIN_P99_SAMPLES`` individually timed calls; logging is off while timing (``quiet``); cold
+measurements run in fresh interpreters that find no ``.pyc`` (``cold_env``).
+"""
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import statistics
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+MIN_P99_SAMPLES = 20
 
 
 @dataclass
 class Measure:
     name: str
     per_op_us: float  # median microseconds per operation
-    p99_us: float
+    p99_us: float  # 99th percentile of single calls (nan when fewer than MIN_P99_SAMPLES were timed)
     ops_per_s: float
+    samples: int = 0  # individually timed calls behind p99_us
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """No log record is formatted or written inside the block (access log, structured logs, libraries)."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``samples`` by nearest rank; nan below ``MIN_P99_SAMPLES`` samples."""
+    if len(samples) < MIN_P99_SAMPLES:
+        return float("nan")
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered))) - 1))]
 
 
 def measure(name: str, fn: Callable[[], object], *, n: int = 200, repeat: int = 5, warmup: int = 20) -> Measure:
-    """Median of ``repeat`` batches of ``n`` calls (per-op time); p99 over individual calls of one batch."""
-    for _ in range(warmup):
-        fn()
-    batches = []
-    singles: list[float] = []
-    for r in range(repeat):
-        start = time.perf_counter()
-        for _ in range(n):
-            if r == 0:
-                t0 = time.perf_counter()
-                fn()
-                singles.append(time.perf_counter() - t0)
-            else:
-                fn()
-        batches.append((time.perf_counter() - start) / n)
+    """Median of ``repeat`` batches of ``n`` calls (per-op time); p99 over the first batch's single calls."""
+    with quiet():
+        for _ in range(warmup):
+            fn()
+        batches = []
+        singles: list[float] = []
+        for r in range(repeat):
+            start = time.perf_counter()
+            for _ in range(n):
+                if r == 0:
+                    t0 = time.perf_counter()
+                    fn()
+                    singles.append(time.perf_counter() - t0)
+                else:
+                    fn()
+            batches.append((time.perf_counter() - start) / n)
     per = statistics.median(batches)
-    singles.sort()
-    p99 = singles[min(len(singles) - 1, int(len(singles) * 0.99))]
-    return Measure(name, per * 1e6, p99 * 1e6, 1 / per if per else float("inf"))
+    return Measure(name, per * 1e6, percentile(singles, 0.99) * 1e6, 1 / per if per else float("inf"), len(singles))
 
 
 def measure_pair(name: str, fn: Callable[[], object], ref_name: str, ref: Callable[[], object], *, n: int = 200,
                  repeat: int = 7, warmup: int = 20) -> tuple[Measure, Measure]:
-    """Measure ``fn`` and its reference in alternating batches, so machine noise hits both alike."""
-    for _ in range(warmup):
-        fn()
-        ref()
+    """Measure ``fn`` and its reference interleaved call by call (``n * repeat`` calls each, the reference
+    first in every pair), so machine noise and cache state hit both alike; medians and p99 of single calls."""
     ours: list[float] = []
     theirs: list[float] = []
-    for _ in range(repeat):
-        for out, f in ((theirs, ref), (ours, fn)):
-            start = time.perf_counter()
-            for _ in range(n):
-                f()
-            out.append((time.perf_counter() - start) / n)
+    clock = time.perf_counter
+    with quiet():
+        for _ in range(warmup):
+            ref()
+            fn()
+        for _ in range(n * repeat):
+            t0 = clock()
+            ref()
+            t1 = clock()
+            fn()
+            t2 = clock()
+            theirs.append(t1 - t0)
+            ours.append(t2 - t1)
 
-    def to_measure(label: str, batches: list[float]) -> Measure:
-        per = statistics.median(batches)
-        return Measure(label, per * 1e6, max(batches) * 1e6, 1 / per if per else float("inf"))
+    def to_measure(label: str, samples: list[float]) -> Measure:
+        per = statistics.median(samples)
+        return Measure(label, per * 1e6, percentile(samples, 0.99) * 1e6, 1 / per if per else float("inf"),
+                       len(samples))
 
     return to_measure(name, ours), to_measure(ref_name, theirs)
 
 
+def cold_env(**extra: str) -> dict[str, str]:
+    """Environment for a fresh interpreter that finds no ``.pyc``: bytecode is neither written nor read from
+    ``__pycache__`` (``PYTHONPYCACHEPREFIX`` points at a new empty directory), as in a package without it."""
+    empty = tempfile.mkdtemp(prefix="bench-nopyc-")
+    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": empty, **extra}
+
+
+def _us(value: float) -> str:
+    return "n/a" if value != value else f"{value:.1f}"  # nan: too few samples for a p99
+
+
 def table(title: str, rows: list[tuple[Measure, Measure | None, str]]) -> str:
     """Rows of (measured, reference or None, target note); prints and returns the markdown."""
-    lines = [f"### {title}", "", "| operation | median µs/op | p99 µs (worst batch for pairs) | ops/s | reference | ref µs/op | ratio | target |",
-             "|---|---:|---:|---:|---|---:|---:|---|"]
+    lines = [f"### {title}", "", "| operation | median µs/op | p99 µs | ops/s | reference | ref µs/op | ref p99 µs "
+             "| ratio | target |", "|---|---:|---:|---:|---|---:|---:|---:|---|"]
     for m, ref, target in rows:
         if ref is not None:
             ratio = m.per_op_us / ref.per_op_us if ref.per_op_us else float("nan")
-            lines.append(f"| {m.name} | {m.per_op_us:.1f} | {m.p99_us:.1f} | {m.ops_per_s:,.0f} | {ref.name} | "
-                         f"{ref.per_op_us:.1f} | {ratio:.2f}x | {target} |")
+            lines.append(f"| {m.name} | {m.per_op_us:.1f} | {_us(m.p99_us)} | {m.ops_per_s:,.0f} | {ref.name} | "
+                         f"{ref.per_op_us:.1f} | {_us(ref.p99_us)} | {ratio:.2f}x | {target} |")
         else:
-            lines.append(f"| {m.name} | {m.per_op_us:.1f} | {m.p99_us:.1f} | {m.ops_per_s:,.0f} | | | | {target} |")
+            lines.append(f"| {m.name} | {m.per_op_us:.1f} | {_us(m.p99_us)} | {m.ops_per_s:,.0f} | | | | | {target} |")
     out = "\n".join(lines) + "\n"
     print(out, flush=True)
     return out

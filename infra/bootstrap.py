@@ -14,8 +14,8 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core import aws
 from chalicelib.core.config import settings
-from chalicelib.core.regions import OPEN_REGIONS
-from infra.resources import BUCKETS, GLOBAL, QUEUES, REGIONAL, Key, Table, keys, tables
+from chalicelib.core.regions import DR_ONLY_REGIONS, OPEN_REGIONS
+from infra.resources import BUCKETS, DR_BUCKETS, DR_KEYS, GLOBAL, QUEUES, REGIONAL, Bucket, Key, Table, keys, tables
 
 
 def _table_spec(t: Table) -> dict[str, Any]:
@@ -91,11 +91,11 @@ def ensure_queues(region: str) -> list[str]:
     return made
 
 
-def ensure_buckets(region: str) -> list[str]:
+def ensure_buckets(region: str, buckets: tuple[Bucket, ...] = BUCKETS) -> list[str]:
     s3 = aws.client("s3", region)
     existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
     made = []
-    for b in BUCKETS:
+    for b in buckets:
         name = aws.bucket_name(b.name, region)
         if name in existing:
             continue
@@ -109,7 +109,7 @@ def ensure_buckets(region: str) -> list[str]:
             "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
         s3.put_bucket_encryption(Bucket=name, ServerSideEncryptionConfiguration={"Rules": [{
             "ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms",
-                                                   "KMSMasterKeyID": aws.key_alias("backups" if b.name == "backups" else "data")}}]})
+                                                   "KMSMasterKeyID": aws.key_alias(b.name if b.name in ("backups", "dr") else "data")}}]})
         if b.object_lock_days:
             s3.put_object_lock_configuration(Bucket=name, ObjectLockConfiguration={
                 "ObjectLockEnabled": "Enabled",
@@ -160,10 +160,18 @@ def bootstrap_region(region: str) -> dict[str, list[str]]:
     }
 
 
+def bootstrap_dr_region(region: str) -> dict[str, list[str]]:
+    """A disaster-recovery-only region: its key and the DR bucket, nothing that serves requests."""
+    return {"keys": [k.name for k in DR_KEYS if ensure_key(k, region)],
+            "buckets": ensure_buckets(region, DR_BUCKETS)}
+
+
 def bootstrap_all(regions: tuple[str, ...] = OPEN_REGIONS) -> dict[str, Any]:
     out: dict[str, Any] = {"global": bootstrap_global()}
     for region in regions:
         out[region] = bootstrap_region(region)
+    for region in DR_ONLY_REGIONS:
+        out[region] = bootstrap_dr_region(region)
     return out
 
 

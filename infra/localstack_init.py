@@ -10,8 +10,8 @@ import json
 import shlex
 from pathlib import Path
 
-from chalicelib.core.regions import OPEN_REGIONS
-from infra.resources import BUCKETS, GLOBAL, KEYS, QUEUES, TABLES
+from chalicelib.core.regions import DR_ONLY_REGIONS, OPEN_REGIONS
+from infra.resources import BUCKETS, DR_BUCKETS, DR_KEYS, GLOBAL, KEYS, QUEUES, TABLES
 
 PREFIX = "aiplat"
 GLOBAL_REGION = "us-east-1"
@@ -78,6 +78,19 @@ def render() -> str:
                 lines.append(f"ok {aws} s3api put-bucket-lifecycle-configuration --bucket {name} --lifecycle-configuration {_q(cfg)}")
         # workspace mail (invitations) is sent from the workspace's own region
         lines.append(f"ok {aws} ses verify-email-identity --email-address no-reply@aiplatform.dev")
+        lines.append("")
+    for region in DR_ONLY_REGIONS:  # disaster-recovery-only: the dr key and bucket
+        lines.append(f"# --- {region} (disaster recovery only)")
+        aws = f"awslocal --region {region}"
+        for k in DR_KEYS:
+            alias = f"alias/{PREFIX}-{k.name}"
+            lines.append(f"if ! {aws} kms describe-key --key-id {alias} >/dev/null 2>&1; then")
+            lines.append(f"  kid=$({aws} kms create-key --key-spec {k.spec} --key-usage {k.usage} --query KeyMetadata.KeyId --output text)")
+            lines.append(f"  {aws} kms create-alias --alias-name {alias} --target-key-id \"$kid\"")
+            lines.append("fi")
+        for b in DR_BUCKETS:
+            lines.append(f"ok {aws} s3api create-bucket --bucket {PREFIX}-{b.name}-{region} "
+                         f"--create-bucket-configuration LocationConstraint={region}")
         lines.append("")
     lines.append(f"ok awslocal --region {GLOBAL_REGION} ses verify-email-identity --email-address no-reply@aiplatform.dev")
     lines.append('echo "aiplat resources ready"')

@@ -139,6 +139,8 @@ TABLES: tuple[Table, ...] = (
           purpose="agent memory per agent and user ('<workspace>#<agent>#<user>'), 30 days (TTL plus a sweep)"),
     Table("restore_requests", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="two-person restore requests of backups: requester, approvals, time box, outcome counts"),
+    Table("replication_state", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},
+          purpose="cross-region DR per workspace: secondary region, checkpoint time, last run's counts (no content)"),
 )
 
 QUEUES: tuple[Queue, ...] = (
@@ -170,6 +172,18 @@ KEYS: tuple[Key, ...] = (
         purpose="signs audit export manifests; only the export job may sign"),
     Key("audit-digest-signing", REGIONAL, spec="RSA_2048", usage="SIGN_VERIFY", signer="audit_digest",
         purpose="signs the periodic audit chain-head digests; only the digest job may sign"),
+)
+
+
+# --- disaster-recovery-only regions (core/regions.DR_ONLY_REGIONS): they serve no API and hold only the
+# encrypted DR copies of the workspaces of the residency that declares them ---------------------------
+DR = "dr"
+DR_BUCKETS: tuple[Bucket, ...] = (
+    Bucket("dr", purpose="cross-region DR copies: one sealed object per item and object of each workspace, "
+                         "under workspaces/<ws>/; deleted when the workspace turns DR off"),
+)
+DR_KEYS: tuple[Key, ...] = (
+    Key("dr", DR, purpose="the secondary region's key: wraps each workspace's DR data key"),
 )
 
 

@@ -13,7 +13,8 @@
   the workers stages of ``.chalice/config.json``) gives the export job and the digest job, each alone, its
   key and its bucket; each signing key's key policy also refuses ``kms:Sign`` to every other principal.
 
-``python -m infra.template OUT_DIR`` writes ``resources-<region>.json`` for every open region and refreshes
+``python -m infra.template OUT_DIR`` writes ``resources-<region>.json`` for every open region (and every
+disaster-recovery-only region: its ``dr`` key and bucket, ``dr_resources_template``) and refreshes
 ``.chalice/config.json`` and the policies (a test checks the committed files are current);
 ``python -m infra.template --stages ENV`` prints the stage names of one environment and
 ``--package-args STAGE`` the extra ``chalice package`` arguments of one stage (``make package``):
@@ -27,8 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from chalicelib.core.regions import OPEN_REGIONS
-from infra.resources import AUDIT_JOBS, BUCKETS, GLOBAL, KEYS, QUEUES, REGIONAL, TABLES
+from chalicelib.core.regions import DR_ONLY_REGIONS, DR_REGIONS, OPEN_REGIONS, residency_of_region
+from infra.resources import AUDIT_JOBS, BUCKETS, DR_BUCKETS, DR_KEYS, GLOBAL, KEYS, QUEUES, REGIONAL, TABLES
 
 PREFIX = "aiplat"
 GLOBAL_REGION = "us-east-1"
@@ -91,7 +92,7 @@ def _key(k: Any) -> dict[str, Any]:
 
 
 def _bucket(b: Any, region: str) -> dict[str, Any]:
-    key = "Backups" if b.name == "backups" else "Data"
+    key = {"backups": "Backups", "dr": "Dr"}.get(b.name, "Data")
     props: dict[str, Any] = {
         "BucketName": {"Fn::Sub": f"{PREFIX}-{b.name}-{region}-${{AWS::AccountId}}"},
         "PublicAccessBlockConfiguration": {"BlockPublicAcls": True, "BlockPublicPolicy": True,
@@ -122,8 +123,25 @@ def _own_account_only(bucket_logical: str) -> dict[str, Any]:
             "Condition": {"StringNotEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}}}]}}}
 
 
+def dr_resources_template(region: str) -> dict[str, Any]:
+    """A disaster-recovery-only region: its ``dr`` key and bucket, nothing that serves requests."""
+    res: dict[str, Any] = {}
+    for k in DR_KEYS:
+        res[_logical(k.name, "key")] = _key(k)
+        res[_logical(k.name, "alias")] = {"Type": "AWS::KMS::Alias", "Properties": {
+            "AliasName": f"alias/{PREFIX}-{k.name}", "TargetKeyId": {"Ref": _logical(k.name, "key")}}}
+    for b in DR_BUCKETS:
+        res[_logical(b.name, "bucket")] = _bucket(b, region)
+        res[_logical(b.name, "bucket", "policy")] = _own_account_only(_logical(b.name, "bucket"))
+    return {"AWSTemplateFormatVersion": "2010-09-09",
+            "Description": f"aiplat disaster-recovery resources for {region} (generated from infra/resources.py)",
+            "Resources": res}
+
+
 def resources_template(region: str) -> dict[str, Any]:
     """The CloudFormation template of everything declared for ``region``."""
+    if region in DR_ONLY_REGIONS:
+        return dr_resources_template(region)
     scopes = {REGIONAL} | ({GLOBAL} if region == GLOBAL_REGION else set())
     res: dict[str, Any] = {}
     for t in TABLES:
@@ -328,6 +346,16 @@ def iam_policy(group: str, region: str | None = None, *, job: str | None = None)
     if group == "workers":  # backups past 35 days are swept (the lifecycle rule expires them too)
         statements.append({"Sid": "BackupRotation", "Effect": "Allow", "Action": ["s3:DeleteObject"],
                            "Resource": [f"arn:aws:s3:::{PREFIX}-backups-{home}*/*"]})
+    if group == "workers" and job is None and region:  # the DR copy, in this residency's declared secondaries
+        secondaries = DR_REGIONS.get(residency_of_region(region), ())
+        statements.append({"Sid": "DisasterRecoveryCopy", "Effect": "Allow",
+                           "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"],
+                           "Resource": [r for dr in secondaries for r in (f"arn:aws:s3:::{PREFIX}-dr-{dr}*",
+                                                                          f"arn:aws:s3:::{PREFIX}-dr-{dr}*/*")]})
+        statements.append({"Sid": "DisasterRecoveryKey", "Effect": "Allow",
+                           "Action": ["kms:Decrypt", "kms:GenerateDataKey", "kms:Encrypt", "kms:DescribeKey"],
+                           "Resource": [f"arn:aws:kms:{dr}:*:key/*" for dr in secondaries],
+                           "Condition": {"ForAnyValue:StringEquals": {"kms:ResourceAliases": f"alias/{PREFIX}-dr"}}})
     if group in ("identity", "platform"):
         statements.append({"Sid": "Mail", "Effect": "Allow", "Action": ["ses:SendEmail"], "Resource": "*",
                            **({"Condition": {"StringEquals": {"aws:RequestedRegion": region}}} if region else {})})
@@ -417,7 +445,7 @@ def job_policy(job: str, region: str | None = None) -> dict[str, Any]:
 def main(out_dir: str) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for region in OPEN_REGIONS:
+    for region in OPEN_REGIONS + DR_ONLY_REGIONS:
         (out / f"resources-{region}.json").write_text(json.dumps(resources_template(region), indent=2))
         print(out / f"resources-{region}.json")
     for path in write_deployment_config():

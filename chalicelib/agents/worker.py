@@ -22,7 +22,6 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from pynamodb.exceptions import PutError, TransactWriteError
@@ -30,16 +29,14 @@ from pynamodb.transactions import TransactWrite
 
 from chalicelib.agents import answering, events, lifecycle, models, templates, tools
 from chalicelib.agents.models import CANCELLED, COMPLETED, EXPIRED, FAILED, TERMINAL_STATUSES
-from chalicelib.core import aws, clock, queues, tenancy
+from chalicelib.core import clock, queues, tenancy
 from chalicelib.core import models as core_models
 from chalicelib.core.authz import Principal
 from chalicelib.core.errors import ApiError
-from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
 
 log = get_logger("agents.worker")
 QUEUE = "agent-runs"
-DEFAULT_MAX_RECEIVES = 5
 BUSY_RETRY_S = 10
 MAX_OUTPUT_CHARS = 64 * 1024
 
@@ -71,45 +68,13 @@ class RunState:
                                         self.run.expires_at, after=self.last_event)
 
 
-@lru_cache(maxsize=8)
-def max_receives(region: str) -> int:
-    """The queue's ``maxReceiveCount`` (from its redrive policy)."""
-    try:
-        attrs = aws.client("sqs", region).get_queue_attributes(
-            QueueUrl=aws.queue_url(QUEUE, region), AttributeNames=["RedrivePolicy"])["Attributes"]
-        return int(json.loads(attrs["RedrivePolicy"])["maxReceiveCount"])
-    except Exception:  # noqa: BLE001 - fall back to the declared value
-        return DEFAULT_MAX_RECEIVES
-
-
 def handle(event: dict[str, Any], *, after_step: AfterStep | None = None) -> dict[str, Any]:
     """Lambda SQS handler with partial batch failures. ``after_step`` (tests) is called after each step."""
-    failures = []
-    for record in event.get("Records", []):
-        queues.record_correlation(record)
-        try:
-            ok = _handle_record(record, after_step)
-        except Exception:  # noqa: BLE001 - never let one record take the batch down
-            log.exception("agent run record failed")
-            ok = False
-        if not ok:
-            failures.append({"itemIdentifier": record.get("messageId", "")})
-    return {"batchItemFailures": failures}
-
-
-def _parse(record: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        body = json.loads(record.get("body") or "")
-    except ValueError:
-        return None
-    if not isinstance(body, dict) or not is_id(body.get("workspace_id"), "ws") or not is_id(
-            body.get("run_id"), "run") or not is_id(body.get("agent_id"), "agt"):
-        return None
-    return body
+    return queues.handle_batch(event, lambda record: _handle_record(record, after_step), what="agent run")
 
 
 def _handle_record(record: dict[str, Any], after_step: AfterStep | None) -> bool:
-    body = _parse(record)
+    body = queues.parse_body(record, workspace_id="ws", run_id="run", agent_id="agt")
     if body is None:
         log.error("poison agent-run message (unparseable)", extra={"message_id": record.get("messageId")})
         return False  # redelivered until maxReceiveCount, then the dead-letter queue
@@ -118,25 +83,19 @@ def _handle_record(record: dict[str, Any], after_step: AfterStep | None) -> bool
     except ApiError:
         log.error("agent-run message for an unknown workspace", extra={"message_id": record.get("messageId")})
         return False
-    receives = int((record.get("attributes") or {}).get("ApproximateReceiveCount", "1"))
+    receives = queues.receive_count(record)
     delivery = str(record.get("messageId") or "local")
     try:
         outcome = execute(body["workspace_id"], body["run_id"], delivery, after_step=after_step)
     except Exception as err:  # noqa: BLE001 - a poison run: retried, then failed and dead-lettered
         log.exception("agent run attempt failed", extra={"run_id": body["run_id"], "receive": receives})
-        if receives >= max_receives(region):
+        if receives >= queues.max_receives(QUEUE, region):
             fail_run(region, body["workspace_id"], body["run_id"], "poison_message",
                      f"The run could not be processed after {receives} deliveries ({type(err).__name__}); "
                      "its message was moved to the dead-letter queue.")
         return False
     if outcome == "busy":
-        if record.get("receiptHandle") and record.get("receiptHandle") != "local":
-            try:
-                aws.client("sqs", region).change_message_visibility(
-                    QueueUrl=aws.queue_url(QUEUE, region), ReceiptHandle=record["receiptHandle"],
-                    VisibilityTimeout=BUSY_RETRY_S)
-            except Exception:  # noqa: BLE001 - the queue's own visibility timeout applies
-                log.warning("could not shorten visibility")
+        queues.retry_later(QUEUE, region, record, BUSY_RETRY_S)
         return False
     return True
 

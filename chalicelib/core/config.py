@@ -36,6 +36,7 @@ class Settings:
     region: str = ""  # the region this deployment is pinned to ("" = not pinned: global and local tools)
     regional_urls: str = "{}"  # JSON {region: {"base_url", "gateway_url"}}: every region's public addresses
     connector_principal_arn: str = ""  # what workspaces' connector roles trust ("" = the platform's account)
+    query_cache_bytes: int = 256 * 1024 * 1024  # per-container budget of cached policy-projected tables
 
     @property
     def issuer(self) -> str:
@@ -78,4 +79,5 @@ def settings() -> Settings:
         region=os.environ.get("REGION", ""),
         regional_urls=os.environ.get("REGIONAL_URLS", "{}"),
         connector_principal_arn=os.environ.get("CONNECTOR_PRINCIPAL_ARN", ""),
+        query_cache_bytes=int(os.environ.get("QUERY_CACHE_BYTES", str(256 * 1024 * 1024))),
     )

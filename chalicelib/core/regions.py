@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,6 +29,12 @@ RESIDENCIES: dict[str, Residency] = {
 
 OPEN_REGIONS: tuple[str, ...] = tuple(r.region for r in RESIDENCIES.values() if r.region)
 DEFAULT_RESIDENCY = "us-east"
+
+# Disaster-recovery secondaries per residency (``cross-region-dr``), the first being the default. These
+# regions serve no API and hold no primary data: only each declared workspace's encrypted DR copy
+# (``infra/resources.py`` DR_BUCKETS and DR_KEYS). An EU workspace's copy stays in the EU.
+DR_REGIONS: dict[str, tuple[str, ...]] = {"us-east": ("us-west-2",), "eu-central": ("eu-west-1",)}
+DR_ONLY_REGIONS: tuple[str, ...] = tuple(sorted({r for rs in DR_REGIONS.values() for r in rs} - set(OPEN_REGIONS)))
 
 
 def region_for(residency: str) -> str:
@@ -60,6 +67,7 @@ GLOBAL = "global"  # directory and account operations: only in the global deploy
 SCOPES = (WORKSPACE, PATH, GLOBAL)
 
 _global_scope: ContextVar[bool] = ContextVar("global_scope", default=False)
+_dr_target: ContextVar[str] = ContextVar("dr_target", default="")
 
 
 class RegionPinned(RuntimeError):
@@ -91,6 +99,8 @@ def check_client_region(region: str, *, regional: bool = True) -> None:
     pin = settings().region
     if not pin or region == pin or _global_scope.get():
         return
+    if region == _dr_target.get() and region in DR_REGIONS.get(residency_of_region(pin), ()):
+        return  # the DR copy of this region's workspaces (``dr_copy_to``)
     if not regional and region == settings().global_region:
         return
     raise RegionPinned(f"this deployment is pinned to {pin}; a client for {region} is refused")
@@ -111,6 +121,17 @@ def scoped(scope: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             _global_scope.reset(token)
 
     return run
+
+
+@contextmanager
+def dr_copy_to(secondary: str) -> Iterator[None]:
+    """Inside the block, a pinned process may also reach ``secondary``, when it is a declared DR region
+    of its own residency (the replication worker writes and deletes the DR copy there)."""
+    token = _dr_target.set(secondary)
+    try:
+        yield
+    finally:
+        _dr_target.reset(token)
 
 
 @lru_cache(maxsize=8)

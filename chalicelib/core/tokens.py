@@ -4,10 +4,11 @@ RS256 only; ``iss`` = {auth_url}; ``aud`` = ``service-api``; ``kid`` looked up o
 published keys (the ``signing_keys`` table, the same source the JWKS endpoint serves). Verified tokens
 are cached until they expire, so a repeated token costs a dictionary lookup.
 
-Revocation is checked on every call, with no cache: one consistent ``BatchGetItem`` on the
-``revoked_tokens`` table reads the markers that could refuse the token (``revocation_keys``): its own
-``jti``, its session (``sid:<sid>``), its grant (``grant:<grant_id>``) and its user's revocation epochs
-(``user:<sub>``). A revocation written by any process is therefore refused from the next request on.
+Revocation (``RevocationCheck``): markers in the ``revoked_tokens`` table refuse a token by its ``jti``,
+its session (``sid:<sid>``) or its grant (``grant:<grant_id>``), and its user's item (``user:<sub>``)
+holds the revocation epochs and the time of the user's latest marker. A container trusts what it read
+for ``REVOCATION_CACHE_SECONDS``: a revocation written in this container applies from the next request,
+one written in another container within that bound (docs/security.md, "Revocation cache").
 Epochs: a user-wide counter (``epoch``, bumped by a password reset) and one per workspace
 (``ws_<workspace_id>``, bumped by a workspace Admin's security action); a token carries the epochs
 current at its issue (claim ``rev`` = [user, workspace]) and is refused once either has moved on.
@@ -16,9 +17,8 @@ from __future__ import annotations
 
 import base64
 import json
-import re
+import math
 import threading
-from collections import OrderedDict
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -39,6 +39,9 @@ UNKNOWN_KID_REFRESH_SECONDS = 5
 EPOCH_TTL_SECONDS = 100 * 24 * 3600  # longer than any token lifetime (90 days at most)
 CACHE_SIZE = 10_000
 LEEWAY_SECONDS = 30
+# How long a container trusts a revocation marker or epoch it has read: the staleness bound for a
+# revocation written in another container (docs/security.md, "Revocation cache").
+REVOCATION_CACHE_SECONDS = 5.0
 
 
 class SigningKeyAttrs(BaseModel):
@@ -146,25 +149,50 @@ def _ddb() -> Any:
     return aws.client("dynamodb", settings().global_region)
 
 
+# Bumped by every revocation written in this process (this Lambda container): each ``RevocationCheck``
+# drops what it has cached when it sees a new value, so a local revocation applies from the next request.
+_generation = 0
+
+
+def _note_local_revocation() -> None:
+    global _generation
+    _generation += 1
+
+
 def current_epochs(user_id: str, workspace_id: str) -> list[int]:
     """The user's revocation epochs now ([user-wide, this workspace]); a new token carries them as ``rev``."""
     item = _ddb().get_item(TableName=_table(), Key={"jti": {"S": f"user:{user_id}"}}, ConsistentRead=True)
     return _epochs_of(item.get("Item"), workspace_id)
 
 
-def bump_epoch(user_id: str, workspace_id: str | None = None) -> None:
-    """Refuse every token of the user issued before now: all of them, or those of one workspace."""
-    attr = "epoch" if workspace_id is None else f"ws_{workspace_id}"
-    _ddb().update_item(TableName=_table(), Key={"jti": {"S": f"user:{user_id}"}},
-                       UpdateExpression="ADD #e :one SET expires_at = :ttl",
-                       ExpressionAttributeNames={"#e": attr},
-                       ExpressionAttributeValues={":one": {"N": "1"},
+def _update_user_item(user_id: str, expression: str, names: dict[str, str], values: dict[str, Any]) -> None:
+    """Update the user's epochs item (``user:<sub>``), keeping it past every token's lifetime."""
+    _ddb().update_item(TableName=_table(), Key={"jti": {"S": f"user:{user_id}"}}, UpdateExpression=expression,
+                       ExpressionAttributeNames=names,
+                       ExpressionAttributeValues={**values,
                                                   ":ttl": {"N": str(int(clock.now()) + EPOCH_TTL_SECONDS)}})
 
 
-def revoke_key(key: str, expires_at: float, reason: str) -> None:
-    """Write a revocation marker (a jti, ``sid:<sid>`` or ``grant:<id>``) kept until ``expires_at`` (TTL)."""
+def bump_epoch(user_id: str, workspace_id: str | None = None) -> None:
+    """Refuse every token of the user issued before now: all of them, or those of one workspace."""
+    attr = "epoch" if workspace_id is None else f"ws_{workspace_id}"
+    _update_user_item(user_id, "ADD #e :one SET expires_at = :ttl", {"#e": attr}, {":one": {"N": "1"}})
+    _note_local_revocation()
+
+
+def revoke_key(key: str, expires_at: float, reason: str, user_id: str | None) -> None:
+    """Write a revocation marker (a jti, ``sid:<sid>`` or ``grant:<id>``) kept until ``expires_at`` (TTL).
+
+    ``user_id`` is the user whose tokens the marker refuses (None only for a service token's jti): the
+    user's item records the time of their latest marker (``mrev``), and a verifier looks markers up only
+    for a token issued less than ``LEEWAY_SECONDS`` before that time (see docs/security.md, "Revocation
+    cache"). ``mrev`` is written first, so a verifier that sees it also finds the marker.
+    """
+    if user_id is not None:
+        _update_user_item(user_id, "SET #m = :now, expires_at = :ttl", {"#m": "mrev"},
+                          {":now": {"N": str(math.ceil(clock.now()))}})
     global_model(RevokedTokenAttrs)(key, expires_at=int(expires_at) + LEEWAY_SECONDS, reason=reason[:64]).save()
+    _note_local_revocation()
 
 
 def is_revoked(key: str) -> bool:
@@ -173,36 +201,101 @@ def is_revoked(key: str) -> bool:
     return bool(item) and float(item.get("expires_at", {}).get("N", 0)) > clock.now()
 
 
+REVOKED = float("-inf")
+
+
 class RevocationCheck:
-    """Reads a token's revocation markers (one consistent ``BatchGetItem``, no cache)."""
+    """Whether a token was revoked, from markers and epochs cached for at most ``ttl`` seconds.
+
+    The cache holds DynamoDB items by key (``user:<sub>``, ``sid:<sid>``, ``grant:<id>``, a jti), each
+    read with one consistent ``BatchGetItem`` and trusted for ``ttl`` seconds: a revocation written by
+    another container is refused here at most ``ttl`` seconds later; one written in this process clears
+    the cache at once (``_generation``). A user token costs one read of its user's item per ``ttl``,
+    shared by all that user's tokens; its own markers are read only when the user's item says a marker
+    was written around or after the token's issue (``mrev``). A service token reads its jti marker.
+    """
+
+    def __init__(self, ttl: float = REVOCATION_CACHE_SECONDS) -> None:
+        self.ttl = ttl
+        # key -> (trusted until, state): a user's (epoch, {workspace: epoch}, mrev), a marker's expires_at
+        self._items: dict[str, tuple[float, Any]] = {}
+        self._seen = _generation
+        self.reads = 0  # BatchGetItem calls made (tests count them)
+
+    def clear(self) -> None:
+        self._items.clear()
 
     def revoked(self, claims: dict[str, Any]) -> bool:
-        keys = revocation_keys(claims)
+        return self.valid_until(claims) == REVOKED
+
+    def valid_until(self, claims: dict[str, Any]) -> float:
+        """Until when (platform clock) the token counts as not revoked, or ``REVOKED``."""
+        if self._seen != _generation:
+            self._items.clear()
+            self._seen = _generation
+        now = clock.now()
+        if claims.get("token_use") == "service":
+            return self._markers([str(claims["jti"])], now)
+        user_key = "user:" + str(claims["sub"])
+        hit = self._items.get(user_key)
+        if hit is None or hit[0] <= now:
+            if not self._read([user_key], now):
+                return REVOKED
+            hit = self._items[user_key]
+        until, (epoch, per_workspace, mrev) = hit
+        carried = claims.get("rev") or (0, 0)
+        if epoch > int(carried[0]) or per_workspace.get(claims.get("workspace_id"), 0) > int(carried[1]):
+            return REVOKED
+        if mrev and mrev >= float(claims["iat"]) - LEEWAY_SECONDS:
+            return min(until, self._markers([k for k in revocation_keys(claims) if k != user_key], now))
+        return until
+
+    def _markers(self, keys: list[str], now: float) -> float:
+        """``REVOKED`` when a live marker exists for one of ``keys``, else until when that is known."""
+        stale = [k for k in keys if (hit := self._items.get(k)) is None or hit[0] <= now]
+        if stale and not self._read(stale, now):
+            return REVOKED
+        until = float("inf")
+        for key in keys:
+            trusted, expires_at = self._items[key]
+            if expires_at > now:
+                return REVOKED
+            until = min(until, trusted)
+        return until
+
+    def _read(self, keys: list[str], now: float) -> bool:
+        """Read ``keys`` with consistent ``BatchGetItem`` calls into the cache; False when DynamoDB would not
+        answer every key (the caller refuses rather than guesses)."""
         table = _table()
         request: dict[str, Any] = {table: {"Keys": [{"jti": {"S": k}} for k in keys], "ConsistentRead": True}}
-        found: dict[str, dict[str, Any]] = {}
+        got: dict[str, dict[str, Any]] = {}
         for _ in range(5):
+            self.reads += 1
             answer = _ddb().batch_get_item(RequestItems=request)
             for item in answer.get("Responses", {}).get(table, []):
-                found[item["jti"]["S"]] = item
+                got[item["jti"]["S"]] = item
             request = answer.get("UnprocessedKeys") or {}
             if not request:
                 break
         else:
-            return True  # could not read every marker: refuse rather than guess
-        now = clock.now()
-        for key, item in found.items():
-            if key.startswith("user:"):
-                carried = list(claims.get("rev") or [0, 0]) + [0, 0]
-                current = _epochs_of(item, str(claims.get("workspace_id", "")))
-                if current[0] > int(carried[0]) or current[1] > int(carried[1]):
-                    return True
-            elif float(item.get("expires_at", {}).get("N", 0)) > now:
-                return True
-        return False
+            return False
+        if len(self._items) > CACHE_SIZE:
+            self._items.clear()
+        for key in keys:
+            self._items[key] = (now + self.ttl, _state_of(key, got.get(key)))
+        return True
 
 
-_JWS_COMPACT = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$")
+def _state_of(key: str, item: dict[str, Any] | None) -> Any:
+    """What the check needs of a ``revoked_tokens`` item: a user's epochs and ``mrev``, a marker's expiry."""
+    item = item or {}
+    if key.startswith("user:"):
+        per_workspace = {name[3:]: int(value["N"]) for name, value in item.items() if name.startswith("ws_")}
+        return int(item.get("epoch", {}).get("N", 0)), per_workspace, float(item.get("mrev", {}).get("N", 0))
+    return float(item.get("expires_at", {}).get("N", 0))
+
+
+_BASE64URL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _PKCS1 = padding.PKCS1v15()
 _SHA256 = hashes.SHA256()
 
@@ -211,14 +304,18 @@ def _b64url(segment: str) -> bytes:
     return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
 
 
+_NUMBER = (int, float)
+
+
 def _claims_valid(c: dict[str, Any], now: float) -> bool:
     """Issuer, audience, lifetime (platform clock) and the claims every access token carries."""
     aud = c.get("aud")
-    exp, iat, nbf = c.get("exp"), c.get("iat"), c.get("nbf", c.get("iat"))
+    exp, iat = c.get("exp"), c.get("iat")
+    nbf = c.get("nbf", iat)
     return (
         c.get("iss") == settings().issuer
         and (aud == AUDIENCE or (isinstance(aud, list) and AUDIENCE in aud))
-        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (exp, iat, nbf))
+        and type(exp) in _NUMBER and type(iat) in _NUMBER and type(nbf) in _NUMBER  # not bool, not str
         and exp > now
         and iat <= now + LEEWAY_SECONDS
         and nbf <= now + LEEWAY_SECONDS
@@ -233,34 +330,45 @@ class TokenVerifier:
     def __init__(self, keyring: KeyRing | None = None, revocations: RevocationCheck | None = None) -> None:
         self.keyring = keyring or KeyRing()
         self.revocations = revocations or RevocationCheck()
-        self._cache: OrderedDict[str, tuple[dict[str, Any], float]] = OrderedDict()
+        # token -> (claims, exp, until when it counts as not revoked, local revocation generation then)
+        self._cache: dict[str, tuple[dict[str, Any], float, float, int]] = {}
         self._headers: dict[str, str] = {}  # header segment -> kid (only well-formed RS256 headers)
         self._lock = threading.Lock()
 
     def claims(self, token: str) -> dict[str, Any]:
         """The verified claims of ``token``; raises a 401 ``ApiError`` when it is not valid now."""
-        now = clock.now()
         hit = self._cache.get(token)
         if hit is not None:
-            claims, exp = hit
-            if exp > now and not self.revocations.revoked(claims):
-                return claims
-            with self._lock:
+            claims, exp, until, generation = hit
+            if generation == _generation and clock.now() < until:
+                return claims  # signature, lifetime and revocation all known good until ``until``
+            until = self.revocations.valid_until(claims) if exp > clock.now() else REVOKED
+            if until == REVOKED:
                 self._cache.pop(token, None)
-            raise unauthorized("The access token has expired or was revoked.")
-        claims = self._verify(token, now)
-        if self.revocations.revoked(claims):
+                raise unauthorized("The access token has expired or was revoked.")
+            self._cache[token] = (claims, exp, min(until, exp), _generation)
+            return claims
+        claims = self._verify(token, clock.now())
+        until = self.revocations.valid_until(claims)
+        if until == REVOKED:
             raise unauthorized("The access token has been revoked.")
+        exp = float(claims["exp"])
         with self._lock:
-            self._cache[token] = (claims, float(claims["exp"]))
-            if len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
+            if len(self._cache) >= CACHE_SIZE:
+                self._cache.pop(next(iter(self._cache)), None)  # the oldest entry
+            self._cache[token] = (claims, exp, min(until, exp), _generation)
         return claims
 
     def _verify(self, token: str, now: float) -> dict[str, Any]:
-        if not isinstance(token, str) or len(token) > 8192 or not _JWS_COMPACT.match(token):
+        # Compact JWS: three non-empty base64url segments (deleting the alphabet must leave exactly two dots).
+        if not isinstance(token, str) or len(token) > 8192 or not token.isascii():
+            raise unauthorized("The access token is malformed.")
+        raw = token.encode("ascii")
+        if raw.translate(None, _BASE64URL) != b"..":
             raise unauthorized("The access token is malformed.")
         header_b64, payload_b64, signature_b64 = token.split(".")
+        if not (header_b64 and payload_b64 and signature_b64):
+            raise unauthorized("The access token is malformed.")
         kid = self._kid_of(header_b64)
         key = self.keyring.key(kid) if isinstance(kid, str) else None
         if key is None:
@@ -268,7 +376,7 @@ class TokenVerifier:
         try:
             # RSASSA-PKCS1-v1_5 with SHA-256 over the exact signing input, with the RSA public key python-jose
             # built from our JWK (calling it directly avoids re-parsing the token: see README, "Tokens").
-            key.prepared_key.verify(_b64url(signature_b64), f"{header_b64}.{payload_b64}".encode("ascii"),
+            key.prepared_key.verify(_b64url(signature_b64), raw[:len(header_b64) + 1 + len(payload_b64)],
                                     _PKCS1, _SHA256)
             claims = json.loads(_b64url(payload_b64))
         except (InvalidSignature, ValueError):
@@ -308,6 +416,7 @@ class TokenVerifier:
         with self._lock:
             self._cache.clear()
         self.keyring.invalidate()
+        self.revocations.clear()
 
 
 _verifier: TokenVerifier | None = None

@@ -8,6 +8,7 @@ Services never import this module.
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -29,6 +30,12 @@ log = get_logger("web")
 MAX_BODY_BYTES = 256 * 1024
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
+
+# The request being served by this thread. Chalice keeps one ``app.current_request`` per app, which the
+# threaded local server (``chalice local``, ``make run``) shares between concurrent requests: a view could
+# read another request's headers (its Authorization, Cookie, X-Requested-With) or body. The middleware
+# receives its own request, and views read it from here.
+_REQUEST: contextvars.ContextVar[Any] = contextvars.ContextVar("request", default=None)
 
 # (blueprint name, path, method) -> permission or "public"; read by tests and the OpenAPI check.
 ROUTE_PERMISSIONS: dict[tuple[str, str, str], str] = {}
@@ -186,7 +193,7 @@ def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE
 
 def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
     def view(**params: str) -> Any:
-        ctx = Ctx(request=app.current_request)
+        ctx = Ctx(request=_REQUEST.get() or app.current_request)
         try:
             if not route.public:
                 ctx.principal = authorize(ctx.header("authorization"), route.permission or "", route.scope, params)
@@ -252,6 +259,10 @@ def _native_code(code: str) -> str:
 def install(app: Chalice) -> None:
     """Register the shared HTTP middleware on a route group's app."""
     def middleware(event: Any, get_response: Callable[[Any], Response]) -> Response:
-        return _correlation_middleware(event, get_response, app)
+        token = _REQUEST.set(event)
+        try:
+            return _correlation_middleware(event, get_response, app)
+        finally:
+            _REQUEST.reset(token)
 
     app.register_middleware(middleware, "http")

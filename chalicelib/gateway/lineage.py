@@ -50,66 +50,85 @@ def _upstream(cls: Any, ws: str, node: str, limit: int) -> list[dict[str, Any]]:
     return [_edge(i) for i in cls.by_target.query(ws, cls.target_id == node, scan_index_forward=False, limit=limit)]
 
 
+class _Walk:
+    """One breadth-first walk around a dataset; collects visible nodes and the edges between them."""
+
+    def __init__(self, principal: Principal, root: catalog.DatasetRecord) -> None:
+        self.principal = principal
+        self.snap = catalog.snapshot(principal.workspace_id)
+        self.cls = models.lineage_edges(region_of(principal.workspace_id))
+        self.nodes: dict[str, dict[str, Any]] = {root.id: {"id": root.id, "type": "DATASET", "name": root.name,
+                                                           "hop": 0}}
+        self.edges: dict[tuple[str, str], dict[str, Any]] = {}
+        self.truncated = False
+
+    def _neighbours(self, direction: str, node: str, limit: int) -> list[dict[str, Any]]:
+        walk = _upstream if direction == "up" else _downstream
+        return walk(self.cls, self.principal.workspace_id, node, limit)
+
+    def _visible(self, node_id: str, node_type: str, details: dict[str, Any], name_key: str) -> dict[str, Any] | None:
+        """The node as the caller may see it, or None when it is hidden (the walk ends there)."""
+        if node_type == "DATASET":
+            rec = self.snap.datasets.get(node_id)
+            if rec is None or not catalog.can_read(self.principal, rec):
+                return None
+            return {"id": node_id, "type": "DATASET", "name": rec.name}
+        if node_type == "CONNECTOR":
+            conn = self.snap.connectors.get(node_id)
+            return {"id": node_id, "type": "CONNECTOR", "name": conn["name"] if conn else details.get(name_key)}
+        if node_type in NODE_TYPES:
+            return {"id": node_id, "type": node_type, "name": details.get(name_key)}
+        return None
+
+    def _full(self) -> bool:
+        """True (and the graph marked truncated) once ``MAX_NODES`` nodes are collected."""
+        full = len(self.nodes) >= MAX_NODES
+        self.truncated |= full
+        return full
+
+    def _expand(self, direction: str, node: str, hop: int) -> list[str]:
+        """Add ``node``'s neighbours one hop further in ``direction``; returns the newly reached ones."""
+        found = self._neighbours(direction, node, MAX_NODES + 1)
+        self.truncated |= len(found) > MAX_NODES
+        reached: list[str] = []
+        up = direction == "up"
+        for e in found[:MAX_NODES]:
+            other, other_type = (e["source"], e["source_type"]) if up else (e["target"], e["target_type"])
+            if other not in self.nodes:
+                if self._full():
+                    break
+                shown = self._visible(other, other_type, e["details"], "source_name" if up else "target_name")
+                if shown is None:
+                    continue
+                self.nodes[other] = {**shown, "hop": -hop if up else hop}
+                reached.append(other)
+            self.edges[(e["source"], e["target"])] = {"source": e["source"], "target": e["target"],
+                                                     "created_at": e["created_at"]}
+        return reached
+
+    def walk(self, direction: str, root_id: str, depth: int) -> None:
+        frontier = [root_id]
+        for hop in range(1, depth + 1):
+            nxt: list[str] = []
+            for node in frontier:
+                if self._full():
+                    break
+                nxt.extend(self._expand(direction, node, hop))
+            frontier = nxt
+            if not frontier:
+                return
+        # depth exhausted: is there anything beyond the last ring?
+        self.truncated |= any(self._neighbours(direction, node, 1) for node in frontier)
+
+
 def graph(principal: Principal, dataset_id: str, depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
     """``{root, depth, nodes, edges, truncated}`` around a readable dataset."""
     require(principal, "knowledge.read")
     if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_DEPTH:
         raise validation_error([{"field": "depth", "message": f"must be between 1 and {MAX_DEPTH}"}])
     root = catalog.record(principal, dataset_id)
-    snap = catalog.snapshot(principal.workspace_id)
-    cls = models.lineage_edges(region_of(principal.workspace_id))
-    ws = principal.workspace_id
-    nodes: dict[str, dict[str, Any]] = {root.id: {"id": root.id, "type": "DATASET", "name": root.name, "hop": 0}}
-    edges: dict[tuple[str, str], dict[str, Any]] = {}
-    truncated = False
-
-    def visible(node_id: str, node_type: str, details: dict[str, Any], name_key: str) -> dict[str, Any] | None:
-        if node_type == "DATASET":
-            rec = snap.datasets.get(node_id)
-            if rec is None or not catalog.can_read(principal, rec):
-                return None
-            return {"id": node_id, "type": "DATASET", "name": rec.name}
-        if node_type == "CONNECTOR":
-            conn = snap.connectors.get(node_id)
-            return {"id": node_id, "type": "CONNECTOR", "name": conn["name"] if conn else details.get(name_key)}
-        if node_type in NODE_TYPES:
-            return {"id": node_id, "type": node_type, "name": details.get(name_key)}
-        return None
-
+    walk = _Walk(principal, root)
     for direction in ("up", "down"):
-        frontier = [root.id]
-        for hop in range(1, depth + 1):
-            nxt: list[str] = []
-            for node in frontier:
-                if len(nodes) >= MAX_NODES:
-                    truncated = True
-                    break
-                found = (_upstream if direction == "up" else _downstream)(cls, ws, node, MAX_NODES + 1)
-                if len(found) > MAX_NODES:
-                    truncated = True
-                for e in found[:MAX_NODES]:
-                    other, other_type = (e["source"], e["source_type"]) if direction == "up" else (e["target"], e["target_type"])
-                    if other not in nodes:
-                        if len(nodes) >= MAX_NODES:
-                            truncated = True
-                            break
-                        shown = visible(other, other_type, e["details"],
-                                        "source_name" if direction == "up" else "target_name")
-                        if shown is None:
-                            continue
-                        nodes[other] = {**shown, "hop": hop if direction == "down" else -hop}
-                        nxt.append(other)
-                    edges[(e["source"], e["target"])] = {"source": e["source"], "target": e["target"],
-                                                        "created_at": e["created_at"]}
-            frontier = nxt
-            if not frontier:
-                break
-        else:
-            # depth exhausted: is there anything beyond the last ring?
-            for node in frontier:
-                more = (_upstream if direction == "up" else _downstream)(cls, ws, node, 1)
-                if more:
-                    truncated = True
-                    break
-    return {"root": root.id, "depth": depth, "nodes": list(nodes.values()), "edges": list(edges.values()),
-            "truncated": truncated}
+        walk.walk(direction, root.id, depth)
+    return {"root": root.id, "depth": depth, "nodes": list(walk.nodes.values()), "edges": list(walk.edges.values()),
+            "truncated": walk.truncated}

@@ -1,5 +1,5 @@
 """Normalising source records to a dataset schema: column names, type inference (then stable, only
-ever widened), PII classification heuristics, and coercion of values to the chosen types.
+ever widened), classification (``classification.py``), and coercion of values to the chosen types.
 
 Types widen so no value is lost: INTEGER+FLOAT -> FLOAT, DATE+TIMESTAMP -> TIMESTAMP, anything else
 mixed -> STRING. A column seen once stays in the schema (later rows without it hold null).
@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+from chalicelib.gateway.classification import classify
 from chalicelib.gateway.vocabulary import DEFAULT_POLICY
 
 INT_RE = re.compile(r"^-?(?:0|[1-9]\d{0,17})$")
@@ -21,60 +22,6 @@ FLOAT_RE = re.compile(r"^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?$|^-?\.\d+$"
 DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|z|[+-]\d{2}:?\d{2})?$")
 INT64 = 2**63 - 1
-
-# --- PII heuristics ------------------------------------------------------------------------------
-_PII_NAMES = [re.compile(p) for p in (
-    r"e_?mail", r"phone|mobile|telephone|^tel$|_tel$|^fax$",
-    r"^ssn$|social_security|national_id|passport|tax_id|^tin$",
-    r"^(first|last|full|given|family|middle|sur|customer|contact|user|person|maiden)_?name$|^name$|^surname$",
-    r"address|street|^postcode$|postal_code|^zip(_?code)?$",
-    r"iban|card_?number|credit_?card|^cc_?num|^pan$|account_number|bank_account",
-    r"^dob$|birth_?date|date_of_birth|birthday", r"^ip(_address)?$",
-)]
-_CONFIDENTIAL_NAMES = re.compile(r"password|secret|token|api_?key|salary|income|^revenue$")
-_EMAIL_V = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
-_PHONE_V = re.compile(r"^\+?[\d\s().-]{7,20}$")
-_SSN_V = re.compile(r"^\d{3}-\d{2}-\d{4}$")
-_IBAN_V = re.compile(r"^[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?$")
-_CARD_V = re.compile(r"^(?:\d[ -]?){12,18}\d$")
-
-
-def _luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch)
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _pii_value(v: str) -> bool:
-    v = v.strip()
-    if _EMAIL_V.match(v) or _SSN_V.match(v) or _IBAN_V.match(v):
-        return True
-    if _CARD_V.match(v):
-        digits = re.sub(r"\D", "", v)
-        if 13 <= len(digits) <= 19 and _luhn(digits):
-            return True
-    if _PHONE_V.match(v) and (v.startswith("+") or re.search(r"[\s().-]", v)):
-        return 7 <= len(re.sub(r"\D", "", v)) <= 15  # E.164: at most 15 digits
-    return False
-
-
-def classify(name: str, samples: list[Any]) -> str:
-    """PII by column name or when at least 80% of sampled string values look like e-mail addresses,
-    phone numbers, SSNs, IBANs or card numbers; CONFIDENTIAL for credential and pay columns."""
-    lowered = name.lower()
-    if any(p.search(lowered) for p in _PII_NAMES):
-        return "PII"
-    if _CONFIDENTIAL_NAMES.search(lowered):
-        return "CONFIDENTIAL"
-    strings = [s for s in samples if isinstance(s, str) and s.strip()][:200]
-    if strings and sum(_pii_value(s) for s in strings) >= 0.8 * len(strings):
-        return "PII"
-    return "INTERNAL"
-
 
 # --- column names --------------------------------------------------------------------------------
 def column_name(source_name: str) -> str:

@@ -4,13 +4,18 @@ Per query:
 1. The text must parse (DuckDB's own parser) into exactly one statement of type SELECT; anything else
    (DDL, DML, COPY, ATTACH, INSTALL/LOAD, PRAGMA, SET, EXPLAIN, several statements) is refused.
 2. The identifiers in the text are matched (case-insensitively) to the names of datasets the caller may
-   read; only those are loaded. Nothing else is ever loaded.
-3. A fresh in-memory connection loads each of those datasets from its Parquet parts (downloaded with
-   boto3 from the workspace region's data bucket into a private temp dir), projecting every column
-   through its field policy (masked, hashed, redacted or left out), dropping internal ``_`` columns.
-   The temp dir is deleted before the caller's SQL runs.
-4. External access is disabled, extension auto-install/auto-load are off and the configuration is locked;
-   then the caller's SQL runs with a row limit and a wall-clock limit (a timer calls ``interrupt``).
+   read; only those can be loaded. DuckDB's binder then says which of their columns the statement reads
+   (``query_columns``: the SQL is planned against empty stand-ins holding the caller's visible columns);
+   only those columns are loaded, and each through its field policy (masked, hashed, redacted or left
+   out), so a policy costs only when its column is read. Internal ``_`` columns never load.
+3. The projected tables live in a locked-down in-memory DuckDB (a *sandbox*, ``query_cache``) kept per
+   container and keyed by the workspace and, per dataset, its snapshot (``data_prefix``), name and the
+   caller's visible fields with their policies. A cold sandbox downloads the Parquet parts
+   (``storage.snapshot_source``) into a private temp dir, which is deleted before any caller's SQL runs.
+4. External access is disabled, extension auto-install/auto-load are off and the configuration is locked
+   (before the sandbox is cached); the caller's SQL runs on a fresh cursor of it with a row limit and a
+   wall-clock limit (a timer calls ``interrupt``). Should the real tables refuse a statement the
+   stand-ins accepted (a binder error), the sandbox is rebuilt with every visible column and it runs again.
 5. The answer is one page: at most ``limit`` rows and ``MAX_ANSWER_BYTES`` of JSON rows. When more rows
    exist, ``truncated`` is true, ``truncated_reason`` says which cap ended the page (``row_limit`` or
    ``byte_limit``) and ``next_cursor`` continues it: send the same SQL with ``after``. A later page runs
@@ -44,7 +49,7 @@ from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import catalog, fieldpolicy, lineage, sql_errors, storage
+from chalicelib.gateway import catalog, fieldpolicy, lineage, query_cache, query_columns, sql_errors, storage
 
 log = get_logger("gateway.query")
 
@@ -124,30 +129,111 @@ def _referenced(sql: str) -> set[str]:
     return {(quoted.replace('""', '"') if quoted else bare).lower() for quoted, bare in _IDENT.findall(sql)}
 
 
-def load_dataset(con: Any, principal: Principal, rec: catalog.DatasetRecord, tmp: str) -> None:
-    """Create table ``rec.name`` in ``con`` holding the dataset as the caller may see it."""
+def _columns_loaded(dataset_id: str, columns: list[str]) -> None:
+    """Called with the columns read from a dataset's Parquet each time one is loaded (a seam for tests)."""
+
+
+def visible_columns(principal: Principal, rec: catalog.DatasetRecord) -> list[dict[str, Any]]:
+    """The caller's fields of ``rec`` a query can load: visible and not internal (``_``)."""
+    return [f for f in catalog.visible_fields(principal, rec) if not f["name"].startswith("_")]
+
+
+def _policy_type(f: dict[str, Any]) -> str:
+    """The DuckDB type of a field after its policy (MASK and HASH turn a column into text)."""
+    return "VARCHAR" if f["policy"] in ("MASK", "HASH") else _EMPTY_TYPES[f["type"]]
+
+
+def _create_empty(con: Any, table: str, fields: list[dict[str, Any]]) -> None:
+    cols = ", ".join(f"{fieldpolicy.quote_ident(f['name'])} {_policy_type(f)}"
+                     for f in fields if f["policy"] != "DENY") or "\"_empty\" BOOLEAN"
+    con.execute(f"CREATE TABLE {table} ({cols})")
+
+
+def load_dataset(con: Any, rec: catalog.DatasetRecord, fields: list[dict[str, Any]], columns: frozenset[str],
+                 into: str) -> None:
+    """Create table ``rec.name`` in ``con`` holding ``columns`` of the dataset, each through its policy in
+    ``fields`` (the caller's visible fields); the snapshot's files go to ``into`` (the caller deletes it)."""
     region = region_of(rec.workspace_id)
-    fields = [f for f in catalog.visible_fields(principal, rec) if not f["name"].startswith("_")]
-    source = storage.snapshot_source(region, rec.data_prefix, os.path.join(tmp, rec.id)) if rec.data_prefix else None
     table = fieldpolicy.quote_ident(rec.name)
+    source = storage.snapshot_source(region, rec.data_prefix, into) if rec.data_prefix else None
     if source is None:
-        cols = ", ".join(  # MASK and HASH turn a column into text, as on the non-empty path
-            f"{fieldpolicy.quote_ident(f['name'])} "
-            f"{'VARCHAR' if f['policy'] in ('MASK', 'HASH') else _EMPTY_TYPES[f['type']]}"
-            for f in fields if f["policy"] != "DENY") or "\"_empty\" BOOLEAN"
-        con.execute(f"CREATE TABLE {table} ({cols})")
+        _create_empty(con, table, fields)
         return
     present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-    items = [p for p in (fieldpolicy.projection(f["name"], f["policy"], f["name"] in present) for f in fields) if p]
+    chosen = [f for f in fields if f["name"] in columns and f["policy"] != "DENY"]
+    _columns_loaded(rec.id, [f["name"] for f in chosen if f["name"] in present])
+    items = [p for p in (fieldpolicy.projection(f["name"], f["policy"], f["name"] in present) for f in chosen) if p]
     if not items:
         items = ["NULL AS \"_empty\""]
-    needs_key = any(f["policy"] == "HASH" and f["name"] in present for f in fields)
+    needs_key = any(f["policy"] == "HASH" and f["name"] in present for f in chosen)
     sql = f"CREATE TABLE {table} AS SELECT {', '.join(items)} FROM {source}"
     if needs_key:
         ipad, opad = fieldpolicy.hmac_pads(fieldpolicy.workspace_hash_key(region, rec.workspace_id))
         con.execute(sql, {"ipad": ipad, "opad": opad})
     else:
         con.execute(sql)
+
+
+def _cheapest(fields: list[dict[str, Any]]) -> frozenset[str]:
+    """One column to load for a scan that reads none (``count(*)``): a number or date before text, a clear
+    value before a masked or hashed one."""
+    if not fields:
+        return frozenset()
+    rank = {"REDACT": 0, "ALLOW": 1, "MASK": 2, "HASH": 3}
+    best = min(fields, key=lambda f: (rank.get(f["policy"], 4), f["type"] in ("STRING", "JSON")))
+    return frozenset([best["name"]])
+
+
+def columns_needed(sql: str, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]]
+                   ) -> tuple[dict[str, frozenset[str]], bool]:
+    """The columns to load per dataset the SQL scans (DuckDB's binder decides, see ``query_columns``), and
+    whether that is every visible column of every used dataset (the binder could not tell)."""
+    every = {r.name: frozenset(f["name"] for f in fields[r.name]) for r in used}
+    if not used:
+        return {}, True
+    reads = query_columns.columns_read(sql, {r.name: [(f["name"], _policy_type(f)) for f in fields[r.name]]
+                                             for r in used})
+    if reads is None:
+        return every, True
+    needs: dict[str, frozenset[str]] = {}
+    for name, cols in reads.items():
+        if not cols <= every[name]:  # a name the stand-in did not have: load everything visible
+            return every, True
+        needs[name] = cols or _cheapest(fields[name])
+    return needs, needs == every
+
+
+def _build(key: query_cache.Key, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]],
+           wanted: dict[str, frozenset[str]]) -> query_cache.Sandbox:
+    """A locked-down DuckDB holding ``wanted`` columns of each used dataset (zero-row stand-ins for the
+    datasets the SQL names but never scans); the raw files are deleted before it is returned."""
+    import duckdb
+
+    work = tempfile.mkdtemp(prefix="gwq-")  # Lambda: only /tmp is writable; HOME may be unset
+    raw = os.path.join(work, "data")
+    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
+                                             "autoload_known_extensions": False, "threads": 1,
+                                             "temp_directory": os.path.join(work, "spill"), "home_directory": work})
+    loaded: dict[str, frozenset[str]] = {}
+    try:
+        try:
+            for rec in used:
+                table = fieldpolicy.quote_ident(rec.name)
+                if rec.name in wanted:
+                    load_dataset(con, rec, fields[rec.name], wanted[rec.name], os.path.join(raw, rec.id))
+                    loaded[rec.name] = (frozenset(f["name"] for f in fields[rec.name])
+                                        if not rec.data_prefix else wanted[rec.name])
+                else:
+                    _create_empty(con, table, fields[rec.name])
+        finally:
+            shutil.rmtree(raw, ignore_errors=True)  # the raw files are gone before any caller's SQL runs
+        nbytes = int(con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()").fetchone()[0])
+        lock_down(con)
+    except BaseException:
+        con.close()
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return query_cache.Sandbox(key, con, work, loaded, {r.id: r.data_prefix for r in used}, nbytes)
 
 
 def lock_down(con: Any) -> None:
@@ -259,39 +345,38 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
     names = _referenced(sql)
     check_functions(names)
     used = catalog.readable_by_name(principal, names)
+    fields = {r.name: visible_columns(principal, r) for r in used}
+    key = (principal.workspace_id, *((r.id, r.name, r.data_prefix,
+                                      tuple((f["name"], f["policy"], f["type"]) for f in fields[r.name]))
+                                     for r in used))
+    needs, complete = columns_needed(sql, used, fields)
     query_id = new_id("q")
-    work = tempfile.mkdtemp(prefix="gwq-")  # Lambda: only /tmp is writable; HOME may be unset
-    tmp = os.path.join(work, "data")
-    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                             "autoload_known_extensions": False, "threads": 1,
-                                             "temp_directory": os.path.join(work, "spill"), "home_directory": work})
-    timer: threading.Timer | None = None
-    try:
-        try:
-            for rec in used:
-                os.makedirs(os.path.join(tmp, rec.id), exist_ok=True)
-                load_dataset(con, principal, rec, tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)  # the raw files are gone before the caller's SQL runs
-        lock_down(con)
-        limit_s = settings().query_time_limit_seconds
-        timer = threading.Timer(limit_s if time_limit is None else time_limit, con.interrupt)
+    limit_s = settings().query_time_limit_seconds
+    while True:
+        box = query_cache.acquire(key, needs, settings().query_cache_bytes,
+                                  lambda wanted: _build(key, used, fields, wanted))
+        cur = box.con.cursor()
+        timer = threading.Timer(limit_s if time_limit is None else time_limit, cur.interrupt)
         timer.start()
         try:
-            cur = con.execute(sql)
-            description = cur.description or []
-            rows, ended_by = fetch_page(cur, skip=skip, limit=limit)
+            cur_result = cur.execute(sql)
+            description = cur_result.description or []
+            rows, ended_by = fetch_page(cur_result, skip=skip, limit=limit)
+            break
         except duckdb.InterruptException:
             raise ApiError(422, "query_timeout", f"The query ran longer than {limit_s:g} s and was stopped.") from None
+        except duckdb.BinderException as err:
+            if complete:  # every visible column was there: the caller's SQL is wrong
+                raise _bad_sql("sql_error", _clean(err)) from None
+            needs, complete = {r.name: frozenset(f["name"] for f in fields[r.name]) for r in used}, True
         except duckdb.Error as err:
             raise _bad_sql("sql_error", _clean(err)) from None
         except (ValueError, TypeError, OverflowError):  # a value Python cannot take: nothing internal shown
             raise _bad_sql("sql_error", sql_errors.public_message(Exception())) from None
-    finally:
-        if timer is not None:
+        finally:
             timer.cancel()
-        con.close()
-        shutil.rmtree(work, ignore_errors=True)
+            cur.close()
+            query_cache.release(box)
     truncated = ended_by is not None
     now = clock.now()
     datasets = [{"id": r.id, "name": r.name, "freshness": format_duration(catalog.freshness_seconds(r, now)),

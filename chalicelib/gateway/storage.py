@@ -326,7 +326,11 @@ def read_rows(region: str, data_prefix: str, *, internal: bool = False,
 
 
 def snapshot_source(region: str, data_prefix: str, into: str) -> str | None:
-    """Download the snapshot at ``data_prefix`` into the directory ``into`` and return a DuckDB table
-    expression yielding its current rows (layers merged), or None when it has no files."""
+    """Download what the snapshot under ``data_prefix`` needs into the local directory ``into`` and return a
+    DuckDB table expression yielding its current rows (layers merged; None when it has no files).
+
+    The query engine calls this while it builds a policy-projected table; the files are deleted before any
+    caller's SQL runs. One GET per file, streamed to disk (no transfer thread pool).
+    """
     manifest = read_manifest(region, data_prefix.rstrip("/"))
     return merged_source(manifest, _download(region, manifest.keys(), into))

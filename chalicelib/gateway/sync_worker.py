@@ -24,17 +24,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.core import audit, aws, clock, queues, tenancy
+from chalicelib.core import audit, clock, queues, tenancy
 from chalicelib.core import models as core_models
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.conditions import cancellation_codes, item_condition_failed
-from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions
 from chalicelib.gateway import connectors, ingest, lineage_edges, models, normalize, storage
@@ -46,7 +44,6 @@ QUEUE = "sync-jobs"
 LEASE_S = 900  # a lease outlives the queue's visibility timeout (300 s)
 BUSY_RETRY_S = 15  # how soon a message that found the connector busy is retried
 BUSY_MAX_WAITS = 48  # re-sends of a waiting message (each after ~5 receives x 15 s) before it gives up (~1 h)
-DEFAULT_MAX_RECEIVES = 5
 COMMIT_ATTEMPTS = 5
 PROGRESS_EVERY_S = 2.0  # how often a running sync's progress counts are written to its run
 ACTIVE = ("QUEUED", "RUNNING", "RETRYING")  # a run that may still be worked on
@@ -63,45 +60,13 @@ class Outcome:
     detail: str = ""
 
 
-@lru_cache(maxsize=8)
-def max_receives(region: str) -> int:
-    """The queue's ``maxReceiveCount`` (from its redrive policy)."""
-    try:
-        attrs = aws.client("sqs", region).get_queue_attributes(
-            QueueUrl=aws.queue_url(QUEUE, region), AttributeNames=["RedrivePolicy"])["Attributes"]
-        return int(json.loads(attrs["RedrivePolicy"])["maxReceiveCount"])
-    except Exception:  # noqa: BLE001 - fall back to the declared value
-        return DEFAULT_MAX_RECEIVES
-
-
 def handle(event: dict[str, Any]) -> dict[str, Any]:
     """Lambda SQS handler with partial batch failures."""
-    failures = []
-    for record in event.get("Records", []):
-        queues.record_correlation(record)
-        try:
-            ok = _handle_record(record)
-        except Exception:  # noqa: BLE001 - never let one record take the batch down
-            log.exception("sync record failed")
-            ok = False
-        if not ok:
-            failures.append({"itemIdentifier": record.get("messageId", "")})
-    return {"batchItemFailures": failures}
-
-
-def _parse(record: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        body = json.loads(record.get("body") or "")
-    except ValueError:
-        return None
-    if not isinstance(body, dict) or not is_id(body.get("workspace_id"), "ws") or not is_id(
-            body.get("sync_id"), "sync") or not is_id(body.get("connector_id"), "conn"):
-        return None
-    return body
+    return queues.handle_batch(event, _handle_record, what="sync")
 
 
 def _handle_record(record: dict[str, Any]) -> bool:
-    body = _parse(record)
+    body = queues.parse_body(record, workspace_id="ws", sync_id="sync", connector_id="conn")
     if body is None:
         log.error("poison sync message (unparseable)", extra={"message_id": record.get("messageId")})
         return False  # redelivered until maxReceiveCount, then the dead-letter queue
@@ -109,18 +74,13 @@ def _handle_record(record: dict[str, Any]) -> bool:
     if region not in served_regions():  # another region's work is never processed here
         log.error("sync message for another region", extra={"message_id": record.get("messageId"), "region": region})
         return False
-    receives = int((record.get("attributes") or {}).get("ApproximateReceiveCount", "1"))
-    last = receives >= max_receives(region)
+    receives = queues.receive_count(record)
+    last = receives >= queues.max_receives(QUEUE, region)
     outcome = run_sync(body["workspace_id"], body["sync_id"], attempt=receives, last_attempt=last)
     if outcome.status == "busy":
         waits = int(body.get("waits", 0)) + 1
         if not last and record.get("receiptHandle"):
-            try:
-                aws.client("sqs", region).change_message_visibility(
-                    QueueUrl=aws.queue_url(QUEUE, region), ReceiptHandle=record["receiptHandle"],
-                    VisibilityTimeout=BUSY_RETRY_S)
-            except Exception:  # noqa: BLE001 - the queue's own visibility timeout applies
-                log.warning("could not shorten visibility")
+            queues.retry_later(QUEUE, region, record, BUSY_RETRY_S)
             return False
         if waits > BUSY_MAX_WAITS:
             _fail(region, body["workspace_id"], body["sync_id"], "the connector stayed busy too long", final=True)

@@ -160,15 +160,12 @@ def build_export(message: dict[str, Any]) -> dict[str, Any]:
 
 def handle(event: dict[str, Any]) -> dict[str, Any]:
     """The ``audit-exports`` queue handler (Lambda SQS event shape)."""
-    failures = []
-    for record in event.get("Records", []):
-        queues.record_correlation(record)
-        try:
-            build_export(json.loads(record.get("body") or ""))
-        except Exception:  # noqa: BLE001 - one failed export must not take the batch down
-            log.exception("audit export failed", extra={"message_id": record.get("messageId")})
-            failures.append({"itemIdentifier": record.get("messageId", "")})
-    return {"batchItemFailures": failures}
+    return queues.handle_batch(event, _handle_record, what="audit export")
+
+
+def _handle_record(record: dict[str, Any]) -> bool:
+    build_export(json.loads(record.get("body") or ""))
+    return True
 
 
 # --- verification -----------------------------------------------------------------------------------

@@ -25,10 +25,11 @@ from chalicelib.core.errors import ApiError, validation_error
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.models import BaseModel, global_connection, global_model
-from chalicelib.core.regions import endpoints, region_for
+from chalicelib.core.regions import DR_REGIONS, endpoints, region_for
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
 from chalicelib.core.validation import F, validate
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
+from chalicelib.residency import replication
 
 log = get_logger("platform.workspaces")
 
@@ -89,8 +90,9 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
 # --- reading, listing, changing ------------------------------------------------------------------
 
 REPLICATION_VALUES = ("none", "in-region-multi-az", "cross-region-dr")
-# cross-region-dr copies to a named secondary region (docs/decisions.md, Platform API)
-SECONDARY_REGION = {"us-east": "us-west-2", "eu-central": "eu-west-1"}
+# cross-region-dr copies to a named secondary region (docs/decisions.md, Platform API): the declared
+# default of the residency (core/regions.DR_REGIONS; chalicelib/residency/replication.py does the copy)
+SECONDARY_REGION = {residency: regions[0] for residency, regions in DR_REGIONS.items()}
 NAME_MAX = 100
 
 
@@ -118,7 +120,7 @@ def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
         "residency": ws.residency,
         "region": ws.region,
         "replication": ws.replication,
-        "replication_secondary_region": SECONDARY_REGION.get(ws.residency) if ws.replication == "cross-region-dr" else None,
+        **replication.status(ws),  # replication_secondary_region, last_replicated_at, replication_lag_seconds
         "enforce_mfa": bool(ws.enforce_mfa),
         "created_at": ws.created_at,
         "created_by": ws.created_by,
@@ -193,6 +195,7 @@ PATCH_FIELDS = {
                                check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
+    "replication_secondary_region": F(str, max_len=32),
 }
 DOMAIN_JOIN_FIELDS = {"enabled": F(bool, required=True), "domain": F(str, min_len=3, max_len=253)}
 # public mail providers: a workspace cannot claim everyone who has an address there
@@ -224,6 +227,9 @@ def validate_patch(body: Any) -> dict[str, Any]:
     if "acknowledge_data_leaves_region" in body and body.get("replication") != "cross-region-dr":
         raise validation_error([{"field": "acknowledge_data_leaves_region",
                                  "message": "is only accepted with replication cross-region-dr"}])
+    if "replication_secondary_region" in body and body.get("replication") != "cross-region-dr":
+        raise validation_error([{"field": "replication_secondary_region",
+                                 "message": "is only accepted with replication cross-region-dr"}])
     return body
 
 
@@ -237,6 +243,7 @@ class _Patch:
     index_add: str | None = None
     index_remove: str | None = None
     replication: dict[str, Any] | None = None
+    dr_secondary: str | None = None  # set when cross-region-dr is turned on
 
 
 def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, amr: tuple[str, ...],
@@ -255,6 +262,8 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
         patch.actions.append(WorkspaceAttrs.settings.set(json.dumps(patch.settings, sort_keys=True)))
     if not patch.actions:
         return ws
+    if patch.dr_secondary:  # before the directory changes: a refusal (409) leaves everything as it was
+        replication.enable(ws.region, ws.id, patch.dr_secondary)
     try:
         _write_update(ws, patch.actions, old_settings_raw, patch.index_add, patch.index_remove)
     except TransactWriteError:
@@ -334,16 +343,18 @@ def _set_replication(ws: WorkspaceAttrs, body: dict[str, Any], actor: audit.Acto
     to = body["replication"]
     acknowledged = bool(body.get("acknowledge_data_leaves_region"))
     leaves_region = to == "cross-region-dr"
+    secondary = replication.check_secondary(ws.residency, body.get("replication_secondary_region")) \
+        if leaves_region else None  # 422 for a region not declared for this residency
     if leaves_region and ws.residency == "eu-central" and not acknowledged:
         raise ApiError(422, "acknowledgement_required",
                        "This workspace is pinned to eu-central. cross-region-dr sends an encrypted copy of its "
-                       f"data to {SECONDARY_REGION['eu-central']}, outside the region. Send "
+                       f"data to {secondary}, outside eu-central-1. Send "
                        "\"acknowledge_data_leaves_region\": true to confirm; the acknowledgement is written to "
                        "the audit trail with your identity.",
                        errors=[{"field": "acknowledge_data_leaves_region", "message": "must be true"}])
     patch.actions.append(WorkspaceAttrs.replication.set(to))
-    change: dict[str, Any] = {"from": ws.replication, "to": to,
-                              "secondary_region": SECONDARY_REGION.get(ws.residency) if leaves_region else None}
+    change: dict[str, Any] = {"from": ws.replication, "to": to, "secondary_region": secondary}
+    patch.dr_secondary = secondary
     if leaves_region:
         change.update(data_leaves_region=True, acknowledged=acknowledged)
         if acknowledged:

@@ -18,8 +18,9 @@ REQUIRED_ADMINS = 2  # the requester plus one other Admin
 
 # regional tables keyed by something other than ``workspace_id``: attribute -> value starts with '<ws>#'
 PREFIX_KEYED: dict[str, str] = {"agent_run_log": "run_key", "agent_memory": "scope"}
-# regional tables never backed up: transient replay answers, and the restore workflow itself
-NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests"})
+# regional tables never backed up: transient replay answers, the restore workflow itself, and the DR
+# replication state (a restore must not rewind the checkpoint of the copy in the secondary region)
+NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests", "replication_state"})
 # backed up but never restored: the audit trail is append-only (the template denies deletes and updates);
 # memberships are who may act now: a restore must neither bring back a removed member nor drop the
 # Admins approving it, and the member count lives in the global directory
@@ -70,3 +71,28 @@ class RestoreRequestAttrs(BaseModel):
 
 def restore_requests(region: str) -> type[RestoreRequestAttrs]:
     return regional(RestoreRequestAttrs, region)
+
+
+# --- cross-region disaster recovery (replication.py) ----------------------------------------------
+DR_BUCKET = "dr"  # declared in infra/resources.py DR_BUCKETS, exists only in the DR regions
+DR_KEY = "dr"  # the secondary region's KMS key alias name (DR_KEYS)
+DR_ROOT = "workspaces/"  # dr/<root><workspace>/{key.json,items/...,objects/...}
+RPO_SECONDS = 15 * 60  # the spec's recovery point objective for cross-region-dr
+REPLICATION_INTERVAL_SECONDS = 5 * 60  # the schedule: a pass every 5 minutes keeps the lag under the RPO
+
+
+class ReplicationStateAttrs(BaseModel):
+    """One workspace's DR replication, in its own (primary) region. No content: the copy's fingerprints
+    are the DR objects' names in the secondary region, so this holds only times and counts."""
+
+    TABLE = "replication_state"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    secondary_region = UnicodeAttribute()
+    enabled_at = NumberAttribute()  # epoch seconds DR was turned on
+    checkpoint_at = NumberAttribute(null=True)  # start of the last complete pass: all content written
+    # before it is in the copy
+    last_run = UnicodeAttribute(null=True)  # JSON counts of the last pass
+
+
+def replication_states(region: str) -> type[ReplicationStateAttrs]:
+    return regional(ReplicationStateAttrs, region)

@@ -108,6 +108,14 @@ def sweep_backups(event: dict[str, Any]) -> dict[str, Any]:
     return backups.sweep(event)
 
 
+def replicate_workspaces(event: dict[str, Any]) -> dict[str, Any]:
+    """Every 5 minutes (the 15-minute RPO with room for a slow pass): the incremental DR copy of each
+    workspace with ``cross-region-dr``, and the deletion of the copy of each that turned it off."""
+    from chalicelib.residency import replication
+
+    return replication.run(event)
+
+
 def sweep_invitations(event: dict[str, Any]) -> dict[str, Any]:
     """Hourly: expired pending invitations and their address claims are deleted."""
     from chalicelib.residency import retention
@@ -132,6 +140,7 @@ SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("audit_digest", 15 * 60, audit_digest),
     Scheduled("backup_workspaces", 24 * 3600, backup_workspaces),
     Scheduled("sweep_backups", 24 * 3600, sweep_backups),
+    Scheduled("replicate_workspaces", 5 * 60, replicate_workspaces),
     Scheduled("sweep_invitations", 3600, sweep_invitations),
     Scheduled("sweep_email_codes", 3600, sweep_email_codes, scope="global"),
 )

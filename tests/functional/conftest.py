@@ -112,6 +112,15 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+def stored_items(region: str, table: str) -> list[str]:
+    """Every item of a declared table in ``region``, each as its DynamoDB JSON (for residency checks)."""
+    import json as _json
+
+    ddb = aws.client("dynamodb", region)
+    return [_json.dumps(item) for page in ddb.get_paginator("scan").paginate(TableName=aws.table_name(table))
+            for item in page["Items"]]
+
+
 class Outbox:
     """The local mail outbox (``MAIL_OUTBOX_DIR``) as the tests read it."""
 

@@ -75,5 +75,5 @@ def revoke(user_id: str, token_id: str) -> ApiTokenAttrs:
         raise not_found("API token")
     if not record.revoked_at:
         record.update(actions=[ApiTokenAttrs.revoked_at.set(int(clock.now()))])
-        revoke_jti(record.id, record.expires_at, "api_token_revoked")
+        revoke_jti(record.id, record.expires_at, "api_token_revoked", record.user_id)
     return record

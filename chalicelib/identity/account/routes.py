@@ -13,7 +13,7 @@ from chalicelib.identity import users as users_mod
 from chalicelib.identity.account import api_tokens
 from chalicelib.identity.mfa import factors as mfa
 from chalicelib.identity.mfa import recovery_codes, totp
-from chalicelib.identity.signin import lockout, passwords, sessions
+from chalicelib.identity.signin import lockout, password_rule, passwords, sessions
 from chalicelib.identity.signin import password as signin
 
 api = Api("identity")
@@ -137,7 +137,7 @@ def set_password(ctx: Ctx) -> Any:
     user = _user(record)
     if user.idp:
         raise ApiError(409, "password_managed_by_idp", "Your password is managed by your organisation's identity provider.")
-    problem = passwords.policy_problem(body["new_password"])
+    problem = password_rule.problem(body["new_password"], email=user.email)
     if problem:
         raise validation_error([{"field": "new_password", "message": problem}])
     if user.password_hash:

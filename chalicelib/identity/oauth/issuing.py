@@ -21,7 +21,7 @@ from chalicelib.core.tokens import current_epochs, is_revoked
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.models import GRANT, REFRESH, FamilyAttrs, RefreshAttrs, state_key
 from chalicelib.identity.oauth.errors import oauth_error, token_response
-from chalicelib.identity.oauth.revocation import revoke_family, revoke_jti
+from chalicelib.identity.oauth.revocation import revoke_family, revoke_jti, token_user
 from chalicelib.identity.oauth.signing import issue_access_token, signer
 from chalicelib.identity.opaque import digest, new_secret
 
@@ -59,7 +59,7 @@ def _record_in_grant(family_id: str, claims: dict[str, Any]) -> None:
                                                 condition=fam.revoked.does_not_exist() & fam.pk.exists())
     except UpdateError as err:
         if condition_failed(err):
-            revoke_jti(claims["jti"], claims["exp"], "family_revoked")
+            revoke_jti(claims["jti"], claims["exp"], "family_revoked", token_user(claims))
             raise oauth_error(400, "invalid_grant", "This grant has been revoked.") from None
         raise
 

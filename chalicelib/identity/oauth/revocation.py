@@ -1,12 +1,14 @@
 """Token revocation: single access tokens, sessions, grants, and RFC 7009 ``/oauth2/revoke``.
 
-Revocations are markers in the ``revoked_tokens`` table that ``core.tokens`` reads on every request
-(no cache), so a revoked token is refused from the next request on, in every process. A session's
+Revocations are markers in the ``revoked_tokens`` table that ``core.tokens`` reads (a revocation made in
+this container applies from the next request, in another within ``core.tokens.REVOCATION_CACHE_SECONDS``). A session's
 marker (``sid:<session_id>``) refuses every token of that session, exchanged ones included (they
 carry its ``sid``); a grant's marker (``grant:<id>``) every token of that grant. Markers expire
 (DynamoDB TTL) after the longest lifetime a token of theirs can have.
 """
 from __future__ import annotations
+
+from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 
@@ -21,15 +23,21 @@ from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.opaque import digest
 
 
-def revoke_jti(jti: str, expires_at: float, reason: str) -> None:
+def revoke_jti(jti: str, expires_at: float, reason: str, user_id: str | None) -> None:
+    """Refuse one access token; ``user_id`` is its ``sub`` (None only for a service token)."""
     if float(expires_at) + LEEWAY_SECONDS <= clock.now():
         return  # already expired: nothing to refuse
-    revoke_key(jti, expires_at, reason)
+    revoke_key(jti, expires_at, reason, user_id)
 
 
-def revoke_session_tokens(session_id: str, reason: str) -> None:
-    """Refuse every token of the session (its grants' and exchanged ones included)."""
-    revoke_key(f"sid:{session_id}", clock.now() + settings().max_api_token_ttl, reason)
+def token_user(claims: dict[str, Any]) -> str | None:
+    """The user whose token these claims are (None for a service token, which belongs to its client)."""
+    return None if claims.get("token_use") == "service" else str(claims["sub"])
+
+
+def revoke_session_tokens(session_id: str, reason: str, user_id: str) -> None:
+    """Refuse every token of the user's session (its grants' and exchanged ones included)."""
+    revoke_key(f"sid:{session_id}", clock.now() + settings().max_api_token_ttl, reason, user_id)
 
 
 def revoke_family(family_id: str, reason: str) -> None:
@@ -37,10 +45,10 @@ def revoke_family(family_id: str, reason: str) -> None:
     fam = global_model(FamilyAttrs)
     item = fam(state_key(GRANT, family_id))
     item.update(actions=[fam.revoked.set(True)])
-    revoke_key(f"grant:{family_id}", clock.now() + settings().max_api_token_ttl, reason)
+    revoke_key(f"grant:{family_id}", clock.now() + settings().max_api_token_ttl, reason, item.user_id)
     for entry in item.issued or ():
         jti, _, exp = entry.partition("|")
-        revoke_jti(jti, float(exp), reason)
+        revoke_jti(jti, float(exp), reason, item.user_id)
 
 
 def revoke(form: dict[str, str], client: OAuthClientAttrs | None) -> None:
@@ -67,4 +75,4 @@ def revoke(form: dict[str, str], client: OAuthClientAttrs | None) -> None:
         return
     if claims.get("client_id") != caller.client_id:
         raise oauth_error(400, "invalid_request", "The token was not issued to this client.")
-    revoke_jti(claims["jti"], claims["exp"], "revoked_by_client")
+    revoke_jti(claims["jti"], claims["exp"], "revoked_by_client", token_user(claims))

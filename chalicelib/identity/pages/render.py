@@ -11,6 +11,8 @@ import html
 from pathlib import Path
 from string import Template
 
+from chalicelib.identity.signin import password_rule
+
 STATIC_DIR = Path(__file__).parent / "static"
 STATIC_FILES = {"signin.js": "text/javascript", "reset.js": "text/javascript", "account.js": "text/javascript", "webauthn.js": "text/javascript",
                 "signin.css": "text/css"}
@@ -107,9 +109,9 @@ RESET_CONFIRM = Template("""<p id="error" class="error" role="alert" hidden></p>
 <p id="reset-done" class="note" role="status" hidden>Your password was changed. <a href="/signin">Sign in</a>.</p>
 <form id="reset-form" data-mode="confirm" data-token="$token" novalidate>
   <label for="new-password">New password</label>
-  <input id="new-password" name="new_password" type="password" autocomplete="new-password" required minlength="12"
-         aria-describedby="new-password-hint new-password-error" autofocus>
-  <p id="new-password-hint" class="note">At least 12 characters.</p>
+  <input id="new-password" name="new_password" type="password" autocomplete="new-password" required
+         minlength="$min_length" maxlength="$max_length" aria-describedby="new-password-hint new-password-error" autofocus>
+  <p id="new-password-hint" class="note">$rule_text</p>
   <p id="new-password-error" class="error" hidden></p>
   <button type="submit">Set new password</button>
 </form>""")
@@ -141,6 +143,19 @@ ACCOUNT = Template("""<p>Signed in as <strong id="account-email">$email</strong>
     <p id="recovery-totp-error" class="error" hidden></p>
     <button type="submit" class="secondary">Create new recovery codes</button>
   </form></section>
+<section aria-labelledby="h-password"><h2 id="h-password">Password</h2><p id="password-state" class="note"></p>
+  <form id="password-form" novalidate>
+    <label for="current-password">Current password (if you have one)</label>
+    <input id="current-password" name="current_password" type="password" autocomplete="current-password"
+           aria-describedby="current-password-error">
+    <p id="current-password-error" class="error" hidden></p>
+    <label for="new-password">New password</label>
+    <input id="new-password" name="new_password" type="password" autocomplete="new-password" required
+           minlength="$min_length" maxlength="$max_length" aria-describedby="new-password-hint new-password-error">
+    <p id="new-password-hint" class="note">$rule_text</p>
+    <p id="new-password-error" class="error" hidden></p>
+    <button type="submit" class="secondary">Set password</button>
+  </form></section>
 <section aria-labelledby="h-sessions"><h2 id="h-sessions">Sessions</h2><ul id="sessions" class="items"></ul></section>
 <section aria-labelledby="h-tokens"><h2 id="h-tokens">API tokens</h2><ul id="api-tokens" class="items"></ul>
   <form id="token-form" novalidate>
@@ -162,6 +177,12 @@ MESSAGE = Template("""<p class="$css" role="$role">$message</p>
 <p><a class="button" href="$link">$link_text</a></p>""")
 
 
+def _rule() -> dict[str, str]:
+    """What every form that sets a password shows and enforces (``signin/password_rule.py``)."""
+    return {"min_length": str(password_rule.MIN_LENGTH), "max_length": str(password_rule.MAX_LENGTH),
+            "rule_text": html.escape(password_rule.RULE_TEXT)}
+
+
 def _scripts(*names: str) -> str:
     return "\n".join(f'<script src="/static/{n}" defer></script>' for n in names)
 
@@ -178,13 +199,14 @@ def signin_page(return_to: str, conditional: bool = True) -> str:
 
 def reset_page(token: str | None) -> str:
     if token:
-        return render("Choose a new password", RESET_CONFIRM.substitute(token=html.escape(token, quote=True)),
+        return render("Choose a new password", RESET_CONFIRM.substitute(token=html.escape(token, quote=True),
+                                                                         **_rule()),
                       ("webauthn.js", "reset.js"))
     return render("Reset your password", RESET.substitute(), ("webauthn.js", "reset.js"))
 
 
 def account_page(email: str) -> str:
-    return render("Security settings", ACCOUNT.substitute(email=html.escape(email)), ("webauthn.js", "account.js"),
+    return render("Security settings", ACCOUNT.substitute(email=html.escape(email), **_rule()), ("webauthn.js", "account.js"),
                   wide=True)
 
 

@@ -8,7 +8,7 @@ parameters is re-hashed with these ones the next time its password is verified (
 
 ``verify_password`` is the only function that evaluates a user's password; ``burn`` spends the same
 work on a fixed dummy hash so that an unknown e-mail or a locked account costs the caller the same time
-as a wrong password without evaluating anything.
+as a wrong password without evaluating anything. What a new password must be is ``password_rule.py``.
 """
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ MEMORY_COST_KIB = 19 * 1024
 PARALLELISM = 1
 HASH_LEN = 32
 SALT_LEN = 16
-MIN_LENGTH = 10
-MAX_LENGTH = 256
 
 HASHER = PasswordHasher(time_cost=TIME_COST, memory_cost=MEMORY_COST_KIB, parallelism=PARALLELISM,
                         hash_len=HASH_LEN, salt_len=SALT_LEN, type=Type.ID)
@@ -53,16 +51,3 @@ def burn(password: str) -> None:
         HASHER.verify(_DUMMY_HASH, password)
     except (VerifyMismatchError, VerificationError, InvalidHashError):
         pass
-
-
-def policy_problem(password: str) -> str | None:
-    """Why a new password is refused, or None. Length only (NIST SP 800-63B), no composition rules."""
-    if not isinstance(password, str):
-        return "must be a string"
-    if len(password) < MIN_LENGTH:
-        return f"must have at least {MIN_LENGTH} characters"
-    if len(password) > MAX_LENGTH:
-        return f"must have at most {MAX_LENGTH} characters"
-    if password.strip() == "":
-        return "must not be blank"
-    return None

@@ -24,7 +24,7 @@ from chalicelib.core.tokens import bump_epoch
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.models import RESET, ResetAttrs, state_key
 from chalicelib.identity.opaque import digest, new_secret
-from chalicelib.identity.signin import lockout, passwords, sessions
+from chalicelib.identity.signin import lockout, password_rule, passwords, sessions
 from chalicelib.identity.signin.password import set_password_hash
 
 LINK_TTL_SECONDS = 30 * 60
@@ -66,7 +66,7 @@ def request_reset(email: str, *, caller: Any = None) -> None:
 
 def confirm_reset(token: str, new_password: str, *, caller: Any = None) -> str:
     """Use the link once; returns the user id."""
-    problem = passwords.policy_problem(new_password)
+    problem = password_rule.problem(new_password)
     if problem:
         raise validation_error([{"field": "new_password", "message": problem}])
     if not isinstance(token, str) or not 20 <= len(token) <= 128:
@@ -79,6 +79,10 @@ def confirm_reset(token: str, new_password: str, *, caller: Any = None) -> str:
         raise invalid_link() from None
     if not item.user_id:  # a request for an address without an account: never usable
         raise invalid_link()
+    holder = users_mod.get_user(item.user_id)
+    problem = password_rule.problem(new_password, email=holder.email if holder else None)
+    if problem:  # checked before the link is used, so a refused password does not spend it
+        raise validation_error([{"field": "new_password", "message": problem}])
     try:
         cls(pk).update(actions=[cls.used.set(True)],
                        condition=cls.used.does_not_exist() & (cls.link_expires_at > clock.now()))

@@ -117,7 +117,7 @@ def revoke_session(session_id: str, user_id: str) -> bool:
     included); False when it is not theirs or does not exist."""
     cls = _model()
     for record in cls.by_user.query(user_id, cls.session_id == session_id):
-        revoke_session_tokens(record.session_id, "signed_out")
+        revoke_session_tokens(record.session_id, "signed_out", user_id)
         cls(record.sid_hash).delete()
         return True
     return False
@@ -128,7 +128,7 @@ def revoke_all(user_id: str, *, keep_session_id: str | None = None) -> int:
     count = 0
     for record in cls.by_user.query(user_id):
         if record.session_id != keep_session_id:
-            revoke_session_tokens(record.session_id, "signed_out")
+            revoke_session_tokens(record.session_id, "signed_out", user_id)
             cls(record.sid_hash).delete()
             count += 1
     return count

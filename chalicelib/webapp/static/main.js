@@ -91,9 +91,14 @@ window.addEventListener("popstate", () => { navigated = true; render(); });
   try {
     await reloadFrame();
   } catch (err) {
-    if (!(err instanceof ApiError && err.status === 401)) {
-      document.getElementById("main").replaceChildren(h("h1", {}, "The app could not start"), problemBox(err));
-    }
+    if (err instanceof ApiError && err.status === 401) return; // signInAgain() is taking the browser to sign-in
+    // every other failure ends in a ready state too: an error page that says what failed and how to retry
+    const main = document.getElementById("main");
+    main.replaceChildren(h("h1", {}, "The app could not start"), problemBox(err),
+      h("p", {}, h("a", { class: "button", href: location.pathname + location.search }, "Try again")));
+    main.setAttribute("aria-busy", "false");
+    document.body.dataset.state = "error";
+    document.body.dataset.ready = "true";
     return;
   }
   await render();

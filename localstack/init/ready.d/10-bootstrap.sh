@@ -73,6 +73,7 @@ ok awslocal --region us-east-1 dynamodb update-time-to-live --table-name aiplat-
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-agent_memory --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"scope","KeyType":"HASH"},{"AttributeName":"key","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"scope","AttributeType":"S"},{"AttributeName":"key","AttributeType":"S"}]'
 ok awslocal --region us-east-1 dynamodb update-time-to-live --table-name aiplat-agent_memory --time-to-live-specification Enabled=true,AttributeName=expires_at
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-restore_requests --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
+ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-replication_state --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"}]'
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-sync-jobs-dlq
 dlq_arn=$(awslocal --region us-east-1 sqs get-queue-attributes --queue-url "$(awslocal --region us-east-1 sqs get-queue-url --queue-name aiplat-sync-jobs-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-sync-jobs --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
@@ -136,6 +137,7 @@ ok awslocal --region eu-central-1 dynamodb update-time-to-live --table-name aipl
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-agent_memory --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"scope","KeyType":"HASH"},{"AttributeName":"key","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"scope","AttributeType":"S"},{"AttributeName":"key","AttributeType":"S"}]'
 ok awslocal --region eu-central-1 dynamodb update-time-to-live --table-name aiplat-agent_memory --time-to-live-specification Enabled=true,AttributeName=expires_at
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-restore_requests --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
+ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-replication_state --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"}]'
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-sync-jobs-dlq
 dlq_arn=$(awslocal --region eu-central-1 sqs get-queue-attributes --queue-url "$(awslocal --region eu-central-1 sqs get-queue-url --queue-name aiplat-sync-jobs-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-sync-jobs --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
@@ -155,6 +157,20 @@ ok awslocal --region eu-central-1 s3api put-object-lock-configuration --bucket a
 ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-audit-digests-eu-central-1 --create-bucket-configuration LocationConstraint=eu-central-1 --object-lock-enabled-for-bucket
 ok awslocal --region eu-central-1 s3api put-object-lock-configuration --bucket aiplat-audit-digests-eu-central-1 --object-lock-configuration '{"ObjectLockEnabled":"Enabled","Rule":{"DefaultRetention":{"Mode":"COMPLIANCE","Days":2557}}}'
 ok awslocal --region eu-central-1 ses verify-email-identity --email-address no-reply@aiplatform.dev
+
+# --- eu-west-1 (disaster recovery only)
+if ! awslocal --region eu-west-1 kms describe-key --key-id alias/aiplat-dr >/dev/null 2>&1; then
+  kid=$(awslocal --region eu-west-1 kms create-key --key-spec SYMMETRIC_DEFAULT --key-usage ENCRYPT_DECRYPT --query KeyMetadata.KeyId --output text)
+  awslocal --region eu-west-1 kms create-alias --alias-name alias/aiplat-dr --target-key-id "$kid"
+fi
+ok awslocal --region eu-west-1 s3api create-bucket --bucket aiplat-dr-eu-west-1 --create-bucket-configuration LocationConstraint=eu-west-1
+
+# --- us-west-2 (disaster recovery only)
+if ! awslocal --region us-west-2 kms describe-key --key-id alias/aiplat-dr >/dev/null 2>&1; then
+  kid=$(awslocal --region us-west-2 kms create-key --key-spec SYMMETRIC_DEFAULT --key-usage ENCRYPT_DECRYPT --query KeyMetadata.KeyId --output text)
+  awslocal --region us-west-2 kms create-alias --alias-name alias/aiplat-dr --target-key-id "$kid"
+fi
+ok awslocal --region us-west-2 s3api create-bucket --bucket aiplat-dr-us-west-2 --create-bucket-configuration LocationConstraint=us-west-2
 
 ok awslocal --region us-east-1 ses verify-email-identity --email-address no-reply@aiplatform.dev
 echo "aiplat resources ready"

@@ -84,6 +84,16 @@ def deliver(region: str, *, after_step: Callable[[int], None] | None = None, vis
     return {**result, "received": len(msgs)}
 
 
+def run_once(region: str, token: str, body: dict[str, Any], run_input: Any = None) -> dict[str, Any]:
+    """Create an agent from ``body``, start one run as ``token``'s user, let the worker take it, and
+    return the run as that user reads it."""
+    with platform_client() as c:
+        agent = create_agent(c, token, body)
+        run = start_run(c, token, agent["id"], {} if run_input is None else run_input)[1]
+        deliver(region)
+        return get_run(c, token, agent["id"], run["id"])
+
+
 def queue_depth(region: str, queue: str) -> int:
     sqs = aws.client("sqs", region)
     attrs = sqs.get_queue_attributes(QueueUrl=aws.queue_url(queue, region),

@@ -21,7 +21,7 @@ from chalicelib.gateway import demo
 from chalicelib.gateway import models as gw_models
 from chalicelib.gateway.catalog import invalidate
 from chalicelib.models.registry import registry
-from tests.functional.agents.helpers import create_agent, deliver, get_run, member, platform_client, start_run
+from tests.functional.agents.helpers import create_agent, deliver, get_run, member, platform_client, run_once, start_run
 from tests.functional.conftest import Tenant
 
 
@@ -89,11 +89,7 @@ def test_a_tool_capable_model_chooses_the_calls_in_a_bounded_loop(seeded: Tenant
                    {"tool": "query", "input": {"sql": "SELECT count(*) AS n FROM orders"}},
                    {"answer": "There are 72 orders."}]
     user = member(seeded.workspace_id)
-    with platform_client() as c:
-        agent = create_agent(c, user.token, AGENT)
-        run = start_run(c, user.token, agent["id"], {"question": "How many orders are there?"})[1]
-        deliver(seeded.region)
-        done = get_run(c, user.token, agent["id"], run["id"])
+    done = run_once(seeded.region, user.token, AGENT, {"question": "How many orders are there?"})
     assert done["status"] == "completed", done
     assert done["output"]["answer"] == "There are 72 orders." and done["output"]["model"] == "local/tool-model"
     assert [(s["tool"], s["status"]) for s in done["steps"]] == [
@@ -108,11 +104,7 @@ def test_a_tool_capable_model_chooses_the_calls_in_a_bounded_loop(seeded: Tenant
 def test_the_loop_is_bounded_by_max_steps(seeded: Tenant, model: ScriptedModel) -> None:
     model.turns = [{"tool": "catalog_search", "input": {}} for _ in range(10)]
     user = member(seeded.workspace_id)
-    with platform_client() as c:
-        agent = create_agent(c, user.token, AGENT)
-        run = start_run(c, user.token, agent["id"], {})[1]
-        deliver(seeded.region)
-        done = get_run(c, user.token, agent["id"], run["id"])
+    done = run_once(seeded.region, user.token, AGENT)
     assert done["status"] == "failed" and done["error"]["code"] == "max_steps_exceeded"
     assert len(done["steps"]) == 4 and len(model.requests) == 5
 

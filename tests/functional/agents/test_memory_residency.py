@@ -2,10 +2,8 @@
 definitions, runs, steps, events and memory exist only in eu-central-1 (queue included)."""
 from __future__ import annotations
 
-import json
-
 from chalicelib.agents import memory, models, reaper
-from chalicelib.core import aws, clock
+from chalicelib.core import clock
 from chalicelib.gateway import demo
 from infra.resources import REGIONAL, TABLES
 from tests.functional.agents.helpers import (
@@ -19,7 +17,7 @@ from tests.functional.agents.helpers import (
     queue_depth,
     start_run,
 )
-from tests.functional.conftest import Tenant, make_tenant
+from tests.functional.conftest import Tenant, make_tenant, stored_items
 from tests.functional.platform.helpers import call, user_token
 
 AGENT_TABLES = ("agents", "agent_runs", "agent_run_log", "agent_memory")
@@ -84,14 +82,6 @@ def test_definitions_crud(tenant: Tenant) -> None:
         assert call(c, "GET", f"/v1/agents/{second['id']}", user.token)[1]["version"] == 1
 
 
-def _items(region: str, table: str) -> list[str]:
-    ddb = aws.client("dynamodb", region)
-    out = []
-    for page in ddb.get_paginator("scan").paginate(TableName=aws.table_name(table)):
-        out += [json.dumps(i) for i in page["Items"]]
-    return out
-
-
 def test_an_eu_workspaces_agents_runs_steps_and_memory_exist_only_in_eu_central_1(tenant: Tenant) -> None:
     eu = make_tenant("eu-owner@example.eu", residency="eu-central", name="EU Lab")
     assert eu.region == "eu-central-1"
@@ -105,10 +95,10 @@ def test_an_eu_workspaces_agents_runs_steps_and_memory_exist_only_in_eu_central_
         deliver("eu-central-1")
         assert get_run(c, user.token, agent["id"], run["id"])["status"] == "completed"
     for table in (t.name for t in TABLES if t.scope == REGIONAL):
-        leaked = [i for i in _items("us-east-1", table) if eu.workspace_id in i or agent["id"] in i or run["id"] in i]
+        leaked = [i for i in stored_items("us-east-1", table) if eu.workspace_id in i or agent["id"] in i or run["id"] in i]
         assert not leaked, (table, leaked[:1])
     for table in AGENT_TABLES:
-        assert [i for i in _items("eu-central-1", table) if eu.workspace_id in i], table
+        assert [i for i in stored_items("eu-central-1", table) if eu.workspace_id in i], table
     assert queue_depth("us-east-1", QUEUE + "-dlq") == 0
 
 

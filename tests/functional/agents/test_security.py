@@ -19,6 +19,7 @@ from tests.functional.agents.helpers import (
     member,
     platform_client,
     queue_depth,
+    run_once,
     start_run,
 )
 from tests.functional.conftest import Tenant, make_tenant
@@ -65,11 +66,7 @@ def test_a_member_without_the_dataset_acl_cannot_read_its_schema_or_find_it(seed
     body = {"name": "s", "tools": ["catalog_search", "dataset_schema"], "plan": [
         {"name": "find", "tool": "catalog_search", "input": {"query": "customers"}},
         {"name": "schema", "tool": "dataset_schema", "input": {"dataset": "customers"}}]}
-    with platform_client() as c:
-        agent = create_agent(c, denied.token, body)
-        run = start_run(c, denied.token, agent["id"], {})[1]
-        deliver(seeded.region)
-        d = get_run(c, denied.token, agent["id"], run["id"])
+    d = run_once(seeded.region, denied.token, body)
     assert d["steps"][0]["output"]["datasets"] == []
     assert d["status"] == "failed" and d["steps"][1]["error"]["code"] == "not_found"
     assert "lifetime_value" not in json.dumps(d) and "full_name" not in json.dumps(d)
@@ -80,11 +77,7 @@ def test_masked_fields_stay_masked_in_step_outputs_and_the_final_answer(seeded: 
     body = {"name": "pii", "tools": ["query"], "plan": [
         {"name": "people", "tool": "query",
          "input": {"sql": "SELECT full_name, email, phone, city FROM customers ORDER BY customer_id LIMIT 5"}}]}
-    with platform_client() as c:
-        agent = create_agent(c, user.token, body)
-        run = start_run(c, user.token, agent["id"], {})[1]
-        deliver(seeded.region)
-        done = get_run(c, user.token, agent["id"], run["id"])
+    done = run_once(seeded.region, user.token, body)
     assert done["status"] == "completed"
     raw_emails = [line.split(",")[2] for line in demo.customers_csv().splitlines()[1:6]]
     raw_names = [line.split(",")[1] for line in demo.customers_csv().splitlines()[1:6]]
@@ -190,10 +183,6 @@ def test_a_step_template_naming_a_missing_output_fails_the_run_with_a_clear_reas
     body = {"name": "t", "tools": ["catalog_search", "dataset_schema"], "plan": [
         {"name": "find", "tool": "catalog_search", "input": {"query": "no-such-thing"}},
         {"name": "schema", "tool": "dataset_schema", "input": {"dataset": "{{steps.find.output.datasets.0.id}}"}}]}
-    with platform_client() as c:
-        agent = create_agent(c, user.token, body)
-        run = start_run(c, user.token, agent["id"], {})[1]
-        deliver(seeded.region)
-        done = get_run(c, user.token, agent["id"], run["id"])
+    done = run_once(seeded.region, user.token, body)
     assert done["status"] == "failed" and done["error"]["code"] == "template_value_missing"
     assert "steps.find.output.datasets.0.id" in done["error"]["message"]

@@ -140,8 +140,68 @@ def test_tampered_payload(tenant: Tenant) -> None:
 
 def test_revoked_token_refused_on_the_next_request(tenant: Tenant) -> None:
     from chalicelib.core import tokens
-    from chalicelib.core.models import global_model
 
     assert _get_me(tenant.token).status_code == 200
-    global_model(tokens.RevokedTokenAttrs)(tenant.claims["jti"], expires_at=tenant.claims["exp"]).save()
+    tokens.revoke_key(tenant.claims["jti"], tenant.claims["exp"], "test", tenant.user_id)
     _assert_refused(_get_me(tenant.token))
+
+
+def _in_another_container(action: Any) -> None:
+    """Run ``action`` as another Lambda container would: the same DynamoDB writes, but the in-process
+    notice that clears this container's revocation cache never reaches us."""
+    from chalicelib.core import tokens
+
+    notice, tokens._note_local_revocation = tokens._note_local_revocation, lambda: None
+    try:
+        action()
+    finally:
+        tokens._note_local_revocation = notice
+
+
+@pytest.mark.parametrize("kind", ["jti", "session", "epoch"])
+def test_revocation_in_another_container_applies_within_the_cache_bound(tenant: Tenant, kind: str) -> None:
+    """Across containers a revocation is refused at most ``REVOCATION_CACHE_SECONDS`` later (controlled clock)."""
+    from chalicelib.core import tokens
+
+    with clock.frozen():
+        clock.advance(tokens.LEEWAY_SECONDS + 1)  # the revocation comes well after the token's issue
+        assert _get_me(tenant.token).status_code == 200  # read and cached here now: markers and epochs
+        if kind == "jti":
+            _in_another_container(lambda: tokens.revoke_key(tenant.claims["jti"], tenant.claims["exp"], "t",
+                                                            tenant.user_id))
+        elif kind == "session":
+            _in_another_container(lambda: tokens.revoke_key(f"sid:{tenant.claims['sid']}", tenant.claims["exp"],
+                                                            "t", tenant.user_id))
+        else:
+            _in_another_container(lambda: tokens.bump_epoch(tenant.user_id))
+        clock.advance(tokens.REVOCATION_CACHE_SECONDS - 1)
+        assert _get_me(tenant.token).status_code == 200  # within the bound: this container has not read it yet
+        clock.advance(1)
+        _assert_refused(_get_me(tenant.token))  # at the bound: refused
+
+
+def test_fresh_tokens_of_a_known_user_cost_no_revocation_read(tenant: Tenant) -> None:
+    """Within the cache bound, new tokens of a user whose markers are older than them need no read."""
+    from chalicelib.core import tokens
+
+    check = tokens.RevocationCheck()
+    verifier = tokens.TokenVerifier(revocations=check)
+    first = signing.issue_access_token(user_id=tenant.user_id, email=tenant.email, workspace_id=tenant.workspace_id,
+                                       roles=["admin"], amr=["pwd"])[0]
+    verifier.claims(first)
+    reads = check.reads
+    for _ in range(5):
+        verifier.claims(signing.issue_access_token(user_id=tenant.user_id, email=tenant.email,
+                                                   workspace_id=tenant.workspace_id, roles=["admin"], amr=["pwd"])[0])
+    assert check.reads == reads
+
+
+def test_a_token_issued_around_a_marker_reads_its_markers(tenant: Tenant) -> None:
+    """A marker written for the user makes the next verification of their recent tokens read the markers."""
+    from chalicelib.core import tokens
+
+    other = signing.issue_access_token(user_id=tenant.user_id, email=tenant.email, workspace_id=tenant.workspace_id,
+                                       roles=["admin"], amr=["pwd"])[1]
+    tokens.revoke_key(other["jti"], other["exp"], "t", tenant.user_id)
+    assert _get_me(tenant.token).status_code == 200  # another token's marker refuses only that token
+    _assert_refused(_get_me(_sign_with_our_key(other)))

@@ -93,3 +93,26 @@ def test_each_group_serves_only_its_routes() -> None:
     assert "/v1/me" in platform
     assert "/v1/me" not in identity
     assert create_app("workers").routes == {}
+
+
+def test_a_view_reads_its_own_request_while_another_request_replaces_current_request(tenant: Tenant) -> None:
+    """The threaded local server shares ``app.current_request`` between concurrent requests: a request
+    without credentials must not be answered with the token of another request that arrived meanwhile."""
+    import copy
+
+    from chalice.app import CaseInsensitiveMapping
+
+    app = create_app("platform")
+
+    @app.middleware("http")
+    def another_request_arrives(event, get_response):  # type: ignore[no-untyped-def]
+        other = copy.copy(event)
+        other.headers = CaseInsensitiveMapping(bearer(tenant.token))
+        app.current_request = other  # what a second server thread does before this view runs
+        return get_response(event)
+
+    with Client(app) as c:
+        anonymous = c.http.get("/v1/me")
+        signed_in = c.http.get("/v1/me", headers=bearer(tenant.token))
+    assert anonymous.status_code == 401, anonymous.body
+    assert signed_in.status_code == 200

@@ -13,17 +13,9 @@ from chalicelib.identity import users
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform import support
 from infra.resources import BUCKETS, GLOBAL, REGIONAL, TABLES
-from tests.functional.conftest import Tenant, make_tenant
+from tests.functional.conftest import Tenant, make_tenant, stored_items
 from tests.functional.platform.audit_jobs import run_digest_job, run_export_job
 from tests.functional.platform.helpers import call, user_token
-
-
-def _items(region: str, table: str) -> list[str]:
-    ddb = aws.client("dynamodb", region)
-    out = []
-    for page in ddb.get_paginator("scan").paginate(TableName=aws.table_name(table)):
-        out += [json.dumps(i) for i in page["Items"]]
-    return out
 
 
 def test_eu_workspace_content_only_in_eu_central_1(tenant: Tenant) -> None:
@@ -67,16 +59,16 @@ def test_eu_workspace_content_only_in_eu_central_1(tenant: Tenant) -> None:
 
     # --- nothing of it in any us-east-1 regional table ---
     for table in (t.name for t in TABLES if t.scope == REGIONAL):
-        leaked = [i for i in _items("us-east-1", table) if eu in i or "lab.eu" in i]
+        leaked = [i for i in stored_items("us-east-1", table) if eu in i or "lab.eu" in i]
         assert not leaked, (table, leaked[:2])
     # ... and it is all in eu-central-1
-    eu_tables = {t: [i for i in _items("eu-central-1", t) if eu in i]
+    eu_tables = {t: [i for i in stored_items("eu-central-1", t) if eu in i]
                  for t in ("memberships", "invitations", "audit_events", "support_grants", "idempotency")}
     assert all(eu_tables.values()), {k: len(v) for k, v in eu_tables.items()}
     assert len([i for i in eu_tables["memberships"]]) == 2
     # the global store holds only the directory entry (no member, invitation or audit content)
     for table in (t.name for t in TABLES if t.scope == GLOBAL):
-        for item in _items("us-east-1", table):
+        for item in stored_items("us-east-1", table):
             if eu in item:
                 assert table == "workspaces", (table, item)
                 assert "eva@lab.eu" not in item and "max@lab.eu" not in item and "EU ticket" not in item

@@ -256,13 +256,21 @@ def _allowed_resources(policy: dict) -> list[str]:
 @pytest.mark.parametrize("group", ["platform", "gateway", "workers"])
 def test_regional_policy_reaches_only_its_region(group: str) -> None:
     """An EU stage's policy names no us-east-1 resource except the global directory tables, and no other
-    region at all; the US gateway and workers name no eu-central-1 resource."""
+    region at all but, for the workers, the DR bucket and key of the EU's declared DR region (itself in the
+    EU); the US gateway and workers name no eu-central-1 resource."""
+    from chalicelib.core.regions import DR_REGIONS
     from infra.resources import GLOBAL, TABLES
 
     directory = {f"aiplat-{t.name}" for t in TABLES if t.scope == GLOBAL}
     eu = _allowed_resources(iam_policy(group, "eu-central-1"))
+    eu_dr = DR_REGIONS["eu-central"]
+    assert all(r.startswith("eu-") for r in eu_dr)
     for arn in eu:
         parts = arn.split(":")
+        if group == "workers" and any(arn.startswith(f"arn:aws:s3:::aiplat-dr-{r}") for r in eu_dr):
+            continue  # the DR copy (chalicelib/residency/replication.py)
+        if group == "workers" and parts[2] == "kms" and parts[3] in eu_dr:
+            continue
         if arn.startswith("arn:aws:s3:::"):
             assert "-eu-central-1" in arn, arn
         elif arn.startswith("arn:aws:iam::"):  # customers' roles for connector sources (ExternalId-bound)

@@ -1,9 +1,13 @@
 """Browser helpers of the web app tests: Debian's Chromium through Playwright, axe-core (npm package in
 ``tests/integration/peers/axe-core``, evaluated through DevTools so the page's strict CSP stays on),
-screenshots into ``docs/screenshots/``, and the hosted sign-in steps."""
+screenshots, and the hosted sign-in steps.
+
+Screenshots go to ``build/screenshots/`` (untracked), so a test run leaves the tree clean;
+``make screenshots`` sets ``SCREENSHOTS_DIR=docs/screenshots`` to refresh the ones docs/webapp.md shows."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -12,7 +16,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[3]
 CHROMIUM = "/usr/bin/chromium"
 AXE = ROOT / "tests/integration/peers/axe-core/node_modules/axe-core/axe.min.js"
-SHOTS = ROOT / "docs/screenshots"
+SHOTS = ROOT / os.environ.get("SCREENSHOTS_DIR", "build/screenshots")
 
 
 def axe_violations(page: Any) -> list[dict[str, Any]]:
@@ -25,7 +29,7 @@ def axe_violations(page: Any) -> list[dict[str, Any]]:
 
 
 def check_page(page: Any, shot: str | None = None) -> None:
-    """No serious/critical axe violation; then a screenshot for docs/webapp.md."""
+    """No serious/critical axe violation; then a screenshot named ``shot`` into ``SHOTS``."""
     page.wait_for_selector("#main[aria-busy=false], main.plain", timeout=15000)
     found = axe_violations(page)
     assert not found, json.dumps(found, indent=1)
@@ -98,4 +102,6 @@ def ready(page: Any) -> None:
         page.wait_for_selector("body[data-ready=true]", timeout=20000)
     except Exception as err:  # say where the app stopped (a sign-in redirect, an error page)
         raise AssertionError(f"app not ready at {page.url}: {page.text_content('body')[:300]!r}") from err
+    if page.get_attribute("body", "data-state") == "error":  # the app started into its error page
+        raise AssertionError(f"app could not start at {page.url}: {page.text_content('#main')[:300]!r}")
     page.wait_for_selector("#main[aria-busy=false]", timeout=20000)

@@ -1,7 +1,7 @@
 """The web app in a real browser against the real local platform (`python -m infra.local_run`, the
 stack `make run` starts): Debian's Chromium through Playwright, every page checked with axe-core (no
 serious or critical violation) under the app's strict CSP, and a screenshot of each main page saved
-to docs/screenshots/.
+(build/screenshots/; `make screenshots` refreshes docs/screenshots/).
 
 One journey, in order: a deep link survives sign-in (password + authenticator code) -> create an EU
 workspace -> switch workspaces -> invite a teammate -> the teammate signs up from the e-mailed link and
@@ -221,6 +221,20 @@ def test_journey(platform: Any, browser: Any) -> None:
         assert page.evaluate("document.documentElement.scrollWidth") <= 375, path
     check_page(page, "mobile-audit")
     page.set_viewport_size({"width": 1280, "height": 900})
+
+    # a start that fails (here: the session call answers 503, faked in the browser) still ends in a ready
+    # state: an error page with the reason and a way to retry, never an endless "Loading…"
+    page.route("**/session/claims", lambda route: route.fulfill(
+        status=503, content_type="application/problem+json",
+        body='{"title": "Service Unavailable", "status": 503, "code": "identity_unreachable", '
+             '"detail": "The identity service is not reachable.", "correlation_id": "c-test"}'))
+    page.goto(app + "/members")
+    page.wait_for_selector("body[data-ready=true][data-state=error]")
+    assert page.text_content("h1") == "The app could not start"
+    assert "identity service is not reachable" in page.text_content("#main [role=alert]")
+    assert page.get_attribute("#main a.button", "href") == "/members"
+    check_page(page)
+    page.unroute("**/session/claims")
 
     # unknown addresses, however deep, get the 404 page (not a raw 403)
     for path in ("/nope", "/a/b/c/d/e", "/a/b/c/d/e/f/g/h/i/j"):

@@ -37,7 +37,7 @@ def test_widen_never_narrows() -> None:
     ("contact", ["a@example.com", "b@example.org"], "PII"), ("ref", ["4111 1111 1111 1111"], "PII"),
     ("ref", ["4111 1111 1111 1112"], "INTERNAL"), ("acct", ["DE89 3704 0044 0532 0130 00"], "PII"),
     ("tax", ["123-45-6789"], "PII"), ("api_key", [], "CONFIDENTIAL"), ("city", ["Berlin"], "INTERNAL"),
-    ("count", ["12345678"], "INTERNAL"), ("line", ["+1 555 0100"], "PII"),
+    ("count", ["12345678"], "INTERNAL"), ("line", ["+1 415 555 2671"], "PII"),
 ])
 def test_classify(name, samples, expected) -> None:
     assert normalize.classify(name, samples) == expected

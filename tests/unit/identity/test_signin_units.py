@@ -50,11 +50,7 @@ def test_relative_return_to(value: str, ok: bool) -> None:
     assert is_safe_relative(value) is ok
 
 
-def test_password_policy_and_rehash() -> None:
-    assert passwords.policy_problem("short") is not None
-    assert passwords.policy_problem(" " * 12) is not None
-    assert passwords.policy_problem("x" * 257) is not None
-    assert passwords.policy_problem("a long enough passphrase") is None
+def test_password_hash_and_rehash() -> None:
     h = passwords.hash_password("a long enough passphrase")
     assert h.startswith("$argon2id$v=19$m=19456,t=2,p=1$")
     assert passwords.verify_password(h, "a long enough passphrase")

@@ -45,7 +45,7 @@ def _consume_code(code: str) -> CodeAttrs:
     except UpdateError as err:
         if condition_failed(err):  # second use: revoke everything issued from this code
             revoke_family(item.family_id, "code_reuse")
-            revoke_session_tokens(item.session_id, "code_reuse")
+            revoke_session_tokens(item.session_id, "code_reuse", item.user_id)
             raise oauth_error(400, "invalid_grant", "The authorization code was already used; the tokens issued "
                                                     "from it have been revoked.") from None
         raise

@@ -39,7 +39,7 @@ def _rotate(rt: str, client_id: str) -> RefreshAttrs:
     except UpdateError as err:
         if condition_failed(err):  # a rotated token came back: assume theft, revoke the whole family
             revoke_family(item.family_id, "refresh_reuse")
-            revoke_session_tokens(item.session_id, "refresh_reuse")
+            revoke_session_tokens(item.session_id, "refresh_reuse", item.user_id)
             raise oauth_error(400, "invalid_grant", "The refresh token was already used; the grant has been "
                                                     "revoked. Sign in again.") from None
         raise

@@ -1,4 +1,4 @@
-// Account security settings: passkeys, security keys, TOTP, recovery codes, sessions, API tokens.
+// Account security settings: passkeys, security keys, TOTP, recovery codes, password, sessions, API tokens.
 'use strict';
 (function () {
   const { creationOptions, registrationJSON, postJSON } = window.aiplat;
@@ -152,6 +152,32 @@
     loadTokens();
   });
 
+  async function loadPassword() {
+    const me = await getJSON('/account');
+    if (!me) return;
+    if (me.idp) { $('password-state').textContent = 'Your organisation\'s identity provider manages your password.'; $('password-form').hidden = true; return; }
+    $('password-state').textContent = me.has_password ? 'You have a password. Change it here.' : 'You have no password yet; you can sign in without one.';
+  }
+  $('password-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    fieldError('current-password', ''); fieldError('new-password', '');
+    const input = $('new-password');
+    if ([...input.value.normalize('NFKC')].length < input.minLength) { fieldError('new-password', $('new-password-hint').textContent); return; }
+    const res = await postJSON('/account/password', { current_password: $('current-password').value || undefined, new_password: input.value });
+    if (!res.ok) {
+      const errs = (res.data && res.data.errors) || [];
+      const cur = errs.find((e) => e.field === 'current_password');
+      const nw = errs.find((e) => e.field === 'new_password');
+      if (cur) fieldError('current-password', 'The current password ' + cur.message + '.');
+      else if (res.data && res.data.code === 'invalid_current_password') fieldError('current-password', res.data.detail);
+      else fieldError('new-password', nw ? 'The password ' + nw.message + '.' : (res.data && res.data.detail) || 'The password was not changed.');
+      return;
+    }
+    $('password-form').reset();
+    status('Password set.' + (res.data.other_sessions_signed_out ? ' Your other sessions were signed out.' : ''));
+    loadPassword();
+  });
+
   $('add-passkey').addEventListener('click', () => addCredential('passkey', '/account/passkeys', 'passkeys', 'Passkey'));
   $('add-security-key').addEventListener('click', () => addCredential('security_key', '/account/security-keys', 'security-keys', 'Security key'));
   $('signout').addEventListener('click', async () => {
@@ -164,4 +190,5 @@
   loadSessions();
   loadTokens();
   loadTotp();
+  loadPassword();
 }());

@@ -17,11 +17,17 @@
       await postJSON('/signin/reset', { email });
       form.hidden = true; done.hidden = false;
     } else {
-      const pw = document.getElementById('new-password').value;
-      if (pw.length < 12) { fieldError('new-password', 'Use at least 12 characters.'); return; }
+      const input = document.getElementById('new-password');
+      const pw = input.value;
+      fieldError('new-password', '');
+      // the server's rule (minlength and the hint come from it); the server checks the rest
+      if ([...pw.normalize('NFKC')].length < input.minLength) {
+        fieldError('new-password', document.getElementById('new-password-hint').textContent); return;
+      }
       const res = await postJSON('/signin/reset/confirm', { token: form.dataset.token, new_password: pw });
-      if (res.ok) { form.hidden = true; done.hidden = false; }
-      else fieldError('new-password', (res.data && res.data.detail) || 'The link is not valid any more.');
+      if (res.ok) { form.hidden = true; done.hidden = false; return; }
+      const field = res.data && res.data.errors && res.data.errors.find((e) => e.field === 'new_password');
+      fieldError('new-password', field ? 'The password ' + field.message + '.' : (res.data && res.data.detail) || 'The link is not valid any more.');
     }
   });
 }());

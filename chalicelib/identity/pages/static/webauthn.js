@@ -28,33 +28,31 @@ function requestOptions(pk) {
   });
 }
 
-function registrationJSON(cred) {
-  const r = cred.response;
+// The JSON shape of a credential (WebAuthn Level 3 toJSON) with the given response fields.
+function credentialJSON(cred, response) {
   return {
     id: cred.id, rawId: b64u.fromBuf(cred.rawId), type: cred.type,
     authenticatorAttachment: cred.authenticatorAttachment || undefined,
     clientExtensionResults: cred.getClientExtensionResults(),
-    response: {
-      clientDataJSON: b64u.fromBuf(r.clientDataJSON),
-      attestationObject: b64u.fromBuf(r.attestationObject),
-      transports: r.getTransports ? r.getTransports() : [],
-    },
+    response: Object.assign({ clientDataJSON: b64u.fromBuf(cred.response.clientDataJSON) }, response),
   };
+}
+
+function registrationJSON(cred) {
+  const r = cred.response;
+  return credentialJSON(cred, {
+    attestationObject: b64u.fromBuf(r.attestationObject),
+    transports: r.getTransports ? r.getTransports() : [],
+  });
 }
 
 function assertionJSON(cred) {
   const r = cred.response;
-  return {
-    id: cred.id, rawId: b64u.fromBuf(cred.rawId), type: cred.type,
-    authenticatorAttachment: cred.authenticatorAttachment || undefined,
-    clientExtensionResults: cred.getClientExtensionResults(),
-    response: {
-      clientDataJSON: b64u.fromBuf(r.clientDataJSON),
-      authenticatorData: b64u.fromBuf(r.authenticatorData),
-      signature: b64u.fromBuf(r.signature),
-      userHandle: r.userHandle ? b64u.fromBuf(r.userHandle) : null,
-    },
-  };
+  return credentialJSON(cred, {
+    authenticatorData: b64u.fromBuf(r.authenticatorData),
+    signature: b64u.fromBuf(r.signature),
+    userHandle: r.userHandle ? b64u.fromBuf(r.userHandle) : null,
+  });
 }
 
 async function postJSON(url, body) {

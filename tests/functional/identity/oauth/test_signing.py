@@ -127,7 +127,7 @@ class TestIntrospection:
         if case == "expired":
             clock.advance(settings().access_token_ttl + 5)
         elif case == "revoked":
-            global_model(tokens.RevokedTokenAttrs)(tenant.claims["jti"], expires_at=tenant.claims["exp"]).save()
+            tokens.revoke_key(tenant.claims["jti"], tenant.claims["exp"], "test", tenant.user_id)
         elif case == "garbage":
             token = "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"
         else:
