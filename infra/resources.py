@@ -109,6 +109,8 @@ TABLES: tuple[Table, ...] = (
           purpose="gateway connectors, their health and sync cursor"),
     Table("datasets", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="catalog: datasets, normalised schemas, field policies, ACLs"),
+    Table("catalog_versions", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},
+          purpose="catalog version per workspace and its last changes (readers reload only what changed)"),
     Table("sync_runs", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="connector sync runs"),
     Table("lineage_edges", REGIONAL, "workspace_id", "edge",
