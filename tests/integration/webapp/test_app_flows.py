@@ -281,6 +281,21 @@ def test_journey(platform: Any, browser: Any) -> None:
         assert resp.status == 404 and page.text_content("h1") == "Page not found", path
     check_page(page, "not-found")
 
+    # two tabs find the access token expired at the same moment: one refreshes, the other waits and
+    # reuses the renewed session (presenting the rotating refresh token twice would revoke the grant)
+    other = context.new_page()
+    _goto(other, app + "/")
+    _goto(page, app + "/")
+    context.clear_cookies(name="app_at")
+    at = page.evaluate("Date.now()") + 800
+    for tab in (page, other):
+        tab.evaluate("""at => { window.__call = new Promise((done) => setTimeout(() => import("/static/api.js")
+            .then((api) => api.platform("/v1/me")).then(() => done("ok"), (err) => done(String(err.status))), at - Date.now())); }""", at)
+    assert [page.evaluate("window.__call"), other.evaluate("window.__call")] == ["ok", "ok"]
+    other.close()
+    _goto(page, app + "/")  # still signed in: no sign-in redirect
+    assert page.text_content("#who") == demo["email"]
+
     # sign out: the app and the identity service's session end; the next visit asks to sign in
     _goto(page, app + "/")
     page.click("#signout")
