@@ -14,10 +14,12 @@ from __future__ import annotations
 import os
 import re
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
 
 from tests.integration.webapp.browser import (
     AXE,
@@ -214,6 +216,28 @@ def test_journey(platform: Any, browser: Any) -> None:
     assert newest.get_attribute("data-status") == "SUCCEEDED" and "rows read" in newest.text_content()
     assert page.locator("#sync-history li[data-sync]").count() == before + 1
     check_page(page, "connector")
+
+    # a sync that fails says why: the source bucket is removed after the connector was created
+    bucket = f"webapp-src-{uuid.uuid4().hex[:10]}"
+    s3 = platform.source_aws("s3")
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="in/a.jsonl", Body=b'{"id": 1}\n')
+    made = requests.post(platform.urls["gateway"] + "/v1/connectors", timeout=30,
+                         headers={"Authorization": f"Bearer {demo['api_token']}"},
+                         json={"name": f"Gone {bucket}", "kind": "s3", "config": {
+                             "role_arn": "arn:aws:iam::111122223333:role/gateway-reader", "bucket": bucket, "prefix": "in/"}})
+    assert made.status_code == 201, made.text
+    s3.delete_object(Bucket=bucket, Key="in/a.jsonl")
+    s3.delete_bucket(Bucket=bucket)
+    _goto(page, app + f"/knowledge/connectors/{made.json()['id']}")
+    page.wait_for_selector("#sync-history .empty-item")  # no sync yet
+    page.click("#sync-now")
+    page.wait_for_selector("#sync-result", timeout=90000)
+    failed = page.locator("#sync-history li").first
+    assert failed.get_attribute("data-status") == "FAILED", failed.text_content()
+    reason = failed.locator(".sync-error").text_content()
+    assert reason.strip().startswith("· failed:") and len(reason) > 12, reason
+    assert "Sync failed" in page.text_content("#sync-result")
 
     # the audit trail exported and verified, with a download link
     _goto(page, app + "/audit")
