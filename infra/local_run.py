@@ -91,6 +91,9 @@ def _request_handler(group: str | None = None) -> type:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
             log.warning(redact(format % args))
 
+        # every method reaches the app (405 problem with Allow), like API Gateway; http.server answers 501
+        do_TRACE = do_CONNECT = ChaliceRequestHandler._generic_handle
+
         def _send_error_response(self, error: Any) -> None:
             """An address no route serves: Chalice's emulation answers 403 "Missing Authentication Token"
             (echoing an Authorization header); answer the 404 problem API Gateway is configured to give."""
@@ -283,6 +286,7 @@ class LocalPlatform:
     def start(self) -> dict[str, Any]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         endpoint = self._environment()
+        from chalicelib.core.config import settings
         from infra.bootstrap import bootstrap_all
         from infra.seed import seed_demo
 
@@ -298,6 +302,7 @@ class LocalPlatform:
             "regions": regions,
             "demo": demo,
             "outbox": os.environ["MAIL_OUTBOX_DIR"],
+            "resource_prefix": settings().resource_prefix,  # operator commands name the same tables
             "pid": os.getpid(),
         }
         path = self.state_dir / "run.json"
