@@ -25,6 +25,18 @@ run: $(STAMP)
 token:
 	@$(BIN)/python -m infra.demo_token
 
+# Verify a workspace's live audit chain (WS=ws_...) or an export (EXPORT=s3://...): against `make run`'s
+# emulator (endpoint from .local/run.json), or against what AWS_ENDPOINT_URL / AWS_PROFILE name.
+.PHONY: verify-audit
+verify-audit: $(STAMP)
+	@$(BIN)/python -m infra.verify_audit "$(WS)" "$(EXPORT)"
+
+# Support staff (operator command, audited): make support-staff ARGS='add kim@example.com --name Kim --by you'
+# ARGS='remove kim@example.com --by you', ARGS=list, ARGS=history. Same targeting as verify-audit.
+.PHONY: support-staff
+support-staff: $(STAMP)
+	@$(BIN)/python -m infra.support_staff $(ARGS)
+
 test: lint system-deps
 	$(BIN)/python -m pytest tests
 
