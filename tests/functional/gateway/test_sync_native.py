@@ -64,3 +64,21 @@ def test_primary_keys_and_errors_match_the_row_by_row_reader(tenant: Tenant) -> 
         put(tenant.region, bucket, "n/b.csv", b"Employee ID,Note\n9,\xff\n")
         run = _sync(c, tenant, conn)
         assert run["status"] == "FAILED" and "n/b.csv is not UTF-8 text" in run["error"], run
+
+
+def test_a_type_sniffed_from_the_first_rows_still_widens_on_a_later_value(tenant: Tenant) -> None:
+    from chalicelib.gateway import ingest
+
+    n = ingest.SNIFF_ROWS + 50
+    lines = ["id,a,b,c,d"] + [f"{i},{i},{i},2024-01-{i % 28 + 1:02d},{i}" for i in range(n - 1)]
+    lines.append(f"{n - 1},1.5,x,2024-01-01T10:00:00Z,")  # the last row only: FLOAT, STRING, TIMESTAMP, null
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "n/big.csv", "\n".join(lines) + "\n")
+    with client() as c:
+        conn = _connector(c, tenant, bucket)
+        run = _sync(c, tenant, conn)
+        assert run["status"] == "SUCCEEDED" and run["rows_written"] == n, run
+        fields = {f["name"]: f for f in json.loads(dataset(tenant, conn["dataset"]["id"]).schema)}
+        assert {k: f["type"] for k, f in fields.items()} == {
+            "id": "INTEGER", "a": "FLOAT", "b": "STRING", "c": "TIMESTAMP", "d": "INTEGER"}
+        assert fields["d"]["nullable"] is True and fields["a"]["nullable"] is False
