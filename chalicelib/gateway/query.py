@@ -14,7 +14,7 @@ Per query:
    (``storage.snapshot_source``) into a private temp dir, which is deleted before any caller's SQL runs.
 4. External access is disabled, extension auto-install/auto-load are off and the configuration is locked
    (before the sandbox is cached); the caller's SQL runs on a fresh cursor of it with a row limit and a
-   wall-clock limit (a timer calls ``interrupt``). Should the real tables refuse a statement the
+   wall-clock limit (``query_timer`` calls ``interrupt``). Should the real tables refuse a statement the
    stand-ins accepted (a binder error), the sandbox is rebuilt with every visible column and it runs again.
 5. The answer is one page: at most ``limit`` rows and ``MAX_ANSWER_BYTES`` of JSON rows. When more rows
    exist, ``truncated`` is true, ``truncated_reason`` says which cap ended the page (``row_limit`` or
@@ -37,7 +37,6 @@ import os
 import re
 import shutil
 import tempfile
-import threading
 import uuid
 from typing import Any
 
@@ -49,7 +48,16 @@ from chalicelib.core.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import catalog, fieldpolicy, lineage, query_cache, query_columns, sql_errors, storage
+from chalicelib.gateway import (
+    catalog,
+    fieldpolicy,
+    lineage,
+    query_cache,
+    query_columns,
+    query_timer,
+    sql_errors,
+    storage,
+)
 
 log = get_logger("gateway.query")
 
@@ -356,8 +364,7 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
         box = query_cache.acquire(key, needs, settings().query_cache_bytes,
                                   lambda wanted: _build(key, used, fields, wanted))
         cur = box.con.cursor()
-        timer = threading.Timer(limit_s if time_limit is None else time_limit, cur.interrupt)
-        timer.start()
+        timer = query_timer.arm(limit_s if time_limit is None else time_limit, cur.interrupt)
         try:
             cur_result = cur.execute(sql)
             description = cur_result.description or []
@@ -374,7 +381,7 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
         except (ValueError, TypeError, OverflowError):  # a value Python cannot take: nothing internal shown
             raise _bad_sql("sql_error", sql_errors.public_message(Exception())) from None
         finally:
-            timer.cancel()
+            query_timer.disarm(timer)
             cur.close()
             query_cache.release(box)
     truncated = ended_by is not None

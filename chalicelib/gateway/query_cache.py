@@ -18,6 +18,7 @@ once and closed. Building one for a dataset drops cached sandboxes that hold an 
 """
 from __future__ import annotations
 
+import atexit
 import shutil
 import threading
 from collections import OrderedDict
@@ -77,6 +78,8 @@ def acquire(key: Key, needs: dict[str, frozenset[str]], budget: int,
                           if any(ds in box.snapshots and box.snapshots[ds] != p for ds, p in s.snapshots.items())]:
             _drop(_sandboxes.pop(other_key))  # an older snapshot of a dataset this one holds
         if box.nbytes <= budget:
+            if not _sandboxes:
+                _at_exit()
             _sandboxes[key] = box
             _evict(budget)
         else:
@@ -111,6 +114,16 @@ def _evict(budget: int) -> None:
         _, box = _sandboxes.popitem(last=False)
         total -= box.nbytes
         _drop(box)
+
+
+_exit_hooked = False
+
+
+def _at_exit() -> None:
+    global _exit_hooked  # noqa: PLW0603
+    if not _exit_hooked:
+        _exit_hooked = True
+        atexit.register(clear)  # closed before the interpreter tears DuckDB down
 
 
 def held_bytes() -> int:

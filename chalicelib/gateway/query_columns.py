@@ -13,6 +13,7 @@ stand-in schema (a small LRU).
 """
 from __future__ import annotations
 
+import atexit
 import json
 import threading
 from collections import OrderedDict
@@ -43,7 +44,17 @@ def _connection() -> Any:
                      "SET allow_community_extensions = false", "SET lock_configuration = true"):
             con.execute(stmt)
         _con = con
+        atexit.register(_close)  # closed before the interpreter tears DuckDB down
     return _con
+
+
+def _close() -> None:
+    global _con  # noqa: PLW0603
+    with _lock:
+        if _con is not None:
+            _con.close()
+        _con = None
+        _memo.clear()
 
 
 def _quote(name: str) -> str:
@@ -78,10 +89,9 @@ def _bind(sql: str, tables: Tables) -> Reads | None:
             created.append(f"TABLE {standin}")
             con.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM {standin}")
             created.append(f"VIEW {_quote(name)}")
-        try:
-            plan = con.execute("EXPLAIN (FORMAT JSON) " + sql).fetchall()
-        except duckdb.Error:
-            return None
+        plan = con.execute("EXPLAIN (FORMAT JSON) " + sql).fetchall()
+    except duckdb.Error:  # refused by the binder (or a name the stand-ins cannot take): unknown
+        return None
     finally:
         for obj in reversed(created):
             con.execute(f"DROP {obj}")

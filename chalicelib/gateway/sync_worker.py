@@ -35,7 +35,7 @@ from chalicelib.core.audit import SYSTEM
 from chalicelib.core.conditions import cancellation_codes, item_condition_failed
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions
-from chalicelib.gateway import connectors, ingest, lineage_edges, models, normalize, storage
+from chalicelib.gateway import catalog, connectors, ingest, lineage_edges, models, normalize, storage
 from chalicelib.gateway.sources import SourceError, module
 from chalicelib.gateway.vocabulary import LINEAGE_CONNECTOR, LINEAGE_DATASET, highest_classification
 
@@ -238,6 +238,7 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
     details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": kept - snap.rows_written,
                "parts": snap.parts, "drift": drift, "skipped": batch.skipped[:50]}
     _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, rows_read, progress.objects)
+    catalog.changed(ws, datasets=[dataset_id], connectors=[conn.id])  # other containers reload just these
     if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
         storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
     lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,

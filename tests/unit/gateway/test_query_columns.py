@@ -42,3 +42,9 @@ def test_the_stand_ins_are_gone_after_each_answer() -> None:
     columns_read("SELECT id FROM customers", TABLES)
     assert columns_read("SELECT count(*) FROM duckdb_tables()", {}) == {}
     assert columns_read("SELECT id FROM customers", {}) is None  # no leftover stand-in answers it
+
+
+def test_a_dataset_named_like_a_stand_in_is_unknown_not_an_error() -> None:
+    tables = {"__gwq_standin_1": [("a", "BIGINT")], "x": [("b", "BIGINT")]}
+    assert columns_read("SELECT a FROM __gwq_standin_1", tables) is None
+    assert columns_read("SELECT b FROM x", {"x": [("b", "BIGINT")]}) == {"x": frozenset({"b"})}
