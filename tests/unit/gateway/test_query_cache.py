@@ -71,3 +71,10 @@ def test_a_new_snapshot_drops_the_older_one_but_not_while_a_query_uses_it() -> N
     assert _closed(old) and not _closed(new)
     query_cache.release(new)
     assert query_cache.held_bytes() == 10
+
+
+def test_at_most_max_sandboxes_are_kept_however_small() -> None:
+    built: list[Sandbox] = []
+    for i in range(query_cache.MAX_SANDBOXES + 3):
+        query_cache.release(query_cache.acquire(("ws", i), {}, 10**9, _builder(1, {f"ds{i}": "p"}, built)))
+    assert [_closed(b) for b in built[:3]] == [True] * 3 and not any(_closed(b) for b in built[3:])
