@@ -31,6 +31,8 @@ MODULES: tuple[str, ...] = (
     "bench_signin",
     "bench_signin_web",
     "bench_platform",
+    "bench_catalog",
+    "bench_packaging",
     "bench_audit",
     "bench_gateway_sync",
     "bench_gateway_query",
@@ -38,6 +40,7 @@ MODULES: tuple[str, ...] = (
     "bench_chat",
     "bench_webapp",
     "bench_agents",
+    "bench_residency",
 )
 
 

@@ -1,15 +1,14 @@
-"""Token verification and issuing against bare RS256 in the same run; GET /me; import time per group."""
+"""Token verification and issuing against bare RS256 in the same run (interleaved call by call); GET /me.
+Cold import per group is in `bench_packaging`."""
 from __future__ import annotations
 
 import base64
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from bench.common import Measure, measure, measure_pair, table
+from bench.common import measure, measure_pair, table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,33 +114,8 @@ def tokens_and_me() -> None:
     table("GET /v1/me per request", [(me, me_ref, "reference: its one storage read")])
 
 
-def import_times() -> None:
-    rows: list[tuple[Measure, Measure | None, str]] = []
-    script = ("import os,sys,time;os.environ['ROUTE_GROUP']=sys.argv[1];t=time.perf_counter();import app;"
-              "print(time.perf_counter()-t, 'graphql' in sys.modules, 'duckdb' in sys.modules)")
-    baseline_script = "import time;t=time.perf_counter();import chalice, boto3;print(time.perf_counter()-t, False, False)"
-
-    def run(code: str, *args: str) -> tuple[float, bool, bool]:
-        samples = []
-        for _ in range(5):
-            out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
-                                 env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, check=True).stdout.split()
-            samples.append((float(out[0]), out[1] == "True", out[2] == "True"))
-        samples.sort()
-        return samples[len(samples) // 2]
-
-    base = run(baseline_script)
-    ref = Measure("import chalice + boto3", base[0] * 1e6, base[0] * 1e6, 1 / base[0])
-    for group in ("identity", "platform", "gateway", "app", "workers"):
-        seconds, graphql, duckdb = run(script, group)
-        note = f"graphql loaded: {graphql}, duckdb loaded: {duckdb}"
-        rows.append((Measure(f"import app (ROUTE_GROUP={group})", seconds * 1e6, seconds * 1e6, 1 / seconds), ref, note))
-    table("Cold import of each route group's entry (median of 5 fresh interpreters)", rows)
-
-
 def main() -> None:
     tokens_and_me()
-    import_times()
 
 
 if __name__ == "__main__":

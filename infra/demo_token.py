@@ -28,12 +28,14 @@ def load_run_info(state_dir: str | None = None) -> dict[str, Any]:
 
 
 def point_at(info: dict[str, Any]) -> None:
-    """Configure this process like the running platform (endpoint, issuer and service URLs)."""
+    """Configure this process like the running platform (endpoint, resource names, issuer, service URLs)."""
     urls = info["urls"]
     os.environ["AWS_ENDPOINT_URL"] = urls["aws_endpoint"]
     for name, value in {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
                         "AWS_DEFAULT_REGION": "us-east-1"}.items():
         os.environ.setdefault(name, value)
+    if info.get("resource_prefix"):
+        os.environ["RESOURCE_PREFIX"] = info["resource_prefix"]
     os.environ.update({"AUTH_URL": urls["identity"], "BASE_URL": urls["platform"].removesuffix("/v1"),
                        "GATEWAY_URL": urls["gateway"], "APP_URL": urls["app"]})
     from chalicelib.core.config import settings

@@ -71,11 +71,12 @@ def redact(message: str) -> str:
     return QUERY.sub("?[query omitted]", message)
 
 
-def _request_handler() -> type:
+def _request_handler(group: str | None = None) -> type:
     """Chalice's local request handler, without its access log: ``http.server`` writes each request
     line, query string included, to stderr. The route middleware (``core/web.py``) already logs one
     JSON line per request with method, path and status; errors the handler reports itself (malformed
-    request lines) are logged with the query string removed."""
+    request lines) are logged with the query string removed. An address no route serves answers the
+    404 problem, or, for a page of the ``app`` group, the app's 404 page."""
     from chalice.local import ChaliceRequestHandler, ForbiddenError
 
     from chalicelib.core.logs import get_logger
@@ -90,11 +91,19 @@ def _request_handler() -> type:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
             log.warning(redact(format % args))
 
+        # every method reaches the app (405 problem with Allow), like API Gateway; http.server answers 501
+        do_TRACE = do_CONNECT = ChaliceRequestHandler._generic_handle
+
         def _send_error_response(self, error: Any) -> None:
             """An address no route serves: Chalice's emulation answers 403 "Missing Authentication Token"
             (echoing an Authorization header); answer the 404 problem API Gateway is configured to give."""
             if not isinstance(error, ForbiddenError):
                 return super()._send_error_response(error)
+            if group == "app" and self.command in ("GET", "HEAD"):  # a page address of any depth: the app's 404 page
+                from chalicelib.webapp.pages import not_found_page
+
+                status, headers, body = not_found_page()
+                return self._send_http_response(status, headers, body)
             response = unknown_route_response(self.headers.get("x-correlation-id"))
             self._send_http_response(response.status_code, dict(response.headers), response.body)
 
@@ -180,7 +189,7 @@ def _serve_groups(groups: dict[str, int], host: str) -> list[Any]:
         app = create_app(group)
         config = Config.create(chalice_app=app, app_name=f"aiplat-{group}", chalice_stage="local",
                                project_dir=str(Path(__file__).resolve().parent.parent))
-        server = LocalDevServer(app, config, host, port, handler_cls=_request_handler())
+        server = LocalDevServer(app, config, host, port, handler_cls=_request_handler(group))
         threading.Thread(target=server.server.serve_forever, name=f"http-{group}", daemon=True).start()
         servers.append(server)
     return servers
@@ -277,6 +286,7 @@ class LocalPlatform:
     def start(self) -> dict[str, Any]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         endpoint = self._environment()
+        from chalicelib.core.config import settings
         from infra.bootstrap import bootstrap_all
         from infra.seed import seed_demo
 
@@ -292,6 +302,7 @@ class LocalPlatform:
             "regions": regions,
             "demo": demo,
             "outbox": os.environ["MAIL_OUTBOX_DIR"],
+            "resource_prefix": settings().resource_prefix,  # operator commands name the same tables
             "pid": os.getpid(),
         }
         path = self.state_dir / "run.json"

@@ -92,6 +92,8 @@ TABLES: tuple[Table, ...] = (
           purpose="SSO connections by e-mail domain: issuer, client id, encrypted secret, verification"),
     Table("usage_counters", GLOBAL, "workspace_id", "key", attributes={"workspace_id": "S", "key": "S"},
           purpose="aggregate model usage per workspace, day and model (tokens in/out, requests; no content)"),
+    Table("erased_users", GLOBAL, "user_id", attributes={"user_id": "S"},
+          purpose="erasure ledger of the global store: erased user ids and a keyed e-mail MAC (no personal data)"),
     Table("support_staff", GLOBAL, "user_id", attributes={"user_id": "S"},
           purpose="identity directory flag: which users are provider support staff (no workspace content)"),
     # --- regional: workspace content, stored in the workspace's region only ---------------------
@@ -107,6 +109,8 @@ TABLES: tuple[Table, ...] = (
           purpose="gateway connectors, their health and sync cursor"),
     Table("datasets", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="catalog: datasets, normalised schemas, field policies, ACLs"),
+    Table("catalog_versions", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},
+          purpose="catalog version per workspace and its last changes (readers reload only what changed)"),
     Table("sync_runs", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="connector sync runs"),
     Table("lineage_edges", REGIONAL, "workspace_id", "edge",
@@ -137,6 +141,14 @@ TABLES: tuple[Table, ...] = (
           purpose="per run ('<workspace>#<run>'): the step ledger (step#NNNN) and the event stream (event#NNNNNNNN)"),
     Table("agent_memory", REGIONAL, "scope", "key", attributes={"scope": "S", "key": "S"}, ttl="expires_at",
           purpose="agent memory per agent and user ('<workspace>#<agent>#<user>'), 30 days (TTL plus a sweep)"),
+    Table("audit_personal", REGIONAL, "workspace_id", "ref", attributes={"workspace_id": "S", "ref": "S"},
+          purpose="personal values of audit events (actor e-mail, IP, user agent, target e-mail) outside the "
+                  "hashed chain, one record per event and role; erasure deletes them"),
+    Table("access_requests", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
+          purpose="data-subject access requests (export, erasure): subject, requester, status, archive parts"),
+    Table("erasure_ledger", REGIONAL, "workspace_id", "user_id", attributes={"workspace_id": "S", "user_id": "S"},
+          purpose="erased users per workspace (pseudonymous ids and a keyed e-mail MAC only), replayed after "
+                  "every restore"),
     Table("restore_requests", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="two-person restore requests of backups: requester, approvals, time box, outcome counts"),
     Table("replication_state", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},
@@ -147,12 +159,15 @@ QUEUES: tuple[Queue, ...] = (
     Queue("sync-jobs", visibility_timeout=300, purpose="connector sync runs"),
     Queue("agent-runs", visibility_timeout=300, purpose="agent runs"),
     Queue("audit-exports", visibility_timeout=300, purpose="audit exports, built and signed by the export job"),
+    Queue("residency-jobs", visibility_timeout=900, purpose="approved restores and access requests (export, erasure)"),
 )
 
 BUCKETS: tuple[Bucket, ...] = (
     Bucket("data", purpose="synced datasets as Parquet"),
     Bucket("documents", purpose="uploaded documents and passages"),
     Bucket("knowledge", purpose="knowledge indexes: chunks and BM25 files per dataset build"),
+    Bucket("access-exports", expire_days=7, purpose="access-request export archives (zip of JSON-lines), "
+           "per region, 7 days, downloaded through presigned links"),
     Bucket("backups", expire_days=BACKUP_RETENTION_DAYS, purpose="backups, 35-day rotation, separate key"),
     Bucket("audit-archive", object_lock_days=AUDIT_RETENTION_DAYS, writer="audit_exports",
            purpose="audit exports, Object Lock compliance 7 years; written only by the export job"),

@@ -455,6 +455,8 @@ def main(out_dir: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--package-args"]:
         print(package_args(sys.argv[2]))
+    elif sys.argv[1:2] == ["--group"]:  # the route group a stage deploys (its requirements and layer)
+        print(next(g for s, g, _ in stages() if s == sys.argv[2]))
     elif sys.argv[1:2] == ["--stages"]:
         print(" ".join(stage for stage, _, _ in stages(sys.argv[2] if len(sys.argv) > 2 else "dev")))
     else:

@@ -9,11 +9,21 @@ Nothing in the code base updates or deletes an event, and the
 deployment template denies ``UpdateItem``/``DeleteItem`` on the table to every function.
 ``verify_chain`` finds a changed, deleted, inserted or reordered event; truncation and a re-hashed
 chain are found against the signed chain-head digests (``chalicelib/platform/audit_digests.py``).
+
+Hash versions. Version 1 (events without ``v``) hashes every field, personal ones included. Version 2
+(every event written now, ``v: 2``) keeps personal values out of the hashed content so that erasing a
+person never breaks a chain: the actor's e-mail, the caller's IP and user agent, and the target's e-mail
+are stored in the regional ``audit_personal`` table, one record per role (``actor``, ``target``) with a
+random 32-byte nonce; the event hashes ``personal`` = {role: SHA-256(nonce || canonical(values))}
+instead. Reading an event merges the record back when its commitment matches; erasure deletes the
+records (``residency/erasure.py``), after which the event shows ``erased: true`` and the stable pseudonym
+``pseudonym(actor id)``, and ``verify_chain`` still passes because the hashed content never changed.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import time
 from collections.abc import Iterable, Iterator
@@ -36,6 +46,8 @@ GENESIS = "0" * 64
 MAX_APPEND_ATTEMPTS = 50
 HASHED_FIELDS = ("id", "workspace_id", "seq", "occurred_at", "actor", "action", "target",
                  "correlation_id", "ip", "user_agent", "details", "prev_hash")
+VERSION = 2
+PERSONAL_ROLES = ("actor", "target")
 
 
 class _ByTime(LocalSecondaryIndex):
@@ -62,7 +74,21 @@ class AuditEventAttrs(BaseModel):
     details = UnicodeAttribute()  # canonical JSON
     prev_hash = UnicodeAttribute()
     hash = UnicodeAttribute()
+    v = NumberAttribute(null=True)  # hash version; absent: 1
+    personal = UnicodeAttribute(null=True)  # v2: canonical JSON {role: commitment}
     by_time = _ByTime()
+
+
+class AuditPersonalAttrs(BaseModel):
+    """The personal values of one role of one v2 event, outside the hashed chain; erasure deletes it."""
+
+    TABLE = "audit_personal"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    ref = UnicodeAttribute(range_key=True)  # <seq, 12 digits>#<role>
+    subject = UnicodeAttribute(null=True)  # the user the values belong to, when known
+    email = UnicodeAttribute(null=True)  # lower-cased, to find an invitee's records
+    nonce = UnicodeAttribute()  # hex
+    values = UnicodeAttribute()  # canonical JSON
 
 
 class AuditAppendFailed(RuntimeError):
@@ -92,16 +118,89 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def pseudonym(user_id: str) -> str:
+    """The stable pseudonym an erased actor is shown under (derived from the opaque id, never from
+    personal data)."""
+    return "psn_" + hashlib.sha256(f"aiplat/audit-pseudonym/v1/{user_id}".encode()).hexdigest()[:20]
+
+
+def commitment(nonce: str, values: dict[str, Any]) -> str:
+    return hashlib.sha256(bytes.fromhex(nonce) + canonical(values).encode()).hexdigest()
+
+
+def split_personal(event: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(the hashed form of a v2 event, {role: personal values}); works on a merged or a stored event."""
+    hashed = dict(event)
+    actor = dict(event.get("actor") or {})
+    target = dict(event.get("target") or {})
+    personal: dict[str, dict[str, Any]] = {}
+    actor_values = {"email": actor.pop("email", "") or "", "ip": event.get("ip") or "",
+                    "user_agent": event.get("user_agent") or ""}
+    actor.pop("pseudonym", None)
+    if any(actor_values.values()):
+        personal["actor"] = actor_values
+    if target.get("email"):
+        personal["target"] = {"email": target.pop("email")}
+    else:
+        target.pop("email", None)
+    hashed.update(actor=actor, target=target, ip="", user_agent="")
+    hashed.pop("erased", None)
+    return hashed, personal
+
+
 def compute_hash(event: dict[str, Any]) -> str:
-    payload = {k: event.get(k) for k in HASHED_FIELDS}
+    if (event.get("v") or 1) >= 2:
+        hashed, _ = split_personal(event)
+        payload = {k: hashed.get(k) for k in HASHED_FIELDS}
+        payload["v"] = int(event["v"])
+        payload["personal"] = event.get("personal") or {}
+    else:
+        payload = {k: event.get(k) for k in HASHED_FIELDS}
     payload["ip"] = payload["ip"] or ""
     payload["user_agent"] = payload["user_agent"] or ""
     return hashlib.sha256(canonical(payload).encode()).hexdigest()
 
 
+def personal_model(region: str) -> type[AuditPersonalAttrs]:
+    return regional(AuditPersonalAttrs, region)
+
+
+def personal_ref(seq: int, role: str) -> str:
+    return f"{int(seq):012d}#{role}"
+
+
+def reveal(region: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Merge the personal values of v2 events back in (when the record exists and matches its
+    commitment); an event whose records were erased shows ``erased: true`` and the actor's pseudonym."""
+    wanted = [e for e in events if (e.get("v") or 1) >= 2 and e.get("personal")]
+    if not wanted:
+        return events
+    ws = wanted[0]["workspace_id"]
+    lo, hi = min(e["seq"] for e in wanted), max(e["seq"] for e in wanted)
+    cls = personal_model(region)
+    found = {r.ref: r for r in cls.query(ws, cls.ref.between(personal_ref(lo, ""), personal_ref(hi, "~")),
+                                         consistent_read=True)}
+    for event in wanted:
+        for role, committed in (event.get("personal") or {}).items():
+            record = found.get(personal_ref(event["seq"], role))
+            values = json.loads(record.values) if record is not None else None
+            if values is None or commitment(record.nonce, values) != committed:
+                event["erased"] = True
+                if role == "actor":
+                    event["actor"]["pseudonym"] = pseudonym(str(event["actor"].get("id", "")))
+                continue
+            if role == "actor":
+                event["actor"]["email"] = values.get("email", "")
+                event["ip"], event["user_agent"] = values.get("ip", ""), values.get("user_agent", "")
+            else:
+                event["target"]["email"] = values.get("email", "")
+    return events
+
+
 def to_dict(item: Any) -> dict[str, Any]:
-    """The public shape of a stored event (actor, target and details as objects)."""
-    return {
+    """The stored shape of an event (actor, target and details as objects); for a v2 event without its
+    personal values (``reveal`` adds them)."""
+    out = {
         "id": item.id,
         "workspace_id": item.workspace_id,
         "seq": int(item.seq),
@@ -116,6 +215,10 @@ def to_dict(item: Any) -> dict[str, Any]:
         "prev_hash": item.prev_hash,
         "hash": item.hash,
     }
+    if item.v:
+        out["v"] = int(item.v)
+        out["personal"] = json.loads(item.personal or "{}")
+    return out
 
 
 def model(region: str) -> type[AuditEventAttrs]:
@@ -160,28 +263,54 @@ def append(
             "details": details or {},
             "prev_hash": last.hash if last else GENESIS,
         }
-        event["hash"] = compute_hash(event)
+        hashed, personal = split_personal(event)
+        nonces = {role: os.urandom(32).hex() for role in personal}
+        hashed["v"] = VERSION
+        hashed["personal"] = {role: commitment(nonces[role], values) for role, values in personal.items()}
+        event["v"], event["personal"] = VERSION, hashed["personal"]
+        event["hash"] = hashed["hash"] = compute_hash(hashed)
         item = cls(
             workspace_id, event["seq"], id=event["id"], occurred_at=event["occurred_at"],
-            actor=canonical(event["actor"]), action=action, target=canonical(event["target"]),
-            correlation_id=event["correlation_id"], ip=event["ip"] or None,
-            user_agent=event["user_agent"] or None, details=canonical(event["details"]),
-            prev_hash=event["prev_hash"], hash=event["hash"],
+            actor=canonical(hashed["actor"]), action=action, target=canonical(hashed["target"]),
+            correlation_id=event["correlation_id"], ip=None, user_agent=None, details=canonical(event["details"]),
+            prev_hash=event["prev_hash"], hash=event["hash"], v=VERSION, personal=canonical(hashed["personal"]),
         )
         try:
             item.save(condition=cls.seq.does_not_exist())
-            return event
         except PutError as err:
             if not condition_failed(err):
                 raise
+            continue
+        _save_personal(region, workspace_id, event, personal, nonces)
+        return event
     log.error("audit append failed", extra={"workspace_id": workspace_id, "action": action,
                                             "attempts": MAX_APPEND_ATTEMPTS})
     raise AuditAppendFailed(f"audit event {action!r} not written after {MAX_APPEND_ATTEMPTS} attempts")
 
 
-def iter_chain(region: str, workspace_id: str) -> Iterator[dict[str, Any]]:
+def _save_personal(region: str, workspace_id: str, event: dict[str, Any], personal: dict[str, dict[str, Any]],
+                   nonces: dict[str, str]) -> None:
+    """The personal records of a just-written event. Written after the event (its seq is only known
+    then); a crash in between leaves the event showing its pseudonym, never a broken chain."""
+    target = event.get("target") or {}
+    subjects = {"actor": event["actor"].get("id") if event["actor"].get("type") in ("user", "support") else None,
+                "target": target.get("id") if target.get("type") == "user" else None}
+    cls = personal_model(region)
+    for role, values in personal.items():
+        email = (values.get("email") or "").lower() or None
+        cls(workspace_id, personal_ref(event["seq"], role), subject=subjects.get(role) or None, email=email,
+            nonce=nonces[role], values=canonical(values)).save()
+
+
+def iter_chain(region: str, workspace_id: str, *, personal: bool = True, page: int = 500) -> Iterator[dict[str, Any]]:
+    """The workspace's events in chain order, with their personal values merged in (``reveal``)."""
+    batch: list[dict[str, Any]] = []
     for item in model(region).query(workspace_id, consistent_read=True):
-        yield to_dict(item)
+        batch.append(to_dict(item))
+        if len(batch) >= page:
+            yield from (reveal(region, batch) if personal else batch)
+            batch = []
+    yield from (reveal(region, batch) if personal else batch)
 
 
 @dataclass

@@ -56,6 +56,7 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "policies.manage": _A,  # field policies
     "sso.manage": _A,
     "backups.manage": _A,  # back up, list, request and approve restores
+    "access_requests.create": _ALL,  # export or erasure: one's own account; an Admin's about a member
     # user-level actions, not bound to the token's workspace: any verified token, even one without a role
     # (Principal.can answers True before looking at roles); see AUTHENTICATED above
     AUTHENTICATED: _ALL,

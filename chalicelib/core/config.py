@@ -27,7 +27,7 @@ class Settings:
     mail_outbox_dir: str | None  # local runs: every e-mail is also written here
     app_client_id: str  # the app shell's public OAuth client
     domain_verification_url: str  # operator setting: where SSO domain proofs are fetched ({domain})
-    catalog_cache_seconds: float  # age of the gateway's per-process catalog snapshot
+    catalog_cache_seconds: float  # how long a catalog version check is trusted (0: check on every read)
     query_time_limit_seconds: float
     query_memory_limit: str
     query_spill_limit: str
@@ -70,7 +70,7 @@ def settings() -> Settings:
         mail_outbox_dir=os.environ.get("MAIL_OUTBOX_DIR") or None,
         app_client_id=os.environ.get("APP_CLIENT_ID", "app-shell"),
         domain_verification_url=os.environ.get("DOMAIN_VERIFICATION_URL", DEFAULT_DOMAIN_VERIFICATION_URL),
-        catalog_cache_seconds=float(os.environ.get("CATALOG_CACHE_SECONDS", "2")),
+        catalog_cache_seconds=float(os.environ.get("CATALOG_CACHE_SECONDS", "0")),
         query_time_limit_seconds=float(os.environ.get("QUERY_TIME_LIMIT_SECONDS", "10")),
         query_memory_limit=os.environ.get("QUERY_MEMORY_LIMIT", "512MB"),
         query_spill_limit=os.environ.get("QUERY_SPILL_LIMIT", "256MB"),

@@ -31,6 +31,9 @@ MAX_BODY_BYTES = 256 * 1024
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
 
+# RFC 6750 section 3: the protection space every surface names in ``WWW-Authenticate: Bearer realm=...``.
+REALM = "aiplatform"
+
 # The request being served by this thread. Chalice keeps one ``app.current_request`` per app, which the
 # threaded local server (``chalice local``, ``make run``) shares between concurrent requests: a view could
 # read another request's headers (its Authorization, Cookie, X-Requested-With) or body. The middleware
@@ -174,6 +177,13 @@ class Api:
             app.route(route.path, methods=list(route.methods), content_types=list(route.content_types))(view)
 
 
+def missing_credentials() -> ApiError:
+    """The 401 for a request that sent no credentials: a realm and no error code in ``WWW-Authenticate``
+    (RFC 6750 section 3.1); the problem body keeps the platform's ``invalid_token`` code."""
+    return ApiError(401, "invalid_token", "A Bearer access token is required.",
+                    headers={"WWW-Authenticate": f'Bearer realm="{REALM}"'})
+
+
 def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE,
               params: dict[str, str] | None = None) -> Principal:
     """The one authorization path of every surface (REST views here, GraphQL in the gateway): verify the
@@ -181,6 +191,8 @@ def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE
     store is read), replace its roles by the live membership (``core.tenancy.live_principal``: removed,
     demoted and ``enforce_mfa`` apply at once), check ``permission`` against the permission map, and check
     that a ``{workspace_id}`` in the path is the token's own workspace with the caller a member there."""
+    if not authorization:
+        raise missing_credentials()
     principal = verifier().principal(bearer(authorization))
     ensure_served_here(principal, scope, params or {})
     if permission != AUTHENTICATED:  # workspace routes act with the live role

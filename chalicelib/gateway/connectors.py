@@ -18,7 +18,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.validation import F, validate
-from chalicelib.gateway import models, secrets, source_access, source_names
+from chalicelib.gateway import catalog, models, secrets, source_access, source_names
 from chalicelib.gateway.sources import SourceError, Src, module
 from chalicelib.gateway.vocabulary import CATEGORIES, CATEGORY_OF_KIND, KINDS, STATUSES
 
@@ -203,7 +203,8 @@ def health_check(item: models.ConnectorAttrs, region: str) -> str | None:
     try:
         item.update(actions=actions)
     except UpdateError:
-        pass
+        return error
+    catalog.changed(item.workspace_id, connectors=[item.id])  # a dataset's ``source`` shows the health
     return error
 
 
@@ -277,6 +278,7 @@ def update_connector(principal: Principal, connector_id: str, body: Any, caller:
         item.update(actions=actions, condition=models.ConnectorAttrs.id.exists())
     except UpdateError:
         raise not_found("connector") from None
+    catalog.changed(principal.workspace_id, connectors=[connector_id])
     if new_config is not None or body.get("paused") is False:
         health_check(item, region)
         item.refresh(consistent_read=True)
@@ -307,6 +309,7 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
             pass
         removed_objects = storage.delete_dataset_data(region, item.workspace_id, item.dataset_id)
         lineage_edges.remove_edge(region, item.workspace_id, item.id, item.dataset_id)
+    catalog.changed(item.workspace_id, connectors=[item.id], datasets=[item.dataset_id] if item.dataset_id else [])
     if hasattr(module(item.kind), "cleanup"):
         removed_objects += module(item.kind).cleanup(Src(region, item.workspace_id, item.id, {}))
     audit.append(region, principal.workspace_id, "connector.deleted", actor=actor_of(principal),

@@ -100,6 +100,15 @@ class LineageEdgeAttrs(BaseModel):
     by_target = _ByTarget()
 
 
+class CatalogVersionAttrs(BaseModel):
+    """One item per workspace: its catalog version and, under ``c<version>``, what that version changed
+    (written and read by gateway/catalog_versions.py)."""
+
+    TABLE = "catalog_versions"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    version = NumberAttribute(default=0)
+
+
 def connectors(region: str) -> type[ConnectorAttrs]:
     return regional(ConnectorAttrs, region)
 
@@ -114,3 +123,7 @@ def sync_runs(region: str) -> type[SyncRunAttrs]:
 
 def lineage_edges(region: str) -> type[LineageEdgeAttrs]:
     return regional(LineageEdgeAttrs, region)
+
+
+def catalog_versions(region: str) -> type[CatalogVersionAttrs]:
+    return regional(CatalogVersionAttrs, region)

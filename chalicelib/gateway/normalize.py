@@ -143,71 +143,121 @@ def coerce(value: Any, typ: str) -> Any:
 
 
 # --- schema planning -------------------------------------------------------------------------------
+class Observer:
+    """Collects what the rows of a sync say about each column (name, widened type, nulls, presence,
+    samples), row by row (``add_rows``) or a whole column at a time (``add_column``, for objects read
+    natively); ``finish`` turns it into the schema. Columns are named in order of first appearance."""
+
+    def __init__(self, old_schema: list[dict[str, Any]]) -> None:
+        self.old_schema = old_schema
+        self.by_source = {f.get("source_name", f["name"]): f["name"] for f in old_schema}
+        self.taken = {f["name"] for f in old_schema}
+        self.seen_types: dict[str, str | None] = {}
+        self.samples: dict[str, list[Any]] = {}
+        self.nulls: dict[str, bool] = {}
+        self.present: dict[str, int] = {}
+        self.memo: dict[tuple[str, bool], str | None] = {}
+        self.count = 0
+
+    def column(self, src_name: str) -> str:
+        """The column a source name maps to (a new, unique name the first time it is seen)."""
+        col = self.by_source.get(src_name)
+        if col is None:
+            col = column_name(src_name)
+            base, n = col, 2
+            while col in self.taken:
+                col, n = f"{base[:59]}_{n}", n + 1
+            self.by_source[src_name] = col
+            self.taken.add(col)
+        return col
+
+    def type_of(self, src_name: str) -> str | None:
+        """The type seen so far for a source column (None: nothing but nulls yet, or not seen)."""
+        col = self.by_source.get(src_name)
+        if col is None:
+            return None
+        return self.seen_types.get(col) or next((f["type"] for f in self.old_schema if f["name"] == col), None)
+
+    def add_column(self, src_name: str, typ: str | None, present: int, has_null: bool, samples: list[Any]) -> None:
+        """A column of ``present`` rows read natively: its widened type over them, whether any was null
+        and its first non-null values in row order. Call ``add_count`` once per object too."""
+        col = self.column(src_name)
+        self.present[col] = self.present.get(col, 0) + present
+        if has_null:
+            self.nulls[col] = True
+        if typ is not None:
+            current = self.seen_types.get(col)
+            self.seen_types[col] = typ if current is None else widen(current, typ)
+        bucket = self.samples.setdefault(col, [])
+        bucket.extend(samples[:200 - len(bucket)])
+
+    def add_count(self, rows: int) -> None:
+        self.count += rows
+
+    def add_rows(self, rows: Iterable[tuple[dict[str, Any], bool]]) -> None:
+        """Rows as ``(values, untyped)``."""
+        seen_types, samples, nulls, present, memo = self.seen_types, self.samples, self.nulls, self.present, self.memo
+        by_source = self.by_source
+        for values, untyped in rows:
+            self.count += 1
+            for src_name, v in values.items():
+                col = by_source.get(src_name) or self.column(src_name)
+                present[col] = present.get(col, 0) + 1
+                if v is None:
+                    nulls[col] = True
+                    continue
+                current = seen_types.get(col)
+                if current != "STRING":  # STRING absorbs everything: no need to look further
+                    if type(v) is str:
+                        memo_key = (v, untyped)
+                        t = memo.get(memo_key)
+                        if t is None:
+                            t = infer(v, untyped)
+                            if len(memo) < 200_000:
+                                memo[memo_key] = t
+                    else:
+                        t = infer(v, untyped)
+                    seen_types[col] = t if current is None or current == t else widen(current, t)
+                bucket = samples.setdefault(col, [])
+                if len(bucket) < 200:
+                    bucket.append(v)
+
+    def finish(self, at: str, version: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, str]]:
+        """(schema, drift or None, source name -> column name). Existing fields keep their
+        classification, policy and description."""
+        old_schema, count = self.old_schema, self.count
+        schema = [dict(f) for f in old_schema]
+        index = {f["name"]: f for f in schema}
+        added, changed = [], []
+        for col in index:
+            if count and (self.nulls.get(col) or self.present.get(col, 0) < count):
+                index[col]["nullable"] = True
+        for src_name, col in self.by_source.items():
+            if col in index:
+                field = index[col]
+                new_type = widen(field["type"], self.seen_types.get(col))
+                if new_type != field["type"]:
+                    changed.append({"name": col, "from": field["type"], "to": new_type})
+                    field["type"] = new_type
+                continue
+            cls = classify(src_name, self.samples.get(col, []))
+            nullable = bool(self.nulls.get(col)) or self.present.get(col, 0) < count or bool(old_schema)
+            field = {"name": col, "type": self.seen_types.get(col) or "STRING", "nullable": nullable,
+                     "classification": cls, "policy": DEFAULT_POLICY[cls], "description": "",
+                     "source_name": src_name}
+            schema.append(field)
+            index[col] = field
+            added.append({"name": col, "type": field["type"], "classification": cls})
+        drift = None
+        if old_schema and (added or changed):
+            drift = {"version": version + 1, "at": at, "added": added, "changed": changed}
+        return schema, drift, dict(self.by_source)
+
+
 def plan(old_schema: list[dict[str, Any]], rows: Iterable[tuple[dict[str, Any], bool]], at: str,
          version: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, str]]:
     """Schema after seeing ``rows`` (``(values, untyped)``): returns (schema, drift or None,
     source name -> column name). Existing fields keep their classification, policy and description."""
-    by_source = {f.get("source_name", f["name"]): f["name"] for f in old_schema}
-    taken = {f["name"] for f in old_schema}
-    seen_types: dict[str, str | None] = {}
-    samples: dict[str, list[Any]] = {}
-    nulls: dict[str, bool] = {}
-    present: dict[str, int] = {}
-    memo: dict[tuple[str, bool], str | None] = {}
-    count = 0
-    for values, untyped in rows:
-        count += 1
-        for src_name, v in values.items():
-            col = by_source.get(src_name)
-            if col is None:
-                col = column_name(src_name)
-                base, n = col, 2
-                while col in taken:
-                    col, n = f"{base[:59]}_{n}", n + 1
-                by_source[src_name] = col
-                taken.add(col)
-            present[col] = present.get(col, 0) + 1
-            if v is None:
-                nulls[col] = True
-                continue
-            current = seen_types.get(col)
-            if current != "STRING":  # STRING absorbs everything: no need to look further
-                if type(v) is str:
-                    memo_key = (v, untyped)
-                    t = memo.get(memo_key)
-                    if t is None:
-                        t = infer(v, untyped)
-                        if len(memo) < 200_000:
-                            memo[memo_key] = t
-                else:
-                    t = infer(v, untyped)
-                seen_types[col] = t if current is None or current == t else widen(current, t)
-            bucket = samples.setdefault(col, [])
-            if len(bucket) < 200:
-                bucket.append(v)
-    schema = [dict(f) for f in old_schema]
-    index = {f["name"]: f for f in schema}
-    added, changed = [], []
-    for col in index:
-        if count and (nulls.get(col) or present.get(col, 0) < count):
-            index[col]["nullable"] = True
-    for src_name, col in by_source.items():
-        if col in index:
-            field = index[col]
-            new_type = widen(field["type"], seen_types.get(col))
-            if new_type != field["type"]:
-                changed.append({"name": col, "from": field["type"], "to": new_type})
-                field["type"] = new_type
-            continue
-        cls = classify(src_name, samples.get(col, []))
-        nullable = bool(nulls.get(col)) or present.get(col, 0) < count or bool(old_schema)
-        field = {"name": col, "type": seen_types.get(col) or "STRING", "nullable": nullable,
-                 "classification": cls, "policy": DEFAULT_POLICY[cls], "description": "",
-                 "source_name": src_name}
-        schema.append(field)
-        index[col] = field
-        added.append({"name": col, "type": field["type"], "classification": cls})
-    drift = None
-    if old_schema and (added or changed):
-        drift = {"version": version + 1, "at": at, "added": added, "changed": changed}
-    return schema, drift, by_source
+    observer = Observer(old_schema)
+    observer.add_rows(rows)
+    return observer.finish(at, version)

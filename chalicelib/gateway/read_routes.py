@@ -149,7 +149,8 @@ def _graphql_post(ctx: Ctx) -> Response:
         if err.status != 401:
             return json_response({"errors": [gql.error(err.detail, "FORBIDDEN", reason=err.code)]}, err.status)
         return json_response({"errors": [gql.error(err.detail, "UNAUTHENTICATED")]}, 401,
-                             headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+                             headers={"WWW-Authenticate": err.headers.get("WWW-Authenticate",
+                                                                          'Bearer error="invalid_token"')})
     try:
         body = ctx.json()
         result = gql.run(principal, body, caller=ctx.caller, idempotency_key=ctx.header("idempotency-key"))

@@ -1,12 +1,21 @@
 """Dataset data in the region's ``data`` bucket, as Parquet snapshots.
 
-Layout: ``datasets/<workspace>/<dataset>/<sync id>-a<attempt>/part-NNNNN.parquet``. Every successful sync
-writes a complete new snapshot (the previous rows merged with the changes by row key) under a prefix of
-its own, and the commit switches ``DatasetAttrs.data_prefix`` to it. Readers therefore always see one
-whole snapshot: all ``*.parquet`` under ``data_prefix``, the schema's columns plus internal ``_key``,
-``_source``, ``_hash`` (readers drop columns starting with ``_``), and no duplicate keys.
+Layout: ``datasets/<workspace>/<dataset>/<sync id>-a<attempt>/``. Each successful sync writes under a
+prefix of its own and the commit switches ``DatasetAttrs.data_prefix`` to it, so every content change
+changes ``data_prefix``. A prefix holds ``manifest.json`` naming the snapshot's files:
+
+- ``base``: Parquet parts sorted by ``_key`` (``PART_ROWS`` rows each), possibly under an older prefix;
+- ``layers``: in order, each an upsert file (new or changed rows) and/or a delete file (``_key`` only).
+
+A row of the base or of layer *i* is current unless its key appears in a later layer (upserted again or
+deleted): ``snapshot_source`` merges this on read. An incremental sync therefore writes only its layer
+(O(changed rows)); a full refresh, a type change, or layers grown past ``MAX_LAYERS`` or
+``COMPACT_FRACTION`` of the base compact everything into a new base. A prefix without a manifest (written
+before manifests existed) is a base of all its ``*.parquet``. Every file holds the schema's columns plus
+internal ``_key``, ``_source``, ``_hash`` (readers drop columns starting with ``_``).
 A crashed attempt leaves an orphan prefix that is never referenced and is removed by a later commit;
-the previous snapshot is kept (in-flight queries may still read it), older ones are deleted.
+the previous snapshot's files are kept (in-flight queries may still read them), other unreferenced
+files are deleted.
 
 DuckDB is imported inside the functions: the workers entry must not load it at import time.
 """
@@ -14,10 +23,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from chalicelib.core import aws
 from chalicelib.gateway.vocabulary import DUCKDB_TYPES
@@ -25,6 +36,10 @@ from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 BUCKET = "data"
 PART_ROWS = 250_000  # rows per Parquet part
 INTERNAL = ("_key", "_source", "_hash")
+MANIFEST = "manifest.json"
+MAX_LAYERS = 8  # an incremental sync that would add a ninth layer compacts instead
+COMPACT_FRACTION = 0.25  # ... as does one whose layers would hold more rows than this share of the base
+COMPACT_MIN_ROWS = 1_000  # ... unless they hold fewer rows than this (small data: layers are cheap)
 
 
 def connect(workdir: str) -> Any:
@@ -36,7 +51,7 @@ def connect(workdir: str) -> Any:
 
 
 def _part_written(key: str) -> None:
-    """Called after each part is uploaded (a seam for crash tests; does nothing)."""
+    """Called after each file of a snapshot is uploaded (a seam for crash tests; does nothing)."""
 
 
 @dataclass
@@ -45,7 +60,23 @@ class SnapshotResult:
     row_count: int
     rows_written: int  # new or changed rows
     rows_deleted: int
-    parts: int
+    parts: int  # objects written
+    compacted: bool = True
+
+
+@dataclass
+class Manifest:
+    base: list[str]
+    layers: list[dict[str, Any]] = field(default_factory=list)  # {"upserts": key|None, "deletes": key|None, "rows": n}
+    row_count: int = 0
+    base_rows: int = -1  # -1: unknown (a snapshot written without a manifest)
+
+    def keys(self) -> list[str]:
+        return self.base + [k for layer in self.layers for k in (layer.get("upserts"), layer.get("deletes")) if k]
+
+    def to_json(self) -> str:
+        return json.dumps({"version": 1, "base": self.base, "layers": self.layers, "row_count": self.row_count,
+                           "base_rows": self.base_rows}, separators=(",", ":"))
 
 
 def dataset_root(workspace_id: str, dataset_id: str) -> str:
@@ -58,6 +89,10 @@ def snapshot_prefix(workspace_id: str, dataset_id: str, sync_id: str, attempt: i
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _files_sql(paths: list[str]) -> str:
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 
 
 def _list_keys(region: str, prefix: str) -> list[str]:
@@ -75,130 +110,192 @@ def _delete_keys(region: str, keys: list[str]) -> None:
                           Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]], "Quiet": True})
 
 
-def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str, attempt: int,
-                   schema: list[dict[str, Any]], rows: Iterable[tuple[str, str | None, dict[str, Any]]],
-                   *, old_prefix: str | None, complete: bool, replaced_sources: set[str]) -> SnapshotResult:
-    """Write the new snapshot: ``rows`` are ``(key, source, {column: coerced value})`` (unique
-    keys); unless ``complete``, old rows are kept except those with a changed key or a replaced source."""
-    columns = [(f["name"], DUCKDB_TYPES[f["type"]]) for f in schema]
-    spec = {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR", **dict(columns)}
-    prefix = snapshot_prefix(workspace_id, dataset_id, sync_id, attempt)
-    stale = _list_keys(region, prefix + "/")
-    if stale:  # parts of an earlier try of this very attempt
-        _delete_keys(region, stale)
-    with tempfile.TemporaryDirectory(prefix="gwsync-") as tmp:
-        incoming, n_in = _spool_rows(tmp, rows)
-        con = connect(tmp)
-        try:
-            _load_incoming(con, incoming, n_in, columns, spec)
-            _load_old(con, region, tmp, old_prefix, spec)
-            _keep_old_rows(con, complete=complete, replaced_sources=replaced_sources)
-            written, deleted = _count_changes(con)
-            total, parts = _upload_merged(con, region, tmp, prefix, spec)
-        finally:
-            con.close()
-    return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
-                          parts=parts)
+def read_manifest(region: str, prefix: str) -> Manifest:
+    """The files of the snapshot at ``prefix`` (a prefix without a manifest: all its Parquet parts)."""
+    s3 = aws.client("s3", region)
+    try:
+        body = s3.get_object(Bucket=aws.bucket_name(BUCKET, region), Key=f"{prefix}/{MANIFEST}")["Body"].read()
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
+            raise
+        return Manifest(base=sorted(k for k in _list_keys(region, prefix + "/") if k.endswith(".parquet")))
+    doc = json.loads(body)
+    return Manifest(base=doc["base"], layers=doc.get("layers", []), row_count=int(doc.get("row_count", 0)),
+                    base_rows=int(doc.get("base_rows", -1)))
 
 
-def _spool_rows(tmp: str, rows: Iterable[tuple[str, str | None, dict[str, Any]]]) -> tuple[str, int]:
-    """The incoming rows as JSON lines in ``tmp`` (with their ``_key`` and ``_source``); path and count."""
-    path = os.path.join(tmp, "incoming.jsonl")
-    count = 0
-    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
-    with open(path, "w", encoding="utf-8") as fh:
-        for key, source, values in rows:
-            values["_key"], values["_source"] = key, source
-            fh.write(encode(values))
-            fh.write("\n")
-            count += 1
-    return path, count
-
-
-def _load_incoming(con: Any, path: str, count: int, columns: list[tuple[str, str]], spec: dict[str, str]) -> None:
-    """Table ``incoming``: the spooled rows typed by the schema, with each row's change hash."""
-    loaded = {"_key": "VARCHAR", "_source": "VARCHAR", **dict(columns)}
-    struct = "{" + ", ".join(f"'{n.replace(chr(39), chr(39) * 2)}': '{t}'" for n, t in loaded.items()) + "}"
-    # the change hash of a row: over its typed values, computed by DuckDB
-    digest = (f"md5(CAST(struct_pack({', '.join(_ident(n) for n, _ in columns)}) AS VARCHAR))"
-              if columns else "md5('')")
-    select = ", ".join(f"{_ident(n)}" if n != "_hash" else f"{digest} AS _hash" for n in spec)
-    if count:
-        con.execute(f"CREATE TABLE incoming AS SELECT {select} FROM read_json(?, format='newline_delimited', "
-                    f"columns={struct}, maximum_object_size=67108864)", [path])
-    else:
-        cols_sql = ", ".join(f"{_ident(n)} {t}" for n, t in spec.items())
-        con.execute(f"CREATE TABLE incoming ({cols_sql})")
-
-
-def _load_old(con: Any, region: str, tmp: str, old_prefix: str | None, spec: dict[str, str]) -> None:
-    """Table ``old``: the current snapshot's rows cast to the new schema (columns it lacks are null)."""
+def _download(region: str, keys: list[str], into: str) -> dict[str, str]:
+    """Each key downloaded into ``into``: key -> local path (one GET each; no transfer thread pool)."""
+    os.makedirs(into, exist_ok=True)
     s3 = aws.client("s3", region)
     bucket = aws.bucket_name(BUCKET, region)
-    old_files: list[str] = []
-    if old_prefix:
-        for i, k in enumerate(sorted(k for k in _list_keys(region, old_prefix + "/") if k.endswith(".parquet"))):
-            path = os.path.join(tmp, f"old-{i:05d}.parquet")
-            s3.download_file(bucket, k, path)
-            old_files.append(path)
-    if not old_files:
-        con.execute("CREATE TABLE old AS SELECT * FROM incoming LIMIT 0")
-        return
-    present = {r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?, union_by_name=true)",
-                                         [old_files]).fetchall()}
+    out: dict[str, str] = {}
+    for i, key in enumerate(keys):
+        path = os.path.join(into, f"{i:05d}.parquet")
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        with open(path, "wb") as fh:
+            shutil.copyfileobj(body, fh, 1 << 20)
+        out[key] = path
+    return out
+
+
+def merged_source(manifest: Manifest, local: dict[str, str]) -> str | None:
+    """A DuckDB table expression yielding the snapshot's current rows (files already downloaded to
+    ``local``), or None when it has no files."""
+    base = [local[k] for k in manifest.base]
+    layers = [(i, layer) for i, layer in enumerate(manifest.layers, start=1)
+              if layer.get("upserts") or layer.get("deletes")]
+    if not layers:
+        return f"read_parquet({_files_sql(base)}, union_by_name = true)" if base else None
+    rows = [f"SELECT *, 0 AS _layer FROM read_parquet({_files_sql(base)}, union_by_name = true)"] if base else []
+    keys = []
+    for i, layer in layers:
+        if layer.get("upserts"):
+            rows.append(f"SELECT *, {i} AS _layer FROM read_parquet({_files_sql([local[layer['upserts']]])})")
+            keys.append(f"SELECT _key, {i} AS _layer FROM read_parquet({_files_sql([local[layer['upserts']]])})")
+        if layer.get("deletes"):
+            keys.append(f"SELECT _key, {i} AS _layer FROM read_parquet({_files_sql([local[layer['deletes']]])})")
+    if not rows:
+        return None
+    return (f"(SELECT r.* EXCLUDE (_layer) FROM ({' UNION ALL BY NAME '.join(rows)}) r "
+            f"LEFT JOIN (SELECT _key, max(_layer) AS _top FROM ({' UNION ALL '.join(keys)}) GROUP BY _key) s "
+            f"ON s._key = r._key WHERE s._top IS NULL OR r._layer >= s._top)")
+
+
+def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str, attempt: int,
+                   schema: list[dict[str, Any]], stage: Any, *, old_prefix: str | None, complete: bool,
+                   replaced_sources: set[str], compact: bool = False) -> SnapshotResult:
+    """Write the new snapshot from table ``incoming`` of ``stage`` (an ``ingest.Stage``: typed rows,
+    unique keys). Unless ``complete``, old rows stay except those with a key that arrived again or from a
+    replaced source. As a layer on the old snapshot when possible, else (``compact``, ``complete``, no or
+    a legacy old snapshot, layers grown too big) as a new base."""
+    spec = {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR",
+            **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
+    prefix = snapshot_prefix(workspace_id, dataset_id, sync_id, attempt)
+    stale = _list_keys(region, prefix + "/")
+    if stale:  # files of an earlier try of this very attempt
+        _delete_keys(region, stale)
+    con, tmp = stage.con, stage.workdir
+    old = read_manifest(region, old_prefix) if old_prefix else Manifest(base=[], base_rows=0)
+    local = _download(region, old.keys(), os.path.join(tmp, "old"))
+    source = merged_source(old, local)
+    present = ({r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()} if source else set())
     select = ", ".join(
         (f"CAST({_ident(n)} AS {t}) AS {_ident(n)}" if n in present else f"CAST(NULL AS {t}) AS {_ident(n)}")
         for n, t in spec.items())
-    con.execute(f"CREATE TABLE old AS SELECT {select} FROM read_parquet(?, union_by_name=true)", [old_files])
-
-
-def _keep_old_rows(con: Any, *, complete: bool, replaced_sources: set[str]) -> None:
-    """Table ``kept``: old rows that stay (none for a complete read; otherwise those whose key did not
-    arrive again and whose source object was not replaced)."""
+    if source:
+        con.execute(f"CREATE TEMP VIEW old AS SELECT {select} FROM {source}")
+    else:
+        con.execute("CREATE TEMP VIEW old AS SELECT " + ", ".join(
+            f"CAST(NULL AS {t}) AS {_ident(n)}" for n, t in spec.items()) + " WHERE false")
+    con.execute("CREATE TABLE old_index AS SELECT _key, _source, _hash FROM old")
     con.execute("CREATE TABLE replaced (src VARCHAR)")
     if replaced_sources:
         con.executemany("INSERT INTO replaced VALUES (?)", [[s] for s in sorted(replaced_sources)])
-    if complete:
-        con.execute("CREATE TABLE kept AS SELECT * FROM old LIMIT 0")
-    else:
-        con.execute("CREATE TABLE kept AS SELECT o.* FROM old o WHERE o._key NOT IN (SELECT _key FROM incoming) "
-                    "AND (o._source IS NULL OR o._source NOT IN (SELECT src FROM replaced))")
-
-
-def _count_changes(con: Any) -> tuple[int, int]:
-    """Rows written (new, or changed by hash) and rows deleted (old rows neither kept nor re-sent)."""
-    old_count = con.execute("SELECT count(*) FROM old").fetchone()[0]
-    kept = con.execute("SELECT count(*) FROM kept").fetchone()[0]
-    written = con.execute("SELECT count(*) FROM incoming i LEFT JOIN old o ON o._key = i._key "
+    written = con.execute("SELECT count(*) FROM incoming i LEFT JOIN old_index o ON o._key = i._key "
                           "WHERE o._hash IS DISTINCT FROM i._hash").fetchone()[0]
-    replaced_old = con.execute("SELECT count(*) FROM old WHERE _key IN (SELECT _key FROM incoming)").fetchone()[0]
-    return written, old_count - kept - replaced_old
+    if complete:
+        deleted = con.execute("SELECT count(*) FROM old_index WHERE _key NOT IN (SELECT _key FROM incoming)").fetchone()[0]
+    else:
+        deleted = con.execute("SELECT count(*) FROM old_index o WHERE o._source IN (SELECT src FROM replaced) "
+                              "AND o._key NOT IN (SELECT _key FROM incoming)").fetchone()[0]
+    added = con.execute("SELECT count(*) FROM incoming WHERE _key NOT IN (SELECT _key FROM old_index)").fetchone()[0]
+    old_rows = con.execute("SELECT count(*) FROM old_index").fetchone()[0]
+    layer_rows = sum(int(layer.get("rows", 0)) for layer in old.layers)
+    incoming = con.execute("SELECT count(*) FROM incoming").fetchone()[0]
+    grown = layer_rows + incoming + deleted
+    as_layer = (not compact and not complete and bool(old_prefix) and old.base_rows >= 0 and len(old.layers) < MAX_LAYERS
+                and (grown <= COMPACT_MIN_ROWS or grown <= COMPACT_FRACTION * old.base_rows))
+    cols = ", ".join(_ident(n) for n in spec)
+    if as_layer:
+        manifest, objects = _write_layer(con, region, tmp, prefix, old, cols, deleted)
+        total = old_rows + added - deleted
+        manifest.row_count = int(total)
+    else:
+        keep = ("false" if complete else
+                "o._key NOT IN (SELECT _key FROM incoming) AND (o._source IS NULL OR o._source NOT IN (SELECT src FROM replaced))")
+        kept = 0 if complete else con.execute(f"SELECT count(*) FROM old o WHERE {keep}").fetchone()[0]
+        total = kept + incoming
+        keys = _upload_parts(con, region, tmp, prefix, f"SELECT {cols} FROM (SELECT {cols} FROM old o WHERE {keep} "
+                             f"UNION ALL SELECT {cols} FROM incoming) ORDER BY _key")
+        manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total))
+        objects = len(keys)
+    _put_manifest(region, prefix, manifest)
+    return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
+                          parts=objects + 1, compacted=not as_layer)
 
 
-def _upload_merged(con: Any, region: str, tmp: str, prefix: str, spec: dict[str, str]) -> tuple[int, int]:
-    """Kept and incoming rows, ordered by key, uploaded as Parquet parts of ``PART_ROWS``; total and parts."""
+def _write_layer(con: Any, region: str, tmp: str, prefix: str, old: Manifest, cols: str,
+                 deleted: int) -> tuple[Manifest, int]:
+    """The new layer: incoming rows not already current with the same hash and source, and deletes of
+    old keys from replaced sources that did not arrive again."""
     s3 = aws.client("s3", region)
     bucket = aws.bucket_name(BUCKET, region)
-    cast_all = ", ".join(f"{_ident(n)}" for n in spec)
-    con.execute(f"CREATE TABLE merged AS SELECT {cast_all} FROM kept UNION ALL "
-                f"SELECT {cast_all} FROM incoming ORDER BY _key")
-    total = con.execute("SELECT count(*) FROM merged").fetchone()[0]
-    parts = max(1, -(-total // PART_ROWS))
-    for p in range(parts):
-        path = os.path.join(tmp, f"part-{p:05d}.parquet")
-        con.execute(f"COPY (SELECT * FROM merged ORDER BY _key LIMIT {PART_ROWS} OFFSET {p * PART_ROWS}) "
-                    f"TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)")
+    n = len(old.layers) + 1
+    layer: dict[str, Any] = {"upserts": None, "deletes": None, "rows": 0}
+    con.execute(f"CREATE TABLE upserts AS SELECT {cols} FROM incoming i WHERE NOT EXISTS (SELECT 1 FROM old_index o "
+                "WHERE o._key = i._key AND o._hash = i._hash AND o._source IS NOT DISTINCT FROM i._source) ORDER BY _key")
+    upserts = con.execute("SELECT count(*) FROM upserts").fetchone()[0]
+    written = 0
+    for kind, count, sql in (("upserts", upserts, "SELECT * FROM upserts"),
+                             ("deletes", deleted, "SELECT o._key FROM old_index o WHERE o._source IN "
+                              "(SELECT src FROM replaced) AND o._key NOT IN (SELECT _key FROM incoming) ORDER BY 1")):
+        if not count:
+            continue
+        path = os.path.join(tmp, f"layer-{kind}.parquet")
+        con.execute(f"COPY ({sql}) TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)")
+        key = f"{prefix}/layer-{n:03d}-{kind}.parquet"
+        s3.upload_file(path, bucket, key)
+        os.remove(path)
+        _part_written(key)
+        layer[kind] = key
+        layer["rows"] += int(count)
+        written += 1
+    layers = old.layers + ([layer] if written else [])
+    return Manifest(base=list(old.base), layers=layers, base_rows=old.base_rows), written
+
+
+def _upload_parts(con: Any, region: str, tmp: str, prefix: str, select: str) -> list[str]:
+    """The rows of ``select`` (in its order) written by one COPY as Parquet parts of about ``PART_ROWS``
+    rows and uploaded; their keys."""
+    s3 = aws.client("s3", region)
+    bucket = aws.bucket_name(BUCKET, region)
+    outdir = os.path.join(tmp, "parts")
+    group = max(2048, min(PART_ROWS, 125_000))
+    per_file = max(1, -(-PART_ROWS // group))
+    con.execute(f"COPY ({select}) TO '{outdir}' (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {group}, "
+                f"ROW_GROUPS_PER_FILE {per_file}, FILENAME_PATTERN 'part-{{i}}')")
+    files = sorted(os.listdir(outdir), key=lambda f: int(f[len("part-"):-len(".parquet")])) if os.path.isdir(outdir) else []
+    if not files:  # no rows: one empty part keeps the columns
+        os.makedirs(outdir, exist_ok=True)
+        con.execute(f"COPY (SELECT * FROM ({select}) LIMIT 0) TO '{os.path.join(outdir, 'part-0.parquet')}' (FORMAT PARQUET)")
+        files = ["part-0.parquet"]
+    keys = []
+    for p, name in enumerate(files):
+        path = os.path.join(outdir, name)
         key = f"{prefix}/part-{p:05d}.parquet"
         s3.upload_file(path, bucket, key)
+        os.remove(path)
         _part_written(key)
-    return total, parts
+        keys.append(key)
+    return keys
+
+
+def _put_manifest(region: str, prefix: str, manifest: Manifest) -> None:
+    key = f"{prefix}/{MANIFEST}"
+    aws.client("s3", region).put_object(Bucket=aws.bucket_name(BUCKET, region), Key=key,
+                                        Body=manifest.to_json().encode(), ContentType="application/json")
+    _part_written(key)
 
 
 def prune(region: str, workspace_id: str, dataset_id: str, keep: set[str]) -> int:
-    """Delete every snapshot prefix of the dataset except ``keep``; returns objects removed."""
+    """Delete every object of the dataset except the files of the snapshots in ``keep`` (prefixes);
+    returns objects removed."""
     root = dataset_root(workspace_id, dataset_id)
-    doomed = [k for k in _list_keys(region, root) if k[len(root):].split("/", 1)[0] not in
-              {p[len(root):] for p in keep if p}]
+    kept_prefixes = {p[len(root):] for p in keep if p}
+    referenced = {k for p in keep if p for k in read_manifest(region, p).keys()}
+    doomed = [k for k in _list_keys(region, root)
+              if k[len(root):].split("/", 1)[0] not in kept_prefixes and k not in referenced]
     if doomed:
         _delete_keys(region, doomed)
     return len(doomed)
@@ -208,21 +305,16 @@ def delete_dataset_data(region: str, workspace_id: str, dataset_id: str) -> int:
     return prune(region, workspace_id, dataset_id, set())
 
 
-def read_rows(region: str, data_prefix: str, *, internal: bool = False) -> tuple[list[str], list[tuple]]:
-    """All rows of a snapshot (tests, demo and small tools; the query side has its own reader)."""
-    s3 = aws.client("s3", region)
-    bucket = aws.bucket_name(BUCKET, region)
+def read_rows(region: str, data_prefix: str, *, internal: bool = False,
+              limit: int | None = None) -> tuple[list[str], list[tuple]]:
+    """The current rows of a snapshot by key, all or the first ``limit`` (tests, demo, small tools)."""
     with tempfile.TemporaryDirectory(prefix="gwread-") as tmp:
-        files = []
-        for i, k in enumerate(sorted(k for k in _list_keys(region, data_prefix + "/") if k.endswith(".parquet"))):
-            path = os.path.join(tmp, f"{i:05d}.parquet")
-            s3.download_file(bucket, k, path)
-            files.append(path)
-        if not files:
+        source = snapshot_source(region, data_prefix, os.path.join(tmp, "files"))
+        if source is None:
             return [], []
         con = connect(tmp)
         try:
-            cur = con.execute("SELECT * FROM read_parquet(?, union_by_name=true) ORDER BY _key", [files])
+            cur = con.execute(f"SELECT * FROM {source} ORDER BY _key" + (f" LIMIT {int(limit)}" if limit is not None else ""))
             names = [d[0] for d in cur.description]
             rows = cur.fetchall()
         finally:
@@ -235,25 +327,10 @@ def read_rows(region: str, data_prefix: str, *, internal: bool = False) -> tuple
 
 def snapshot_source(region: str, data_prefix: str, into: str) -> str | None:
     """Download what the snapshot under ``data_prefix`` needs into the local directory ``into`` and return a
-    DuckDB table expression yielding its current rows (None when it holds no Parquet part).
+    DuckDB table expression yielding its current rows (layers merged; None when it has no files).
 
     The query engine calls this while it builds a policy-projected table; the files are deleted before any
-    caller's SQL runs. One GET per part, streamed to disk (no transfer thread pool).
+    caller's SQL runs. One GET per file, streamed to disk (no transfer thread pool).
     """
-    import shutil  # noqa: PLC0415
-
-    s3 = aws.client("s3", region)
-    bucket = aws.bucket_name(BUCKET, region)
-    os.makedirs(into, exist_ok=True)
-    paths: list[str] = []
-    for key in _list_keys(region, data_prefix.rstrip("/") + "/"):
-        if not key.endswith(".parquet"):
-            continue
-        path = os.path.join(into, f"{len(paths):05d}.parquet")
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
-        with open(path, "wb") as fh:
-            shutil.copyfileobj(body, fh, 1 << 20)
-        paths.append(path)
-    if not paths:
-        return None
-    return "read_parquet([" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "], union_by_name=true)"
+    manifest = read_manifest(region, data_prefix.rstrip("/"))
+    return merged_source(manifest, _download(region, manifest.keys(), into))

@@ -35,7 +35,7 @@ from chalicelib.core.audit import SYSTEM
 from chalicelib.core.conditions import cancellation_codes, item_condition_failed
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions
-from chalicelib.gateway import connectors, lineage_edges, models, normalize, storage
+from chalicelib.gateway import catalog, connectors, ingest, lineage_edges, models, normalize, storage
 from chalicelib.gateway.sources import SourceError, module
 from chalicelib.gateway.vocabulary import LINEAGE_CONNECTOR, LINEAGE_DATASET, highest_classification
 
@@ -209,41 +209,36 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
     src = replace(connectors.source_of(conn, region), progress=progress)
     batch = module(conn.kind).read(src, cursor, mode)
 
-    # last record wins per key; the schema is planned over the records that are kept
-    unique: dict[str, Any] = {}
-    for rec in batch.records:
-        unique[rec.key] = rec
-    records = list(unique.values())
+    # parse, type, hash and key natively where the source allows it (``ingest``); last row wins per key
     old_schema = json.loads(dataset.schema) if dataset else []
     version = int(dataset.schema_version) if dataset else 0
     now_iso = clock.iso()
-    schema, drift, names = normalize.plan(old_schema, ((r.values, r.untyped) for r in records), now_iso, version)
-    types = {f["name"]: f["type"] for f in schema}
-
-    coerce = normalize.coerce
-    plan_of = {src_name: (col, types[col]) for src_name, col in names.items()}
-
-    def rows() -> Any:
-        for r in records:
-            values = {}
-            for src_name, v in r.values.items():
-                col, typ = plan_of[src_name]
-                values[col] = coerce(v, typ)
-            yield r.key, r.source, values
-
-    unchanged = (dataset is not None and dataset.data_prefix and not batch.complete and not records
-                 and not batch.replaced_sources and drift is None and schema == old_schema)
-    if unchanged:  # nothing to merge: keep the current snapshot, commit cursor and freshness only
-        snap = storage.SnapshotResult(prefix=dataset.data_prefix, row_count=int(dataset.row_count), rows_written=0,
-                                      rows_deleted=0, parts=0)
-    else:
-        snap = storage.write_snapshot(region, ws, dataset_id, run.id, attempt, schema, rows(),
-                                      old_prefix=dataset.data_prefix if dataset else None,
-                                      complete=batch.complete, replaced_sources=batch.replaced_sources)
-    details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": len(records) - snap.rows_written,
+    stage = ingest.open_stage()
+    try:
+        incoming = ingest.Incoming(stage, batch, src.report)
+        observer = normalize.Observer(old_schema)
+        incoming.observe(observer)
+        schema, drift, names = observer.finish(now_iso, version)
+        unchanged = (dataset is not None and dataset.data_prefix and not batch.complete and not stage.rows_read
+                     and not batch.replaced_sources and drift is None and schema == old_schema)
+        if unchanged:  # nothing to merge: keep the current snapshot, commit cursor and freshness only
+            kept = 0
+            snap = storage.SnapshotResult(prefix=dataset.data_prefix, row_count=int(dataset.row_count), rows_written=0,
+                                          rows_deleted=0, parts=0)
+        else:
+            kept = incoming.build(schema, names)
+            snap = storage.write_snapshot(region, ws, dataset_id, run.id, attempt, schema, stage,
+                                          old_prefix=dataset.data_prefix if dataset else None,
+                                          complete=batch.complete, replaced_sources=batch.replaced_sources,
+                                          compact=bool(drift and drift["changed"]))
+    finally:
+        stage.close()
+        batch.cleanup()
+    rows_read = stage.rows_read
+    details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": kept - snap.rows_written,
                "parts": snap.parts, "drift": drift, "skipped": batch.skipped[:50]}
-    _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, len(batch.records),
-            progress.objects)
+    _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, rows_read, progress.objects)
+    catalog.changed(ws, datasets=[dataset_id], connectors=[conn.id])  # other containers reload just these
     if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
         storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
     lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,
@@ -253,10 +248,10 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
 
         indexer.on_sync(region, ws, dataset_id)
     audit.append(region, ws, "connector.sync_succeeded", actor=SYSTEM, target={"type": "connector", "id": conn.id},
-                 details={"sync_id": run.id, "dataset_id": dataset_id, "rows_read": batch.rows_read,
+                 details={"sync_id": run.id, "dataset_id": dataset_id, "rows_read": rows_read,
                           "rows_written": snap.rows_written, "rows_deleted": snap.rows_deleted,
                           "schema_drift": bool(drift)})
-    return {"rows_read": batch.rows_read, "rows_written": snap.rows_written, "row_count": snap.row_count}
+    return {"rows_read": rows_read, "rows_written": snap.rows_written, "row_count": snap.row_count}
 
 
 class _Progress:

@@ -121,6 +121,7 @@ class OAuthClientAttrs(BaseModel):
     # client_credentials: the workspace its service principal acts in, and that principal's roles
     workspace_id = UnicodeAttribute(null=True)
     service_roles = UnicodeAttribute(null=True)  # JSON list
+    require_pkce = BooleanAttribute(null=True)  # confidential clients: PKCE required too (public ones always)
 
     @property
     def grants(self) -> list[str]:
@@ -287,7 +288,7 @@ class CodeAttrs(BaseModel):
     amr_json = UnicodeAttribute()
     scope = UnicodeAttribute()
     nonce = UnicodeAttribute(null=True)
-    code_challenge = UnicodeAttribute()
+    code_challenge = UnicodeAttribute(null=True)  # None: a confidential client sent no PKCE
     auth_time = NumberAttribute()
     session_id = UnicodeAttribute()
     family_id = UnicodeAttribute()

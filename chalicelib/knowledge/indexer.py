@@ -27,8 +27,7 @@ def policy_fingerprint(rec: catalog.DatasetRecord) -> str:
 def chunks_of(rec: catalog.DatasetRecord, region: str) -> list[Chunk]:
     if not rec.data_prefix:
         return []
-    names, rows = storage.read_rows(region, rec.data_prefix, internal=True)
-    rows = rows[:MAX_ROWS]
+    names, rows = storage.read_rows(region, rec.data_prefix, internal=True, limit=MAX_ROWS)
     if chunking.is_documents(rec.fields):
         return chunking.document_chunks(rec.id, rec.data_prefix, rec.fields, names, rows)
     return chunking.row_chunks(rec.id, rec.name, rec.data_prefix, rec.fields, names, rows)

@@ -78,14 +78,26 @@ def seq_bounds(region: str, workspace_id: str, f: Filters) -> tuple[int, int] | 
     return (lo, hi) if lo <= hi else None
 
 
-def _filter(cls: Any, f: Filters) -> Any:
+def _actor_ids(region: str, workspace_id: str, email: str) -> set[str]:
+    """The actor ids an address stood for: v1 events hold it in the actor, v2 events in ``audit_personal``
+    (an erased person's address finds nothing)."""
+    per = audit.personal_model(region)
+    return {r.subject for r in per.query(workspace_id, filter_condition=per.email == email.lower(),
+                                         consistent_read=True) if r.subject and r.ref.endswith("#actor")}
+
+
+def _filter(cls: Any, f: Filters, region: str = "", workspace_id: str = "") -> Any:
     cond = None
     if f.action:
         c = cls.action.startswith(f.action[:-1]) if f.action.endswith(".*") else cls.action == f.action
         cond = c
     if f.actor:
-        needle = f'"email":"{f.actor.lower()}"' if "@" in f.actor else f'"id":"{f.actor}"'
-        c = cls.actor.contains(needle)
+        if "@" in f.actor:
+            c = cls.actor.contains(f'"email":"{f.actor.lower()}"')
+            for actor_id in sorted(_actor_ids(region, workspace_id, f.actor)):
+                c = c | (cls.actor.contains(f'"id":"{actor_id}"') & cls.v.exists())
+        else:
+            c = cls.actor.contains(f'"id":"{f.actor}"')
         cond = c if cond is None else cond & c
     return cond
 
@@ -102,7 +114,7 @@ def query_events(region: str, workspace_id: str, f: Filters, limit: int, after: 
     if lo > hi:
         return empty
     cls = audit.model(region)
-    cond = _filter(cls, f)
+    cond = _filter(cls, f, region, workspace_id)
     size = limit + 1 if cond is None else min(MAX_SCANNED, max(limit + 1, 500))
     pages = cls.query(workspace_id, cls.seq.between(lo, hi), filter_condition=cond, page_size=size).page_iter
     found: list[Any] = []
@@ -122,12 +134,12 @@ def query_events(region: str, workspace_id: str, f: Filters, limit: int, after: 
             break
     if len(found) > limit:
         shown = found[:limit]
-        return {"events": [audit.to_dict(e) for e in shown], "has_more": True,
+        return {"events": audit.reveal(region, [audit.to_dict(e) for e in shown]), "has_more": True,
                 "next_cursor": paging.encode("audit", int(shown[-1].seq))}
     if resume is not None:
-        return {"events": [audit.to_dict(e) for e in found], "has_more": True,
+        return {"events": audit.reveal(region, [audit.to_dict(e) for e in found]), "has_more": True,
                 "next_cursor": paging.encode("audit", resume)}
-    return {"events": [audit.to_dict(e) for e in found], "has_more": False, "next_cursor": None}
+    return {"events": audit.reveal(region, [audit.to_dict(e) for e in found]), "has_more": False, "next_cursor": None}
 
 
 def decode_after(query: dict[str, str]) -> int | None:

@@ -1,12 +1,13 @@
-"""Residency storage: restore requests (regional, in the workspace's region) and the constants that say
-which regional tables and bucket prefixes hold a workspace's content."""
+"""Residency storage: restore requests, access requests and the erasure ledger (regional, in the
+workspace's region), the global ledger of erased identities, and the constants that say which regional
+tables and bucket prefixes hold a workspace's content."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 
-from chalicelib.core.models import BaseModel, regional
+from chalicelib.core.models import BaseModel, global_model, regional
 
 BACKUP_RETENTION_DAYS = 35  # equal to infra.resources.BACKUP_RETENTION_DAYS (infra/ is not packaged; a test
 # keeps them and BACKED_UP_TABLES in step with the declaration)
@@ -18,9 +19,12 @@ REQUIRED_ADMINS = 2  # the requester plus one other Admin
 
 # regional tables keyed by something other than ``workspace_id``: attribute -> value starts with '<ws>#'
 PREFIX_KEYED: dict[str, str] = {"agent_run_log": "run_key", "agent_memory": "scope"}
-# regional tables never backed up: transient replay answers, the restore workflow itself, and the DR
-# replication state (a restore must not rewind the checkpoint of the copy in the secondary region)
-NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests", "replication_state"})
+# regional tables never backed up: transient replay answers, the restore workflow itself, the DR
+# replication state (a restore must not rewind the checkpoint of the copy in the secondary region), the
+# erasure ledger and access requests (they must outlive any restore), and audit personal values (kept
+# out of backups so that an erasure is final; the audit events themselves are never restored)
+NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests", "replication_state", "audit_personal",
+                                           "access_requests", "erasure_ledger"})
 # backed up but never restored: the audit trail is append-only (the template denies deletes and updates);
 # memberships are who may act now: a restore must neither bring back a removed member nor drop the
 # Admins approving it, and the member count lives in the global directory
@@ -50,7 +54,8 @@ BACKED_UP_TABLES: tuple[TableKeys, ...] = (
     TableKeys("agent_memory", "scope", "key"),
 )
 
-PENDING, RESTORING, RESTORED, FAILED = "pending", "restoring", "restored", "failed"
+PENDING, QUEUED, RESTORING, RESTORED, FAILED = "pending", "queued", "restoring", "restored", "failed"
+JOBS_QUEUE = "residency-jobs"  # restores and access requests, run by ``residency/worker.py``
 
 
 class RestoreRequestAttrs(BaseModel):
@@ -71,6 +76,66 @@ class RestoreRequestAttrs(BaseModel):
 
 def restore_requests(region: str) -> type[RestoreRequestAttrs]:
     return regional(RestoreRequestAttrs, region)
+
+
+# --- access requests and erasure ---------------------------------------------------------------------
+EXPORT, ERASE = "export", "erase"
+ACCESS_KINDS = (EXPORT, ERASE)
+DONE, RUNNING = "completed", "running"  # besides QUEUED and FAILED
+ACCESS_DEADLINE_SECONDS = 7 * 24 * 3600  # the documented time, the same in every region
+EXPORT_BUCKET = "access-exports"
+EXPORT_LINK_SECONDS = 3600
+
+
+class AccessRequestAttrs(BaseModel):
+    """A data-subject request (export or erasure) about ``subject`` made in a workspace."""
+
+    TABLE = "access_requests"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    id = UnicodeAttribute(range_key=True)  # dsr_...
+    kind = UnicodeAttribute()  # export | erase
+    subject = UnicodeAttribute()  # user id
+    scope = UnicodeAttribute()  # account (the subject's own request: every workspace) | workspace
+    requested_by = UnicodeAttribute()
+    requested_at = UnicodeAttribute()
+    due_at = UnicodeAttribute()
+    status = UnicodeAttribute()
+    completed_at = UnicodeAttribute(null=True)
+    result = UnicodeAttribute(null=True)  # JSON: export parts {region, key, files} or erasure counts
+    error = UnicodeAttribute(null=True)
+
+
+class ErasureLedgerAttrs(BaseModel):
+    """One erased user of one workspace: ids and a keyed MAC of the address, never personal data."""
+
+    TABLE = "erasure_ledger"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    user_id = UnicodeAttribute(range_key=True)
+    email_mac = UnicodeAttribute()
+    erased_at = UnicodeAttribute()
+    request_id = UnicodeAttribute()
+
+
+class ErasedUserAttrs(BaseModel):
+    """The global store's ledger: an erased identity (its id and a keyed MAC of its address)."""
+
+    TABLE = "erased_users"
+    user_id = UnicodeAttribute(hash_key=True)
+    email_mac = UnicodeAttribute()
+    erased_at = UnicodeAttribute()
+    request_id = UnicodeAttribute()
+
+
+def access_requests(region: str) -> type[AccessRequestAttrs]:
+    return regional(AccessRequestAttrs, region)
+
+
+def erasure_ledger(region: str) -> type[ErasureLedgerAttrs]:
+    return regional(ErasureLedgerAttrs, region)
+
+
+def erased_users() -> type[ErasedUserAttrs]:
+    return global_model(ErasedUserAttrs)
 
 
 # --- cross-region disaster recovery (replication.py) ----------------------------------------------

@@ -62,12 +62,12 @@ def check_secondary(residency: str, wanted: str | None) -> str:
     """The secondary region for a workspace of ``residency``: ``wanted`` if it is declared for it, the
     default when not given; 422 ``undeclared_secondary_region`` otherwise (nothing is changed)."""
     declared = DR_REGIONS.get(residency, ())
-    if wanted is None:
+    if wanted is None and declared:
         return declared[0]
     if wanted not in declared:
         raise ApiError(422, "undeclared_secondary_region",
                        f"'{wanted}' is not a declared disaster-recovery region for residency {residency}. "
-                       f"Choose one of: {', '.join(declared)}.",
+                       f"Choose one of: {', '.join(declared) or 'none declared'}.",
                        errors=[{"field": "replication_secondary_region",
                                 "message": f"must be one of {', '.join(declared)}"}])
     return wanted
@@ -304,9 +304,18 @@ def run(event: dict[str, Any] | None = None) -> dict[str, Any]:
                  if ws.region in regions}
     for region in regions:
         held = {s.workspace_id for s in replication_states(region).scan(attributes_to_get=["workspace_id"])}
-        counts = {"replicated": 0, "copies_deleted": 0, "items_copied": 0, "objects_copied": 0, "deleted": 0}
+        counts = {"replicated": 0, "copies_deleted": 0, "items_copied": 0, "objects_copied": 0, "deleted": 0,
+                  "failed": 0}
         for ws in (w for w in directory.values() if w.region == region and w.replication == DR):
-            done = replicate(region, ws.id, ws.residency)
+            if lag_over_rpo(ws):
+                log.warning("replication lag over the RPO", extra={"workspace_id": ws.id,
+                                                                   "lag_seconds": status(ws)["replication_lag_seconds"]})
+            try:
+                done = replicate(region, ws.id, ws.residency)
+            except Exception:  # one workspace's failure must not stop the others' passes; its lag grows
+                log.exception("replication pass failed", extra={"workspace_id": ws.id})
+                counts["failed"] += 1
+                continue
             counts["replicated"] += 1
             counts["items_copied"] += done["copied"][ITEMS]
             counts["objects_copied"] += done["copied"][OBJECTS]

@@ -3,9 +3,12 @@
 An Admin requests a restore of one of the workspace's backups; a different Admin approves it within
 ``RESTORE_WINDOW_SECONDS``. The requester cannot approve their own request and approvals are a set of
 user ids, so one person approving twice counts once. When ``REQUIRED_ADMINS`` distinct Admins agree the
-restore runs: every backed-up table (except the append-only audit trail) and every object under the
-workspace's prefixes is put back as it was at the backup, and the counts of what changed are reported.
-Every step is audited: requested, approved, started, finished, failed.
+request becomes ``queued`` and a message goes to the region's ``residency-jobs`` queue; the worker
+(``residency/worker.py``) takes it (``queued`` -> ``restoring``, conditional, so a redelivered message
+runs nothing twice) and restores: every backed-up table (except the append-only audit trail) and every
+object under the workspace's prefixes is put back as it was at the backup, then the erasure ledger is
+replayed (``residency/erasure.py``) so no erased user comes back, and the counts of what changed are
+reported. Every step is audited: requested, approved, started, finished, failed.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from chalicelib.core import audit, clock, paging
+from chalicelib.core import audit, clock, paging, queues
 from chalicelib.core.authz import Principal
 from chalicelib.core.conditions import condition_failed
 from chalicelib.core.errors import ApiError, conflict, not_found
@@ -23,11 +26,13 @@ from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import validate
-from chalicelib.residency import backups, content
+from chalicelib.residency import backups, content, erasure
 from chalicelib.residency.models import (
     FAILED,
+    JOBS_QUEUE,
     NOT_RESTORED,
     PENDING,
+    QUEUED,
     REQUIRED_ADMINS,
     RESTORE_WINDOW_SECONDS,
     RESTORED,
@@ -101,7 +106,7 @@ def list_requests(user: Principal, backup_id: str, query: dict[str, str]) -> dic
 
 
 def approve(user: Principal, backup_id: str, request_id: str, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
-    """Add ``user``'s approval; when enough distinct Admins agree, run the restore and return its outcome."""
+    """Add ``user``'s approval; when enough distinct Admins agree, queue the restore (``status: queued``)."""
     validate(body if body is not None else {}, {})
     ws = user.workspace_id
     region = region_of(ws)
@@ -128,30 +133,50 @@ def approve(user: Principal, backup_id: str, request_id: str, body: Any, caller:
     req.refresh(consistent_read=True)
     if len(req.approvals or set()) < REQUIRED_ADMINS:
         return to_dict(req)
-    try:  # one approver wins the start
-        req.update(actions=[cls.status.set(RESTORING)], condition=cls.status == PENDING)
+    try:  # one approver wins the queueing
+        req.update(actions=[cls.status.set(QUEUED)], condition=cls.status == PENDING)
     except UpdateError as err:
         if condition_failed(err):
-            raise conflict("restore_request_not_pending", "The restore has already started.") from None
+            raise conflict("restore_request_not_pending", "The restore has already been queued.") from None
         raise
-    return _run(region, req, user, caller)
+    queues.enqueue(JOBS_QUEUE, region, {"kind": "restore", "workspace_id": ws, "request_id": req.id,
+                                        "approved_by": user.user_id})
+    return to_dict(req)
 
 
-def _run(region: str, req: RestoreRequestAttrs, user: Principal, caller: audit.CallerLike) -> dict[str, Any]:
+def run_queued(region: str, workspace_id: str, request_id: str) -> dict[str, Any]:
+    """The worker's part: take a ``queued`` request (once), restore, replay the erasure ledger, audit."""
+    cls = restore_requests(region)
+    try:
+        req = cls.get(workspace_id, request_id, consistent_read=True)
+    except DoesNotExist:
+        log.error("queued restore request not found", extra={"workspace_id": workspace_id, "request": request_id})
+        return {"status": "missing"}
+    try:
+        req.update(actions=[cls.status.set(RESTORING)], condition=cls.status == QUEUED)
+    except UpdateError as err:
+        if condition_failed(err):  # redelivered: already taken by an earlier delivery
+            return {"status": req.status}
+        raise
+    return _run(region, req)
+
+
+def _run(region: str, req: RestoreRequestAttrs) -> dict[str, Any]:
     ws, target = req.workspace_id, {"type": "restore_request", "id": req.id}
     cls = restore_requests(region)
-    audit.append(region, ws, "backup.restore_started", actor=_actor(user), caller=caller, target=target,
+    audit.append(region, ws, "backup.restore_started", actor=audit.SYSTEM, target=target,
                  details={"backup_id": req.backup_id, "approvals": sorted(req.approvals)})
     try:
         report = apply(region, backups.manifest(region, ws, req.backup_id))
-    except Exception as exc:  # noqa: BLE001 - recorded and audited, then answered as a 500-free outcome
+        report["erasures_replayed"] = erasure.replay(region, ws)
+    except Exception as exc:  # noqa: BLE001 - recorded and audited as the request's outcome
         log.exception("restore failed", extra={"workspace_id": ws, "request": req.id})
         req.update(actions=[cls.status.set(FAILED), cls.error.set(type(exc).__name__)])
-        audit.append(region, ws, "backup.restore_failed", actor=_actor(user), caller=caller, target=target,
+        audit.append(region, ws, "backup.restore_failed", actor=audit.SYSTEM, target=target,
                      details={"backup_id": req.backup_id, "error": type(exc).__name__})
         return to_dict(req)
     req.update(actions=[cls.status.set(RESTORED), cls.report.set(json.dumps(report, sort_keys=True))])
-    audit.append(region, ws, "backup.restore_finished", actor=_actor(user), caller=caller, target=target,
+    audit.append(region, ws, "backup.restore_finished", actor=audit.SYSTEM, target=target,
                  details={"backup_id": req.backup_id, "changes": report})
     return to_dict(req)
 

@@ -1,4 +1,5 @@
-"""Backup and restore routes at {base_url}/v1 (platform group). Thin: every view calls a service."""
+"""Backup, restore and access-request routes at {base_url}/v1 (platform group). Thin: every view calls a
+service."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +9,7 @@ from chalice import Response  # type: ignore[attr-defined]
 from chalicelib.core import audit
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.residency import backups, restore
+from chalicelib.residency import access_requests, backups, restore
 
 api = Api("platform")
 
@@ -51,5 +52,16 @@ def read_restore_request(ctx: Ctx, backup_id: str, request_id: str) -> dict[str,
 
 
 @api.route("/v1/backups/{backup_id}/restore-requests/{request_id}/approve", ["POST"], permission="backups.manage")
-def approve_restore(ctx: Ctx, backup_id: str, request_id: str) -> dict[str, Any]:
-    return restore.approve(ctx.user, backup_id, request_id, ctx.json(required=False), ctx.caller)
+def approve_restore(ctx: Ctx, backup_id: str, request_id: str) -> Response:
+    req = restore.approve(ctx.user, backup_id, request_id, ctx.json(required=False), ctx.caller)
+    return json_response(req, 202 if req["status"] == "queued" else 200)
+
+
+@api.route("/v1/access-requests", ["POST"], permission="access_requests.create")
+def create_access_request(ctx: Ctx) -> Response:
+    return json_response(access_requests.create(ctx.user, ctx.json(), ctx.caller), 202)
+
+
+@api.route("/v1/access-requests/{request_id}", permission="access_requests.create")
+def read_access_request(ctx: Ctx, request_id: str) -> dict[str, Any]:
+    return access_requests.get(ctx.user, request_id)

@@ -20,7 +20,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 CONTENT_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 STATIC_NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}\.(js|css|svg)$")
 ROUTE_RE = re.compile(r'\[\s*"(/[^"]*)"\s*,\s*"([a-z_]+)"')
-MAX_DEPTH = 16  # page addresses up to this many segments are answered by the app (then API Gateway's 403)
+MAX_DEPTH = 16  # page addresses up to this many segments have app routes; deeper ones: not_found_page()
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "font-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 HEADERS = {**HTML_HEADERS, "Content-Security-Policy": CSP}
@@ -97,6 +97,12 @@ def shell_html(status: int) -> str:
 def plain_html(title: str, body: str) -> str:
     """A page without the single-page shell; ``body`` is trusted markup built from escaped values."""
     return PLAIN.substitute(title=html.escape(title), body=body)
+
+
+def not_found_page() -> tuple[int, dict[str, str], str]:
+    """(status, headers, body) of the app's 404 page, also for addresses deeper than ``MAX_DEPTH``,
+    which no app route serves (the local server answers them with it: ``infra/local_run.py``)."""
+    return 404, dict(HEADERS), plain_html("Page not found", not_found_body())
 
 
 def not_found_body() -> str:

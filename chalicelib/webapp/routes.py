@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
 
 from chalice import Response  # type: ignore[attr-defined]
@@ -128,8 +129,9 @@ def callback(ctx: Ctx) -> Any:
     cookies = session.read_cookies(ctx.header("cookie"))
     if q.get("error"):
         back = shell.abandon(q.get("state") or "", cookies.get(shell.STATE_COOKIE))
-        return _html(pages.plain_html("Sign-in was not completed",
-                                      signin_error_body(q.get("error", ""), q.get("error_description", ""), back)), 400)
+        error, description = q.get("error", ""), q.get("error_description", "")
+        title = "Multi-factor authentication required" if mfa_refusal(error, description) else "Sign-in was not completed"
+        return _html(pages.plain_html(title, signin_error_body(error, description, back)), 400)
     try:
         done = shell.finish(q.get("state") or "", cookies.get(shell.STATE_COOKIE), q.get("code") or "")
     except shell.ShellError as err:
@@ -139,12 +141,22 @@ def callback(ctx: Ctx) -> Any:
     return _redirect(done.path, issued.cookies() + [session.set_cookie(session.WORKSPACE, "", 0)])
 
 
+MFA_WORDS = re.compile(r"\b(mfa|multi-factor|multifactor|two-factor|2fa|second factor)\b", re.IGNORECASE)
+
+
+def mfa_refusal(error: str, description: str) -> bool:
+    """The identity service refused because the workspace requires a second factor: its own error code,
+    or ``access_denied`` with a description that says so (``error_description=...mfa...``)."""
+    return error == "mfa_required" or (error in ("access_denied", "interaction_required")
+                                       and bool(MFA_WORDS.search(description or "")))
+
+
 def signin_error_body(error: str, description: str, back: str) -> str:
     """The way forward for each refusal; the MFA-required case says how to add a second factor."""
     account = html.escape(settings().auth_url + "/account")
     again = html.escape("/session/signin?" + _q({"path": back, "fresh": "1"}))
     reason = html.escape(description or error or "unknown reason")
-    if "multi-factor" in description or error == "mfa_required":
+    if mfa_refusal(error, description):
         return (f'<p class="error" role="alert" id="signin-error">This workspace requires multi-factor '
                 f'authentication, and this sign-in used only one factor.</p><p>{reason}</p>'
                 '<ol><li>Open your <a href="' + account + '">security settings</a> and add an authenticator app '

@@ -168,11 +168,19 @@ def audit_exports(event: dict[str, Any]) -> dict[str, Any]:
     return audit_export.handle(event)
 
 
+def residency_jobs(event: dict[str, Any]) -> dict[str, Any]:
+    """Approved restores and access requests (``residency-jobs`` queue)."""
+    from chalicelib.residency import worker
+
+    return worker.handle(event)
+
+
 # queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}
 QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "sync-jobs": sync_jobs,
     "agent-runs": agent_runs,
     "audit-exports": audit_exports,
+    "residency-jobs": residency_jobs,
 }
 
 

@@ -65,6 +65,20 @@ class Record:
 
 
 @dataclass
+class CsvFile:
+    """A CSV object downloaded to local disk, to be parsed, typed and keyed natively (see
+    ``gateway/ingest.py``). ``fallback`` parses it row by row into Records exactly as the reader would
+    have (used when the native reader refuses the file: ragged rows, bad encoding, duplicate headers)."""
+
+    source: str  # the object key (the rows' ``_source``)
+    path: str
+    delimiter: str
+    order: int  # position among the batch's objects: later objects win on duplicate keys
+    primary_key: list[str] | None
+    fallback: Callable[[], list[Record]]
+
+
+@dataclass
 class Batch:
     records: list[Record]
     cursor: dict[str, Any]  # the position to save once this batch is committed
@@ -73,6 +87,14 @@ class Batch:
     replaced_sources: set[str] = field(default_factory=set)  # old rows from these sources are dropped
     primary_key: list[str] | None = None
     skipped: list[str] = field(default_factory=list)  # objects that could not be parsed (named, not fatal)
+    files: list[CsvFile] = field(default_factory=list)  # objects read natively (their rows are not in records)
+    source_order: dict[str, int] = field(default_factory=dict)  # object key -> position (records' sources)
+    cleanup: Callable[[], None] = field(default=lambda: None)  # removes the local copies of ``files``
+
+
+def missing_key(key: str, line: int, missing: list[str]) -> SourceError:
+    """The error for a row without a value for (part of) the primary key."""
+    return SourceError(f"{key} row {line} has no value for primary key {', '.join(missing)}", permanent=True)
 
 
 _MODULES = {"s3": "s3_objects", "dynamodb": "dynamodb_table", "http": "http_api", "documents": "documents"}

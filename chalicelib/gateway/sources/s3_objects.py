@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,16 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core.validation import F
-from chalicelib.gateway.sources import Batch, Record, SourceError, Src, aws_source_error, resolve_columns
+from chalicelib.gateway.sources import (
+    Batch,
+    CsvFile,
+    Record,
+    SourceError,
+    Src,
+    aws_source_error,
+    missing_key,
+    resolve_columns,
+)
 
 FORMATS = ("auto", "csv", "jsonl", "parquet")
 EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
@@ -181,7 +191,36 @@ def parse(data: bytes, fmt: str, key: str, delimiter: str) -> tuple[list[dict[st
         raise SourceError(f"{key} could not be parsed as {fmt} ({type(err).__name__})", permanent=True) from None
 
 
+def _records(key: str, rows: list[dict[str, Any]], untyped: bool, pk: list[str] | None) -> list[Record]:
+    out = []
+    for line, row in enumerate(rows, start=1):
+        if pk:
+            pk_cols = pk if all(k in row for k in pk) else resolve_columns(pk, row.keys())
+            missing = [k for k, col in zip(pk, pk_cols) if row.get(col) in (None, "")]  # noqa: B905
+            if missing:
+                raise missing_key(key, line, missing)
+            rkey = json.dumps([str(row[col]) for col in pk_cols])
+        else:
+            rkey = f"{key}#{line}"
+        out.append(Record(rkey, row, source=key, untyped=untyped))
+    return out
+
+
+def _download(s3: Any, bucket: str, key: str, path: str) -> None:
+    """The object to a local file, streamed (never whole in memory)."""
+    try:
+        obj = s3.get_object(Bucket=bucket, Key=key)
+        if obj["ContentLength"] > MAX_OBJECT_BYTES:
+            raise SourceError(f"{key} is larger than {MAX_OBJECT_BYTES // (1024 * 1024)} MiB", permanent=True)
+        with open(path, "wb") as fh:
+            shutil.copyfileobj(obj["Body"], fh, 1 << 20)
+    except ClientError as err:
+        raise _client_error(err, f"cannot read s3://{bucket}/{key}") from None
+
+
 def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
+    """CSV objects are downloaded for the native reader (``Batch.files``); JSON Lines and Parquet objects
+    become records."""
     cfg = src.config
     bucket, prefix, configured = cfg["bucket"], cfg.get("prefix", ""), cfg.get("format", "auto")
     s3 = _s3(src)
@@ -190,24 +229,30 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     pk = cfg.get("primary_key")
     delimiter = cfg.get("csv_delimiter") or ","
     records: list[Record] = []
-    objects_read = 0
-    for key in changed:
-        fmt = _format_of(key, configured) or "csv"
-        rows, untyped = parse(fetch(s3, bucket, key), fmt, key, "\t" if key.lower().endswith(".tsv") and
-                              not cfg.get("csv_delimiter") else delimiter)
-        for line, row in enumerate(rows, start=1):
-            if pk:
-                pk_cols = pk if all(k in row for k in pk) else resolve_columns(pk, row.keys())
-                missing = [k for k, col in zip(pk, pk_cols) if row.get(col) in (None, "")]  # noqa: B905
-                if missing:
-                    raise SourceError(f"{key} row {line} has no value for primary key {', '.join(missing)}",
-                                      permanent=True)
-                rkey = json.dumps([str(row[col]) for col in pk_cols])
-            else:
-                rkey = f"{key}#{line}"
-            records.append(Record(rkey, row, source=key, untyped=untyped))
-        objects_read += 1
-        src.report(objects_read, len(records))
+    files: list[CsvFile] = []
+    tmp = tempfile.TemporaryDirectory(prefix="gws3-")
+    try:
+        for order, key in enumerate(changed):
+            fmt = _format_of(key, configured) or "csv"
+            delim = "\t" if key.lower().endswith(".tsv") and not cfg.get("csv_delimiter") else delimiter
+            if fmt == "csv":
+                path = os.path.join(tmp.name, f"{order:05d}.csv")
+                _download(s3, bucket, key, path)
+
+                def fallback(key: str = key, path: str = path, delim: str = delim) -> list[Record]:
+                    with open(path, "rb") as fh:
+                        data = fh.read()
+                    return _records(key, parse(data, "csv", key, delim)[0], True, pk)
+
+                files.append(CsvFile(key, path, delim, order, pk, fallback))
+                continue
+            rows, untyped = parse(fetch(s3, bucket, key), fmt, key, delim)
+            records.extend(_records(key, rows, untyped, pk))
+            src.report(order + 1, len(records))
+    except BaseException:
+        tmp.cleanup()
+        raise
     return Batch(records=records, cursor={"objects": {k: m["etag"] for k, m in listing.items()}},
                  rows_read=len(records), complete=(mode == "FULL_REFRESH"),
-                 replaced_sources=set(changed) | set(deleted), primary_key=pk)
+                 replaced_sources=set(changed) | set(deleted), primary_key=pk, files=files,
+                 source_order={k: i for i, k in enumerate(changed)}, cleanup=tmp.cleanup)

@@ -42,13 +42,21 @@ def has_second_factor(user_id: str) -> bool:
     return any(factor.has(user_id) for factor in FACTORS)
 
 
+class CodeAlreadyUsed(Exception):
+    """A right authenticator code of a time step that was already used: not a guess, not accepted."""
+
+
 def verify_code(user_id: str, code: str) -> list[str] | None:
-    """Check a TOTP or recovery code typed at the MFA step; the ``amr`` it adds, or None."""
+    """Check a TOTP or recovery code typed at the MFA step; the ``amr`` it adds, or None for a wrong
+    code. Raises ``CodeAlreadyUsed`` for a reused authenticator code."""
     if not isinstance(code, str):
         return None
     code = code.strip()
     if len(code) == totp.DIGITS and code.isdigit():
-        return ["otp"] if totp.verify_totp(user_id, code) else None
+        result = totp.check_totp(user_id, code)
+        if result == totp.REUSED:
+            raise CodeAlreadyUsed()
+        return ["otp"] if result == totp.ACCEPTED else None
     return ["otp"] if recovery_codes.use_recovery_code(user_id, code) else None
 
 

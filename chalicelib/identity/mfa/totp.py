@@ -69,23 +69,32 @@ def has_totp(user_id: str) -> bool:
     return bool(user and user.totp_secret_enc)
 
 
-def verify_totp(user_id: str, code: str) -> bool:
-    """True once per accepted time step: a replayed (or older) code is refused."""
+ACCEPTED, REUSED, WRONG = "accepted", "reused", "wrong"
+
+
+def check_totp(user_id: str, code: str) -> str:
+    """``ACCEPTED`` once per time step; ``REUSED`` for a right code of a step already used (or older than
+    the last used one: a replay); ``WRONG`` otherwise."""
     user = users_mod.get_user(user_id)
     if user is None or not user.totp_secret_enc:
-        return False
+        return WRONG
     step = _matching_step(_decrypt(user_id, user.totp_secret_enc), code, clock.now())
     if step is None:
-        return False
+        return WRONG
     cls = _totp_state()
     try:
         cls(state_key(TOTP, user_id)).update(actions=[cls.last_step.set(step)],
                                       condition=cls.last_step.does_not_exist() | (cls.last_step < step))
     except UpdateError as err:
         if condition_failed(err):
-            return False
+            return REUSED
         raise
-    return True
+    return ACCEPTED
+
+
+def verify_totp(user_id: str, code: str) -> bool:
+    """True once per accepted time step: a replayed (or older) code is refused."""
+    return check_totp(user_id, code) == ACCEPTED
 
 
 def start_setup(user_id: str, email: str) -> dict[str, str]:

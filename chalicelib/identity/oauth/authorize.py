@@ -2,8 +2,13 @@
 
 Decisions (docs/decisions.md, "Identity"):
 
-* ``response_type=code`` only, PKCE ``S256`` only (``plain`` and a missing challenge are refused),
+* ``response_type=code`` only; PKCE ``S256`` only (``plain`` is refused). PKCE is required of public
+  clients and of confidential clients registered with ``require_pkce``; other confidential clients
+  may omit it (OIDC Core; the OpenID Foundation's Basic OP plan sends no ``code_challenge``).
   ``redirect_uri`` required and matched exactly against the client's list.
+* Unknown scopes are ignored (OIDC Core section 3.1.2.1), not refused; ``request`` and ``request_uri``
+  (request objects) are not supported and answer ``request_not_supported`` /
+  ``request_uri_not_supported``, as discovery says.
 * ``workspace_id`` picks the workspace (default: the user's first one by id); a user with no workspace
   gets a token with ``workspace_id=""`` and no roles (enough to create one).
 * ``prompt``: ``none``, ``login`` (forces a fresh sign-in), ``consent`` and ``select_account``
@@ -51,7 +56,7 @@ class AuthRequest:
     client: OAuthClientAttrs
     redirect_uri: str
     state: str | None
-    challenge: str
+    challenge: str | None
     scopes: list[str]
     nonce: str | None
     prompt: list[str]
@@ -102,10 +107,17 @@ def _registered_client(params: dict[str, str]) -> tuple[OAuthClientAttrs, str]:
     return client, redirect_uri
 
 
-def _pkce_problem(params: dict[str, str]) -> str | None:
+def pkce_required(client: OAuthClientAttrs) -> bool:
+    """Public clients always send PKCE; confidential ones when their registration says so."""
+    return not client.confidential or bool(client.require_pkce)
+
+
+def _pkce_problem(params: dict[str, str], client: OAuthClientAttrs) -> str | None:
     challenge = params.get("code_challenge")
     if not challenge:
-        return "PKCE is required: send code_challenge and code_challenge_method=S256."
+        if "code_challenge_method" in params or pkce_required(client):
+            return "PKCE is required: send code_challenge and code_challenge_method=S256."
+        return None
     if params.get("code_challenge_method") != "S256":
         return "Only code_challenge_method=S256 is supported."
     if not _CHALLENGE_RE.match(challenge):
@@ -132,14 +144,17 @@ def _validated_request(params: dict[str, str]) -> AuthRequest:
 
     if params.get("response_type") != "code":
         raise fail("unsupported_response_type", "Only response_type=code is supported.")
+    if "request" in params:
+        raise fail("request_not_supported", "Request objects (the request parameter) are not supported.")
+    if "request_uri" in params:
+        raise fail("request_uri_not_supported", "The request_uri parameter is not supported.")
     if "authorization_code" not in client.grants:
         raise fail("unauthorized_client", "This client may not use the authorization code grant.")
-    pkce = _pkce_problem(params)
+    pkce = _pkce_problem(params, client)
     if pkce:
         raise fail("invalid_request", pkce)
-    scopes = (params.get("scope") or "openid").split()
-    if any(s not in SCOPES for s in scopes):
-        raise fail("invalid_scope", "Supported scopes: " + " ".join(SCOPES) + ".")
+    asked = (params.get("scope") or "openid").split()
+    scopes = [s for s in dict.fromkeys(asked) if s in SCOPES] or ["openid"]  # unknown scopes are ignored
     nonce = params.get("nonce")
     if nonce is not None and len(nonce) > MAX_PARAM_LEN:
         raise fail("invalid_request", "nonce is too long.")
@@ -149,7 +164,7 @@ def _validated_request(params: dict[str, str]) -> AuthRequest:
     max_age = params.get("max_age")
     if _max_age_problem(max_age):
         raise fail("invalid_request", "max_age must be a non-negative integer.")
-    return AuthRequest(client, redirect_uri, state, params["code_challenge"], scopes, nonce, prompt,
+    return AuthRequest(client, redirect_uri, state, params.get("code_challenge"), scopes, nonce, prompt,
                        int(max_age) if max_age is not None else None)
 
 

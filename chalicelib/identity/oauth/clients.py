@@ -23,14 +23,14 @@ def _digest(secret: str) -> str:
 
 
 def create_client(name: str, *, confidential: bool = True, grant_types: list[str] | None = None,
-                  redirect_uris: list[str] | None = None) -> tuple[str, str | None]:
+                  redirect_uris: list[str] | None = None, require_pkce: bool = False) -> tuple[str, str | None]:
     """Register a client; returns ``(client_id, client_secret)`` (secret shown once, None if public)."""
     client_id = new_id("cli")
     secret = secrets.token_urlsafe(32) if confidential else None
     global_model(OAuthClientAttrs)(
         client_id, name=name, secret_hash=_digest(secret) if secret else None, confidential=confidential,
         grant_types=json.dumps(grant_types or []), redirect_uris=json.dumps(redirect_uris or []),
-        created_at=clock.iso(),
+        created_at=clock.iso(), require_pkce=require_pkce or None,
     ).save()
     return client_id, secret
 
@@ -50,10 +50,11 @@ def redirect_uri_problem(uri: str) -> str | None:
 
 def register_client(name: str, *, confidential: bool, redirect_uris: list[str] | None = None,
                     grant_types: list[str] | None = None, workspace_id: str | None = None,
-                    roles: list[str] | None = None) -> tuple[str, str | None]:
+                    roles: list[str] | None = None, require_pkce: bool = False) -> tuple[str, str | None]:
     """Register an OAuth client (tests, the demo seed, an Admin tool); ``(client_id, secret or None)``.
 
     Public clients (no secret) may use ``authorization_code`` (+ ``refresh_token``) with PKCE only;
+    confidential clients send PKCE when they like, and always when registered with ``require_pkce``;
     ``client_credentials`` needs a confidential client bound to one ``workspace_id`` with ``roles``.
     """
     grants = list(grant_types or ["authorization_code", "refresh_token"])
@@ -69,7 +70,7 @@ def register_client(name: str, *, confidential: bool, redirect_uris: list[str] |
     if "client_credentials" in grants and (not confidential or not workspace_id or not roles):
         raise ValueError("client_credentials needs a confidential client with a workspace_id and roles")
     client_id, secret = create_client(name, confidential=confidential, grant_types=grants,
-                                      redirect_uris=list(redirect_uris or []))
+                                      redirect_uris=list(redirect_uris or []), require_pkce=require_pkce)
     if workspace_id:
         global_model(OAuthClientAttrs)(client_id).update(actions=[
             OAuthClientAttrs.workspace_id.set(workspace_id),
@@ -96,7 +97,14 @@ def authenticate_basic(authorization: str | None) -> OAuthClientAttrs | None:
         return None
     client_id, sep, secret = decoded.partition(":")
     client_id, secret = unquote_plus(client_id), unquote_plus(secret)  # RFC 6749 section 2.3.1
-    if not sep or not client_id or not secret or len(client_id) > 64:
+    if not sep:
+        return None
+    return _proven(client_id, secret)
+
+
+def _proven(client_id: str, secret: str) -> OAuthClientAttrs | None:
+    """The confidential client whose secret this is, or None (same cost for an unknown client)."""
+    if not client_id or not secret or len(client_id) > 64 or len(secret) > 512:
         return None
     client = get_client(client_id)
     if client is None or not client.confidential or not client.secret_hash:
@@ -104,6 +112,31 @@ def authenticate_basic(authorization: str | None) -> OAuthClientAttrs | None:
         hmac.compare_digest(_digest(secret), "0" * 64)
         return None
     return client if hmac.compare_digest(_digest(secret), client.secret_hash) else None
+
+
+def authenticate(authorization: str | None, form: dict[str, str]) -> OAuthClientAttrs | None:
+    """The confidential client authenticated by ``client_secret_basic`` (HTTP Basic) or
+    ``client_secret_post`` (``client_id`` + ``client_secret`` in the form), or None when the request
+    carries no client secret (a public client names itself by ``client_id``).
+
+    Credentials that are sent but wrong answer 401 ``invalid_client``; both methods at once answer
+    400 ``invalid_request`` (RFC 6749 section 2.3: one method per request).
+    """
+    basic = bool(authorization) and str(authorization).lower().startswith("basic ")
+    if "client_secret" in form:
+        if basic:
+            raise oauth_error(400, "invalid_request", "Use one client authentication method, not HTTP Basic and "
+                                                      "client_secret together.")
+        client = _proven(form.get("client_id", ""), form["client_secret"])
+        if client is None:
+            raise invalid_client("Client authentication failed.")
+        return client
+    if basic:
+        client = authenticate_basic(authorization)
+        if client is None:
+            raise invalid_client("Client authentication failed.")
+        return client
+    return None
 
 
 def calling_client(form: dict[str, str], client: OAuthClientAttrs | None) -> OAuthClientAttrs:
@@ -116,5 +149,6 @@ def calling_client(form: dict[str, str], client: OAuthClientAttrs | None) -> OAu
         return client
     public = get_client(named or "")
     if public is None or public.confidential:
-        raise invalid_client("Client authentication failed (confidential clients use HTTP Basic).")
+        raise invalid_client("Client authentication failed (confidential clients authenticate with HTTP Basic "
+                             "or client_secret_post).")
     return public

@@ -25,16 +25,17 @@ def discovery() -> dict[str, Any]:
     doc.update({name: base + path for name, path in ENDPOINTS.items()})
     doc.update({
         "grant_types_supported": sorted(GRANTS),
-        "token_endpoint_auth_methods_supported": ["client_secret_basic", "none"],
-        "introspection_endpoint_auth_methods_supported": ["client_secret_basic"],
-        "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "none"],
+        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
+        "introspection_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+        "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
         "code_challenge_methods_supported": ["S256"],
         "scopes_supported": ["openid", "email", "profile", "offline_access"],
         "response_modes_supported": ["query"],
         "prompt_values_supported": ["none", "login", "consent", "select_account"],
         "authorization_response_iss_parameter_supported": True,
         "claims_parameter_supported": False,
-        "request_parameter_supported": False,
+        "request_parameter_supported": False,  # answered request_not_supported (oauth/authorize.py)
+        "request_uri_parameter_supported": False,  # answered request_uri_not_supported
         "id_token_signing_alg_values_supported": ["RS256"],
         "subject_types_supported": ["public"],
         "response_types_supported": ["code"],

@@ -11,8 +11,10 @@ from typing import Any
 from chalicelib.core.errors import ApiError
 from chalicelib.core.tokens import verifier
 from chalicelib.identity.models import OAuthClientAttrs
+from chalicelib.identity.oauth.errors import oauth_error
 
-INTROSPECTED_CLAIMS = ("sub", "workspace_id", "roles", "email", "amr", "iss", "aud", "exp", "iat", "nbf", "jti")
+INTROSPECTED_CLAIMS = ("sub", "client_id", "scope", "workspace_id", "roles", "email", "amr", "iss", "aud", "exp",
+                      "iat", "nbf", "jti")
 
 
 def _visible_to(claims: dict[str, Any], client: OAuthClientAttrs) -> bool:
@@ -21,9 +23,13 @@ def _visible_to(claims: dict[str, Any], client: OAuthClientAttrs) -> bool:
     return bool(client.workspace_id) and claims.get("workspace_id") == client.workspace_id
 
 
-def introspect(token: str, client: OAuthClientAttrs) -> dict[str, Any]:
-    """The claims of a valid token the client may see, ``{"active": false}`` for anything else."""
+def introspect(form: dict[str, str], client: OAuthClientAttrs) -> dict[str, Any]:
+    """The claims of a valid token the client may see, ``{"active": false}`` for anything else; a
+    request without ``token`` is 400 ``invalid_request`` (RFC 7662 section 2.1: it is REQUIRED)."""
+    token = form.get("token") or ""
     if not token:
+        raise oauth_error(400, "invalid_request", "token is required.")
+    if len(token) > 8192:
         return {"active": False}
     try:
         claims = verifier().claims(token)

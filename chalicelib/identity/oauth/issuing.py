@@ -47,7 +47,7 @@ def _roles_and_check(user_id: str, workspace_id: str, amr: list[str]) -> list[st
         raise oauth_error(400, "invalid_grant", "The user is no longer a member of the workspace.")
     if get_workspace(workspace_id).enforce_mfa and not mfa_used(amr):
         raise oauth_error(400, "invalid_grant", "This workspace requires multi-factor authentication; the sign-in "
-                                                "did not use a second factor.")
+                                                "did not use a second factor.", reason="mfa_required")
     return roles
 
 

@@ -3,22 +3,43 @@ userinfo, revocation, RP-initiated logout. The logic lives in the modules of ``o
 only parse and answer."""
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from chalice import Response
 
+from chalicelib.core.errors import ApiError
+from chalicelib.core.logs import get_logger
 from chalicelib.core.tokens import bearer, verifier
-from chalicelib.core.web import FORM, Api, Ctx, json_response
+from chalicelib.core.web import FORM, JSON, REALM, Api, Ctx, json_response, missing_credentials
+from chalicelib.identity import openapi as identity_openapi
 from chalicelib.identity.oauth import authorize as authorize_mod
 from chalicelib.identity.oauth import discovery, introspection, revocation, token_endpoint
 from chalicelib.identity.oauth import logout as rp_logout
 from chalicelib.identity.oauth import userinfo as userinfo_mod
-from chalicelib.identity.oauth.clients import authenticate_basic
-from chalicelib.identity.oauth.errors import invalid_client, oauth_error
+from chalicelib.identity.oauth.clients import authenticate
+from chalicelib.identity.oauth.errors import NO_STORE, error_response, invalid_client, oauth_error
 from chalicelib.identity.pages.render import HTML_HEADERS, render
 from chalicelib.identity.signin import sessions
 
 api = Api("identity")
+log = get_logger("oauth")
+
+
+def oauth_json(fn: Callable[[Ctx], Any]) -> Callable[[Ctx], Any]:
+    """Answer like an OAuth endpoint (token, revocation, introspection): JSON with ``no-store`` and
+    ``Pragma: no-cache``, every error in the RFC 6749 section 5.2 shape (``errors.error_response``)."""
+    @functools.wraps(fn)
+    def wrapper(ctx: Ctx) -> Any:
+        try:
+            return json_response(fn(ctx), headers=NO_STORE)
+        except ApiError as err:
+            return error_response(err)
+        except Exception:  # never leak internals, and still answer in the shape the client parses
+            log.exception("unhandled error", extra={"path": fn.__name__})
+            return error_response(ApiError(500, "server_error", "An internal error occurred."))
+    return wrapper
 
 
 def _redirect(location: str) -> Response:
@@ -30,43 +51,76 @@ def openid_configuration(ctx: Ctx) -> Any:
     return json_response(discovery.discovery(), headers={"Cache-Control": "public, max-age=300"})
 
 
+@api.route("/v1/openapi.json", public=True)
+def openapi_document(ctx: Ctx) -> Any:
+    """The identity service's OpenAPI document (``identity/openapi.yaml``)."""
+    return json_response(identity_openapi.document(), headers={"Cache-Control": "public, max-age=300"})
+
+
 @api.route("/.well-known/jwks.json", public=True)
 def jwks(ctx: Ctx) -> Any:
     return json_response({"keys": verifier().keyring.jwks()}, headers={"Cache-Control": "public, max-age=60"})
 
 
-@api.route("/oauth2/authorize", public=True)
+# Chalice takes a request without Content-Type (every browser GET) for application/json, so both are listed.
+@api.route("/oauth2/authorize", methods=["GET", "POST"], public=True, content_types=[FORM, JSON])
 def authorize(ctx: Ctx) -> Any:
-    raw = ctx.request.query_params
-    if raw is not None and any(len(raw.getlist(key)) > 1 for key in raw):
-        # RFC 6749 section 3.1: no parameter twice (which redirect_uri would we trust?)
-        raise oauth_error(400, "invalid_request", "A parameter is repeated.")
-    result = authorize_mod.authorize(ctx.query, sessions.session_from_request(ctx), "/oauth2/authorize")
+    """OIDC Core section 3.1.2.1: GET with a query or POST with a form; a repeated parameter is refused
+    (RFC 6749 section 3.1: which redirect_uri would we trust?)."""
+    if ctx.request.method == "POST":
+        if not (ctx.header("content-type") or "").lower().startswith(FORM):
+            raise ApiError(415, "unsupported_media_type", f"POST the authorization request as {FORM}.")
+        params = ctx.form()  # refuses a repeated field
+    else:
+        raw = ctx.request.query_params
+        if raw is not None and any(len(raw.getlist(key)) > 1 for key in raw):
+            raise oauth_error(400, "invalid_request", "A parameter is repeated.")
+        params = ctx.query
+    result = authorize_mod.authorize(params, sessions.session_from_request(ctx), "/oauth2/authorize")
     return _redirect(result.location)
 
 
 @api.route("/oauth2/token", methods=["POST"], public=True, content_types=[FORM])
+@oauth_json
 def token(ctx: Ctx) -> Any:
-    return token_endpoint.token(ctx.form(), authenticate_basic(ctx.header("authorization")))
+    form = ctx.form()
+    return token_endpoint.token(form, authenticate(ctx.header("authorization"), form))
 
 
 @api.route("/oauth2/introspect", methods=["POST"], public=True, content_types=[FORM])
+@oauth_json
 def introspect(ctx: Ctx) -> Any:
-    client = authenticate_basic(ctx.header("authorization"))
+    form = ctx.form()
+    client = authenticate(ctx.header("authorization"), form)
     if client is None:
-        raise invalid_client("Confidential client credentials (HTTP Basic) are required.", realm="introspection")
-    return introspection.introspect(ctx.form().get("token", ""), client)
+        raise invalid_client("Confidential client credentials (HTTP Basic or client_secret_post) are required.",
+                             realm="introspection")
+    return introspection.introspect(form, client)
 
 
 @api.route("/userinfo", methods=["GET", "POST"], public=True, content_types=[FORM, "application/json"])
 def userinfo(ctx: Ctx) -> Any:
-    return userinfo_mod.userinfo(bearer(ctx.header("authorization")))
+    """The token in the Authorization header, or (RFC 6750 section 2.2) an ``access_token`` form field."""
+    authorization = ctx.header("authorization")
+    form_token = None
+    if ctx.request.method == "POST" and (ctx.header("content-type") or "").lower().startswith(FORM):
+        form_token = ctx.form().get("access_token")
+    if authorization and form_token:
+        raise ApiError(400, "invalid_request", "Send the access token once (header or body).",
+                       headers={"WWW-Authenticate": f'Bearer realm="{REALM}", error="invalid_request"'})
+    if form_token:
+        return userinfo_mod.userinfo(form_token)
+    if not authorization:
+        raise missing_credentials()  # RFC 6750 section 3.1: no error code when no credentials were sent
+    return userinfo_mod.userinfo(bearer(authorization))
 
 
 @api.route("/oauth2/revoke", methods=["POST"], public=True, content_types=[FORM])
+@oauth_json
 def revoke(ctx: Ctx) -> Any:
-    revocation.revoke(ctx.form(), authenticate_basic(ctx.header("authorization")))
-    return json_response({})
+    form = ctx.form()
+    revocation.revoke(form, authenticate(ctx.header("authorization"), form))
+    return {}
 
 
 @api.route("/oauth2/logout", public=True)

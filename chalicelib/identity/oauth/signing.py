@@ -24,6 +24,9 @@ from chalicelib.core.models import global_model
 from chalicelib.core.tokens import ALGORITHM, LEEWAY_SECONDS, SigningKeyAttrs, current_epochs, published
 
 ACTIVE_KEY_RECHECK_SECONDS = 60
+# RFC 9068 section 2.2: every access token names its client. Tokens the platform issues itself (API
+# tokens, ``infra/demo_token.py``) name this one; it is never a registered client's id (those are ``cli_...``).
+PLATFORM_CLIENT_ID = "platform"
 
 
 def _keys() -> type[SigningKeyAttrs]:
@@ -166,6 +169,7 @@ def issue_access_token(
     }
     if extra:
         claims.update(extra)
+    claims.setdefault("client_id", PLATFORM_CLIENT_ID)
     if claims.get("token_use") != "service":
         if claims.get("token_use") != "api":
             claims["sid"] = session_id or new_id("sess")

@@ -18,7 +18,10 @@ GRANTS: dict[str, Grant] = {
 
 def token(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str, Any]:
     """Answer a token request with the grant its ``grant_type`` names."""
-    grant = GRANTS.get(form.get("grant_type", ""))
+    name = form.get("grant_type") or ""
+    if not name:
+        raise oauth_error(400, "invalid_request", "grant_type is required.")
+    grant = GRANTS.get(name)
     if grant is None:
-        raise oauth_error(400, "unsupported_grant_type", "The grant_type is missing or not supported.")
+        raise oauth_error(400, "unsupported_grant_type", "The grant_type is not supported.")
     return grant(form, client)

@@ -173,6 +173,12 @@ ACCOUNT = Template("""<p>Signed in as <strong id="account-email">$email</strong>
     <input id="token-value" type="text" readonly aria-label="New API token" autocomplete="off"></p></section>
 <button id="signout" type="button" class="secondary">Sign out</button>""")
 
+MFA_REQUIRED = Template("""<p id="mfa-reason" role="status">$reason</p>
+<h2 id="h-next">What to do</h2>
+<ol id="mfa-next" class="steps" aria-labelledby="h-next">
+$steps
+</ol>""")
+
 MESSAGE = Template("""<p class="$css" role="$role">$message</p>
 <p><a class="button" href="$link">$link_text</a></p>""")
 
@@ -208,6 +214,30 @@ def reset_page(token: str | None) -> str:
 def account_page(email: str) -> str:
     return render("Security settings", ACCOUNT.substitute(email=html.escape(email), **_rule()), ("webauthn.js", "account.js"),
                   wide=True)
+
+
+def mfa_required_page(*, workspace_name: str | None, signed_in: bool, has_second_factor: bool,
+                      has_passkey: bool, again: str) -> str:
+    """Why a one-factor sign-in cannot open an MFA-enforced workspace, and how to go on."""
+    where = f"The workspace \u201c{workspace_name}\u201d" if workspace_name else "This workspace"
+    reason = (f"{where} requires multi-factor authentication. You signed in with an e-mailed code, which is one "
+              "factor, so this sign-in cannot open it.")
+    again_link = f'<a class="button" id="sign-in-again" href="{html.escape(again, quote=True)}">'
+    steps = []
+    if has_passkey:
+        steps.append(f"<li>Sign in with your passkey: it counts as two factors. {again_link}Sign in with a passkey</a></li>")
+    elif has_second_factor:
+        steps.append(f"<li>Sign in again and answer the second step with your authenticator app, a recovery code "
+                     f"or your security key. {again_link}Sign in again</a></li>")
+    else:
+        if signed_in:
+            steps.append('<li>Set up a second factor in your security settings: an authenticator app, a security '
+                         'key, or a passkey (a passkey alone counts as two factors). '
+                         '<a class="button" id="open-settings" href="/account">Open security settings</a></li>')
+        steps.append(f"<li>Then sign in again with it. {again_link}Sign in again</a></li>")
+    steps.append("<li>If you cannot set up a second factor, ask an Admin of the workspace for help.</li>")
+    return render("This workspace needs a second factor", MFA_REQUIRED.substitute(reason=html.escape(reason),
+                                                                                  steps="\n".join(steps)))
 
 
 def message_page(title: str, message: str, *, error: bool = True, link: str = "/signin",

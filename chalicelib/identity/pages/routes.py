@@ -9,11 +9,14 @@ from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
+from chalicelib.core.tenancy import get_workspace, workspaces_of
 from chalicelib.core.validation import F, email, validate
 from chalicelib.core.web import Api, Ctx
 from chalicelib.identity.account import routes as account_routes
+from chalicelib.identity.mfa import factors as mfa
+from chalicelib.identity.mfa import webauthn
 from chalicelib.identity.pages import render as pages
-from chalicelib.identity.signin import redirects, sessions
+from chalicelib.identity.signin import mfa_gate, redirects, sessions
 from chalicelib.identity.signin.discovery import discover
 from chalicelib.identity.signin.reset import RESET_PATH
 from chalicelib.identity.sso import connections as sso_config
@@ -52,6 +55,25 @@ def signin_page(ctx: Ctx) -> Any:
 def signin_start(ctx: Ctx) -> Any:
     body = validate(ctx.json(), START_FIELDS)
     return discover(body["email"], body.get("return_to"))
+
+
+@api.route(mfa_gate.PAGE_PATH, public=True)
+def mfa_required_page(ctx: Ctx) -> Any:
+    """Where an e-mail-code sign-in goes when its workspace requires MFA (``signin/mfa_gate.py``)."""
+    return_to = (ctx.query.get("return_to") or "")[:2048]
+    if not (redirects.is_safe_relative(return_to) and return_to.startswith(mfa_gate.AUTHORIZE_PATH + "?")):
+        return_to = ""
+    session = sessions.session_from_request(ctx)
+    user = get_user(session.user_id) if session else None
+    name = None
+    workspace_id = ctx.query.get("workspace_id") or ""
+    if user is not None and workspace_id in [w["workspace_id"] for w in workspaces_of(user.id)]:
+        name = get_workspace(workspace_id).name  # only a member learns the workspace's name
+    again = mfa_gate.sign_in_again_url(return_to) if return_to else "/signin"
+    return html_response(pages.mfa_required_page(
+        workspace_name=name, signed_in=user is not None,
+        has_second_factor=user is not None and mfa.has_second_factor(user.id),
+        has_passkey=user is not None and bool(webauthn.list_credentials(user.id, webauthn.PASSKEY)), again=again))
 
 
 @api.route("/signin/reset", public=True)

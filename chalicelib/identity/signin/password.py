@@ -19,6 +19,7 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock, mail
+from chalicelib.core.authz import mfa_used
 from chalicelib.core.conditions import condition_failed
 from chalicelib.core.errors import ApiError
 from chalicelib.core.models import global_model
@@ -26,7 +27,7 @@ from chalicelib.identity import users as users_mod
 from chalicelib.identity.mfa import factors as mfa
 from chalicelib.identity.models import PENDING_MFA, PendingAttrs, SessionAttrs, state_key
 from chalicelib.identity.opaque import digest, new_secret
-from chalicelib.identity.signin import lockout, passwords, sessions
+from chalicelib.identity.signin import lockout, mfa_gate, passwords, sessions
 
 MFA_TOKEN_TTL_SECONDS = 5 * 60
 MFA_TOKEN_MAX_ATTEMPTS = 5
@@ -150,7 +151,12 @@ def mfa_step(token: str, code: str, *, caller: Any) -> tuple[Pending, str, Sessi
     reservation = lockout.reserve(pending.user_id)
     if reservation is None:
         raise ApiError(401, "invalid_code", "The code is not correct.")
-    extra = mfa.verify_code(pending.user_id, code)
+    try:
+        extra = mfa.verify_code(pending.user_id, code)
+    except mfa.CodeAlreadyUsed:
+        lockout.release(reservation)  # the code was right, only spent: not a guess, so no lockout strike
+        raise ApiError(401, "code_already_used", "This code was already used. Wait for the next code in your "
+                                                 "authenticator app (a new one appears every 30 seconds).") from None
     if extra is None:
         lockout.failed(reservation, caller=caller)
         raise ApiError(401, "invalid_code", "The code is not correct.")
@@ -165,11 +171,13 @@ def set_password_hash(user_id: str, password_hash: str) -> None:
 
 def after_first_factor(user_id: str, amr: list[str], return_to: str, *, caller: Any, respond: Any) -> Any:
     """After a first factor that is not a password (e-mailed code): users who set up a second factor
-    must use it (``mfa_required`` challenge); others are signed in at once (``respond``)."""
+    must use it (``mfa_required`` challenge); others are signed in at once (``respond``), and sent to the
+    explanation page (``mfa_gate``) when the workspace they are heading for requires MFA."""
     methods = mfa.methods(user_id)
     if methods:
         return {"mfa_required": True, "mfa_token": new_pending(user_id, amr, return_to), "methods": methods,
                 "expires_in": MFA_TOKEN_TTL_SECONDS}
     lockout.clear(user_id)
     sid, record = sessions.create_session(user_id, amr, caller=caller)
-    return respond(return_to, sid, record)
+    gated = None if mfa_used(amr) else mfa_gate.workspace_needing_mfa(user_id, return_to)
+    return respond(mfa_gate.page_url(return_to, gated) if gated else return_to, sid, record)

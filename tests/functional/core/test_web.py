@@ -32,7 +32,7 @@ def test_repeated_form_parameter_refused(stack: None) -> None:
         r = c.http.post("/oauth2/token", headers={"Content-Type": "application/x-www-form-urlencoded"},
                         body="grant_type=a&grant_type=b")
     assert r.status_code == 400
-    assert json.loads(r.body)["code"] == "invalid_request"
+    assert json.loads(r.body)["error"] == "invalid_request"  # RFC 6749 section 5.2 JSON
 
 
 @pytest.mark.parametrize("given,echoed", [("req-12345678", True), ("bad id with spaces", False),

@@ -191,7 +191,7 @@ def test_crashed_worker_is_redelivered_without_loss_or_duplicates(tenant: Tenant
 
         def crash_once(key: str) -> None:
             calls.append(key)
-            if len(calls) == 2:  # after two of four parts are uploaded
+            if len(calls) == 2:  # after two of the attempt's files (layer, manifest) are uploaded
                 raise RuntimeError("worker killed")
 
         monkeypatch.setattr(storage, "_part_written", crash_once)

@@ -38,12 +38,15 @@ def _events(t: Tenant) -> list[dict[str, Any]]:
 
 
 def _put(t: Tenant, event: dict[str, Any]) -> None:
-    """A bare PutItem of an event (no condition): what any application role may send."""
+    """A bare PutItem of an event (no condition): what any application role may send. A v2 event is
+    stored as ``append`` stores it: personal values outside, their commitments inside."""
     cls = audit.model(t.region)
+    v2 = {"v": event["v"], "personal": audit.canonical(event["personal"])} if event.get("v") else {}
+    stored, _ = audit.split_personal(event) if v2 else (event, {})
     cls(t.workspace_id, event["seq"], id=event["id"], occurred_at=event["occurred_at"],
-        actor=audit.canonical(event["actor"]), action=event["action"], target=audit.canonical(event["target"]),
-        correlation_id=event["correlation_id"], ip=event["ip"] or None, user_agent=event["user_agent"] or None,
-        details=audit.canonical(event["details"]), prev_hash=event["prev_hash"], hash=event["hash"]).save()
+        actor=audit.canonical(stored["actor"]), action=event["action"], target=audit.canonical(stored["target"]),
+        correlation_id=event["correlation_id"], ip=stored["ip"] or None, user_agent=stored["user_agent"] or None,
+        details=audit.canonical(event["details"]), prev_hash=event["prev_hash"], hash=event["hash"], **v2).save()
 
 
 def _delete(t: Tenant, seq: int) -> None:

@@ -13,7 +13,14 @@ from chalicelib.core import audit, aws, clock, models
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS, RegionPinned, dr_copy_to
 from chalicelib.residency import content, replication
-from chalicelib.residency.models import DR_BUCKET, DR_KEY, NOT_RESTORED, RPO_SECONDS, replication_states
+from chalicelib.residency.models import (
+    DR_BUCKET,
+    DR_KEY,
+    NOT_RESTORED,
+    REPLICATION_INTERVAL_SECONDS,
+    RPO_SECONDS,
+    replication_states,
+)
 from chalicelib.workers.jobs import SCHEDULED
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.residency.helpers import SECRET, client, get, put, put_obj, seed
@@ -64,7 +71,7 @@ def copy_content(secondary: str, ws: str) -> dict[str, Any]:
 
 def test_schedule_keeps_the_lag_under_the_rpo() -> None:
     [job] = [j for j in SCHEDULED if j.name == "replicate_workspaces"]
-    assert job.scope == "regional"
+    assert job.scope == "regional" and job.every_seconds == REPLICATION_INTERVAL_SECONDS
     assert job.every_seconds * 2 < RPO_SECONDS  # a missed run still lands inside the RPO
 
 
@@ -230,3 +237,24 @@ def test_a_pinned_worker_reaches_only_its_own_declared_secondary(monkeypatch: py
         assert aws.client("s3", "eu-west-1")
     with dr_copy_to("us-west-2"), pytest.raises(RegionPinned):
         aws.client("s3", "us-west-2")  # the US secondary is not the EU residency's
+
+
+def test_a_swapped_dr_key_fails_that_pass_only_and_its_lag_grows(tenant: Tenant) -> None:
+    other = make_tenant("other@example.com", name="Other")
+    seed(tenant.workspace_id, tenant.region)
+    c = client()
+    patch(c, tenant, {"replication": "cross-region-dr"})
+    patch(c, other, {"replication": "cross-region-dr"})
+    replication.run({})
+    checkpoint = get(c, f"/v1/workspaces/{tenant.workspace_id}", tenant.token).json_body["last_replicated_at"]
+    s3 = aws.client("s3", "us-west-2")
+    bucket = aws.bucket_name(DR_BUCKET, "us-west-2")
+    theirs = s3.get_object(Bucket=bucket, Key=f"workspaces/{other.workspace_id}/key.json")["Body"].read()
+    s3.put_object(Bucket=bucket, Key=f"workspaces/{tenant.workspace_id}/key.json", Body=theirs)
+    clock.advance(600)
+    out = replication.run({})
+    assert out["us-east-1"]["failed"] == 1 and out["us-east-1"]["replicated"] == 1  # the other workspace's pass ran
+    body = get(c, f"/v1/workspaces/{tenant.workspace_id}", tenant.token).json_body
+    assert body["last_replicated_at"] == checkpoint and body["replication_lag_seconds"] == 600
+    clock.advance(RPO_SECONDS)
+    assert replication.lag_over_rpo(replication.workspaces().get(tenant.workspace_id))

@@ -7,6 +7,7 @@ from chalicelib.residency import backups
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.gateway.data import token_for
 from tests.functional.residency.helpers import client, get, post, put, put_obj, seed, snapshot
+from tests.functional.residency.jobs import run_residency_jobs
 
 
 def _backup(tenant: Tenant) -> str:
@@ -50,8 +51,13 @@ def test_two_different_admins_restore_the_backup_exactly(tenant: Tenant) -> None
     assert own.status_code == 403 and own.json_body["code"] == "own_restore_request"
     assert get(c, f"/v1/backups/{backup_id}/restore-requests/{rid}", tenant.token).json_body["status"] == "pending"
     assert snapshot(tenant.workspace_id, tenant.region) != at_backup
-    done = post(c, f"/v1/backups/{backup_id}/restore-requests/{rid}/approve", second.token)
-    assert done.status_code == 200, done.body
+    queued = post(c, f"/v1/backups/{backup_id}/restore-requests/{rid}/approve", second.token)
+    assert queued.status_code == 202, queued.body
+    assert queued.json_body["status"] == "queued" and snapshot(tenant.workspace_id, tenant.region) != at_backup
+    assert _actions(tenant) == ["backup.restore_requested", "backup.restore_approved"]  # nothing ran in the request
+    run_residency_jobs(tenant.region)
+    run_residency_jobs(tenant.region)  # a redelivery runs nothing twice
+    done = get(c, f"/v1/backups/{backup_id}/restore-requests/{rid}", tenant.token)
     body = done.json_body
     assert body["status"] == "restored" and sorted(body["approvals"]) == sorted([tenant.user_id, second.user_id])
     assert body["report"]["tables"]["chats"] == {"added": 0, "updated": 1, "removed": 0, "unchanged": 1}
@@ -128,7 +134,9 @@ def test_a_tampered_backup_fails_audited_and_changes_nothing(tenant: Tenant) -> 
     now = snapshot(tenant.workspace_id, tenant.region)
     c = client()
     rid = post(c, f"/v1/backups/{backup_id}/restore-requests", tenant.token).json_body["id"]
-    res = post(c, f"/v1/backups/{backup_id}/restore-requests/{rid}/approve", second.token)
-    assert res.status_code == 200 and res.json_body["status"] == "failed"
+    assert post(c, f"/v1/backups/{backup_id}/restore-requests/{rid}/approve", second.token).status_code == 202
+    run_residency_jobs(tenant.region)
+    res = get(c, f"/v1/backups/{backup_id}/restore-requests/{rid}", tenant.token)
+    assert res.json_body["status"] == "failed"
     assert snapshot(tenant.workspace_id, tenant.region) == now
     assert _actions(tenant)[-2:] == ["backup.restore_started", "backup.restore_failed"]

@@ -83,6 +83,24 @@ def test_mfa_required_refusal_explains_the_way_forward(app: Client) -> None:
     assert parse_qs(urlsplit(again.headers["Location"]).query)["prompt"] == ["login"]
 
 
+@pytest.mark.parametrize("error,description,mfa", [
+    ("access_denied", "MFA is required in this workspace", True),
+    ("access_denied", "This workspace requires multi-factor authentication", True),
+    ("mfa_required", "", True),
+    ("interaction_required", "Add a second factor to continue", True),
+    ("access_denied", "The user cancelled the sign-in", False),
+    ("server_error", "mfa service down", False),
+])
+def test_mfa_refusals_are_recognised_whatever_the_wording(app: Client, error: str, description: str, mfa: bool) -> None:
+    from urllib.parse import urlencode
+
+    r = app.http.get("/callback?" + urlencode({"error": error, "error_description": description, "state": "x"}))
+    body = r.body.decode()
+    assert r.status_code == 400
+    assert ("Multi-factor authentication required" in body) is mfa
+    assert (settings().auth_url + "/account" in body) is mfa and 'id="signin-again"' in body
+
+
 def test_error_text_is_escaped(app: Client) -> None:
     r = app.http.get("/callback?error=x&error_description=%3Cscript%3Ealert(1)%3C%2Fscript%3E")
     assert "<script>alert" not in r.body.decode() and "&lt;script&gt;" in r.body.decode()
@@ -168,3 +186,36 @@ def test_wrong_region_is_retried_only_at_a_configured_deployment(stack: None, mo
     evil = '{"code": "wrong_region", "api_base_url": "https://evil.example/v1"}'
     assert upstream.regional_retry("platform", answer(evil), url) is None
     assert upstream.regional_retry("platform", upstream.Answer(404, eu.encode(), {}), url) is None
+
+
+def test_addresses_deeper_than_the_page_routes_get_the_404_page_from_the_local_server(stack: None) -> None:
+    """No app route serves more than MAX_DEPTH segments; the local server (as `make run` starts it)
+    answers them with the app's 404 page, never a raw 403 echoing the Authorization header."""
+    import http.client
+    import threading
+    from pathlib import Path
+
+    from chalice.config import Config
+    from chalice.local import LocalDevServer
+
+    from infra.local_run import _request_handler
+
+    app = create_app("app")
+    config = Config.create(chalice_app=app, app_name="aiplat-app", chalice_stage="local",
+                           project_dir=str(Path(__file__).resolve().parents[3]))
+    server = LocalDevServer(app, config, "127.0.0.1", 0, handler_cls=_request_handler("app"))
+    threading.Thread(target=server.server.serve_forever, daemon=True).start()
+    try:
+        for depth in (pages.MAX_DEPTH + 1, 40):
+            conn = http.client.HTTPConnection("127.0.0.1", server.server.server_address[1], timeout=30)
+            conn.request("GET", "/x" * depth, headers={"Authorization": "Bearer secret-token-value"})
+            r = conn.getresponse()
+            body = r.read().decode()
+            conn.close()
+            assert r.status == 404, depth
+            assert r.getheader("Content-Type").startswith("text/html") and "Page not found" in body
+            assert "script-src 'self'" in r.getheader("Content-Security-Policy")
+            assert "secret-token-value" not in body and "Missing Authentication" not in body
+    finally:
+        server.server.shutdown()
+        server.server.server_close()

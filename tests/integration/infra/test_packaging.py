@@ -120,10 +120,12 @@ def test_other_groups_routes_absent(project: Path, tmp_path: Path) -> None:
 
 
 def test_resources_templates_pass_cfn_lint(tmp_path: Path) -> None:
-    for region in ("us-east-1", "eu-central-1"):
+    for region in ("us-east-1", "eu-central-1", "eu-west-1"):  # eu-west-1: disaster recovery only
         path = tmp_path / f"resources-{region}.json"
         path.write_text(json.dumps(resources_template(region)))
         _lint(path)
+    dr = resources_template("eu-west-1")["Resources"]
+    assert set(dr) == {"DrKey", "DrAlias", "DrBucket", "DrBucketPolicy"}  # no table, queue or other bucket
     eu = resources_template("eu-central-1")["Resources"]
     assert "UsersTable" not in eu and "AuditEventsTable" in eu
     dlqs = [r for r in eu.values() if r["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in r["Properties"]]

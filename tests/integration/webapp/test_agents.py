@@ -1,5 +1,6 @@
 """The agents pages against the real agents API of the local platform: the demo agent's definition,
-a run started with input from the page, its steps arriving live until it completes, and the past runs.
+a run started with input from the page, its steps arriving live until it completes, the past runs, and
+a queued run cancelled from its page.
 (Before the API existed these pages were tested against a stand-in; that test is gone.)"""
 from __future__ import annotations
 
@@ -57,4 +58,25 @@ def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -
     ready(page)
     page.wait_for_selector("table caption:has-text('Runs')")
     assert page.locator("tbody .badge:text-is('completed')").count() >= 1
+
+    # cancel from the run page: the worker pool is kept busy by delaying the run queue's deliveries, so
+    # the run is still queued when Cancel is pressed; it ends cancelled and offers no cancel any more
+    sqs = platform.aws("sqs")
+    queue = next(u for u in sqs.list_queues()["QueueUrls"] if u.endswith("-agent-runs"))
+    sqs.set_queue_attributes(QueueUrl=queue, Attributes={"DelaySeconds": "60"})
+    try:
+        page.fill("#run-input", '{"question": "Which country brings the most paid revenue?"}')
+        page.click("#start-run")
+        page.wait_for_url("**/runs/run_*")
+        page.wait_for_selector("#run-status .badge:text-is('queued')")
+        page.click("#cancel-run")
+        page.wait_for_selector("#run-status .badge:text-is('cancelled')")
+        assert "Cancelled before it started" in page.text_content("#run-status")
+        page.wait_for_selector("#cancel-run", state="detached")
+        check_page(page)
+        page.reload()
+        ready(page)
+        assert page.text_content("#run-status .badge") == "cancelled"  # as the API keeps it
+    finally:
+        sqs.set_queue_attributes(QueueUrl=queue, Attributes={"DelaySeconds": "0"})
     context.close()

@@ -125,6 +125,19 @@ def test_journey(platform: Any, browser: Any) -> None:
     page.check("input[name=enforce_mfa]")
     page.click("button:has-text('Save') >> nth=0")
     page.wait_for_selector("p.ok:has-text('Saved.')")
+    # cross-region DR of an EU workspace asks for the acknowledgement first; no copy exists yet
+    assert page.get_attribute("#dr-lag", "data-replicated") == "false"
+    page.select_option("select[name=replication]", "cross-region-dr")
+    page.click("button:has-text('Save replication')")
+    page.wait_for_selector("#eu-ack[open]")
+    page.click("#ack-confirm")  # not acknowledged: the dialog stays open
+    assert page.is_visible("#eu-ack") and page.evaluate("document.activeElement.id") == "ack-leaves"
+    page.check("#ack-leaves")
+    page.click("#ack-confirm")
+    page.wait_for_selector("#replication-saved:has-text('cross-region-dr')")
+    # the workspace read now reports the DR lag, and no copy pass has run yet
+    assert page.get_attribute("#dr-lag", "data-replicated") == "false"
+    assert "first copy" in page.text_content("#dr-lag") and "pending" in page.text_content("#dr-lag")
     mate = browser.new_context(viewport={"width": 1280, "height": 900})
     mpage = mate.new_page()
     mpage.goto(app + "/audit")
@@ -190,9 +203,16 @@ def test_journey(platform: Any, browser: Any) -> None:
     check_page(page, "connectors")
     page.click("table a >> nth=0")
     page.wait_for_selector("#sync-now")
+    # the history comes from GET /v1/connectors/{id}/syncs: the demo seed's sync is already there
+    page.wait_for_selector("#sync-history li[data-sync]:not([data-sync=''])")
+    before = page.locator("#sync-history li[data-sync]").count()
+    assert before >= 1 and page.locator("#sync-history li[data-status=SUCCEEDED]").count() >= 1
     page.click("#sync-now")
-    page.wait_for_selector("#sync-history li[data-status=SUCCEEDED], #sync-history li[data-status=FAILED]", timeout=60000)
-    assert page.locator("#sync-history li").first.get_attribute("data-status") == "SUCCEEDED"
+    page.wait_for_selector("#sync-result", timeout=60000)  # followed live: queued -> running -> succeeded
+    assert "Sync succeeded" in page.text_content("#sync-result"), page.text_content("#sync-result")
+    newest = page.locator("#sync-history li").first
+    assert newest.get_attribute("data-status") == "SUCCEEDED" and "rows read" in newest.text_content()
+    assert page.locator("#sync-history li[data-sync]").count() == before + 1
     check_page(page, "connector")
 
     # the audit trail exported and verified, with a download link
@@ -206,9 +226,28 @@ def test_journey(platform: Any, browser: Any) -> None:
 
     _goto(page, app + "/settings")
     page.wait_for_selector("table caption:has-text('Support access grants'), .empty:has-text('No support access')")
+    # an SSO connection: created unverified, with what to publish; checking before publishing says so
+    domain = f"sso{int(time.time())}.example.com"
+    page.wait_for_selector("#sso-kind option[value=open_source_identity_server]", state="attached")
+    page.select_option("#sso-kind", "open_source_identity_server")
+    page.fill("#sso-email-domain", domain)
+    page.fill("#sso-issuer", f"https://idp.{domain}/realms/main")
+    page.fill("#sso-client-id", "aiplat-app")
+    page.fill("#sso-client-secret", "client-secret-value")
+    page.click("#sso-create")
+    page.wait_for_selector("#sso-created")
+    row = page.locator("tr", has=page.locator(f".sso-domain:text-is('{domain}')"))
+    row.locator("[data-verified=false]").wait_for()
+    proof = row.locator(".sso-verify").text_content()
+    assert f"_aiplat-verification.{domain}" in proof and "aiplat-domain-verification=" in proof  # what to publish
+    assert page.input_value("#sso-client-secret") == ""
+    row.locator("button:has-text('Check now')").click()
+    row.locator(".problem:has-text('domain_not_verified')").wait_for(timeout=30000)
+    assert row.locator("[data-verified=false]").count() == 1
     check_page(page, "settings")
 
-    # keyboard: the skip link is the first stop and its focus is visible
+    # keyboard: on a freshly loaded page the skip link is the first stop and its focus is visible
+    _goto(page, app + "/settings")
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.className") == "skip"
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
@@ -237,7 +276,7 @@ def test_journey(platform: Any, browser: Any) -> None:
     page.unroute("**/session/claims")
 
     # unknown addresses, however deep, get the 404 page (not a raw 403)
-    for path in ("/nope", "/a/b/c/d/e", "/a/b/c/d/e/f/g/h/i/j"):
+    for path in ("/nope", "/a/b/c/d/e", "/a/b/c/d/e/f/g/h/i/j", "/deep" * 20):
         resp = page.goto(app + path)
         assert resp.status == 404 and page.text_content("h1") == "Page not found", path
     check_page(page, "not-found")

@@ -1,4 +1,5 @@
-"""The ``authorization_code`` grant (RFC 6749 section 4.1 with PKCE S256, RFC 7636).
+"""The ``authorization_code`` grant (RFC 6749 section 4.1 with PKCE S256, RFC 7636; PKCE is optional
+only for confidential clients, see ``oauth/authorize.py``).
 
 Codes are 256-bit, stored hashed, single use, 60 seconds. A second use of a code revokes every token
 issued from it (its grant) and is refused. The grant lives at most ``REFRESH_FAMILY_TTL_SECONDS``.
@@ -61,6 +62,11 @@ def _check_code_binding(item: CodeAttrs, client_id: str, form: dict[str, str]) -
     if form.get("redirect_uri") != item.redirect_uri:
         raise oauth_error(400, "invalid_grant", "redirect_uri does not match the authorization request.")
     code_verifier = form.get("code_verifier") or ""
+    if item.code_challenge is None:  # a confidential client that sent no code_challenge
+        if code_verifier:
+            raise oauth_error(400, "invalid_grant", "code_verifier was sent but the authorization request had no "
+                                                    "code_challenge.")
+        return
     if not _PKCE_RE.match(code_verifier):
         raise oauth_error(400, "invalid_grant", "code_verifier is missing or malformed (PKCE is required).")
     if not same(_s256(code_verifier), item.code_challenge):

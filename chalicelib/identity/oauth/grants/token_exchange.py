@@ -21,7 +21,7 @@ from chalicelib.core.tokens import verifier
 from chalicelib.identity.models import OAuthClientAttrs
 from chalicelib.identity.oauth.clients import get_client
 from chalicelib.identity.oauth.errors import invalid_client, oauth_error, token_response
-from chalicelib.identity.oauth.signing import issue_access_token
+from chalicelib.identity.oauth.signing import PLATFORM_CLIENT_ID, issue_access_token
 
 NAME = "urn:ietf:params:oauth:grant-type:token-exchange"
 TOKEN_EXCHANGE = NAME
@@ -42,22 +42,23 @@ def grant(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str, An
     if claims.get("token_use") in ("api", "service"):
         raise oauth_error(400, "invalid_grant", "API and service tokens are bound to one workspace and cannot be "
                                                 "exchanged.")
-    _check_calling_client(form, client, claims.get("client_id"))
+    token_client = claims.get("client_id")
+    _check_calling_client(form, client, None if token_client == PLATFORM_CLIENT_ID else token_client)
     try:
         workspace = get_workspace(target)
         roles = roles_for(target, claims["sub"])
     except ApiError:
         roles = []
     if not roles:
-        # the same answer whether the workspace exists or not
-        raise oauth_error(403, "access_denied", "You are not a member of that workspace.")
+        # RFC 8693 section 2.2.2: the target is not acceptable; the same answer whether it exists or not
+        raise oauth_error(400, "invalid_target", "You are not a member of that workspace.")
     if workspace.enforce_mfa and not mfa_used(claims.get("amr", [])):
-        raise oauth_error(403, "mfa_required", "This workspace requires multi-factor authentication; "
-                                                "sign in again with a second factor.")
+        raise oauth_error(400, "invalid_grant", "This workspace requires multi-factor authentication; "
+                                                "sign in again with a second factor.", reason="mfa_required")
     ttl = min(settings().access_token_ttl, int(claims["exp"]) - int(clock.now()))
     if ttl <= 0:
         raise oauth_error(400, "invalid_grant", "The subject token is about to expire.")
-    extra = {"client_id": claims["client_id"]} if claims.get("client_id") else None
+    extra = {"client_id": claims["client_id"]} if claims.get("client_id") else None  # RFC 9068: kept
     token, new_claims = issue_access_token(
         user_id=claims["sub"], email=claims.get("email", ""), workspace_id=target, roles=roles,
         amr=list(claims.get("amr", [])), ttl=ttl, extra=extra, session_id=claims.get("sid"),

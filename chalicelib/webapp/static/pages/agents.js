@@ -101,8 +101,17 @@ async function run({ view, params }) {
       : empty(TERMINAL.includes(r.status) ? "This run has no output." : "No output yet."));
   };
   const cancel = h("button", { type: "button", class: "danger", id: "cancel-run" }, "Cancel run");
-  cancel.addEventListener("click", async () => { cancel.disabled = true; r = { ...r, ...(await agents.cancelRun(params.agent_id, params.run_id)) }; drawAll(); });
-  view.replaceChildren(h("h1", {}, `Run ${r.id}`), section("Status", status, TERMINAL.includes(r.status) ? null : cancel),
+  const cancelled = h("span", { class: "action-result", role: "status" });
+  cancel.addEventListener("click", async () => {
+    cancel.disabled = true;
+    try {
+      r = { ...r, ...(await agents.cancelRun(params.agent_id, params.run_id)) };
+      drawAll();
+      if (TERMINAL.includes(r.status)) cancel.remove(); // cancelled while queued; otherwise it stops after its current step
+      else cancelled.textContent = "Stopping after the current step…";
+    } catch (err) { cancelled.replaceChildren(problemBox(err)); cancel.disabled = false; }
+  });
+  view.replaceChildren(h("h1", {}, `Run ${r.id}`), section("Status", status, TERMINAL.includes(r.status) ? null : [cancel, cancelled]),
     section("Steps", steps), section("Output", output));
   drawAll();
   let lastId = "";

@@ -1,23 +1,37 @@
-// Connectors: health, last sync and live sync status (queued → running with counts → succeeded |
-// failed with the reason); the syncs started here form this page's history. Document upload.
+// Connectors: health, the sync history (GET /v1/connectors/{id}/syncs) and a live sync status
+// (queued → running with progress counts → succeeded | failed with the reason). Document upload.
 import { gateway, raw, idempotencyKey } from "../api.js";
-import { h, field, form, table, section, badge, when, problemBox } from "../dom.js";
+import { h, field, form, table, section, badge, when, action, problemBox } from "../dom.js";
 import { isAdmin } from "../shell.js";
 
-const STATUS_KIND = { HEALTHY: "good", SUCCEEDED: "good", FAILING: "bad", FAILED: "bad", DEGRADED: "warn", SYNCING: "warn", RUNNING: "warn", QUEUED: "" };
+const STATUS_KIND = { HEALTHY: "good", SUCCEEDED: "good", FAILING: "bad", FAILED: "bad", DEGRADED: "warn", SYNCING: "warn", RUNNING: "warn", RETRYING: "warn", QUEUED: "" };
 const status = (s) => badge(s || "—", STATUS_KIND[s] || "");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const LIVE = new Set(["QUEUED", "RUNNING", "RETRYING"]);
+const HISTORY_PAGE = 20;
 
-function syncLine(run) {
-  return h("li", { "data-status": run.status }, status(run.status), ` ${run.mode} · queued ${when(run.queued_at)}`,
-    run.started_at ? ` · started ${when(run.started_at)}` : "", ` · read ${run.rows_read ?? 0}, written ${run.rows_written ?? 0}, deleted ${run.rows_deleted ?? 0}`,
-    run.finished_at ? ` · finished ${when(run.finished_at)}` : "", run.error ? h("span", { class: "error" }, ` · ${run.error}`) : "");
+// One sync run in words: queued → running with progress counts → succeeded | failed with the reason.
+function progress(run) {
+  const counts = `${run.rows_read ?? 0} rows read${run.objects_read ? ` (${run.objects_read} objects)` : ""}, ${run.rows_written ?? 0} written, ${run.rows_deleted ?? 0} deleted`;
+  if (run.status === "QUEUED") return "waiting for a worker";
+  if (run.status === "RUNNING") return `running: ${counts} so far`;
+  if (run.status === "RETRYING") return `attempt ${run.attempts ?? 1} failed, retrying: ${counts} so far`;
+  return counts;
 }
 
-export async function watch(connectorId, run, list) {
-  let item = syncLine(run);
-  list.prepend(item);
-  while (run.status === "QUEUED" || run.status === "RUNNING") {
+function syncLine(run) {
+  return h("li", { "data-status": run.status, "data-sync": run.id || "" }, status(run.status),
+    ` ${run.mode || ""} · ${progress(run)}`,
+    run.queued_at ? ` · queued ${when(run.queued_at)}` : "", run.started_at ? ` · started ${when(run.started_at)}` : "",
+    run.finished_at ? ` · finished ${when(run.finished_at)}` : "",
+    run.error ? h("span", { class: "error sync-error" }, ` · ${run.status === "FAILED" ? "failed: " : ""}${run.error}`) : "");
+}
+
+// Follow a queued or running sync until it ends, replacing its line in place (the list is aria-live).
+export async function watch(connectorId, run, list, { prepend = true, existing = null } = {}) {
+  let item = existing || syncLine(run);
+  if (!existing) { if (prepend) list.prepend(item); else list.append(item); }
+  while (LIVE.has(run.status)) {
     await sleep(1000);
     if (!item.isConnected) return run;
     run = await gateway(`/v1/connectors/${encodeURIComponent(connectorId)}/syncs/${encodeURIComponent(run.id)}`);
@@ -26,6 +40,21 @@ export async function watch(connectorId, run, list) {
     item = next;
   }
   return run;
+}
+
+// The connector's sync history from GET /v1/connectors/{id}/syncs (newest first, paged); runs still
+// queued or running are followed live.
+async function history(connectorId, list, more, after = "") {
+  const page = await gateway(`/v1/connectors/${encodeURIComponent(connectorId)}/syncs`, { query: { limit: HISTORY_PAGE, after } });
+  const empty = list.querySelector(".empty-item");
+  if (empty && page.syncs.length) empty.remove();
+  for (const run of page.syncs) {
+    if (list.querySelector(`li[data-sync="${CSS.escape(run.id)}"]`)) continue;
+    const item = syncLine(run);
+    list.append(item);
+    if (LIVE.has(run.status)) watch(connectorId, run, list, { existing: item }).catch(() => {});
+  }
+  more.replaceChildren(page.has_more ? action("Older syncs", () => history(connectorId, list, more, page.next_cursor), { class: "small secondary", id: "older-syncs" }) : "");
 }
 
 export async function render(ctx) {
@@ -44,8 +73,9 @@ export async function render(ctx) {
 async function renderOne({ view, params, me }) {
   const id = encodeURIComponent(params.connector_id);
   const c = await gateway(`/v1/connectors/${id}`);
-  const history = h("ul", { class: "steps", id: "sync-history", "aria-live": "polite" });
-  if (c.last_sync) history.append(syncLine({ mode: "", queued_at: null, ...c.last_sync }));
+  const list = h("ul", { class: "steps", id: "sync-history", "aria-live": "polite" },
+    h("li", { class: "empty-item" }, "No sync has run yet."));
+  const more = h("div", { class: "pager" });
   const parts = [h("h1", {}, c.name), section("Health",
     h("dl", { class: "facts" }, h("dt", {}, "Status"), h("dd", {}, status(c.status)),
       h("dt", {}, "Kind"), h("dd", {}, `${c.kind} (${c.category})`),
@@ -56,13 +86,23 @@ async function renderOne({ view, params, me }) {
     const mode = h("select", { name: "mode" }, h("option", { value: "INCREMENTAL" }, "Incremental"), h("option", { value: "FULL_REFRESH" }, "Full refresh"));
     parts.push(section("Sync", form(async (data, out) => {
       const run = await gateway(`/v1/connectors/${id}/sync`, { method: "POST", headers: { "Idempotency-Key": idempotencyKey() }, body: { mode: data.get("mode") } });
-      out.replaceChildren(h("p", { class: "meta" }, "Sync queued; its status updates below."));
-      await watch(params.connector_id, run, history);
+      out.replaceChildren(h("p", { class: "meta" }, "Sync queued; its status updates in the history below."));
+      const empty = list.querySelector(".empty-item");
+      if (empty) empty.remove();
+      const done = await watch(params.connector_id, run, list);
+      out.replaceChildren(h("p", { class: done.status === "SUCCEEDED" ? "ok" : "error", id: "sync-result" },
+        done.status === "SUCCEEDED" ? `Sync succeeded: ${progress(done)}.` : `Sync ${done.status.toLowerCase()}: ${done.error || "no reason given"}.`));
     }, field("Mode", mode), h("button", { type: "submit", id: "sync-now" }, "Sync now"))));
   }
-  parts.push(section("Sync history", h("p", { class: "note" }, "The last sync, and every sync started on this page while it is open."), history));
+  parts.push(section("Sync history", h("p", { class: "note" }, "Newest first; a sync still queued or running updates here live."), list, more));
   if (c.kind === "documents" && isAdmin(me)) parts.push(section("Upload a document", uploadForm(params.connector_id)));
   view.replaceChildren(...parts);
+  try {
+    await history(params.connector_id, list, more);
+  } catch (err) {
+    if (c.last_sync) { list.replaceChildren(syncLine({ mode: "", ...c.last_sync })); } // a deployment without the history call
+    more.replaceChildren(problemBox(err));
+  }
 }
 
 function uploadForm(connectorId) {

@@ -1,6 +1,7 @@
 // Overview: the current workspace and the signed-in account; without a workspace, the ways to get one.
 import { platform } from "../api.js";
 import { h, section, badge, when, problemBox } from "../dom.js";
+import { drStatus } from "../replication.js";
 
 export async function render({ view, me }) {
   const parts = [h("h1", {}, "Overview")];
@@ -16,6 +17,7 @@ export async function render({ view, me }) {
           h("dt", {}, "Name"), h("dd", { id: "ws-name" }, ws.name),
           h("dt", {}, "Residency"), h("dd", { id: "ws-residency" }, ws.residency, " ", h("span", { class: "meta" }, `(${ws.region || ""})`)),
           h("dt", {}, "Replication"), h("dd", {}, ws.replication),
+          h("dt", {}, "Disaster-recovery copy"), h("dd", {}, drStatus(ws)),
           h("dt", {}, "MFA required"), h("dd", {}, ws.enforce_mfa ? "yes" : "no"),
           h("dt", {}, "Members"), h("dd", {}, String(ws.member_count ?? "—")),
           h("dt", {}, "Created"), h("dd", {}, when(ws.created_at)))));

@@ -1,8 +1,9 @@
 // Workspace settings (Admin): name, MFA, domain-join, replication (with the EU acknowledgement and
-// the DR lag once the API reports it), chat/run auto-expiry, model allow-list per role, SSO
+// the DR lag: `replication_lag_seconds`, `last_replicated_at`), chat/run auto-expiry, model allow-list per role, SSO
 // connections, support access grants and usage. Parts whose API is not on this deployment yet say so.
 import { platform, missing } from "../api.js";
 import { h, field, form, table, section, badge, when, action, problemBox, loading } from "../dom.js";
+import { drStatus } from "../replication.js";
 
 const pendingApi = (what) => h("p", { class: "pending-api" }, `${what} is not available on this deployment yet.`);
 
@@ -50,7 +51,9 @@ function replication(ws, wsId) {
     if (acknowledge) body.acknowledge_data_leaves_region = true;
     try {
       const next = await platform(`/v1/workspaces/${wsId}`, { method: "PATCH", body });
-      out.replaceChildren(h("p", { class: "ok" }, `Replication is now ${next.replication}.`));
+      out.replaceChildren(h("p", { class: "ok", id: "replication-saved" }, `Replication is now ${next.replication}.`));
+      const shown = dialog.parentNode && dialog.parentNode.querySelector("#dr-lag");
+      if (shown) shown.replaceWith(drStatus(next));
     } catch (err) { out.replaceChildren(problemBox(err)); }
   };
   dialog.querySelector("#ack-cancel").addEventListener("click", () => dialog.close());
@@ -60,11 +63,8 @@ function replication(ws, wsId) {
     if (select.value === "cross-region-dr" && ws.residency === "eu-central" && ws.replication !== "cross-region-dr") dialog.showModal();
     else save(false);
   });
-  const lag = ws.replication_lag_seconds !== undefined
-    ? h("p", { id: "dr-lag" }, `Replication lag ${ws.replication_lag_seconds} s (last copy ${when(ws.last_replicated_at)}); the RPO is 15 minutes.`)
-    : ws.replication === "cross-region-dr" ? h("p", { class: "meta" }, "The replication lag is shown here once the deployment reports it.") : null;
   return [field("Policy", select, "none: in-region backups only · in-region-multi-az: synchronous replicas, RPO ≈ 0, RTO < 15 min · cross-region-dr: encrypted async copy to a secondary region, RPO 15 min."),
-    button, lag, out, dialog];
+    button, h("p", {}, "Disaster-recovery copy: ", drStatus(ws)), out, dialog];
 }
 
 function modelsBox() {
@@ -88,20 +88,65 @@ function modelsBox() {
   return box;
 }
 
+// SSO: create a connection (kind preset, domain, issuer, client), then prove the domain: each
+// connection shows its verification status and what to publish (well-known file or DNS TXT record).
+function verificationOf(c) {
+  if (c.verified) return badge(`verified ${when(c.verified_at)}`, "good");
+  const v = c.verification || {};
+  return h("div", { class: "sso-verify" }, badge("not verified", "warn"),
+    h("p", { class: "meta" }, "Sign-in is routed to this provider only once the domain is verified. Publish either:"),
+    h("ul", {}, h("li", {}, "the file ", h("code", {}, v.url || "—"), " containing ", h("code", {}, v.content || "—")),
+      v.dns_txt_record ? h("li", {}, "or the DNS TXT record ", h("code", {}, v.dns_txt_record.name), " = ", h("code", {}, v.dns_txt_record.value)) : null));
+}
+
 function ssoBox(wsId) {
   const box = h("div", {}, loading());
+  const kind = h("select", { name: "kind", id: "sso-kind" });
+  const issuer = h("input", { type: "url", name: "issuer", id: "sso-issuer", required: true, placeholder: "https://login.example.com" });
+  const domain = h("input", { name: "domain", id: "sso-email-domain", placeholder: "example.com" });
+  const secret = h("input", { type: "password", name: "client_secret", id: "sso-client-secret", autocomplete: "off", required: true });
+  const base = `/v1/workspaces/${wsId}/sso/connections`;
   const draw = async () => {
     try {
-      const { connections } = await platform(`/v1/workspaces/${wsId}/sso/connections`);
-      box.replaceChildren(table("SSO connections", ["Domain", "Provider", "Verified", "Verification", ""], connections.map((c) => [
-        c.domain, `${c.display_name || c.kind} (${c.issuer})`, c.verified ? badge(`verified ${when(c.verified_at)}`, "good") : badge("not verified", "warn"),
-        c.verification ? h("code", {}, c.verification.url || JSON.stringify(c.verification)) : "—",
-        c.verified ? "" : action("Check now", async () => { await platform(`/v1/workspaces/${wsId}/sso/connections/${encodeURIComponent(c.domain)}/verify`, { method: "POST" }); await draw(); }, { class: "small secondary" })]),
-      "No SSO connection. Create one through the API (docs/api/platform.md); the sign-in page then routes the domain to it once verified."));
+      const { connections } = await platform(base);
+      box.replaceChildren(table("SSO connections", ["Domain", "Provider", "Verification", ""], connections.map((c) => [
+        h("span", { class: "sso-domain" }, c.domain), `${c.display_name || c.kind} (${c.issuer})`,
+        h("div", { "data-verified": String(!!c.verified) }, verificationOf(c)),
+        h("span", {}, c.verified ? null : action("Check now", async (out) => {
+          await platform(`${base}/${encodeURIComponent(c.domain)}/verify`, { method: "POST" });
+          out.textContent = "Verified.";
+          await draw();
+        }, { class: "small secondary" }),
+        action("Remove", async () => {
+          if (!confirm(`Remove the SSO connection of ${c.domain}?`)) return;
+          await platform(`${base}/${encodeURIComponent(c.domain)}`, { method: "DELETE" });
+          await draw();
+        }, { class: "small danger" }))]),
+      "No SSO connection yet."));
     } catch (err) { box.replaceChildren(problemBox(err)); }
   };
+  platform("/v1/sso/presets").then(({ presets }) => {
+    kind.replaceChildren(...presets.map((p) => h("option", { value: p.kind, "data-example": p.example_issuer || "" }, p.label)));
+    const hint = () => { const o = kind.selectedOptions[0]; issuer.placeholder = (o && o.dataset.example) || ""; domain.disabled = kind.value === "code_hosting"; };
+    kind.addEventListener("change", hint);
+    hint();
+  }, () => kind.replaceChildren(h("option", { value: "open_source_identity_server" }, "Open-source identity server")));
+  const create = form(async (data, out) => {
+    const body = { kind: data.get("kind"), issuer: String(data.get("issuer")).trim(), client_id: String(data.get("client_id")).trim(),
+      client_secret: String(data.get("client_secret")) };
+    if (kind.value !== "code_hosting") body.domain = String(data.get("domain") || "").trim().toLowerCase();
+    const name = String(data.get("display_name") || "").trim();
+    if (name) body.display_name = name;
+    const made = await platform(base, { method: "POST", body });
+    secret.value = "";
+    await draw();
+    out.replaceChildren(h("p", { class: "ok", id: "sso-created" }, `Connection for ${made.domain} created; verify the domain below.`));
+  }, h("div", { class: "row" }, field("Provider kind", kind), field("E-mail domain", domain), field("Display name", h("input", { name: "display_name", maxlength: "80" }))),
+  h("div", { class: "row" }, field("Issuer URL", issuer), field("Client ID", h("input", { name: "client_id", id: "sso-client-id", required: true, autocomplete: "off" })),
+    field("Client secret", secret, "Stored encrypted; never shown again.")),
+  h("button", { type: "submit", id: "sso-create" }, "Create SSO connection"));
   draw();
-  return box;
+  return [create, box];
 }
 
 function supportBox(wsId) {

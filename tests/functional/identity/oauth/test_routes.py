@@ -298,7 +298,8 @@ def test_token_and_revoke_bad_input_are_oauth_errors(public_client: str) -> None
     with Client(create_app("identity")) as c:
         r = token_call(c, {"grant_type": "authorization_code", "client_id": public_client})
         assert r.status_code == 400 and body(r)["error"] == "invalid_request"
-        assert r.headers["Content-Type"] == "application/problem+json"
+        assert r.headers["Content-Type"] == "application/json"  # RFC 6749 section 5.2, not problem+json
+        assert set(body(r)) == {"error", "error_description"}
         r = token_call(c, {"grant_type": "refresh_token", "refresh_token": "rt_nope", "client_id": public_client})
         assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
         r = token_call(c, {"grant_type": "authorization_code", "code": "x", "client_id": "cli_nobody"})

@@ -1,0 +1,168 @@
+"""Catalog at 1k / 10k / 50k datasets: warm search (p99 over 50 searches, interleaved with a reference
+that runs the same filter over the same memoised readable list in plain Python), the "changed?" check, a
+one-dataset change reloaded by version beside a full reload, with the DynamoDB calls each costs (moto)."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from bench.common import Measure, measure, measure_pair, quiet, table
+
+SIZES = tuple(int(s) for s in os.environ.get("BENCH_CATALOG_SIZES", "1000,10000,50000").split(","))
+WORDS = ["orders", "customers", "tickets", "invoices", "events", "sessions", "leads", "payments", "churn", "usage"]
+
+
+def _env() -> None:
+    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
+        del os.environ[name]
+    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_SESSION_TOKEN": "bench",
+                       "AWS_DEFAULT_REGION": "us-east-1", "RESOURCE_PREFIX": "aiplat-bench", "LOG_LEVEL": "WARNING"})
+
+
+def _seed(ws: str, region: str, n: int) -> list[str]:
+    from chalicelib.core import clock
+    from chalicelib.core.ids import new_id
+    from chalicelib.gateway import models
+
+    cls = models.datasets(region)
+    rnd = random.Random(5)
+    ids, now = [], clock.iso()
+    with cls.batch_write() as batch:
+        for i in range(n):
+            ds_id = new_id("ds")
+            ids.append(ds_id)
+            fields = [{"name": f"{rnd.choice(WORDS)}_{j}", "type": "STRING", "nullable": True,
+                       "classification": rnd.choice(["PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII"]),
+                       "policy": rnd.choice(["ALLOW", "MASK", "HASH"]), "description": ""} for j in range(8)]
+            acl = [{"type": "role", "id": "member"}] if i % 4 else [{"type": "role", "id": "admin"}]
+            batch.save(cls(ws, ds_id, name=f"{WORDS[i % len(WORDS)]}_{i:05d}", connector_id=None,
+                           owner=f"team{i % 20}@example.com", description=f"{WORDS[(i * 7) % len(WORDS)]} table {i}",
+                           classification="PII", schema=json.dumps(fields), acl=json.dumps(acl), data_prefix=None,
+                           row_count=0, last_synced_at=clock.iso(clock.now() - rnd.randint(60, 86400 * 3)),
+                           created_at=now, updated_at=now))
+    return ids
+
+
+class _Calls:
+    """Counts DynamoDB calls made through botocore (boto3 and PynamoDB alike)."""
+
+    def __init__(self) -> None:
+        from botocore.client import BaseClient
+
+        self.seen: Counter[str] = Counter()
+        self._base, self._real = BaseClient, BaseClient._make_api_call
+        calls = self
+
+        def counting(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            if client.meta.service_model.service_name == "dynamodb":
+                calls.seen[operation] += 1
+            return calls._real(client, operation, params)
+
+        BaseClient._make_api_call = counting  # type: ignore[method-assign]
+
+    def of(self, fn: Callable[[], object]) -> str:
+        self.seen.clear()
+        fn()
+        return ", ".join(f"{k} {v}" for k, v in sorted(self.seen.items())) or "none"
+
+    def close(self) -> None:
+        self._base._make_api_call = self._real  # type: ignore[method-assign]
+
+
+def _size(n: int, calls: _Calls) -> tuple[list[tuple[Measure, Measure | None, str]], str]:
+    from chalicelib.core.tokens import verifier
+    from chalicelib.gateway import catalog, catalog_versions
+    from tests.functional.conftest import make_tenant
+    from tests.functional.gateway.data import token_for
+
+    t = make_tenant(f"bench{n}@example.com", name=f"Bench {n}")
+    ws, region = t.workspace_id, t.region
+    t0 = time.perf_counter()
+    ids = _seed(ws, region, n)
+    seeded = time.perf_counter() - t0
+    principal = verifier().principal(token_for(ws, "member").token)
+    catalog.invalidate()
+    filters = catalog.SearchFilters(text="orders table", classification="PII")
+    first = calls.of(lambda: catalog.search(principal, filters))
+    snap = catalog.snapshot(ws)
+    readable = catalog.readable(principal, snap)  # the memoised list both sides use
+
+    def reference() -> object:  # the same filter over the same memoised list, paged like ours
+        found = [r for r in readable if "orders" in r._haystack and "table" in r._haystack
+                 and r.classification == "PII"]
+        return [catalog.view(principal, r, snap) for r in found[:catalog.DEFAULT_PAGE]], len(found)
+
+    ours, ref = measure_pair(f"search 'orders table' + PII, {n:,} datasets (member)",
+                             lambda: catalog.search(principal, filters), "same filter + page over the memoised list",
+                             reference, n=25, repeat=2, warmup=3)
+    warm_calls = calls.of(lambda: catalog.search(principal, filters))
+    from chalicelib.core.config import settings
+
+    os.environ["CATALOG_CACHE_SECONDS"] = "3600"  # the same search with the version check trusted: in memory only
+    settings.cache_clear()
+    catalog.snapshot(ws)
+    try:
+        in_memory, ref2 = measure_pair(f"the same search, version check skipped ({n:,})",
+                                       lambda: catalog.search(principal, filters),
+                                       "same filter + page over the memoised list", reference, n=25, repeat=2,
+                                       warmup=3)
+    finally:
+        os.environ.pop("CATALOG_CACHE_SECONDS")
+        settings.cache_clear()
+    check = measure(f"version check alone ({n:,})", lambda: catalog_versions.current(region, ws), n=50, repeat=3,
+                    warmup=3)
+
+    def one_change() -> None:
+        catalog.changed(ws, datasets=[ids[len(ids) // 2]])
+        catalog.snapshot(ws)
+
+    def full() -> None:
+        catalog.invalidate(ws)
+        catalog.snapshot(ws)
+
+    delta = measure(f"one dataset changed elsewhere: bump + reload by version ({n:,})", one_change, n=5, repeat=3,
+                    warmup=1)
+    reload = measure(f"full reload ({n:,}, first read of a container)", full, n=1, repeat=3, warmup=0)
+    notes = {
+        "delta": calls.of(one_change), "full": calls.of(full),
+    }
+    rows: list[tuple[Measure, Measure | None, str]] = [
+        (ours, ref, f"p99 <= 20 ms at 50k; warm read: {warm_calls}"),
+        (in_memory, ref2, "the same work as the reference (filter + page of views)"),
+        (check, None, "one consistent GetItem of the version item"),
+        (delta, reload, f"calls: {notes['delta']}"),
+        (reload, None, f"calls: {notes['full']}; first search of a container: {first}"),
+    ]
+    growth = (f"| {n:,} | {seeded:.1f} | {ours.per_op_us / 1000:.2f} | {ours.p99_us / 1000:.2f} | "
+              f"{in_memory.per_op_us / 1000:.2f} | {ref.per_op_us / 1000:.2f} | {check.per_op_us / 1000:.2f} | {delta.per_op_us / 1000:.1f} | "
+              f"{reload.per_op_us / 1e6:.2f} |")
+    return rows, growth
+
+
+def main() -> None:
+    _env()
+    from moto import mock_aws
+
+    from infra.bootstrap import bootstrap_all
+
+    growth = []
+    with mock_aws(), quiet():
+        bootstrap_all()
+        calls = _Calls()
+        try:
+            for n in SIZES:
+                rows, line = _size(n, calls)
+                table(f"Catalog, {n:,} datasets", rows)
+                growth.append(line)
+        finally:
+            calls.close()
+    print("### Catalog growth (milliseconds unless marked; moto in process)\n")
+    print("| datasets | seed s | search median | search p99 | search without the check | reference median "
+          "| version check | one change, reload by version | full reload s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(growth) + "\n", flush=True)

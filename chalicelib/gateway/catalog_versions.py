@@ -1,0 +1,77 @@
+"""The catalog's version per workspace: the cheap "did the catalog change?" check of ``gateway/catalog.py``.
+
+Every change to a workspace's datasets (schema, field policies, ACL, a sync's result, deletion) or
+connectors calls ``record_change`` right after its write. It bumps the workspace's version (one item in
+the ``catalog_versions`` table) and records under that version which datasets and connectors changed,
+keeping the last ``KEEP`` versions. A reader holding version ``v`` reads the item (one consistent
+``GetItem`` of about 1 KB) and reloads only what the versions after ``v`` name; a gap in the log (more
+than ``KEEP`` versions behind, or a bump whose log write did not land) or a change too wide to name
+(``EVERYTHING``) means a full reload. See docs/architecture.md, "Catalog".
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.core import aws
+from chalicelib.core.regions import check_client_region
+from chalicelib.gateway import models
+
+KEEP = 32  # versions whose changes are remembered
+MAX_NAMED = 16  # a change naming more entries is recorded as EVERYTHING (keeps the item small)
+EVERYTHING = "*"
+DATASET, CONNECTOR = "d:", "c:"
+
+
+@dataclass(frozen=True)
+class Changes:
+    """The workspace's current version and the change log of its last versions."""
+
+    version: int
+    log: dict[int, str]
+
+    def since(self, version: int) -> tuple[set[str], set[str]] | None:
+        """The dataset and connector ids changed after ``version``; None when a full reload is needed."""
+        datasets: set[str] = set()
+        connectors: set[str] = set()
+        for v in range(version + 1, self.version + 1):
+            entry = self.log.get(v)
+            if entry is None or entry == EVERYTHING:
+                return None
+            for name in entry.split(","):
+                (datasets if name.startswith(DATASET) else connectors).add(name[2:])
+        return datasets, connectors
+
+
+def _client(region: str) -> Any:
+    check_client_region(region)
+    return aws.client("dynamodb", region)
+
+
+def _table() -> str:
+    return aws.table_name(models.CatalogVersionAttrs.TABLE)
+
+
+def record_change(region: str, workspace_id: str, *, datasets: Iterable[str] = (),
+                  connectors: Iterable[str] = (), everything: bool = False) -> int:
+    """Bump the workspace's catalog version after a write; returns the new version."""
+    client, key = _client(region), {"workspace_id": {"S": workspace_id}}
+    answer = client.update_item(TableName=_table(), Key=key, UpdateExpression="ADD #v :one",
+                                ExpressionAttributeNames={"#v": "version"},
+                                ExpressionAttributeValues={":one": {"N": "1"}}, ReturnValues="UPDATED_NEW")
+    version = int(answer["Attributes"]["version"]["N"])
+    names = sorted({DATASET + d for d in datasets if d} | {CONNECTOR + c for c in connectors if c})
+    entry = EVERYTHING if everything or not names or len(names) > MAX_NAMED else ",".join(names)
+    client.update_item(TableName=_table(), Key=key, UpdateExpression="SET #c = :entry REMOVE #old",
+                       ExpressionAttributeNames={"#c": f"c{version}", "#old": f"c{version - KEEP}"},
+                       ExpressionAttributeValues={":entry": {"S": entry}})
+    return version
+
+
+def current(region: str, workspace_id: str) -> Changes:
+    """The workspace's version and change log now (one consistent read)."""
+    item = _client(region).get_item(TableName=_table(), Key={"workspace_id": {"S": workspace_id}},
+                                    ConsistentRead=True).get("Item") or {}
+    log = {int(name[1:]): value["S"] for name, value in item.items() if name[:1] == "c" and name[1:].isdigit()}
+    return Changes(int(item.get("version", {}).get("N", 0)), log)

@@ -1,0 +1,205 @@
+"""Erasure of a user: in one workspace's region, in the global identity directory, and the ledgers
+that make it final.
+
+``erase_in_workspace`` removes the user's membership, chats, agent memory, the agent runs they started
+(with their step and event logs), invitations addressed to them, their e-mail in invitations they sent,
+and the personal values of audit events (``audit_personal`` records; the events themselves stay and show
+a pseudonym, see ``core/audit.py``). ``erase_identity`` removes the global directory entry, its e-mail
+and identity-provider claims, sessions, API token records, passkeys and security keys, TOTP and recovery
+codes, lockout counters and every other sign-in state naming the user.
+
+Each erasure writes a ledger entry holding only the user id and ``email_mac`` (HMAC of the lower-cased
+address under the region's ``field-hash`` KMS key, context ``aiplat/erasure/v1/``): ``erasure_ledger``
+per workspace (regional) and ``erased_users`` in the global store. ``replay`` runs the regional erasure
+again for every ledger entry of a workspace and is called by every restore, so a backup can never bring
+erased data back; ``replay_identities`` does the same for the global store.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from chalicelib.core import audit, aws, clock
+from chalicelib.core.config import settings
+from chalicelib.core.logs import get_logger
+from chalicelib.core.tenancy import workspaces
+from chalicelib.residency.models import erased_users, erasure_ledger
+
+log = get_logger("residency.erasure")
+MAC_CONTEXT = "aiplat/erasure/v1/"
+# auth_state kinds keyed by the user id ("<kind>#<user_id>") and by the address ("ecode#<address>")
+_STATE_BY_USER = ("lock", "totp", "rc")
+_STATE_BY_EMAIL = ("ecode",)
+
+
+def email_mac(region: str, email: str) -> str:
+    """A keyed MAC of an address: matches it again without storing it (the key never leaves KMS)."""
+    if not email:
+        return ""
+    out = aws.client("kms", region).generate_mac(KeyId=aws.key_alias("field-hash"), MacAlgorithm="HMAC_SHA_256",
+                                                 Message=(MAC_CONTEXT + email.strip().lower()).encode())
+    return bytes(out["Mac"]).hex()
+
+
+class _Matcher:
+    """Is an address the erased user's? By the clear address when known, else by its MAC (cached)."""
+
+    def __init__(self, region: str, mac: str, email: str | None) -> None:
+        self.region, self.mac, self.email = region, mac, (email or "").strip().lower()
+        self._seen: dict[str, bool] = {}
+
+    def __call__(self, address: str | None) -> bool:
+        address = (address or "").strip().lower()
+        if not address or not self.mac:
+            return False
+        if self.email:
+            return address == self.email
+        if address not in self._seen:
+            self._seen[address] = hmac.compare_digest(email_mac(self.region, address), self.mac)
+        return self._seen[address]
+
+
+def _ddb(region: str) -> Any:
+    return aws.client("dynamodb", region)
+
+
+def _query(region: str, table: str, key: str, value: str, **extra: Any) -> Iterator[dict[str, Any]]:
+    pages = _ddb(region).get_paginator("query").paginate(
+        TableName=aws.table_name(table), KeyConditionExpression="#k = :v", ExpressionAttributeNames={"#k": key},
+        ExpressionAttributeValues={":v": {"S": value}}, **extra)
+    for page in pages:
+        yield from page["Items"]
+
+
+def _scan(region: str, table: str, **extra: Any) -> Iterator[dict[str, Any]]:
+    for page in _ddb(region).get_paginator("scan").paginate(TableName=aws.table_name(table), **extra):
+        yield from page["Items"]
+
+
+def _delete(region: str, table: str, key: dict[str, Any]) -> None:
+    _ddb(region).delete_item(TableName=aws.table_name(table), Key=key)
+
+
+def _s(item: dict[str, Any], attr: str) -> str:
+    return str(item.get(attr, {}).get("S", ""))
+
+
+def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
+                       email: str | None = None) -> dict[str, int]:
+    """Remove the user's personal data from one workspace; returns counts per kind."""
+    ws = {"S": workspace_id}
+    is_theirs = _Matcher(region, mac, email)
+    counts = {"memberships": 0, "chats": 0, "agent_memory": 0, "agent_runs": 0, "invitations": 0,
+              "audit_personal": 0}
+    got = _ddb(region).delete_item(TableName=aws.table_name("memberships"),
+                                   Key={"workspace_id": ws, "user_id": {"S": user_id}}, ReturnValues="ALL_OLD")
+    if got.get("Attributes"):
+        counts["memberships"] = 1
+        workspaces()(workspace_id).update(actions=[workspaces().member_count.add(-1)])
+    for chat in _query(region, "chats", "workspace_id", workspace_id):
+        if _s(chat, "user_id") == user_id:
+            _delete(region, "chats", {"workspace_id": ws, "id": chat["id"]})
+            counts["chats"] += 1
+    for item in _scan(region, "agent_memory", FilterExpression="begins_with(#s, :p)",
+                      ExpressionAttributeNames={"#s": "scope"}, ExpressionAttributeValues={":p": {"S": workspace_id + "#"}}):
+        if _s(item, "scope").rsplit("#", 1)[-1] == user_id:
+            _delete(region, "agent_memory", {"scope": item["scope"], "key": item["key"]})
+            counts["agent_memory"] += 1
+    for run in _query(region, "agent_runs", "workspace_id", workspace_id):
+        if _s(run, "user_id") != user_id:
+            continue
+        run_key = f"{workspace_id}#{_s(run, 'id')}"
+        for entry in _query(region, "agent_run_log", "run_key", run_key):
+            _delete(region, "agent_run_log", {"run_key": entry["run_key"], "sk": entry["sk"]})
+        _delete(region, "agent_runs", {"workspace_id": ws, "id": run["id"]})
+        counts["agent_runs"] += 1
+    for inv in _query(region, "invitations", "workspace_id", workspace_id):
+        inv_id = _s(inv, "id")
+        address = inv_id[len("email#"):] if inv_id.startswith("email#") else _s(inv, "email")
+        if is_theirs(address) or _s(inv, "accepted_by") == user_id:
+            _delete(region, "invitations", {"workspace_id": ws, "id": inv["id"]})
+            counts["invitations"] += 1
+            continue
+        invited_by = json.loads(_s(inv, "invited_by") or "{}")
+        if invited_by.get("id") == user_id and invited_by.get("email"):
+            invited_by["email"] = ""
+            _ddb(region).update_item(TableName=aws.table_name("invitations"),
+                                     Key={"workspace_id": ws, "id": inv["id"]}, UpdateExpression="SET invited_by = :b",
+                                     ExpressionAttributeValues={":b": {"S": audit.canonical(invited_by)}})
+    for record in _query(region, "audit_personal", "workspace_id", workspace_id, ConsistentRead=True):
+        if _s(record, "subject") == user_id or is_theirs(_s(record, "email")):
+            _delete(region, "audit_personal", {"workspace_id": ws, "ref": record["ref"]})
+            counts["audit_personal"] += 1
+    return counts
+
+
+def record(region: str, workspace_id: str, user_id: str, mac: str, request_id: str) -> None:
+    erasure_ledger(region)(workspace_id, user_id, email_mac=mac, erased_at=clock.iso(), request_id=request_id).save()
+
+
+def replay(region: str, workspace_id: str) -> int:
+    """Erase again every user the workspace's ledger names (after a restore); returns how many."""
+    n = 0
+    for entry in erasure_ledger(region).query(workspace_id, consistent_read=True):
+        counts = erase_in_workspace(region, workspace_id, entry.user_id, entry.email_mac)
+        if any(counts.values()):
+            log.info("erasure replayed", extra={"workspace_id": workspace_id, "user_id": entry.user_id,
+                                                "counts": counts})
+        n += 1
+    return n
+
+
+def erase_identity(user_id: str, email: str | None, mac: str) -> dict[str, int]:
+    """Remove the user's global directory entry and everything sign-in keeps about them."""
+    region = settings().global_region
+    counts = {"directory": 0, "sessions": 0, "api_tokens": 0, "webauthn_credentials": 0, "sign_in_state": 0,
+              "support_staff": 0}
+    is_theirs = _Matcher(region, mac, email)
+    for item in _scan(region, "users", ConsistentRead=True):
+        key = _s(item, "id")
+        if key == user_id or _s(item, "user_id") == user_id or (key.startswith("email#") and is_theirs(key[6:])):
+            _delete(region, "users", {"id": item["id"]})
+            counts["directory"] += 1
+    for item in _query(region, "sessions", "user_id", user_id, IndexName="by_user"):
+        _delete(region, "sessions", {"sid_hash": item["sid_hash"]})
+        counts["sessions"] += 1
+    for item in _query(region, "api_tokens", "user_id", user_id, IndexName="by_user"):
+        _delete(region, "api_tokens", {"id": item["id"]})
+        counts["api_tokens"] += 1
+    for item in _query(region, "webauthn_credentials", "user_id", user_id):
+        _delete(region, "webauthn_credentials", {"user_id": item["user_id"], "credential_id": item["credential_id"]})
+        counts["webauthn_credentials"] += 1
+    for item in _scan(region, "auth_state", ConsistentRead=True):
+        pk = _s(item, "pk")
+        kind, _, rest = pk.partition("#")
+        if (kind in _STATE_BY_USER and rest == user_id) or (kind in _STATE_BY_EMAIL and is_theirs(rest)) \
+                or _s(item, "user_id") == user_id:
+            _delete(region, "auth_state", {"pk": item["pk"]})
+            counts["sign_in_state"] += 1
+    got = _ddb(region).delete_item(TableName=aws.table_name("support_staff"), Key={"user_id": {"S": user_id}},
+                                   ReturnValues="ALL_OLD")
+    counts["support_staff"] = 1 if got.get("Attributes") else 0
+    return counts
+
+
+def record_identity(user_id: str, mac: str, request_id: str) -> None:
+    erased_users()(user_id, email_mac=mac, erased_at=clock.iso(), request_id=request_id).save()
+
+
+def replay_identities() -> int:
+    """Erase again every identity of the global ledger (after the global store is restored)."""
+    n = 0
+    for entry in erased_users().scan(consistent_read=True):
+        erase_identity(entry.user_id, None, entry.email_mac)
+        n += 1
+    return n
+
+
+def is_erased(user_id: str) -> bool:
+    try:
+        erased_users().get(user_id, consistent_read=True)
+        return True
+    except erased_users().DoesNotExist:
+        return False

@@ -1,0 +1,124 @@
+"""Incremental syncs write a small layer (counted objects, not time) and readers see exactly the state a
+full sync of the same data gives."""
+from __future__ import annotations
+
+from chalicelib.core import aws
+from chalicelib.gateway import storage
+from tests.functional.conftest import Tenant
+from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, dataset, drain, new_bucket, put
+
+OBJECTS, PER_OBJECT = 20, 500  # 10,000 rows
+
+
+def _csv(obj: int, *, changed: bool = False) -> str:
+    lines = ["id,email,amount,joined"]
+    for i in range(obj * PER_OBJECT, (obj + 1) * PER_OBJECT):
+        n = i - obj * PER_OBJECT
+        if changed and 50 <= n < 75:
+            continue  # 25 rows deleted
+        amount = i % 97 + (1000 if changed and n < 50 else 0)  # 50 rows changed
+        lines.append(f"{i},user{i}@example.com,{amount},2024-01-{i % 28 + 1:02d}")
+    if changed:
+        lines += [f"{100_000 + obj * 100 + k},new{k}@example.com,{k},2024-02-01" for k in range(25)]  # 25 rows added
+    return "\n".join(lines) + "\n"
+
+
+def _connector(c, tenant: Tenant, bucket: str, name: str) -> dict:
+    st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": name, "kind": "s3", "config": {
+        "role_arn": READER_ROLE, "bucket": bucket, "prefix": "rows/", "primary_key": ["id"]}})
+    assert st == 201, conn
+    return conn
+
+
+def _sync(c, tenant: Tenant, conn: dict, mode: str) -> dict:
+    st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": mode})
+    assert st == 202, run
+    drain(tenant.region)
+    return call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+
+
+def _objects(tenant: Tenant, dataset_id: str) -> set[str]:
+    s3 = aws.client("s3", tenant.region)
+    root = storage.dataset_root(tenant.workspace_id, dataset_id)
+    return {o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(
+        Bucket=aws.bucket_name("data", tenant.region), Prefix=root) for o in page.get("Contents", [])}
+
+
+def test_one_percent_changed_writes_a_small_layer_and_reads_like_a_full_sync(tenant: Tenant) -> None:
+    bucket = new_bucket(tenant.region)
+    for o in range(OBJECTS):
+        put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
+    with client() as c:
+        layered = _connector(c, tenant, bucket, "Layered rows")
+        run = _sync(c, tenant, layered, "FULL_REFRESH")
+        assert run["status"] == "SUCCEEDED" and run["rows_written"] == OBJECTS * PER_OBJECT, run
+        ds_id = layered["dataset"]["id"]
+        before = dataset(tenant, ds_id)
+        objects_before = _objects(tenant, ds_id)
+
+        put(tenant.region, bucket, "rows/07.csv", _csv(7, changed=True))  # 1% of the rows touched
+        run = _sync(c, tenant, layered, "INCREMENTAL")
+        assert run["status"] == "SUCCEEDED", run
+        assert (run["rows_read"], run["rows_written"], run["rows_deleted"]) == (PER_OBJECT, 75, 25), run
+        after = dataset(tenant, ds_id)
+        assert after.data_prefix != before.data_prefix  # a content change is a new snapshot version
+        assert after.row_count == OBJECTS * PER_OBJECT
+        new = _objects(tenant, ds_id) - objects_before
+        # the layer's upserts (75 rows) and deletes (25 keys) and the manifest: no base part rewritten
+        assert len(new) == 3 and all(k.startswith(after.data_prefix + "/") for k in new), new
+        assert not any("/part-" in k for k in new)
+        manifest = storage.read_manifest(tenant.region, after.data_prefix)
+        assert manifest.base == storage.read_manifest(tenant.region, before.data_prefix).base
+        assert [layer["rows"] for layer in manifest.layers] == [100]
+
+        # the same source synced in full into another dataset: identical rows and query answers
+        fresh = _connector(c, tenant, bucket, "Fresh rows")
+        assert _sync(c, tenant, fresh, "FULL_REFRESH")["status"] == "SUCCEEDED"
+        want = storage.read_rows(tenant.region, dataset(tenant, fresh["dataset"]["id"]).data_prefix)
+        got = storage.read_rows(tenant.region, after.data_prefix)
+        assert got == want and len(got[1]) == OBJECTS * PER_OBJECT
+        a, b = layered["dataset"]["name"], fresh["dataset"]["name"]
+        sql = (f"SELECT (SELECT count(*) FROM (SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b})) + "
+               f"(SELECT count(*) FROM (SELECT * FROM {b} EXCEPT ALL SELECT * FROM {a})) AS differ, "
+               f"(SELECT count(*) FROM {a}) AS n, (SELECT max(amount) FROM {a}) AS top, "
+               f"(SELECT count(*) FROM {a} WHERE id BETWEEN 3550 AND 3574) AS gone")
+        st, page = call(c, "POST", "/v1/query", tenant.token, {"sql": sql})
+        assert st == 200, page
+        top = 1000 + max(i % 97 for i in range(7 * PER_OBJECT, 7 * PER_OBJECT + 50))  # a changed row's amount
+        assert page["rows"] == [[0, OBJECTS * PER_OBJECT, top, 0]], page
+
+
+def test_layers_stack_then_compact_and_deleted_objects_drop_their_rows(tenant: Tenant, monkeypatch) -> None:
+    monkeypatch.setattr(storage, "MAX_LAYERS", 2)
+    bucket = new_bucket(tenant.region)
+    for o in range(4):
+        put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
+    with client() as c:
+        conn = _connector(c, tenant, bucket, "Stacked rows")
+        assert _sync(c, tenant, conn, "FULL_REFRESH")["status"] == "SUCCEEDED"
+        ds_id = conn["dataset"]["id"]
+        put(tenant.region, bucket, "rows/01.csv", _csv(1, changed=True))
+        assert _sync(c, tenant, conn, "INCREMENTAL")["status"] == "SUCCEEDED"
+        from tests.functional.gateway.sync_helpers import source_client
+
+        source_client("s3", tenant.region).delete_object(Bucket=bucket, Key="rows/02.csv")
+        run = _sync(c, tenant, conn, "INCREMENTAL")
+        assert run["rows_deleted"] == PER_OBJECT, run
+        ds = dataset(tenant, ds_id)
+        assert len(storage.read_manifest(tenant.region, ds.data_prefix).layers) == 2
+        ids = {r[0] for r in storage.read_rows(tenant.region, ds.data_prefix)[1]}
+        assert ds.row_count == len(ids) == 3 * PER_OBJECT
+        assert not ids & set(range(2 * PER_OBJECT, 3 * PER_OBJECT)) and 100_100 in ids and 550 not in ids
+        # a third layer would pass MAX_LAYERS: everything is compacted into a new base, same rows
+        put(tenant.region, bucket, "rows/03.csv", _csv(3, changed=True))
+        assert _sync(c, tenant, conn, "INCREMENTAL")["status"] == "SUCCEEDED"
+        ds = dataset(tenant, ds_id)
+        manifest = storage.read_manifest(tenant.region, ds.data_prefix)
+        assert manifest.layers == [] and all(k.startswith(ds.data_prefix + "/") for k in manifest.base)
+        ids = {r[0] for r in storage.read_rows(tenant.region, ds.data_prefix)[1]}
+        assert ds.row_count == len(ids) == 3 * PER_OBJECT and 1550 not in ids
+        # files no current or previous snapshot references are gone
+        keep = set(manifest.keys()) | {f"{ds.data_prefix}/{storage.MANIFEST}"}
+        stray = [k for k in _objects(tenant, ds_id) if k not in keep and not k.endswith(storage.MANIFEST)]
+        previous = [k for k in stray if "/part-" not in k and "/layer-" not in k]
+        assert not previous
