@@ -154,6 +154,8 @@ def test_erasure_removes_personal_data_and_every_chain_still_verifies(stack: Non
     run_residency_jobs()
     done = get(c, f"/v1/access-requests/{res.json_body['id']}", eu.token).json_body
     assert done["status"] == "completed" and done["erased"]["identity"]["directory"] >= 2  # entry + e-mail claim
+    for token in (bob_eu.token, bob_us.token):  # his tokens die with the account, on global routes too
+        assert get(c, "/v1/me", token).status_code == 401
     everything = _everything()
     for personal in (BOB, US_SECRET, EU_SECRET, "203.0.113.7", "$argon2id$bob", "Bob's key", "BobBrowser"):
         assert personal not in everything, personal
