@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from chalicelib.core import audit, aws, clock
+from chalicelib.gateway import catalog_versions
 from chalicelib.identity.oauth.signing import issue_access_token
 from chalicelib.residency import backups
 from tests.functional.conftest import Tenant, make_tenant
@@ -55,8 +56,11 @@ def test_two_different_admins_restore_the_backup_exactly(tenant: Tenant) -> None
     assert queued.status_code == 202, queued.body
     assert queued.json_body["status"] == "queued" and snapshot(tenant.workspace_id, tenant.region) != at_backup
     assert _actions(tenant) == ["backup.restore_requested", "backup.restore_approved"]  # nothing ran in the request
+    version = catalog_versions.current(tenant.region, tenant.workspace_id).version
     run_residency_jobs(tenant.region)
     run_residency_jobs(tenant.region)  # a redelivery runs nothing twice
+    # every container's cached catalog reloads the restored datasets in full
+    assert catalog_versions.current(tenant.region, tenant.workspace_id).since(version) is None
     done = get(c, f"/v1/backups/{backup_id}/restore-requests/{rid}", tenant.token)
     body = done.json_body
     assert body["status"] == "restored" and sorted(body["approvals"]) == sorted([tenant.user_id, second.user_id])
