@@ -15,7 +15,7 @@ for _name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
 os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
                    "AWS_DEFAULT_REGION": "us-east-1", "RESOURCE_PREFIX": "aiplat-bench", "LOG_LEVEL": "WARNING"})
 
-from bench.common import Measure, measure, table  # noqa: E402
+from bench.common import MIN_P99_SAMPLES, Measure, measure, percentile, quiet, table  # noqa: E402
 
 N_DATASETS = 10_000
 N_ROWS = 100_000
@@ -247,14 +247,8 @@ def _samples(pairs: list[tuple[str, object]], n: int, before: object = None) -> 
     return out
 
 
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * q))] * 1e3
-
-
 def query_main() -> None:
     """The query section: run inside ``mock_aws``."""
-    import logging
     import statistics
 
     import duckdb
@@ -272,7 +266,6 @@ def query_main() -> None:
     principal = verifier().principal(token_for(ws, "member").token)
     os.environ["CATALOG_CACHE_SECONDS"] = "3600"  # the catalog reload is measured in the catalog section
     settings.cache_clear()
-    logging.disable(logging.CRITICAL)  # no log line is written while measuring
     tmp = tempfile.mkdtemp(prefix="gwq-bench-")
     lines = ["### Federated query: 2 x N rows, join, masked column read, hashed column unread", "",
              "Ours is `query.run` (catalog lookup, binder column pruning, sandbox cache, lock-down, JSON rows, "
@@ -285,14 +278,11 @@ def query_main() -> None:
 
     def cold_reset() -> None:
         query_cache.clear()
-        with query_columns._lock:
-            query_columns._memo.clear()
-            if query_columns._con is not None:
-                query_columns._con.close()
-            query_columns._con = None
+        query_columns._close()  # the binder's DuckDB and its memo
         fieldpolicy.workspace_hash_key.cache_clear()
 
-    try:
+    held: list[str] = []
+    with quiet():  # no log line is written while measuring
         for rows, n_warm, n_cold in QUERY_SIZES:
             fields, files = _query_tables(ws, region, tmp, rows)
             c, o = list(fields)
@@ -321,18 +311,19 @@ def query_main() -> None:
                     ref()
                 got_t = _samples([("ours", fn), ("ref", ref)], n, reset)
                 ours, theirs = got_t["ours"], got_t["ref"]
-                p99 = (lambda xs: f"{_pct(xs, 0.99):.1f}") if n >= 20 else (lambda xs: "-")
+                p99 = (lambda xs: f"{percentile(xs, 0.99) * 1e3:.1f}") if n >= MIN_P99_SAMPLES else (lambda xs: "-")
                 ratio = statistics.median(ours) / statistics.median(theirs)
                 lines.append(f"| {rows:,} | {label} | {n} | {statistics.median(ours) * 1e3:.1f} | {p99(ours)} | "
                              f"{statistics.median(theirs) * 1e3:.1f} | {p99(theirs)} | {ratio:.2f}x | {target} |")
                 print(lines[-1], file=sys.stderr, flush=True)
+                if label == "warm":
+                    held.append(f"{rows:,} rows per side: {query_cache.held_bytes() / 2**20:.1f} MiB")
             ref_con.close()
             query_cache.clear()
-    finally:
-        logging.disable(logging.NOTSET)
     lines.append("")
     lines.append(f"The 1M-row case is sampled {QUERY_SIZES[-1][1]} times warm and {QUERY_SIZES[-1][2]} times cold "
-                 "(no p99 below 20 samples).")
+                 "(no p99 below 20 samples). Cached sandbox after the warm runs (the columns read only, "
+                 "`duckdb_memory()`): " + "; ".join(held) + ".")
     print("\n".join(lines) + "\n", flush=True)
 
 

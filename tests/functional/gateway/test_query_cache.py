@@ -183,3 +183,29 @@ def test_callers_whose_visible_fields_differ_never_share_a_table(
     _set_policy(world, catalog.snapshot(ws).by_name["people"].id, "ssn", "ALLOW")
     admin = query(world, sql, world.tenant.token)[1]
     assert [r[-1] for r in admin["rows"]] == ["111-22-3333", "222-33-4444", None]
+
+
+def test_after_a_real_sync_full_then_incremental_the_next_query_sees_the_merged_rows(tenant: Tenant) -> None:
+    from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, drain, new_bucket, put
+
+    query_cache.clear()
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "crm/a.csv", "id,email,amount\n1,ann@example.com,10\n2,bob@example.com,20\n")
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {
+            "name": "crm people", "kind": "s3", "dataset_name": "people",
+            "config": {"role_arn": READER_ROLE, "bucket": bucket, "prefix": "crm/", "primary_key": ["id"]}})
+        assert st == 201, conn
+
+        def sync_and_query() -> list[list[object]]:
+            st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
+            assert st == 202, run
+            drain(tenant.region)
+            st, body = call(c, "POST", "/v1/query", tenant.token, {"sql": "SELECT id, amount FROM people ORDER BY id"})
+            assert st == 200, body
+            return body["rows"]
+
+        assert sync_and_query() == [[1, 10], [2, 20]]
+        put(tenant.region, bucket, "crm/b.csv", "id,email,amount\n2,bob@example.com,25\n3,cy@example.com,30\n")
+        assert sync_and_query() == [[1, 10], [2, 25], [3, 30]]  # not the cached first snapshot
+    query_cache.clear()
