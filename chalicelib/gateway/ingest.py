@@ -87,6 +87,19 @@ def _category(v: str) -> str:
             f"WHEN regexp_full_match({v}, {_lit(_TS)}) THEN 5 ELSE 6 END")
 
 
+def _is(v: str, typ: str) -> str:
+    """SQL: whether a non-null text value's ``_category`` lies within what widens to ``typ``."""
+    date_ok = f"try_cast(left({v}, 10) AS DATE) IS NOT NULL"
+    return {
+        "INTEGER": f"regexp_full_match({v}, {_lit(_INT)})",
+        "FLOAT": f"(regexp_full_match({v}, {_lit(_INT)}) OR regexp_full_match({v}, {_lit(_FLOAT)}))",
+        "BOOLEAN": f"lower({v}) IN ('true', 'false')",
+        "DATE": f"(length({v}) = 10 AND regexp_full_match({v}, {_lit(_DATE)}) AND {date_ok})",
+        "TIMESTAMP": f"({date_ok} AND ((length({v}) = 10 AND regexp_full_match({v}, {_lit(_DATE)})) "
+                     f"OR regexp_full_match({v}, {_lit(_TS)})))",
+    }[typ]
+
+
 def _type_of(mask: int | None) -> str | None:
     typ = None
     for code, name in _CODES.items():
@@ -174,10 +187,22 @@ def _observe_native(stage: Stage, part: _Native, observer: normalize.Observer) -
         sniff = (None,) * len(cols)
     full = [c for c, h, m in zip(cols, part.headers, sniff, strict=True)
             if _type_of(m) != "STRING" and observer.type_of(h) != "STRING"]
-    masks = {c: (1 << 6 if c not in full else None) for c in cols}
+    masks: dict[str, int | None] = {c: (1 << 6 if c not in full else None) for c in cols}
+    # a column whose first rows gave one type: one test per value confirms it (else the full rules)
+    guess = {c: _type_of(m) for c, m in zip(cols, sniff, strict=True) if c in full and _type_of(m) is not None}
+    slow = [c for c in full if c not in guess]
     counts = con.execute("SELECT " + ", ".join([f"count({c})" for c in cols]
-                                               + [f"bit_or(1 << {_category(c)})" for c in full]) + f" FROM {t}").fetchone()
-    masks.update(zip(full, counts[len(cols):], strict=True))
+                                               + [f"bool_and({c} IS NULL OR {_is(c, guess[c])})" for c in guess]
+                                               + [f"bit_or(1 << {_category(c)})" for c in slow]) + f" FROM {t}").fetchone()
+    confirmed = dict(zip(guess, counts[len(cols):len(cols) + len(guess)], strict=True))
+    masks.update(zip(slow, counts[len(cols) + len(guess):], strict=True))
+    for c, ok in confirmed.items():
+        if ok:
+            masks[c] = 1 << next(code for code, name in _CODES.items() if name == guess[c])
+    redo = [c for c, ok in confirmed.items() if not ok]
+    if redo:
+        masks.update(zip(redo, con.execute("SELECT " + ", ".join(f"bit_or(1 << {_category(c)})" for c in redo)
+                                           + f" FROM {t}").fetchone(), strict=True))
     for i, (c, h) in enumerate(zip(cols, part.headers, strict=True)):
         samples: list[Any] = []
         if h not in observer.by_source:  # a new column: classified from its first values

@@ -217,7 +217,8 @@ def test_me_names_every_workspaces_base_urls(tenants: Tenants, pin: Any) -> None
 CROSSING_FIELDS = {
     "memberships": {"workspace_id", "user_id", "role", "email", "joined_at", "joined_via"},
     "audit_events": {"workspace_id", "seq", "id", "occurred_at", "actor", "action", "target",
-                            "correlation_id", "ip", "user_agent", "details", "prev_hash", "hash"},
+                            "correlation_id", "ip", "user_agent", "details", "prev_hash", "hash", "v", "personal"},
+    "audit_personal": {"workspace_id", "ref", "subject", "email", "nonce", "values"},
     "idempotency": None,  # checked below: the stored answer is the created workspace's public view
 }
 

@@ -49,3 +49,14 @@ def test_sql_key_text_is_json_dumps(stage, value: str) -> None:
 
     got = stage.con.execute(f"SELECT {ingest._json_str('v')} FROM (SELECT ?::VARCHAR AS v)", [value]).fetchone()[0]
     assert got == json.dumps(value)
+
+
+ALLOWED = {"INTEGER": {"INTEGER"}, "FLOAT": {"INTEGER", "FLOAT"}, "BOOLEAN": {"BOOLEAN"}, "DATE": {"DATE"},
+           "TIMESTAMP": {"DATE", "TIMESTAMP"}}
+
+
+@pytest.mark.parametrize("typ", sorted(ALLOWED))
+def test_the_one_test_confirming_a_sniffed_type_is_the_python_rule(stage, typ: str) -> None:
+    for value in VALUES:
+        got = stage.con.execute(f"SELECT {ingest._is('v', typ)} FROM (SELECT ?::VARCHAR AS v)", [value]).fetchone()[0]
+        assert bool(got) == (normalize.infer(value, True) in ALLOWED[typ]), (typ, value)

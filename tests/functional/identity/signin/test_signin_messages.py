@@ -104,3 +104,16 @@ def test_mfa_required_page_refuses_foreign_return_to(stack: None) -> None:
         q = urlencode({"workspace_id": "ws_x", "return_to": "https://evil.example/oauth2/authorize?x=1"})
         text = c.http.get("/signin/mfa-required?" + q, headers={"Accept": "text/html"}).body.decode()
         assert "evil.example" not in text and 'href="/signin"' in text
+
+
+def test_settings_say_a_reused_authenticator_code_was_used(stack: None) -> None:
+    from tests.functional.identity.account.test_routes import call, sign_in
+
+    u = make_password_user("settings.reuse@example.com")
+    with Client(create_app("identity")) as c, clock.frozen():
+        cookie = sign_in(c, u)  # answers the MFA step with the current code
+        r = call(c, "POST", "/account/recovery-codes", cookie, {"code": u.totp_now()})
+        assert r.status_code == 400 and body(r)["code"] == "code_already_used", r.body
+        clock.advance(30)
+        r = call(c, "POST", "/account/recovery-codes", cookie, {"code": u.totp_now()})
+        assert r.status_code == 200, r.body
