@@ -321,7 +321,8 @@ def query_main() -> None:
             ref_con.close()
             query_cache.clear()
     lines.append("")
-    lines.append(f"The 1M-row case is sampled {QUERY_SIZES[-1][1]} times warm and {QUERY_SIZES[-1][2]} times cold "
+    big = QUERY_SIZES[-1]
+    lines.append(f"The {big[0]:,}-row case is sampled {big[1]} times warm and {big[2]} times cold "
                  "(no p99 below 20 samples). Cached sandbox after the warm runs (the columns read only, "
                  "`duckdb_memory()`): " + "; ".join(held) + ".")
     print("\n".join(lines) + "\n", flush=True)
