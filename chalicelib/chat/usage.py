@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from chalicelib.chat.models import UsageAttrs, usage
@@ -10,6 +11,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.errors import validation_error
 
 MAX_DAYS = 366
+_FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def add(workspace_id: str, model: str, input_tokens: int, output_tokens: int) -> None:
@@ -20,12 +22,19 @@ def add(workspace_id: str, model: str, input_tokens: int, output_tokens: int) ->
         UsageAttrs.output_tokens.add(output_tokens), UsageAttrs.requests.add(1)])
 
 
+def _day(value: str) -> dt.date:
+    """An RFC 3339 full-date (``YYYY-MM-DD`` only: no week dates, no basic format); ValueError otherwise."""
+    if not _FULL_DATE.fullmatch(value):
+        raise ValueError(value)
+    return dt.date.fromisoformat(value)
+
+
 def report(principal: Principal, start: str | None, end: str | None) -> dict[str, Any]:
     """``GET /v1/usage``: the workspace's counters between two days (inclusive, ``YYYY-MM-DD``)."""
     today = clock.utcnow().date()
     try:
-        to = dt.date.fromisoformat(end) if end else today
-        frm = dt.date.fromisoformat(start) if start else to - dt.timedelta(days=29)
+        to = _day(end) if end is not None else today
+        frm = _day(start) if start is not None else to - dt.timedelta(days=29)
     except ValueError:
         raise validation_error([{"field": "from/to", "message": "must be dates (YYYY-MM-DD)"}]) from None
     if frm > to or (to - frm).days >= MAX_DAYS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from chalicelib.core.models import BaseModel, regional
 
 TTL_SECONDS = 24 * 3600
 HEADER = "Idempotency-Key"
+_KEY = re.compile(r"[ -~]{1,255}")  # printable ASCII: what an HTTP header carries portably
 
 
 class IdempotencyAttrs(BaseModel):
@@ -28,8 +30,8 @@ class IdempotencyAttrs(BaseModel):
 
 
 def _validate_key(key: str) -> None:
-    if not (1 <= len(key) <= 255) or not key.isprintable():
-        raise ApiError(400, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable characters.")
+    if not _KEY.fullmatch(key):
+        raise ApiError(400, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters.")
 
 
 def run(region: str, workspace_id: str, scope: str, key: str | None, request: Any,

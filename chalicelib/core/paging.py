@@ -1,6 +1,7 @@
 """Opaque cursors for list endpoints (``limit`` + ``after``; answers carry ``has_more`` and
 ``next_cursor``). A cursor is base64url JSON naming its list kind, so one list's cursor is refused by
-another; anything that does not decode is a 400."""
+another; anything that does not decode is a 400. An empty ``after`` (``?after=`` from a template whose
+cursor is still unset) means the first page, like no ``after`` at all."""
 from __future__ import annotations
 
 import base64
@@ -20,8 +21,8 @@ def encode(kind: str, value: Any) -> str:
 
 
 def decode(kind: str, cursor: str | None, typ: type = str) -> Any:
-    """The position stored in ``cursor`` (None when absent); 400 when it is not one of ``kind``."""
-    if cursor is None:
+    """The position stored in ``cursor`` (None when absent or empty); 400 when it is not one of ``kind``."""
+    if not cursor and isinstance(cursor, str | None):
         return None
     try:
         if len(cursor) > 512:

@@ -285,9 +285,9 @@ def _column_type(type_code: Any) -> str:
 
 def _cursor_offset(sql: str, after: str | None) -> int:
     """The rows already sent, from a cursor of an earlier page of this same SQL (400 otherwise)."""
-    if after is None:
-        return 0
     pos = paging.decode(CURSOR_KIND, after, dict)
+    if pos is None:  # absent or empty: the first page
+        return 0
     offset = pos.get("o")
     if (pos.get("s") != _sql_tag(sql) or isinstance(offset, bool) or not isinstance(offset, int)
             or not 0 < offset <= MAX_SKIP_ROWS):

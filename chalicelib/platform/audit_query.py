@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.core import audit, clock, paging
+from chalicelib.core import audit, paging
 from chalicelib.core.errors import validation_error
 
 PARAMS = ("from", "to", "action", "actor", "limit", "after")
@@ -38,10 +39,24 @@ def _time(query: dict[str, str], name: str) -> str | None:
     if raw is None:
         return None
     try:
-        return clock.iso(clock.parse_iso(raw))
+        return _instant(raw).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     except (ValueError, OverflowError):
-        raise validation_error([{"field": name, "message": "must be an ISO 8601 timestamp in UTC, "
+        raise validation_error([{"field": name, "message": "must be an RFC 3339 date-time with an offset, "
                                                           "e.g. 2026-01-31T09:00:00Z"}]) from None
+
+
+def _instant(raw: str) -> datetime:
+    """An RFC 3339 date-time with any offset (``Z``, ``+02:00``), as UTC; instants past the calendar's
+    ends are clamped to them (no event is that old or that new)."""
+    if "T" not in raw.upper():
+        raise ValueError("not a date-time")
+    dt = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00").replace("t", "T"))
+    if dt.tzinfo is None:
+        raise ValueError("no offset")
+    try:
+        return dt.astimezone(UTC)
+    except OverflowError:
+        return (datetime.max if dt.year == datetime.max.year else datetime.min).replace(tzinfo=UTC)
 
 
 def parse_filters(query: dict[str, str], allowed: tuple[str, ...] = PARAMS) -> Filters:

@@ -62,7 +62,7 @@ def to_dict(req: RestoreRequestAttrs) -> dict[str, Any]:
 
 def request(user: Principal, backup_id: str, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
     """Record a restore request by ``user`` (an Admin) for one of the workspace's backups."""
-    validate(body if body is not None else {}, {})
+    validate(body, {})
     ws = user.workspace_id
     region = region_of(ws)
     backups.manifest(region, ws, backup_id)  # 404 unless it is this workspace's backup
@@ -108,7 +108,7 @@ def list_requests(user: Principal, backup_id: str, query: dict[str, str]) -> dic
 
 def approve(user: Principal, backup_id: str, request_id: str, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
     """Add ``user``'s approval; when enough distinct Admins agree, queue the restore (``status: queued``)."""
-    validate(body if body is not None else {}, {})
+    validate(body, {})
     ws = user.workspace_id
     region = region_of(ws)
     req = _get(region, ws, backup_id, request_id)

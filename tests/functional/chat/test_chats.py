@@ -125,6 +125,8 @@ def test_lineage_audit_and_usage(tenant: Tenant, world: helpers.World) -> None:
         assert item["model"] == EXTRACTIVE_ID and item["requests"] == 1
         assert item["input_tokens"] == r.json_body["usage"]["input_tokens"]
         assert c.http.get("/v1/usage", headers=bearer(world.member.token)).status_code == 403
+        for bad in ("to=", "from=20261101", "from=2026-W01-1"):  # RFC 3339 full-dates only, as documented
+            assert c.http.get(f"/v1/usage?{bad}", headers=bearer(tenant.token)).status_code == 400, bad
 
 
 def test_continue_list_read_delete_and_isolation(tenant: Tenant, world: helpers.World) -> None:

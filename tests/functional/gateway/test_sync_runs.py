@@ -136,10 +136,12 @@ def test_list_sync_runs_newest_first_paged_and_scoped(tenant: Tenant) -> None:
         st, page2 = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs?limit=2&after={page1['next_cursor']}", viewer)
         assert [r["id"] for r in page2["syncs"]] == [ids[0]] and page2["has_more"] is False
         assert page2["next_cursor"] is None
+        st, empty = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs?limit=2&after=", viewer)  # an unset cursor
+        assert st == 200 and empty["syncs"] == page1["syncs"]
         st, only = call(c, "GET", f"/v1/connectors/{other['id']}/syncs?status=QUEUED", viewer)
         assert st == 200 and len(only["syncs"]) == 1 and only["syncs"][0]["connector_id"] == other["id"]
         # bad input: 400, nothing listed
-        for q in ("limit=0", "limit=x", "after=nope", "status=DONE", "colour=red", "after="):
+        for q in ("limit=0", "limit=x", "after=nope", "status=DONE", "colour=red", "after=%2B"):
             st, body = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs?{q}", viewer)
             assert st == 400 and body["code"], (q, body)
         # another list's cursor is refused

@@ -70,7 +70,7 @@ def test_events_in_time_order_with_paging_and_filters(tenant: Tenant, client: Cl
     assert {e["actor"]["id"] for e in body["events"]} == {"usr_2"}
 
 
-@pytest.mark.parametrize("query", ["from=yesterday", "from=2026-01-01T00:00:00+02:00", "from=2026-01-01T00:00:00",
+@pytest.mark.parametrize("query", ["from=yesterday", "from=2026-01-01T00:00:00+24:00", "from=2026-01-01T00:00:00",
                                    "from=2026-01-01", "to=2026-13-01T00:00:00Z", "limit=0", "limit=abc",
                                    "after=garbage", "action=DROP%20TABLE", "actor=%22x", "colour=blue",
                                    "from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z"])

@@ -43,6 +43,9 @@ def test_two_different_admins_restore_the_backup_exactly(tenant: Tenant) -> None
     assert snapshot(tenant.workspace_id, tenant.region) != at_backup
     second = token_for(tenant.workspace_id, "admin")
     c = client()
+    null_body = c.http.post(f"/v1/backups/{backup_id}/restore-requests", body="null",
+                            headers={"Authorization": f"Bearer {tenant.token}", "Content-Type": "application/json"})
+    assert null_body.status_code == 400  # the document's body is an object (or none), never JSON null
     req = post(c, f"/v1/backups/{backup_id}/restore-requests", tenant.token)
     assert req.status_code == 201, req.body
     rid = req.json_body["id"]
