@@ -88,7 +88,7 @@ def check_body(body: Any) -> tuple[str, list[dict[str, str]], bool]:
                 errors.append({"field": f"{where}.content",
                                "message": f"must have 1 to {MAX_CONTENT_CHARS} characters"})
             else:
-                out.append({"role": m["role"], "content": content})
+                out.append({"role": m.get("role"), "content": content})  # a missing role is reported above
         if not errors and out[-1]["role"] != "user":
             errors.append({"field": "messages", "message": "the last message must be the user's"})
     if errors:

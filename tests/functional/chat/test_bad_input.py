@@ -40,6 +40,8 @@ CASES: list[tuple[str, Any, int, str]] = [
     ("stream not boolean", ask("q", stream="yes"), 400, "validation_failed"),
     ("not an object", ["model"], 400, "invalid_body"),
     ("unknown model", ask("q", model="nope/model"), 400, "unknown_model"),
+    ("messages without roles", {"messages": [{"content": "A\u001ex"}, {"content": "LPT1"}], "stream": "x",
+                                "model": "\u0007~"}, 400, "validation_failed"),
 ]
 
 
