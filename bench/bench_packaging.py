@@ -106,8 +106,8 @@ def sizes() -> None:
         total = code + sum(_dist_size(n) for n in names)
         print(f"| {group} | {len(names)} | {total / 1e6:.1f} | {100 * total / LAMBDA_UNZIPPED_LIMIT:.0f}% | "
               f"{'yes' if 'duckdb' in names else 'no'} |")
-    print("\n(`.pyc` add roughly the size of the Python sources again; the real figures of a build are in "
-          "`build/package/sizes.md`.)\n", flush=True)
+    print("\n(Installed sizes on this machine, `__pycache__` included, so close to a package with `.pyc`; the "
+          "figures of a real build are in `build/package/sizes.md`.)\n", flush=True)
 
 
 def main() -> None:

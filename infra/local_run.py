@@ -91,8 +91,12 @@ def _request_handler(group: str | None = None) -> type:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
             log.warning(redact(format % args))
 
-        # every method reaches the app (405 problem with Allow), like API Gateway; http.server answers 501
-        do_TRACE = do_CONNECT = ChaliceRequestHandler._generic_handle
+        def __getattr__(self, name: str) -> Any:
+            """Every method (TRACE, QUERY, ...) reaches the app, which answers 405 with ``Allow`` as API
+            Gateway does; ``http.server`` alone answers 501 to a method without a ``do_`` handler."""
+            if name.startswith("do_"):
+                return self._generic_handle
+            raise AttributeError(name)
 
         def _send_error_response(self, error: Any) -> None:
             """An address no route serves: Chalice's emulation answers 403 "Missing Authentication Token"

@@ -170,9 +170,10 @@ def resources_template(region: str) -> dict[str, Any]:
 
 
 # Regional records a global route writes in another region (docs/residency.md, "What crosses"): the new
-# member's membership, the invitation's status, the audit event of the change, and the idempotency record
-# of workspace creation. The global region's platform function is the only one granted these.
-CROSSING_TABLES = ("memberships", "invitations", "audit_events", "idempotency")
+# member's membership, the invitation's status, the audit event of the change (with its personal values,
+# ``audit_personal``), and the idempotency record of workspace creation. The global region's platform
+# function is the only one granted these.
+CROSSING_TABLES = ("memberships", "invitations", "audit_events", "audit_personal", "idempotency")
 
 STAGE_ENVS = ("dev", "prod")
 # Public addresses per environment (API Gateway custom domains mapped to each stage); set your domain here.

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import DoesNotExist
 
@@ -25,12 +25,12 @@ from chalicelib.core.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import get_workspace, region_of
 from chalicelib.gateway import lineage
-from chalicelib.knowledge import citations
-from chalicelib.knowledge import service as knowledge
-from chalicelib.knowledge.service import Hit
 from chalicelib.models import service as models
 from chalicelib.models.prompt import Completion, Passage, Prompt, prompt_tokens
 from chalicelib.models.providers.openai_http import ProviderError
+
+if TYPE_CHECKING:
+    from chalicelib.knowledge.service import Hit
 
 ROLES = ("system", "user", "assistant")
 MAX_MESSAGES = 50
@@ -129,6 +129,10 @@ def _sources(hits: list[Hit], cited: list[dict[str, Any]]) -> list[dict[str, Any
 
 def answer(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None) -> Answer:
     """Answer one chat request (a new chat, or a continuation when ``chat_id`` is given)."""
+    # retrieval (numpy, bm25s) loads on the first answer, not at the platform group's cold start
+    from chalicelib.knowledge import citations
+    from chalicelib.knowledge import service as knowledge
+
     require(principal, "chat.use")
     model_id, new_messages, stream = check_body(body)
     timings = Timings()

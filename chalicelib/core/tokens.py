@@ -100,17 +100,19 @@ class KeyRing:
                     self._load()
 
     def key(self, kid: str) -> Any | None:
-        self._fresh()
+        now = clock.now()
+        if now - self._loaded_at > KEYRING_REFRESH_SECONDS:
+            self._fresh()
         entry = self._keys.get(kid)
-        if entry is None and clock.now() - self._last_forced > UNKNOWN_KID_REFRESH_SECONDS:
+        if entry is None and now - self._last_forced > UNKNOWN_KID_REFRESH_SECONDS:
             with self._lock:
-                self._last_forced = clock.now()
+                self._last_forced = now
                 self._load()
             entry = self._keys.get(kid)
         if entry is None:
             return None
         key, retire_at = entry
-        if retire_at is not None and retire_at <= clock.now():
+        if retire_at is not None and retire_at <= now:
             return None
         return key
 
@@ -228,12 +230,13 @@ class RevocationCheck:
     def revoked(self, claims: dict[str, Any]) -> bool:
         return self.valid_until(claims) == REVOKED
 
-    def valid_until(self, claims: dict[str, Any]) -> float:
+    def valid_until(self, claims: dict[str, Any], now: float | None = None) -> float:
         """Until when (platform clock) the token counts as not revoked, or ``REVOKED``."""
         if self._seen != _generation:
             self._items.clear()
             self._seen = _generation
-        now = clock.now()
+        if now is None:
+            now = clock.now()
         if claims.get("token_use") == "service":
             return self._markers([str(claims["jti"])], now)
         user_key = "user:" + str(claims["sub"])
@@ -348,15 +351,17 @@ class TokenVerifier:
                 raise unauthorized("The access token has expired or was revoked.")
             self._cache[token] = (claims, exp, min(until, exp), _generation)
             return claims
-        claims = self._verify(token, clock.now())
-        until = self.revocations.valid_until(claims)
+        now = clock.now()
+        claims = self._verify(token, now)
+        until = self.revocations.valid_until(claims, now)
         if until == REVOKED:
             raise unauthorized("The access token has been revoked.")
-        exp = float(claims["exp"])
-        with self._lock:
-            if len(self._cache) >= CACHE_SIZE:
-                self._cache.pop(next(iter(self._cache)), None)  # the oldest entry
-            self._cache[token] = (claims, exp, min(until, exp), _generation)
+        exp = claims["exp"]
+        if len(self._cache) >= CACHE_SIZE:
+            with self._lock:
+                for oldest in list(self._cache)[:CACHE_SIZE // 10]:  # drop the oldest tenth
+                    self._cache.pop(oldest, None)
+        self._cache[token] = (claims, exp, until if until < exp else exp, _generation)
         return claims
 
     def _verify(self, token: str, now: float) -> dict[str, Any]:

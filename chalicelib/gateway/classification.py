@@ -29,6 +29,7 @@ from stdnum.us import ssn
 VALUE_SHARE = 0.8  # share of sampled values that must be PII values
 TEXT_SHARE = 0.3  # share of free-text values that must carry an e-mail address or phone number
 MAX_SAMPLES = 200
+MAX_TEXTS = 50  # free-text values searched for contact details (the slowest check)
 TRUNK_REGIONS = ("GB", "FR", "DE")  # national numbers written with a leading 0 (trunk prefix)
 
 # --- names -------------------------------------------------------------------------------------
@@ -224,12 +225,28 @@ def classify_values(samples: list[Any]) -> str | None:
     strings = [s.strip() for s in samples if isinstance(s, str) and s.strip()][:MAX_SAMPLES]
     if not strings:
         return None
-    if sum(pii_kind(s) is not None for s in strings) >= VALUE_SHARE * len(strings):
+    if _share_reaches(strings, lambda v: pii_kind(v) is not None, VALUE_SHARE):
         return "PII"
     texts = [s for s in strings if len(s.split()) >= 4]
-    if len(texts) >= 0.5 * len(strings) and sum(_carries_contact(s) for s in texts) >= TEXT_SHARE * len(texts):
+    if len(texts) >= 0.5 * len(strings) and _share_reaches(texts[:MAX_TEXTS], _carries_contact, TEXT_SHARE):
         return "PII"
     return None
+
+
+def _share_reaches(values: list[str], test: Any, share: float) -> bool:
+    """Whether at least ``share`` of ``values`` pass ``test``; stops as soon as the answer is known and
+    tests each distinct value once."""
+    allowed_misses = len(values) - share * len(values)
+    seen: dict[str, bool] = {}
+    misses = 0
+    for v in values:
+        if v not in seen:
+            seen[v] = bool(test(v))
+        if not seen[v]:
+            misses += 1
+            if misses > allowed_misses:
+                return False
+    return True
 
 
 def classify(name: str, samples: list[Any]) -> str:

@@ -13,8 +13,8 @@ policies and types. So:
 
 A sandbox holds the columns queries have read so far; a query that reads more builds a new one with
 the union and the old one is dropped. Sandboxes are kept LRU under ``QUERY_CACHE_BYTES`` (default
-256 MB, measured with ``duckdb_memory()`` after a build); one that alone exceeds the budget is used
-once and closed. Building one for a dataset drops cached sandboxes that hold an older snapshot of it.
+256 MB, measured with ``duckdb_memory()`` after a build) and at most ``MAX_SANDBOXES`` of them; one that
+alone exceeds the budget is used once and closed. Building one for a dataset drops cached sandboxes that hold an older snapshot of it.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Key = tuple[Any, ...]
+MAX_SANDBOXES = 32  # each is a DuckDB instance with its own fixed overhead, whatever its tables weigh
 
 
 @dataclass
@@ -110,7 +111,7 @@ def _drop(box: Sandbox) -> None:
 
 def _evict(budget: int) -> None:
     total = sum(s.nbytes for s in _sandboxes.values())
-    while total > budget and _sandboxes:
+    while (total > budget or len(_sandboxes) > MAX_SANDBOXES) and _sandboxes:
         _, box = _sandboxes.popitem(last=False)
         total -= box.nbytes
         _drop(box)

@@ -5,12 +5,12 @@ graphql-core and duckdb are imported inside the views that need them (cold-start
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from chalice import Response  # type: ignore[attr-defined]
 
+from chalicelib.core import openapi as openapi_doc
 from chalicelib.core import paging
 from chalicelib.core.errors import ApiError
 from chalicelib.core.validation import F, query_int, validate
@@ -84,7 +84,7 @@ def list_policies(ctx: Ctx) -> dict[str, Any]:
 
 @api.route("/v1/openapi.json", public=True)
 def openapi(ctx: Ctx) -> Response:
-    return json_response(json.loads(OPENAPI_PATH.read_text()), headers={"Cache-Control": "public, max-age=300"})
+    return openapi_doc.response(OPENAPI_PATH)
 
 
 def _sdl_response() -> Response:

@@ -1,15 +1,18 @@
 """Platform API routes at {base_url}/v1: identity of the caller and the OpenAPI document."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from chalicelib.core import openapi
 from chalicelib.core.authz import AUTHENTICATED
+from chalicelib.core.config import settings
 from chalicelib.core.regions import GLOBAL
-from chalicelib.core.web import Api, Ctx, json_response
+from chalicelib.core.web import Api, Ctx
 from chalicelib.platform import me as me_service
-from chalicelib.platform import openapi
 
 api = Api("platform")
+OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 
 
 @api.route("/v1/me", permission=AUTHENTICATED, scope=GLOBAL)
@@ -20,4 +23,4 @@ def me(ctx: Ctx) -> Any:
 
 @api.route("/v1/openapi.json", public=True)
 def openapi_document(ctx: Ctx) -> Any:
-    return json_response(openapi.document(), headers={"Cache-Control": "public, max-age=300"})
+    return openapi.response(OPENAPI_PATH, settings().base_url, "platform API ({base_url})")

@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from chalicelib.core import audit, aws, clock
+from chalicelib.core import audit, aws, clock, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import workspaces
@@ -154,6 +154,7 @@ def replay(region: str, workspace_id: str) -> int:
 def erase_identity(user_id: str, email: str | None, mac: str) -> dict[str, int]:
     """Remove the user's global directory entry and everything sign-in keeps about them."""
     region = settings().global_region
+    tokens.bump_epoch(user_id)  # every token the user holds is refused from now (docs/security.md)
     counts = {"directory": 0, "sessions": 0, "api_tokens": 0, "webauthn_credentials": 0, "sign_in_state": 0,
               "support_staff": 0}
     is_theirs = _Matcher(region, mac, email)

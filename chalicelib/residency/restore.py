@@ -26,6 +26,7 @@ from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.validation import validate
+from chalicelib.gateway import catalog
 from chalicelib.residency import backups, content, erasure
 from chalicelib.residency.models import (
     FAILED,
@@ -169,6 +170,7 @@ def _run(region: str, req: RestoreRequestAttrs) -> dict[str, Any]:
     try:
         report = apply(region, backups.manifest(region, ws, req.backup_id))
         report["erasures_replayed"] = erasure.replay(region, ws)
+        catalog.changed(ws, everything=True)  # cached catalogs in every container reload in full
     except Exception as exc:  # noqa: BLE001 - recorded and audited as the request's outcome
         log.exception("restore failed", extra={"workspace_id": ws, "request": req.id})
         req.update(actions=[cls.status.set(FAILED), cls.error.set(type(exc).__name__)])

@@ -122,7 +122,11 @@ def regenerate_recovery_codes(ctx: Ctx) -> Any:
     body = validate(ctx.json(), {"code": F(str, required=True, min_len=6, max_len=6)})
     if not totp.has_totp(record.user_id):
         raise ApiError(409, "totp_not_enabled", "Set up an authenticator app first.")
-    if not totp.verify_totp(record.user_id, body["code"]):
+    result = totp.check_totp(record.user_id, body["code"])
+    if result == totp.REUSED:
+        raise ApiError(400, "code_already_used", "This code was already used. Wait for the next code in your "
+                                                 "authenticator app (a new one appears every 30 seconds).")
+    if result != totp.ACCEPTED:
         raise ApiError(400, "invalid_code", "The authenticator code is not correct.")
     return {"recovery_codes": recovery_codes.regenerate_recovery_codes(record.user_id),
             "detail": "The previous recovery codes no longer work."}

@@ -21,21 +21,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
-from webauthn import (
-    generate_authentication_options,
-    generate_registration_options,
-    options_to_json,
-    verify_authentication_response,
-    verify_registration_response,
-)
-from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
-from webauthn.helpers.exceptions import WebAuthnException
-from webauthn.helpers.structs import (
-    AuthenticatorSelectionCriteria,
-    PublicKeyCredentialDescriptor,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
 
 from chalicelib.core import clock
 from chalicelib.core.config import settings
@@ -44,6 +29,8 @@ from chalicelib.core.models import global_model
 from chalicelib.identity.models import CredentialAttrs, UserAttrs
 from chalicelib.identity.signin import flows
 
+# the webauthn library (with its cbor2 and pyOpenSSL) is imported inside the functions that use it, so the
+# groups that only list or delete credentials (the platform's MFA reset) do not pay for it at cold start
 PASSKEY = "passkey"
 SECURITY_KEY = "security_key"
 KINDS = (PASSKEY, SECURITY_KEY)
@@ -90,6 +77,18 @@ def find_credential(credential_id: str) -> CredentialAttrs | None:
 
 def registration_options(user: UserAttrs, kind: str) -> dict[str, Any]:
     """Options for ``navigator.credentials.create`` plus the id of the stored challenge."""
+    from webauthn import (
+        generate_registration_options,
+        options_to_json,
+    )
+    from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
+    from webauthn.helpers.structs import (
+        AuthenticatorSelectionCriteria,
+        PublicKeyCredentialDescriptor,
+        ResidentKeyRequirement,
+        UserVerificationRequirement,
+    )
+
     if kind not in KINDS:
         raise ValueError(kind)
     existing = list_credentials(user.id)
@@ -115,6 +114,10 @@ def registration_options(user: UserAttrs, kind: str) -> dict[str, Any]:
 
 def verify_registration(user: UserAttrs, challenge_id: str, credential: dict[str, Any], name: str) -> CredentialAttrs:
     """Check the attestation against the stored challenge and save the credential."""
+    from webauthn import verify_registration_response
+    from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
+    from webauthn.helpers.exceptions import WebAuthnException
+
     flow = flows.take("webauthn", challenge_id)
     if not flow or flow.get("purpose") != "register" or flow.get("user_id") != user.id:
         raise _refused("The challenge is unknown, expired or already used.")
@@ -156,6 +159,16 @@ def delete_credential(user_id: str, credential_id: str, kind: str) -> None:
 
 def authentication_options(kind: str, user_id: str | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Passkey: discoverable (no allow list, UV required). Security key: the user's keys as allow list."""
+    from webauthn import (
+        generate_authentication_options,
+        options_to_json,
+    )
+    from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
+    from webauthn.helpers.structs import (
+        PublicKeyCredentialDescriptor,
+        UserVerificationRequirement,
+    )
+
     if kind == PASSKEY:
         options = generate_authentication_options(rp_id=rp_id(), timeout=CHALLENGE_TTL * 1000,
                                                   user_verification=UserVerificationRequirement.REQUIRED)
@@ -185,6 +198,10 @@ class Authenticated:
 
 def verify_authentication(challenge_id: str, credential: dict[str, Any], kind: str) -> Authenticated:
     """Verify an assertion; returns who signed in. Every failure is the same 400."""
+    from webauthn import verify_authentication_response
+    from webauthn.helpers import base64url_to_bytes
+    from webauthn.helpers.exceptions import WebAuthnException
+
     flow = flows.take("webauthn", challenge_id)
     if not flow or flow.get("purpose") != "authenticate" or flow.get("kind") != kind:
         raise _refused("The challenge is unknown, expired or already used.")

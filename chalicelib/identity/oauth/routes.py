@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from chalice import Response
 
+from chalicelib.core import openapi
+from chalicelib.core.config import settings
 from chalicelib.core.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tokens import bearer, verifier
 from chalicelib.core.web import FORM, JSON, REALM, Api, Ctx, json_response, missing_credentials
-from chalicelib.identity import openapi as identity_openapi
 from chalicelib.identity.oauth import authorize as authorize_mod
 from chalicelib.identity.oauth import discovery, introspection, revocation, token_endpoint
 from chalicelib.identity.oauth import logout as rp_logout
@@ -24,6 +26,7 @@ from chalicelib.identity.pages.render import HTML_HEADERS, render
 from chalicelib.identity.signin import sessions
 
 api = Api("identity")
+OPENAPI_PATH = Path(__file__).parent.parent / "openapi.yaml"  # the whole identity service's document
 log = get_logger("oauth")
 
 
@@ -54,7 +57,7 @@ def openid_configuration(ctx: Ctx) -> Any:
 @api.route("/v1/openapi.json", public=True)
 def openapi_document(ctx: Ctx) -> Any:
     """The identity service's OpenAPI document (``identity/openapi.yaml``)."""
-    return json_response(identity_openapi.document(), headers={"Cache-Control": "public, max-age=300"})
+    return openapi.response(OPENAPI_PATH, settings().auth_url, "identity service ({auth_url})")
 
 
 @api.route("/.well-known/jwks.json", public=True)

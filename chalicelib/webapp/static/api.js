@@ -11,12 +11,24 @@ export class ApiError extends Error {
   }
 }
 
+// One refresh at a time, across every tab of the app: the refresh token rotates, and presenting the
+// same one twice is treated as theft (the identity service revokes the whole grant, signing the user
+// out everywhere). Within a tab concurrent callers share one refresh; across tabs a Web Lock serialises
+// them, and a tab that waited first checks whether another tab's refresh already renewed the shared
+// session cookie.
+const REFRESH_LOCK = "app-session-refresh";
 let refreshing = null;
+
+const postRefresh = () => fetch("/session/refresh", { method: "POST", headers: { ...BASE_HEADERS, "Content-Type": "application/json" }, body: "{}" })
+  .then((r) => r.ok, () => false);
+const sessionValid = () => fetch("/session/claims", { headers: BASE_HEADERS }).then((r) => r.ok, () => false);
+
 export function refreshSession() {
   if (!refreshing) {
-    refreshing = fetch("/session/refresh", { method: "POST", headers: { ...BASE_HEADERS, "Content-Type": "application/json" }, body: "{}" })
-      .then((r) => r.ok, () => false)
-      .finally(() => { setTimeout(() => { refreshing = null; }, 0); });
+    const locked = navigator.locks
+      ? navigator.locks.request(REFRESH_LOCK, async () => (await sessionValid()) || postRefresh())
+      : postRefresh();
+    refreshing = locked.finally(() => { setTimeout(() => { refreshing = null; }, 0); });
   }
   return refreshing;
 }

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from chalicelib.identity.signin.password_rule import MIN_LENGTH, RULE_TEXT
-from tests.integration.identity.test_browser_signin import CHROMIUM, browser, stack_live  # noqa: F401
+from tests.integration.identity.test_browser_signin import CHROMIUM, stack_live  # noqa: F401
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="run `make system-deps` (Debian chromium)")]
@@ -32,6 +32,8 @@ def _reset_link(outbox: str, email: str, after: float) -> str:
 
 
 def test_reset_and_settings_pages_show_and_apply_the_one_rule(stack_live: Any, browser: Any) -> None:  # noqa: F811
+    from playwright.sync_api import expect
+
     from chalicelib.identity.signin import password as signin
     from chalicelib.identity.signin import passwords, sessions
     from chalicelib.identity.users import create_user, get_user
@@ -57,7 +59,7 @@ def test_reset_and_settings_pages_show_and_apply_the_one_rule(stack_live: Any, b
     assert page.text_content("#new-password-error") == RULE_TEXT  # refused in the page, nothing sent
     page.fill("#new-password", "qwerty123456")
     page.click("#reset-form button[type=submit]")
-    page.wait_for_function("document.getElementById('new-password-error').textContent.includes('too common')")
+    expect(page.locator("#new-password-error")).to_contain_text("too common")  # the server's reason
     assert get_user(user.id).password_hash == before
     page.fill("#new-password", "four unrelated words here")
     page.click("#reset-form button[type=submit]")
@@ -68,9 +70,9 @@ def test_reset_and_settings_pages_show_and_apply_the_one_rule(stack_live: Any, b
     context.add_cookies([{"name": sessions.COOKIE_NAME, "value": sid, "url": auth}])
     page.goto(auth + "/account")
     assert page.text_content("#new-password-hint") == RULE_TEXT
-    page.wait_for_function("document.getElementById('password-state').textContent.includes('You have a password')")
+    expect(page.locator("#password-state")).to_contain_text("You have a password")
     page.fill("#current-password", "four unrelated words here")
     page.fill("#new-password", "rule.reader forever and ever")
     page.click("#password-form button[type=submit]")
-    page.wait_for_function("document.getElementById('new-password-error').textContent.includes('e-mail name')")
+    expect(page.locator("#new-password-error")).to_contain_text("e-mail name")
     context.close()

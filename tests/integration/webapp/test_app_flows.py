@@ -14,14 +14,17 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
+import uuid
 from typing import Any
 
 import pytest
+import requests
 
 from tests.integration.webapp.browser import (
     AXE,
     CHROMIUM,
+    SHOTS,
+    axe_violations,
     check_page,
     csp_watch,
     read_mail,
@@ -34,16 +37,6 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif((not os.path.exists(CHROMIUM) or not AXE.exists()) and not os.environ.get("CI"),
                                  reason="run `make system-deps` (Debian chromium, npm axe-core)")]
 TEAMMATE = "teammate@example.com"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 def _goto(page: Any, url: str) -> None:
@@ -142,11 +135,14 @@ def test_journey(platform: Any, browser: Any) -> None:
     mpage = mate.new_page()
     mpage.goto(app + "/audit")
     sign_in_with_emailed_code(mpage, auth, platform.outbox, TEAMMATE)
-    mpage.wait_for_url(re.compile(re.escape(app) + r"/callback\?"))
-    assert "requires multi-factor authentication" in mpage.text_content("#signin-error")
-    assert mpage.get_attribute("a:has-text('security settings')", "href") == auth + "/account"
-    assert "fresh=1" in mpage.get_attribute("#signin-again", "href")
-    check_page(mpage, "signin-mfa-required")
+    # the identity service stops there with its own page (the app's /callback page covers an
+    # access_denied refusal that names MFA: tests/functional/webapp/test_routes.py)
+    mpage.wait_for_url(re.compile(re.escape(auth) + r"/signin/mfa-required\?"))
+    assert "requires multi-factor authentication" in mpage.text_content("#mfa-reason")
+    assert mpage.get_attribute("#open-settings", "href") == "/account"
+    assert "prompt=login" in mpage.get_attribute("#sign-in-again", "href")
+    assert not axe_violations(mpage)
+    mpage.screenshot(path=str(SHOTS / "signin-mfa-required.png"), full_page=True)
     mate.close()
 
     # back as the Admin: the demo workspace's data, a query with masked columns
@@ -215,6 +211,28 @@ def test_journey(platform: Any, browser: Any) -> None:
     assert page.locator("#sync-history li[data-sync]").count() == before + 1
     check_page(page, "connector")
 
+    # a sync that fails says why: the source bucket is removed after the connector was created
+    bucket = f"webapp-src-{uuid.uuid4().hex[:10]}"
+    s3 = platform.source_aws("s3")
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="in/a.jsonl", Body=b'{"id": 1}\n')
+    made = requests.post(platform.urls["gateway"] + "/v1/connectors", timeout=30,
+                         headers={"Authorization": f"Bearer {demo['api_token']}"},
+                         json={"name": f"Gone {bucket}", "kind": "s3", "config": {
+                             "role_arn": "arn:aws:iam::111122223333:role/gateway-reader", "bucket": bucket, "prefix": "in/"}})
+    assert made.status_code == 201, made.text
+    s3.delete_object(Bucket=bucket, Key="in/a.jsonl")
+    s3.delete_bucket(Bucket=bucket)
+    _goto(page, app + f"/knowledge/connectors/{made.json()['id']}")
+    page.wait_for_selector("#sync-history .empty-item")  # no sync yet
+    page.click("#sync-now")
+    page.wait_for_selector("#sync-result", timeout=90000)
+    failed = page.locator("#sync-history li").first
+    assert failed.get_attribute("data-status") == "FAILED", failed.text_content()
+    reason = failed.locator(".sync-error").text_content()
+    assert reason.strip().startswith("· failed:") and len(reason) > 12, reason
+    assert "Sync failed" in page.text_content("#sync-result")
+
     # the audit trail exported and verified, with a download link
     _goto(page, app + "/audit")
     check_page(page, "audit")
@@ -280,6 +298,21 @@ def test_journey(platform: Any, browser: Any) -> None:
         resp = page.goto(app + path)
         assert resp.status == 404 and page.text_content("h1") == "Page not found", path
     check_page(page, "not-found")
+
+    # two tabs find the access token expired at the same moment: one refreshes, the other waits and
+    # reuses the renewed session (presenting the rotating refresh token twice would revoke the grant)
+    other = context.new_page()
+    _goto(other, app + "/")
+    _goto(page, app + "/")
+    context.clear_cookies(name="app_at")
+    at = page.evaluate("Date.now()") + 800
+    for tab in (page, other):
+        tab.evaluate("""at => { window.__call = new Promise((done) => setTimeout(() => import("/static/api.js")
+            .then((api) => api.platform("/v1/me")).then(() => done("ok"), (err) => done(String(err.status))), at - Date.now())); }""", at)
+    assert [page.evaluate("window.__call"), other.evaluate("window.__call")] == ["ok", "ok"]
+    other.close()
+    _goto(page, app + "/")  # still signed in: no sign-in redirect
+    assert page.text_content("#who") == demo["email"]
 
     # sign out: the app and the identity service's session end; the next visit asks to sign in
     _goto(page, app + "/")

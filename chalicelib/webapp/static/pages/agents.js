@@ -89,7 +89,9 @@ async function run({ view, params }) {
     s.duration_ms !== undefined && s.duration_ms !== null ? ` · ${Math.round(s.duration_ms)} ms` : "", " ",
     s.error ? h("span", { class: "error" }, message(s.error)) : null,
     h("details", {}, h("summary", {}, "Input and output"), h("pre", { class: "mono" }, JSON.stringify({ input: s.input, output: s.output }, null, 2))));
+  const cancel = h("button", { type: "button", class: "danger", id: "cancel-run" }, "Cancel run");
   const drawAll = () => {
+    if (TERMINAL.includes(r.status)) cancel.remove(); // a finished run offers no cancel, from the moment it shows finished
     status.replaceChildren(runBadge(r.status), r.error ? h("span", { class: "error" }, ` ${message(r.error)}`) : "",
       r.usage ? h("span", { class: "meta" }, ` · ${r.usage.steps ?? 0} steps, ${r.usage.tool_calls ?? 0} tool calls`) : "");
     steps.replaceChildren(...(r.steps || []).map(stepView));
@@ -100,15 +102,13 @@ async function run({ view, params }) {
       h("details", {}, h("summary", {}, "Full output"), h("pre", { class: "mono" }, typeof out === "string" ? out : JSON.stringify(out, null, 2))))
       : empty(TERMINAL.includes(r.status) ? "This run has no output." : "No output yet."));
   };
-  const cancel = h("button", { type: "button", class: "danger", id: "cancel-run" }, "Cancel run");
   const cancelled = h("span", { class: "action-result", role: "status" });
   cancel.addEventListener("click", async () => {
     cancel.disabled = true;
     try {
       r = { ...r, ...(await agents.cancelRun(params.agent_id, params.run_id)) };
       drawAll();
-      if (TERMINAL.includes(r.status)) cancel.remove(); // cancelled while queued; otherwise it stops after its current step
-      else cancelled.textContent = "Stopping after the current step…";
+      if (!TERMINAL.includes(r.status)) cancelled.textContent = "Stopping after the current step…"; // a queued run is cancelled at once
     } catch (err) { cancelled.replaceChildren(problemBox(err)); cancel.disabled = false; }
   });
   view.replaceChildren(h("h1", {}, `Run ${r.id}`), section("Status", status, TERMINAL.includes(r.status) ? null : [cancel, cancelled]),

@@ -44,6 +44,7 @@ const config = await client.discovery(new URL(input.issuer), input.client_id, in
 out.discovery = { issuer: config.serverMetadata().issuer,
                   auth_methods: config.serverMetadata().token_endpoint_auth_methods_supported };
 
+// Reuse detection signs the browser session out (docs/decisions.md), so the reuse steps come last.
 const flow = await authorizeInBrowser(config);
 const first = await step('code_grant', async () => {
   const tokens = await client.authorizationCodeGrant(config, flow.callback, {
@@ -51,32 +52,15 @@ const first = await step('code_grant', async () => {
   return { ...tokens, claims: tokens.claims() };
 });
 if (!first.ok) { console.log(JSON.stringify(out)); process.exit(0); }
-const tokens = first.value;
-
-await step('code_reuse', () => client.authorizationCodeGrant(config, flow.callback, {
-  pkceCodeVerifier: flow.verifier, expectedState: flow.state, expectedNonce: flow.nonce }));
-
-// a fresh grant: the reused code above revoked the first one (RFC 6749 section 4.1.2)
-const flow2 = await authorizeInBrowser(config);
-const second = await step('code_grant_2', async () => {
-  const t = await client.authorizationCodeGrant(config, flow2.callback, {
-    pkceCodeVerifier: flow2.verifier, expectedState: flow2.state, expectedNonce: flow2.nonce });
-  return { ...t, claims: t.claims() };
-});
-const live = second.value;
+const live = first.value;
 await step('userinfo', () => client.fetchUserInfo(config, live.access_token, live.claims.sub));
 await step('userinfo_wrong_subject', () => client.fetchUserInfo(config, live.access_token, 'usr_someone_else'));
 await step('introspect', () => client.tokenIntrospection(config, live.access_token));
 const refreshed = await step('refresh', () => client.refreshTokenGrant(config, live.refresh_token));
-await step('refresh_reuse', () => client.refreshTokenGrant(config, live.refresh_token));
-await step('introspect_after_reuse', () => client.tokenIntrospection(config, refreshed.value?.access_token ?? ''));
 
 const flow3 = await authorizeInBrowser(config);
-const third = await step('code_grant_3', async () => {
-  const t = await client.authorizationCodeGrant(config, flow3.callback, {
-    pkceCodeVerifier: flow3.verifier, expectedState: flow3.state, expectedNonce: flow3.nonce });
-  return { ...t };
-});
+const third = await step('code_grant_3', () => client.authorizationCodeGrant(config, flow3.callback, {
+  pkceCodeVerifier: flow3.verifier, expectedState: flow3.state, expectedNonce: flow3.nonce }));
 const grant3 = third.value;
 const exchangeType = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const accessType = 'urn:ietf:params:oauth:token-type:access_token';
@@ -105,5 +89,11 @@ await step('client_secret_post', async () => {
     pkceCodeVerifier: flow4.verifier, expectedState: flow4.state, expectedNonce: flow4.nonce });
   return { token_type: t.token_type, has_id_token: Boolean(t.id_token) };
 });
+
+// reuse of a rotated refresh token, then of a used code: both invalid_grant, and the grant is revoked
+await step('refresh_reuse', () => client.refreshTokenGrant(config, live.refresh_token));
+await step('introspect_after_reuse', () => client.tokenIntrospection(config, refreshed.value?.access_token ?? ''));
+await step('code_reuse', () => client.authorizationCodeGrant(config, flow.callback, {
+  pkceCodeVerifier: flow.verifier, expectedState: flow.state, expectedNonce: flow.nonce }));
 
 console.log(JSON.stringify(out));

@@ -1,0 +1,28 @@
+"""Serving a group's OpenAPI document: the file beside its routes (YAML or JSON), read once per container."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from chalicelib.core.web import Response, json_response
+
+
+@lru_cache(maxsize=8)
+def load(path: Path) -> dict[str, Any]:
+    """The document at ``path`` (``.yaml`` or ``.json``)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        return json.loads(text)
+    import yaml  # only the groups with a YAML document ship PyYAML
+
+    return yaml.safe_load(text)
+
+
+def response(path: Path, server_url: str | None = None, description: str = "") -> Response:
+    """The document as a cacheable JSON response, its ``servers`` set to this deployment when given."""
+    doc = dict(load(path))
+    if server_url:
+        doc["servers"] = [{"url": server_url, "description": description}]
+    return json_response(doc, headers={"Cache-Control": "public, max-age=300"})
