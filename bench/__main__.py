@@ -29,7 +29,7 @@ OUTPUT = ROOT / "docs" / "benchmarks.md"
 MODULES: tuple[str, ...] = (
     "bench_tokens",
     "bench_signin",
-    "bench_signin_web",
+    "bench_passkeys_sso",
     "bench_platform",
     "bench_catalog",
     "bench_packaging",

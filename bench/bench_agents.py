@@ -13,16 +13,15 @@ import tempfile
 import time
 from typing import Any
 
+from bench.common import use_emulator
+
 RUNS = int(os.environ.get("BENCH_AGENT_RUNS", "20"))
 LATENCY_RUNS = int(os.environ.get("BENCH_AGENT_LATENCY_RUNS", "20"))
 CHEAP_STEPS = 10
 
 
 def _env() -> None:
-    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
-        del os.environ[name]
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_SESSION_TOKEN": "bench",
-                       "AWS_DEFAULT_REGION": "us-east-1", "RESOURCE_PREFIX": "aiplat-bench"})
+    use_emulator()
 
 
 def _pct(values: list[float], p: float) -> float:

@@ -11,20 +11,18 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import Measure, measure, measure_pair, quiet, table
+from bench.common import Measure, measure, measure_pair, quiet, table, use_emulator
 
 SIZES = tuple(int(s) for s in os.environ.get("BENCH_CATALOG_SIZES", "1000,10000,50000").split(","))
 WORDS = ["orders", "customers", "tickets", "invoices", "events", "sessions", "leads", "payments", "churn", "usage"]
 
 
 def _env() -> None:
-    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
-        del os.environ[name]
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_SESSION_TOKEN": "bench",
-                       "AWS_DEFAULT_REGION": "us-east-1", "RESOURCE_PREFIX": "aiplat-bench", "LOG_LEVEL": "WARNING"})
+    use_emulator()
 
 
-def _seed(ws: str, region: str, n: int) -> list[str]:
+def seed(ws: str, region: str, n: int, connector_id: str | None = None) -> list[str]:
+    """``n`` synthetic datasets (8 fields, mixed policies, a quarter Admin-only) in one workspace."""
     from chalicelib.core import clock
     from chalicelib.core.ids import new_id
     from chalicelib.gateway import models
@@ -40,7 +38,7 @@ def _seed(ws: str, region: str, n: int) -> list[str]:
                        "classification": rnd.choice(["PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII"]),
                        "policy": rnd.choice(["ALLOW", "MASK", "HASH"]), "description": ""} for j in range(8)]
             acl = [{"type": "role", "id": "member"}] if i % 4 else [{"type": "role", "id": "admin"}]
-            batch.save(cls(ws, ds_id, name=f"{WORDS[i % len(WORDS)]}_{i:05d}", connector_id=None,
+            batch.save(cls(ws, ds_id, name=f"{WORDS[i % len(WORDS)]}_{i:05d}", connector_id=connector_id,
                            owner=f"team{i % 20}@example.com", description=f"{WORDS[(i * 7) % len(WORDS)]} table {i}",
                            classification="PII", schema=json.dumps(fields), acl=json.dumps(acl), data_prefix=None,
                            row_count=0, last_synced_at=clock.iso(clock.now() - rnd.randint(60, 86400 * 3)),
@@ -83,7 +81,7 @@ def _size(n: int, calls: _Calls) -> tuple[list[tuple[Measure, Measure | None, st
     t = make_tenant(f"bench{n}@example.com", name=f"Bench {n}")
     ws, region = t.workspace_id, t.region
     t0 = time.perf_counter()
-    ids = _seed(ws, region, n)
+    ids = seed(ws, region, n)
     seeded = time.perf_counter() - t0
     principal = verifier().principal(token_for(ws, "member").token)
     catalog.invalidate()

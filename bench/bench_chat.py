@@ -10,11 +10,9 @@ import statistics
 import time
 from pathlib import Path
 
-for _name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
-    del os.environ[_name]
-os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-                   "AWS_DEFAULT_REGION": "us-east-1", "RESOURCE_PREFIX": "aiplat-bench", "LOG_LEVEL": "WARNING",
-                   "KNOWLEDGE_CACHE_SECONDS": "3600", "CATALOG_CACHE_SECONDS": "3600"})
+from bench.common import use_emulator
+
+use_emulator(KNOWLEDGE_CACHE_SECONDS="3600", CATALOG_CACHE_SECONDS="3600")
 
 N_DOCS = 10_000
 CHUNKS_PER_DOC = 10

@@ -9,15 +9,14 @@ import os
 import time
 from typing import Any
 
+from bench.common import use_emulator
+
 EVENTS = int(os.environ.get("BENCH_AUDIT_EVENTS", "100000"))
 PAGE = 100
 
 
 def _env() -> None:
-    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
-        del os.environ[name]
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_SESSION_TOKEN": "bench",
-                       "AWS_DEFAULT_REGION": "us-east-1", "RESOURCE_PREFIX": "aiplat-bench"})
+    use_emulator()
     os.environ.pop("MAIL_OUTBOX_DIR", None)
 
 

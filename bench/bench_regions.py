@@ -8,16 +8,14 @@ from __future__ import annotations
 import os
 import time
 
-from bench.common import measure, measure_pair, table
+from bench.common import measure, measure_pair, table, use_emulator
 
 
 def main() -> None:
     import logging
 
     logging.getLogger("aiplat-svc").setLevel(logging.WARNING)
-    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
-        del os.environ[name]
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    use_emulator()
     from chalice.test import Client
     from moto import mock_aws
 

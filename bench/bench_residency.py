@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any
 
+from bench.common import use_emulator
+
 ITEMS = 10_000
 OBJECT_MB = 100
 OBJECT_SIZE = 2 * 1024 * 1024  # 50 objects of 2 MiB
@@ -186,9 +188,7 @@ def _replication_phase(region: str, ws_id: str) -> None:
 
 
 def main() -> None:
-    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
-        del os.environ[name]
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    use_emulator()
     from moto import mock_aws
 
     from chalicelib.identity import users

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import time
 from pathlib import Path
 
-from bench.common import measure, measure_pair, table
+from bench.common import measure, measure_pair, table, use_emulator
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,9 +20,7 @@ def tokens_and_me() -> None:
     import logging
 
     logging.getLogger("aiplat-svc").setLevel(logging.WARNING)  # no access-log lines in the tables
-    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
-        del os.environ[name]
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    use_emulator()
     from chalice.test import Client
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import padding

@@ -17,6 +17,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 MIN_P99_SAMPLES = 20
+BENCH_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_SESSION_TOKEN": "bench",
+             "AWS_DEFAULT_REGION": "us-east-1", "RESOURCE_PREFIX": "aiplat-bench", "LOG_LEVEL": "WARNING"}
+
+
+def use_emulator(**extra: str) -> None:
+    """Point this process at moto in process (no endpoint URL, dummy credentials, the bench prefix) before
+    any AWS client or setting is made; ``extra`` adds or overrides variables."""
+    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
+        del os.environ[name]
+    os.environ.update({**BENCH_ENV, **extra})
+    from chalicelib.core.config import settings
+
+    settings.cache_clear()
 
 
 @dataclass

@@ -216,8 +216,10 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
                 "o._key NOT IN (SELECT _key FROM incoming) AND (o._source IS NULL OR o._source NOT IN (SELECT src FROM replaced))")
         kept = 0 if complete else con.execute(f"SELECT count(*) FROM old o WHERE {keep}").fetchone()[0]
         total = kept + incoming
-        keys = _upload_parts(con, region, tmp, prefix, f"SELECT {cols} FROM (SELECT {cols} FROM old o WHERE {keep} "
-                             f"UNION ALL SELECT {cols} FROM incoming) ORDER BY _key")
+        con.execute(f"CREATE TABLE merged AS SELECT {cols} FROM (SELECT {cols} FROM old o WHERE {keep} "
+                    f"UNION ALL SELECT {cols} FROM incoming) ORDER BY _key")
+        con.execute("DROP TABLE incoming")
+        keys = _upload_parts(con, region, tmp, prefix, "merged", total)
         manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total))
         objects = len(keys)
     _put_manifest(region, prefix, manifest)
@@ -229,8 +231,6 @@ def _write_layer(con: Any, region: str, tmp: str, prefix: str, old: Manifest, co
                  deleted: int) -> tuple[Manifest, int]:
     """The new layer: incoming rows not already current with the same hash and source, and deletes of
     old keys from replaced sources that did not arrive again."""
-    s3 = aws.client("s3", region)
-    bucket = aws.bucket_name(BUCKET, region)
     n = len(old.layers) + 1
     layer: dict[str, Any] = {"upserts": None, "deletes": None, "rows": 0}
     con.execute(f"CREATE TABLE upserts AS SELECT {cols} FROM incoming i WHERE NOT EXISTS (SELECT 1 FROM old_index o "
@@ -245,9 +245,7 @@ def _write_layer(con: Any, region: str, tmp: str, prefix: str, old: Manifest, co
         path = os.path.join(tmp, f"layer-{kind}.parquet")
         con.execute(f"COPY ({sql}) TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)")
         key = f"{prefix}/layer-{n:03d}-{kind}.parquet"
-        s3.upload_file(path, bucket, key)
-        os.remove(path)
-        _part_written(key)
+        _upload(region, path, key)
         layer[kind] = key
         layer["rows"] += int(count)
         written += 1
@@ -255,28 +253,25 @@ def _write_layer(con: Any, region: str, tmp: str, prefix: str, old: Manifest, co
     return Manifest(base=list(old.base), layers=layers, base_rows=old.base_rows), written
 
 
-def _upload_parts(con: Any, region: str, tmp: str, prefix: str, select: str) -> list[str]:
-    """The rows of ``select`` (in its order) written by one COPY as Parquet parts of about ``PART_ROWS``
-    rows and uploaded; their keys."""
-    s3 = aws.client("s3", region)
-    bucket = aws.bucket_name(BUCKET, region)
-    outdir = os.path.join(tmp, "parts")
-    group = max(2048, min(PART_ROWS, 125_000))
-    per_file = max(1, -(-PART_ROWS // group))
-    con.execute(f"COPY ({select}) TO '{outdir}' (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {group}, "
-                f"ROW_GROUPS_PER_FILE {per_file}, FILENAME_PATTERN 'part-{{i}}')")
-    files = sorted(os.listdir(outdir), key=lambda f: int(f[len("part-"):-len(".parquet")])) if os.path.isdir(outdir) else []
-    if not files:  # no rows: one empty part keeps the columns
-        os.makedirs(outdir, exist_ok=True)
-        con.execute(f"COPY (SELECT * FROM ({select}) LIMIT 0) TO '{os.path.join(outdir, 'part-0.parquet')}' (FORMAT PARQUET)")
-        files = ["part-0.parquet"]
+def _upload(region: str, path: str, key: str) -> None:
+    """One PUT streamed from the file (no transfer thread pool: its buffers would add to the peak)."""
+    with open(path, "rb") as fh:
+        aws.client("s3", region).put_object(Bucket=aws.bucket_name(BUCKET, region), Key=key, Body=fh)
+    os.remove(path)
+    _part_written(key)
+
+
+def _upload_parts(con: Any, region: str, tmp: str, prefix: str, table: str, total: int) -> list[str]:
+    """Rows of ``table`` (in its order, a table held in DuckDB's limited memory or spilled) uploaded as
+    Parquet parts of ``PART_ROWS``; their keys."""
+    parts = max(1, -(-total // PART_ROWS))
     keys = []
-    for p, name in enumerate(files):
-        path = os.path.join(outdir, name)
+    for p in range(parts):
+        path = os.path.join(tmp, f"part-{p:05d}.parquet")
+        con.execute(f"COPY (SELECT * FROM {table} WHERE rowid >= {p * PART_ROWS} AND rowid < {(p + 1) * PART_ROWS}) "
+                    f"TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)")
         key = f"{prefix}/part-{p:05d}.parquet"
-        s3.upload_file(path, bucket, key)
-        os.remove(path)
-        _part_written(key)
+        _upload(region, path, key)
         keys.append(key)
     return keys
 

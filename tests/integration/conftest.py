@@ -106,6 +106,20 @@ def running_platform(state_dir: Path) -> Iterator[RunningPlatform]:
         stop_platform(running)
 
 
+CHROMIUM = "/usr/bin/chromium"  # Debian's package (infra/scripts/system_deps.sh): nothing downloads a browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless Chromium for the module's tests (Playwright driving Debian's package)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
 @pytest.fixture(scope="session")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatform]:
     with running_platform(tmp_path_factory.mktemp("local-platform")) as running:

@@ -60,16 +60,22 @@ def test_definitions_crud(tenant: Tenant) -> None:
     user = member(tenant.workspace_id)
     with platform_client() as c:
         agent = create_agent(c, user.token)
-        assert agent["model"] == "auto" and agent["version"] == 1 and agent["limits"]["max_steps"] == 6
+        assert agent["model"] == "auto"
+        assert agent["version"] == 1
+        assert agent["limits"]["max_steps"] == 6
         status, changed, _ = call(c, "PATCH", f"/v1/agents/{agent['id']}", user.token,
                                   {"name": "Renamed", "limits": {"max_tokens": 100}})
-        assert status == 200 and changed["name"] == "Renamed" and changed["version"] == 2
+        assert status == 200
+        assert changed["name"] == "Renamed"
+        assert changed["version"] == 2
         assert changed["limits"] == {"max_steps": 6, "deadline": "PT10M", "max_tokens": 100}
         second = create_agent(c, tenant.token, {**DEMO_PLAN_AGENT, "name": "Second"})
         status, page, _ = call(c, "GET", "/v1/agents?limit=1", user.token)
-        assert [a["id"] for a in page["agents"]] == [agent["id"]] and page["has_more"]
+        assert [a["id"] for a in page["agents"]] == [agent["id"]]
+        assert page["has_more"]
         status, page2, _ = call(c, "GET", f"/v1/agents?limit=1&after={page['next_cursor']}", user.token)
-        assert [a["id"] for a in page2["agents"]] == [second["id"]] and not page2["has_more"]
+        assert [a["id"] for a in page2["agents"]] == [second["id"]]
+        assert not page2["has_more"]
         run = start_run(c, user.token, agent["id"], {"topic": "t", "sql": "SELECT 1"})[1]
         assert call(c, "DELETE", f"/v1/agents/{agent['id']}", user.token)[0] == 204
         assert call(c, "GET", f"/v1/agents/{agent['id']}", user.token)[0] == 404
@@ -91,7 +97,8 @@ def test_an_eu_workspaces_agents_runs_steps_and_memory_exist_only_in_eu_central_
         agent = create_agent(c, user.token)
         run = start_run(c, user.token, agent["id"], {"topic": "customers", "sql": "SELECT count(*) FROM orders"},
                         headers={"Idempotency-Key": "eu-run-1"})[1]
-        assert queue_depth("us-east-1", QUEUE) == 0 and queue_depth("eu-central-1", QUEUE) == 1
+        assert queue_depth("us-east-1", QUEUE) == 0
+        assert queue_depth("eu-central-1", QUEUE) == 1
         deliver("eu-central-1")
         assert get_run(c, user.token, agent["id"], run["id"])["status"] == "completed"
     for table in (t.name for t in TABLES if t.scope == REGIONAL):
@@ -107,7 +114,8 @@ def test_workspace_auto_expiry_removes_finished_runs_with_their_log(tenant: Tena
     with platform_client() as c:
         status, ws, _ = call(c, "PATCH", f"/v1/workspaces/{tenant.workspace_id}", token,
                              {"agent_run_auto_expiry": "P7D"})
-        assert status == 200 and ws["settings"]["agent_run_auto_expiry"] == "P7D"
+        assert status == 200
+        assert ws["settings"]["agent_run_auto_expiry"] == "P7D"
         assert call(c, "PATCH", f"/v1/workspaces/{tenant.workspace_id}", token,
                     {"agent_run_auto_expiry": "P1Y"})[0] == 400
         agent = create_agent(c, token, {"name": "n", "tools": ["catalog_search"],

@@ -53,11 +53,14 @@ def test_a_member_without_the_dataset_acl_cannot_read_it_through_the_query_tool(
         deliver(seeded.region)
         d = get_run(c, denied.token, agent["id"], run_denied["id"])
         a = get_run(c, allowed.token, agent["id"], run_allowed["id"])
-    assert a["status"] == "completed" and a["steps"][0]["output"]["rows"] == [[24]]
+    assert a["status"] == "completed"
+    assert a["steps"][0]["output"]["rows"] == [[24]]
     assert d["status"] == "failed", d
-    assert d["steps"][0]["status"] == "failed" and d["steps"][0]["output"] is None
+    assert d["steps"][0]["status"] == "failed"
+    assert d["steps"][0]["output"] is None
     assert "customers" in d["steps"][0]["error"]["message"].lower() or d["steps"][0]["error"]["code"] == "sql_error"
-    assert d["output"] is None and "[[24]]" not in json.dumps(d)
+    assert d["output"] is None
+    assert "[[24]]" not in json.dumps(d)
 
 
 def test_a_member_without_the_dataset_acl_cannot_read_its_schema_or_find_it(seeded: Tenant) -> None:
@@ -68,8 +71,10 @@ def test_a_member_without_the_dataset_acl_cannot_read_its_schema_or_find_it(seed
         {"name": "schema", "tool": "dataset_schema", "input": {"dataset": "customers"}}]}
     d = run_once(seeded.region, denied.token, body)
     assert d["steps"][0]["output"]["datasets"] == []
-    assert d["status"] == "failed" and d["steps"][1]["error"]["code"] == "not_found"
-    assert "lifetime_value" not in json.dumps(d) and "full_name" not in json.dumps(d)
+    assert d["status"] == "failed"
+    assert d["steps"][1]["error"]["code"] == "not_found"
+    assert "lifetime_value" not in json.dumps(d)
+    assert "full_name" not in json.dumps(d)
 
 
 def test_masked_fields_stay_masked_in_step_outputs_and_the_final_answer(seeded: Tenant) -> None:
@@ -97,7 +102,9 @@ def test_viewers_read_definitions_but_cannot_start_runs_or_write(seeded: Tenant)
         assert call(c, "GET", f"/v1/agents/{agent['id']}", viewer.token)[0] == 200
         assert call(c, "GET", "/v1/agents", viewer.token)[0] == 200
         status, body, headers = call(c, "POST", f"/v1/agents/{agent['id']}/runs", viewer.token, {"input": {}})
-        assert status == 403 and body["code"] == "forbidden" and headers["Content-Type"] == "application/problem+json"
+        assert status == 403
+        assert body["code"] == "forbidden"
+        assert headers["Content-Type"] == "application/problem+json"
         assert call(c, "POST", "/v1/agents", viewer.token, DEMO_PLAN_AGENT)[0] == 403
         assert call(c, "PATCH", f"/v1/agents/{agent['id']}", viewer.token, {"name": "x"})[0] == 403
         assert call(c, "DELETE", f"/v1/agents/{agent['id']}", viewer.token)[0] == 403
@@ -118,7 +125,8 @@ def test_a_token_of_another_workspace_gets_404_for_the_agent_and_its_runs(seeded
                                    ("GET", base + f"/runs/{run['id']}/events", None),
                                    ("DELETE", base + f"/runs/{run['id']}", None), ("GET", base + "/memory", None)]:
             status, answer, _ = call(c, method, path, other.token, body)
-            assert status == 404 and answer["code"] == "not_found", (method, path, answer)
+            assert status == 404, (method, path, answer)
+            assert answer["code"] == "not_found", (method, path, answer)
         assert get_run(c, user.token, agent["id"], run["id"])["status"] == "queued"
         # another agent's id in the path does not reach this run either
         agent2 = create_agent(c, user.token)
@@ -138,9 +146,11 @@ def test_bad_run_input_is_a_problem_and_stores_nothing(seeded: Tenant, body: dic
         agent = create_agent(c, user.token)
         got, answer, headers = call(c, "POST", f"/v1/agents/{agent['id']}/runs", user.token, body)
         assert (got, answer["code"]) == (status, code), answer
-        assert headers["Content-Type"] == "application/problem+json" and answer["correlation_id"]
+        assert headers["Content-Type"] == "application/problem+json"
+        assert answer["correlation_id"]
         got, answer, _ = call(c, "POST", f"/v1/agents/{agent['id']}/runs", user.token, raw="{not json")
-        assert got == 400 and answer["code"] == "malformed_json"
+        assert got == 400
+        assert answer["code"] == "malformed_json"
     assert list(models.runs(seeded.region).query(seeded.workspace_id)) == []
     assert queue_depth(seeded.region, QUEUE) == 0
 
@@ -150,7 +160,8 @@ def test_unknown_agents_are_404(seeded: Tenant) -> None:
     with platform_client() as c:
         for agent_id in ("agt_01J0000000000000000000000Z", "nope", "agt_01J0000000000000000000000Z%27"):
             status, answer, _ = call(c, "POST", f"/v1/agents/{agent_id}/runs", user.token, {"input": {}})
-            assert status == 404 and answer["code"] == "not_found"
+            assert status == 404
+            assert answer["code"] == "not_found"
     assert list(models.runs(seeded.region).query(seeded.workspace_id)) == []
 
 
@@ -174,7 +185,8 @@ def test_bad_definitions_are_refused_and_store_nothing(seeded: Tenant, change: d
             **change}
     with platform_client() as c:
         status, answer, _ = call(c, "POST", "/v1/agents", user.token, body)
-    assert status == 400 and field in {e["field"] for e in answer["errors"]}, answer
+    assert status == 400, answer
+    assert field in {e["field"] for e in answer["errors"]}, answer
     assert list(models.agents(seeded.region).query(seeded.workspace_id)) == []
 
 
@@ -184,5 +196,6 @@ def test_a_step_template_naming_a_missing_output_fails_the_run_with_a_clear_reas
         {"name": "find", "tool": "catalog_search", "input": {"query": "no-such-thing"}},
         {"name": "schema", "tool": "dataset_schema", "input": {"dataset": "{{steps.find.output.datasets.0.id}}"}}]}
     done = run_once(seeded.region, user.token, body)
-    assert done["status"] == "failed" and done["error"]["code"] == "template_value_missing"
+    assert done["status"] == "failed"
+    assert done["error"]["code"] == "template_value_missing"
     assert "steps.find.output.datasets.0.id" in done["error"]["message"]

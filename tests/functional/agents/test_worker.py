@@ -56,19 +56,23 @@ def test_worker_killed_between_steps_ends_with_one_completed_run_and_each_step_o
         with pytest.raises(Killed):  # dies after step 2 of 4; the message is not deleted
             deliver(seeded.region, after_step=_kill_after(1), visibility=0)
         mid = get_run(c, user.token, agent["id"], run["id"])
-        assert mid["status"] == "in_progress" and [s["status"] for s in mid["steps"]] == ["completed", "completed"]
+        assert mid["status"] == "in_progress"
+        assert [s["status"] for s in mid["steps"]] == ["completed", "completed"]
         assert queue_depth(seeded.region, QUEUE) == 1
         result = deliver(seeded.region)  # SQS redelivers the same message
-        assert result["received"] == 1 and result["batchItemFailures"] == []
+        assert result["received"] == 1
+        assert result["batchItemFailures"] == []
         done = get_run(c, user.token, agent["id"], run["id"])
-    assert done["status"] == "completed" and done["attempts"] == 2
+    assert done["status"] == "completed"
+    assert done["attempts"] == 2
     assert [s["name"] for s in done["steps"]] == ["find", "schema", "rows", "remember"]
     assert [s["executions"] for s in done["steps"]] == [1, 1, 1, 1]
     assert queue_depth(seeded.region, QUEUE) == 0
     assert _audit_actions(seeded, run["id"]) == ["agent_run.created", "agent_run.finished"]
     evs = models.events(seeded.region).query(models.run_key(seeded.workspace_id, run["id"]))
     types = [e.type for e in evs]
-    assert types.count("run.completed") == 1 and types.count("step.completed") == 4
+    assert types.count("run.completed") == 1
+    assert types.count("step.completed") == 4
 
 
 def test_a_duplicate_delivery_waits_for_the_lease_and_then_resumes_without_repeating_steps(
@@ -84,12 +88,14 @@ def test_a_duplicate_delivery_waits_for_the_lease_and_then_resumes_without_repea
         queues.enqueue(QUEUE, seeded.region, {"v": 1, "workspace_id": seeded.workspace_id, "agent_id": agent["id"],
                                               "run_id": run["id"]})
         busy = deliver(seeded.region, visibility=0)
-        assert busy["received"] == 1 and len(busy["batchItemFailures"]) == 1
+        assert busy["received"] == 1
+        assert len(busy["batchItemFailures"]) == 1
         assert get_run(c, user.token, agent["id"], run["id"])["status"] == "in_progress"
         clock.advance(120)  # the dead holder's lease (60 s) runs out
         assert deliver(seeded.region)["batchItemFailures"] == []
         done = get_run(c, user.token, agent["id"], run["id"])
-    assert done["status"] == "completed" and [s["executions"] for s in done["steps"]] == [1, 1, 1, 1]
+    assert done["status"] == "completed"
+    assert [s["executions"] for s in done["steps"]] == [1, 1, 1, 1]
 
 
 def test_poison_messages_end_in_the_dead_letter_queue_and_the_run_fails_with_the_reason(seeded: Tenant) -> None:
@@ -104,11 +110,13 @@ def test_poison_messages_end_in_the_dead_letter_queue_and_the_run_fails_with_the
     sqs.send_message(QueueUrl=aws.queue_url(QUEUE, seeded.region), MessageBody="not json at all")
     for _ in range(5):  # maxReceiveCount deliveries, each failing
         result = deliver(seeded.region, visibility=0)
-        assert result["received"] == 2 and len(result["batchItemFailures"]) == 2
+        assert result["received"] == 2
+        assert len(result["batchItemFailures"]) == 2
     assert deliver(seeded.region)["received"] == 0  # the queue moved both on
     assert queue_depth(seeded.region, QUEUE + "-dlq") == 2
     item.refresh()
-    assert item.status == "failed" and json.loads(item.error)["code"] == "poison_message"
+    assert item.status == "failed"
+    assert json.loads(item.error)["code"] == "poison_message"
     assert "dead-letter" in json.loads(item.error)["message"]
     assert _audit_actions(seeded, run["id"]) == ["agent_run.created", "agent_run.finished"]
 
@@ -128,9 +136,11 @@ def test_cancel_during_a_run_stops_it_before_its_next_step(seeded: Tenant) -> No
         assert deliver(seeded.region, after_step=cancel_now)["batchItemFailures"] == []
         assert [a[0] for a in answers] == [202, 202]
         done = get_run(c, user.token, agent["id"], run["id"])
-        assert done["status"] == "cancelled" and [s["name"] for s in done["steps"]] == ["find"]
+        assert done["status"] == "cancelled"
+        assert [s["name"] for s in done["steps"]] == ["find"]
         status, again, _ = call(c, "POST", f"/v1/agents/{agent['id']}/runs/{run['id']}/cancel", user.token)
-        assert status == 200 and again["status"] == "cancelled"
+        assert status == 200
+        assert again["status"] == "cancelled"
     chain = [e for e in audit.iter_chain(seeded.region, seeded.workspace_id) if e["target"].get("id") == run["id"]]
     assert [e["action"] for e in chain] == ["agent_run.created", "agent_run.cancelled", "agent_run.finished"]
     assert {e["correlation_id"] for e in chain} == {"start-corr-cancel-1"}
@@ -146,10 +156,13 @@ def test_cancel_of_a_queued_run_is_immediate_and_the_worker_then_does_nothing(se
         status, _, _ = call(c, "POST", f"/v1/agents/{agent['id']}/runs/{run['id']}/cancel", other.token)
         assert status == 404  # another member cannot even see it
         status, body, _ = call(c, "POST", f"/v1/agents/{agent['id']}/runs/{run['id']}/cancel", user.token)
-        assert status == 200 and body["status"] == "cancelled"
+        assert status == 200
+        assert body["status"] == "cancelled"
         assert deliver(seeded.region)["batchItemFailures"] == []
         done = get_run(c, user.token, agent["id"], run["id"])
-    assert done["status"] == "cancelled" and done["steps"] == [] and done["started_at"] is None
+    assert done["status"] == "cancelled"
+    assert done["steps"] == []
+    assert done["started_at"] is None
     assert _audit_actions(seeded, run["id"]) == ["agent_run.created", "agent_run.cancelled", "agent_run.finished"]
 
 
@@ -165,7 +178,8 @@ def test_a_deadline_turns_a_stuck_run_into_expired(seeded: Tenant) -> None:
         assert reaper.reap()["expired"] == [run["id"]]
         assert reaper.reap()["expired"] == []  # once
         done = get_run(c, user.token, agent["id"], run["id"])
-    assert done["status"] == "expired" and done["error"]["code"] == "deadline_exceeded"
+    assert done["status"] == "expired"
+    assert done["error"]["code"] == "deadline_exceeded"
     assert [s["name"] for s in done["steps"]] == ["find"]
     assert models.runs(seeded.region).get(seeded.workspace_id, run["id"]).active is None
 
@@ -180,4 +194,5 @@ def test_the_worker_expires_a_run_whose_deadline_passed_while_queued(seeded: Ten
         clock.advance(5)
         assert deliver(seeded.region)["batchItemFailures"] == []
         done = get_run(c, user.token, agent["id"], run["id"])
-    assert done["status"] == "expired" and done["steps"] == []
+    assert done["status"] == "expired"
+    assert done["steps"] == []

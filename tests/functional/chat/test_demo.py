@@ -18,7 +18,8 @@ def test_demo_answers_with_citations(tenant: Tenant, monkeypatch: pytest.MonkeyP
     admin = Principal(user_id=tenant.user_id, workspace_id=tenant.workspace_id, roles=("admin",), email=tenant.email,
                       amr=("seed",), token_id="seed")
     out = chat_demo.seed(tenant.workspace_id, tenant.region, admin)
-    assert out["indexed_chunks"]["handbook"] >= 2 and out["indexed_chunks"]["customers"] == gateway_demo.N_CUSTOMERS
+    assert out["indexed_chunks"]["handbook"] >= 2
+    assert out["indexed_chunks"]["customers"] == gateway_demo.N_CUSTOMERS
     again = chat_demo.seed(tenant.workspace_id, tenant.region, admin)
     assert again["connector_id"] == out["connector_id"]
     with helpers.client() as c:
@@ -27,12 +28,15 @@ def test_demo_answers_with_citations(tenant: Tenant, monkeypatch: pytest.MonkeyP
     body = r.json_body
     assert "within 30 days of delivery" in body["message"]["content"]
     doc = [cit for cit in body["citations"] if cit["source"]["kind"] == "document"]
-    assert doc and doc[0]["title"] == "returns-policy.md" and doc[0]["source"]["id"].startswith("doc_")
+    assert doc
+    assert doc[0]["title"] == "returns-policy.md"
+    assert doc[0]["source"]["id"].startswith("doc_")
     text = chat_demo.DOCS["returns-policy.md"]
     assert text[doc[0]["span"]["start"]:doc[0]["span"]["end"]] == doc[0]["quote"]  # span within the document
     index = helpers.region_text(tenant.region, skip_buckets=("data", "documents"))
     rows = [line.split(",") for line in gateway_demo.customers_csv().splitlines()[1:]]
-    assert rows and b"Berlin" in index  # the index holds the ALLOW fields (city) ...
+    assert rows
+    assert b"Berlin" in index  # the index holds the ALLOW fields (city) ...
     for row in rows:  # ... and never a MASK'd name or e-mail, nor a HASH'd phone
         for masked in (row[1], row[2], row[3]):
             assert masked.encode() not in index, masked

@@ -239,8 +239,10 @@ def test_enforce_mfa_applies_at_once_to_tokens_that_already_exist(world: World) 
     ws.update(actions=[type(ws).enforce_mfa.set(True)])
     for token in (plain, api_token):
         r = client.http.get("/v1/connectors", headers=bearer(token))
-        assert r.status_code == 403 and json.loads(r.body)["code"] == "mfa_required"
+        assert r.status_code == 403
+        assert json.loads(r.body)["code"] == "mfa_required"
         g = client.http.post("/graphql", headers={**bearer(token), "Content-Type": "application/json"},
                              body=json.dumps({"query": "{ connectors { id } }"}))
-        assert g.status_code == 403 and "data" not in json.loads(g.body)
+        assert g.status_code == 403
+        assert "data" not in json.loads(g.body)
     assert client.http.get("/v1/connectors", headers=bearer(with_mfa)).status_code == 200

@@ -58,7 +58,8 @@ def test_nested_json_is_400_on_every_json_route(tenant: Tenant, authenticated: b
                     else:
                         assert r.headers["Content-Type"] == PROBLEM_CONTENT_TYPE, where
                         problem = json.loads(r.body)
-                        assert problem["status"] == r.status_code and problem["correlation_id"], where
+                        assert problem["status"] == r.status_code, where
+                        assert problem["correlation_id"], where
                         answered.setdefault(problem["code"], []).append(where)
     if authenticated:  # an Admin's request reaches body parsing on the workspace's own routes
         assert len(answered.get("json_too_deep", [])) >= 10, answered

@@ -149,8 +149,11 @@ def test_eu_token_at_us_deployment_is_421_before_any_eu_call(tenants: Tenants, r
         status, body, headers = call(client, method, _fill(path, tenants.eu.workspace_id), tenants.eu.token, body={})
         assert status == 421, (method, path, status, body)
         assert headers["Content-Type"] == "application/problem+json"
-        assert body["code"] == "wrong_region" and body["region"] == EU and body["residency"] == "eu-central"
-        assert body["api_base_url"] == "http://eu.test/v1" and body["gateway_url"] == "http://gw-eu.test"
+        assert body["code"] == "wrong_region"
+        assert body["region"] == EU
+        assert body["residency"] == "eu-central"
+        assert body["api_base_url"] == "http://eu.test/v1"
+        assert body["gateway_url"] == "http://gw-eu.test"
     assert EU not in recorder.regions(), [c for c in recorder.calls if c[0] == EU]
     tables = {_table(c[3]) for c in recorder.calls}
     assert tables <= DIRECTORY, tables  # only the global directory was read (workspace region, signing keys)
@@ -163,7 +166,8 @@ def test_eu_token_at_us_graphql_is_421(tenants: Tenants, recorder: Recorder, pin
     status, body, _ = call(client, "POST", "/graphql", tenants.eu.token, body={"query": "{ connectors { id } }"})
     assert status == 421
     ext = body["errors"][0]["extensions"]
-    assert ext["code"] == "WRONG_REGION" and ext["api_base_url"] == "http://eu.test/v1"
+    assert ext["code"] == "WRONG_REGION"
+    assert ext["api_base_url"] == "http://eu.test/v1"
     assert EU not in recorder.regions()
 
 
@@ -175,7 +179,9 @@ def test_us_token_at_eu_deployment_is_421_and_reads_only_the_directory(tenants: 
     recorder.clear()
     for path, method in _regional_routes(group):
         status, body, _ = call(client, method, _fill(path, tenants.us.workspace_id), tenants.us.token, body={})
-        assert status == 421 and body["region"] == US and body["api_base_url"] == "http://us.test/v1", (path, body)
+        assert status == 421, (path, body)
+        assert body["region"] == US, (path, body)
+        assert body["api_base_url"] == "http://us.test/v1", (path, body)
     us_calls = [c for c in recorder.calls if c[0] == US]
     assert {c[1] for c in us_calls} <= {"dynamodb"}
     assert {_table(c[3]) for c in us_calls} <= DIRECTORY
@@ -186,7 +192,9 @@ def test_each_region_serves_its_own_workspaces(tenants: Tenants, recorder: Recor
     platform, gateway = Client(create_app("platform")), Client(create_app("gateway"))
     recorder.clear()
     status, body, _ = call(platform, "GET", f"/v1/workspaces/{tenants.eu.workspace_id}", tenants.eu.token)
-    assert status == 200 and body["api_base_url"] == "http://eu.test/v1" and body["gateway_url"] == "http://gw-eu.test"
+    assert status == 200
+    assert body["api_base_url"] == "http://eu.test/v1"
+    assert body["gateway_url"] == "http://gw-eu.test"
     assert call(platform, "GET", "/v1/audit/events", tenants.eu.token)[0] == 200
     assert call(gateway, "GET", "/v1/connectors", tenants.eu.token)[0] == 200
     assert {c[0] for c in recorder.calls if _table(c[3]) not in DIRECTORY} == {EU}
@@ -196,10 +204,13 @@ def test_global_routes_are_served_only_by_the_global_deployment(tenants: Tenants
     pin(EU)
     platform = Client(create_app("platform"))
     status, body, _ = call(platform, "GET", "/v1/me", tenants.eu.token)
-    assert status == 421 and body["code"] == "global_route" and body["api_base_url"] == "http://us.test/v1"
+    assert status == 421
+    assert body["code"] == "global_route"
+    assert body["api_base_url"] == "http://us.test/v1"
     status, body, _ = call(platform, "POST", "/v1/workspaces", tenants.eu.token,
                            body={"name": "New", "residency": "eu-central"})
-    assert status == 421 and body["code"] == "global_route"
+    assert status == 421
+    assert body["code"] == "global_route"
 
 
 def test_me_names_every_workspaces_base_urls(tenants: Tenants, pin: Any) -> None:
@@ -230,9 +241,12 @@ def test_creating_an_eu_workspace_at_the_global_deployment_writes_only_minimal_e
     recorder.clear()
     status, body, _ = call(platform, "POST", "/v1/workspaces", tenants.us.token,
                            body={"name": "Zweig", "residency": "eu-central"}, headers={"Idempotency-Key": "k-1"})
-    assert status == 201 and body["api_base_url"] == "http://eu.test/v1" and body["region"] == EU
+    assert status == 201
+    assert body["api_base_url"] == "http://eu.test/v1"
+    assert body["region"] == EU
     eu_calls = [c for c in recorder.calls if c[0] == EU]
-    assert eu_calls and {c[1] for c in eu_calls} == {"dynamodb"}  # no EU bucket, queue or key touched
+    assert eu_calls
+    assert {c[1] for c in eu_calls} == {"dynamodb"}  # no EU bucket, queue or key touched
     assert {_table(c[3]) for c in eu_calls} <= set(CROSSING_TABLES)
     for _, _, op, params in eu_calls:
         if op == "PutItem":
@@ -272,7 +286,8 @@ def test_token_exchange_and_discovery_name_the_regional_urls(tenants: Tenants, p
                            body=form.encode())
     assert r.status_code == 200, r.body
     answer = json.loads(r.body)
-    assert answer["api_base_url"] == "http://eu.test/v1" and answer["gateway_url"] == "http://gw-eu.test"
+    assert answer["api_base_url"] == "http://eu.test/v1"
+    assert answer["gateway_url"] == "http://gw-eu.test"
     doc = json.loads(identity.http.get("/.well-known/openid-configuration").body)
     assert doc["regional_endpoints"]["eu-central"]["api_base_url"] == "http://eu.test/v1"
 
@@ -296,7 +311,8 @@ def test_workers_do_only_their_regions_work(tenants: Tenants, recorder: Recorder
     assert result["batchItemFailures"] == [{"itemIdentifier": "m-1"}]  # redelivered, then dead-lettered
     assert {_table(c[3]) for c in recorder.calls if c[0] == US} <= DIRECTORY
     scheduled = {job.name for job in jobs.SCHEDULED if jobs.runs_here(job)}
-    assert "expire_support_grants" in scheduled and "rotate_signing_keys" not in scheduled
+    assert "expire_support_grants" in scheduled
+    assert "rotate_signing_keys" not in scheduled
     pin(US)
     assert "rotate_signing_keys" in {job.name for job in jobs.SCHEDULED if jobs.runs_here(job)}
     recorder.clear()

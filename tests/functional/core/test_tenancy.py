@@ -30,7 +30,8 @@ def test_removed_member_is_refused_everywhere_at_once(tenant: Tenant) -> None:
     assert r.status_code in (200, 204), r.body
     for client, path in ((gateway, "/v1/connectors"), (gateway, "/v1/catalog/datasets"), (platform, "/v1/me")):
         refused = client.http.get(path, headers=bearer(bob))
-        assert refused.status_code == 403 and json.loads(refused.body)["code"] == "membership_revoked", path
+        assert refused.status_code == 403, path
+        assert json.loads(refused.body)["code"] == "membership_revoked", path
 
 
 def test_demoted_admin_acts_with_the_new_role(tenant: Tenant) -> None:

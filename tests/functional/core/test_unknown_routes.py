@@ -56,20 +56,25 @@ def test_unknown_path_is_404_problem_without_echo(servers: dict[str, int], group
     assert status == 404, body
     assert got["content-type"] == "application/problem+json"
     problem = json.loads(body)
-    assert problem["code"] == "not_found" and problem["status"] == 404
+    assert problem["code"] == "not_found"
+    assert problem["status"] == 404
     assert problem["correlation_id"] == got["x-correlation-id"]
     if "X-Correlation-Id" in headers:
         assert got["x-correlation-id"] == "probe-1234"
-    assert b"secret-token-value" not in body and b"Missing Authentication" not in body
+    assert b"secret-token-value" not in body
+    assert b"Missing Authentication" not in body
     assert not any("secret-token-value" in v for v in got.values())
 
 
 def test_wrong_method_is_405_with_allow_and_no_echo(servers: dict[str, int]) -> None:
     status, got, body = _get(servers["platform"], "PUT", "/v1/me", {"Authorization": SECRET})
-    assert status == 405 and got["content-type"] == "application/problem+json"
+    assert status == 405
+    assert got["content-type"] == "application/problem+json"
     assert got["allow"] == "GET"
-    assert json.loads(body)["code"] == "method_not_allowed" and got["x-correlation-id"]
-    assert b"secret-token-value" not in body and b"PUT" not in body
+    assert json.loads(body)["code"] == "method_not_allowed"
+    assert got["x-correlation-id"]
+    assert b"secret-token-value" not in body
+    assert b"PUT" not in body
 
 
 def test_in_process_405_lists_every_served_method() -> None:

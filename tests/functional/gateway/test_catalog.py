@@ -79,7 +79,8 @@ def test_a_change_in_another_container_is_seen_on_the_next_search(seeded: tuple[
     calls.clear()
     assert _names(tenant, "invoices") == ["renamed"]
     # only the changed dataset was read again: no query of the workspace's datasets
-    assert calls["Query datasets"] == 0 and calls["GetItem datasets"] == 1
+    assert calls["Query datasets"] == 0
+    assert calls["GetItem datasets"] == 1
     assert "table_2" not in _names(tenant)
 
 
@@ -134,7 +135,8 @@ def test_a_gap_in_the_change_log_means_a_full_reload(seeded: tuple[Tenant, list[
     calls.clear()
     before = catalog.stats.full_loads
     assert len(_names(tenant)) == 5
-    assert catalog.stats.full_loads == before + 1 and calls["Query datasets"] == 1
+    assert catalog.stats.full_loads == before + 1
+    assert calls["Query datasets"] == 1
 
 
 def test_a_change_too_wide_to_name_means_a_full_reload(seeded: tuple[Tenant, list[str]]) -> None:

@@ -46,5 +46,6 @@ def test_unknown_primary_key_fails_at_once_naming_it(tenant: Tenant) -> None:
                                                     "primary_key": ["employee_number"]}})
         assert st == 201, conn
         run = _sync(c, tenant, conn)
-    assert run["status"] == "FAILED" and run["attempts"] == 1
+    assert run["status"] == "FAILED"
+    assert run["attempts"] == 1
     assert "no value for primary key employee_number" in run["error"]

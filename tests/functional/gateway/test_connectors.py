@@ -57,7 +57,8 @@ def test_another_workspaces_connector_is_not_found(tenant: Tenant) -> None:
                                    ("DELETE", f"/v1/connectors/{conn['id']}", None),
                                    ("POST", f"/v1/connectors/{conn['id']}/sync", None)):
             st, err = call(c, method, path, other.token, body)
-            assert st == 404 and err["code"] == "not_found", (method, path)
+            assert st == 404, (method, path)
+            assert err["code"] == "not_found", (method, path)
         assert call(c, "GET", "/v1/connectors", other.token)[1] == {"connectors": [], "has_more": False,
                                                                     "next_cursor": None}
         _, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
@@ -84,7 +85,8 @@ def test_bad_connector_input_is_refused_and_nothing_is_written(tenant: Tenant, b
     with client() as c:
         st, err = call(c, "POST", "/v1/connectors", tenant.token, body)
     assert st == 400, err
-    assert err["code"] == "validation_failed" and field in [e["field"] for e in err["errors"]], err
+    assert err["code"] == "validation_failed", err
+    assert field in [e["field"] for e in err["errors"]], err
     _nothing_written(tenant)
 
 
@@ -107,7 +109,8 @@ def test_bad_sync_requests_and_malformed_json(tenant: Tenant) -> None:
         path = f"/v1/connectors/{conn['id']}/sync"
         for body in ({"mode": "SOMETIMES"}, {"mode": "FULL_REFRESH", "force": True}, {"mode": 3}):
             st, err = call(c, "POST", path, tenant.token, body)
-            assert st == 400 and err["code"] == "validation_failed", (body, err)
+            assert st == 400, (body, err)
+            assert err["code"] == "validation_failed", (body, err)
         assert call(c, "POST", path, tenant.token, "{nope")[0] == 400
         assert call(c, "POST", "/v1/connectors", tenant.token, "{nope")[0] == 400
         assert call(c, "POST", "/v1/connectors/conn_bogus/sync", tenant.token)[0] == 404

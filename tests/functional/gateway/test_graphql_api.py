@@ -39,7 +39,8 @@ def gql(w: World, token: str | None, query: str, variables: dict[str, Any] | Non
 
 def data(w: World, token: str, query: str, variables: dict[str, Any] | None = None) -> Any:
     status, body = gql(w, token, query, variables)
-    assert status == 200 and "errors" not in body, body
+    assert status == 200, body
+    assert "errors" not in body, body
     return body["data"]
 
 
@@ -69,11 +70,13 @@ def test_graphql_and_rest_agree_on_every_operation(frozen_clock: None, world: Wo
     r1 = get(world, "/v1/catalog/datasets?limit=1", tok)[1]
     assert p1["totalCount"] == r1["total_count"] == 2
     assert [e["node"] for e in p1["edges"]] == [rest_dataset(d) for d in r1["items"]]
-    assert p1["pageInfo"]["hasNextPage"] is r1["has_more"] is True and p1["pageInfo"]["endCursor"] == r1["next_cursor"]
+    assert p1["pageInfo"]["hasNextPage"] is r1["has_more"] is True
+    assert p1["pageInfo"]["endCursor"] == r1["next_cursor"]
     p2 = data(world, tok, q, {"after": p1["pageInfo"]["endCursor"]})["datasets"]
     r2 = get(world, f"/v1/catalog/datasets?limit=1&after={r1['next_cursor']}", tok)[1]
     assert [e["node"] for e in p2["edges"]] == [rest_dataset(d) for d in r2["items"]]
-    assert p2["pageInfo"]["hasNextPage"] is False and p2["pageInfo"]["hasPreviousPage"] is True
+    assert p2["pageInfo"]["hasNextPage"] is False
+    assert p2["pageInfo"]["hasPreviousPage"] is True
     g = data(world, tok, '{ datasets(search: "crm", owner: "crm-team@example.com") { totalCount edges { node { id } } } }')
     r = get(world, "/v1/catalog/datasets?q=crm&owner=crm-team@example.com", tok)[1]
     assert [e["node"]["id"] for e in g["datasets"]["edges"]] == [d["id"] for d in r["items"]] == [world.customers]
@@ -86,7 +89,8 @@ def test_graphql_and_rest_agree_on_every_operation(frozen_clock: None, world: Wo
     g = data(world, tok, 'query($id: ID!) { lineage(datasetId: $id, depth: 2) { root depth truncated '
                          'nodes { id type name hop } edges { source target createdAt } } }', {"id": world.customers})
     r = get(world, f"/v1/lineage/{world.customers}?depth=2", tok)[1]
-    assert g["lineage"]["nodes"] == r["nodes"] and g["lineage"]["truncated"] == r["truncated"]
+    assert g["lineage"]["nodes"] == r["nodes"]
+    assert g["lineage"]["truncated"] == r["truncated"]
     assert g["lineage"]["edges"] == [{"source": e["source"], "target": e["target"], "createdAt": e["created_at"]}
                                      for e in r["edges"]]
     assert "run_x" in {n["id"] for n in r["nodes"]}
@@ -103,10 +107,13 @@ def test_graphql_and_rest_agree_on_every_operation(frozen_clock: None, world: Wo
     status, body = gql(world, admin, 'mutation($id: ID!) { syncConnector(id: $id, mode: FULL_REFRESH) '
                                      '{ id connectorId mode status queuedAt rowsRead rowsWritten error } }',
                        {"id": world.connector}, headers={"Idempotency-Key": "k-1"})
-    assert status == 200 and "errors" not in body, body
+    assert status == 200, body
+    assert "errors" not in body, body
     run = body["data"]["syncConnector"]
-    assert run["connectorId"] == rest_run["connector_id"] and run["mode"] == rest_run["mode"] == "FULL_REFRESH"
-    assert run["status"] == rest_run["status"] == "QUEUED" and run["id"] != rest_run["id"]
+    assert run["connectorId"] == rest_run["connector_id"]
+    assert run["mode"] == rest_run["mode"] == "FULL_REFRESH"
+    assert run["status"] == rest_run["status"] == "QUEUED"
+    assert run["id"] != rest_run["id"]
     replay = gql(world, admin, f'mutation {{ syncConnector(id: "{world.connector}", mode: FULL_REFRESH) {{ id }} }}',
                  headers={"Idempotency-Key": "k-1"})[1]
     assert replay["data"]["syncConnector"]["id"] == run["id"]
@@ -117,32 +124,41 @@ def test_graphql_and_rest_agree_on_every_operation(frozen_clock: None, world: Wo
     g = data(world, admin, f'mutation {{ setFieldPolicy(datasetId: "{world.customers}", field: "phone", policy: MASK) '
                            f'{{ {FIELD} }} }}')["setFieldPolicy"]
     r = post(world, f"/v1/catalog/datasets/{world.customers}/fields/country/policy", admin, {"policy": "HASH"}, "PUT")[1]
-    assert g["policy"] == "MASK" and r["policy"] == "HASH" and set(g) == set(r)
+    assert g["policy"] == "MASK"
+    assert r["policy"] == "HASH"
+    assert set(g) == set(r)
     fields = {f["name"]: f for f in get(world, f"/v1/catalog/datasets/{world.customers}/schema", tok)[1]["fields"]}
-    assert fields["phone"] == g and fields["country"] == r
+    assert fields["phone"] == g
+    assert fields["country"] == r
 
 
 def test_invisible_datasets_stay_invisible_in_graphql(world: World) -> None:
     tok = world.member.token
     g = data(world, tok, "{ datasets(first: 100) { totalCount edges { node { name } } } }")["datasets"]
-    assert g["totalCount"] == 2 and "payroll" not in json.dumps(g)
+    assert g["totalCount"] == 2
+    assert "payroll" not in json.dumps(g)
     assert data(world, tok, f'{{ dataset(id: "{world.payroll}") {{ id }} }}') == {"dataset": None}
     other = make_tenant("other@example.com", name="Other")
     foreign = put_dataset(other.workspace_id, other.region, "foreign", [field("x")], [("y",)])
     assert data(world, world.tenant.token, f'{{ dataset(id: "{foreign}") {{ id }} }}') == {"dataset": None}
     status, body = gql(world, tok, f'{{ lineage(datasetId: "{world.payroll}") {{ truncated }} }}')
-    assert body["data"] is None and body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+    assert body["data"] is None
+    assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
     ssn = data(world, tok, f'{{ dataset(id: "{world.customers}") {{ schema {{ name }} }} }}')["dataset"]["schema"]
     assert "ssn" not in {f["name"] for f in ssn}
 
 
 def test_roles_and_authentication_in_graphql(world: World) -> None:
     status, body = gql(world, None, "{ datasets { totalCount } }")
-    assert status == 401 and body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    assert status == 401
+    assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
     status, body = gql(world, "garbage", "{ datasets { totalCount } }")
-    assert status == 401 and body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    assert status == 401
+    assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
     status, body = gql(world, world.viewer.token, "{ datasets { totalCount } }")
-    assert status == 200 and body["data"] is None and body["errors"][0]["extensions"]["code"] == "FORBIDDEN"
+    assert status == 200
+    assert body["data"] is None
+    assert body["errors"][0]["extensions"]["code"] == "FORBIDDEN"
     status, body = gql(world, world.member.token, f'mutation {{ setFieldPolicy(datasetId: "{world.customers}", '
                                                   f'field: "email", policy: ALLOW) {{ policy }} }}')
     assert body["errors"][0]["extensions"]["code"] == "FORBIDDEN"
@@ -160,27 +176,34 @@ def test_bad_documents_are_refused_with_codes(world: World, monkeypatch: pytest.
     }
     for reason, q in cases.items():
         status, body = gql(world, tok, q)
-        assert status == 400 and body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "reason": reason}, body
+        assert status == 400, body
+        assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "reason": reason}, body
     status, body = gql(world, tok, '{ lineage(datasetId: "x", depth: "three") { truncated } }')
-    assert status == 400 and "Int cannot represent" in body["errors"][0]["message"]
+    assert status == 400
+    assert "Int cannot represent" in body["errors"][0]["message"]
     status, body = gql(world, tok, "query($d: Int) { lineage(datasetId: \"x\", depth: $d) { truncated } }", {"d": "x"})
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     status, body = gql(world, tok, f'{{ lineage(datasetId: "{world.customers}", depth: 11) {{ truncated }} }}')
-    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT" and "between 1 and 10" in body["errors"][0]["message"]
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "between 1 and 10" in body["errors"][0]["message"]
     deep = "{ __schema { types { fields { type { fields { type { fields { type { fields { type { fields { type { name } } } } } } } } } } } } }"
     status, body = gql(world, tok, deep)  # graphql-core's own introspection depth rule
-    assert status == 400 and body["errors"][0]["message"] == "Maximum introspection depth exceeded"
+    assert status == 400
+    assert body["errors"][0]["message"] == "Maximum introspection depth exceeded"
     # no plain depth limit: nesting is priced (tests/functional/gateway/test_graphql_http.py)
     graphql_api.clear_cache()
     aliases = "{ " + " ".join(f"a{i}: datasets(first: 1) {{ totalCount }}" for i in range(16)) + " }"
     status, body = gql(world, tok, aliases)
-    assert status == 400 and body["errors"][0]["extensions"]["reason"] == "aliases"
+    assert status == 400
+    assert body["errors"][0]["extensions"]["reason"] == "aliases"
     costly = "{ " + " ".join(f"a{i}: datasets(first: 100) {{ edges {{ node {{ schema {{ {FIELD} }} acl {{ id }} }} }} }}"
                              for i in range(3)) + " }"
     status, body = gql(world, tok, costly)
-    assert status == 400 and body["errors"][0]["extensions"]["reason"] == "cost"
+    assert status == 400
+    assert body["errors"][0]["extensions"]["reason"] == "cost"
     r = world.client.http.post("/graphql", headers={**bearer(tok), "Content-Type": "application/json"}, body="{nope")
-    assert r.status_code == 400 and json.loads(r.body)["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert r.status_code == 400
+    assert json.loads(r.body)["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     r = world.client.http.post("/graphql", headers={**bearer(tok), "Content-Type": "application/json"},
                                body=json.dumps({"query": "{ policies { id } }", "variables": [1]}))
     assert r.status_code == 400
@@ -200,7 +223,8 @@ def test_schema_is_served_and_matches_the_spec_types(world: World) -> None:
     sdl = graphql_api.SDL_PATH.read_text()
     for path in ("/graphql?sdl", "/graphql/schema"):
         r = world.client.http.get(path)
-        assert r.status_code == 200 and r.body.decode() == sdl
+        assert r.status_code == 200
+        assert r.body.decode() == sdl
     t = data(world, world.member.token, """{ __type(name: "Dataset") { fields { name type { kind name ofType {
         kind name ofType { kind name ofType { kind name } } } } } } }""")["__type"]["fields"]
 
@@ -217,7 +241,8 @@ def test_schema_is_served_and_matches_the_spec_types(world: World) -> None:
         "classification": "Classification!", "schema": "[Field!]!", "acl": "[Principal!]!"}
     q = data(world, world.member.token, '{ __type(name: "Query") { fields { name args { name defaultValue } } } }')
     args = {f["name"]: {a["name"]: a["defaultValue"] for a in f["args"]} for f in q["__type"]["fields"]}
-    assert args["datasets"]["first"] == "25" and args["lineage"]["depth"] == "3"
+    assert args["datasets"]["first"] == "25"
+    assert args["lineage"]["depth"] == "3"
     enums = data(world, world.member.token, '{ a: __type(name: "FieldPolicy") { enumValues { name } } '
                                             'b: __type(name: "PolicyScope") { enumValues { name } } }')
     assert [v["name"] for v in enums["a"]["enumValues"]] == ["ALLOW", "MASK", "HASH", "REDACT", "DENY"]

@@ -33,43 +33,52 @@ def _post(w: World, token: str, query: str, accept: str | None = None) -> tuple[
 def test_standard_introspection_query_loads_the_schema(world: World, fixture: str) -> None:
     query = (FIXTURES / fixture).read_text()
     status, body, _ = _post(world, world.member.token, query)
-    assert status == 200 and "errors" not in body, body
+    assert status == 200, body
+    assert "errors" not in body, body
     client_schema = build_client_schema(body["data"])  # what GraphiQL and codegen do with the answer
     served = print_schema(client_schema)
-    assert "type Dataset" in served and "enum SyncStatus" in served
-    assert client_schema.query_type.name == "Query" and client_schema.mutation_type is not None
+    assert "type Dataset" in served
+    assert "enum SyncStatus" in served
+    assert client_schema.query_type.name == "Query"
+    assert client_schema.mutation_type is not None
 
 
 def test_introspection_is_priced_not_exempt(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     nest = "{ __schema { types { fields { type { fields { name } } } } } }"
     status, body, _ = _post(world, world.member.token, nest)
-    assert status == 200 and "errors" not in body
+    assert status == 200
+    assert "errors" not in body
     deeper = "{ __schema { types { fields { type { fields { type { fields { type { fields { name } } } } } } } } } }"
     status, body, _ = _post(world, world.member.token, deeper)  # graphql-core's own introspection depth rule
-    assert status == 400 and body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert status == 400
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     # the standard query costs about 12 000 here (lists by the schema's real sizes, a tenth per field)
     monkeypatch.setattr(graphql_api, "MAX_COST", 5_000)
     graphql_api.clear_cache()
     status, body, _ = _post(world, world.member.token, (FIXTURES / "introspection_query.graphql").read_text())
-    assert status == 400 and body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "reason": "cost"}, body
+    assert status == 400, body
+    assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "reason": "cost"}, body
     graphql_api.clear_cache()
 
 
 def test_cost_not_depth_bounds_data_queries(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     deep = "{ datasets(first: 1) { edges { node { source { lastSync { id status } } } } } }"
     status, body, _ = _post(world, world.member.token, deep)
-    assert status == 200 and "errors" not in body, body
+    assert status == 200, body
+    assert "errors" not in body, body
     monkeypatch.setattr(graphql_api, "MAX_COST", 3)  # the same query over a tiny budget: refused by cost
     graphql_api.clear_cache()
     status, body, _ = _post(world, world.member.token, deep)
-    assert status == 400 and body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "reason": "cost"}
+    assert status == 400
+    assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "reason": "cost"}
     graphql_api.clear_cache()
 
 
 def test_aliases_still_limited(world: World) -> None:
     aliases = "{ " + " ".join(f"a{i}: __typename" for i in range(graphql_api.MAX_ALIASES + 1)) + " }"
     status, body, _ = _post(world, world.member.token, aliases)
-    assert status == 400 and body["errors"][0]["extensions"]["reason"] == "aliases"
+    assert status == 400
+    assert body["errors"][0]["extensions"]["reason"] == "aliases"
 
 
 @pytest.mark.parametrize(("accept", "expected"), [
@@ -82,7 +91,11 @@ def test_aliases_still_limited(world: World) -> None:
 ])
 def test_accept_graphql_response_json_is_honoured(world: World, accept: str | None, expected: str) -> None:
     status, body, headers = _post(world, world.member.token, "{ __typename }", accept)
-    assert status == 200 and body == {"data": {"__typename": "Query"}}
-    assert headers["Content-Type"] == expected and headers["Vary"] == "Accept"
+    assert status == 200
+    assert body == {"data": {"__typename": "Query"}}
+    assert headers["Content-Type"] == expected
+    assert headers["Vary"] == "Accept"
     status, body, headers = _post(world, world.member.token, "{ bogus }", accept)  # request errors too
-    assert status == 400 and headers["Content-Type"] == expected and body["errors"]
+    assert status == 400
+    assert headers["Content-Type"] == expected
+    assert body["errors"]

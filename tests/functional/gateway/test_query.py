@@ -22,7 +22,9 @@ def test_a_huge_answer_is_cut_at_the_byte_cap_and_pages_on(world: World) -> None
     assert status == 200
     encoded = len(json.dumps(page["rows"], separators=(",", ":")))
     assert encoded <= query_mod.MAX_ANSWER_BYTES < 200 * 100_000  # the whole result would be 200 MB
-    assert page["truncated"] is True and page["truncated_reason"] == "byte_limit" and page["next_cursor"]
+    assert page["truncated"] is True
+    assert page["truncated_reason"] == "byte_limit"
+    assert page["next_cursor"]
     assert 0 < page["row_count"] == len(page["rows"]) < 2000
     # paging with the cursor walks the whole result once, in order, each page under the cap
     seen: list[int] = []
@@ -35,24 +37,33 @@ def test_a_huge_answer_is_cut_at_the_byte_cap_and_pages_on(world: World) -> None
         after = page["next_cursor"]
         if not after:
             break
-    assert seen == list(range(2000)) and page["truncated"] is False and page["truncated_reason"] is None
+    assert seen == list(range(2000))
+    assert page["truncated"] is False
+    assert page["truncated_reason"] is None
 
 
 def test_row_limit_pages_and_cursors_are_bound_to_their_sql(world: World) -> None:
     status, page = query(world, "SELECT i FROM range(5) t(i) ORDER BY i", limit=2)
-    assert status == 200 and page["rows"] == [[0], [1]] and page["truncated_reason"] == "row_limit"
+    assert status == 200
+    assert page["rows"] == [[0], [1]]
+    assert page["truncated_reason"] == "row_limit"
     status, nxt = query(world, "SELECT i FROM range(5) t(i) ORDER BY i", limit=2, after=page["next_cursor"])
     assert nxt["rows"] == [[2], [3]]
     status, body = query(world, "SELECT i FROM range(50) t(i) ORDER BY i", limit=2, after=page["next_cursor"])
-    assert status == 400 and body["code"] == "validation_failed" and "rows" not in body
+    assert status == 400
+    assert body["code"] == "validation_failed"
+    assert "rows" not in body
     status, body = query(world, "SELECT 1", after="not-a-cursor")
-    assert status == 400 and body["errors"][0]["field"] == "after"
+    assert status == 400
+    assert body["errors"][0]["field"] == "after"
 
 
 def test_one_row_above_the_cap_is_a_clear_422(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(query_mod, "MAX_ANSWER_BYTES", 10_000)
     status, body = query(world, "SELECT repeat('x', 20000)")
-    assert status == 422 and body["code"] == "row_too_large" and "xxxx" not in json.dumps(body)
+    assert status == 422
+    assert body["code"] == "row_too_large"
+    assert "xxxx" not in json.dumps(body)
 
 
 @pytest.mark.parametrize("sql", [
@@ -68,7 +79,8 @@ def test_one_row_above_the_cap_is_a_clear_422(world: World, monkeypatch: pytest.
 ])
 def test_engine_errors_name_nothing_internal(world: World, sql: str) -> None:
     status, body = query(world, sql)
-    assert 400 <= status < 500 and body["code"] in ("sql_error", "sql_syntax_error", "sql_not_allowed"), body
+    assert 400 <= status < 500, body
+    assert body["code"] in ("sql_error", "sql_syntax_error", "sql_not_allowed"), body
     text = json.dumps(body)
     for leak in ("Traceback", "File \\\"", ".py", "/usr", "/tmp", "site-packages", "Did you mean", "Candidate",
                  "sqlite_master", "duckdb_tables", "pg_class", "pytz", "/etc/passwd", "customers", "gwq-", "LINE 1"):
@@ -78,6 +90,9 @@ def test_engine_errors_name_nothing_internal(world: World, sql: str) -> None:
 
 def test_engine_errors_still_say_what_the_caller_wrote_wrong(world: World) -> None:
     status, body = query(world, "SELECT cast('abc' AS INTEGER)")
-    assert status == 400 and "abc" in body["detail"]
+    assert status == 400
+    assert "abc" in body["detail"]
     status, body = query(world, "SELEC 1")
-    assert status == 400 and body["code"] == "sql_syntax_error" and "syntax" in body["detail"].lower()
+    assert status == 400
+    assert body["code"] == "sql_syntax_error"
+    assert "syntax" in body["detail"].lower()

@@ -87,7 +87,8 @@ def test_a_join_loads_the_join_keys_and_the_read_columns_of_each_side(
 
 def test_star_count_and_unscanned_names(world: World, loads: list[tuple[str, list[str]]]) -> None:
     assert _rows(world, "SELECT count(*) FROM customers") == [[3]]
-    assert len(loads) == 1 and len(loads[0][1]) == 1  # one column, for the row count
+    assert len(loads) == 1
+    assert len(loads[0][1]) == 1  # one column, for the row count
     cols = query(world, "SELECT * FROM customers ORDER BY id")[1]["columns"]
     assert [c["name"] for c in cols] == ["id", "email", "name", "phone", "country"]  # DENY ssn never exists
     assert loads[-1] == (world.customers, ["country", "email", "id", "name", "phone"])
@@ -100,7 +101,9 @@ def test_star_count_and_unscanned_names(world: World, loads: list[tuple[str, lis
 def test_a_statement_the_stand_ins_cannot_bind_still_runs_on_the_real_tables(world: World) -> None:
     assert _rows(world, "SELECT id FROM customers WHERE id = 1") == [[1]]
     status, body = query(world, "SELECT nosuch FROM customers")
-    assert status == 400 and body["code"] == "sql_error" and "nosuch" in body["detail"]
+    assert status == 400
+    assert body["code"] == "sql_error"
+    assert "nosuch" in body["detail"]
 
 
 # --- the next query sees the new state ---------------------------------------------------------------
@@ -124,7 +127,8 @@ def test_after_a_field_policy_change_no_stale_mask_and_no_stale_clear_value(worl
     assert _rows(world, sql) == [[fieldpolicy.hash_text(key, "alice@example.com")]]  # no stale clear value
     _set_policy(world, world.customers, "email", "DENY")
     status, body = query(world, sql)
-    assert status == 400 and "alice" not in json.dumps(body)
+    assert status == 400
+    assert "alice" not in json.dumps(body)
     assert "email" not in [c["name"] for c in query(world, "SELECT * FROM customers")[1]["columns"]]
 
 
@@ -133,7 +137,9 @@ def test_after_an_acl_change_the_cached_table_is_out_of_reach(world: World) -> N
     assert _rows(world, sql) == [[3]]
     _update(world, world.orders, acl=json.dumps([{"type": "role", "id": "admin"}]))
     status, body = query(world, sql)
-    assert status == 400 and body["code"] == "sql_error" and "rows" not in body
+    assert status == 400
+    assert body["code"] == "sql_error"
+    assert "rows" not in body
     _update(world, world.orders, acl=json.dumps([{"type": "role", "id": "member"}]))
     assert _rows(world, sql) == [[3]]
 
@@ -143,12 +149,14 @@ def test_after_a_role_change_the_next_query_acts_with_the_new_role(world: World)
     members = memberships(region)
     row = members.get(ws, world.member.user_id)
     status, body = query(world, "SELECT employee FROM payroll")  # payroll: Admin-only ACL
-    assert status == 400 and "alice" not in json.dumps(body)
+    assert status == 400
+    assert "alice" not in json.dumps(body)
     row.update(actions=[members.role.set("admin")])
     assert _rows(world, "SELECT employee FROM payroll") == [["alice"]]  # now cached for this key
     row.update(actions=[members.role.set("member")])
     status, body = query(world, "SELECT employee FROM payroll")
-    assert status == 400 and "alice" not in json.dumps(body)
+    assert status == 400
+    assert "alice" not in json.dumps(body)
     row.update(actions=[members.role.set("viewer")])  # no knowledge.read at all
     assert query(world, "SELECT count(*) FROM customers")[0] == 403
 
@@ -162,7 +170,8 @@ def test_a_user_granted_table_never_reaches_a_caller_without_the_grant(world: Wo
                 acl=[{"type": "user", "id": granted.user_id}])
     assert _rows(world, "SELECT who, amount FROM bonus", granted.token) == [["bob", 5.0]]
     status, body = query(world, "SELECT who, amount FROM bonus")  # another member, same SQL, same container
-    assert status == 400 and "bob" not in json.dumps(body)
+    assert status == 400
+    assert "bob" not in json.dumps(body)
     # the other member's sandboxes hold only what that member named and may read
     listed = _rows(world, "SELECT table_name FROM information_schema.tables WHERE 'bonus' <> '' "
                           "UNION ALL SELECT 'n=' || count(*) FROM customers ORDER BY 1")
@@ -178,7 +187,8 @@ def test_callers_whose_visible_fields_differ_never_share_a_table(
     sql = "SELECT * FROM people ORDER BY id"
     member_cols = [c["name"] for c in query(world, sql)[1]["columns"]]
     admin = query(world, sql, world.tenant.token)[1]
-    assert "ssn" not in member_cols and "ssn" not in [c["name"] for c in admin["columns"]]
+    assert "ssn" not in member_cols
+    assert "ssn" not in [c["name"] for c in admin["columns"]]
     assert len(loads) == 2  # the admin sees the DENY field in the schema: another key, another table
     _set_policy(world, catalog.snapshot(ws).by_name["people"].id, "ssn", "ALLOW")
     admin = query(world, sql, world.tenant.token)[1]

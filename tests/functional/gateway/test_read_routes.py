@@ -61,7 +61,8 @@ def test_search_filters_and_cursor_paging(world: World) -> None:
     assert page2["next_cursor"] is None
     for bad in ("limit=0", "limit=101", "after=garbage!", "fresher_than=1h", "classification=SECRET", "nope=1"):
         status, problem = get(world, f"/v1/catalog/datasets?{bad}", tok)
-        assert status == 400 and problem["code"] == "validation_failed", bad
+        assert status == 400, bad
+        assert problem["code"] == "validation_failed", bad
 
 
 def test_schema_hides_deny_fields_from_non_admins_and_unreadable_datasets(world: World) -> None:
@@ -120,7 +121,8 @@ def test_query_applies_every_policy_before_the_callers_sql(world: World) -> None
     for sql in ("SELECT ssn FROM customers", "SELECT count(ssn) FROM customers",
                 "SELECT * FROM customers WHERE ssn IS NOT NULL", "SELECT _synced_at FROM customers"):
         status, problem = query(world, sql)
-        assert status == 400 and problem["code"] == "sql_error", sql
+        assert status == 400, sql
+        assert problem["code"] == "sql_error", sql
     # hashing is stable per workspace: equal values join
     joined = query(world, "SELECT count(*) FROM customers a JOIN customers b ON a.name = b.name")[1]
     assert joined["rows"] == [[2]]
@@ -199,7 +201,8 @@ def test_unreadable_datasets_and_files_are_out_of_reach_of_queries(world: World)
 ])
 def test_bad_sql_is_refused_with_a_clear_error(world: World, sql: str, code: str) -> None:
     status, body = query(world, sql)
-    assert status == 400 and body["code"] == code, body
+    assert status == 400, body
+    assert body["code"] == code, body
     assert body["detail"]
 
 
@@ -315,8 +318,10 @@ def test_empty_and_drifted_datasets_and_admins_under_policies(world: World) -> N
     models.datasets(region)(ws, empty).update(actions=[models.DatasetAttrs.data_prefix.set(None)])
     catalog.invalidate(ws)
     status, body = query(world, "SELECT * FROM empty_one")
-    assert status == 200 and body["rows"] == [] and body["columns"] == [{"name": "id", "type": "INTEGER"},
-                                                                         {"name": "email", "type": "STRING"}]
+    assert status == 200
+    assert body["rows"] == []
+    assert (body["columns"] == [{"name": "id", "type": "INTEGER"},
+                                                                         {"name": "email", "type": "STRING"}])
     # a field added to the schema after the Parquet parts were written loads as nulls
     item = models.datasets(region).get(ws, world.orders)
     schema = json.loads(item.schema) + [field("coupon", "STRING")]

@@ -37,7 +37,8 @@ PLATFORM_ACCOUNT = "123456789012"  # moto's account: the platform's own
 def _refused(tenant: Tenant, kind: str, config: dict[str, Any], field: str) -> dict[str, Any]:
     with client() as c:
         st, err = call(c, "POST", "/v1/connectors", tenant.token, {"name": "attack", "kind": kind, "config": config})
-    assert st == 400 and err["code"] == "validation_failed", err
+    assert st == 400, err
+    assert err["code"] == "validation_failed", err
     assert field in [e["field"] for e in err["errors"]], err
     assert models.connectors(tenant.region).count(tenant.workspace_id) == 0  # nothing stored
     return err
@@ -99,10 +100,13 @@ def test_a_canonical_source_is_stored_canonically_and_shows_the_external_id(tena
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", tenant.token,
                         {"name": "Sales", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": f"arn:aws:s3:::{bucket}"}})
-        assert st == 201 and conn["config"]["bucket"] == bucket and conn["status"] == "HEALTHY", conn
+        assert st == 201, conn
+        assert conn["config"]["bucket"] == bucket, conn
+        assert conn["status"] == "HEALTHY", conn
         assert conn["external_id"] == source_access.external_id(tenant.workspace_id)
         st, setup = call(c, "GET", "/v1/connector-access", tenant.token)
-        assert st == 200 and setup["external_id"] == conn["external_id"]
+        assert st == 200
+        assert setup["external_id"] == conn["external_id"]
         assert setup["trust_policy"]["Statement"][0]["Condition"] == {
             "StringEquals": {"sts:ExternalId": conn["external_id"]}}
         assert call(c, "GET", "/v1/connector-access", token_for(tenant, "member"))[0] == 403
@@ -120,11 +124,14 @@ def test_another_workspaces_bucket_cannot_be_read(tenant: Tenant, monkeypatch: p
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", attacker.token,
                         {"name": "Theirs", "kind": "s3", "config": {"role_arn": attacker_role, "bucket": bucket}})
-        assert st == 201 and conn["status"] == "FAILING" and "AccessDenied" in conn["health"]["last_error"], conn
+        assert st == 201, conn
+        assert conn["status"] == "FAILING", conn
+        assert "AccessDenied" in conn["health"]["last_error"], conn
         st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", attacker.token, {"mode": "FULL_REFRESH"})
         drain(attacker.region)
         st, run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", attacker.token)
-    assert run["status"] == "FAILED" and "AccessDenied" in run["error"], run
+    assert run["status"] == "FAILED", run
+    assert "AccessDenied" in run["error"], run
     assert models.datasets(attacker.region).count(attacker.workspace_id) == 0
     assert "victim" not in json.dumps(run)
 
@@ -193,10 +200,12 @@ def test_worker_iam_policy_reads_no_source_directly() -> None:
             reads = [a for a in acts if a in ("s3:GetObject", "s3:ListBucket", "dynamodb:Scan", "s3:*", "dynamodb:*", "*")]
             if reads:
                 own = re.compile(r"^arn:aws:(s3:::aiplat-|dynamodb:[a-z0-9*-]+:\*:table/aiplat-)")
-                assert not_resource is None and all(own.match(r) for r in (
-                    [resource] if isinstance(resource, str) else resource)), (group, resource)
+                assert not_resource is None, (group, resource)
+                assert (all(own.match(r) for r in (
+                    [resource] if isinstance(resource, str) else resource))), (group, resource)
         assume = [s for s in statements if s["Effect"] == "Allow" and s["Action"] == "sts:AssumeRole"]
-        assert assume and assume[0]["Condition"] == {"StringLike": {"sts:ExternalId": "aiplat-ws_*"}}
+        assert assume
+        assert assume[0]["Condition"] == {"StringLike": {"sts:ExternalId": "aiplat-ws_*"}}
         assert any(s["Effect"] == "Deny" and s["Action"] == "sts:AssumeRole" for s in statements)
 
 
@@ -256,12 +265,15 @@ def test_dns_rebinding_cannot_redirect_the_request(tenant: Tenant, api: _Api, mo
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Rebind", "kind": "http", "config": {
             "url": f"http://api.rebind.test:{api.port}/people"}})
-        assert st == 201 and conn["status"] == "HEALTHY", conn  # checked 127.0.0.1, connected to 127.0.0.1
-        assert lookups == ["127.0.0.1"] and connected == ["127.0.0.1"]
+        assert st == 201, conn
+        assert conn["status"] == "HEALTHY", conn  # checked 127.0.0.1, connected to 127.0.0.1
+        assert lookups == ["127.0.0.1"]
+        assert connected == ["127.0.0.1"]
         _, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
         drain(tenant.region)
         _, run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)
-    assert run["status"] == "FAILED" and "forbidden address" in run["error"], run
+    assert run["status"] == "FAILED", run
+    assert "forbidden address" in run["error"], run
     assert "169.254.169.254" not in connected  # the rebound answer was checked, never connected to
 
 
@@ -298,7 +310,8 @@ def test_secrets_in_a_connector_url_are_never_shown(tenant: Tenant, api: _Api) -
         for token in (tenant.token, token_for(tenant, "member"), token_for(tenant, "viewer")):
             for path in (f"/v1/connectors/{conn['id']}", "/v1/connectors"):
                 st, body = call(c, "GET", path, token)
-                assert st == 200 and "tok-s3cr3t-value" not in json.dumps(body), body
+                assert st == 200, body
+                assert "tok-s3cr3t-value" not in json.dumps(body), body
         st, body = call(c, "GET", f"/v1/connectors/{conn['id']}", tenant.token)
         assert body["config"]["url"] == f"http://127.0.0.1:{api.port}/people?access_token=***&region=***"
         st, audit = call(c, "GET", f"/v1/workspaces/{tenant.workspace_id}/audit", tenant.token)

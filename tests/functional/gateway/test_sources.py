@@ -46,7 +46,9 @@ def test_dynamodb_incremental_by_updated_at(tenant: Tenant) -> None:
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", tenant.token, {
             "name": "Users table", "kind": "dynamodb", "config": {"role_arn": READER_ROLE, "table": table, "updated_at_attribute": "updated_at"}})
-        assert st == 201 and conn["category"] == "DATABASE" and conn["status"] == "HEALTHY", conn
+        assert st == 201, conn
+        assert conn["category"] == "DATABASE", conn
+        assert conn["status"] == "HEALTHY", conn
         run = _sync(c, tenant, conn["id"])
         assert (run["status"], run["rows_read"]) == ("SUCCEEDED", 4), run
         _put_item(tenant.region, table, "u1", email="new@example.com", score=1.5, updated_at="2024-02-01T00:00:00Z")
@@ -131,7 +133,9 @@ def test_http_api_paginates_and_syncs_only_updates(tenant: Tenant) -> None:
             st, conn = call(c, "POST", "/v1/connectors", tenant.token, {
                 "name": "People API", "kind": "http",
                 "config": {"url": api.url, "api_key": api.key, "page_size": 3}})
-            assert st == 201 and conn["category"] == "API" and conn["status"] == "HEALTHY", conn
+            assert st == 201, conn
+            assert conn["category"] == "API", conn
+            assert conn["status"] == "HEALTHY", conn
             assert api.key not in json.dumps(conn)
             assert conn["config"]["secrets_set"] == ["api_key"]
             stored = models.connectors(tenant.region).get(tenant.workspace_id, conn["id"]).config
@@ -154,7 +158,9 @@ def test_http_api_paginates_and_syncs_only_updates(tenant: Tenant) -> None:
 
             # a wrong key: the sync fails on its last attempt and the connector reports it
             st, conn2 = call(c, "PATCH", f"/v1/connectors/{conn['id']}", tenant.token, {"config": {"api_key": "wrong"}})
-            assert st == 200 and conn2["status"] == "FAILING" and "401" in conn2["health"]["last_error"], conn2
+            assert st == 200, conn2
+            assert conn2["status"] == "FAILING", conn2
+            assert "401" in conn2["health"]["last_error"], conn2
             st, conn2 = call(c, "PATCH", f"/v1/connectors/{conn['id']}", tenant.token, {"config": {"page_size": 5}})
             assert conn2["status"] == "FAILING"  # the wrong key was kept (not resent)
     finally:
@@ -165,7 +171,8 @@ def test_documents_presigned_upload_and_passages(tenant: Tenant) -> None:
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", tenant.token, {
             "name": "Handbook", "kind": "documents", "config": {"max_passage_chars": 200, "overlap_chars": 20}})
-        assert st == 201 and conn["category"] == "DOCUMENTS", conn
+        assert st == 201, conn
+        assert conn["category"] == "DOCUMENTS", conn
         st, up = call(c, "POST", f"/v1/connectors/{conn['id']}/uploads", tenant.token,
                       {"file_name": "handbook.md", "content_type": "text/markdown"})
         assert st == 201, up

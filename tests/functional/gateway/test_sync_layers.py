@@ -51,7 +51,8 @@ def test_one_percent_changed_writes_a_small_layer_and_reads_like_a_full_sync(ten
     with client() as c:
         layered = _connector(c, tenant, bucket, "Layered rows")
         run = _sync(c, tenant, layered, "FULL_REFRESH")
-        assert run["status"] == "SUCCEEDED" and run["rows_written"] == OBJECTS * PER_OBJECT, run
+        assert run["status"] == "SUCCEEDED", run
+        assert run["rows_written"] == OBJECTS * PER_OBJECT, run
         ds_id = layered["dataset"]["id"]
         before = dataset(tenant, ds_id)
         objects_before = _objects(tenant, ds_id)
@@ -65,7 +66,8 @@ def test_one_percent_changed_writes_a_small_layer_and_reads_like_a_full_sync(ten
         assert after.row_count == OBJECTS * PER_OBJECT
         new = _objects(tenant, ds_id) - objects_before
         # the layer's upserts (75 rows) and deletes (25 keys) and the manifest: no base part rewritten
-        assert len(new) == 3 and all(k.startswith(after.data_prefix + "/") for k in new), new
+        assert len(new) == 3, new
+        assert all(k.startswith(after.data_prefix + "/") for k in new), new
         assert not any("/part-" in k for k in new)
         manifest = storage.read_manifest(tenant.region, after.data_prefix)
         assert manifest.base == storage.read_manifest(tenant.region, before.data_prefix).base
@@ -76,7 +78,8 @@ def test_one_percent_changed_writes_a_small_layer_and_reads_like_a_full_sync(ten
         assert _sync(c, tenant, fresh, "FULL_REFRESH")["status"] == "SUCCEEDED"
         want = storage.read_rows(tenant.region, dataset(tenant, fresh["dataset"]["id"]).data_prefix)
         got = storage.read_rows(tenant.region, after.data_prefix)
-        assert got == want and len(got[1]) == OBJECTS * PER_OBJECT
+        assert got == want
+        assert len(got[1]) == OBJECTS * PER_OBJECT
         a, b = layered["dataset"]["name"], fresh["dataset"]["name"]
         sql = (f"SELECT (SELECT count(*) FROM (SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b})) + "
                f"(SELECT count(*) FROM (SELECT * FROM {b} EXCEPT ALL SELECT * FROM {a})) AS differ, "
@@ -108,15 +111,19 @@ def test_layers_stack_then_compact_and_deleted_objects_drop_their_rows(tenant: T
         assert len(storage.read_manifest(tenant.region, ds.data_prefix).layers) == 2
         ids = {r[0] for r in storage.read_rows(tenant.region, ds.data_prefix)[1]}
         assert ds.row_count == len(ids) == 3 * PER_OBJECT
-        assert not ids & set(range(2 * PER_OBJECT, 3 * PER_OBJECT)) and 100_100 in ids and 550 not in ids
+        assert not ids & set(range(2 * PER_OBJECT, 3 * PER_OBJECT))
+        assert 100_100 in ids
+        assert 550 not in ids
         # a third layer would pass MAX_LAYERS: everything is compacted into a new base, same rows
         put(tenant.region, bucket, "rows/03.csv", _csv(3, changed=True))
         assert _sync(c, tenant, conn, "INCREMENTAL")["status"] == "SUCCEEDED"
         ds = dataset(tenant, ds_id)
         manifest = storage.read_manifest(tenant.region, ds.data_prefix)
-        assert manifest.layers == [] and all(k.startswith(ds.data_prefix + "/") for k in manifest.base)
+        assert manifest.layers == []
+        assert all(k.startswith(ds.data_prefix + "/") for k in manifest.base)
         ids = {r[0] for r in storage.read_rows(tenant.region, ds.data_prefix)[1]}
-        assert ds.row_count == len(ids) == 3 * PER_OBJECT and 1550 not in ids
+        assert ds.row_count == len(ids) == 3 * PER_OBJECT
+        assert 1550 not in ids
         # files no current or previous snapshot references are gone
         keep = set(manifest.keys()) | {f"{ds.data_prefix}/{storage.MANIFEST}"}
         stray = [k for k in _objects(tenant, ds_id) if k not in keep and not k.endswith(storage.MANIFEST)]

@@ -31,7 +31,9 @@ def test_native_and_fallback_objects_keep_the_row_by_row_semantics(tenant: Tenan
     with client() as c:
         conn = _connector(c, tenant, bucket)
         run = _sync(c, tenant, conn)
-        assert run["status"] == "SUCCEEDED" and run["rows_read"] == 5 and run["rows_written"] == 5, run
+        assert run["status"] == "SUCCEEDED", run
+        assert run["rows_read"] == 5, run
+        assert run["rows_written"] == 5, run
         ds = dataset(tenant, conn["dataset"]["id"])
         schema = {f["name"]: f["type"] for f in json.loads(ds.schema)}
         assert schema == {"name": "STRING", "score": "FLOAT", "when": "TIMESTAMP", "extra_4": "STRING"}, schema
@@ -39,11 +41,13 @@ def test_native_and_fallback_objects_keep_the_row_by_row_semantics(tenant: Tenan
         got = {r[names.index("_key")]: tuple(r[names.index(n)] for n in ("name", "score", "when", "extra_4"))
                for r in rows}
         assert set(got) == {"n/a.csv#1", "n/a.csv#2", "n/a.csv#3", "n/a.csv#4", "n/b.csv#1"}
-        assert got["n/a.csv#1"][:2] == ("Ann, A.", 1.5) and str(got["n/a.csv#1"][2]) == "2024-01-01 08:00:00"
+        assert got["n/a.csv#1"][:2] == ("Ann, A.", 1.5)
+        assert str(got["n/a.csv#1"][2]) == "2024-01-01 08:00:00"
         assert str(got["n/a.csv#2"][2]) == "2024-01-02 00:00:00"
         assert got["n/a.csv#3"] == ("multi\nline", None, None, None)
         assert got["n/a.csv#4"] == ("short", None, None, None)
-        assert got["n/b.csv#1"][:2] == ("Cy", 3.0) and got["n/b.csv#1"][3] == "surplus"
+        assert got["n/b.csv#1"][:2] == ("Cy", 3.0)
+        assert got["n/b.csv#1"][3] == "surplus"
         assert str(got["n/b.csv#1"][2]) == "2024-01-03 00:00:00"
 
 
@@ -53,17 +57,21 @@ def test_primary_keys_and_errors_match_the_row_by_row_reader(tenant: Tenant) -> 
     with client() as c:
         conn = _connector(c, tenant, bucket, primary_key=["employee_id"])
         run = _sync(c, tenant, conn)
-        assert run["status"] == "SUCCEEDED" and run["rows_read"] == 3 and run["rows_written"] == 2, run
+        assert run["status"] == "SUCCEEDED", run
+        assert run["rows_read"] == 3, run
+        assert run["rows_written"] == 2, run
         names, rows = storage.read_rows(tenant.region, dataset(tenant, conn["dataset"]["id"]).data_prefix, internal=True)
         assert {r[names.index("_key")]: r[names.index("note")] for r in rows} == {'["7"]': "again", '["8"]': "é"}
 
         put(tenant.region, bucket, "n/b.csv", "Employee ID,Note\n9,x\n,missing\n")
         run = _sync(c, tenant, conn)
-        assert run["status"] == "FAILED" and "n/b.csv row 2 has no value for primary key employee_id" in run["error"]
+        assert run["status"] == "FAILED"
+        assert "n/b.csv row 2 has no value for primary key employee_id" in run["error"]
 
         put(tenant.region, bucket, "n/b.csv", b"Employee ID,Note\n9,\xff\n")
         run = _sync(c, tenant, conn)
-        assert run["status"] == "FAILED" and "n/b.csv is not UTF-8 text" in run["error"], run
+        assert run["status"] == "FAILED", run
+        assert "n/b.csv is not UTF-8 text" in run["error"], run
 
 
 def test_a_type_sniffed_from_the_first_rows_still_widens_on_a_later_value(tenant: Tenant) -> None:
@@ -77,8 +85,10 @@ def test_a_type_sniffed_from_the_first_rows_still_widens_on_a_later_value(tenant
     with client() as c:
         conn = _connector(c, tenant, bucket)
         run = _sync(c, tenant, conn)
-        assert run["status"] == "SUCCEEDED" and run["rows_written"] == n, run
+        assert run["status"] == "SUCCEEDED", run
+        assert run["rows_written"] == n, run
         fields = {f["name"]: f for f in json.loads(dataset(tenant, conn["dataset"]["id"]).schema)}
         assert {k: f["type"] for k, f in fields.items()} == {
             "id": "INTEGER", "a": "FLOAT", "b": "STRING", "c": "TIMESTAMP", "d": "INTEGER"}
-        assert fields["d"]["nullable"] is True and fields["a"]["nullable"] is False
+        assert fields["d"]["nullable"] is True
+        assert fields["a"]["nullable"] is False

@@ -47,11 +47,15 @@ def test_missing_bucket_fails_at_once_with_its_reason_and_no_retry(tenant: Tenan
         source_client("s3", tenant.region).delete_bucket(Bucket=bucket)
         run = _sync(c, tenant, conn)
         results = drain(tenant.region)
-        assert len(results) == 1 and not results[0]["batchItemFailures"]  # acknowledged: retrying cannot help
+        assert len(results) == 1
+        assert not results[0]["batchItemFailures"]  # acknowledged: retrying cannot help
         got = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
-        assert got["status"] == "FAILED" and got["attempts"] == 1 and "NoSuchBucket" in got["error"], got
+        assert got["status"] == "FAILED", got
+        assert got["attempts"] == 1, got
+        assert "NoSuchBucket" in got["error"], got
         assert got["finished_at"]
-    assert _depth(tenant.region, QUEUE) == 0 and receive(tenant.region, QUEUE + "-dlq") == []
+    assert _depth(tenant.region, QUEUE) == 0
+    assert receive(tenant.region, QUEUE + "-dlq") == []
 
 
 def test_unreadable_file_fails_at_once_naming_the_line(tenant: Tenant) -> None:
@@ -62,7 +66,9 @@ def test_unreadable_file_fails_at_once_naming_the_line(tenant: Tenant) -> None:
         run = _sync(c, tenant, bad_file)
         assert len(drain(tenant.region)) == 1
         got = call(c, "GET", f"/v1/connectors/{bad_file['id']}/syncs/{run['id']}", tenant.token)[1]
-        assert got["status"] == "FAILED" and "x/a.jsonl line 2" in got["error"] and got["attempts"] == 1
+        assert got["status"] == "FAILED"
+        assert "x/a.jsonl line 2" in got["error"]
+        assert got["attempts"] == 1
 
 
 def test_transient_failure_shows_retrying_with_its_error_then_succeeds(tenant: Tenant, monkeypatch) -> None:
@@ -83,10 +89,14 @@ def test_transient_failure_shows_retrying_with_its_error_then_succeeds(tenant: T
         run = _sync(c, tenant, conn)
         drain(tenant.region, max_rounds=1)  # the first attempt only
         got = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
-        assert got["status"] == "RETRYING" and "SlowDown" in got["error"] and got["attempts"] == 1, got
+        assert got["status"] == "RETRYING", got
+        assert "SlowDown" in got["error"], got
+        assert got["attempts"] == 1, got
         drain(tenant.region)
         got = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
-        assert got["status"] == "SUCCEEDED" and got["error"] is None and got["attempts"] == 2, got
+        assert got["status"] == "SUCCEEDED", got
+        assert got["error"] is None, got
+        assert got["attempts"] == 2, got
 
 
 def test_running_sync_shows_objects_and_rows_so_far(tenant: Tenant, monkeypatch) -> None:
@@ -114,8 +124,11 @@ def test_running_sync_shows_objects_and_rows_so_far(tenant: Tenant, monkeypatch)
         drain(tenant.region)
         final = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
     assert seen["run"]["status"] == "RUNNING"
-    assert seen["run"]["objects_read"] == 2 and seen["run"]["rows_read"] == 3, seen["run"]
-    assert final["status"] == "SUCCEEDED" and final["objects_read"] == 2 and final["rows_read"] == 3
+    assert seen["run"]["objects_read"] == 2, seen["run"]
+    assert seen["run"]["rows_read"] == 3, seen["run"]
+    assert final["status"] == "SUCCEEDED"
+    assert final["objects_read"] == 2
+    assert final["rows_read"] == 3
 
 
 def test_list_sync_runs_newest_first_paged_and_scoped(tenant: Tenant) -> None:
@@ -132,18 +145,23 @@ def test_list_sync_runs_newest_first_paged_and_scoped(tenant: Tenant) -> None:
         viewer = token_for(tenant, "viewer")
         st, page1 = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs?limit=2", viewer)
         assert st == 200, page1
-        assert [r["id"] for r in page1["syncs"]] == ids[::-1][:2] and page1["has_more"] is True
+        assert [r["id"] for r in page1["syncs"]] == ids[::-1][:2]
+        assert page1["has_more"] is True
         st, page2 = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs?limit=2&after={page1['next_cursor']}", viewer)
-        assert [r["id"] for r in page2["syncs"]] == [ids[0]] and page2["has_more"] is False
+        assert [r["id"] for r in page2["syncs"]] == [ids[0]]
+        assert page2["has_more"] is False
         assert page2["next_cursor"] is None
         st, empty = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs?limit=2&after=", viewer)  # an unset cursor
         assert st == 200 and empty["syncs"] == page1["syncs"]
         st, only = call(c, "GET", f"/v1/connectors/{other['id']}/syncs?status=QUEUED", viewer)
-        assert st == 200 and len(only["syncs"]) == 1 and only["syncs"][0]["connector_id"] == other["id"]
+        assert st == 200
+        assert len(only["syncs"]) == 1
+        assert only["syncs"][0]["connector_id"] == other["id"]
         # bad input: 400, nothing listed
         for q in ("limit=0", "limit=x", "after=nope", "status=DONE", "colour=red", "after=%2B"):
             st, body = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs?{q}", viewer)
-            assert st == 400 and body["code"], (q, body)
+            assert st == 400, (q, body)
+            assert body["code"], (q, body)
         # another list's cursor is refused
         st, conns = call(c, "GET", "/v1/connectors?limit=1", viewer)
         st, body = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs?after={conns['next_cursor']}", viewer)
@@ -152,7 +170,8 @@ def test_list_sync_runs_newest_first_paged_and_scoped(tenant: Tenant) -> None:
     intruder = make_tenant("intruder@example.org", "us-east", "Intruder")
     with client() as c:
         st, body = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs", intruder.token)
-        assert st == 404 and "syncs" not in body
+        assert st == 404
+        assert "syncs" not in body
         st, body = call(c, "GET", "/v1/connectors/conn_nope/syncs", intruder.token)
         assert st == 404
 
@@ -164,19 +183,26 @@ def test_connectors_and_policies_page_like_every_list(tenant: Tenant) -> None:
         for n in names:
             _connector(c, tenant, bucket, n)
         st, p1 = call(c, "GET", "/v1/connectors?limit=2", tenant.token)
-        assert st == 200 and [x["name"] for x in p1["connectors"]] == ["alpha", "Bravo"] and p1["has_more"]
+        assert st == 200
+        assert [x["name"] for x in p1["connectors"]] == ["alpha", "Bravo"]
+        assert p1["has_more"]
         st, p2 = call(c, "GET", f"/v1/connectors?limit=2&after={p1['next_cursor']}", tenant.token)
-        assert [x["name"] for x in p2["connectors"]] == ["Charlie"] and p2 == {**p2, "has_more": False,
-                                                                              "next_cursor": None}
+        assert [x["name"] for x in p2["connectors"]] == ["Charlie"]
+        assert (p2 == {**p2, "has_more": False,
+                                                                              "next_cursor": None})
         st, allp = call(c, "GET", "/v1/policies", tenant.token)
-        assert st == 200 and allp["has_more"] is False and allp["policies"]
+        assert st == 200
+        assert allp["has_more"] is False
+        assert allp["policies"]
         ids = [p["id"] for p in allp["policies"]]
         st, first = call(c, "GET", "/v1/policies?limit=1", tenant.token)
-        assert [p["id"] for p in first["policies"]] == ids[:1] and first["has_more"] == (len(ids) > 1)
+        assert [p["id"] for p in first["policies"]] == ids[:1]
+        assert first["has_more"] == (len(ids) > 1)
         if len(ids) > 1:
             st, rest = call(c, "GET", f"/v1/policies?limit=200&after={first['next_cursor']}", tenant.token)
             assert [p["id"] for p in rest["policies"]] == ids[1:]
         for path in ("/v1/connectors?limit=0", "/v1/connectors?after=zzz", "/v1/policies?limit=999",
                      "/v1/policies?after=zzz", f"/v1/policies?after={p1['next_cursor']}", "/v1/connectors?x=1"):
             st, body = call(c, "GET", path, tenant.token)
-            assert st == 400 and body["code"], (path, body)
+            assert st == 400, (path, body)
+            assert body["code"], (path, body)

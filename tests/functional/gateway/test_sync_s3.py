@@ -27,7 +27,8 @@ def test_s3_csv_full_then_incremental(tenant: Tenant) -> None:
             "name": "CRM customers", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": bucket, "prefix": "crm/",
                                                                "primary_key": ["id"]}})
         assert st == 201, conn
-        assert conn["category"] == "STORAGE" and conn["status"] == "HEALTHY", conn
+        assert conn["category"] == "STORAGE", conn
+        assert conn["status"] == "HEALTHY", conn
         st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "FULL_REFRESH"})
         assert st == 202, run
         assert run["status"] == "QUEUED"
@@ -99,7 +100,8 @@ def test_incremental_reads_only_changed_objects_and_drops_deleted_ones(tenant: T
         source_client("s3", tenant.region).delete_object(Bucket=bucket, Key="o/4.csv")
         run = _sync(c, tenant, conn)
         assert run["rows_read"] == 9, run
-        assert run["rows_written"] == 1 and run["rows_deleted"] == 11, run
+        assert run["rows_written"] == 1, run
+        assert run["rows_deleted"] == 11, run
         cols, rows = rows_of(tenant, conn["dataset"]["id"])
         assert len(rows) == 39
         assert len({r[0] for r in rows}) == 39
@@ -168,7 +170,8 @@ def test_parquet_objects_sync(tenant: Tenant, tmp_path) -> None:
         conn = _connector(c, tenant, {"bucket": bucket, "prefix": "pq/", "format": "parquet",
                                       "primary_key": ["id"]})
         run = _sync(c, tenant, conn)
-        assert run["status"] == "SUCCEEDED" and run["rows_read"] == 5, run
+        assert run["status"] == "SUCCEEDED", run
+        assert run["rows_read"] == 5, run
         ds = dataset(tenant, conn["dataset"]["id"])
         assert {f["name"]: f["type"] for f in json.loads(ds.schema)} == {
             "id": "INTEGER", "label": "STRING", "score": "FLOAT", "day": "DATE"}
@@ -200,7 +203,8 @@ def test_crashed_worker_is_redelivered_without_loss_or_duplicates(tenant: Tenant
         assert results[0]["batchItemFailures"]
         assert not results[1]["batchItemFailures"]
         st, run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)
-        assert run["status"] == "SUCCEEDED" and run["attempts"] == 2, run
+        assert run["status"] == "SUCCEEDED", run
+        assert run["attempts"] == 2, run
         assert run["rows_read"] == 5
         assert run["rows_written"] == 5
         ds = dataset(tenant, conn["dataset"]["id"])
@@ -238,7 +242,8 @@ def test_a_field_policy_set_during_the_commit_is_merged_not_lost(tenant: Tenant,
 
         monkeypatch.setattr(sync_worker, "_merge_schema", merge_while_admin_edits)
         run = _sync(c, tenant, conn)
-        assert run["status"] == "SUCCEEDED" and len(calls) == 2, (run, calls)
+        assert run["status"] == "SUCCEEDED", (run, calls)
+        assert len(calls) == 2, (run, calls)
         ds = dataset(tenant, conn["dataset"]["id"])
         assert {f["name"]: f["policy"] for f in json.loads(ds.schema)}["email"] == "HASH"
         assert ds.row_count == 2
@@ -253,7 +258,8 @@ def test_an_unparseable_object_fails_the_sync_by_name_and_keeps_the_snapshot(ten
         before = dataset(tenant, conn["dataset"]["id"]).data_prefix
         put(tenant.region, bucket, "j/2.jsonl", '{"id": 2}\n{"id": \n')
         run = _sync(c, tenant, conn)
-        assert run["status"] == "FAILED" and "j/2.jsonl line 2" in run["error"], run
+        assert run["status"] == "FAILED", run
+        assert "j/2.jsonl line 2" in run["error"], run
         ds = dataset(tenant, conn["dataset"]["id"])
         assert ds.data_prefix == before
         assert ds.row_count == 1

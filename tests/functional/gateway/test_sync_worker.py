@@ -47,9 +47,11 @@ def test_idempotency_key_replays_the_first_run_and_refuses_another_body(tenant: 
         path = f"/v1/connectors/{conn['id']}/sync"
         st1, run1 = call(c, "POST", path, tenant.token, {"mode": "FULL_REFRESH"}, {"Idempotency-Key": "k-1"})
         st2, run2 = call(c, "POST", path, tenant.token, {"mode": "FULL_REFRESH"}, {"Idempotency-Key": "k-1"})
-        assert (st1, st2) == (202, 202) and run1 == run2
+        assert (st1, st2) == (202, 202)
+        assert run1 == run2
         st3, err = call(c, "POST", path, tenant.token, {"mode": "INCREMENTAL"}, {"Idempotency-Key": "k-1"})
-        assert st3 == 409 and err["code"] == "idempotency_key_reused"
+        assert st3 == 409
+        assert err["code"] == "idempotency_key_reused"
         assert len(list(models.sync_runs(tenant.region).query(tenant.workspace_id))) == 1
         assert _queue_depth(tenant.region, QUEUE) == 1
         # the same key on another connector is another request
@@ -83,7 +85,8 @@ def test_two_syncs_of_one_connector_never_run_at_once(tenant: Tenant, monkeypatc
         monkeypatch.setattr(s3_objects, "read", real_read)
         assert out_a == {"batchItemFailures": []}
         assert seen["b"] == {"batchItemFailures": [{"itemIdentifier": msgs[run_b["id"]]["MessageId"]}]}
-        assert seen["b_status"] == "QUEUED" and seen["conn_status"] == "SYNCING"
+        assert seen["b_status"] == "QUEUED"
+        assert seen["conn_status"] == "SYNCING"
         aws.client("sqs", tenant.region).delete_message(QueueUrl=aws.queue_url(QUEUE, tenant.region),
                                                         ReceiptHandle=msgs[run_a["id"]]["ReceiptHandle"])
         # B's message comes back (its visibility was shortened) and now runs
@@ -92,7 +95,8 @@ def test_two_syncs_of_one_connector_never_run_at_once(tenant: Tenant, monkeypatc
             VisibilityTimeout=0)
         drain(tenant.region)
         b = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run_b['id']}", tenant.token)[1]
-        assert b["status"] == "SUCCEEDED" and b["rows_read"] == 0  # A already took the rows
+        assert b["status"] == "SUCCEEDED"
+        assert b["rows_read"] == 0  # A already took the rows
         assert dataset(tenant, conn["dataset"]["id"]).row_count == 2
 
 
@@ -119,7 +123,8 @@ def test_unparseable_message_ends_in_the_dead_letter_queue(tenant: Tenant) -> No
     sqs = aws.client("sqs", tenant.region)
     sqs.send_message(QueueUrl=aws.queue_url(QUEUE, tenant.region), MessageBody="{not json")
     results = drain(tenant.region)
-    assert len(results) == 5 and all(r["batchItemFailures"] for r in results)
+    assert len(results) == 5
+    assert all(r["batchItemFailures"] for r in results)
     dead = receive(tenant.region, QUEUE + "-dlq")
     assert [m["Body"] for m in dead] == ["{not json"]
     assert _queue_depth(tenant.region, QUEUE) == 0
@@ -134,17 +139,22 @@ def test_a_sync_failing_every_attempt_is_marked_failed_and_dead_lettered(tenant:
         monkeypatch.setattr(s3_objects, "read", lambda *a, **k: (_ for _ in ()).throw(throttled))
         _, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
         results = drain(tenant.region)
-        assert len(results) == 5 and all(r["batchItemFailures"] for r in results)
+        assert len(results) == 5
+        assert all(r["batchItemFailures"] for r in results)
         run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
-        assert run["status"] == "FAILED" and run["attempts"] == 5 and "SlowDown" in run["error"], run
+        assert run["status"] == "FAILED", run
+        assert run["attempts"] == 5, run
+        assert "SlowDown" in run["error"], run
         assert run["finished_at"]
         got = call(c, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]
-        assert got["status"] == "FAILING" and got["last_sync"]["status"] == "FAILED"
+        assert got["status"] == "FAILING"
+        assert got["last_sync"]["status"] == "FAILED"
         assert "SlowDown" in got["health"]["last_error"]
     dead = receive(tenant.region, QUEUE + "-dlq")
     assert [json.loads(m["Body"])["sync_id"] for m in dead] == [run["id"]]
     actions = [e.action for e in audit.model(tenant.region).query(tenant.workspace_id)]
-    assert "connector.sync_failed" in actions and "connector.sync_requested" in actions
+    assert "connector.sync_failed" in actions
+    assert "connector.sync_requested" in actions
     lock = models.connectors(tenant.region).get(tenant.workspace_id, conn["id"]).lock_owner
     assert lock is None
 
@@ -217,7 +227,8 @@ def test_an_expired_lease_is_taken_over_and_the_lost_run_marked_failed(tenant: T
         got = {r["id"]: r for r in (call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{rid}", tenant.token)[1]
                                     for rid in (lost["id"], fresh["id"]))}
         assert got[fresh["id"]]["status"] == "SUCCEEDED"
-        assert got[lost["id"]]["status"] == "FAILED" and "lease" in got[lost["id"]]["error"]
+        assert got[lost["id"]]["status"] == "FAILED"
+        assert "lease" in got[lost["id"]]["error"]
 
 
 def test_a_sync_queued_before_a_pause_does_not_run_or_unpause(tenant: Tenant) -> None:
@@ -229,6 +240,7 @@ def test_a_sync_queued_before_a_pause_does_not_run_or_unpause(tenant: Tenant) ->
         assert call(c, "PATCH", f"/v1/connectors/{conn['id']}", tenant.token, {"paused": True})[0] == 200
         assert drain(tenant.region) == [{"batchItemFailures": []}]
         run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
-        assert run["status"] == "FAILED" and "paused" in run["error"]
+        assert run["status"] == "FAILED"
+        assert "paused" in run["error"]
         assert call(c, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]["status"] == "PAUSED"
     assert models.datasets(tenant.region).count(tenant.workspace_id) == 0

@@ -27,11 +27,14 @@ def test_reset_link_is_single_use_expires_and_is_stored_hashed(outbox: Any) -> N
         assert post(c, "/signin/reset", {"email": u.email}).status_code == 202
         token = _reset_token(outbox, u.email)
         stored = [i for i in global_model(ResetAttrs).scan() if i.pk.startswith("reset#")]
-        assert len(stored) == 1 and stored[0].pk == f"reset#{digest(token)}" and token not in stored[0].pk
+        assert len(stored) == 1
+        assert stored[0].pk == f"reset#{digest(token)}"
+        assert token not in stored[0].pk
         r = post(c, "/signin/reset/confirm", {"token": token, "new_password": "a brand new passphrase"})
         assert r.status_code == 200, r.body
         r = post(c, "/signin/reset/confirm", {"token": token, "new_password": "another new passphrase"})
-        assert r.status_code == 400 and body(r)["code"] == "invalid_reset_token"
+        assert r.status_code == 400
+        assert body(r)["code"] == "invalid_reset_token"
         # the new password works (and still asks for the second factor); the old one does not
         assert post(c, "/signin/password", {"email": u.email, "password": "a brand new passphrase"}).status_code == 200
         assert post(c, "/signin/password", {"email": u.email, "password": PASSWORD}).status_code == 401
@@ -40,7 +43,8 @@ def test_reset_link_is_single_use_expires_and_is_stored_hashed(outbox: Any) -> N
         late = _reset_token(outbox, u.email)
         clock.advance(30 * 60 + 1)
         r = post(c, "/signin/reset/confirm", {"token": late, "new_password": "too late passphrase"})
-        assert r.status_code == 400 and body(r)["code"] == "invalid_reset_token"
+        assert r.status_code == 400
+        assert body(r)["code"] == "invalid_reset_token"
         assert post(c, "/signin/password", {"email": u.email, "password": "too late passphrase"}).status_code == 401
 
 
@@ -54,7 +58,8 @@ def test_reset_signs_out_sessions_and_weak_password_changes_nothing(outbox: Any)
         post(c, "/signin/reset", {"email": u.email})
         token = _reset_token(outbox, u.email)
         r = post(c, "/signin/reset/confirm", {"token": token, "new_password": "short"})
-        assert r.status_code == 400 and body(r)["errors"][0]["field"] == "new_password"
+        assert r.status_code == 400
+        assert body(r)["errors"][0]["field"] == "new_password"
         r = post(c, "/signin/reset/confirm", {"token": token, "new_password": "long enough passphrase"})
         assert r.status_code == 200  # the weak attempt did not consume the link
         assert c.http.get("/account", headers={"Cookie": cookie}).status_code == 401
@@ -65,7 +70,9 @@ def test_sso_users_are_told_to_reset_at_their_provider(outbox: Any) -> None:
     with Client(create_app("identity")) as c:
         assert post(c, "/signin/reset", {"email": "sso@corp.example"}).status_code == 202
     [msg] = outbox.messages("sso@corp.example")
-    assert msg["tag"] == "reset-sso" and "idp.corp.example" in msg["text"] and "http" in msg["text"]
+    assert msg["tag"] == "reset-sso"
+    assert "idp.corp.example" in msg["text"]
+    assert "http" in msg["text"]
     assert "token=" not in msg["text"]
 
 
@@ -89,7 +96,8 @@ def test_no_enumeration_on_sign_in_reset_and_code_requests(outbox: Any) -> None:
         locked = post(c, "/signin/password", {"email": u.email, "password": PASSWORD}, SAME_CORRELATION)
         unknown = post(c, "/signin/password", {"email": "nobody@example.com", "password": PASSWORD}, SAME_CORRELATION)
         assert (locked.status_code, locked.body) == (unknown.status_code, unknown.body) == (locked.status_code, locked.body)
-        assert locked.status_code == 401 and body(locked)["code"] == "invalid_credentials"
+        assert locked.status_code == 401
+        assert body(locked)["code"] == "invalid_credentials"
 
 
 def test_totp_code_cannot_be_replayed(stack: None) -> None:
@@ -98,7 +106,8 @@ def test_totp_code_cannot_be_replayed(stack: None) -> None:
     assert totp.verify_totp(u.user_id, code) is True
     assert totp.verify_totp(u.user_id, code) is False  # same code, same step
     assert totp.verify_totp(u.user_id, u.totp_now(-1)) is False  # an older step after a newer one
-    assert totp.verify_totp(u.user_id, "12345") is False and totp.verify_totp(u.user_id, "abcdef") is False
+    assert totp.verify_totp(u.user_id, "12345") is False
+    assert totp.verify_totp(u.user_id, "abcdef") is False
     clock.advance(30)
     assert totp.verify_totp(u.user_id, u.totp_now()) is True
     clock.advance(3 * 30)
@@ -113,12 +122,14 @@ def test_replayed_totp_refused_in_the_sign_in_flow(stack: None) -> None:
         assert post(c, "/signin/mfa", {"mfa_token": body(r)["mfa_token"], "code": code}).status_code == 200
         r = post(c, "/signin/password", {"email": u.email, "password": PASSWORD})
         r = post(c, "/signin/mfa", {"mfa_token": body(r)["mfa_token"], "code": code})
-        assert r.status_code == 401 and body(r)["code"] == "code_already_used"  # said plainly, not a lockout strike
+        assert r.status_code == 401
+        assert body(r)["code"] == "code_already_used"  # said plainly, not a lockout strike
 
 
 def test_each_recovery_code_works_once_and_codes_are_hashed(stack: None) -> None:
     u = make_password_user()
-    assert len(u.recovery_codes) == 10 and len(set(u.recovery_codes)) == 10
+    assert len(u.recovery_codes) == 10
+    assert len(set(u.recovery_codes)) == 10
     from chalicelib.identity.models import RecoveryCodesAttrs
     stored = global_model(RecoveryCodesAttrs).get(f"rc#{u.user_id}")
     assert not set(u.recovery_codes) & set(stored.codes)
@@ -141,12 +152,15 @@ def test_email_code_signs_up_just_in_time_once(outbox: Any) -> None:
         code = outbox.last_code("new.person@example.com")
         r = post(c, "/signin/email-code/verify", {"email": "new.person@example.com", "code": "00000000"
                                                   if code != "00000000" else "11111111"})
-        assert r.status_code == 401 and body(r)["code"] == "invalid_code"
+        assert r.status_code == 401
+        assert body(r)["code"] == "invalid_code"
         r = post(c, "/signin/email-code/verify", {"email": "new.person@example.com", "code": code})
         assert r.status_code == 200, r.body
-        assert body(r)["amr"] == ["email"] and "aiplat_sid=" in r.headers["Set-Cookie"]
+        assert body(r)["amr"] == ["email"]
+        assert "aiplat_sid=" in r.headers["Set-Cookie"]
         user = users.find_by_email("new.person@example.com")
-        assert user is not None and user.email_verified
+        assert user is not None
+        assert user.email_verified
         r = post(c, "/signin/email-code/verify", {"email": "new.person@example.com", "code": code})
         assert r.status_code == 401  # single use
 
@@ -170,9 +184,12 @@ def test_email_code_for_a_user_with_mfa_asks_for_the_second_factor(outbox: Any) 
     with Client(create_app("identity")) as c:
         post(c, "/signin/email-code", {"email": u.email})
         r = post(c, "/signin/email-code/verify", {"email": u.email, "code": outbox.last_code(u.email)})
-        assert r.status_code == 200 and body(r)["mfa_required"] is True and "Set-Cookie" not in r.headers
+        assert r.status_code == 200
+        assert body(r)["mfa_required"] is True
+        assert "Set-Cookie" not in r.headers
         r = post(c, "/signin/mfa", {"mfa_token": body(r)["mfa_token"], "code": u.totp_now()})
-        assert r.status_code == 200 and body(r)["amr"] == ["email", "mfa", "otp"]
+        assert r.status_code == 200
+        assert body(r)["amr"] == ["email", "mfa", "otp"]
 
 
 def test_bad_input_on_sign_in_routes_is_a_problem_and_changes_nothing(outbox: Any) -> None:
@@ -199,4 +216,5 @@ def test_bad_input_on_sign_in_routes_is_a_problem_and_changes_nothing(outbox: An
         assert users.find_by_email("a@example.com") is None
         r = c.http.post("/signin/password", headers={"Content-Type": "text/plain", "X-Requested-With": "t"},
                         body=json.dumps({"email": "a@example.com", "password": "x"}))
-        assert r.status_code == 415 and r.headers["Content-Type"] == "application/problem+json"
+        assert r.status_code == 415
+        assert r.headers["Content-Type"] == "application/problem+json"

@@ -31,7 +31,8 @@ def test_hybrid_stores_vectors_and_keeps_permissions(tenant: Tenant, monkeypatch
     raw = aws.client("s3", region).get_object(Bucket=aws.bucket_name("knowledge", region),
                                               Key=m.prefix + store.VECTORS)["Body"].read()
     vectors = np.load(io.BytesIO(raw))
-    assert vectors.shape == (2, 256) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors.shape == (2, 256)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     from chalicelib.core.authz import Principal
     from chalicelib.core.tenancy import membership
     from tests.functional.gateway.data import token_for
@@ -40,7 +41,8 @@ def test_hybrid_stores_vectors_and_keeps_permissions(tenant: Tenant, monkeypatch
     p = Principal(user_id=member.user_id, workspace_id=ws, roles=(membership(ws, member.user_id).role,),
                   email=member.email, amr=("pwd",), token_id="t")
     hits = service.search(p, "how fast do I get my money back", 5)
-    assert hits and all(h.chunk.dataset_id != secret for h in hits)
+    assert hits
+    assert all(h.chunk.dataset_id != secret for h in hits)
     assert "Refunds are paid" in hits[0].chunk.text
     admin_hits = service.search(service_principal(tenant), "refund money card five days", 5)
     assert {h.chunk.dataset_id for h in admin_hits} == {open_ds, secret}

@@ -32,7 +32,8 @@ def test_sync_indexes_documents(tenant: Tenant) -> None:
     conn = models.connectors(tenant.region).get(tenant.workspace_id, created["id"])
     _upload_and_sync(tenant, conn.id, "doc_01HZZZZZZZZZZZZZZZZZZZZZZ9/office.md", TEXT, 1)
     hits = service.search(_admin(tenant), "who waters the office plant", 3)
-    assert hits and hits[0].chunk.title == "office.md"
+    assert hits
+    assert hits[0].chunk.title == "office.md"
     c = hits[0].chunk
     assert TEXT[c.start:c.end] == c.text
     first = store.manifests(tenant.region, tenant.workspace_id).indexes[conn.dataset_id].prefix

@@ -45,36 +45,47 @@ def test_us_workspace_auto_uses_the_endpoint(tenant: Tenant, peer: openai_peer.P
         listed = c.http.get("/v1/models", headers=bearer(world.member.token)).json_body
         r = post(c, "/v1/chats", world.member.token, ask("How many vacation days do employees get per year?"))
     assert [m["id"] for m in listed["items"]] == [MODEL, "builtin/extractive"]
-    assert listed["items"][0]["provider_kind"] == "openai" and listed["items"][0]["region"] == "us-east-1"
+    assert listed["items"][0]["provider_kind"] == "openai"
+    assert listed["items"][0]["region"] == "us-east-1"
     assert r.status_code == 201, r.body
     body = r.json_body
-    assert body["model"] == MODEL and body["provider"] == "us-llm" and body["kind"] == "generative"
+    assert body["model"] == MODEL
+    assert body["provider"] == "us-llm"
+    assert body["kind"] == "generative"
     assert body["usage"] == {"input_tokens": 321, "output_tokens": 45}
     assert len(peer.calls) == 1
     call = peer.calls[0]
-    assert call["path"] == "/v1/chat/completions" and call["auth"] == f"Bearer {openai_peer.KEY}"
-    assert call["body"]["model"] == "small" and call["body"]["messages"][0]["role"] == "system"
+    assert call["path"] == "/v1/chat/completions"
+    assert call["auth"] == f"Bearer {openai_peer.KEY}"
+    assert call["body"]["model"] == "small"
+    assert call["body"]["messages"][0]["role"] == "system"
     assert "thirty vacation days" in call["body"]["messages"][0]["content"]  # the retrieved passage went along
     # one verified citation; the forged passage [9] and the invented quote are dropped with their markers
     assert len(body["citations"]) == 1
-    assert body["citations"][0]["ref"] == 1 and body["citations"][0]["verified"]
-    assert "[9]" not in body["message"]["content"] and body["message"]["content"].count("[1]") == 1
+    assert body["citations"][0]["ref"] == 1
+    assert body["citations"][0]["verified"]
+    assert "[9]" not in body["message"]["content"]
+    assert body["message"]["content"].count("[1]") == 1
     assert body["grounding"] == {"sentences": 3, "grounded_sentences": 1, "ratio": 0.3333}
     out = capsys.readouterr()
     for text in (r.body.decode(), json.dumps(listed), out.out, out.err):
-        assert openai_peer.KEY not in text and configured["ciphertext"] not in text
+        assert openai_peer.KEY not in text
+        assert configured["ciphertext"] not in text
 
 
 def test_streaming_through_the_endpoint(tenant: Tenant, peer: openai_peer.Peer, configured: dict[str, Any]) -> None:
     world = configured["world"]
     with helpers.client() as c:
         r = post(c, "/v1/chats", world.member.token, ask("How many vacation days do employees get?", stream=True))
-    assert r.status_code == 201 and r.headers["Content-Type"].startswith("text/event-stream")
-    assert len(peer.calls) == 1 and peer.calls[0]["body"]["stream"] is True
+    assert r.status_code == 201
+    assert r.headers["Content-Type"].startswith("text/event-stream")
+    assert len(peer.calls) == 1
+    assert peer.calls[0]["body"]["stream"] is True
     events = [json.loads(line[6:]) for line in r.body.decode().splitlines() if line.startswith("data: ")]
     assert events[0]["model"] == MODEL
     assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
-    assert len(events[-2]["citations"]) == 1 and events[-1]["usage"] == {"input_tokens": 321, "output_tokens": 45}
+    assert len(events[-2]["citations"]) == 1
+    assert events[-1]["usage"] == {"input_tokens": 321, "output_tokens": 45}
 
 
 def test_eu_workspace_never_lists_or_calls_it(tenant: Tenant, peer: openai_peer.Peer,
@@ -87,9 +98,11 @@ def test_eu_workspace_never_lists_or_calls_it(tenant: Tenant, peer: openai_peer.
         named = post(c, "/v1/chats", eu.token, ask("How is travel booked?", model=MODEL))
     assert [m["id"] for m in listed["items"]] == ["builtin/extractive"]
     assert MODEL not in json.dumps(listed)
-    assert auto.status_code == 201 and auto.json_body["model"] == "builtin/extractive"
+    assert auto.status_code == 201
+    assert auto.json_body["model"] == "builtin/extractive"
     assert auto.json_body["region"] == "eu-central-1"
     assert MODEL not in json.dumps(auto.json_body["routing"])  # not even named as excluded
     assert "without an endpoint in eu-central-1" in auto.json_body["routing"]["reason"]
-    assert streamed.status_code == 201 and named.status_code == 422
+    assert streamed.status_code == 201
+    assert named.status_code == 422
     assert peer.calls == []

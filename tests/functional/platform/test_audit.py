@@ -52,7 +52,8 @@ def test_events_in_time_order_with_paging_and_filters(tenant: Tenant, client: Cl
     assert len(body["events"]) == 30
     mid = all_events[10]["occurred_at"]
     status, body, _ = call(client, "GET", f"/v1/audit/events?to={mid}&limit=1000", tenant.token)
-    assert all(e["occurred_at"] < mid for e in body["events"]) and len(body["events"]) == 10
+    assert all(e["occurred_at"] < mid for e in body["events"])
+    assert len(body["events"]) == 10
     # action filter (exact and prefix) with paging keeps every match exactly once
     got, cursor = [], None
     while True:
@@ -62,10 +63,12 @@ def test_events_in_time_order_with_paging_and_filters(tenant: Tenant, client: Cl
         if not body["has_more"]:
             break
         cursor = body["next_cursor"]
-    assert len(got) == 15 and {e["action"] for e in got} == {"test.odd"}
+    assert len(got) == 15
+    assert {e["action"] for e in got} == {"test.odd"}
     assert len(call(client, "GET", "/v1/audit/events?action=test.*&limit=1000", tenant.token)[1]["events"]) == 30
     body = call(client, "GET", "/v1/audit/events?actor=usr_1&limit=1000", tenant.token)[1]
-    assert len(body["events"]) == 10 and {e["actor"]["id"] for e in body["events"]} == {"usr_1"}
+    assert len(body["events"]) == 10
+    assert {e["actor"]["id"] for e in body["events"]} == {"usr_1"}
     body = call(client, "GET", "/v1/audit/events?actor=U2@example.com&limit=1000", tenant.token)[1]
     assert {e["actor"]["id"] for e in body["events"]} == {"usr_2"}
 
@@ -77,7 +80,8 @@ def test_events_in_time_order_with_paging_and_filters(tenant: Tenant, client: Cl
 def test_bad_query_is_400(tenant: Tenant, client: Client, query: str) -> None:
     status, body, headers = call(client, "GET", f"/v1/audit/events?{query}", tenant.token)
     assert status == 400, body
-    assert headers["Content-Type"] == "application/problem+json" and body["code"] == "validation_failed"
+    assert headers["Content-Type"] == "application/problem+json"
+    assert body["code"] == "validation_failed"
 
 
 def test_viewer_reads_member_does_not(tenant: Tenant, client: Client) -> None:
@@ -85,7 +89,8 @@ def test_viewer_reads_member_does_not(tenant: Tenant, client: Client) -> None:
     member = add_member(tenant.workspace_id, "m@example.com", "member")
     assert call(client, "GET", "/v1/audit/events", viewer.token)[0] == 200
     status, body, _ = call(client, "GET", "/v1/audit/events", member.token)
-    assert status == 403 and body["code"] == "forbidden"
+    assert status == 403
+    assert body["code"] == "forbidden"
 
 
 def test_state_changes_carry_the_callers_correlation_id(tenant: Tenant, client: Client) -> None:
@@ -102,22 +107,28 @@ def test_state_changes_carry_the_callers_correlation_id(tenant: Tenant, client: 
         assert headers["X-Correlation-Id"] == cid
         ws = answer["id"] if action == "workspace.created" else tenant.workspace_id
         events = [e for e in audit.iter_chain(tenant.region, ws) if e["action"] == action]
-        assert events and events[-1]["correlation_id"] == cid
+        assert events
+        assert events[-1]["correlation_id"] == cid
 
 
 def test_export_then_verify_and_tampering_fails(tenant: Tenant, client: Client, capsys) -> None:
     _fill(tenant, 12)
     status, exp, headers = call(client, "POST", "/v1/audit/exports", tenant.token, {}, headers={"X-Correlation-Id": "corr-export-01"})
-    assert status == 202 and exp["status"] == "pending", exp
-    assert exp["count"] == 13 and exp["first_seq"] == 1 and exp["uri"].startswith(
-        f"s3://{aws.bucket_name('audit-archive', tenant.region)}/exports/{tenant.workspace_id}/")
+    assert status == 202, exp
+    assert exp["status"] == "pending", exp
+    assert exp["count"] == 13
+    assert exp["first_seq"] == 1
+    assert (exp["uri"].startswith(
+        f"s3://{aws.bucket_name('audit-archive', tenant.region)}/exports/{tenant.workspace_id}/"))
     assert headers["Location"] == f"/v1/audit/exports/{exp['id']}"
     assert call(client, "GET", headers["Location"], tenant.token)[0] == 404  # not written yet
     assert not audit_export.verify_export(exp["uri"]).ok  # nothing signed yet
     _fill(tenant, 2)  # events after the request are not in the export: its range was fixed
     assert run_export_job(tenant.region) == [{"batchItemFailures": []}]
     status, ready, _ = call(client, "GET", headers["Location"], tenant.token)
-    assert status == 200 and ready["verification"]["ok"] and ready["count"] == 13
+    assert status == 200
+    assert ready["verification"]["ok"]
+    assert ready["count"] == 13
     s3 = aws.client("s3", tenant.region)
     for key in (exp["events_key"], exp["digest_key"]):
         head = s3.head_object(Bucket=exp["bucket"], Key=key)
@@ -125,14 +136,17 @@ def test_export_then_verify_and_tampering_fails(tenant: Tenant, client: Client, 
         years = (head["ObjectLockRetainUntilDate"].timestamp() - clock.now()) / (365.25 * 86400)
         assert 6.99 < years < 7.01
     lines = s3.get_object(Bucket=exp["bucket"], Key=exp["events_key"])["Body"].read().decode().splitlines()
-    assert len(lines) == 13 and json.loads(lines[0])["action"] == "workspace.created"
+    assert len(lines) == 13
+    assert json.loads(lines[0])["action"] == "workspace.created"
     # the export is itself audited (after the exported range)
     [ev] = [e for e in audit.iter_chain(tenant.region, tenant.workspace_id) if e["action"] == "audit.exported"]
-    assert ev["correlation_id"] == "corr-export-01" and ev["target"]["id"] == exp["id"]
+    assert ev["correlation_id"] == "corr-export-01"
+    assert ev["target"]["id"] == exp["id"]
     # verifier command: export and live chain pass
     assert audit_cli.main(["verify-export", exp["uri"]]) == 0
     report = _report(capsys.readouterr().out)
-    assert report["ok"] and report["count"] == 13
+    assert report["ok"]
+    assert report["count"] == 13
     assert audit_cli.main(["verify-live", tenant.workspace_id]) == 0
     capsys.readouterr()
     # 1. an event changed in place (a new object version: compliance mode keeps the original)
@@ -142,7 +156,8 @@ def test_export_then_verify_and_tampering_fails(tenant: Tenant, client: Client, 
     s3.put_object(Bucket=exp["bucket"], Key=exp["events_key"], Body=body.encode())
     assert audit_cli.main(["verify-export", exp["uri"]]) == 1
     report = _report(capsys.readouterr().out)
-    assert not report["ok"] and any("SHA-256" in p for p in report["problems"])
+    assert not report["ok"]
+    assert any("SHA-256" in p for p in report["problems"])
     assert any("changed" in p for p in report["problems"])
     # 2. a forger re-hashes the chain and rewrites the digest, but cannot sign it with the KMS key
     prev = tampered[0]["prev_hash"]
@@ -159,7 +174,8 @@ def test_export_then_verify_and_tampering_fails(tenant: Tenant, client: Client, 
     s3.put_object(Bucket=exp["bucket"], Key=exp["events_key"], Body=body)
     s3.put_object(Bucket=exp["bucket"], Key=exp["digest_key"], Body=json.dumps(digest).encode())
     report = audit_export.verify_export(exp["uri"])
-    assert not report.ok and any("signature is not valid" in p for p in report.problems)
+    assert not report.ok
+    assert any("signature is not valid" in p for p in report.problems)
     # 3. a dropped event
     s3.put_object(Bucket=exp["bucket"], Key=exp["events_key"], Body=("\n".join(lines[:4] + lines[5:]) + "\n").encode())
     assert not audit_export.verify_export(exp["uri"]).ok
@@ -170,7 +186,8 @@ def test_export_of_a_time_range_and_the_live_chain_detects_changes(tenant: Tenan
     events = list(audit.iter_chain(tenant.region, tenant.workspace_id))
     frm, to = events[3]["occurred_at"], events[8]["occurred_at"]
     status, exp, _ = call(client, "POST", "/v1/audit/exports", tenant.token, {"from": frm, "to": to})
-    assert status == 202 and (exp["first_seq"], exp["last_seq"]) == (4, 8)
+    assert status == 202
+    assert (exp["first_seq"], exp["last_seq"]) == (4, 8)
     run_export_job(tenant.region)
     assert audit_export.verify_export(exp["uri"]).ok
     assert call(client, "POST", "/v1/audit/exports", tenant.token, {"from": "2999-01-01T00:00:00Z"})[1]["code"] == "no_events"

@@ -26,8 +26,10 @@ def test_export_read_back_verified_with_download_link(tenant: Tenant, client: Cl
     run_export_job(tenant.region)
     status, got, _ = call(client, "GET", f"/v1/audit/exports/{exp['id']}", tenant.token)
     assert status == 200, got
-    assert got["verification"]["ok"] is True and got["verification"]["problems"] == []
-    assert got["count"] == exp["count"] and len(got["events_sha256"]) == 64
+    assert got["verification"]["ok"] is True
+    assert got["verification"]["problems"] == []
+    assert got["count"] == exp["count"]
+    assert len(got["events_sha256"]) == 64
     url = urllib.parse.urlsplit(got["download_url"])
     assert url.path.endswith(f"/exports/{tenant.workspace_id}/{exp['id']}/events.jsonl")
     query = urllib.parse.parse_qs(url.query)
@@ -41,7 +43,9 @@ def test_tampered_export_reports_failure(tenant: Tenant, client: Client) -> None
     # Object Lock keeps the version; a new version on top is what an attacker with write access could add
     s3.put_object(Bucket=exp["bucket"], Key=exp["events_key"], Body=b'{"forged": true}\n')
     status, got, _ = call(client, "GET", f"/v1/audit/exports/{exp['id']}", tenant.token)
-    assert status == 200 and got["verification"]["ok"] is False and got["verification"]["problems"]
+    assert status == 200
+    assert got["verification"]["ok"] is False
+    assert got["verification"]["problems"]
 
 
 def test_other_workspace_export_is_404(tenant: Tenant, client: Client) -> None:
@@ -51,4 +55,5 @@ def test_other_workspace_export_is_404(tenant: Tenant, client: Client) -> None:
     for export_id in (exp["id"], "exp_..%2F..%2Fx", "../" + exp["id"], "exp_" + "A" * 60):
         status, body, _ = call(client, "GET", f"/v1/audit/exports/{export_id}", other.token)
         assert status in (403, 404), (export_id, status, body)
-        assert exp["id"] not in str(body) and tenant.workspace_id not in str(body)
+        assert exp["id"] not in str(body)
+        assert tenant.workspace_id not in str(body)

@@ -44,7 +44,8 @@ def test_eu_workspace_content_only_in_eu_central_1(tenant: Tenant) -> None:
                 {"replication": "cross-region-dr", "acknowledge_data_leaves_region": True})[0] == 200
     assert call(platform, "GET", "/v1/audit/events", admin)[0] == 200
     status, exp, _ = call(platform, "POST", "/v1/audit/exports", admin, {})
-    assert status == 202 and exp["bucket"] == aws.bucket_name("audit-archive", "eu-central-1")
+    assert status == 202
+    assert exp["bucket"] == aws.bucket_name("audit-archive", "eu-central-1")
     assert run_export_job("us-east-1") == []  # queued in the workspace's region only
     assert run_export_job("eu-central-1") == [{"batchItemFailures": []}]
     # support grant and use
@@ -71,7 +72,9 @@ def test_eu_workspace_content_only_in_eu_central_1(tenant: Tenant) -> None:
         for item in stored_items("us-east-1", table):
             if eu in item:
                 assert table == "workspaces", (table, item)
-                assert "eva@lab.eu" not in item and "max@lab.eu" not in item and "EU ticket" not in item
+                assert "eva@lab.eu" not in item
+                assert "max@lab.eu" not in item
+                assert "EU ticket" not in item
     # buckets: the export is in the EU archive only
     for bucket in BUCKETS:
         name = aws.bucket_name(bucket.name, "us-east-1")

@@ -22,11 +22,15 @@ def test_new_user_without_workspace_is_told_how_to_create_or_join_one(stack: Non
     user_id, token = _no_workspace_token("newcomer@example.com")
     status, body, headers = call(Client(create_app("platform")), "GET", "/v1/me", token)
     assert status == 200, body
-    assert body["user_id"] == user_id and body["workspace_id"] is None and body["workspace"] is None
-    assert body["roles"] == [] and body["workspaces"] == []
+    assert body["user_id"] == user_id
+    assert body["workspace_id"] is None
+    assert body["workspace"] is None
+    assert body["roles"] == []
+    assert body["workspaces"] == []
     actions = [s["action"] for s in body["next_steps"]]
     assert actions == ["create", "join", "accept_invitation"]
-    assert body["next_steps"][0]["path"] == "/v1/workspaces" and body["next_steps"][0]["method"] == "POST"
+    assert body["next_steps"][0]["path"] == "/v1/workspaces"
+    assert body["next_steps"][0]["method"] == "POST"
     assert headers["X-Correlation-Id"]
 
 
@@ -36,13 +40,16 @@ def test_member_elsewhere_without_workspace_token_is_offered_the_switch(tenant: 
     assert status == 200, body
     assert [w["workspace_id"] for w in body["workspaces"]] == [tenant.workspace_id]
     switch = body["next_steps"][0]
-    assert switch["action"] == "switch" and switch["token_exchange"]["workspace_id"] == tenant.workspace_id
+    assert switch["action"] == "switch"
+    assert switch["token_exchange"]["workspace_id"] == tenant.workspace_id
 
 
 def test_workspace_token_still_describes_the_workspace_with_live_role(tenant: Tenant) -> None:
     bob = add_member(tenant.workspace_id, "bob@example.com", "viewer")
     status, body, _ = call(Client(create_app("platform")), "GET", "/v1/me", bob.token)
-    assert status == 200 and body["workspace"]["id"] == tenant.workspace_id and body["roles"] == ["viewer"]
+    assert status == 200
+    assert body["workspace"]["id"] == tenant.workspace_id
+    assert body["roles"] == ["viewer"]
     assert "next_steps" not in body
 
 
@@ -51,7 +58,8 @@ def test_removed_member_is_refused_and_no_token_is_401(tenant: Tenant) -> None:
     bob = add_member(tenant.workspace_id, "bob@example.com", "member")
     assert call(c, "DELETE", f"/v1/workspaces/{tenant.workspace_id}/members/{bob.user_id}", tenant.token)[0] in (200, 204)
     status, body, _ = call(c, "GET", "/v1/me", bob.token)
-    assert status == 403 and body["code"] == "membership_revoked"
+    assert status == 403
+    assert body["code"] == "membership_revoked"
     status, body, _ = call(c, "GET", "/v1/me")
     assert status == 401
     status, body, _ = call(c, "GET", "/v1/me", "not-a-jwt")

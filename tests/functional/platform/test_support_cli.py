@@ -25,20 +25,28 @@ def test_add_list_remove_and_history(tenant: Tenant, capsys: Any) -> None:
     own = make_tenant("sam@support.example", "us-east", "Provider Support")
     status, added = run(capsys, "add", "SAM@support.example", "--name", "Sam Support", "--location", "US",
                         "--by", "ops@example.com")
-    assert status == 0 and added["user_id"] == own.user_id and added["active"] and added["location"] == "US"
+    assert status == 0
+    assert added["user_id"] == own.user_id
+    assert added["active"]
+    assert added["location"] == "US"
     assert support.is_staff(own.user_id)
     assert [s["email"] for s in run(capsys, "list")[1]] == ["sam@support.example"]
 
     status, removed = run(capsys, "remove", "sam@support.example", "--by", "ops@example.com")
-    assert status == 0 and removed["active"] is False and not support.is_staff(own.user_id)
+    assert status == 0
+    assert removed["active"] is False
+    assert not support.is_staff(own.user_id)
     assert run(capsys, "list")[1] == []
     assert [s["active"] for s in run(capsys, "list", "--all")[1]] == [False]
 
     status, hist = run(capsys, "history")
-    assert status == 0 and hist["ok"] and hist["count"] == 2
+    assert status == 0
+    assert hist["ok"]
+    assert hist["count"] == 2
     added_ev, removed_ev = hist["events"]
     assert (added_ev["action"], removed_ev["action"]) == ("support.staff_added", "support.staff_removed")
-    assert added_ev["actor"]["type"] == "operator" and added_ev["actor"]["email"] == "ops@example.com"
+    assert added_ev["actor"]["type"] == "operator"
+    assert added_ev["actor"]["email"] == "ops@example.com"
     assert added_ev["actor"]["id"].startswith("arn:aws:")  # the AWS principal that ran the command
     assert added_ev["target"] == {"type": "user", "id": own.user_id}
     assert added_ev["details"]["name"] == "Sam Support"
@@ -46,12 +54,15 @@ def test_add_list_remove_and_history(tenant: Tenant, capsys: Any) -> None:
 
 def test_refusals_change_nothing(stack: None, capsys: Any) -> None:
     status, out = run(capsys, "add", "nobody@example.com", "--name", "N", "--by", "ops")
-    assert status == 1 and "no user" in out["problem"]
+    assert status == 1
+    assert "no user" in out["problem"]
     make_tenant("kim@example.com")
     status, out = run(capsys, "remove", "kim@example.com", "--by", "ops")
-    assert status == 1 and "not registered" in out["problem"]
+    assert status == 1
+    assert "not registered" in out["problem"]
     status, out = run(capsys, "add", "kim@example.com", "--name", "Kim", "--by", "  ")
-    assert status == 1 and "--by" in out["problem"]
+    assert status == 1
+    assert "--by" in out["problem"]
     with pytest.raises(SystemExit) as exit_info:
         support_cli.main(["add", "kim@example.com", "--name", "Kim"])  # --by is required
     assert exit_info.value.code == 2
@@ -71,7 +82,8 @@ def test_removed_staff_lose_access_despite_a_live_grant(tenant: Tenant, capsys: 
     assert call(client, "GET", f"/v1/support/workspaces/{tenant.workspace_id}", token)[0] == 200
     assert run(capsys, "remove", own.email, "--by", "ops")[0] == 0
     status, body, _ = call(client, "GET", f"/v1/support/workspaces/{tenant.workspace_id}", token)
-    assert status == 403 and body["code"] == "support_access_denied"
+    assert status == 403
+    assert body["code"] == "support_access_denied"
 
 
 def test_a_changed_history_event_is_detected(tenant: Tenant, capsys: Any) -> None:
@@ -82,4 +94,6 @@ def test_a_changed_history_event_is_detected(tenant: Tenant, capsys: Any) -> Non
     first = cls.get(support_staff.OPERATOR_CHAIN, 1)
     first.update(actions=[cls.action.set("support.staff_removed")])  # someone rewrites what happened
     status, hist = run(capsys, "history")
-    assert status == 1 and not hist["ok"] and hist["problems"]
+    assert status == 1
+    assert not hist["ok"]
+    assert hist["problems"]

@@ -80,7 +80,8 @@ def _world() -> tuple[Tenant, Tenant, Caller, Caller]:
 def _read_zip(url: str, region: str) -> dict[str, list[dict[str, Any]]]:
     parsed = urlparse(url)
     bucket = aws.bucket_name("access-exports", region)
-    assert "Signature=" in parsed.query and bucket in url  # presigned, on the region's own bucket
+    assert "Signature=" in parsed.query
+    assert bucket in url  # presigned, on the region's own bucket
     key = parsed.path.lstrip("/").removeprefix(bucket + "/")
     body = aws.client("s3", region).get_object(Bucket=bucket, Key=key)["Body"].read()
     with zipfile.ZipFile(io.BytesIO(body)) as z:
@@ -106,7 +107,8 @@ def test_export_holds_the_users_data_from_the_global_store_and_both_regions(stac
     res = post(c, "/v1/access-requests", bob.token, {"kind": "export", "user_id": bob.user_id})
     assert res.status_code == 202, res.body
     req = res.json_body
-    assert req["status"] == "queued" and req["scope"] == "account"
+    assert req["status"] == "queued"
+    assert req["scope"] == "account"
     assert (clock.parse_iso(req["due_at"]) - clock.parse_iso(req["requested_at"])).total_seconds() == 7 * 24 * 3600
     run_residency_jobs()
     done = get(c, f"/v1/access-requests/{req['id']}", bob.token).json_body
@@ -116,7 +118,8 @@ def test_export_holds_the_users_data_from_the_global_store_and_both_regions(stac
     us_zip, eu_zip = _read_zip(parts["us-east-1"]["url"], "us-east-1"), _read_zip(parts["eu-central-1"]["url"], "eu-central-1")
     # the global store's part (in the request's region): directory entry, sessions, tokens, passkeys
     glob = {(r["table"]): r["item"] for r in us_zip["global.jsonl"]}
-    assert glob["users"]["email"] == BOB and glob["users"]["password_hash"] == "(exists; not exported)"
+    assert glob["users"]["email"] == BOB
+    assert glob["users"]["password_hash"] == "(exists; not exported)"
     assert "$argon2id$bob" not in json.dumps(us_zip)
     assert {r["table"] for r in us_zip["global.jsonl"]} >= {"users", "sessions", "api_tokens", "webauthn_credentials",
                                                            "auth_state"}
@@ -130,7 +133,8 @@ def test_export_holds_the_users_data_from_the_global_store_and_both_regions(stac
         assert "owner's chat" not in json.dumps(rows)  # another member's content is not Bob's
         events = [r["item"] for r in rows if r["table"] == "audit_events"]
         assert any(e["ip"] == "203.0.113.7" and e["actor"]["email"] == BOB for e in events)
-    assert EU_SECRET not in json.dumps(us_zip) and US_SECRET not in json.dumps(eu_zip)
+    assert EU_SECRET not in json.dumps(us_zip)
+    assert US_SECRET not in json.dumps(eu_zip)
     assert "global.jsonl" not in eu_zip
     actions = [e["action"] for e in audit.iter_chain(us.region, us.workspace_id) if e["action"].startswith("access_request.")]
     assert actions == ["access_request.created", "access_request.completed"]
@@ -141,19 +145,25 @@ def test_erasure_removes_personal_data_and_every_chain_still_verifies(stack: Non
     c = client()
     # an Admin erases Bob from the US workspace: his data there goes; his EU membership and identity stay
     res = post(c, "/v1/access-requests", us.token, {"kind": "erase", "user_id": bob_us.user_id})
-    assert res.status_code == 202 and res.json_body["scope"] == "workspace"
+    assert res.status_code == 202
+    assert res.json_body["scope"] == "workspace"
     run_residency_jobs()
     done = get(c, f"/v1/access-requests/{res.json_body['id']}", us.token).json_body
-    assert done["status"] == "completed" and "identity" not in done["erased"]
+    assert done["status"] == "completed"
+    assert "identity" not in done["erased"]
     assert done["erased"]["workspaces"][us.workspace_id]["chats"] == 1
     everything = _everything()
-    assert US_SECRET not in everything and EU_SECRET in everything and BOB in everything
+    assert US_SECRET not in everything
+    assert EU_SECRET in everything
+    assert BOB in everything
     # Bob erases his own account (from the EU workspace): every region and the global directory
     res = post(c, "/v1/access-requests", bob_eu.token, {"kind": "erase", "user_id": bob_eu.user_id})
-    assert res.status_code == 202 and res.json_body["scope"] == "account"
+    assert res.status_code == 202
+    assert res.json_body["scope"] == "account"
     run_residency_jobs()
     done = get(c, f"/v1/access-requests/{res.json_body['id']}", eu.token).json_body
-    assert done["status"] == "completed" and done["erased"]["identity"]["directory"] >= 2  # entry + e-mail claim
+    assert done["status"] == "completed"
+    assert done["erased"]["identity"]["directory"] >= 2  # entry + e-mail claim
     for token in (bob_eu.token, bob_us.token):  # his tokens die with the account, on global routes too
         assert get(c, "/v1/me", token).status_code == 401
     everything = _everything()
@@ -164,7 +174,8 @@ def test_erasure_removes_personal_data_and_every_chain_still_verifies(stack: Non
     assert "owner's chat" in everything  # nobody else's data went
     # the ledgers hold only ids and a MAC
     entry = erasure_ledger("eu-central-1").get(eu.workspace_id, bob_eu.user_id)
-    assert BOB not in json.dumps(entry.attribute_values) and len(entry.email_mac) == 64
+    assert BOB not in json.dumps(entry.attribute_values)
+    assert len(entry.email_mac) == 64
     assert erased_users().get(bob_eu.user_id).email_mac
     # every chain verifies (alone, against the signed digests, and the export verification) with pseudonyms
     run_digest_job()
@@ -172,10 +183,12 @@ def test_erasure_removes_personal_data_and_every_chain_still_verifies(stack: Non
         assert audit.verify_live(t.region, t.workspace_id).ok
         assert audit_export.verify_live(t.workspace_id).ok
         bobs = [e for e in audit.iter_chain(t.region, t.workspace_id) if e["actor"].get("id") == bob_us.user_id]
-        assert bobs and all(e["erased"] and e["actor"]["pseudonym"] == audit.pseudonym(bob_us.user_id)
-                            and e["ip"] == "" and "email" not in e["actor"] for e in bobs)
+        assert bobs
+        assert (all(e["erased"] and e["actor"]["pseudonym"] == audit.pseudonym(bob_us.user_id)
+                            and e["ip"] == "" and "email" not in e["actor"] for e in bobs))
         [changed] = [e for e in audit.iter_chain(t.region, t.workspace_id) if e["action"] == "member.role_changed"]
-        assert changed["erased"] and "email" not in changed["target"]
+        assert changed["erased"]
+        assert "email" not in changed["target"]
         assert changed["actor"]["email"] == t.email  # the Admin's own values are not Bob's and remain
         listed = get(c, "/v1/audit/events?limit=1000", t.token).json_body["events"]
         assert BOB not in json.dumps(listed)
@@ -195,7 +208,8 @@ def test_an_erased_user_stays_erased_after_restoring_an_older_backup(stack: None
     assert post(c, f"/v1/backups/{older}/restore-requests/{rid}/approve", second.token).status_code == 202
     run_residency_jobs()
     done = get(c, f"/v1/backups/{older}/restore-requests/{rid}", us.token).json_body
-    assert done["status"] == "restored" and done["report"]["erasures_replayed"] == 1
+    assert done["status"] == "restored"
+    assert done["report"]["erasures_replayed"] == 1
     assert done["report"]["tables"]["chats"]["added"] == 2  # both came back from the backup ...
     everything = _everything()
     assert "owner's chat" in everything  # ... the owner's stays restored

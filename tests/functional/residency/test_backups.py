@@ -39,9 +39,13 @@ def test_backup_holds_exactly_the_workspace_content_sealed_under_the_backup_key(
     res = post(client(), "/v1/backups", tenant.token)
     assert res.status_code == 201, res.body
     made = res.json_body
-    assert made["tables"]["chats"] == 2 and made["tables"]["agents"] == 1 and made["tables"]["datasets"] == 1
-    assert made["tables"]["agent_memory"] == 1 and made["tables"]["agent_run_log"] == 1
-    assert made["tables"]["memberships"] == 1 and made["tables"]["audit_events"] >= 1
+    assert made["tables"]["chats"] == 2
+    assert made["tables"]["agents"] == 1
+    assert made["tables"]["datasets"] == 1
+    assert made["tables"]["agent_memory"] == 1
+    assert made["tables"]["agent_run_log"] == 1
+    assert made["tables"]["memberships"] == 1
+    assert made["tables"]["audit_events"] >= 1
     assert made["buckets"] == {"data": {"objects": 1, "bytes": 4 + len(SECRET)},
                                "documents": {"objects": 1, "bytes": 3 * len(SECRET)},
                                "knowledge": {"objects": 1, "bytes": 6}}
@@ -88,9 +92,11 @@ def test_list_is_paged_and_only_the_workspace_own(tenant: Tenant) -> None:
     backups.create(other.region, other.workspace_id)
     c = client()
     first = get(c, "/v1/backups?limit=2", tenant.token).json_body
-    assert [b["id"] for b in first["backups"]] == ids[:2] and first["has_more"]
+    assert [b["id"] for b in first["backups"]] == ids[:2]
+    assert first["has_more"]
     second = get(c, f"/v1/backups?limit=2&after={first['next_cursor']}", tenant.token).json_body
-    assert [b["id"] for b in second["backups"]] == ids[2:] and not second["has_more"]
+    assert [b["id"] for b in second["backups"]] == ids[2:]
+    assert not second["has_more"]
     assert get(c, f"/v1/backups/{ids[0]}", tenant.token).json_body["id"] == ids[0]
     other_id = backups.list_backups(other.region, other.workspace_id, {})["backups"][0]["id"]
     assert get(c, f"/v1/backups/{other_id}", tenant.token).status_code == 404

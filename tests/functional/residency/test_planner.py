@@ -31,22 +31,31 @@ def test_plan_lists_tables_objects_indexes_tokens_and_a_window(tenant: Tenant, c
     assert planner.main([tenant.workspace_id, "--to", "eu-central", "--json"]) == 0
     p = json.loads(capsys.readouterr().out)
     assert p["dry_run"] is True
-    assert p["workspace"]["region"] == "us-east-1" and p["to"] == {"residency": "eu-central", "region": "eu-central-1"}
+    assert p["workspace"]["region"] == "us-east-1"
+    assert p["to"] == {"residency": "eu-central", "region": "eu-central-1"}
     tables = {t["table"]: t for t in p["tables"]}
-    assert tables["chats"]["items"] == 2 and tables["agents"]["items"] == 1 and tables["datasets"]["items"] == 1
-    assert tables["agent_memory"]["items"] == 1 and tables["agent_run_log"]["items"] == 1  # prefix-keyed tables
-    assert tables["memberships"]["items"] == 1 and tables["chats"]["bytes"] > len(SECRET)
+    assert tables["chats"]["items"] == 2
+    assert tables["agents"]["items"] == 1
+    assert tables["datasets"]["items"] == 1
+    assert tables["agent_memory"]["items"] == 1
+    assert tables["agent_run_log"]["items"] == 1  # prefix-keyed tables
+    assert tables["memberships"]["items"] == 1
+    assert tables["chats"]["bytes"] > len(SECRET)
     objects = {b["bucket"]: b for b in p["objects"]}
-    assert objects["data"]["objects"] == 1 and objects["data"]["bytes"] == 4 + len(SECRET)
-    assert objects["documents"]["bytes"] == 3 * len(SECRET) and objects["knowledge"]["objects"] == 1
+    assert objects["data"]["objects"] == 1
+    assert objects["data"]["bytes"] == 4 + len(SECRET)
+    assert objects["documents"]["bytes"] == 3 * len(SECRET)
+    assert objects["knowledge"]["objects"] == 1
     assert p["totals"]["objects"] == 3
     indexes = {ix["index"]: ix for ix in p["indexes_to_rebuild"]}
-    assert indexes["knowledge index"]["objects"] == 1 and indexes["catalog"]["datasets"] == 1
+    assert indexes["knowledge index"]["objects"] == 1
+    assert indexes["catalog"]["datasets"] == 1
     assert "audit_events.by_time" in indexes
     assert [t["id"] for t in p["api_tokens_to_reissue"]] == [kept.id]  # not revoked, not another workspace's
     win = p["maintenance_window"]
     assert win["minutes"] >= planner.FIXED_MINUTES
-    assert win["rates"]["items_per_second"] == planner.DEFAULT_ITEMS_PER_SECOND and "bench residency" in win["rates"]["source"]
+    assert win["rates"]["items_per_second"] == planner.DEFAULT_ITEMS_PER_SECOND
+    assert "bench residency" in win["rates"]["source"]
     assert SECRET not in json.dumps(p)  # counts and names, never content
     assert _all_content(tenant) == before  # a dry run changes nothing
 
@@ -83,4 +92,5 @@ def test_bad_input_exits_2_and_says_why(tenant: Tenant, capsys: Any, ws: str | N
     target = new_id("ws") if ws == "unknown" else ws or tenant.workspace_id
     assert planner.main([target, "--to", to]) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and says in captured.err
+    assert captured.out == ""
+    assert says in captured.err

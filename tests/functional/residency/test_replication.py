@@ -71,7 +71,8 @@ def copy_content(secondary: str, ws: str) -> dict[str, Any]:
 
 def test_schedule_keeps_the_lag_under_the_rpo() -> None:
     [job] = [j for j in SCHEDULED if j.name == "replicate_workspaces"]
-    assert job.scope == "regional" and job.every_seconds == REPLICATION_INTERVAL_SECONDS
+    assert job.scope == "regional"
+    assert job.every_seconds == REPLICATION_INTERVAL_SECONDS
     assert job.every_seconds * 2 < RPO_SECONDS  # a missed run still lands inside the RPO
 
 
@@ -82,7 +83,8 @@ def test_no_copy_without_cross_region_dr(tenant: Tenant) -> None:
     assert out["us-east-1"]["replicated"] == 0
     assert mentions_anywhere_but(tenant.workspace_id, "") == []
     body = get(client(), f"/v1/workspaces/{tenant.workspace_id}", tenant.token).json_body
-    assert body["replication_lag_seconds"] is None and body["last_replicated_at"] is None
+    assert body["replication_lag_seconds"] is None
+    assert body["last_replicated_at"] is None
     assert body["replication_secondary_region"] is None
 
 
@@ -93,7 +95,8 @@ def test_dr_copy_in_the_secondary_only_sealed_under_its_key_within_the_rpo(tenan
     res = patch(c, tenant, {"replication": "cross-region-dr"})
     assert res.status_code == 200, res.body
     assert res.json_body["replication_secondary_region"] == "us-west-2"
-    assert res.json_body["last_replicated_at"] is None and res.json_body["replication_lag_seconds"] == 0
+    assert res.json_body["last_replicated_at"] is None
+    assert res.json_body["replication_lag_seconds"] == 0
     clock.advance(120)
     assert get(c, f"/v1/workspaces/{ws}", tenant.token).json_body["replication_lag_seconds"] == 120
     start = clock.now()
@@ -101,7 +104,8 @@ def test_dr_copy_in_the_secondary_only_sealed_under_its_key_within_the_rpo(tenan
     assert out["us-east-1"]["replicated"] == 1
     stored = dr_objects("us-west-2", ws)
     assert mentions_anywhere_but(ws, "us-west-2") == []
-    assert stored and all(SECRET.encode() not in body for body in stored.values())  # sealed, never clear
+    assert stored
+    assert all(SECRET.encode() not in body for body in stored.values())  # sealed, never clear
     assert not any(SECRET in k or "handbook" in k for k in stored)  # names reveal nothing either
     # the data key is wrapped by the SECONDARY region's dr key, bound to this workspace
     key_doc = json.loads(stored[f"workspaces/{ws}/key.json"])
@@ -132,11 +136,13 @@ def test_passes_are_incremental_and_deletions_propagate(tenant: Tenant) -> None:
     seed(ws, tenant.region)
     patch(client(), tenant, {"replication": "cross-region-dr"})
     first = replication.replicate(tenant.region, ws, "us-east")
-    assert first["copied"]["objects"] == 3 and first["copied"]["items"] >= 10
+    assert first["copied"]["objects"] == 3
+    assert first["copied"]["items"] >= 10
     assert first["deleted"] == {"items": 0, "objects": 0}
     before = set(dr_objects("us-west-2", ws))
     again = replication.replicate(tenant.region, ws, "us-east")
-    assert again["copied"] == {"items": 0, "objects": 0} and again["bytes_copied"] == 0
+    assert again["copied"] == {"items": 0, "objects": 0}
+    assert again["bytes_copied"] == 0
     assert again["unchanged"] == first["copied"]
     # one item changed, one added, one object deleted, one object rewritten
     put(tenant.region, "chats", {"workspace_id": {"S": ws}, "id": {"S": "chat_a2"}, "title": {"S": "renamed"}})
@@ -149,13 +155,15 @@ def test_passes_are_incremental_and_deletions_propagate(tenant: Tenant) -> None:
     assert third["deleted"] == {"items": 0, "objects": 1}
     assert third["unchanged"]["items"] == first["copied"]["items"] - 1
     after = set(dr_objects("us-west-2", ws))
-    assert len(before - after) == 3 and len(after - before) == 3  # replaced chat, dropped and rewritten objects
+    assert len(before - after) == 3
+    assert len(after - before) == 3  # replaced chat, dropped and rewritten objects
     assert copy_content("us-west-2", ws) == primary_content(ws, tenant.region)
     # an item deleted in the primary leaves the copy too
     aws.client("dynamodb", tenant.region).delete_item(TableName=aws.table_name("chats"),
                                                       Key={"workspace_id": {"S": ws}, "id": {"S": "chat_new"}})
     fourth = replication.replicate(tenant.region, ws, "us-east")
-    assert fourth["deleted"] == {"items": 1, "objects": 0} and fourth["copied"] == {"items": 0, "objects": 0}
+    assert fourth["deleted"] == {"items": 1, "objects": 0}
+    assert fourth["copied"] == {"items": 0, "objects": 0}
     assert copy_content("us-west-2", ws) == primary_content(ws, tenant.region)
 
 
@@ -167,17 +175,21 @@ def test_turning_dr_off_stops_copying_and_deletes_the_copy_audited(tenant: Tenan
     patch(c, tenant, {"replication": "cross-region-dr"})
     patch(c, other, {"replication": "cross-region-dr"})
     replication.run({})
-    assert dr_objects("us-west-2", ws) and dr_objects("us-west-2", other.workspace_id)
+    assert dr_objects("us-west-2", ws)
+    assert dr_objects("us-west-2", other.workspace_id)
     res = patch(c, tenant, {"replication": "none"})
     assert res.status_code == 200
-    assert res.json_body["replication_lag_seconds"] is None and res.json_body["last_replicated_at"] is None
+    assert res.json_body["replication_lag_seconds"] is None
+    assert res.json_body["last_replicated_at"] is None
     put(tenant.region, "chats", {"workspace_id": {"S": ws}, "id": {"S": "chat_after"}, "title": {"S": "x"}})
     out = replication.run({})
-    assert out["us-east-1"]["copies_deleted"] == 1 and out["us-east-1"]["replicated"] == 1  # the other one
+    assert out["us-east-1"]["copies_deleted"] == 1
+    assert out["us-east-1"]["replicated"] == 1  # the other one
     assert dr_objects("us-west-2", ws) == {}
     assert dr_objects("us-west-2", other.workspace_id)  # another workspace's copy is untouched
     [event] = events(tenant, "replication.dr_copy_deleted")
-    assert event["details"]["secondary_region"] == "us-west-2" and event["details"]["objects_deleted"] > 10
+    assert event["details"]["secondary_region"] == "us-west-2"
+    assert event["details"]["objects_deleted"] > 10
     assert replication.run({})["us-east-1"]["copies_deleted"] == 0  # once
     assert dr_objects("us-west-2", ws) == {}
     assert len(events(tenant, "replication.dr_copy_deleted")) == 1
@@ -190,7 +202,8 @@ def test_eu_copy_stays_in_the_eu(stack: None) -> None:
     assert res.status_code == 200, res.body
     assert res.json_body["replication_secondary_region"] == "eu-west-1"
     [event] = events(eu, "workspace.replication_changed")
-    assert event["details"]["secondary_region"] == "eu-west-1" and event["details"]["acknowledged"] is True
+    assert event["details"]["secondary_region"] == "eu-west-1"
+    assert event["details"]["acknowledged"] is True
     out = replication.run({})
     assert out["eu-central-1"]["replicated"] == 1
     assert dr_objects("eu-west-1", eu.workspace_id)
@@ -221,7 +234,8 @@ def test_an_undeclared_dr_target_is_refused_and_nothing_changes(stack: None, res
 
 def test_a_declared_target_given_explicitly_is_used(tenant: Tenant) -> None:
     res = patch(client(), tenant, {"replication": "cross-region-dr", "replication_secondary_region": "us-west-2"})
-    assert res.status_code == 200 and res.json_body["replication_secondary_region"] == "us-west-2"
+    assert res.status_code == 200
+    assert res.json_body["replication_secondary_region"] == "us-west-2"
     assert replication_states(tenant.region).get(tenant.workspace_id).secondary_region == "us-west-2"
 
 
@@ -253,8 +267,10 @@ def test_a_swapped_dr_key_fails_that_pass_only_and_its_lag_grows(tenant: Tenant)
     s3.put_object(Bucket=bucket, Key=f"workspaces/{tenant.workspace_id}/key.json", Body=theirs)
     clock.advance(600)
     out = replication.run({})
-    assert out["us-east-1"]["failed"] == 1 and out["us-east-1"]["replicated"] == 1  # the other workspace's pass ran
+    assert out["us-east-1"]["failed"] == 1
+    assert out["us-east-1"]["replicated"] == 1  # the other workspace's pass ran
     body = get(c, f"/v1/workspaces/{tenant.workspace_id}", tenant.token).json_body
-    assert body["last_replicated_at"] == checkpoint and body["replication_lag_seconds"] == 600
+    assert body["last_replicated_at"] == checkpoint
+    assert body["replication_lag_seconds"] == 600
     clock.advance(RPO_SECONDS)
     assert replication.lag_over_rpo(replication.workspaces().get(tenant.workspace_id))

@@ -49,15 +49,18 @@ def test_two_different_admins_restore_the_backup_exactly(tenant: Tenant) -> None
     req = post(c, f"/v1/backups/{backup_id}/restore-requests", tenant.token)
     assert req.status_code == 201, req.body
     rid = req.json_body["id"]
-    assert req.json_body["approvals"] == [tenant.user_id] and req.json_body["status"] == "pending"
+    assert req.json_body["approvals"] == [tenant.user_id]
+    assert req.json_body["status"] == "pending"
     # one approval (the requester's): nothing restored; the requester cannot add a second
     own = post(c, f"/v1/backups/{backup_id}/restore-requests/{rid}/approve", tenant.token)
-    assert own.status_code == 403 and own.json_body["code"] == "own_restore_request"
+    assert own.status_code == 403
+    assert own.json_body["code"] == "own_restore_request"
     assert get(c, f"/v1/backups/{backup_id}/restore-requests/{rid}", tenant.token).json_body["status"] == "pending"
     assert snapshot(tenant.workspace_id, tenant.region) != at_backup
     queued = post(c, f"/v1/backups/{backup_id}/restore-requests/{rid}/approve", second.token)
     assert queued.status_code == 202, queued.body
-    assert queued.json_body["status"] == "queued" and snapshot(tenant.workspace_id, tenant.region) != at_backup
+    assert queued.json_body["status"] == "queued"
+    assert snapshot(tenant.workspace_id, tenant.region) != at_backup
     assert _actions(tenant) == ["backup.restore_requested", "backup.restore_approved"]  # nothing ran in the request
     version = catalog_versions.current(tenant.region, tenant.workspace_id).version
     run_residency_jobs(tenant.region)
@@ -66,7 +69,8 @@ def test_two_different_admins_restore_the_backup_exactly(tenant: Tenant) -> None
     assert catalog_versions.current(tenant.region, tenant.workspace_id).since(version) is None
     done = get(c, f"/v1/backups/{backup_id}/restore-requests/{rid}", tenant.token)
     body = done.json_body
-    assert body["status"] == "restored" and sorted(body["approvals"]) == sorted([tenant.user_id, second.user_id])
+    assert body["status"] == "restored"
+    assert sorted(body["approvals"]) == sorted([tenant.user_id, second.user_id])
     assert body["report"]["tables"]["chats"] == {"added": 0, "updated": 1, "removed": 0, "unchanged": 1}
     assert body["report"]["tables"]["agents"] == {"added": 1, "updated": 0, "removed": 0, "unchanged": 0}
     assert body["report"]["tables"]["agent_memory"] == {"added": 0, "updated": 0, "removed": 1, "unchanged": 1}
@@ -93,7 +97,8 @@ def test_two_approvals_from_one_admin_count_once(tenant: Tenant) -> None:
     for _ in range(2):
         assert post(c, f"/v1/backups/{backup_id}/restore-requests/{rid}/approve", second.token).status_code == 403
     state = get(c, f"/v1/backups/{backup_id}/restore-requests/{rid}", third.token).json_body
-    assert state["approvals"] == [second.user_id] and state["status"] == "pending"
+    assert state["approvals"] == [second.user_id]
+    assert state["status"] == "pending"
     assert _actions(tenant) == ["backup.restore_requested"]
 
 
@@ -107,7 +112,8 @@ def test_approval_window_is_time_boxed(tenant: Tenant) -> None:
         fresh, _ = issue_access_token(user_id=second.user_id, email=second.email, workspace_id=tenant.workspace_id,
                                       roles=["admin"], amr=["pwd", "mfa"])  # the first one has expired by now
         late = post(c, f"/v1/backups/{backup_id}/restore-requests/{rid}/approve", fresh)
-    assert late.status_code == 409 and late.json_body["code"] == "restore_request_expired"
+    assert late.status_code == 409
+    assert late.json_body["code"] == "restore_request_expired"
     assert _actions(tenant) == ["backup.restore_requested"]
 
 
@@ -122,7 +128,8 @@ def test_non_admin_cannot_approve_and_other_workspace_backup_is_404(tenant: Tena
     rid = post(c, f"/v1/backups/{mine}/restore-requests", tenant.token).json_body["id"]
     for caller in (member, viewer):
         res = post(c, f"/v1/backups/{mine}/restore-requests/{rid}/approve", caller.token)
-        assert res.status_code == 403 and res.headers["Content-Type"].startswith("application/problem+json")
+        assert res.status_code == 403
+        assert res.headers["Content-Type"].startswith("application/problem+json")
     # an Admin of the other workspace cannot reach this request through their own backup either
     assert post(c, f"/v1/backups/{theirs}/restore-requests/{rid}/approve", other.token).status_code == 404
     assert get(c, f"/v1/backups/{mine}/restore-requests/{rid}", tenant.token).json_body["approvals"] == [tenant.user_id]

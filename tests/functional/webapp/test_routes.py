@@ -30,7 +30,8 @@ def test_unknown_addresses_get_the_404_page_at_every_depth(app: Client) -> None:
     for path in ("/nope", "/knowledge/nope", "/a/b/c/d/e", "/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p"):
         r = app.http.get(path)
         assert r.status_code == 404, path
-        assert r.headers["Content-Type"].startswith("text/html") and "Page not found" in r.body.decode()
+        assert r.headers["Content-Type"].startswith("text/html")
+        assert "Page not found" in r.body.decode()
         assert "script-src 'self'" in r.headers["Content-Security-Policy"]
         assert "unsafe-inline" not in r.headers["Content-Security-Policy"]
 
@@ -41,17 +42,21 @@ def test_signed_out_deep_link_starts_sign_in_and_keeps_the_address(app: Client) 
     location = urlsplit(r.headers["Location"])
     assert f"{location.scheme}://{location.netloc}" == settings().auth_url
     q = parse_qs(location.query)
-    assert q["code_challenge_method"] == ["S256"] and "prompt" not in q
+    assert q["code_challenge_method"] == ["S256"]
+    assert "prompt" not in q
     flow = flows.take("app", q["state"][0])
-    assert flow and flow["path"] == "/knowledge/datasets/ds_123?tab=schema"
+    assert flow
+    assert flow["path"] == "/knowledge/datasets/ds_123?tab=schema"
 
 
 def test_signed_in_page_is_the_shell(app: Client, tenant: Tenant) -> None:
     r = app.http.get("/members", headers=_cookie(tenant.token))
     assert r.status_code == 200
     html = r.body.decode()
-    assert '<script type="module" src="/static/main.js"></script>' in html and "<style" not in html
-    assert " style=" not in html and "onclick" not in html
+    assert '<script type="module" src="/static/main.js"></script>' in html
+    assert "<style" not in html
+    assert " style=" not in html
+    assert "onclick" not in html
 
 
 def test_every_route_of_the_router_is_served(app: Client, tenant: Tenant) -> None:
@@ -64,7 +69,8 @@ def test_every_route_of_the_router_is_served(app: Client, tenant: Tenant) -> Non
 
 def test_static_files_and_traversal(app: Client) -> None:
     r = app.http.get("/static/main.js")
-    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/javascript")
+    assert r.status_code == 200
+    assert r.headers["Content-Type"].startswith("text/javascript")
     etag = r.headers["ETag"]
     assert app.http.get("/static/main.js", headers={"If-None-Match": etag}).status_code == 304
     assert app.http.get("/static/pages/query.js").status_code == 200
@@ -77,8 +83,10 @@ def test_mfa_required_refusal_explains_the_way_forward(app: Client) -> None:
     r = app.http.get("/callback?error=access_denied&error_description=This+workspace+requires+multi-factor+"
                      "authentication%3A+sign+in+with+a+second+factor&state=x")
     body = r.body.decode()
-    assert r.status_code == 400 and "requires multi-factor authentication" in body
-    assert settings().auth_url + "/account" in body and "/session/signin?path=%2F&amp;fresh=1" in body
+    assert r.status_code == 400
+    assert "requires multi-factor authentication" in body
+    assert settings().auth_url + "/account" in body
+    assert "/session/signin?path=%2F&amp;fresh=1" in body
     again = app.http.get("/session/signin?path=%2Faudit&fresh=1")
     assert parse_qs(urlsplit(again.headers["Location"]).query)["prompt"] == ["login"]
 
@@ -98,12 +106,14 @@ def test_mfa_refusals_are_recognised_whatever_the_wording(app: Client, error: st
     body = r.body.decode()
     assert r.status_code == 400
     assert ("Multi-factor authentication required" in body) is mfa
-    assert (settings().auth_url + "/account" in body) is mfa and 'id="signin-again"' in body
+    assert (settings().auth_url + "/account" in body) is mfa
+    assert 'id="signin-again"' in body
 
 
 def test_error_text_is_escaped(app: Client) -> None:
     r = app.http.get("/callback?error=x&error_description=%3Cscript%3Ealert(1)%3C%2Fscript%3E")
-    assert "<script>alert" not in r.body.decode() and "&lt;script&gt;" in r.body.decode()
+    assert "<script>alert" not in r.body.decode()
+    assert "&lt;script&gt;" in r.body.decode()
 
 
 def test_open_redirect_after_sign_in_is_refused(app: Client) -> None:
@@ -120,27 +130,33 @@ def test_session_calls_refuse_cross_site_requests(app: Client, tenant: Tenant) -
     for path in ("/session/workspace", "/session/signout", "/session/refresh", "/api/platform/v1/workspaces"):
         for headers in attacks:
             r = app.http.post(path, headers={**cookie, **headers}, body='{"workspace_id": "ws_x"}')
-            assert r.status_code == 403 and r.json_body["code"] == "csrf_refused", (path, headers)
+            assert r.status_code == 403, (path, headers)
+            assert r.json_body["code"] == "csrf_refused", (path, headers)
     r = app.http.get("/session/claims", headers=cookie)
     assert r.status_code == 403
 
 
 def test_claims_and_forwarder_need_a_live_session(app: Client, tenant: Tenant) -> None:
     got = app.http.get("/session/claims", headers={**_cookie(tenant.token), **SAME}).json_body
-    assert got["workspace_id"] == tenant.workspace_id and "access_token" not in str(got)
+    assert got["workspace_id"] == tenant.workspace_id
+    assert "access_token" not in str(got)
     for headers in ({}, _cookie("not-a-token"), _cookie(tenant.token + "x")):
         r = app.http.get("/api/platform/v1/me", headers={**headers, **SAME})
-        assert r.status_code == 401 and r.json_body["code"] == "session_expired"
+        assert r.status_code == 401
+        assert r.json_body["code"] == "session_expired"
 
 
 def test_switch_to_a_workspace_of_someone_else_is_refused(app: Client, tenant: Tenant, monkeypatch: Any) -> None:
     def refused(form: dict[str, str]) -> dict[str, Any]:
-        assert form["subject_token"] == tenant.token and form["workspace_id"] == "ws_01OTHER"
+        assert form["subject_token"] == tenant.token
+        assert form["workspace_id"] == "ws_01OTHER"
         raise session.SessionError("access_denied", "You are not a member of that workspace.")
 
     monkeypatch.setattr(session, "_token_call", refused)  # the identity service's answer, tested in its own suite
     r = app.http.post("/session/workspace", headers={**_cookie(tenant.token), **SAME}, body='{"workspace_id": "ws_01OTHER"}')
-    assert r.status_code == 403 and r.json_body["code"] == "access_denied" and "Set-Cookie" not in r.headers
+    assert r.status_code == 403
+    assert r.json_body["code"] == "access_denied"
+    assert "Set-Cookie" not in r.headers
     for body in ('{"workspace_id": "../x"}', '{"workspace_id": 5}', '{"workspace_id": "ws_1", "x": 1}', "[]"):
         r = app.http.post("/session/workspace", headers={**_cookie(tenant.token), **SAME}, body=body)
         assert r.status_code == 400, body
@@ -164,7 +180,8 @@ def test_forwarder_builds_fixed_base_urls(stack: None) -> None:
 def test_cookies_are_http_only_and_scoped() -> None:
     issued = session.Issued("at", 900, "rt_x", "idt", "ws_1").cookies()
     assert all("HttpOnly" in c for c in issued)
-    assert issued[0].startswith("app_at=at; Path=/;") and "SameSite=Lax" in issued[0]
+    assert issued[0].startswith("app_at=at; Path=/;")
+    assert "SameSite=Lax" in issued[0]
     assert all("Path=/session" in c and "SameSite=Strict" in c for c in issued[1:])
 
 
@@ -213,9 +230,11 @@ def test_addresses_deeper_than_the_page_routes_get_the_404_page_from_the_local_s
             body = r.read().decode()
             conn.close()
             assert r.status == 404, depth
-            assert r.getheader("Content-Type").startswith("text/html") and "Page not found" in body
+            assert r.getheader("Content-Type").startswith("text/html")
+            assert "Page not found" in body
             assert "script-src 'self'" in r.getheader("Content-Security-Policy")
-            assert "secret-token-value" not in body and "Missing Authentication" not in body
+            assert "secret-token-value" not in body
+            assert "Missing Authentication" not in body
     finally:
         server.server.shutdown()
         server.server.server_close()

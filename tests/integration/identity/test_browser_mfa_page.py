@@ -16,7 +16,6 @@ from tests.functional.conftest import make_tenant
 from tests.integration.identity.test_browser_signin import (  # noqa: F401
     CHROMIUM,
     add_virtual_authenticator,
-    browser,
     read_code,
     stack_live,
 )

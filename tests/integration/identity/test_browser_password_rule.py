@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from chalicelib.identity.signin.password_rule import MIN_LENGTH, RULE_TEXT
-from tests.integration.identity.test_browser_signin import CHROMIUM, browser, stack_live  # noqa: F401
+from tests.integration.identity.test_browser_signin import CHROMIUM, stack_live  # noqa: F401
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="run `make system-deps` (Debian chromium)")]

@@ -20,10 +20,10 @@ from chalicelib.identity.sso import connections as sso_config
 from chalicelib.identity.users import find_by_email
 from chalicelib.webapp.shell import ensure_app_client
 from tests.functional.conftest import make_tenant
+from tests.integration.conftest import CHROMIUM
 from tests.integration.live_stack import LiveStack, live_stack
 from tests.integration.sso_peers import VerificationFiles, node_available, start_oidc_provider
 
-CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parents[3] / "build" / "screenshots"
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not os.path.exists(CHROMIUM) and not os.environ.get("CI"), reason="run `make system-deps` (Debian chromium)")]
@@ -37,16 +37,6 @@ def stack_live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveS
     yield from ((s, files) for s in live_stack(("identity", "platform", "app"), outbox,
                                                {"DOMAIN_VERIFICATION_URL": files.url_template}))
     files.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 def add_virtual_authenticator(context: Any, page: Any) -> Any:

@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.integration.conftest import CHROMIUM  # noqa: F401 - re-exported for the web-app tests and bench
+
 ROOT = Path(__file__).resolve().parents[3]
-CHROMIUM = "/usr/bin/chromium"
 AXE = ROOT / "tests/integration/peers/axe-core/node_modules/axe-core/axe.min.js"
 SHOTS = ROOT / os.environ.get("SCREENSHOTS_DIR", "build/screenshots")
 

@@ -5,7 +5,6 @@ a queued run cancelled from its page.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,16 +14,6 @@ from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, ready, s
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif((not os.path.exists(CHROMIUM) or not AXE.exists()) and not os.environ.get("CI"),
                                  reason="run `make system-deps` (Debian chromium, npm axe-core)")]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -> None:

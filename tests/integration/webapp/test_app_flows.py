@@ -15,7 +15,6 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,16 +37,6 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif((not os.path.exists(CHROMIUM) or not AXE.exists()) and not os.environ.get("CI"),
                                  reason="run `make system-deps` (Debian chromium, npm axe-core)")]
 TEAMMATE = "teammate@example.com"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 def _goto(page: Any, url: str) -> None:

@@ -41,10 +41,13 @@ def test_a_covered_query_reuses_the_sandbox_and_more_columns_rebuild_with_the_un
     a = query_cache.acquire(key, {"t": frozenset({"x"})}, 1000, _builder(10, {"ds1": "p1"}, built))
     query_cache.release(a)
     b = query_cache.acquire(key, {"t": frozenset({"x"})}, 1000, _builder(10, {"ds1": "p1"}, built))
-    assert b is a and len(built) == 1
+    assert b is a
+    assert len(built) == 1
     query_cache.release(b)
     c = query_cache.acquire(key, {"t": frozenset({"y"})}, 1000, _builder(10, {"ds1": "p1"}, built))
-    assert c is not a and c.loaded == {"t": frozenset({"x", "y"})} and _closed(a)
+    assert c is not a
+    assert c.loaded == {"t": frozenset({"x", "y"})}
+    assert _closed(a)
     query_cache.release(c)
 
 
@@ -55,11 +58,14 @@ def test_lru_by_bytes_and_a_sandbox_above_the_budget_is_used_once() -> None:
         box = query_cache.acquire(("ws", i), {}, 100, _builder(40, {f"ds{i}": "p"}, built))
         query_cache.release(box)
         boxes.append(box)
-    assert _closed(boxes[0]) and not _closed(boxes[1]) and query_cache.held_bytes() == 80
+    assert _closed(boxes[0])
+    assert not _closed(boxes[1])
+    assert query_cache.held_bytes() == 80
     big = query_cache.acquire(("ws", "big"), {}, 100, _builder(500, {"dsb": "p"}, built))
     assert not _closed(big)  # in use
     query_cache.release(big)
-    assert _closed(big) and query_cache.held_bytes() == 80
+    assert _closed(big)
+    assert query_cache.held_bytes() == 80
 
 
 def test_a_new_snapshot_drops_the_older_one_but_not_while_a_query_uses_it() -> None:
@@ -68,7 +74,8 @@ def test_a_new_snapshot_drops_the_older_one_but_not_while_a_query_uses_it() -> N
     new = query_cache.acquire(("ws", "new"), {}, 1000, _builder(10, {"ds1": "p2"}, built))
     assert not _closed(old)  # still running its query
     query_cache.release(old)
-    assert _closed(old) and not _closed(new)
+    assert _closed(old)
+    assert not _closed(new)
     query_cache.release(new)
     assert query_cache.held_bytes() == 10
 
@@ -77,4 +84,5 @@ def test_at_most_max_sandboxes_are_kept_however_small() -> None:
     built: list[Sandbox] = []
     for i in range(query_cache.MAX_SANDBOXES + 3):
         query_cache.release(query_cache.acquire(("ws", i), {}, 10**9, _builder(1, {f"ds{i}": "p"}, built)))
-    assert [_closed(b) for b in built[:3]] == [True] * 3 and not any(_closed(b) for b in built[3:])
+    assert [_closed(b) for b in built[:3]] == [True] * 3
+    assert not any(_closed(b) for b in built[3:])

@@ -27,7 +27,9 @@ def test_cookie_attributes_and_secure_on_https(auth_url: None) -> None:
     for attr in ("HttpOnly", "SameSite=Lax", "Path=/", "Secure", f"Max-Age={sessions.SESSION_TTL_SECONDS}"):
         assert attr in header.split("; ")
     cleared = sessions.clear_cookie_header()
-    assert "Max-Age=0" in cleared and "Secure" in cleared and cleared.startswith("aiplat_sid=;")
+    assert "Max-Age=0" in cleared
+    assert "Secure" in cleared
+    assert cleared.startswith("aiplat_sid=;")
 
 
 def test_cookie_not_secure_on_plain_http_loopback() -> None:
@@ -58,7 +60,8 @@ def test_password_hash_and_rehash() -> None:
     assert not passwords.verify_password("not a hash", "x")
     assert not passwords.needs_rehash(h)
     old = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash("a long enough passphrase")
-    assert passwords.needs_rehash(old) and passwords.verify_password(old, "a long enough passphrase")
+    assert passwords.needs_rehash(old)
+    assert passwords.verify_password(old, "a long enough passphrase")
 
 
 def test_pkce_s256_matches_rfc7636_appendix_b() -> None:
@@ -68,5 +71,6 @@ def test_pkce_s256_matches_rfc7636_appendix_b() -> None:
 
 def test_codes_and_digests() -> None:
     codes = {numeric_code(8) for _ in range(200)}
-    assert all(len(c) == 8 and c.isdigit() for c in codes) and len(codes) > 190
+    assert all(len(c) == 8 and c.isdigit() for c in codes)
+    assert len(codes) > 190
     assert digest("123", salt="a@x") != digest("123", salt="b@x")

@@ -16,7 +16,8 @@ def test_row_chunks_hold_only_allow_fields_and_ids_are_stable() -> None:
     a = chunking.row_chunks("ds_1", "people", "snap1", fields, names, rows)
     b = chunking.row_chunks("ds_1", "people", "snap2", fields, names, rows)
     assert [c.text for c in a] == ["name: Ada; city: Berlin"]
-    assert a[0].fields == ("name", "city") and (a[0].start, a[0].end) == (0, len(a[0].text))
+    assert a[0].fields == ("name", "city")
+    assert (a[0].start, a[0].end) == (0, len(a[0].text))
     assert a[0].id == b[0].id  # same text at the same place: same id on every re-index
     for secret in ("ada@example.com", "+1 555", "secret", "111-22"):
         assert secret not in a[0].text

@@ -19,7 +19,8 @@ def test_verified_quote_carries_its_exact_spans() -> None:
     assert len(out.citations) == 1
     cit = out.citations[0]
     assert cit["quote"] == "Refunds are paid within 14 days."
-    assert cit["chunk_span"] == {"start": 0, "end": 32} and cit["span"] == {"start": 100, "end": 132}
+    assert cit["chunk_span"] == {"start": 0, "end": 32}
+    assert cit["span"] == {"start": 100, "end": 132}
     assert TEXT[cit["chunk_span"]["start"]:cit["chunk_span"]["end"]] == cit["quote"]
     assert cit["source"] == {"kind": "document", "id": "doc_1", "dataset_id": "ds_1", "dataset_name": "docs"}
     assert out.content == "Refunds take two weeks [1]."
@@ -33,8 +34,11 @@ def test_forged_citations_are_dropped_with_their_markers() -> None:
     out = verify(text, [_hit()])
     assert [c["quote"] for c in out.citations] == ["Refunds are paid within 14 days."]
     assert [d["ref"] for d in out.dropped] == [1, 4, 2]
-    assert "[4]" not in out.content and "[2]" not in out.content and out.content.count("[1]") == 1
-    assert out.grounding["grounded_sentences"] == 1 and out.grounding["sentences"] == 4
+    assert "[4]" not in out.content
+    assert "[2]" not in out.content
+    assert out.content.count("[1]") == 1
+    assert out.grounding["grounded_sentences"] == 1
+    assert out.grounding["sentences"] == 4
 
 
 def test_near_miss_quote_is_not_verbatim() -> None:
@@ -45,4 +49,5 @@ def test_near_miss_quote_is_not_verbatim() -> None:
 def test_duplicate_quotes_are_cited_once() -> None:
     q = "Store credit never expires."
     out = verify(f'A [1: "{q}"]. B [1: "{q}"].', [_hit()])
-    assert len(out.citations) == 1 and out.grounding["grounded_sentences"] == 2
+    assert len(out.citations) == 1
+    assert out.grounding["grounded_sentences"] == 2

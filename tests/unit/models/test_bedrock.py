@@ -41,7 +41,8 @@ def _prompt() -> Prompt:
 def test_cross_region_profiles_are_never_offered() -> None:
     reg = parse(CONFIG)
     single = reg.get("bedrock/anthropic.claude-3-haiku-20240307-v1:0")
-    assert single is not None and single.regions == ("us-east-1", "eu-central-1")
+    assert single is not None
+    assert single.regions == ("us-east-1", "eu-central-1")
     for profile in ("bedrock/eu.anthropic.claude-3-haiku-20240307-v1:0", "bedrock/global.anthropic.claude-sonnet-4-v1:0",
                     "bedrock/us.meta.llama3-70b-instruct-v1:0"):
         assert reg.get(profile).regions == ()
@@ -67,7 +68,8 @@ def test_converse_runs_in_the_workspace_region(region: str) -> None:
         stub.add_response("converse", response, expected)
         done = complete(Routing(spec, region, "test"), _prompt())
         stub.assert_no_pending_responses()
-    assert done.text.startswith("Thirty days") and (done.input_tokens, done.output_tokens) == (50, 12)
+    assert done.text.startswith("Thirty days")
+    assert (done.input_tokens, done.output_tokens) == (50, 12)
     req = bedrock.request(spec, region, _prompt())
     assert "thirty vacation days" in req["system"][0]["text"]  # the passages travel in the system prompt
 
@@ -96,4 +98,5 @@ def test_converse_stream_request_shape_and_region() -> None:
         stub.add_response("converse_stream", {"stream": {}}, expected)
         parts = list(stream(Routing(spec, "eu-central-1", "test"), _prompt()))
         stub.assert_no_pending_responses()
-    assert parts[-1].text == "" and parts[-1].input_tokens > 0
+    assert parts[-1].text == ""
+    assert parts[-1].input_tokens > 0

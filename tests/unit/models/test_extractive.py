@@ -14,12 +14,15 @@ def _prompt(question: str) -> Prompt:
 def test_quotes_the_best_sentences_with_markers_deterministically() -> None:
     a = extractive.complete(_prompt("When do unused vacation days expire?"))
     b = extractive.complete(_prompt("When do unused vacation days expire?"))
-    assert a.text == b.text and a.text.startswith(extractive.PREFIX)
+    assert a.text == b.text
+    assert a.text.startswith(extractive.PREFIX)
     found, counts = analyse(a.text)
-    assert found[0].ref == 1 and found[0].quote == "Unused days expire in March."
+    assert found[0].ref == 1
+    assert found[0].quote == "Unused days expire in March."
     assert all(c.quote and c.quote in "Employees get thirty vacation days. Unused days expire in March."
                for c in found if c.ref == 1)
-    assert "[1]" in render(a.text) and '"Unused days expire in March." [1]' in render(a.text)
+    assert "[1]" in render(a.text)
+    assert '"Unused days expire in March." [1]' in render(a.text)
 
 
 def test_says_so_when_nothing_matches() -> None:

@@ -28,4 +28,5 @@ def test_default_and_explicit_secondary() -> None:
 def test_undeclared_secondary_is_422(residency: str, wanted: str) -> None:
     with pytest.raises(ApiError) as err:
         check_secondary(residency, wanted)
-    assert err.value.status == 422 and err.value.code == "undeclared_secondary_region"
+    assert err.value.status == 422
+    assert err.value.code == "undeclared_secondary_region"

@@ -42,7 +42,8 @@ def test_sessions_list_and_revoke(stack: None) -> None:
         second = sign_in(c, u)
         r = call(c, "GET", "/account/sessions", second)
         listed = body(r)["sessions"]
-        assert len(listed) == 2 and sum(s["current"] for s in listed) == 1
+        assert len(listed) == 2
+        assert sum(s["current"] for s in listed) == 1
         other = next(s for s in listed if not s["current"])
         assert other["amr"] == ["mfa", "otp", "pwd"]
         # CSRF: a foreign Origin cannot revoke
@@ -55,7 +56,8 @@ def test_sessions_list_and_revoke(stack: None) -> None:
         assert call(c, "DELETE", "/account/sessions/sess_01ARZ3NDEKTSV4RRFFQ69G5FAV", second).status_code == 404
         # sign out ends the session and clears the cookie
         r = call(c, "POST", "/signout", second, {})
-        assert r.status_code == 200 and "Max-Age=0" in r.headers["Set-Cookie"]
+        assert r.status_code == 200
+        assert "Max-Age=0" in r.headers["Set-Cookie"]
         assert call(c, "GET", "/account/sessions", second).status_code == 401
 
 
@@ -69,16 +71,19 @@ def test_api_token_lifecycle_and_revocation_everywhere_at_once(stack: None) -> N
         assert r.status_code == 201, r.body
         created = body(r)
         token = created["token"]
-        assert created["status"] == "active" and created["roles"] == ["admin"]
+        assert created["status"] == "active"
+        assert created["roles"] == ["admin"]
         listed = body(call(c, "GET", "/account/api-tokens", cookie))["api_tokens"]
-        assert [t["id"] for t in listed] == [created["id"]] and "token" not in listed[0]
+        assert [t["id"] for t in listed] == [created["id"]]
+        assert "token" not in listed[0]
         # another process verified (and cached) the token before the revocation
         other_process = tokens.TokenVerifier()
         assert other_process.claims(token)["token_use"] == "api"
         with Client(create_app("platform")) as p:
             assert p.http.get("/v1/me", headers=bearer(token)).status_code == 200
             r = call(c, "DELETE", f"/account/api-tokens/{created['id']}", cookie)
-            assert r.status_code == 200 and body(r)["status"] == "revoked"
+            assert r.status_code == 200
+            assert body(r)["status"] == "revoked"
             # this process refuses at once
             assert p.http.get("/v1/me", headers=bearer(token)).status_code == 401
         # the other process refuses at once too: revocation is read on every request, never cached
@@ -104,7 +109,8 @@ def test_api_token_for_mfa_workspace_needs_an_mfa_session(outbox: Any) -> None:
     with Client(create_app("identity")) as c:
         cookie = email_sign_in(c, outbox, "kim@example.com")
         r = call(c, "POST", "/account/api-tokens", cookie, {"name": "x", "workspace_id": tenant.workspace_id})
-        assert r.status_code == 403 and body(r)["code"] == "mfa_required"
+        assert r.status_code == 403
+        assert body(r)["code"] == "mfa_required"
 
 
 def test_totp_setup_confirm_then_password_and_recovery_regeneration(outbox: Any) -> None:
@@ -112,7 +118,8 @@ def test_totp_setup_confirm_then_password_and_recovery_regeneration(outbox: Any)
         cookie = email_sign_in(c, outbox, "new@example.com")
         # no second factor yet: a password cannot be set
         r = call(c, "POST", "/account/password", cookie, {"new_password": "my long passphrase"})
-        assert r.status_code == 409 and body(r)["code"] == "mfa_setup_required"
+        assert r.status_code == 409
+        assert body(r)["code"] == "mfa_setup_required"
         r = call(c, "POST", "/account/totp/setup", cookie, {})
         assert r.status_code == 200
         secret = body(r)["secret"]
@@ -130,10 +137,12 @@ def test_totp_setup_confirm_then_password_and_recovery_regeneration(outbox: Any)
         r = call(c, "POST", "/account/password", cookie, {"new_password": "another passphrase"})
         assert r.status_code == 400
         r = call(c, "POST", "/account/password", cookie, {"current_password": "wrong one!", "new_password": "a different passphrase"})
-        assert r.status_code == 400 and body(r)["code"] == "invalid_current_password"
+        assert r.status_code == 400
+        assert body(r)["code"] == "invalid_current_password"
         # password sign-in now works with the authenticator
         r = post(c, "/signin/password", {"email": "new@example.com", "password": "my long passphrase"})
-        assert r.status_code == 200 and "totp" in body(r)["methods"]
+        assert r.status_code == 200
+        assert "totp" in body(r)["methods"]
         # regenerate recovery codes: needs a fresh TOTP code; the old codes stop working
         clock.advance(30)
         r = call(c, "POST", "/account/recovery-codes", cookie, {"code": pyotp.TOTP(secret).at(clock.now())})
@@ -152,7 +161,8 @@ def test_account_needs_a_session_and_csrf(stack: None) -> None:
         assert c.http.get("/account", headers={"Cookie": "aiplat_sid=forged"}).status_code == 401
         cookie = sign_in(c, u)
         r = c.http.post("/account/totp/setup", headers={"Cookie": cookie, "Content-Type": "application/json"}, body="{}")
-        assert r.status_code == 403 and body(r)["code"] == "csrf_refused"
+        assert r.status_code == 403
+        assert body(r)["code"] == "csrf_refused"
         r = call(c, "POST", "/account/api-tokens", cookie, {"name": "x"}, headers={"Origin": "http://127.0.0.1:9999"})
         assert r.status_code == 403
         r = call(c, "POST", "/account/api-tokens", cookie, {"name": "x"}, headers={"Origin": "http://127.0.0.1:8002"})
@@ -170,10 +180,12 @@ def test_admin_mfa_reset_removes_factors_and_is_audited(stack: None) -> None:
                         headers={**bearer(admin.token), "Content-Type": "application/json"}, body="{}")
         assert r.status_code == 200, r.body
         assert body(r)["removed_methods"] == ["totp", "recovery_code"]
-    assert mfa.methods(u.user_id) == [] and recovery_codes.recovery_codes_left(u.user_id) == 0
+    assert mfa.methods(u.user_id) == []
+    assert recovery_codes.recovery_codes_left(u.user_id) == 0
     assert not recovery_codes.use_recovery_code(u.user_id, u.recovery_codes[0])
     [event] = [e for e in audit.iter_chain(admin.region, admin.workspace_id) if e["action"] == "member.mfa_reset"]
-    assert event["actor"]["id"] == admin.user_id and event["target"]["id"] == u.user_id
+    assert event["actor"]["id"] == admin.user_id
+    assert event["target"]["id"] == u.user_id
     # with no second factor left, the password alone does not sign in, and the answer is the one a
     # wrong password gets: a guessed password is not confirmed
     with Client(create_app("identity")) as c:

@@ -69,9 +69,11 @@ def test_passkey_register_then_sign_in_discoverable(env: Any) -> None:
     assert sorted(res.json_body["amr"]) == ["hwk", "mfa", "user"]
     assert res.json_body["redirect_to"] == "http://localhost:8002/account"
     cookie = res.headers["Set-Cookie"]
-    assert cookie.startswith(f"{sessions.COOKIE_NAME}=") and "HttpOnly" in cookie
+    assert cookie.startswith(f"{sessions.COOKIE_NAME}=")
+    assert "HttpOnly" in cookie
     stored = wa.list_credentials(user.id)[0]
-    assert stored.sign_count == 1 and stored.last_used_at
+    assert stored.sign_count == 1
+    assert stored.last_used_at
 
 
 def test_registration_options_require_resident_key_and_uv(env: Any) -> None:
@@ -91,7 +93,8 @@ def test_replayed_challenge_is_refused(env: Any) -> None:
     assert post(client, "/signin/passkey/verify", body).status_code == 200
     body["credential"] = auth.get(options["publicKey"], ORIGIN)  # fresh signature, same challenge
     again = post(client, "/signin/passkey/verify", body)
-    assert again.status_code == 400 and again.json_body["code"] == "webauthn_failed"
+    assert again.status_code == 400
+    assert again.json_body["code"] == "webauthn_failed"
     assert "Set-Cookie" not in again.headers
 
 
@@ -113,14 +116,16 @@ def test_wrong_origin_or_rp_id_is_refused(env: Any, where: str, attack: dict[str
     auth = SoftAuthenticator()
     if where == "register":
         res = register(client, headers, "/account/passkeys", auth, **attack)
-        assert res.status_code == 400 and res.json_body["code"] == "webauthn_failed"
+        assert res.status_code == 400
+        assert res.json_body["code"] == "webauthn_failed"
         assert wa.list_credentials(user.id) == []
         return
     assert register(client, headers, "/account/passkeys", auth).status_code == 201
     options = post(client, "/signin/passkey/options", {}).json_body
     cred = auth.get(options["publicKey"], attack.get("origin", ORIGIN), rp_id=attack.get("rp_id"))
     res = post(client, "/signin/passkey/verify", {"challenge_id": options["challenge_id"], "credential": cred})
-    assert res.status_code == 400 and "Set-Cookie" not in res.headers
+    assert res.status_code == 400
+    assert "Set-Cookie" not in res.headers
 
 
 def test_passkey_without_user_verification_is_refused(env: Any) -> None:
@@ -150,7 +155,8 @@ def test_security_key_as_second_factor(env: Any) -> None:
     client, user, headers = env
     key = SoftAuthenticator()
     res = register(client, headers, "/account/security-keys", key, uv=False)
-    assert res.status_code == 201 and res.json_body["kind"] == "security_key"
+    assert res.status_code == 201
+    assert res.json_body["kind"] == "security_key"
     # a security key is not a passkey: it cannot sign in alone
     options = post(client, "/signin/passkey/options", {}).json_body
     res = post(client, "/signin/passkey/verify",
@@ -210,7 +216,8 @@ def test_passkey_refused_while_locked(env: Any) -> None:
     options = post(client, "/signin/passkey/options", {}).json_body
     res = post(client, "/signin/passkey/verify",
                {"challenge_id": options["challenge_id"], "credential": auth.get(options["publicKey"], ORIGIN)})
-    assert res.status_code == 400 and "Set-Cookie" not in res.headers
+    assert res.status_code == 400
+    assert "Set-Cookie" not in res.headers
     lockout.unlock(user.id)
     options = post(client, "/signin/passkey/options", {}).json_body
     res = post(client, "/signin/passkey/verify",

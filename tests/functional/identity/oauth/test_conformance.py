@@ -39,9 +39,11 @@ def assert_oauth_error(r: Any, status: int, error: str) -> dict[str, Any]:
     """RFC 6749 section 5.2: JSON (not problem+json), an RFC code, never cached."""
     assert r.status_code == status, r.body
     assert r.headers["Content-Type"] == "application/json"
-    assert r.headers["Cache-Control"] == "no-store" and r.headers["Pragma"] == "no-cache"
+    assert r.headers["Cache-Control"] == "no-store"
+    assert r.headers["Pragma"] == "no-cache"
     got = body(r)
-    assert got["error"] == error and got["error_description"]
+    assert got["error"] == error
+    assert got["error_description"]
     return got
 
 
@@ -104,7 +106,8 @@ def test_token_response_is_never_cached(confidential: tuple[str, str]) -> None:
         r = token_call(c, {"grant_type": "authorization_code", "code": got["code"], "redirect_uri": REDIRECT},
                        basic=(cid, secret))
         assert r.status_code == 200, r.body
-        assert r.headers["Cache-Control"] == "no-store" and r.headers["Pragma"] == "no-cache"
+        assert r.headers["Cache-Control"] == "no-store"
+        assert r.headers["Pragma"] == "no-cache"
         assert r.headers["Content-Type"] == "application/json"
 
 
@@ -139,10 +142,12 @@ def test_no_credentials_get_a_realm_without_error_code(stack: None, group: str, 
         r = c.http.request(method, path, headers={"Content-Type": "application/json"}, body=b"{}")
         assert r.status_code == 401, (group, path, r.body)
         challenge = r.headers["WWW-Authenticate"]
-        assert challenge.startswith("Bearer realm=") and "error" not in challenge
+        assert challenge.startswith("Bearer realm=")
+        assert "error" not in challenge
         r = c.http.request(method, path, headers={"Content-Type": "application/json", "Authorization": "Bearer x.y.z"},
                            body=b"{}")
-        assert r.status_code == 401 and 'error="invalid_token"' in r.headers["WWW-Authenticate"]
+        assert r.status_code == 401
+        assert 'error="invalid_token"' in r.headers["WWW-Authenticate"]
 
 
 # --- OIDC Core authorization requests ---------------------------------------------------------------------
@@ -177,7 +182,8 @@ def test_pkce_stays_required_for_public_and_pkce_registered_clients(public: str)
         cookie = signed_in_cookie(c)
         for client_id in (public, strict):
             got = code_for(c, cookie, client_id)
-            assert got["error"] == "invalid_request" and "PKCE" in got["error_description"]
+            assert got["error"] == "invalid_request"
+            assert "PKCE" in got["error_description"]
             assert got["state"] == "st"
 
 
@@ -192,7 +198,8 @@ def test_post_authorize_unknown_scopes_and_unknown_parameters(confidential: tupl
                 "code_challenge_method": "S256", "ui_locales": "fr", "display": "page", "acr_values": "1"}
         r = c.http.post("/oauth2/authorize", headers={**FORM, "Cookie": cookie}, body=urlencode(form))
         got = location_params(r)
-        assert got["state"] == "p" and "code" in got, got
+        assert got["state"] == "p", got
+        assert "code" in got, got
         r = token_call(c, {"grant_type": "authorization_code", "code": got["code"], "redirect_uri": REDIRECT,
                            "code_verifier": verifier}, basic=(cid, secret))
         assert r.status_code == 200, r.body
@@ -210,9 +217,11 @@ def test_request_objects_are_answered_as_not_supported(confidential: tuple[str, 
     make_tenant()
     with Client(create_app("identity")) as c:
         got = code_for(c, signed_in_cookie(c), confidential[0], **{param: "eyJhbGciOiJub25lIn0.e30."})
-        assert got["error"] == error and got["state"] == "st"
+        assert got["error"] == error
+        assert got["state"] == "st"
         doc = body(c.http.get("/.well-known/openid-configuration"))
-        assert doc["request_parameter_supported"] is False and doc["request_uri_parameter_supported"] is False
+        assert doc["request_parameter_supported"] is False
+        assert doc["request_uri_parameter_supported"] is False
         assert "client_secret_post" in doc["token_endpoint_auth_methods_supported"]
         assert "client_secret_post" in doc["introspection_endpoint_auth_methods_supported"]
 
@@ -226,7 +235,9 @@ def test_introspection_accepts_client_secret_post(confidential: tuple[str, str])
                                      "redirect_uri": REDIRECT}, basic=(cid, secret)))["access_token"]
         r = c.http.post("/oauth2/introspect", headers=FORM,
                         body=urlencode({"token": access, "client_id": cid, "client_secret": secret}))
-        assert r.status_code == 200 and body(r)["active"] is True and body(r)["client_id"] == cid
+        assert r.status_code == 200
+        assert body(r)["active"] is True
+        assert body(r)["client_id"] == cid
 
 
 # --- RFC 9068 ---------------------------------------------------------------------------------------------

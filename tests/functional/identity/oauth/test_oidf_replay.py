@@ -52,7 +52,8 @@ class Suite:
 
     def code(self, **params: str) -> str:
         got = location_params(self.authorize(**params))
-        assert got.get("state") == params.get("state", "xyz") and got["iss"] == settings().issuer, got
+        assert got.get("state") == params.get("state", "xyz"), got
+        assert got["iss"] == settings().issuer, got
         assert "code" in got, got
         return got["code"]
 
@@ -63,19 +64,23 @@ class Suite:
     def exchange(self, code: str) -> dict[str, Any]:
         r = self.token({"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT})
         assert r.status_code == 200, r.body
-        assert r.headers["Cache-Control"] == "no-store" and r.headers["Pragma"] == "no-cache"
+        assert r.headers["Cache-Control"] == "no-store"
+        assert r.headers["Pragma"] == "no-cache"
         return dict(body(r))
 
     def id_token(self, tokens: dict[str, Any], nonce: str | None = "n-0S6_WzA2Mj") -> dict[str, Any]:
         """The suite's ID token checks: signature by a JWKS key (kid), iss, aud, azp, exp, iat, nonce, at_hash."""
         raw = tokens["id_token"]
         header = jwt.decode(raw, self.jwks).header
-        assert header["alg"] == "RS256" and header["kid"]
+        assert header["alg"] == "RS256"
+        assert header["kid"]
         claims = jwt.decode(raw, self.jwks)
         claims.validate(now=int(clock.now()), leeway=5)
-        assert claims["iss"] == self.meta["issuer"] and claims["aud"] == self.client_id
+        assert claims["iss"] == self.meta["issuer"]
+        assert claims["aud"] == self.client_id
         assert claims.get("azp", self.client_id) == self.client_id
-        assert claims["iat"] <= clock.now() + 5 < claims["exp"] + 5 and claims["sub"]
+        assert claims["iat"] <= clock.now() + 5 < claims["exp"] + 5
+        assert claims["sub"]
         assert claims.get("nonce") == nonce
         digest = hashlib.sha256(tokens["access_token"].encode()).digest()
         assert claims["at_hash"] == base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
@@ -105,13 +110,15 @@ def test_oidcc_server_and_userinfo(suite: Suite, how: str) -> None:
     assert tokens["token_type"].lower() == "bearer"
     claims = suite.id_token(tokens)
     r = suite.userinfo(tokens["access_token"], how)
-    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/json")
+    assert r.status_code == 200
+    assert r.headers["Content-Type"].startswith("application/json")
     assert body(r)["sub"] == claims["sub"]
 
 
 def test_oidcc_response_type_missing(suite: Suite) -> None:
     got = location_params(suite.authorize(response_type=""))
-    assert got["error"] in ("unsupported_response_type", "invalid_request") and got["state"] == "xyz"
+    assert got["error"] in ("unsupported_response_type", "invalid_request")
+    assert got["state"] == "xyz"
 
 
 def test_oidcc_ensure_request_without_nonce_succeeds_for_code_flow(suite: Suite) -> None:
@@ -129,7 +136,8 @@ def test_oidcc_scope_modules(suite: Suite, scope: str) -> None:
     info = body(suite.userinfo(tokens["access_token"]))
     assert info["sub"] == claims["sub"]
     if "email" in scope.split():
-        assert claims["email"] and "email_verified" in claims
+        assert claims["email"]
+        assert "email_verified" in claims
     assert set(tokens["scope"].split()) == set(scope.split()) & set(suite.meta["scopes_supported"])
 
 
@@ -147,10 +155,12 @@ def test_oidcc_optional_parameters_succeed(suite: Suite, extra: dict[str, str]) 
 def test_oidcc_prompt_login_and_prompt_none(suite: Suite) -> None:
     """oidcc-prompt-login, oidcc-prompt-none-not-logged-in, oidcc-prompt-none-logged-in."""
     r = suite.authorize(prompt="login")
-    assert r.status_code == 302 and r.headers["Location"].startswith(settings().auth_url + "/signin?")
+    assert r.status_code == 302
+    assert r.headers["Location"].startswith(settings().auth_url + "/signin?")
     assert "prompt=login" in r.headers["Location"]
     got = location_params(suite.authorize(cookie="", prompt="none"))
-    assert got["error"] == "login_required" and got["state"] == "xyz"
+    assert got["error"] == "login_required"
+    assert got["state"] == "xyz"
     suite.id_token(suite.exchange(suite.code(prompt="none")))
 
 
@@ -158,7 +168,8 @@ def test_oidcc_max_age(suite: Suite) -> None:
     """oidcc-max-age-1 (a session older than max_age signs in again), oidcc-max-age-10000 (auth_time)."""
     clock.advance(2)
     r = suite.authorize(max_age="1")
-    assert r.status_code == 302 and "/signin?" in r.headers["Location"]
+    assert r.status_code == 302
+    assert "/signin?" in r.headers["Location"]
     claims = suite.id_token(suite.exchange(suite.code(max_age="10000")))
     assert claims["auth_time"] <= clock.now()
 
@@ -174,7 +185,8 @@ def test_oidcc_ensure_registered_redirect_uri(suite: Suite, redirect: str) -> No
     """oidcc-ensure-registered-redirect-uri, oidcc-ensure-redirect-uri-in-authorization-request: an error
     page, never a redirect."""
     r = suite.authorize(redirect_uri=redirect)
-    assert r.status_code == 400 and "Location" not in r.headers
+    assert r.status_code == 400
+    assert "Location" not in r.headers
 
 
 @pytest.mark.parametrize("param,error", [("request", "request_not_supported"),
@@ -186,7 +198,8 @@ def test_oidcc_request_objects(suite: Suite, param: str, error: str) -> None:
     assert suite.meta[f"{param}_parameter_supported"] is False
     value = "eyJhbGciOiJub25lIn0.eyJzY29wZSI6Im9wZW5pZCJ9." if param == "request" else "https://rp.example/r"
     got = location_params(suite.authorize(**{param: value}))
-    assert got["error"] == error and got["state"] == "xyz"
+    assert got["error"] == error
+    assert got["state"] == "xyz"
 
 
 def test_oidcc_codereuse(suite: Suite) -> None:
@@ -195,7 +208,8 @@ def test_oidcc_codereuse(suite: Suite) -> None:
     tokens = suite.exchange(code)
     clock.advance(30)
     r = suite.token({"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT})
-    assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+    assert r.status_code == 400
+    assert body(r)["error"] == "invalid_grant"
     assert suite.userinfo(tokens["access_token"]).status_code == 401
 
 
@@ -206,7 +220,8 @@ def test_oidcc_refresh_token(suite: Suite) -> None:
     assert other_secret is not None
     r = suite.token({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
                     headers=suite.basic(other_id, other_secret))
-    assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+    assert r.status_code == 400
+    assert body(r)["error"] == "invalid_grant"
     r = suite.token({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]})
     assert r.status_code == 200, r.body
     fresh = body(r)
@@ -234,10 +249,13 @@ def test_oidcc_server_client_secret_post(suite: Suite) -> None:
 
 def test_oidcc_discovery_endpoint_verification(suite: Suite) -> None:
     meta = suite.meta
-    assert meta["issuer"] == settings().issuer and not meta["issuer"].endswith("/")
+    assert meta["issuer"] == settings().issuer
+    assert not meta["issuer"].endswith("/")
     for name in ("authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri"):
         parts = urlsplit(meta[name])
-        assert parts.scheme in ("http", "https") and parts.netloc and not parts.fragment  # https: not replayed
+        assert parts.scheme in ("http", "https")
+        assert parts.netloc
+        assert not parts.fragment  # https: not replayed
     assert "openid" in meta["scopes_supported"]
     assert "code" in meta["response_types_supported"]
     assert meta["subject_types_supported"] == ["public"]
@@ -252,11 +270,17 @@ def test_oidcc_discovery_endpoint_verification(suite: Suite) -> None:
 
 def test_oidcc_jwks(suite: Suite) -> None:
     r = suite.c.http.get("/.well-known/jwks.json")
-    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/json")
+    assert r.status_code == 200
+    assert r.headers["Content-Type"].startswith("application/json")
     keys = body(r)["keys"]
-    assert keys and len({k["kid"] for k in keys}) == len(keys)
+    assert keys
+    assert len({k["kid"] for k in keys}) == len(keys)
     for key in keys:
-        assert key["kty"] == "RSA" and key["use"] == "sig" and key["alg"] == "RS256" and key["n"] and key["e"]
+        assert key["kty"] == "RSA"
+        assert key["use"] == "sig"
+        assert key["alg"] == "RS256"
+        assert key["n"]
+        assert key["e"]
         assert not {"d", "p", "q", "dp", "dq", "qi"} & set(key)  # no private parts published
 
 

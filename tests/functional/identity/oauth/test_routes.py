@@ -90,10 +90,12 @@ def test_authlib_completes_code_flow_with_pkce_and_verifies_id_token(public_clie
         r = c.http.get(url[len(issuer):], headers={"Cookie": cookie})
         assert r.status_code == 302
         callback = r.headers["Location"]
-        assert callback.startswith(REDIRECT) and f"state={state}" in callback
+        assert callback.startswith(REDIRECT)
+        assert f"state={state}" in callback
         token = session.fetch_token(discovery["token_endpoint"], authorization_response=callback,
                                     code_verifier=verifier)
-        assert token["token_type"].lower() == "bearer" and token["refresh_token"]
+        assert token["token_type"].lower() == "bearer"
+        assert token["refresh_token"]
         jwks = JsonWebKey.import_key_set(session.get(discovery["jwks_uri"], withhold_token=True).json())
         claims = jwt.decode(token["id_token"], jwks, claims_cls=CodeIDToken,
                             claims_options={"iss": {"essential": True, "value": issuer}},
@@ -101,11 +103,14 @@ def test_authlib_completes_code_flow_with_pkce_and_verifies_id_token(public_clie
                                            "access_token": token["access_token"]})
         claims.validate(now=int(clock.now()), leeway=5)  # aud, exp, iat, nonce, at_hash, auth_time
         assert claims["sub"] == tenant.user_id
-        assert claims["aud"] == public_client and claims["nonce"] == nonce
-        assert "mfa" in claims["amr"] and claims["workspace_id"] == tenant.workspace_id
+        assert claims["aud"] == public_client
+        assert claims["nonce"] == nonce
+        assert "mfa" in claims["amr"]
+        assert claims["workspace_id"] == tenant.workspace_id
         # the access token is a platform token for that workspace, with the user's roles there
         info = session.get(discovery["userinfo_endpoint"]).json()  # authlib adds the Bearer token
-        assert info["sub"] == tenant.user_id and info["roles"] == ["admin"]
+        assert info["sub"] == tenant.user_id
+        assert info["roles"] == ["admin"]
         # a refresh through authlib rotates the refresh token
         refreshed = session.refresh_token(discovery["token_endpoint"], refresh_token=token["refresh_token"])
         assert refreshed["refresh_token"] != token["refresh_token"]
@@ -125,10 +130,12 @@ def test_wrong_redirect_uri_is_refused_without_redirect(public_client: str) -> N
                                                          ("redirect_uri", REDIRECT), ("redirect_uri", "https://evil.example/"),
                                                          ("code_challenge", challenge), ("code_challenge_method", "S256")]),
                        headers={"Cookie": cookie})
-        assert r.status_code == 400 and "Location" not in r.headers
+        assert r.status_code == 400
+        assert "Location" not in r.headers
         r = authorize(c, cookie, response_type="code", client_id="cli_unknown", redirect_uri=REDIRECT,
                       code_challenge=challenge, code_challenge_method="S256")
-        assert r.status_code == 400 and body(r)["error"] == "invalid_request"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_request"
 
 
 def test_pkce_is_mandatory_and_s256_only(public_client: str) -> None:
@@ -137,9 +144,12 @@ def test_pkce_is_mandatory_and_s256_only(public_client: str) -> None:
         cookie = signed_in_cookie(c)
         base = {"response_type": "code", "client_id": public_client, "redirect_uri": REDIRECT, "state": "xyz"}
         p = location_params(authorize(c, cookie, **base))
-        assert p["error"] == "invalid_request" and p["state"] == "xyz" and "code" not in p
+        assert p["error"] == "invalid_request"
+        assert p["state"] == "xyz"
+        assert "code" not in p
         p = location_params(authorize(c, cookie, **base, code_challenge=verifier, code_challenge_method="plain"))
-        assert p["error"] == "invalid_request" and "code" not in p
+        assert p["error"] == "invalid_request"
+        assert "code" not in p
         p = location_params(authorize(c, cookie, **{**base, "response_type": "token"}, code_challenge=challenge,
                                       code_challenge_method="S256"))
         assert p["error"] == "unsupported_response_type"
@@ -168,13 +178,15 @@ def test_reused_code_is_refused_and_revokes_its_tokens(public_client: str) -> No
         r = c.http.get("/userinfo", headers={"Authorization": f"Bearer {first['access_token']}"})
         assert r.status_code == 200
         r = token_call(c, form)
-        assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_grant"
         # the access and refresh tokens issued from the code are dead now
         r = c.http.get("/userinfo", headers={"Authorization": f"Bearer {first['access_token']}"})
         assert r.status_code == 401
         r = token_call(c, {"grant_type": "refresh_token", "refresh_token": first["refresh_token"],
                            "client_id": public_client})
-        assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_grant"
 
 
 def test_wrong_verifier_wrong_redirect_and_expired_code_are_refused(public_client: str) -> None:
@@ -185,16 +197,20 @@ def test_wrong_verifier_wrong_redirect_and_expired_code_are_refused(public_clien
         base = {"grant_type": "authorization_code", "redirect_uri": REDIRECT, "client_id": public_client}
         r = token_call(c, {**base, "code": _code(c, cookie, public_client, challenge),
                            "code_verifier": pkce()[0]})
-        assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_grant"
         r = token_call(c, {**base, "code": _code(c, cookie, public_client, challenge)})
-        assert r.status_code == 400 and body(r)["error"] == "invalid_grant"  # no verifier at all
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_grant"  # no verifier at all
         r = token_call(c, {**base, "code": _code(c, cookie, public_client, challenge), "code_verifier": verifier,
                            "redirect_uri": REDIRECT + "x"})
-        assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_grant"
         code = _code(c, cookie, public_client, challenge)
         clock.advance(61)
         r = token_call(c, {**base, "code": code, "code_verifier": verifier})
-        assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_grant"
 
 
 def test_refresh_token_reuse_revokes_the_family(public_client: str) -> None:
@@ -213,10 +229,12 @@ def test_refresh_token_reuse_revokes_the_family(public_client: str) -> None:
         # the old one comes back (stolen): refused, and the whole family dies
         r = token_call(c, {"grant_type": "refresh_token", "refresh_token": first["refresh_token"],
                            "client_id": public_client})
-        assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_grant"
         r = token_call(c, {"grant_type": "refresh_token", "refresh_token": second["refresh_token"],
                            "client_id": public_client})
-        assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_grant"
         for access in (first["access_token"], second["access_token"]):
             assert c.http.get("/userinfo", headers={"Authorization": f"Bearer {access}"}).status_code == 401
 
@@ -229,7 +247,8 @@ def test_mfa_enforced_workspace_refuses_a_sign_in_without_mfa(public_client: str
         p = location_params(authorize(c, cookie, response_type="code", client_id=public_client,
                                       redirect_uri=REDIRECT, code_challenge=challenge, code_challenge_method="S256",
                                       workspace_id=tenant.workspace_id, state="s"))
-        assert p["error"] == "access_denied" and "code" not in p
+        assert p["error"] == "access_denied"
+        assert "code" not in p
         # and the token endpoint checks again: a code from before MFA was enforced is refused
         other = make_tenant("lee@example.com", name="Loose")
         code = _code(c, cookie, public_client, challenge, workspace_id=other.workspace_id)
@@ -237,7 +256,8 @@ def test_mfa_enforced_workspace_refuses_a_sign_in_without_mfa(public_client: str
         workspaces()(other.workspace_id).update(actions=[workspaces().enforce_mfa.set(True)])
         r = token_call(c, {"grant_type": "authorization_code", "redirect_uri": REDIRECT, "client_id": public_client,
                            "code": code, "code_verifier": verifier})
-        assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_grant"
 
 
 def test_no_session_redirects_to_sign_in_and_prompt_none_fails(public_client: str) -> None:
@@ -250,13 +270,16 @@ def test_no_session_redirects_to_sign_in_and_prompt_none_fails(public_client: st
         loc = urlsplit(r.headers["Location"])
         assert r.headers["Location"].startswith(settings().auth_url + "/signin?")
         return_to = parse_qs(loc.query)["return_to"][0]
-        assert return_to.startswith("/oauth2/authorize?") and "state=s1" in return_to
+        assert return_to.startswith("/oauth2/authorize?")
+        assert "state=s1" in return_to
         p = location_params(authorize(c, "", **params, prompt="none"))
-        assert p["error"] == "login_required" and p["state"] == "s1"
+        assert p["error"] == "login_required"
+        assert p["state"] == "s1"
         # prompt=login with a session still goes to the sign-in page, asking for a fresh sign-in
         cookie = signed_in_cookie(c)
         r = authorize(c, cookie, **params, prompt="login")
-        assert r.status_code == 302 and "prompt=login" in r.headers["Location"]
+        assert r.status_code == 302
+        assert "prompt=login" in r.headers["Location"]
         assert "/signin?" in r.headers["Location"]
 
 
@@ -270,13 +293,16 @@ def test_client_credentials_and_introspection_of_revoked_token(stack: None) -> N
         r = token_call(c, {"grant_type": "client_credentials"}, basic=(client_id, secret))
         assert r.status_code == 200, r.body
         tok = body(r)
-        assert "refresh_token" not in tok and tok["workspace_id"] == tenant.workspace_id
+        assert "refresh_token" not in tok
+        assert tok["workspace_id"] == tenant.workspace_id
         r = c.http.post("/oauth2/introspect", headers={
             "Content-Type": "application/x-www-form-urlencoded",
             "Authorization": "Basic " + base64.b64encode(f"{intro_id}:{intro_secret}".encode()).decode()},
             body=urlencode({"token": tok["access_token"]}))
         info = body(r)
-        assert info["active"] is True and info["sub"] == client_id and info["roles"] == ["viewer"]
+        assert info["active"] is True
+        assert info["sub"] == client_id
+        assert info["roles"] == ["viewer"]
         assert info["token_use"] == "service"
         # RFC 7009 revocation by the client that owns it, then introspection says inactive
         r = c.http.post("/oauth2/revoke", headers={
@@ -291,22 +317,27 @@ def test_client_credentials_and_introspection_of_revoked_token(stack: None) -> N
         assert body(r) == {"active": False}
         # wrong secret, and a public client, cannot use client_credentials
         r = token_call(c, {"grant_type": "client_credentials"}, basic=(client_id, "wrong"))
-        assert r.status_code == 401 and body(r)["error"] == "invalid_client"
+        assert r.status_code == 401
+        assert body(r)["error"] == "invalid_client"
 
 
 def test_token_and_revoke_bad_input_are_oauth_errors(public_client: str) -> None:
     with Client(create_app("identity")) as c:
         r = token_call(c, {"grant_type": "authorization_code", "client_id": public_client})
-        assert r.status_code == 400 and body(r)["error"] == "invalid_request"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_request"
         assert r.headers["Content-Type"] == "application/json"  # RFC 6749 section 5.2, not problem+json
         assert set(body(r)) == {"error", "error_description"}
         r = token_call(c, {"grant_type": "refresh_token", "refresh_token": "rt_nope", "client_id": public_client})
-        assert r.status_code == 400 and body(r)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_grant"
         r = token_call(c, {"grant_type": "authorization_code", "code": "x", "client_id": "cli_nobody"})
-        assert r.status_code == 401 and body(r)["error"] == "invalid_client"
+        assert r.status_code == 401
+        assert body(r)["error"] == "invalid_client"
         r = c.http.post("/oauth2/revoke", headers={"Content-Type": "application/x-www-form-urlencoded"},
                         body=urlencode({"client_id": public_client}))
-        assert r.status_code == 400 and body(r)["error"] == "invalid_request"
+        assert r.status_code == 400
+        assert body(r)["error"] == "invalid_request"
         # unknown tokens: 200 per RFC 7009
         r = c.http.post("/oauth2/revoke", headers={"Content-Type": "application/x-www-form-urlencoded"},
                         body=urlencode({"client_id": public_client, "token": "rt_unknown"}))
@@ -316,4 +347,5 @@ def test_token_and_revoke_bad_input_are_oauth_errors(public_client: str) -> None
         r = authorize(c, "", response_type="code", client_id=public_client, redirect_uri=REDIRECT,
                       code_challenge="short", code_challenge_method="S256")
         # no session yet, but a malformed challenge is refused before the sign-in detour
-        assert r.status_code == 302 and "error=invalid_request" in r.headers["Location"]
+        assert r.status_code == 302
+        assert "error=invalid_request" in r.headers["Location"]

@@ -59,8 +59,10 @@ def test_jwks_has_rsa_keys_with_kid_use_alg(stack: None) -> None:
     with _identity() as c:
         keys = json.loads(c.http.get("/.well-known/jwks.json").body)["keys"]
     assert len(keys) == 1
-    assert {"kty", "n", "e", "kid", "use", "alg"} <= set(keys[0]) and keys[0]["alg"] == "RS256"
-    assert "d" not in keys[0] and "p" not in keys[0]  # never private parts
+    assert {"kty", "n", "e", "kid", "use", "alg"} <= set(keys[0])
+    assert keys[0]["alg"] == "RS256"
+    assert "d" not in keys[0]
+    assert "p" not in keys[0]  # never private parts
 
 
 def test_pyjwt_verifies_our_token_with_only_discovery_and_jwks(tenant: Tenant) -> None:
@@ -70,14 +72,16 @@ def test_pyjwt_verifies_our_token_with_only_discovery_and_jwks(tenant: Tenant) -
     kid = pyjwt.get_unverified_header(tenant.token)["kid"]
     key = pyjwt.PyJWK([k for k in jwks["keys"] if k["kid"] == kid][0])
     claims = pyjwt.decode(tenant.token, key.key, algorithms=["RS256"], audience="service-api", issuer=doc["issuer"])
-    assert claims["sub"] == tenant.user_id and claims["workspace_id"] == tenant.workspace_id
+    assert claims["sub"] == tenant.user_id
+    assert claims["workspace_id"] == tenant.workspace_id
     assert {"roles", "email", "amr", "exp", "iat", "jti"} <= set(claims)
 
 
 def test_private_key_is_stored_encrypted(stack: None) -> None:
     item = next(iter(global_model(tokens.SigningKeyAttrs).scan()))
     blob = base64.b64decode(item.private_blob)
-    assert b"PRIVATE KEY" not in blob and b"-----BEGIN" not in blob
+    assert b"PRIVATE KEY" not in blob
+    assert b"-----BEGIN" not in blob
 
 
 def test_signer_loads_private_key_once(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,7 +103,8 @@ def test_signer_loads_private_key_once(tenant: Tenant, monkeypatch: pytest.Monke
 class TestIntrospection:
     def test_requires_client_credentials(self, tenant: Tenant) -> None:
         r = _introspect(tenant.token, {})
-        assert r.status_code == 401 and json.loads(r.body)["error"] == "invalid_client"
+        assert r.status_code == 401
+        assert json.loads(r.body)["error"] == "invalid_client"
         cid, _ = create_client("svc")
         assert _introspect(tenant.token, _basic(cid, "wrong-secret")).status_code == 401
         assert _introspect(tenant.token, _basic("cli_unknown", "x")).status_code == 401
@@ -115,8 +120,10 @@ class TestIntrospection:
         assert secret is not None
         body = json.loads(_introspect(tenant.token, _basic(cid, secret)).body)
         assert body["active"] is True
-        assert body["sub"] == tenant.user_id and body["workspace_id"] == tenant.workspace_id
-        assert body["aud"] == "service-api" and body["roles"] == ["admin"]
+        assert body["sub"] == tenant.user_id
+        assert body["workspace_id"] == tenant.workspace_id
+        assert body["aud"] == "service-api"
+        assert body["roles"] == ["admin"]
 
     @pytest.mark.parametrize("case", ["expired", "revoked", "garbage"])
     def test_inactive(self, tenant: Tenant, case: str) -> None:
@@ -131,7 +138,8 @@ class TestIntrospection:
         else:
             token = "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"
         r = _introspect(token, _basic(cid, secret))
-        assert r.status_code == 200 and json.loads(r.body) == {"active": False}
+        assert r.status_code == 200
+        assert json.loads(r.body) == {"active": False}
 
 
 class TestWorkspaceSwitch:
@@ -141,10 +149,12 @@ class TestWorkspaceSwitch:
         r = _exchange(a.token, b.workspace_id)
         assert r.status_code == 200, r.body
         body = json.loads(r.body)
-        assert body["issued_token_type"] == ACCESS_TOKEN_TYPE and body["token_type"] == "Bearer"
+        assert body["issued_token_type"] == ACCESS_TOKEN_TYPE
+        assert body["token_type"] == "Bearer"
         with Client(create_app("platform")) as c:
             me = json.loads(c.http.get("/v1/me", headers=bearer(body["access_token"])).body)
-        assert me["workspace_id"] == b.workspace_id and me["roles"] == ["admin"]
+        assert me["workspace_id"] == b.workspace_id
+        assert me["roles"] == ["admin"]
         assert {w["workspace_id"] for w in me["workspaces"]} == {a.workspace_id, b.workspace_id}
 
     def test_exchange_refused_for_workspace_user_is_not_in(self, stack: None) -> None:
@@ -153,13 +163,15 @@ class TestWorkspaceSwitch:
         r = _exchange(a.token, other.workspace_id)
         unknown = _exchange(a.token, "ws_01HZZZZZZZZZZZZZZZZZZZZZZZ")
         # RFC 8693 section 2.2.2: an unacceptable target; the same answer whether the workspace exists or not
-        assert r.status_code == 400 and unknown.status_code == 400
+        assert r.status_code == 400
+        assert unknown.status_code == 400
         assert json.loads(r.body)["error"] == json.loads(unknown.body)["error"] == "invalid_target"
         assert r.headers["Content-Type"] == "application/json"
 
     def test_exchange_refused_with_invalid_subject_token(self, tenant: Tenant) -> None:
         r = _exchange(tenant.token[:-4] + "AAAA", tenant.workspace_id)
-        assert r.status_code == 400 and json.loads(r.body)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert json.loads(r.body)["error"] == "invalid_grant"
 
     def test_exchange_into_mfa_workspace_needs_mfa(self, stack: None) -> None:
         a = make_tenant(email="alex@example.com", name="Alpha")
@@ -167,7 +179,8 @@ class TestWorkspaceSwitch:
         no_mfa, _ = signing.issue_access_token(user_id=a.user_id, email=a.email, workspace_id=a.workspace_id,
                                                roles=["admin"], amr=["pwd"])
         r = _exchange(no_mfa, strict.workspace_id)
-        assert r.status_code == 400 and json.loads(r.body)["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert json.loads(r.body)["error"] == "invalid_grant"
         assert json.loads(r.body)["reason"] == "mfa_required"
         assert _exchange(a.token, strict.workspace_id).status_code == 200
 
@@ -179,7 +192,8 @@ class TestWorkspaceSwitch:
     def test_bad_token_requests(self, tenant: Tenant, form: dict[str, str]) -> None:
         with _identity() as c:
             r = c.http.post("/oauth2/token", headers=FORM, body=urlencode(form))
-        assert r.status_code == 400 and json.loads(r.body)["error"] in {"unsupported_grant_type", "invalid_request"}
+        assert r.status_code == 400
+        assert json.loads(r.body)["error"] in {"unsupported_grant_type", "invalid_request"}
 
 
 class TestKeyRotation:
@@ -212,7 +226,8 @@ class TestKeyRotation:
         tokens.verifier().clear()
         with pytest.raises(ApiError) as err:
             tokens.verifier().claims(forged)
-        assert err.value.status == 401 and "not signed by a key of this issuer" in err.value.detail
+        assert err.value.status == 401
+        assert "not signed by a key of this issuer" in err.value.detail
         with _identity() as c:
             kids = {k["kid"] for k in json.loads(c.http.get("/.well-known/jwks.json").body)["keys"]}
         assert old_kid not in kids

@@ -63,7 +63,8 @@ def test_fifty_concurrent_wrong_passwords_lock_after_exactly_ten_evaluations(
     with ThreadPoolExecutor(max_workers=50) as pool:
         results = list(pool.map(lambda i: attempt(u.email, f"wrong password {i}"), range(50)))
     assert results == ["invalid_credentials"] * 50  # the same answer whether evaluated or locked out
-    assert len(evaluations) == 10 and not any(evaluations)
+    assert len(evaluations) == 10
+    assert not any(evaluations)
     assert lockout.is_locked(u.user_id)
     # the right password is refused while locked, and is not even evaluated
     assert attempt(u.email, PASSWORD) == "invalid_credentials"
@@ -76,7 +77,8 @@ def test_fifty_concurrent_wrong_passwords_lock_after_exactly_ten_evaluations(
     assert attempt(u.email, PASSWORD) == "invalid_credentials"
     clock.advance(31)
     assert attempt(u.email, PASSWORD) == "ok"
-    assert len(evaluations) == 11 and evaluations[-1] is True
+    assert len(evaluations) == 11
+    assert evaluations[-1] is True
 
 
 def test_nine_failures_then_success_does_not_lock(stack: None, evaluations: list[bool]) -> None:
@@ -108,7 +110,8 @@ def test_admin_unlock_is_immediate_and_audited(stack: None) -> None:
         assert body(r)["was_locked"] is True
     assert attempt(u.email, PASSWORD) == "ok"
     events = [e for e in audit.iter_chain(admin.region, admin.workspace_id) if e["action"] == "member.unlocked"]
-    assert len(events) == 1 and events[0]["target"]["id"] == u.user_id
+    assert len(events) == 1
+    assert events[0]["target"]["id"] == u.user_id
     assert events[0]["actor"]["id"] == admin.user_id
 
 
@@ -136,10 +139,12 @@ def test_admin_routes_refuse_non_members_other_workspaces_and_non_admins(stack: 
         assert r.status_code == 401
         r = c.http.post(f"/v1/workspaces/{admin.workspace_id}/members/{admin.user_id}/unlock",
                         headers=headers, body='{"force": true}')
-        assert r.status_code == 400 and body(r)["code"] == "validation_failed"
+        assert r.status_code == 400
+        assert body(r)["code"] == "validation_failed"
         r = c.http.post(f"/v1/workspaces/{admin.workspace_id}/members/{admin.user_id}/mfa/reset",
                         headers=headers, body="{oops")
-        assert r.status_code == 400 and body(r)["code"] == "malformed_json"
+        assert r.status_code == 400
+        assert body(r)["code"] == "malformed_json"
 
 
 def test_repeated_lockouts_write_a_security_event_to_every_workspace(stack: None) -> None:

@@ -21,7 +21,8 @@ def _reset_token(c: Any, outbox: Any, email: str) -> str:
 
 
 def _field_message(r: Any) -> str:
-    assert r.status_code == 400 and body(r)["code"] == "validation_failed", r.body
+    assert r.status_code == 400, r.body
+    assert body(r)["code"] == "validation_failed", r.body
     return next(e["message"] for e in body(r)["errors"] if e["field"] == "new_password")
 
 
@@ -60,5 +61,6 @@ def test_every_page_that_sets_a_password_shows_the_rule(outbox: Any) -> None:
         account = c.http.get("/account", headers={"Accept": "text/html", "Cookie": cookie}).body.decode()
     for page in (reset, account):
         assert shown in page
-        assert f'minlength="{MIN_LENGTH}"' in page and f'maxlength="{MAX_LENGTH}"' in page
+        assert f'minlength="{MIN_LENGTH}"' in page
+        assert f'maxlength="{MAX_LENGTH}"' in page
         assert 'autocomplete="new-password"' in page

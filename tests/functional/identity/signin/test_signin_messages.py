@@ -33,12 +33,15 @@ def test_reused_totp_code_says_so_and_is_not_a_lockout_strike(stack: None) -> No
         assert r.status_code == 200, r.body
         for _ in range(lockout.MAX_FAILURES + 2):  # more reuses than the lockout allows wrong codes
             r = post(c, "/signin/mfa", {"mfa_token": _password_step(c, u.email), "code": code})
-            assert r.status_code == 401 and body(r)["code"] == "code_already_used", r.body
+            assert r.status_code == 401, r.body
+            assert body(r)["code"] == "code_already_used", r.body
             assert "already used" in body(r)["detail"]
-        assert lockout.status(u.user_id)["failed_attempts"] == 0 and not lockout.is_locked(u.user_id)
+        assert lockout.status(u.user_id)["failed_attempts"] == 0
+        assert not lockout.is_locked(u.user_id)
         wrong = "000000" if code != "000000" else "111111"
         r = post(c, "/signin/mfa", {"mfa_token": _password_step(c, u.email), "code": wrong})
-        assert r.status_code == 401 and body(r)["code"] == "invalid_code"
+        assert r.status_code == 401
+        assert body(r)["code"] == "invalid_code"
         assert lockout.status(u.user_id)["failed_attempts"] == 1  # a wrong code still counts
         clock.advance(30)
         r = post(c, "/signin/mfa", {"mfa_token": _password_step(c, u.email), "code": u.totp_now()})
@@ -59,7 +62,8 @@ def _authorize_return_to(c: Any, client_id: str, **extra: str) -> str:
     params = {"response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT, "scope": "openid",
               "code_challenge": challenge, "code_challenge_method": "S256", "state": "s1", **extra}
     r = c.http.get("/oauth2/authorize?" + urlencode(params))
-    assert r.status_code == 302 and "/signin?" in r.headers["Location"]
+    assert r.status_code == 302
+    assert "/signin?" in r.headers["Location"]
     return parse_qs(urlsplit(r.headers["Location"]).query)["return_to"][0]
 
 
@@ -71,23 +75,30 @@ def test_mfa_enforced_member_signing_in_by_email_code_gets_a_page_with_the_way_f
         r = _sign_in_by_email_code(c, outbox, tenant.email, return_to)
         target = body(r)["redirect_to"]
         assert target.startswith(settings().auth_url + "/signin/mfa-required?")
-        assert "access_denied" not in target and "error" not in parse_qs(urlsplit(target).query)
+        assert "access_denied" not in target
+        assert "error" not in parse_qs(urlsplit(target).query)
         cookie = cookie_of(r)
         page = c.http.get(urlsplit(target).path + "?" + urlsplit(target).query,
                           headers={"Accept": "text/html", "Cookie": cookie})
         text = page.body.decode()
-        assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
-        assert "requires multi-factor authentication" in text and html.escape("“Vault & Co”") in text
+        assert page.status_code == 200
+        assert page.headers["Content-Type"].startswith("text/html")
+        assert "requires multi-factor authentication" in text
+        assert html.escape("“Vault & Co”") in text
         assert 'href="/account"' in text  # set up a second factor (the session is kept for that)
         again = html.unescape(text.split('id="sign-in-again" href="')[1].split('"')[0])
-        assert again.startswith("/oauth2/authorize?") and "prompt=login" in again and "state=s1" in again
+        assert again.startswith("/oauth2/authorize?")
+        assert "prompt=login" in again
+        assert "state=s1" in again
         assert c.http.get("/account", headers={"Accept": "text/html", "Cookie": cookie}).status_code == 200
         # the link starts a fresh sign-in (prompt=login) instead of failing again on the one-factor session
         r = c.http.get(again, headers={"Cookie": cookie})
-        assert r.status_code == 302 and r.headers["Location"].startswith(settings().auth_url + "/signin?")
+        assert r.status_code == 302
+        assert r.headers["Location"].startswith(settings().auth_url + "/signin?")
         # someone without the session learns nothing about the workspace
         stranger = c.http.get(urlsplit(target).path + "?" + urlsplit(target).query, headers={"Accept": "text/html"})
-        assert "Vault" not in stranger.body.decode() and 'href="/account"' not in stranger.body.decode()
+        assert "Vault" not in stranger.body.decode()
+        assert 'href="/account"' not in stranger.body.decode()
 
 
 def test_email_code_to_a_workspace_without_enforced_mfa_goes_straight_back(outbox: Any) -> None:
@@ -103,7 +114,8 @@ def test_mfa_required_page_refuses_foreign_return_to(stack: None) -> None:
     with Client(create_app("identity")) as c:
         q = urlencode({"workspace_id": "ws_x", "return_to": "https://evil.example/oauth2/authorize?x=1"})
         text = c.http.get("/signin/mfa-required?" + q, headers={"Accept": "text/html"}).body.decode()
-        assert "evil.example" not in text and 'href="/signin"' in text
+        assert "evil.example" not in text
+        assert 'href="/signin"' in text
 
 
 def test_settings_say_a_reused_authenticator_code_was_used(stack: None) -> None:
@@ -113,7 +125,8 @@ def test_settings_say_a_reused_authenticator_code_was_used(stack: None) -> None:
     with Client(create_app("identity")) as c, clock.frozen():
         cookie = sign_in(c, u)  # answers the MFA step with the current code
         r = call(c, "POST", "/account/recovery-codes", cookie, {"code": u.totp_now()})
-        assert r.status_code == 400 and body(r)["code"] == "code_already_used", r.body
+        assert r.status_code == 400, r.body
+        assert body(r)["code"] == "code_already_used", r.body
         clock.advance(30)
         r = call(c, "POST", "/account/recovery-codes", cookie, {"code": u.totp_now()})
         assert r.status_code == 200, r.body

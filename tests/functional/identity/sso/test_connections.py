@@ -40,7 +40,8 @@ def test_an_unverified_squatter_does_not_block_the_owner(stack: None) -> None:
     assert conn.verification_token == file.tokens[0]
     assert connections.verify_domain(conn, file) is True
     routed = connections.routed("corp.example")
-    assert routed is not None and routed.workspace_id == owner.workspace_id
+    assert routed is not None
+    assert routed.workspace_id == owner.workspace_id
 
 
 def test_a_verified_domain_is_not_taken_over(stack: None) -> None:

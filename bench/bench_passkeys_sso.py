@@ -7,19 +7,14 @@
 """
 from __future__ import annotations
 
-import os
-
-from bench.common import measure_pair, table
+from bench.common import measure_pair, table, use_emulator
 
 
 def main() -> None:
     import logging
 
     logging.getLogger("aiplat").setLevel(logging.WARNING)
-    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
-        del os.environ[name]
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AUTH_URL": "http://localhost:8002"})
+    use_emulator(AUTH_URL="http://localhost:8002")
     import hashlib
     import time
 
