@@ -10,11 +10,8 @@ import json
 from typing import Any
 
 from chalicelib.core import queues
-from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
 from chalicelib.residency import access_requests, restore
-
-log = get_logger("residency.worker")
 
 
 def handle_one(message: dict[str, Any]) -> dict[str, Any]:
@@ -28,12 +25,10 @@ def handle_one(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def handle(event: dict[str, Any]) -> dict[str, Any]:
-    failures = []
-    for record in event.get("Records", []):
-        queues.record_correlation(record)
-        try:
-            handle_one(json.loads(record.get("body") or ""))
-        except Exception:  # noqa: BLE001 - one failed job must not take the batch down
-            log.exception("residency job failed", extra={"message_id": record.get("messageId")})
-            failures.append({"itemIdentifier": record.get("messageId", "")})
-    return {"batchItemFailures": failures}
+    """Lambda SQS handler with partial batch failures."""
+    return queues.handle_batch(event, _handle_record, what="residency job")
+
+
+def _handle_record(record: dict[str, Any]) -> bool:
+    handle_one(json.loads(record.get("body") or ""))
+    return True
