@@ -28,11 +28,12 @@ def served(group: str) -> dict[str, Any]:
     return json.loads(r.body)
 
 
-def _refs(node: object) -> list[str]:
+def refs(node: object) -> list[str]:
+    """Every ``$ref`` value in a document."""
     if isinstance(node, dict):
-        return ([node["$ref"]] if "$ref" in node else []) + [r for v in node.values() for r in _refs(v)]
+        return ([node["$ref"]] if "$ref" in node else []) + [r for v in node.values() for r in refs(v)]
     if isinstance(node, list):
-        return [r for v in node for r in _refs(v)]
+        return [r for v in node for r in refs(v)]
     return []
 
 
@@ -60,7 +61,7 @@ def test_every_reference_resolves_and_the_document_is_valid(group: str) -> None:
     from openapi_spec_validator import validate
 
     doc = served(group)
-    for ref in _refs(doc):
+    for ref in refs(doc):
         target = doc
         for part in ref.lstrip("#/").split("/"):
             target = target[part]

@@ -11,14 +11,7 @@ from chalice.test import Client
 from chalicelib.core.web import ROUTE_PERMISSIONS
 from chalicelib.gateway.read_routes import OPENAPI_PATH
 from chalicelib.groups import create_app
-
-
-def _refs(node: object) -> list[str]:
-    if isinstance(node, dict):
-        return ([node["$ref"]] if "$ref" in node else []) + [r for v in node.values() for r in _refs(v)]
-    if isinstance(node, list):
-        return [r for v in node for r in _refs(v)]
-    return []
+from tests.functional.core.test_openapi import refs
 
 
 def test_openapi_document_matches_routes_and_permissions() -> None:
@@ -36,7 +29,7 @@ def test_openapi_document_matches_routes_and_permissions() -> None:
         assert (op.get("security") == []) == (perm == "public"), (path, method)
         declared = {p["name"] for p in op["parameters"] if p["in"] == "path"}
         assert declared == {seg[1:-1] for seg in path.split("/") if seg.startswith("{")}, (path, method)
-    for ref in _refs(doc):
+    for ref in refs(doc):
         assert ref.split("/")[-1] in doc["components"]["schemas"], ref
 
 
