@@ -37,11 +37,15 @@ def demo_access_token(platform: RunningPlatform) -> str:
     return done.stdout.strip()
 
 
-def run_schemathesis(document_url: str, config: Path, token: str, report_dir: Path) -> subprocess.CompletedProcess[str]:
+def run_schemathesis(document_url: str, config: Path, token: str | None, report_dir: Path,
+                     *extra: str) -> subprocess.CompletedProcess[str]:
+    """One bounded, deterministic run with every check (``extra``: more CLI options, e.g. a path filter);
+    its cache and report stay in ``report_dir``, out of the tree."""
     st = shutil.which("schemathesis", path=str(ROOT / ".venv" / "bin"))
     assert st, "schemathesis is pinned in requirements-dev.txt"
+    auth = ["-H", f"Authorization: Bearer {token}"] if token else []
     return subprocess.run(
-        [st, "--config-file", str(config), "run", document_url, "-H", f"Authorization: Bearer {token}",
+        [st, "--config-file", str(config), "run", document_url, *auth, *extra,
          "--checks", "all", "--phases", "examples,coverage,fuzzing", "--max-examples", "10",
          "--generation-deterministic", "--max-time", str(MAX_TIME_SECONDS), "--no-color",
          "--report", "junit", "--report-dir", str(report_dir)],

@@ -7,13 +7,12 @@ The sign-in and account paths (cookie sessions, CSRF, rate limits) are not fuzze
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, RunningPlatform
+from tests.integration.conformance import run_schemathesis
+from tests.integration.conftest import RunningPlatform
 
 pytestmark = pytest.mark.integration
 CONFIG = Path(__file__).with_name("schemathesis.toml")
@@ -22,12 +21,6 @@ OAUTH_PATHS = r"^/(oauth2/(token|introspect|revoke|authorize)|userinfo|\.well-kn
 
 @pytest.mark.timeout(600)  # the run itself is bounded by --max-time; the first test also starts the stack
 def test_identity_oauth_endpoints_conform_to_their_document(platform: RunningPlatform, tmp_path: Path) -> None:
-    st = shutil.which("schemathesis", path=str(ROOT / ".venv" / "bin"))
-    assert st, "schemathesis is pinned in requirements-dev.txt"
-    done = subprocess.run(
-        [st, "--config-file", str(CONFIG), "run", platform.urls["identity"] + "/v1/openapi.json",
-         "--checks", "all", "--phases", "examples,coverage,fuzzing", "--max-examples", "10",
-         "--generation-deterministic", "--max-time", "120", "--include-path-regex", OAUTH_PATHS,
-         "--no-color", "--report", "junit", "--report-dir", str(tmp_path)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)  # its cache stays out of the tree
+    done = run_schemathesis(platform.urls["identity"] + "/v1/openapi.json", CONFIG, None, tmp_path,
+                            "--include-path-regex", OAUTH_PATHS)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
