@@ -103,10 +103,14 @@ def _request_handler(group: str | None = None) -> type:
             (echoing an Authorization header); answer the 404 problem API Gateway is configured to give."""
             if not isinstance(error, ForbiddenError):
                 return super()._send_error_response(error)
-            if group == "app" and self.command in ("GET", "HEAD"):  # a page address of any depth: the app's 404 page
-                from chalicelib.webapp.pages import not_found_page
+            if group == "app" and self.command in ("GET", "HEAD"):  # deeper than any app route: the 404 page
+                from urllib.parse import urlsplit
 
-                status, headers, body = not_found_page()
+                from chalicelib.core.config import settings
+                from chalicelib.webapp.pages import deep_not_found_page
+
+                app_url = urlsplit(settings().app_url)  # as the gateway response does, with this origin
+                status, headers, body = deep_not_found_page([f"{app_url.scheme}://{app_url.netloc}"])
                 return self._send_http_response(status, headers, body)
             response = unknown_route_response(self.headers.get("x-correlation-id"))
             self._send_http_response(response.status_code, dict(response.headers), response.body)

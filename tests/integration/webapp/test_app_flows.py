@@ -294,7 +294,7 @@ def test_journey(platform: Any, browser: Any) -> None:
     page.unroute("**/session/claims")
 
     # unknown addresses, however deep, get the 404 page (not a raw 403)
-    for path in ("/nope", "/a/b/c/d/e", "/a/b/c/d/e/f/g/h/i/j", "/deep" * 20):
+    for path in ("/deep" * 20, "/nope", "/a/b/c/d/e", "/a/b/c/d/e/f/g/h/i/j"):  # axe runs on the last, unsandboxed
         resp = page.goto(app + path)
         assert resp.status == 404 and page.text_content("h1") == "Page not found", path
     check_page(page, "not-found")
@@ -321,5 +321,51 @@ def test_journey(platform: Any, browser: Any) -> None:
     check_page(page, "signed-out")
     page.goto(app + "/")
     page.wait_for_url(re.compile(re.escape(auth) + r"/signin\?"))
+    assert not refused, refused
+    context.close()
+
+
+def test_an_address_deeper_than_any_route_shows_the_404_page(platform: Any, browser: Any) -> None:
+    """Deeper than ``pages.MAX_DEPTH`` segments no app route matches; deployed, API Gateway answers with
+    the app group's gateway response, which the local server reproduces: the same page under the same
+    quote-free CSP (``sandbox``, own origin only). The page is styled, axe-clean, keyboard-usable at
+    375 px, and the browser reports no CSP refusal."""
+    from chalicelib.webapp.pages import MAX_DEPTH, quote_free_csp
+
+    app = platform.urls["app"]
+    context = browser.new_context(viewport={"width": 375, "height": 740})
+    page = context.new_page()
+    refused = csp_watch(page)
+    resp = page.goto(app + "/deep" * (MAX_DEPTH + 4) + "?q=1")
+    assert resp.status == 404
+    assert resp.headers["content-security-policy"] == quote_free_csp([app])
+    assert "'" not in resp.headers["content-security-policy"]
+    assert resp.headers["x-frame-options"] == "DENY"
+    assert resp.headers["content-type"].startswith("text/html")
+    assert page.text_content("h1") == "Page not found"
+    # the stylesheet applies (the CSP admits the app's own origin): the overview link is a styled button
+    page.wait_for_load_state("load")
+    assert page.eval_on_selector("a.button", "a => getComputedStyle(a).textDecorationLine") == "none"
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375  # no sideways scrolling
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "AI Platform"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Go to the overview"
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none"  # visible focus
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(re.escape(platform.urls["identity"]) + r"/signin\?"))  # the overview asks to sign in
+
+    # axe-core needs timers, which a sandboxed page without allow-scripts never runs: the same response
+    # is checked with only the ``sandbox`` directive taken off (the same sources, markup and stylesheet)
+    def unsandboxed(route: Any) -> None:
+        original = route.fetch()
+        headers = {**original.headers, "content-security-policy":
+                   original.headers["content-security-policy"].removeprefix("sandbox; ")}
+        route.fulfill(response=original, headers=headers)
+
+    page.route("**/deep/deep/**", unsandboxed)
+    page.goto(app + "/deep" * (MAX_DEPTH + 4))
+    assert page.text_content("h1") == "Page not found"
+    check_page(page, "not-found-deep")
     assert not refused, refused
     context.close()
