@@ -118,14 +118,32 @@ def _request_handler(group: str | None = None) -> type:
     return Handler
 
 
+# While this file exists in the state directory, the agent-run worker waits after each step it
+# completes (up to HOLD_MAX_S): tests hold a run in progress to cancel it mid-run (the product's cancel
+# path is unchanged; this only decides when the next step starts).
+HOLD_AGENT_STEPS = "hold-agent-steps"
+HOLD_MAX_S = 120
+
+
+def _agent_step_hold(index: int) -> None:
+    hold = Path(os.environ.get("LOCAL_STATE_DIR", ".local")).resolve() / HOLD_AGENT_STEPS
+    deadline = time.monotonic() + HOLD_MAX_S
+    while hold.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 class WorkerLoop(threading.Thread):
-    """Receives from the served region's handled queues and calls the handlers, as Lambda's poller would."""
+    """Receives from the served region's handled queues and calls the handlers, as Lambda's poller would
+    (the agent-run handler with ``_agent_step_hold`` after each step)."""
 
     def __init__(self, stop: threading.Event) -> None:
         super().__init__(name="worker-loop", daemon=True)
         self.stop = stop
 
     def run(self) -> None:
+        from functools import partial
+
+        from chalicelib.agents import worker as agent_worker
         from chalicelib.core import aws
         from chalicelib.core.logs import get_logger
         from chalicelib.core.regions import served_regions
@@ -148,6 +166,8 @@ class WorkerLoop(threading.Thread):
                     if not messages:
                         continue
                     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+                    if queue == agent_worker.QUEUE:
+                        handler = partial(agent_worker.handle, after_step=_agent_step_hold)
                     try:
                         result = handler(sqs_event(messages, region, arn)) or {}
                     except Exception:  # Lambda would retry the whole batch after the visibility timeout
@@ -268,6 +288,7 @@ class LocalPlatform:
             os.environ[var] = self.url(group)
         os.environ["REGIONAL_URLS"] = json.dumps(self.regional_urls())
         os.environ["MAIL_OUTBOX_DIR"] = str(self.state_dir / "outbox")
+        os.environ["LOCAL_STATE_DIR"] = str(self.state_dir)  # the region processes' too (HOLD_AGENT_STEPS)
         os.environ.setdefault("STAGE", "local")
         os.environ.pop("REGION", None)  # this process is global: it seeds both regions
         from chalicelib.core.config import settings

@@ -114,22 +114,26 @@ async function run({ view, params }) {
   view.replaceChildren(h("h1", {}, `Run ${r.id}`), section("Status", status, TERMINAL.includes(r.status) ? null : [cancel, cancelled]),
     section("Steps", steps), section("Output", output));
   drawAll();
-  let lastId = "";
-  while (!TERMINAL.includes(r.status) && view.isConnected) {
-    try {
-      for await (const ev of agents.runEvents(params.agent_id, params.run_id, lastId)) {
-        lastId = ev.id || lastId;
-        r = await agents.getRun(params.agent_id, params.run_id);
-        drawAll();
-        if (TERMINAL.includes(r.status)) break;
+  // the page is ready (not busy) once drawn; its steps then stream in, announced by the live list
+  follow().catch((err) => { if (view.isConnected) view.append(problemBox(err)); }).finally(() => cancel.remove());
+
+  async function follow() {
+    let lastId = "";
+    while (!TERMINAL.includes(r.status) && view.isConnected) {
+      try {
+        for await (const ev of agents.runEvents(params.agent_id, params.run_id, lastId)) {
+          lastId = ev.id || lastId;
+          r = await agents.getRun(params.agent_id, params.run_id);
+          drawAll();
+          if (TERMINAL.includes(r.status)) break;
+        }
+      } catch (err) {
+        view.append(problemBox(err));
+        return;
       }
-    } catch (err) {
-      view.append(problemBox(err));
-      break;
+      r = await agents.getRun(params.agent_id, params.run_id);
+      drawAll();
+      if (!TERMINAL.includes(r.status)) await new Promise((res) => setTimeout(res, 1000));
     }
-    r = await agents.getRun(params.agent_id, params.run_id);
-    drawAll();
-    if (!TERMINAL.includes(r.status)) await new Promise((res) => setTimeout(res, 1000));
   }
-  cancel.remove();
 }
