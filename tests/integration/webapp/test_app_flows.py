@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import requests
 
+from infra.local_run import run_now_file
 from tests.integration.webapp.browser import (
     AXE,
     CHROMIUM,
@@ -367,5 +368,60 @@ def test_an_address_deeper_than_any_route_shows_the_404_page(platform: Any, brow
     page.goto(app + "/deep" * (MAX_DEPTH + 4))
     assert page.text_content("h1") == "Page not found"
     check_page(page, "not-found-deep")
+    assert not refused, refused
+    context.close()
+
+
+def test_dr_lag_after_a_real_replication_pass(platform: Any, browser: Any) -> None:
+    """The Admin turns cross-region DR on for the demo EU workspace (with the acknowledgement), the EU
+    region's scheduler runs one real replication pass against the local stack (asked through its
+    ``run_now_file``), and Settings shows the copy: the checkpoint time and a lag within the RPO. Turning
+    DR off again shows no copy."""
+    app, auth, demo = platform.urls["app"], platform.urls["identity"], platform.demo
+    context = browser.new_context(viewport={"width": 375, "height": 800})
+    page = context.new_page()
+    refused = csp_watch(page)
+    page.goto(app + "/settings")
+    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    page.wait_for_url(app + "/settings")
+    ready(page)
+    options = page.locator("#ws-switch option").all_text_contents()
+    page.select_option("#ws-switch", label=next(o for o in options if "Demo Workspace EU" in o))
+    page.wait_for_selector("#ws-name:text-is('Demo Workspace EU')")
+    _goto(page, app + "/settings")
+    assert page.get_attribute("#dr-lag", "data-replicated") == "false"
+    page.select_option("select[name=replication]", "cross-region-dr")
+    page.click("button:has-text('Save replication')")
+    page.wait_for_selector("#eu-ack[open]")
+    page.check("#ack-leaves")
+    page.click("#ack-confirm")
+    page.wait_for_selector("#replication-saved:has-text('cross-region-dr')")
+    assert "first copy" in page.text_content("#dr-lag")
+
+    asked = platform.state_dir / run_now_file("replicate_workspaces", "eu-central-1")
+    asked.touch()
+    deadline = time.monotonic() + 120
+    while asked.exists() and time.monotonic() < deadline:  # removed by the scheduler when the pass ends
+        time.sleep(0.5)
+    assert not asked.exists(), "the EU region's scheduler did not run the replication pass"
+    _goto(page, app + "/settings")
+    page.wait_for_selector("#dr-lag[data-replicated=true]")
+    shown = page.text_content("#dr-lag")
+    assert "within the RPO" in shown
+    assert "last copy" in shown
+    assert "eu-west-1" in shown  # the EU workspace's declared secondary keeps the copy in the EU
+    # the page shows the API's workspace read (fetched here through the app's own client)
+    ws = page.evaluate("""id => import("/static/api.js").then((api) => api.platform(`/v1/workspaces/${id}`))""",
+                       demo["eu_workspace_id"])
+    assert ws["last_replicated_at"]
+    assert ws["replication_secondary_region"] == "eu-west-1"
+    assert ws["replication_lag_seconds"] < 900
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    check_page(page, "settings-dr")
+
+    # DR off again (the copy is deleted by the next pass): no copy is shown
+    page.select_option("select[name=replication]", "none")
+    page.click("button:has-text('Save replication')")
+    page.wait_for_selector("#dr-lag[data-replicated=false]")
     assert not refused, refused
     context.close()
