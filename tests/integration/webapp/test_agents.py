@@ -99,6 +99,7 @@ def test_cancel_a_run_in_progress(platform: Any, browser: Any) -> None:
         page.keyboard.press("Enter")
         page.wait_for_selector(".action-result:has-text('Stopping after the current step')")
         assert page.text_content("#run-status .badge") == "in_progress"  # asked to stop, not stopped yet
+        assert page.text_content("#run-usage") == " · 1 step done so far"
         assert page.evaluate("document.documentElement.scrollWidth") <= 375  # the long run id wraps
         check_page(page, "agent-run-cancelling")
     finally:
