@@ -330,6 +330,7 @@ def _json_object(payload: bytes) -> Any:
 
 
 _NUMBER = (int, float)
+ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")  # RFC 9068 section 2.1, compared case-insensitively
 
 
 def _claims_valid(c: dict[str, Any], now: float) -> bool:
@@ -422,6 +423,9 @@ class TokenVerifier:
                 raise unauthorized("The access token is malformed.") from None
             if not isinstance(header, dict) or header.get("alg") != ALGORITHM:
                 raise unauthorized("The access token must be signed with RS256.")
+            if not isinstance(header.get("typ"), str) or header["typ"].lower() not in ACCESS_TOKEN_TYPES:
+                # RFC 9068 section 4: an ID token (``typ: JWT``) or any other JWT is not an access token
+                raise unauthorized("The token is not an access token (typ must be at+jwt).")
             kid = header.get("kid")
             if isinstance(kid, str) and len(self._headers) < 64:
                 self._headers[header_b64] = kid

@@ -35,11 +35,12 @@ def _active_kid() -> str:
     return signing.signer().current()[0]
 
 
-def _sign_with_our_key(claims: dict[str, Any], kid: str | None = None) -> str:
+def _sign_with_our_key(claims: dict[str, Any], kid: str | None = None, typ: str | None = "at+jwt") -> str:
     """Sign arbitrary claims with our real private key (to isolate the claim checks)."""
     real_kid, key = signing.signer().current()
     pem = key.to_pem()
-    return pyjwt.encode(claims, pem, algorithm="RS256", headers={"kid": kid or real_kid})
+    headers = {"kid": kid or real_kid, **({"typ": typ} if typ else {})}
+    return pyjwt.encode(claims, pem, algorithm="RS256", headers=headers)
 
 
 def _get_me(token: str | None, raw_header: str | None = None) -> Any:
@@ -131,6 +132,16 @@ def test_missing_workspace_claims(tenant: Tenant) -> None:
     _assert_refused(_get_me(_sign_with_our_key(claims)))
 
 
+@pytest.mark.parametrize("typ", ["JWT", "at+jwt2", None])
+def test_a_jwt_not_typed_as_an_access_token_is_refused(tenant: Tenant, typ: str | None) -> None:
+    """RFC 9068: an ID token (``typ: JWT``) signed by our own key, with every access-token claim, is not one."""
+    _assert_refused(_get_me(_sign_with_our_key(_claims(tenant), typ=typ)))
+
+
+def test_the_media_type_form_of_the_access_token_type_is_accepted(tenant: Tenant) -> None:
+    assert _get_me(_sign_with_our_key(_claims(tenant), typ="application/AT+JWT")).status_code == 200
+
+
 def test_unknown_kid(tenant: Tenant) -> None:
     _assert_refused(_get_me(_sign_with_our_key(_claims(tenant), kid="key_01HZZZZZZZZZZZZZZZZZZZZZZZ")))
 
@@ -159,7 +170,8 @@ def test_token_signed_by_a_key_that_is_not_ours(tenant: Tenant) -> None:
     pem = foreign.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption())
     # claims a kid of ours, signature from another key
-    _assert_refused(_get_me(pyjwt.encode(_claims(tenant), pem, algorithm="RS256", headers={"kid": _active_kid()})))
+    _assert_refused(_get_me(pyjwt.encode(_claims(tenant), pem, algorithm="RS256",
+                                      headers={"kid": _active_kid(), "typ": "at+jwt"})))
 
 
 def test_tampered_payload(tenant: Tenant) -> None:
