@@ -10,10 +10,12 @@ bitmap over slots, so intersections, counts and paging are a few big-integer ope
 - postings per filter value: classification, connector, lower-cased owner, ACL key (``role:<id>`` /
   ``user:<id>``), field classification (any field, and non-``DENY`` fields);
 - text: each whitespace-separated token of a dataset's search text (``DatasetRecord._haystack``, already
-  lower-cased) -> the slots holding it. Search matches a term as a *substring* of that text; a term has no
-  whitespace, so it is a substring of the text exactly when it is a substring of one of its tokens: the
-  term's datasets are the union over the vocabulary tokens containing it (memoised per term, carried
-  across incremental updates).
+  lower-cased) -> the slots holding it (a list, or a bitmap once a token is common enough that the bitmap is
+  smaller). Search matches a term as a *substring* of that text; a term has no whitespace, so it is a
+  substring of the text exactly when it is a substring of one of its tokens: the term's datasets are the
+  union over the vocabulary tokens containing it. The vocabulary is also kept as one newline-joined string,
+  so a rare term is found by C-speed ``str.find``; a common one by one pass over the token list. A term's
+  bitmap is memoised (``TERM_MEMO`` terms per index) and carried across incremental updates.
 
 Matching is exactly ``catalog._Criteria.select`` (the linear definition, kept as the tests' oracle and the
 benchmark's reference). See docs/architecture.md, "Catalog", for memory per 10k datasets.
@@ -30,6 +32,7 @@ import numpy as np
 TAIL_MIN = 256  # out-of-order slots tolerated before an in-memory rebuild ...
 TAIL_DIVISOR = 16  # ... or this fraction of the ordered slots, whichever is larger
 TERM_MEMO = 512  # search terms whose bitmaps are remembered per index
+DENSE_MIN = 32  # a token in at least this many datasets (and 1 in 256) keeps a bitmap instead of a list
 
 
 def _key(rec: Any) -> tuple[str, str]:
@@ -70,8 +73,9 @@ class CatalogIndex:
         self.alive = 0
         self.postings: dict[tuple[str, str | None], int] = {}
         self.fresh = np.zeros(0, dtype=np.float64)  # slot -> fresh_since (-inf once freed)
-        self.tokens: dict[str, list[int]] = {}  # token -> slots (freed slots stay until a rebuild)
+        self.tokens: dict[str, list[int] | int] = {}  # token -> slots or bitmap (freed slots stay until a rebuild)
         self.vocab: list[str] = []  # every token, for the substring scan
+        self.joined = "\n"  # the vocabulary as "\n" + "\n".join(vocab) + "\n"
         self.terms: dict[str, int] = {}  # memo: search term -> bitmap of slots whose text contains it
 
     # --- building ---------------------------------------------------------------------------------
@@ -95,8 +99,10 @@ class CatalogIndex:
                 tokens.setdefault(tok, []).append(slot)
         idx.postings = {p: _bits(s, n) for p, s in lists.items()}
         idx.fresh = np.fromiter((r.fresh_since for r in ordered), dtype=np.float64, count=n)
-        idx.tokens = tokens
+        dense = max(DENSE_MIN, n // 256)
+        idx.tokens = {t: (_bits(s, n) if len(s) >= dense else s) for t, s in tokens.items()}
         idx.vocab = list(tokens)
+        idx.joined = "\n" + "\n".join(idx.vocab) + "\n"
         return idx
 
     def updated(self, removed: Iterable[Any], added: Iterable[Any]) -> CatalogIndex:
@@ -112,7 +118,8 @@ class CatalogIndex:
         idx = CatalogIndex()
         idx.records, idx.slot_of = list(self.records), dict(self.slot_of)
         idx.base, idx.base_keys = self.base, self.base_keys
-        idx.postings, idx.tokens, idx.vocab = dict(self.postings), dict(self.tokens), self.vocab
+        idx.postings, idx.tokens = dict(self.postings), dict(self.tokens)
+        idx.vocab, idx.joined = self.vocab, self.joined
         idx.fresh, idx.alive = self.fresh, self.alive
         freed, freed_slots = 0, []
         for rec in removed:
@@ -136,12 +143,18 @@ class CatalogIndex:
             for p in _postings(rec):
                 idx.postings[p] = idx.postings.get(p, 0) | bit
             for tok in set(rec._haystack.split()):
-                if tok not in idx.tokens:
+                held = idx.tokens.get(tok)
+                if held is None:
                     new_vocab.append(tok)
-                idx.tokens[tok] = [*idx.tokens.get(tok, ()), slot]
+                    idx.tokens[tok] = [slot]
+                elif isinstance(held, int):
+                    idx.tokens[tok] = held | bit
+                else:
+                    idx.tokens[tok] = [*held, slot]
             gained.append((bit, rec._haystack))
         if new_vocab:
             idx.vocab = self.vocab + new_vocab
+            idx.joined = self.joined + "\n".join(new_vocab) + "\n"
         idx.fresh = fresh
         keep_mask = ~freed
         for term, bits in self.terms.items():
@@ -167,16 +180,31 @@ class CatalogIndex:
         """The datasets whose search text contains ``term`` (lower-case, no whitespace)."""
         found = self.terms.get(term)
         if found is None:
-            hits = [tok for tok in self.vocab if term in tok]
-            if len(hits) == 1:
-                slots: Any = self.tokens[hits[0]]
-            else:
-                slots = [s for tok in hits for s in self.tokens[tok]]
-            found = _bits(slots, len(self.records))
+            found, sparse = 0, []
+            for tok in self._tokens_containing(term):
+                held = self.tokens[tok]
+                if isinstance(held, int):
+                    found |= held
+                else:
+                    sparse += held
+            if sparse:
+                found |= _bits(sparse, len(self.records))
             if len(self.terms) >= TERM_MEMO:
                 self.terms.pop(next(iter(self.terms)))
             self.terms[term] = found
         return found
+
+    def _tokens_containing(self, term: str) -> list[str]:
+        """The vocabulary tokens of which ``term`` is a substring."""
+        joined = self.joined
+        if joined.count(term) > len(self.vocab) // 64:  # common: one pass over the tokens is cheaper
+            return [tok for tok in self.vocab if term in tok]
+        out, at, find = [], 0, joined.find
+        while (at := find(term, at)) >= 0:
+            start, end = joined.rfind("\n", 0, at) + 1, find("\n", at)
+            out.append(joined[start:end])
+            at = end
+        return out
 
     def select(self, *, keys: frozenset[str] | None, terms: tuple[str, ...], classification: str | None,
                connector_id: str | None, owner: str | None, oldest: float | None,
