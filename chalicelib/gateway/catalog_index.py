@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -57,8 +58,13 @@ def _postings(rec: Any) -> list[tuple[str, str | None]]:
     out: list[tuple[str, str | None]] = [("classification", rec.classification), ("connector", rec.connector_id),
                                          ("owner", rec.owner.lower())]
     out += [("acl", k) for k in rec.acl_keys]
-    out += [("field_any", c) for c in {f["classification"] for f in rec.fields}]
-    out += [("field_visible", c) for c in {f["classification"] for f in rec.fields if f["policy"] != "DENY"}]
+    visible: dict[str, bool] = {}  # field classification -> held by a non-DENY field
+    for f in rec.fields:
+        visible[f["classification"]] = visible.get(f["classification"], False) or f["policy"] != "DENY"
+    for cls, seen in visible.items():
+        out.append(("field_any", cls))
+        if seen:
+            out.append(("field_visible", cls))
     return out
 
 
@@ -90,13 +96,13 @@ class CatalogIndex:
         idx.base = n
         idx.base_keys = [_key(r) for r in ordered]
         idx.alive = (1 << n) - 1
-        lists: dict[tuple[str, str | None], list[int]] = {}
-        tokens: dict[str, list[int]] = {}
+        lists: defaultdict[tuple[str, str | None], list[int]] = defaultdict(list)
+        tokens: defaultdict[str, list[int]] = defaultdict(list)
         for slot, rec in enumerate(ordered):
             for p in _postings(rec):
-                lists.setdefault(p, []).append(slot)
+                lists[p].append(slot)
             for tok in set(rec._haystack.split()):
-                tokens.setdefault(tok, []).append(slot)
+                tokens[tok].append(slot)
         idx.postings = {p: _bits(s, n) for p, s in lists.items()}
         idx.fresh = np.fromiter((r.fresh_since for r in ordered), dtype=np.float64, count=n)
         dense = max(DENSE_MIN, n // 256)
