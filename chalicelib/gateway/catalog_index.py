@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import threading
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -83,6 +84,7 @@ class CatalogIndex:
         self.vocab: list[str] = []  # every token, for the substring scan
         self.joined = "\n"  # the vocabulary as "\n" + "\n".join(vocab) + "\n"
         self.terms: dict[str, int] = {}  # memo: search term -> bitmap of slots whose text contains it
+        self._memo_lock = threading.Lock()  # readers of one snapshot may share it across threads
 
     # --- building ---------------------------------------------------------------------------------
 
@@ -163,7 +165,9 @@ class CatalogIndex:
             idx.joined = self.joined + "\n".join(new_vocab) + "\n"
         idx.fresh = fresh
         keep_mask = ~freed
-        for term, bits in self.terms.items():
+        with self._memo_lock:
+            memo = list(self.terms.items())
+        for term, bits in memo:
             bits &= keep_mask
             for bit, text in gained:
                 if term in text:
@@ -195,9 +199,10 @@ class CatalogIndex:
                     sparse += held
             if sparse:
                 found |= _bits(sparse, len(self.records))
-            if len(self.terms) >= TERM_MEMO:
-                self.terms.pop(next(iter(self.terms)))
-            self.terms[term] = found
+            with self._memo_lock:
+                if len(self.terms) >= TERM_MEMO:
+                    del self.terms[next(iter(self.terms))]
+                self.terms[term] = found
         return found
 
     def _tokens_containing(self, term: str) -> list[str]:

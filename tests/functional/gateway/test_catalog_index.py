@@ -116,6 +116,14 @@ def _change(t: Tenant, rnd: random.Random, ids: list[str], connectors: list[str]
 @pytest.mark.parametrize("seed", [1, 2])
 def test_indexed_search_equals_the_linear_filter(tenant: Tenant, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(catalog_index, "TAIL_MIN", 12)  # so the in-memory rebuild also happens here
+    builds = []
+    real_build = catalog_index.CatalogIndex.build.__func__
+
+    def counting_build(cls: type[catalog_index.CatalogIndex], ordered: list[Any]) -> catalog_index.CatalogIndex:
+        builds.append(len(ordered))
+        return real_build(cls, ordered)
+
+    monkeypatch.setattr(catalog_index.CatalogIndex, "build", classmethod(counting_build))
     rnd = random.Random(seed)
     connectors = [new_id("conn") for _ in range(3)]
     ids = [new_id("ds") for _ in range(160)]
@@ -125,9 +133,14 @@ def test_indexed_search_equals_the_linear_filter(tenant: Tenant, seed: int, monk
     catalog.invalidate()
     assert _check(tenant, rnd, connectors, 120) > 40  # most combinations find something
     full, partial = catalog.stats.full_loads, catalog.stats.partial_loads
+    builds.clear()
+    appended = 0
     for _ in range(6):
-        _change(tenant, rnd, ids, connectors, rnd.randint(1, 6))
+        _change(tenant, rnd, ids, connectors, rnd.randint(3, 8))
         _check(tenant, rnd, connectors, 30)
+        index = catalog.snapshot(tenant.workspace_id).index
+        appended += len(index.records) > index.base
+    assert builds and appended  # both the in-memory rebuild and appended slots were searched
     assert catalog.stats.full_loads == full  # every change above went through the incremental path
     assert catalog.stats.partial_loads == partial + 6
     assert len(catalog.snapshot(tenant.workspace_id).index.slot_of) == len(ids)
