@@ -76,6 +76,37 @@ def test_malformed_token(tenant: Tenant, header: str) -> None:
     _assert_refused(_get_me(None, raw_header=header))
 
 
+def _sign_raw_payload(payload: bytes) -> str:
+    """A token with our real header and signature over an arbitrary payload segment (not necessarily JSON)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    kid, key = signing.signer().current()
+    signing_input = f"{_b64(json.dumps({'alg': 'RS256', 'typ': 'at+jwt', 'kid': kid}).encode())}.{_b64(payload)}"
+    sig = key.prepared_key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{_b64(sig)}"
+
+
+@pytest.mark.parametrize("mangle", [
+    lambda c: json.dumps(c).encode() + b" {}",  # a second document after the claims
+    lambda c: json.dumps(c).encode() + b" ",  # trailing data of any kind
+    lambda c: b" " + json.dumps(c).encode(),  # leading data
+    lambda c: json.dumps(c).encode("utf-16"),  # JSON, but not UTF-8 (RFC 7519)
+    lambda c: json.dumps([c]).encode(),  # not an object
+    lambda c: json.dumps(c).encode()[:-1],  # truncated
+])
+def test_signed_payload_that_is_not_one_utf8_json_object(tenant: Tenant, mangle: Any) -> None:
+    assert _get_me(_sign_raw_payload(json.dumps(_claims(tenant)).encode())).status_code == 200  # the control
+    _assert_refused(_get_me(_sign_raw_payload(mangle(_claims(tenant)))))
+
+
+@pytest.mark.parametrize("shape", ["{h}..{s}", ".{p}.{s}", "{h}.{p}.", "{h}.{p}.{s}.", "{h}.{p}", "{h}.{p}.{s}=",
+                                   "{h}.{p}.{s}x", "{h}.{p}x.{s}", "{h}.{p}+.{s}", "{h}.{p}.{s}/"])
+def test_token_segments_are_checked(tenant: Tenant, shape: str) -> None:
+    h, p, s = tenant.token.split(".")
+    _assert_refused(_get_me(shape.format(h=h, p=p, s=s)))
+
+
 def test_expired_token(tenant: Tenant) -> None:
     _assert_refused(_get_me(_sign_with_our_key(_claims(tenant, iat=int(time.time()) - 7200, exp=int(time.time()) - 3600))))
 
