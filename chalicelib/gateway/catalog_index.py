@@ -13,9 +13,15 @@ bitmap over slots, so intersections, counts and paging are a few big-integer ope
   lower-cased) -> the slots holding it (a list, or a bitmap once a token is common enough that the bitmap is
   smaller). Search matches a term as a *substring* of that text; a term has no whitespace, so it is a
   substring of the text exactly when it is a substring of one of its tokens: the term's datasets are the
-  union over the vocabulary tokens containing it. The vocabulary is also kept as one newline-joined string,
-  so a rare term is found by C-speed ``str.find``; a common one by one pass over the token list. A term's
-  bitmap is memoised (``TERM_MEMO`` terms per index) and carried across incremental updates.
+  union over the vocabulary tokens containing it;
+- n-grams, so a term seen for the first time never scans the vocabulary: ``_Trigrams`` maps each trigram of
+  the vocabulary to the sorted ids of the tokens holding it (NumPy arrays, built vectorised); a term of 3 or
+  more characters takes the intersection of its trigrams' token ids as candidates and confirms each with a
+  substring test (tokens added by incremental updates, after the trigram table was built, are tested one by
+  one: at most the rebuild tail's worth). A term of 1 or 2 characters is answered from ``short``: each
+  character and character pair of the search texts -> its datasets (a bitmap, or sorted slots while
+  rare), so no union over thousands of tokens is needed. A term's bitmap is memoised (``TERM_MEMO`` terms
+  per index) and carried across incremental updates.
 
 Matching is exactly ``catalog._Criteria.select`` (the linear definition, kept as the tests' oracle and the
 benchmark's reference). See docs/architecture.md, "Catalog", for memory per 10k datasets.
@@ -35,6 +41,10 @@ TAIL_MIN = 256  # out-of-order slots tolerated before an in-memory rebuild ...
 TAIL_DIVISOR = 16  # ... or this fraction of the ordered slots, whichever is larger
 TERM_MEMO = 512  # search terms whose bitmaps are remembered per index
 DENSE_MIN = 32  # a token in at least this many datasets (and 1 in 256) keeps a bitmap instead of a list
+SHORT = 2  # terms up to this many characters are answered from the precomputed 1- and 2-gram sets
+CHUNK = 4096  # datasets per vectorised pass when building the 1- and 2-gram sets (bounds build memory)
+_BITS = 21  # a Unicode code point fits in 21 bits, so a trigram's code fits in a uint64
+_GAPS = (10, 32)  # "\n" separates tokens/texts, " " separates tokens: no n-gram spans them
 
 
 def _key(rec: Any) -> tuple[str, str]:
@@ -50,8 +60,116 @@ def _bits(slots: Iterable[int] | np.ndarray, size: int) -> int:
     return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
 
+def _compact(slots: np.ndarray, size: int) -> int | np.ndarray:
+    """Sorted slots as they are kept: a bitmap once that is smaller (more than 1 slot in 32)."""
+    return _bits(slots, size) if len(slots) * 32 > size else slots
+
+
+def _short_of(text: str) -> set[str]:
+    """The 1- and 2-grams of ``text`` that span no whitespace (what ``_short_grams`` indexes)."""
+    out: set[str] = set()
+    for tok in text.split():
+        out.update(tok)
+        out.update(tok[i:i + 2] for i in range(len(tok) - 1))
+    return out
+
+
 def _mask_bits(flags: np.ndarray) -> int:
     return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+
+
+def _codes(text: str) -> np.ndarray:
+    """The code points of ``text``, one uint64 each."""
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64)
+
+
+def _gram_code(gram: str) -> int:
+    code = 0
+    for ch in gram:
+        code = (code << _BITS) | ord(ch)
+    return code
+
+
+def _grams(codes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The codes of the ``n``-grams starting at each position that span no gap, and those positions."""
+    size = len(codes) - n + 1
+    if size <= 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    gap = np.isin(codes, _GAPS)
+    ok = ~gap[:size]
+    code = codes[:size].copy()
+    for k in range(1, n):
+        ok &= ~gap[k:size + k]
+        code = (code << np.uint64(_BITS)) | codes[k:size + k]
+    at = np.flatnonzero(ok)
+    return code[at], at
+
+
+class _Trigrams:
+    """Trigram -> sorted ids of the vocabulary tokens holding it, for ``vocab[:size]`` (immutable)."""
+
+    def __init__(self, vocab: list[str]) -> None:
+        self.size = len(vocab)
+        codes = _codes("\n".join(vocab))
+        owner = np.cumsum(codes == 10, dtype=np.int32)  # token id of each position
+        gram, at = _grams(codes, 3)
+        tok = owner[at]
+        order = np.argsort(gram, kind="stable")  # stable: token ids stay ascending within a trigram
+        gram, tok = gram[order], tok[order]
+        keep = np.ones(len(gram), dtype=bool)
+        keep[1:] = (gram[1:] != gram[:-1]) | (tok[1:] != tok[:-1])
+        gram, tok = gram[keep], tok[keep]
+        starts = np.flatnonzero(np.r_[True, gram[1:] != gram[:-1]]) if len(gram) else np.zeros(0, dtype=np.int64)
+        self.keys = gram[starts]
+        self.starts = np.r_[starts, len(gram)]
+        self.tokens = tok
+
+    def candidates(self, term: str) -> np.ndarray:
+        """Ids of the tokens holding every trigram of ``term`` (3 characters or more): a superset of the
+        tokens containing it."""
+        lists = []
+        for code in {_gram_code(term[i:i + 3]) for i in range(len(term) - 2)}:
+            at = int(np.searchsorted(self.keys, np.uint64(code)))
+            if at == len(self.keys) or int(self.keys[at]) != code:
+                return self.tokens[:0]
+            lists.append(self.tokens[self.starts[at]:self.starts[at + 1]])
+        lists.sort(key=len)
+        found = lists[0]
+        for other in lists[1:]:
+            if len(found) <= 8:  # few enough to confirm directly
+                break
+            hit = np.searchsorted(other, found)
+            hit[hit == len(other)] = 0
+            found = found[other[hit] == found]
+        return found
+
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.starts.nbytes + self.tokens.nbytes
+
+
+def _short_grams(texts: list[str]) -> dict[str, np.ndarray]:
+    """Each character and character pair of ``texts`` (spanning no space) -> the sorted indexes of the
+    texts holding it, built vectorised in chunks of ``CHUNK`` texts."""
+    parts: defaultdict[int, list[np.ndarray]] = defaultdict(list)  # (n << 62 | code) -> slot arrays
+    for first in range(0, len(texts), CHUNK):
+        chunk = texts[first:first + CHUNK]
+        codes = _codes("\n".join(" ".join(text.split()) for text in chunk))  # one "\n" per text, no other
+        owner = np.cumsum(codes == 10, dtype=np.int64) + first
+        for n in range(1, SHORT + 1):
+            gram, at = _grams(codes, n)
+            key = np.unique((gram << np.uint64(20)) | (owner[at] - first).astype(np.uint64))  # CHUNK < 2**20
+            gram, slot = key >> np.uint64(20), (key & np.uint64(2**20 - 1)).astype(np.int32) + first
+            starts = np.flatnonzero(np.r_[True, gram[1:] != gram[:-1]]) if len(gram) else []
+            bounds = np.r_[starts, len(gram)]
+            for i, start in enumerate(starts):
+                parts[(n << 62) | int(gram[start])].append(slot[start:bounds[i + 1]])
+    mask = (1 << _BITS) - 1
+    out = {}
+    for key, arrays in parts.items():
+        n, code = key >> 62, key & ((1 << 62) - 1)
+        gram = "".join(chr((code >> (_BITS * (n - 1 - k))) & mask) for k in range(n))
+        out[gram] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+    return out
 
 
 def _postings(rec: Any) -> list[tuple[str, str | None]]:
@@ -81,8 +199,9 @@ class CatalogIndex:
         self.postings: dict[tuple[str, str | None], int] = {}
         self.fresh = np.zeros(0, dtype=np.float64)  # slot -> fresh_since (-inf once freed)
         self.tokens: dict[str, list[int] | int] = {}  # token -> slots or bitmap (freed slots stay until a rebuild)
-        self.vocab: list[str] = []  # every token, for the substring scan
-        self.joined = "\n"  # the vocabulary as "\n" + "\n".join(vocab) + "\n"
+        self.vocab: list[str] = []  # every token; token id = position
+        self.trigrams = _Trigrams([])  # over vocab[:trigrams.size]; later tokens are tested one by one
+        self.short: dict[str, int | np.ndarray] = {}  # 1- and 2-grams -> bitmap, or sorted slots while rare
         self.terms: dict[str, int] = {}  # memo: search term -> bitmap of slots whose text contains it
         self._memo_lock = threading.Lock()  # readers of one snapshot may share it across threads
 
@@ -110,7 +229,8 @@ class CatalogIndex:
         dense = max(DENSE_MIN, n // 256)
         idx.tokens = {t: (_bits(s, n) if len(s) >= dense else s) for t, s in tokens.items()}
         idx.vocab = list(tokens)
-        idx.joined = "\n" + "\n".join(idx.vocab) + "\n"
+        idx.trigrams = _Trigrams(idx.vocab)
+        idx.short = {g: _compact(s, n) for g, s in _short_grams([r._haystack for r in ordered]).items()}
         return idx
 
     def updated(self, removed: Iterable[Any], added: Iterable[Any]) -> CatalogIndex:
@@ -127,7 +247,7 @@ class CatalogIndex:
         idx.records, idx.slot_of = list(self.records), dict(self.slot_of)
         idx.base, idx.base_keys = self.base, self.base_keys
         idx.postings, idx.tokens = dict(self.postings), dict(self.tokens)
-        idx.vocab, idx.joined = self.vocab, self.joined
+        idx.vocab, idx.trigrams, idx.short = self.vocab, self.trigrams, dict(self.short)
         idx.fresh, idx.alive = self.fresh, self.alive
         freed, freed_slots = 0, []
         for rec in removed:
@@ -142,6 +262,7 @@ class CatalogIndex:
         fresh[freed_slots] = -np.inf
         new_vocab: list[str] = []
         gained: list[tuple[int, str]] = []  # (slot bit, text) of the added records, for the term memo
+        short_gained: defaultdict[str, list[int]] = defaultdict(list)  # 1-/2-gram -> added slots
         for rec in added:
             slot = len(idx.records)
             idx.records.append(rec)
@@ -160,9 +281,19 @@ class CatalogIndex:
                 else:
                     idx.tokens[tok] = [*held, slot]
             gained.append((bit, rec._haystack))
+            for gram in _short_of(rec._haystack):
+                short_gained[gram].append(slot)
         if new_vocab:
             idx.vocab = self.vocab + new_vocab
-            idx.joined = self.joined + "\n".join(new_vocab) + "\n"
+        size = len(idx.records)
+        for gram, slots in short_gained.items():
+            held = idx.short.get(gram)
+            if held is None:
+                idx.short[gram] = _compact(np.array(slots, dtype=np.int32), size)
+            elif isinstance(held, int):
+                idx.short[gram] = held | _bits(slots, size)
+            else:
+                idx.short[gram] = _compact(np.concatenate([held, np.array(slots, dtype=np.int32)]), size)
         idx.fresh = fresh
         keep_mask = ~freed
         with self._memo_lock:
@@ -187,18 +318,23 @@ class CatalogIndex:
         return bits & self.alive
 
     def term(self, term: str) -> int:
-        """The datasets whose search text contains ``term`` (lower-case, no whitespace)."""
+        """The datasets whose search text contains ``term`` (lower-case, no whitespace); freed slots may be
+        set (callers intersect with readable datasets, which are alive)."""
         found = self.terms.get(term)
         if found is None:
-            found, sparse = 0, []
-            for tok in self._tokens_containing(term):
-                held = self.tokens[tok]
-                if isinstance(held, int):
-                    found |= held
-                else:
-                    sparse += held
-            if sparse:
-                found |= _bits(sparse, len(self.records))
+            if len(term) <= SHORT:
+                held = self.short.get(term, 0)
+                found = held if isinstance(held, int) else _bits(held, len(self.records))
+            else:
+                found, sparse = 0, []
+                for tok in self._tokens_containing(term):
+                    held = self.tokens[tok]
+                    if isinstance(held, int):
+                        found |= held
+                    else:
+                        sparse += held
+                if sparse:
+                    found |= _bits(sparse, len(self.records))
             with self._memo_lock:
                 if len(self.terms) >= TERM_MEMO:
                     del self.terms[next(iter(self.terms))]
@@ -206,15 +342,10 @@ class CatalogIndex:
         return found
 
     def _tokens_containing(self, term: str) -> list[str]:
-        """The vocabulary tokens of which ``term`` is a substring."""
-        joined = self.joined
-        if joined.count(term) > len(self.vocab) // 64:  # common: one pass over the tokens is cheaper
-            return [tok for tok in self.vocab if term in tok]
-        out, at, find = [], 0, joined.find
-        while (at := find(term, at)) >= 0:
-            start, end = joined.rfind("\n", 0, at) + 1, find("\n", at)
-            out.append(joined[start:end])
-            at = end
+        """The vocabulary tokens of which ``term`` (3 characters or more) is a substring."""
+        vocab = self.vocab
+        out = [tok for i in self.trigrams.candidates(term).tolist() if term in (tok := vocab[i])]
+        out += [tok for tok in vocab[self.trigrams.size:] if term in tok]
         return out
 
     def select(self, *, keys: frozenset[str] | None, terms: tuple[str, ...], classification: str | None,

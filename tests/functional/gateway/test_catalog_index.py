@@ -167,3 +167,96 @@ def test_a_term_is_matched_inside_words_as_before(tenant: Tenant) -> None:
     names = [d["name"] for d in catalog.search(admin, catalog.SearchFilters(text="RDE"))["items"]]
     assert names == ["orders", "x", "y"]
     assert catalog.search(admin, catalog.SearchFilters(text="rde big"))["total_count"] == 1
+
+
+class _Rec:
+    """The fields of a catalog record the index reads (``catalog.DatasetRecord`` has more)."""
+
+    def __init__(self, rnd: random.Random, words: list[str]) -> None:
+        self.id = new_id("ds")
+        self.name = rnd.choice(words) + str(rnd.randint(0, 9))
+        self.classification, self.connector_id, self.owner = "INTERNAL", None, "o@example.com"
+        self.acl_keys, self.fields, self.fresh_since = frozenset({"role:member"}), [], 0.0
+        text = [self.name] + [rnd.choice(words) for _ in range(rnd.randint(0, 5))]
+        self._haystack = rnd.choice([" ", "\t", "\n", " \u00a0"]).join(text).lower()
+
+
+UNICODE = ["straße", "ß", "évents", "naïve", "İstanbul", "ǅemal", "日本語データ", "😀emoji", "x\u0301y", "ſs"]
+
+
+def _terms_of(rnd: random.Random, records: list[_Rec]) -> list[str]:
+    """Every 1- and 2-character substring of some texts, longer ones, misses and non-ASCII terms."""
+    out = {"zz", "q", "qqq", "ß", "ss", "é", "i̇", "😀", "語デ", "本語デー", "\u0301", "a\ud800"}
+    for rec in rnd.sample(records, 12):
+        for tok in rec._haystack.split():
+            for i in range(len(tok)):
+                out.update(tok[i:i + n] for n in (1, 2, 3, 4, 7) if i + n <= len(tok))
+    return sorted(out)
+
+
+def _ids(index: catalog_index.CatalogIndex, bits: int) -> set[str]:
+    return {index.records[s].id for s in range(len(index.records)) if bits >> s & 1}
+
+
+def _agrees(index: catalog_index.CatalogIndex, records: list[_Rec], terms: list[str]) -> None:
+    index.terms.clear()  # every term is looked up for the first time
+    for term in terms:
+        assert _ids(index, index.term(term) & index.alive) == {r.id for r in records if term in r._haystack}, term
+
+
+def test_a_new_term_of_any_length_finds_what_the_linear_scan_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """First lookups (memo empty) through the trigram table, the 1- and 2-gram sets and the tokens added
+    after the last build, before and after incremental updates and a rebuild; updates leave the old index
+    as it was."""
+    monkeypatch.setattr(catalog_index, "TAIL_MIN", 40)
+    monkeypatch.setattr(catalog_index, "CHUNK", 16)  # several vectorised chunks even at this size
+    rnd = random.Random(7)
+    words = WORDS + UNICODE + ["customers", "tickets_2024", "rde", "orderly"]
+    records = [_Rec(rnd, words) for _ in range(300)]
+    index = catalog_index.CatalogIndex.build(sorted(records, key=lambda r: (r.name, r.id)))
+    terms = _terms_of(rnd, records)
+    assert len(terms) > 150 and any(len(t) <= 2 for t in terms) and any(not t.isascii() for t in terms)
+    _agrees(index, records, terms)
+    rebuilt = tails = 0
+    for round_ in range(6):
+        fresh_words = [f"neu{round_}wort", f"ü{round_}", "qqq" * (round_ + 1)]  # tokens the trigrams lack
+        removed = rnd.sample(records, 10)
+        changed = [_Rec(rnd, words + fresh_words) for _ in range(15)]
+        before = {t: _ids(index, index.term(t) & index.alive) for t in terms[:40]}
+        newer = index.updated(removed, changed)
+        assert {t: _ids(index, index.term(t) & index.alive) for t in terms[:40]} == before  # old unchanged
+        records = [r for r in records if r not in removed] + changed
+        index = newer
+        rebuilt += index.trigrams.size == len(index.vocab)
+        tails += index.trigrams.size < len(index.vocab)
+        _agrees(index, records, terms + fresh_words + [w[1:4] for w in fresh_words] + [w[:2] for w in fresh_words])
+    assert rebuilt and tails  # both tokens past the trigram table and a rebuilt table were searched
+
+
+def test_a_word_added_in_another_container_is_found_by_its_first_search(tenant: Tenant) -> None:
+    """A dataset written elsewhere with a word the catalog never held: after the reload by version, a
+    first search for the word, an inner part of it and its first two letters and letter finds it."""
+    cls = models.datasets("us-east-1")
+    now = clock.iso()
+
+    def put(name: str, description: str) -> str:
+        ds_id = new_id("ds")
+        cls(tenant.workspace_id, ds_id, name=name, connector_id=None, owner="o@example.com",
+            description=description, classification="INTERNAL", schema="[]",
+            acl=json.dumps([{"type": "role", "id": "member"}]), data_prefix=None, row_count=0,
+            last_synced_at=None, created_at=now, updated_at=now).save()
+        return ds_id
+
+    for i in range(20):
+        put(f"orders_{i}", "daily table")
+    catalog.invalidate()
+    member = _principal(tenant, ("member",), "usr_someone")
+    assert catalog.search(member, catalog.SearchFilters(text="wxy"))["total_count"] == 0
+    new = put("Kwxyzä_ledger", "Überweisungen")
+    catalog_versions.record_change("us-east-1", tenant.workspace_id, datasets=[new])
+    for text in ["kwxyzä_ledger", "WXYZ", "kw", "ä", "zä_l", "überw", "üb", "ü"]:
+        page = catalog.search(member, catalog.SearchFilters(text=text))
+        assert [d["id"] for d in page["items"]] == [new], text
+    index = catalog.snapshot(tenant.workspace_id).index
+    assert index.trigrams.size < len(index.vocab)  # the word was found past the trigram table
+    assert catalog.search(member, catalog.SearchFilters(text="d"))["total_count"] == 21  # orders_*, ledger
