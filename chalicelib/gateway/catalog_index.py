@@ -33,6 +33,7 @@ import heapq
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,6 @@ TAIL_DIVISOR = 16  # ... or this fraction of the ordered slots, whichever is lar
 TERM_MEMO = 512  # search terms whose bitmaps are remembered per index
 DENSE_MIN = 32  # a token in at least this many datasets (and 1 in 256) keeps a bitmap instead of a list
 SHORT = 2  # terms up to this many characters are answered from the precomputed 1- and 2-gram sets
-CHUNK = 4096  # datasets per vectorised pass when building the 1- and 2-gram sets (bounds build memory)
 _BITS = 21  # a Unicode code point fits in 21 bits, so a trigram's code fits in a uint64
 _GAPS = (10, 32)  # "\n" separates tokens/texts, " " separates tokens: no n-gram spans them
 
@@ -147,28 +147,49 @@ class _Trigrams:
         return self.keys.nbytes + self.starts.nbytes + self.tokens.nbytes
 
 
-def _short_grams(texts: list[str]) -> dict[str, np.ndarray]:
-    """Each character and character pair of ``texts`` (spanning no space) -> the sorted indexes of the
-    texts holding it, built vectorised in chunks of ``CHUNK`` texts."""
-    parts: defaultdict[int, list[np.ndarray]] = defaultdict(list)  # (n << 62 | code) -> slot arrays
-    for first in range(0, len(texts), CHUNK):
-        chunk = texts[first:first + CHUNK]
-        codes = _codes("\n".join(" ".join(text.split()) for text in chunk))  # one "\n" per text, no other
-        owner = np.cumsum(codes == 10, dtype=np.int64) + first
-        for n in range(1, SHORT + 1):
-            gram, at = _grams(codes, n)
-            key = np.unique((gram << np.uint64(20)) | (owner[at] - first).astype(np.uint64))  # CHUNK < 2**20
-            gram, slot = key >> np.uint64(20), (key & np.uint64(2**20 - 1)).astype(np.int32) + first
-            starts = np.flatnonzero(np.r_[True, gram[1:] != gram[:-1]]) if len(gram) else []
-            bounds = np.r_[starts, len(gram)]
-            for i, start in enumerate(starts):
-                parts[(n << 62) | int(gram[start])].append(slot[start:bounds[i + 1]])
+def _short_sets(vocab: list[str], held: list[list[int]], kept: list[int | list[int]],
+                size: int) -> dict[str, int | np.ndarray]:
+    """Each character and character pair of the tokens -> the datasets holding it (``held[i]``: the
+    sorted slots of ``vocab[i]``, ``kept[i]``: as the index keeps them), kept as ``_compact`` keeps them.
+    Vectorised: (gram, token) pairs from the joined vocabulary, grouped by gram; a common token (kept as
+    a bitmap) adds its bitmap, the others' slots are gathered from one flat array."""
+    codes = _codes("\n".join(vocab))
+    owner = np.cumsum(codes == 10, dtype=np.int64)
+    grams, toks = [], []
+    for n in range(1, SHORT + 1):
+        gram, at = _grams(codes, n)
+        grams.append(gram | np.uint64((n - 1) << 62))  # tag pairs: (0, c) must not collide with c
+        toks.append(owner[at])
+    gram, tok = np.concatenate(grams), np.concatenate(toks)
+    order = np.argsort(gram, kind="stable")
+    gram, tok = gram[order], tok[order]
+    if not len(gram):
+        return {}
+    starts = np.flatnonzero(np.r_[True, gram[1:] != gram[:-1]])
+    bounds = np.r_[starts, len(gram)]
+    lens = np.fromiter(map(len, held), dtype=np.int64, count=len(held))
+    common = np.fromiter((isinstance(k, int) for k in kept), dtype=bool, count=len(kept))
+    offsets = np.r_[0, np.cumsum(lens)]
+    flat = np.fromiter(chain.from_iterable(held), dtype=np.int32, count=int(offsets[-1]))
+    rare = np.flatnonzero(~common[tok])  # pairs whose token's slots are gathered
+    counts = lens[tok[rare]]
+    ends = np.cumsum(counts)
+    slots = flat[np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(offsets[tok[rare]] - (ends - counts), counts)]
+    cut = np.r_[0, ends][np.searchsorted(rare, bounds)]  # where each gram's gathered slots start
     mask = (1 << _BITS) - 1
-    out = {}
-    for key, arrays in parts.items():
-        n, code = key >> 62, key & ((1 << 62) - 1)
-        gram = "".join(chr((code >> (_BITS * (n - 1 - k))) & mask) for k in range(n))
-        out[gram] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+    out: dict[str, int | np.ndarray] = {}
+    for g, first in enumerate(starts.tolist()):
+        code = int(gram[first])
+        text = chr(code & mask) if code < 1 << 62 else chr((code >> _BITS) & mask) + chr(code & mask)
+        mine = slots[cut[g]:cut[g + 1]]
+        heavy = {t for t in tok[first:bounds[g + 1]].tolist() if common[t]}
+        if not heavy:
+            out[text] = _compact(np.unique(mine), size)
+            continue
+        bits = _bits(mine, size)
+        for t in heavy:
+            bits |= kept[t]  # type: ignore[operator]
+        out[text] = bits
     return out
 
 
@@ -230,7 +251,7 @@ class CatalogIndex:
         idx.tokens = {t: (_bits(s, n) if len(s) >= dense else s) for t, s in tokens.items()}
         idx.vocab = list(tokens)
         idx.trigrams = _Trigrams(idx.vocab)
-        idx.short = {g: _compact(s, n) for g, s in _short_grams([r._haystack for r in ordered]).items()}
+        idx.short = _short_sets(idx.vocab, list(tokens.values()), list(idx.tokens.values()), n)
         return idx
 
     def updated(self, removed: Iterable[Any], added: Iterable[Any]) -> CatalogIndex:

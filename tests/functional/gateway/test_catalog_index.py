@@ -209,7 +209,6 @@ def test_a_new_term_of_any_length_finds_what_the_linear_scan_finds(monkeypatch: 
     after the last build, before and after incremental updates and a rebuild; updates leave the old index
     as it was."""
     monkeypatch.setattr(catalog_index, "TAIL_MIN", 40)
-    monkeypatch.setattr(catalog_index, "CHUNK", 16)  # several vectorised chunks even at this size
     rnd = random.Random(7)
     words = WORDS + UNICODE + ["customers", "tickets_2024", "rde", "orderly"]
     records = [_Rec(rnd, words) for _ in range(300)]
