@@ -176,13 +176,15 @@ def _short_sets(vocab: list[str], held: list[list[int]], kept: list[int | list[i
     ends = np.cumsum(counts)
     slots = flat[np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(offsets[tok[rare]] - (ends - counts), counts)]
     cut = np.r_[0, ends][np.searchsorted(rare, bounds)]  # where each gram's gathered slots start
+    heavy_at = np.flatnonzero(common[tok])
+    heavy_cut = np.searchsorted(heavy_at, bounds)  # where each gram's common tokens start in heavy_at
     mask = (1 << _BITS) - 1
     out: dict[str, int | np.ndarray] = {}
     for g, first in enumerate(starts.tolist()):
         code = int(gram[first])
         text = chr(code & mask) if code < 1 << 62 else chr((code >> _BITS) & mask) + chr(code & mask)
         mine = slots[cut[g]:cut[g + 1]]
-        heavy = {t for t in tok[first:bounds[g + 1]].tolist() if common[t]}
+        heavy = np.unique(tok[heavy_at[heavy_cut[g]:heavy_cut[g + 1]]]).tolist()
         if not heavy:
             out[text] = _compact(np.unique(mine), size)
             continue
