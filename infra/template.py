@@ -178,7 +178,8 @@ CROSSING_TABLES = ("memberships", "invitations", "audit_events", "audit_personal
 STAGE_ENVS = ("dev", "prod")
 # Public addresses per environment (API Gateway custom domains mapped to each stage); set your domain here.
 DOMAINS = {"dev": "dev.aiplat.example", "prod": "aiplat.example"}
-_GROUP_SETTINGS: dict[str, dict[str, Any]] = {
+# Memory and timeout per group (the workers figure bounds a sync: tests/functional/gateway/test_sync_memory.py).
+GROUP_SETTINGS: dict[str, dict[str, Any]] = {
     "identity": {"lambda_memory_size": 512, "lambda_timeout": 30},
     "platform": {"lambda_memory_size": 512, "lambda_timeout": 30},
     "gateway": {"lambda_memory_size": 1024, "lambda_timeout": 30},
@@ -235,7 +236,7 @@ def chalice_config() -> dict[str, Any]:
                      "BASE_URL": home["base_url"], "GATEWAY_URL": home["gateway_url"],
                      "REGIONAL_URLS": json.dumps(urls["regions"], sort_keys=True, separators=(",", ":"))}
         config: dict[str, Any] = {"environment_variables": variables, "api_gateway_stage": "api",
-                                  **_GROUP_SETTINGS[group], "autogen_policy": False,
+                                  **GROUP_SETTINGS[group], "autogen_policy": False,
                                   "iam_policy_file": policy_file(group, region)}
         if env == "prod":
             config["reserved_concurrency"] = 100
