@@ -66,9 +66,10 @@ class Record:
 
 @dataclass
 class CsvFile:
-    """A CSV object downloaded to local disk, to be parsed, typed and keyed natively (see
-    ``gateway/ingest.py``). ``fallback`` parses it row by row into Records exactly as the reader would
-    have (used when the native reader refuses the file: ragged rows, bad encoding, duplicate headers)."""
+    """A CSV, JSON Lines or Parquet object downloaded to local disk, to be parsed, typed and keyed natively
+    (see ``gateway/ingest.py``). ``fallback`` parses it row by row into Records exactly as the reader would
+    have (used when the native reader refuses the file: ragged rows, bad encoding, duplicate headers, values
+    whose Python typing the native rules do not reproduce)."""
 
     source: str  # the object key (the rows' ``_source``)
     path: str
@@ -76,6 +77,7 @@ class CsvFile:
     order: int  # position among the batch's objects: later objects win on duplicate keys
     primary_key: list[str] | None
     fallback: Callable[[], list[Record]]
+    format: str = "csv"  # csv | jsonl | parquet
 
 
 @dataclass
