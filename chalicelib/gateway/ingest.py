@@ -13,15 +13,16 @@ the stage's directory, so memory stays bounded whatever the row count (see ``doc
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.gateway import normalize, storage
-from chalicelib.gateway.sources import Batch, CsvFile, Record, missing_key, resolve_columns
+from chalicelib.gateway.sources import Batch, CsvFile, Record, RecordSpool, missing_key, resolve_columns
 from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 
 MEMORY_LIMIT = "160MB"  # DuckDB's share of the workers function's 512 MB; the rest spills to /tmp
@@ -390,18 +391,18 @@ def _insert_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
     stage.con.execute(f"DROP TABLE {part.table}")
 
 
-def _insert_records(stage: Stage, records: list[tuple[int, Record]], schema: list[dict[str, Any]],
+def _insert_records(stage: Stage, records: Iterable[tuple[int, Record]], schema: list[dict[str, Any]],
                     names: dict[str, str]) -> None:
-    """Records coerced in Python, spooled as JSON lines and read by DuckDB."""
-    if not records:
-        return
+    """Records coerced in Python, streamed to a JSON-lines file and read by DuckDB."""
     types = {f["name"]: f["type"] for f in schema}
     plan_of = {src: (col, types[col]) for src, col in names.items()}
     coerce = normalize.coerce
     path = os.path.join(stage.workdir, "records.jsonl")
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+    written = 0
     with open(path, "w", encoding="utf-8") as fh:
         for ord_, r in records:
+            written += 1
             values: dict[str, Any] = {}
             for src_name, v in r.values.items():
                 col, typ = plan_of[src_name]
@@ -409,6 +410,9 @@ def _insert_records(stage: Stage, records: list[tuple[int, Record]], schema: lis
             values["_key"], values["_source"], values["_ord"] = r.key, r.source, ord_
             fh.write(encode(values))
             fh.write("\n")
+    if not written:
+        os.remove(path)
+        return
     loaded = {"_key": "VARCHAR", "_source": "VARCHAR", "_ord": "BIGINT",
               **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
     struct = "{" + ", ".join(f"{_lit(n)}: '{t}'" for n, t in loaded.items()) + "}"
@@ -428,13 +432,18 @@ class Incoming:
 
     def observe(self, observer: normalize.Observer) -> None:
         batch = self.batch
+        if isinstance(batch.records, RecordSpool):  # streamed twice (here and in ``build``), never held
+            self.parts = [(-1, batch.records)]
+            observer.add_rows((r.values, r.untyped) for r in batch.records)
+            if self.report is not None:
+                self.report(0, len(batch.records))
         unique: dict[str, tuple[int, Record]] = {}  # last record wins per key (as before)
-        for i, rec in enumerate(batch.records):
+        for i, rec in enumerate(batch.records if isinstance(batch.records, list) else ()):
             unique[rec.key] = ((batch.source_order.get(rec.source or "", -1) << ORD_SHIFT) + i, rec)
         groups: dict[int, list[tuple[int, Record]]] = {}
         for ord_, rec in unique.values():
             groups.setdefault(ord_ >> ORD_SHIFT, []).append((ord_, rec))
-        self.parts = sorted(groups.items(), key=lambda p: p[0])
+        self.parts += sorted(groups.items(), key=lambda p: p[0])
         for n, f in enumerate(batch.files):
             native = _load(self.stage, f, n)
             if native is None:
@@ -450,7 +459,7 @@ class Incoming:
                 rows += part.rows
                 if self.report is not None:
                     self.report(objects, rows)
-            else:
+            elif isinstance(part, list):
                 observer.add_rows((r.values, r.untyped) for _, r in part)
                 if part and part[0][1].source in {f.source for f in batch.files}:
                     rows += len(part)
@@ -463,15 +472,18 @@ class Incoming:
         con = self.stage.con
         spec = {**_spec(schema), "_ord": "BIGINT"}
         con.execute("CREATE TABLE incoming (" + ", ".join(f"{_q(n)} {t}" for n, t in spec.items()) + ")")
-        records: list[tuple[int, Record]] = []
+        records: list[Iterable[tuple[int, Record]]] = []
         for _, part in self.parts:
             if isinstance(part, _Native):
                 _insert_native(self.stage, part, schema, names)
+            elif isinstance(part, RecordSpool):
+                records.append(((-1 << ORD_SHIFT) + i, r) for i, r in enumerate(part))
             else:
-                records.extend(part)
-        _insert_records(self.stage, records, schema, names)
+                records.append(part)
+        _insert_records(self.stage, itertools.chain.from_iterable(records), schema, names)
         total = distinct = con.execute("SELECT count(*) FROM incoming").fetchone()[0]
-        if any(f.primary_key for f in self.batch.files):  # keys from values may repeat (else object#line)
+        spooled = isinstance(self.batch.records, RecordSpool)  # not deduplicated while observed
+        if spooled or any(f.primary_key for f in self.batch.files):  # keys from values may repeat
             distinct = con.execute("SELECT count(DISTINCT _key) FROM incoming").fetchone()[0]
         if total != distinct:  # the same key in several rows: the last one wins
             con.execute("CREATE TABLE deduped AS SELECT * FROM incoming "

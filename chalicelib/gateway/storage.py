@@ -198,7 +198,9 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
     if touched is not None:  # the touched base parts and the layers only: their current rows' keys and hashes
         part = Manifest(base=[old.base[i] for i in touched], layers=old.layers)
         source = merged_source(part, _download(region, part.keys(), os.path.join(tmp, "old")))
-        con.execute(f"CREATE TABLE old_index AS SELECT _key, _source, _hash FROM {source}" if source else
+        # only the rows the comparison uses: those of replaced sources and those of incoming keys
+        con.execute(f"CREATE TABLE old_index AS SELECT _key, _source, _hash FROM {source} WHERE _source IN "
+                    "(SELECT src FROM replaced) OR _key IN (SELECT _key FROM incoming)" if source else
                     "CREATE TABLE old_index (_key VARCHAR, _source VARCHAR, _hash VARCHAR)")
         old_rows = old.row_count
     else:
