@@ -3,8 +3,10 @@
 CSV objects (``sources.CsvFile``) are parsed by DuckDB's CSV reader into all-text tables; their column
 types are inferred by one aggregate per object (the rules of ``normalize.infer`` written as SQL, so a
 value gets the same type either way), and typing, keying and the change hash are SQL too: no Python work
-per row. Rows that readers hand over as ``Record`` objects (JSON Lines, Parquet, DynamoDB, HTTP, a CSV
-the native reader refuses) are coerced in Python and spooled as JSON lines, as before.
+per row. JSON Lines and Parquet objects (the same ``CsvFile`` with another ``format``) become a table of
+each member's text and JSON type, typed by the same rules for JSON values (``_load_json``). Rows that
+readers hand over as ``Record`` objects (DynamoDB and HTTP through a ``RecordSpool``, documents, an object
+the native reader refuses) are coerced in Python and streamed to DuckDB as JSON lines.
 
 The result is table ``incoming``: ``_key``, ``_source``, ``_hash`` and the schema's columns, one row per
 key (the last row of the last object wins). DuckDB runs on one thread with a memory limit and spills to
