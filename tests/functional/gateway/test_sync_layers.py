@@ -212,3 +212,29 @@ def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant
         amounts = {r[0]: r[1] for r in got}
         assert amounts["u001400"] == 1401
         assert amounts["u001399"] == 1399
+
+
+def test_an_incremental_change_too_big_for_a_layer_compacts_with_the_same_rows(tenant: Tenant, monkeypatch) -> None:
+    monkeypatch.setattr(storage, "COMPACT_MIN_ROWS", 0)
+    monkeypatch.setattr(storage, "COMPACT_FRACTION", 0.01)  # 100 changed keys of 2,000 rows: past it
+    bucket = new_bucket(tenant.region)
+    for o in range(4):
+        put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
+    with client() as c:
+        conn = _connector(c, tenant, bucket, "Compacted rows")
+        assert _sync(c, tenant, conn, "FULL_REFRESH")["status"] == "SUCCEEDED"
+        ds_id = conn["dataset"]["id"]
+        before = dataset(tenant, ds_id).data_prefix
+        put(tenant.region, bucket, "rows/02.csv", _csv(2, changed=True))
+        run = _sync(c, tenant, conn, "INCREMENTAL")
+        assert (run["status"], run["rows_written"], run["rows_deleted"]) == ("SUCCEEDED", 75, 25), run
+        ds = dataset(tenant, ds_id)
+        manifest = storage.read_manifest(tenant.region, ds.data_prefix)
+        assert manifest.layers == []
+        assert ds.data_prefix != before
+        assert all(k.startswith(ds.data_prefix + "/") for k in manifest.base)
+        assert len(manifest.parts) == len(manifest.base)
+        ids = {r[0] for r in storage.read_rows(tenant.region, ds.data_prefix)[1]}
+        assert ds.row_count == len(ids) == 4 * PER_OBJECT
+        assert 1050 not in ids
+        assert 100_200 in ids
