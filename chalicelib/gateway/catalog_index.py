@@ -367,7 +367,11 @@ class CatalogIndex:
     def _tokens_containing(self, term: str) -> list[str]:
         """The vocabulary tokens of which ``term`` (3 characters or more) is a substring."""
         vocab = self.vocab
-        out = [tok for i in self.trigrams.candidates(term).tolist() if term in (tok := vocab[i])]
+        found = self.trigrams.candidates(term).tolist()
+        if len(term) == 3:  # one trigram: every candidate holds it
+            out = [vocab[i] for i in found]
+        else:
+            out = [tok for i in found if term in (tok := vocab[i])]
         out += [tok for tok in vocab[self.trigrams.size:] if term in tok]
         return out
 
