@@ -103,10 +103,14 @@ def _request_handler(group: str | None = None) -> type:
             (echoing an Authorization header); answer the 404 problem API Gateway is configured to give."""
             if not isinstance(error, ForbiddenError):
                 return super()._send_error_response(error)
-            if group == "app" and self.command in ("GET", "HEAD"):  # a page address of any depth: the app's 404 page
-                from chalicelib.webapp.pages import not_found_page
+            if group == "app" and self.command in ("GET", "HEAD"):  # deeper than any app route: the 404 page
+                from urllib.parse import urlsplit
 
-                status, headers, body = not_found_page()
+                from chalicelib.core.config import settings
+                from chalicelib.webapp.pages import deep_not_found_page
+
+                app_url = urlsplit(settings().app_url)  # as the gateway response does, with this origin
+                status, headers, body = deep_not_found_page([f"{app_url.scheme}://{app_url.netloc}"])
                 return self._send_http_response(status, headers, body)
             response = unknown_route_response(self.headers.get("x-correlation-id"))
             self._send_http_response(response.status_code, dict(response.headers), response.body)
@@ -114,14 +118,32 @@ def _request_handler(group: str | None = None) -> type:
     return Handler
 
 
+# While this file exists in the state directory, the agent-run worker waits after each step it
+# completes (up to HOLD_MAX_S): tests hold a run in progress to cancel it mid-run (the product's cancel
+# path is unchanged; this only decides when the next step starts).
+HOLD_AGENT_STEPS = "hold-agent-steps"
+HOLD_MAX_S = 120
+
+
+def _agent_step_hold(index: int) -> None:
+    hold = Path(os.environ.get("LOCAL_STATE_DIR", ".local")).resolve() / HOLD_AGENT_STEPS
+    deadline = time.monotonic() + HOLD_MAX_S
+    while hold.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 class WorkerLoop(threading.Thread):
-    """Receives from the served region's handled queues and calls the handlers, as Lambda's poller would."""
+    """Receives from the served region's handled queues and calls the handlers, as Lambda's poller would
+    (the agent-run handler with ``_agent_step_hold`` after each step)."""
 
     def __init__(self, stop: threading.Event) -> None:
         super().__init__(name="worker-loop", daemon=True)
         self.stop = stop
 
     def run(self) -> None:
+        from functools import partial
+
+        from chalicelib.agents import worker as agent_worker
         from chalicelib.core import aws
         from chalicelib.core.logs import get_logger
         from chalicelib.core.regions import served_regions
@@ -144,6 +166,8 @@ class WorkerLoop(threading.Thread):
                     if not messages:
                         continue
                     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+                    if queue == agent_worker.QUEUE:
+                        handler = partial(agent_worker.handle, after_step=_agent_step_hold)
                     try:
                         result = handler(sqs_event(messages, region, arn)) or {}
                     except Exception:  # Lambda would retry the whole batch after the visibility timeout
@@ -155,8 +179,15 @@ class WorkerLoop(threading.Thread):
                             sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
 
 
+def run_now_file(job: str, region: str) -> str:
+    """The state-directory file that asks ``region``'s scheduler to run ``job`` at once (then removed)."""
+    return f"run-now-{job}-{region}"
+
+
 class Scheduler(threading.Thread):
-    """Calls each scheduled handler at its rate, with a CloudWatch-shaped event."""
+    """Calls each scheduled handler at its rate, with a CloudWatch-shaped event; also at once when its
+    ``run_now_file`` appears in the state directory (removed when the run ends: an operator, or a test,
+    asks for a replication pass without waiting 5 minutes)."""
 
     def __init__(self, stop: threading.Event) -> None:
         super().__init__(name="scheduler", daemon=True)
@@ -165,20 +196,26 @@ class Scheduler(threading.Thread):
     def run(self) -> None:
         from chalicelib.core import clock
         from chalicelib.core.logs import get_logger
+        from chalicelib.core.regions import served_regions
         from chalicelib.workers.jobs import SCHEDULED, runs_here
 
         log = get_logger("local.scheduler")
         jobs = [job for job in SCHEDULED if runs_here(job)]
         due = {job.name: clock.now() + job.every_seconds for job in jobs}
+        state_dir = Path(os.environ.get("LOCAL_STATE_DIR", ".local")).resolve()
         while not self.stop.wait(1):
             for job in jobs:
-                if clock.now() >= due[job.name]:
+                asked = [state_dir / run_now_file(job.name, r) for r in served_regions()]
+                asked = [path for path in asked if path.exists()]
+                if clock.now() >= due[job.name] or asked:
                     due[job.name] = clock.now() + job.every_seconds
                     try:
                         job.handler({"detail-type": "Scheduled Event", "source": "aws.events",
                                      "time": clock.iso(), "resources": [f"local:{job.name}"], "detail": {}})
                     except Exception:
                         log.exception("scheduled handler failed", extra={"job": job.name})
+                    for path in asked:
+                        path.unlink(missing_ok=True)
 
 
 def _serve_groups(groups: dict[str, int], host: str) -> list[Any]:
@@ -264,6 +301,7 @@ class LocalPlatform:
             os.environ[var] = self.url(group)
         os.environ["REGIONAL_URLS"] = json.dumps(self.regional_urls())
         os.environ["MAIL_OUTBOX_DIR"] = str(self.state_dir / "outbox")
+        os.environ["LOCAL_STATE_DIR"] = str(self.state_dir)  # the region processes' too (HOLD_AGENT_STEPS)
         os.environ.setdefault("STAGE", "local")
         os.environ.pop("REGION", None)  # this process is global: it seeds both regions
         from chalicelib.core.config import settings

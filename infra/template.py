@@ -19,7 +19,8 @@ disaster-recovery-only region: its ``dr`` key and bucket, ``dr_resources_templat
 ``python -m infra.template --stages ENV`` prints the stage names of one environment and
 ``--package-args STAGE`` the extra ``chalice package`` arguments of one stage (``make package``):
 HTTP stages merge ``.chalice/gateway-responses.json`` (``gateway_responses()``), API Gateway's own
-answers (unknown path or method, throttling, too large) as problem+json.
+answers (unknown path or method, throttling, too large) as problem+json; the app's stages merge
+``.chalice/gateway-responses-app-<env>.json``, where an unknown address is the app's HTML 404 page.
 """
 from __future__ import annotations
 
@@ -178,7 +179,8 @@ CROSSING_TABLES = ("memberships", "invitations", "audit_events", "audit_personal
 STAGE_ENVS = ("dev", "prod")
 # Public addresses per environment (API Gateway custom domains mapped to each stage); set your domain here.
 DOMAINS = {"dev": "dev.aiplat.example", "prod": "aiplat.example"}
-_GROUP_SETTINGS: dict[str, dict[str, Any]] = {
+# Memory and timeout per group (the workers figure bounds a sync: tests/functional/gateway/test_sync_memory.py).
+GROUP_SETTINGS: dict[str, dict[str, Any]] = {
     "identity": {"lambda_memory_size": 512, "lambda_timeout": 30},
     "platform": {"lambda_memory_size": 512, "lambda_timeout": 30},
     "gateway": {"lambda_memory_size": 1024, "lambda_timeout": 30},
@@ -235,7 +237,7 @@ def chalice_config() -> dict[str, Any]:
                      "BASE_URL": home["base_url"], "GATEWAY_URL": home["gateway_url"],
                      "REGIONAL_URLS": json.dumps(urls["regions"], sort_keys=True, separators=(",", ":"))}
         config: dict[str, Any] = {"environment_variables": variables, "api_gateway_stage": "api",
-                                  **_GROUP_SETTINGS[group], "autogen_policy": False,
+                                  **GROUP_SETTINGS[group], "autogen_policy": False,
                                   "iam_policy_file": policy_file(group, region)}
         if env == "prod":
             config["reserved_concurrency"] = 100
@@ -380,15 +382,47 @@ GATEWAY_RESPONSES: tuple[tuple[str, int | None, str, str], ...] = (
     ("DEFAULT_5XX", None, "internal_error", "An internal error occurred."),
 )
 GATEWAY_RESPONSES_FILE = "gateway-responses.json"
+# The app group serves pages: an address no route serves (deeper than ``pages.MAX_DEPTH`` segments) gets
+# the app's HTML 404 page there instead of the problem, under a Content-Security-Policy without quoted
+# keywords (``pages.quote_free_csp``), since API Gateway wraps a static header value in single quotes.
+APP_NOT_FOUND_TYPES = ("MISSING_AUTHENTICATION_TOKEN", "INVALID_SIGNATURE", "RESOURCE_NOT_FOUND")
+API_ORIGIN = "https://${RestAPI}.execute-api.${AWS::Region}.${AWS::URLSuffix}"  # the API's own domain (Fn::Sub)
 
 
-def gateway_responses() -> dict[str, Any]:
+def gateway_responses_file(group: str, env: str) -> str:
+    """``.chalice`` file of an HTTP group's gateway responses: one for the JSON APIs, one per
+    environment for the app (its page CSP names the environment's app address)."""
+    return f"gateway-responses-app-{env}.json" if group == "app" else GATEWAY_RESPONSES_FILE
+
+
+def _app_not_found_response(response_type: str, env: str) -> dict[str, Any]:
+    """The app's 404 page as API Gateway's own answer: the page and headers ``deep_not_found_page``
+    gives locally, its CSP naming the app's public origin and the API's own execute-api domain."""
+    from chalicelib.webapp.pages import deep_not_found_page
+
+    status, headers, body = deep_not_found_page([public_urls(env)["app_url"], API_ORIGIN])
+    params: dict[str, Any] = {f"gatewayresponse.header.{name}": f"'{value}'" for name, value in headers.items()
+                              if name != "Content-Security-Policy"}
+    params["gatewayresponse.header.Content-Security-Policy"] = {"Fn::Sub": f"'{headers['Content-Security-Policy']}'"}
+    params["gatewayresponse.header.X-Correlation-Id"] = "context.requestId"
+    return {"RestApiId": {"Ref": "RestAPI"}, "ResponseType": response_type, "StatusCode": str(status),
+            "ResponseParameters": params,
+            "ResponseTemplates": {ct: body for ct in ("text/html", "application/json")}}
+
+
+def gateway_responses(group: str | None = None, env: str | None = None) -> dict[str, Any]:
     """A template fragment merged into every HTTP stage by ``chalice package --merge-template`` (``make
-    package``): API Gateway's own answers as problem+json with ``X-Correlation-Id``."""
+    package``): API Gateway's own answers as problem+json with ``X-Correlation-Id``; for the app group
+    (``group="app"`` and its ``env``) an unknown address is the app's HTML 404 page instead."""
     from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
 
     resources: dict[str, Any] = {}
     for response_type, status, code, detail in GATEWAY_RESPONSES:
+        name = "GatewayResponse" + _logical(response_type.lower())
+        if group == "app" and env and response_type in APP_NOT_FOUND_TYPES:
+            resources[name] = {"Type": "AWS::ApiGateway::GatewayResponse",
+                               "Properties": _app_not_found_response(response_type, env)}
+            continue
         problem = ApiError(status or 400, code, detail).to_problem("$context.requestId")
         if status is None:  # the status is API Gateway's own; the body does not guess it
             problem.pop("status")
@@ -405,17 +439,17 @@ def gateway_responses() -> dict[str, Any]:
         }
         if status is not None:
             props["StatusCode"] = str(status)
-        resources["GatewayResponse" + _logical(response_type.lower())] = {"Type": "AWS::ApiGateway::GatewayResponse",
-                                                                          "Properties": props}
+        resources[name] = {"Type": "AWS::ApiGateway::GatewayResponse", "Properties": props}
     return {"Resources": resources}
 
 
 def package_args(stage: str) -> str:
-    """Extra ``chalice package`` arguments of a stage: HTTP stages merge the gateway responses."""
+    """Extra ``chalice package`` arguments of a stage: HTTP stages merge their gateway responses."""
     from chalicelib.groups import HTTP_GROUPS
 
     group = next(g for s, g, _ in stages() if s == stage)
-    return f"--merge-template .chalice/{GATEWAY_RESPONSES_FILE}" if group in HTTP_GROUPS else ""
+    env = stage.rsplit("-", 1)[1]
+    return f"--merge-template .chalice/{gateway_responses_file(group, env)}" if group in HTTP_GROUPS else ""
 
 
 def write_deployment_config() -> list[Path]:
@@ -433,6 +467,9 @@ def write_deployment_config() -> list[Path]:
             paths.append(path)
     paths.append(CHALICE_DIR / GATEWAY_RESPONSES_FILE)
     paths[-1].write_text(json.dumps(gateway_responses(), indent=2) + "\n")
+    for env in STAGE_ENVS:
+        paths.append(CHALICE_DIR / gateway_responses_file("app", env))
+        paths[-1].write_text(json.dumps(gateway_responses("app", env), indent=2) + "\n")
     return paths
 
 

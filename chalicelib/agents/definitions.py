@@ -2,7 +2,8 @@
 plan and limits. Stored in the workspace's region; Members and Admins write, everyone reads.
 
 A declared plan is an ordered list of steps ``{name, tool, input}``; each step's tool must be allowed,
-its input may only name the tool's fields, and its templates (``templates.py``) may only name the run's
+its input may only name the tool's fields, each of the field's type or one template (``plan_schema.py``:
+the schema the OpenAPI document states), and its templates (``templates.py``) may only name the run's
 ``input`` or *earlier* steps. Limits: ``max_steps`` (1..50, default 10; a plan may not be longer),
 ``deadline`` (ISO 8601, PT1S..PT1H, default PT5M) and ``max_tokens`` (1..200000, default 4000).
 """
@@ -12,18 +13,17 @@ import json
 import re
 from typing import Any
 
-from chalicelib.agents import models, templates
+from chalicelib.agents import models, plan_schema, templates
 from chalicelib.agents.tools import TOOL_NAMES, TOOLS
 from chalicelib.core import audit, clock, durations, paging
 from chalicelib.core.authz import Principal
 from chalicelib.core.errors import not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
-from chalicelib.core.validation import F, validate
+from chalicelib.core.validation import F, problem, validate
 
 MAX_PLAN_STEPS = 50
 DEFAULT_LIMITS = {"max_steps": 10, "deadline": "PT5M", "max_tokens": 4000}
-_STEP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/\-]{0,127}$")
 
 
@@ -76,20 +76,14 @@ def check_plan(plan: list[Any], tools: list[str], max_steps: int) -> list[dict[s
             errors.append({"field": where, "message": "must be an object {name, tool, input}"})
             continue
         name, tool, args = step["name"], step["tool"], step.get("input", {})
-        if not _STEP_NAME.match(name) or name in seen:
+        if problem(plan_schema.STEP_NAME, name) or name in seen:
             errors.append({"field": f"{where}.name", "message": "must be a unique identifier (letters, digits, _)"})
         if tool not in TOOLS:
             errors.append({"field": f"{where}.tool", "message": "must be one of " + ", ".join(TOOL_NAMES)})
         elif tool not in tools:
             errors.append({"field": f"{where}.tool", "message": "is not among the agent's allowed tools"})
         else:
-            spec = TOOLS[tool].fields
-            for key in args:
-                if key not in spec:
-                    errors.append({"field": f"{where}.input.{str(key)[:40]}", "message": f"is not an input of {tool}"})
-            for key, f in spec.items():
-                if f.required and key not in args:
-                    errors.append({"field": f"{where}.input.{key}", "message": "is required"})
+            errors += plan_schema.input_errors(tool, args, f"{where}.input")
         for ref in templates.references(args):
             head, _, rest = ref.partition(".")
             if head == "input" and rest:

@@ -6,7 +6,8 @@ membership, so dataset ACLs, DENY fields and MASK/HASH/REDACT policies apply exa
 user directly; a user who left the workspace makes the tool refuse. Tool outputs are JSON and are what
 the step ledger stores.
 
-``TOOLS`` is the one list of tool names and their input fields (explicit, no import-time registration).
+``TOOLS`` is the one list of tool names and their input fields (explicit, no import-time registration);
+``plan_schema.py`` derives the OpenAPI document's step schemas from those fields.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from chalicelib.core.validation import F, validate
 MAX_ROWS = 200
 MEMORY_KEY_MAX = 128
 MEMORY_VALUE_MAX = 16 * 1024
+MEMORY_KEY_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"  # no control characters
 
 
 class ToolError(Exception):
@@ -108,12 +110,6 @@ def _memory_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                         args["key"], args["value"], run_id=ctx.run_id)
 
 
-def _key(value: Any) -> str | None:
-    if not isinstance(value, str) or not value or len(value) > MEMORY_KEY_MAX or not value.isprintable():
-        return f"must be 1 to {MEMORY_KEY_MAX} printable characters"
-    return None
-
-
 TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("knowledge_search", "Search the workspace's indexed documents and datasets; returns passages with citations.",
          {"query": F(str, required=True, min_len=1, max_len=1000), "limit": F(int, minimum=1, maximum=20)},
@@ -126,9 +122,10 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("dataset_schema", "The normalised schema and field policies of one dataset (id or name).",
          {"dataset": F(str, required=True, min_len=1, max_len=128)}, _dataset_schema),
     Tool("memory_read", "Read what this agent remembered for this user (one key, or every key).",
-         {"key": F(str, check=_key)}, _memory_read),
+         {"key": F(str, min_len=1, max_len=MEMORY_KEY_MAX, pattern=MEMORY_KEY_PATTERN)}, _memory_read),
     Tool("memory_write", "Remember a value for this user (kept 30 days after the last write).",
-         {"key": F(str, required=True, check=_key), "value": F((str, int, float, bool, list, dict), required=True)},
+         {"key": F(str, required=True, min_len=1, max_len=MEMORY_KEY_MAX, pattern=MEMORY_KEY_PATTERN),
+           "value": F((str, int, float, bool, list, dict), required=True)},
          _memory_write),
 )}
 TOOL_NAMES: tuple[str, ...] = tuple(TOOLS)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from chalicelib.core.errors import ApiError, validation_error
@@ -28,6 +29,13 @@ class F:
     maximum: float | None = None
     check: Callable[[Any], str | None] | None = None  # returns an error message or None
     nullable: bool = False
+    pattern: str | None = None  # a JSON Schema pattern written ``^...$``, matched against the whole string
+
+
+@lru_cache(maxsize=64)
+def _whole(pattern: str) -> re.Pattern[str]:
+    """``pattern`` as ECMA-262 reads ``^...$`` (Python's ``$`` would also match before a final newline)."""
+    return re.compile(pattern.removeprefix("^").removesuffix("$"))
 
 
 def email(value: Any) -> str | None:
@@ -63,9 +71,16 @@ def _check_one(name: str, spec: F, value: Any) -> str | None:
             return f"must be at least {spec.minimum}"
         if spec.maximum is not None and value > spec.maximum:
             return f"must be at most {spec.maximum}"
+    if spec.pattern is not None and isinstance(value, str) and not _whole(spec.pattern).fullmatch(value):
+        return f"must match {spec.pattern}"
     if spec.check is not None:
         return spec.check(value)
     return None
+
+
+def problem(spec: F, value: Any) -> str | None:
+    """Why ``value`` does not fit ``spec`` (a field's message), or None when it does."""
+    return _check_one("", spec, value)
 
 
 def validate(body: Any, fields: dict[str, F], *, allow_unknown: bool = False) -> dict[str, Any]:

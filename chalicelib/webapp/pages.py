@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from string import Template
@@ -20,7 +21,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 CONTENT_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 STATIC_NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}\.(js|css|svg)$")
 ROUTE_RE = re.compile(r'\[\s*"(/[^"]*)"\s*,\s*"([a-z_]+)"')
-MAX_DEPTH = 16  # page addresses up to this many segments have app routes; deeper ones: not_found_page()
+MAX_DEPTH = 16  # page addresses up to this many segments have app routes; deeper ones: deep_not_found_page()
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "font-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 HEADERS = {**HTML_HEADERS, "Content-Security-Policy": CSP}
@@ -56,8 +57,7 @@ PLAIN = Template("""<!doctype html>
 <link rel="stylesheet" href="/static/app.css">
 </head>
 <body>
-<a class="skip" href="#main">Skip to content</a>
-<header class="top"><a class="brand" href="/">AI Platform</a></header>
+$skip<header class="top"><a class="brand" href="/">AI Platform</a></header>
 <main id="main" class="plain" tabindex="-1">
 <h1>$title</h1>
 $body
@@ -94,15 +94,31 @@ def shell_html(status: int) -> str:
     return SHELL.substitute(preloads=preloads, auth_url=html.escape(settings().auth_url), status=status)
 
 
-def plain_html(title: str, body: str) -> str:
+def plain_html(title: str, body: str, *, skip_link: bool = True) -> str:
     """A page without the single-page shell; ``body`` is trusted markup built from escaped values."""
-    return PLAIN.substitute(title=html.escape(title), body=body)
+    skip = '<a class="skip" href="#main">Skip to content</a>\n' if skip_link else ""
+    return PLAIN.substitute(title=html.escape(title), body=body, skip=skip)
 
 
-def not_found_page() -> tuple[int, dict[str, str], str]:
-    """(status, headers, body) of the app's 404 page, also for addresses deeper than ``MAX_DEPTH``,
-    which no app route serves (the local server answers them with it: ``infra/local_run.py``)."""
-    return 404, dict(HEADERS), plain_html("Page not found", not_found_body())
+def quote_free_csp(origins: Sequence[str]) -> str:
+    """A Content-Security-Policy for a page without script, spelled without quoted keywords: API Gateway
+    wraps a static header value in single quotes, so a gateway response cannot carry ``'self'`` or
+    ``'none'``. ``sandbox`` (no allow-*) runs no script at all, submits no form and gives the page an
+    opaque origin; the page's own origins are the only sources, and with no ``unsafe-inline`` no inline
+    script or style applies."""
+    sources = " ".join(origins)
+    if not origins or any(c in sources for c in "';,"):
+        raise ValueError(f"origins must be plain scheme://host sources: {origins!r}")
+    return f"sandbox; default-src {sources}; form-action {sources}; frame-ancestors {sources}; base-uri {sources}"
+
+
+def deep_not_found_page(origins: Sequence[str]) -> tuple[int, dict[str, str], str]:
+    """(status, headers, body) of the 404 page for an address deeper than ``MAX_DEPTH``, which no app
+    route serves. Deployed, API Gateway answers it itself (the app group's gateway responses,
+    ``infra/template.py``), so the headers hold no quote and the body no ``$`` or ``#`` (API Gateway
+    renders the body as a Velocity template); the local server answers the same (``infra/local_run.py``)."""
+    headers = {**HTML_HEADERS, "Content-Security-Policy": quote_free_csp(origins)}
+    return 404, headers, plain_html("Page not found", not_found_body(), skip_link=False)
 
 
 def not_found_body() -> str:

@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.template import _GROUP_SETTINGS
+from infra.template import GROUP_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[3]
 ROWS = 1_000_000
 
 
 def test_a_million_row_csv_syncs_within_the_workers_memory() -> None:
-    limit_mb = _GROUP_SETTINGS["workers"]["lambda_memory_size"]
+    limit_mb = GROUP_SETTINGS["workers"]["lambda_memory_size"]
     out = subprocess.run([sys.executable, "-m", "tests.functional.gateway.sync_memory_child", str(ROWS)], cwd=ROOT,
                          capture_output=True, text=True, timeout=1500)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -1,6 +1,6 @@
 """The agents pages against the real agents API of the local platform: the demo agent's definition,
 a run started with input from the page, its steps arriving live until it completes, the past runs, and
-a queued run cancelled from its page.
+a queued run cancelled from its page, and a run cancelled while a step is in progress.
 (Before the API existed these pages were tested against a stand-in; that test is gone.)"""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from infra.local_run import HOLD_AGENT_STEPS
 from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, ready, sign_in_with_password_and_totp
 
 pytestmark = [pytest.mark.integration,
@@ -68,4 +69,49 @@ def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -
         assert page.text_content("#run-status .badge") == "cancelled"  # as the API keeps it
     finally:
         sqs.set_queue_attributes(QueueUrl=queue, Attributes={"DelaySeconds": "0"})
+    context.close()
+
+
+def test_cancel_a_run_in_progress(platform: Any, browser: Any) -> None:
+    """The local worker holds a run after its first step while the test's hold file exists
+    (``infra/local_run.py``, ``HOLD_AGENT_STEPS``), so the run is deterministically in progress when Cancel
+    is pressed (by keyboard). The API accepts the request (202), the page says the run stops after the
+    current step; once the worker moves on, its checkpoint finishes the run ``cancelled`` before step 2,
+    and no further step starts."""
+    app, auth, demo = platform.urls["app"], platform.urls["identity"], platform.demo
+    hold = platform.state_dir / HOLD_AGENT_STEPS
+    context = browser.new_context(viewport={"width": 375, "height": 800})
+    page = context.new_page()
+    page.goto(app + "/agents")
+    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    page.wait_for_url(app + "/agents")
+    ready(page)
+    page.click("a:has-text('Demo order analyst')")
+    page.wait_for_selector("#start-run")
+    hold.touch()
+    try:
+        page.fill("#run-input", '{"question": "Which country brings the most paid revenue?"}')
+        page.click("#start-run")
+        page.wait_for_url("**/runs/run_*")
+        page.wait_for_selector("#run-steps li[data-status=completed]", timeout=60000)  # step 1 done, step 2 held
+        assert page.text_content("#run-status .badge") == "in_progress"
+        page.focus("#cancel-run")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(".action-result:has-text('Stopping after the current step')")
+        assert page.text_content("#run-status .badge") == "in_progress"  # asked to stop, not stopped yet
+        assert page.text_content("#run-usage") == " · 1 step done so far"
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375  # the long run id wraps
+        check_page(page, "agent-run-cancelling")
+    finally:
+        hold.unlink(missing_ok=True)
+    page.wait_for_selector("#run-status .badge:text-is('cancelled')", timeout=60000)
+    assert "Cancelled on request before step 2" in page.text_content("#run-status")
+    page.wait_for_selector("#cancel-run", state="detached")
+    assert page.locator("#run-steps li").count() == 1  # no further step ran
+    check_page(page)
+    page.reload()
+    ready(page)
+    assert page.text_content("#run-status .badge") == "cancelled"  # as the API keeps it
+    assert page.locator("#run-steps li").count() == 1
+    assert page.locator("#run-steps li[data-status=completed]").count() == 1
     context.close()

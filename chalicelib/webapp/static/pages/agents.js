@@ -80,6 +80,13 @@ async function one({ view, params, me, navigate }) {
 
 const TERMINAL = ["completed", "failed", "cancelled", "expired"];
 
+// the run's usage is written when it finishes; until then the steps done so far are counted
+function usageText(r) {
+  if (TERMINAL.includes(r.status) && r.usage) return `${r.usage.steps ?? 0} steps, ${r.usage.tool_calls ?? 0} tool calls`;
+  const done = (r.steps || []).filter((s) => s.status === "completed").length;
+  return r.status === "in_progress" ? `${done} ${done === 1 ? "step" : "steps"} done so far` : "";
+}
+
 async function run({ view, params }) {
   let r = await agents.getRun(params.agent_id, params.run_id);
   const status = h("p", { id: "run-status", role: "status" }, runBadge(r.status));
@@ -93,7 +100,7 @@ async function run({ view, params }) {
   const drawAll = () => {
     if (TERMINAL.includes(r.status)) cancel.remove(); // a finished run offers no cancel, from the moment it shows finished
     status.replaceChildren(runBadge(r.status), r.error ? h("span", { class: "error" }, ` ${message(r.error)}`) : "",
-      r.usage ? h("span", { class: "meta" }, ` · ${r.usage.steps ?? 0} steps, ${r.usage.tool_calls ?? 0} tool calls`) : "");
+      usageText(r) ? h("span", { class: "meta", id: "run-usage" }, ` · ${usageText(r)}`) : "");
     steps.replaceChildren(...(r.steps || []).map(stepView));
     const out = r.output;
     output.replaceChildren(out ? h("div", {},
@@ -114,22 +121,26 @@ async function run({ view, params }) {
   view.replaceChildren(h("h1", {}, `Run ${r.id}`), section("Status", status, TERMINAL.includes(r.status) ? null : [cancel, cancelled]),
     section("Steps", steps), section("Output", output));
   drawAll();
-  let lastId = "";
-  while (!TERMINAL.includes(r.status) && view.isConnected) {
-    try {
-      for await (const ev of agents.runEvents(params.agent_id, params.run_id, lastId)) {
-        lastId = ev.id || lastId;
-        r = await agents.getRun(params.agent_id, params.run_id);
-        drawAll();
-        if (TERMINAL.includes(r.status)) break;
+  // the page is ready (not busy) once drawn; its steps then stream in, announced by the live list
+  follow().catch((err) => { if (view.isConnected) view.append(problemBox(err)); }).finally(() => cancel.remove());
+
+  async function follow() {
+    let lastId = "";
+    while (!TERMINAL.includes(r.status) && view.isConnected) {
+      try {
+        for await (const ev of agents.runEvents(params.agent_id, params.run_id, lastId)) {
+          lastId = ev.id || lastId;
+          r = await agents.getRun(params.agent_id, params.run_id);
+          drawAll();
+          if (TERMINAL.includes(r.status)) break;
+        }
+      } catch (err) {
+        view.append(problemBox(err));
+        return;
       }
-    } catch (err) {
-      view.append(problemBox(err));
-      break;
+      r = await agents.getRun(params.agent_id, params.run_id);
+      drawAll();
+      if (!TERMINAL.includes(r.status)) await new Promise((res) => setTimeout(res, 1000));
     }
-    r = await agents.getRun(params.agent_id, params.run_id);
-    drawAll();
-    if (!TERMINAL.includes(r.status)) await new Promise((res) => setTimeout(res, 1000));
   }
-  cancel.remove();
 }
