@@ -1,7 +1,7 @@
 """Schemathesis fuzzes the identity service against its OpenAPI document (``chalicelib/identity/openapi.yaml``)
 on a running stack: every check (server errors, status codes, content types, response schemas,
 undeclared methods, schema-valid requests accepted, invalid ones rejected, authentication enforced) over
-the examples, coverage and fuzzing phases, deterministic and bounded in time (``--max-time``).
+the examples, coverage and fuzzing phases, deterministic, a fixed number of cases per operation.
 
 Two runs: the OAuth / OIDC endpoints on the shared stack, and every other path (the hosted sign-in API,
 the sign-in pages, the account API) on a stack of their own, because that run signs in, sets up
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conformance import run_schemathesis
+from tests.integration.conformance import SAFETY_TIMEOUT_SECONDS, run_schemathesis
 from tests.integration.conftest import RunningPlatform, start_platform, stop_platform
 
 pytestmark = pytest.mark.integration
@@ -36,14 +36,14 @@ def signin_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
         stop_platform(running)
 
 
-@pytest.mark.timeout(600)  # the run itself is bounded by --max-time; the first test also starts the stack
+@pytest.mark.timeout(SAFETY_TIMEOUT_SECONDS + 300)  # the runner's own safety net first; this test may start the stack
 def test_identity_oauth_endpoints_conform_to_their_document(platform: RunningPlatform, tmp_path: Path) -> None:
     done = run_schemathesis(platform.urls["identity"] + "/v1/openapi.json", CONFIG, None, tmp_path,
                             "--include-path-regex", OAUTH_PATHS)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(SAFETY_TIMEOUT_SECONDS + 300)
 def test_signin_and_account_endpoints_conform_to_their_document(signin_platform: RunningPlatform, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCHEMATHESIS_HOOKS", str(HERE / "schemathesis_hooks.py"))
