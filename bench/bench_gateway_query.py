@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -111,18 +112,21 @@ def _run() -> None:
 # --- federated query: warm and cold against bare DuckDB, growth 10k / 100k / 1M rows per side ------------
 
 QUERY_SIZES = ((10_000, 40, 20), (100_000, 40, 20), (1_000_000, 20, 5))  # rows per side, warm n, cold n
+if os.environ.get("BENCH_QUERY_ROWS"):  # e.g. BENCH_QUERY_ROWS=100000 while iterating (a full run uses every size)
+    QUERY_SIZES = tuple(q for q in QUERY_SIZES if str(q[0]) in os.environ["BENCH_QUERY_ROWS"].split(","))
 QUERY_SQL = ("SELECT c.country, count(*) AS orders, count(DISTINCT c.email) AS buyers, sum(o.amount) AS total "
              "FROM {c} c JOIN {o} o ON o.customer_id = c.id GROUP BY 1 ORDER BY 1")
 
 
-def _query_tables(ws: str, region: str, tmp: str, rows: int) -> tuple[dict[str, list[dict]], dict[str, str]]:
-    """customers_<n> (id, email MASK, name HASH, country) and orders_<n> as Parquet in the data bucket and catalog
-    rows; returns the fields and the local Parquet file of each."""
+def _query_tables(ws: str, region: str, tmp: str, rows: int
+                  ) -> tuple[dict[str, list[dict]], dict[str, str], dict[str, str]]:
+    """customers_<n> (id, email MASK, name HASH, country) and orders_<n> as Parquet snapshots in the data bucket
+    and catalog rows; returns the fields, the local Parquet file and the object key of each."""
     import duckdb
 
     from chalicelib.core import aws, clock
     from chalicelib.core.ids import new_id
-    from chalicelib.gateway import catalog, models
+    from chalicelib.gateway import catalog, models, storage
     from tests.functional.gateway.data import field
 
     tables = {
@@ -138,20 +142,26 @@ def _query_tables(ws: str, region: str, tmp: str, rows: int) -> tuple[dict[str, 
     con = duckdb.connect()
     fields: dict[str, list[dict]] = {}
     files: dict[str, str] = {}
+    keys: dict[str, str] = {}
     for name, (flds, select) in tables.items():
         path = os.path.join(tmp, f"{name}.parquet")
         con.execute(f"COPY ({select}) TO '{path}' (FORMAT parquet)")
         ds_id = new_id("ds")
         prefix = f"datasets/{ws}/{ds_id}/s1-a1"
-        aws.client("s3", region).upload_file(path, aws.bucket_name("data", region), f"{prefix}/part-00000.parquet")
+        key = f"{prefix}/part-00000.parquet"
+        aws.client("s3", region).upload_file(path, aws.bucket_name("data", region), key)
+        # the snapshot layout a sync writes: the part plus its manifest (without one, every read lists the prefix)
+        aws.client("s3", region).put_object(
+            Bucket=aws.bucket_name("data", region), Key=f"{prefix}/{storage.MANIFEST}",
+            Body=storage.Manifest(base=[key], row_count=rows, base_rows=rows).to_json().encode())
         now = clock.iso()
         models.datasets(region)(ws, ds_id, name=name, owner="bench@example.com", schema=json.dumps(flds),
                                 acl=json.dumps([{"type": "role", "id": "member"}]), data_prefix=prefix,
                                 row_count=rows, last_synced_at=now, created_at=now, updated_at=now).save()
-        fields[name], files[name] = flds, path
+        fields[name], files[name], keys[name] = flds, path, key
     con.close()
     catalog.invalidate(ws)
-    return fields, files
+    return fields, files, keys
 
 
 def _projected_reference(ws: str, region: str, fields: dict[str, list[dict]], files: dict[str, str]) -> object:
@@ -189,6 +199,7 @@ def query_main() -> None:
 
     import duckdb
 
+    from chalicelib.core import aws
     from chalicelib.core.config import settings
     from chalicelib.core.tokens import verifier
     from chalicelib.gateway import fieldpolicy, query, query_cache, query_columns
@@ -207,7 +218,10 @@ def query_main() -> None:
              "Ours is `query.run` (catalog lookup, binder column pruning, sandbox cache, lock-down, JSON rows, "
              "lineage write to DynamoDB in moto). Warm reference: the same SQL on a warm bare DuckDB holding the same "
              "policy-projected tables. Cold: our first query of a container (sandbox cache, binder and hash key "
-             "cleared; the catalog snapshot stays loaded) against a new bare DuckDB over the raw local Parquet. "
+             "cleared; the catalog snapshot stays loaded) against a new bare DuckDB over the raw Parquet, which it first "
+             "gets from the same bucket with the same S3 client (one GET per object, as ours; moto in process), "
+             "its connection closed after the timing as ours stays open. Both read snapshots laid out as a sync "
+             "writes them (Parquet part plus manifest). "
              "1 thread everywhere; calls interleaved; p99 printed only with >= 20 samples.", "",
              "| rows per side | case | samples | ours p50 ms | ours p99 ms | ref p50 ms | ref p99 ms | ratio p50 | target |",
              "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
@@ -217,10 +231,17 @@ def query_main() -> None:
         query_columns._close()  # the binder's DuckDB and its memo
         fieldpolicy.workspace_hash_key.cache_clear()
 
+    bare: list[object] = []  # the cold reference's connection, closed untimed by the reset
+
+    def cold_reset_both() -> None:
+        cold_reset()
+        while bare:  # a container keeps its connection: closing is not part of its first query
+            bare.pop().close()
+
     held: list[str] = []
     with quiet():  # no log line is written while measuring
         for rows, n_warm, n_cold in QUERY_SIZES:
-            fields, files = _query_tables(ws, region, tmp, rows)
+            fields, files, keys = _query_tables(ws, region, tmp, rows)
             c, o = list(fields)
             sql = QUERY_SQL.format(c=c, o=o)
             ref_con = _projected_reference(ws, region, fields, files)
@@ -228,23 +249,32 @@ def query_main() -> None:
             got = query.run(principal, sql)["rows"]
             assert [r[:3] for r in got] == [r[:3] for r in expect], (got, expect)
 
-            def bare_cold(sql: str = sql, c: str = c, o: str = o, files: dict = files) -> object:
+            def bare_cold(sql: str = sql, c: str = c, o: str = o, keys: dict = keys) -> object:
+                # A cold bare DuckDB gets the Parquet where it lives too: the same objects, one GET each with the
+                # same S3 client, streamed to local files (as ours does), then read in place without policies.
+                local = os.path.join(tmp, "bare")
+                os.makedirs(local, exist_ok=True)
+                s3, bucket = aws.client("s3", region), aws.bucket_name("data", region)
+                for name in (c, o):
+                    with open(os.path.join(local, f"{name}.parquet"), "wb") as fh:
+                        shutil.copyfileobj(s3.get_object(Bucket=bucket, Key=keys[name])["Body"], fh, 1 << 20)
                 con = duckdb.connect(config={"threads": 1})
-                con.execute(f"CREATE VIEW {c} AS SELECT * FROM read_parquet('{files[c]}')")
-                con.execute(f"CREATE VIEW {o} AS SELECT * FROM read_parquet('{files[o]}')")
-                out = con.execute(sql).fetchall()
-                con.close()
-                return out
+                bare.append(con)
+                con.execute(f"CREATE VIEW {c} AS SELECT * FROM read_parquet('{local}/{c}.parquet')")
+                con.execute(f"CREATE VIEW {o} AS SELECT * FROM read_parquet('{local}/{o}.parquet')")
+                return con.execute(sql).fetchall()
 
             for label, fn, ref, n, reset, target in (
                     ("warm", lambda sql=sql: query.run(principal, sql),
                      lambda con=ref_con, sql=sql: con.execute(sql).fetchall(), n_warm, None,
                      "<= 1.5x, p50 <= 50 ms" if rows == 100_000 else ""),
-                    ("cold", lambda sql=sql: query.run(principal, sql), bare_cold, n_cold, cold_reset,
+                    ("cold", lambda sql=sql: query.run(principal, sql), bare_cold, n_cold, cold_reset_both,
                      "<= 2x" if rows == 100_000 else "")):
                 for _ in range(2):  # warm-up of both
                     fn()
                     ref()
+                    if reset is not None:
+                        reset()
                 got_t = _samples([("ours", fn), ("ref", ref)], n, reset)
                 ours, theirs = got_t["ours"], got_t["ref"]
                 p99 = (lambda xs: f"{percentile(xs, 0.99) * 1e3:.1f}") if n >= MIN_P99_SAMPLES else (lambda xs: "-")

@@ -23,8 +23,10 @@ import time
 from bench.common import quiet
 
 PER_OBJECT = 10_000
-SIZES = (100_000, 1_000_000)
-REPEAT = 3
+# ``BENCH_SYNC_SIZES=1000000 BENCH_SYNC_REPEAT=1 BENCH_SYNC_MEMORY=0`` for a quicker run while iterating
+SIZES = tuple(int(n) for n in os.environ.get("BENCH_SYNC_SIZES", "100000,1000000").split(","))
+REPEAT = int(os.environ.get("BENCH_SYNC_REPEAT", "3"))
+MEASURE_MEMORY = os.environ.get("BENCH_SYNC_MEMORY", "1") != "0"
 TARGET_ROWS_S = 100_000
 WORKERS_MB = 512  # infra/template.py: the workers function's lambda_memory_size
 
@@ -132,7 +134,7 @@ def main() -> None:
                 times["incr"].append(time.perf_counter() - t0)
                 assert run["rows_read"] == PER_OBJECT and run["rows_written"] == PER_OBJECT, run
             results[size] = times
-    memory = _peak_memory()
+    memory = _peak_memory() if MEASURE_MEMORY else None
     med = {size: {k: statistics.median(v) for k, v in t.items()} for size, t in results.items()}
     lines = ["### Gateway sync (s3 CSV connector, in-process moto, workers' DuckDB on 1 thread)", "",
              f"Median of {REPEAT} interleaved runs each (spread min-max in brackets). Reference: DuckDB alone on one "
@@ -149,10 +151,15 @@ def main() -> None:
         lines.append(f"| incremental, the {PER_OBJECT:,}-row object changed ({PER_OBJECT / size:.0%} of rows) | {PER_OBJECT:,} | "
                      f"{m['incr']:.2f} [{min(t['incr']):.2f}-{max(t['incr']):.2f}] | {PER_OBJECT / m['incr']:,.0f} | "
                      f"full sync {m['full']:.2f} | {m['incr'] / m['full']:.1%} of full | <= 10% of full at 1M |")
-    growth = med[SIZES[1]]["full"] / med[SIZES[0]]["full"]
-    ref_growth = med[SIZES[1]]["ref"] / med[SIZES[0]]["ref"]
-    lines += ["", f"Growth 100k -> 1M: full sync x{growth:.1f} time (reference x{ref_growth:.1f}).", "",
-              "| peak memory, 1M-row sync in a fresh process | MB |", "|---|---:|",
+    if len(SIZES) > 1:
+        growth = med[SIZES[-1]]["full"] / med[SIZES[0]]["full"]
+        ref_growth = med[SIZES[-1]]["ref"] / med[SIZES[0]]["ref"]
+        lines += ["", f"Growth {SIZES[0]:,} -> {SIZES[-1]:,} rows: full sync x{growth:.1f} time "
+                  f"(reference x{ref_growth:.1f})."]
+    if memory is None:
+        print("\n".join(lines) + "\n", flush=True)
+        return
+    lines += ["", "| peak memory, 1M-row sync in a fresh process | MB |", "|---|---:|",
               f"| RSS with the worker's modules imported (a Lambda's baseline) | {memory['base_mb']:.0f} |",
               f"| RSS before the sync (plus moto's tables and the 1M-row source object) | {memory['before_mb']:.0f} |",
               f"| peak RSS | {memory['peak_mb']:.0f} |",

@@ -16,6 +16,7 @@ current at its issue (claim ``rev`` = [user, workspace]) and is refused once eit
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import math
 import threading
@@ -303,11 +304,33 @@ _PKCS1 = padding.PKCS1v15()
 _SHA256 = hashes.SHA256()
 
 
+_URL_TO_STD = bytes.maketrans(b"-_", b"+/")
+_JSON = json.JSONDecoder()
+
+
 def _b64url(segment: str) -> bytes:
     return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
 
 
+def _b64url_raw(segment: bytes) -> bytes:
+    """A base64url segment already checked to hold only the alphabet (no ``=``): the same decoding as
+    ``_b64url`` without its str round trips. Surplus padding after the last quantum is ignored, and a
+    segment whose length leaves one character over is an error (``binascii.Error``, a ``ValueError``)."""
+    return binascii.a2b_base64(segment.translate(_URL_TO_STD) + b"==")
+
+
+def _json_object(payload: bytes) -> Any:
+    """The JSON document ``payload`` (UTF-8 only, as RFC 7519 requires; nothing before or after it):
+    ``json.loads`` without its encoding sniffing and whitespace scans. ``ValueError`` when it is not one."""
+    text = payload.decode("utf-8")
+    value, end = _JSON.raw_decode(text)
+    if end != len(text):
+        raise ValueError("trailing data after the JSON document")
+    return value
+
+
 _NUMBER = (int, float)
+ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")  # RFC 9068 section 2.1, compared case-insensitively
 
 
 def _claims_valid(c: dict[str, Any], now: float) -> bool:
@@ -371,19 +394,19 @@ class TokenVerifier:
         raw = token.encode("ascii")
         if raw.translate(None, _BASE64URL) != b"..":
             raise unauthorized("The access token is malformed.")
-        header_b64, payload_b64, signature_b64 = token.split(".")
-        if not (header_b64 and payload_b64 and signature_b64):
+        dot1 = raw.index(b".")  # the segments by offset: no copies of the whole token
+        dot2 = raw.index(b".", dot1 + 1)
+        if dot1 == 0 or dot2 == dot1 + 1 or dot2 == len(raw) - 1:
             raise unauthorized("The access token is malformed.")
-        kid = self._kid_of(header_b64)
+        kid = self._kid_of(token[:dot1])
         key = self.keyring.key(kid) if isinstance(kid, str) else None
         if key is None:
             raise unauthorized("The access token was not signed by a key of this issuer.")
         try:
             # RSASSA-PKCS1-v1_5 with SHA-256 over the exact signing input, with the RSA public key python-jose
-            # built from our JWK (calling it directly avoids re-parsing the token: see README, "Tokens").
-            key.prepared_key.verify(_b64url(signature_b64), raw[:len(header_b64) + 1 + len(payload_b64)],
-                                    _PKCS1, _SHA256)
-            claims = json.loads(_b64url(payload_b64))
+            # built from our JWK (calling it directly avoids re-parsing the token: docs/security.md, "Tokens").
+            key.prepared_key.verify(_b64url_raw(raw[dot2 + 1:]), raw[:dot2], _PKCS1, _SHA256)
+            claims = _json_object(_b64url_raw(raw[dot1 + 1:dot2]))
         except (InvalidSignature, ValueError):
             raise unauthorized("The access token is not valid.") from None
         if not isinstance(claims, dict) or not _claims_valid(claims, now):
@@ -400,6 +423,9 @@ class TokenVerifier:
                 raise unauthorized("The access token is malformed.") from None
             if not isinstance(header, dict) or header.get("alg") != ALGORITHM:
                 raise unauthorized("The access token must be signed with RS256.")
+            if not isinstance(header.get("typ"), str) or header["typ"].lower() not in ACCESS_TOKEN_TYPES:
+                # RFC 9068 section 4: an ID token (``typ: JWT``) or any other JWT is not an access token
+                raise unauthorized("The token is not an access token (typ must be at+jwt).")
             kid = header.get("kid")
             if isinstance(kid, str) and len(self._headers) < 64:
                 self._headers[header_b64] = kid

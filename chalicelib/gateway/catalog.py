@@ -14,7 +14,8 @@ catalog version (``gateway/catalog_versions.py``). Every read first checks the v
 ``GetItem``; ``CATALOG_CACHE_SECONDS``, default 0, lets a container trust a check for that long) and
 reloads only the datasets and connectors changed since; a full reload happens on the first read, after a
 gap in the change log, and at most every ``FULL_RELOAD_SECONDS`` as a safety net. Every writer calls
-``changed`` after its write.
+``changed`` after its write. Each snapshot carries the inverted index search answers from
+(``gateway/catalog_index.py``), built with a full load and updated with the changed datasets.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from chalicelib.core.durations import format_duration, parse_duration
 from chalicelib.core.errors import ApiError, not_found, validation_error
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import catalog_versions, models
+from chalicelib.gateway.catalog_index import CatalogIndex
 
 CLASSIFICATIONS = ("PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII")
 FIELD_POLICIES = ("ALLOW", "MASK", "HASH", "REDACT", "DENY")
@@ -79,6 +81,7 @@ class Snapshot:
     _readable: dict[frozenset[str], list[DatasetRecord]] = field(default_factory=dict, repr=False)
     version: int = 0  # the workspace's catalog version this snapshot reflects (at least)
     checked_at: float = 0.0  # when the version was last compared with the stored one
+    index: CatalogIndex = field(default_factory=CatalogIndex, repr=False)  # what search uses
 
 
 @dataclass
@@ -181,7 +184,7 @@ def _full_load(region: str, workspace_id: str, version: int, now: float) -> Snap
     connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
     records.sort(key=_order_key)
     return Snapshot(now, {r.id: r for r in records}, records, connectors, {r.name.lower(): r for r in records},
-                    version=version, checked_at=now)
+                    version=version, checked_at=now, index=CatalogIndex.build(records))
 
 
 def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: set[str], connector_ids: set[str],
@@ -190,9 +193,12 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
     stats.partial_loads += 1
     datasets, ordered, by_name = dict(snap.datasets), list(snap.ordered), dict(snap.by_name)
     cls = models.datasets(region)
+    removed: list[DatasetRecord] = []
+    added: list[DatasetRecord] = []
     for dataset_id in sorted(dataset_ids):
         old = datasets.pop(dataset_id, None)
         if old is not None:
+            removed.append(old)
             at = bisect.bisect_left(ordered, _order_key(old), key=_order_key)
             if at < len(ordered) and ordered[at] is old:
                 del ordered[at]
@@ -204,6 +210,7 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
         except cls.DoesNotExist:
             continue
         datasets[rec.id] = rec
+        added.append(rec)
         bisect.insort(ordered, rec, key=_order_key)
         by_name[rec.name.lower()] = rec
     connectors = dict(snap.connectors)
@@ -218,7 +225,8 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
                                                    region)
             except conn_cls.DoesNotExist:
                 connectors.pop(connector_id, None)
-    return Snapshot(snap.loaded_at, datasets, ordered, connectors, by_name, version=version, checked_at=now)
+    return Snapshot(snap.loaded_at, datasets, ordered, connectors, by_name, version=version, checked_at=now,
+                    index=snap.index.updated(removed, added))
 
 
 def snapshot(workspace_id: str) -> Snapshot:
@@ -395,9 +403,18 @@ class _Criteria:
                                          if filters.field_classification else None),
                    max_age=_check_filters(filters))
 
+    def bitmap(self, index: CatalogIndex, principal: Principal, now: float) -> int:
+        """The caller's readable datasets matching every criterion, from the snapshot's index: the same
+        answer as ``select`` over ``readable(principal)``, without scanning the catalog."""
+        keys = None if is_admin(principal) else principal_keys(principal)
+        return index.select(keys=keys, terms=self.terms, classification=self.classification,
+                            connector_id=self.connector_id, owner=self.owner,
+                            oldest=None if self.max_age is None else now - self.max_age,
+                            field_classification=self.field_classification)
+
     def select(self, records: list[DatasetRecord], *, admin: bool, now: float) -> list[DatasetRecord]:
-        """The records matching every criterion, in their order: one tight pass per criterion over what
-        the previous one kept (a 50k catalog is filtered in a few milliseconds)."""
+        """The records matching every criterion, in their order: the definition of a match, one pass per
+        criterion (the index answers search; this linear form is its test oracle and bench reference)."""
         out = records
         for term in self.terms:
             out = [r for r in out if term in r._haystack]
@@ -422,13 +439,6 @@ class _Criteria:
                    for f in rec.fields)
 
 
-def _page_start(matches: list[DatasetRecord], after: tuple[str, str] | None) -> int:
-    """Index of the first match after the keyset cursor ``(name, id)`` (0 without a cursor)."""
-    if after is None:
-        return 0
-    return next((i for i, rec in enumerate(matches) if (rec.name, rec.id) > after), len(matches))
-
-
 def search(principal: Principal, filters: SearchFilters, *, limit: int = DEFAULT_PAGE,
            after: str | None = None) -> dict[str, Any]:
     """Readable datasets matching every filter, ordered by name, with keyset paging.
@@ -443,18 +453,17 @@ def search(principal: Principal, filters: SearchFilters, *, limit: int = DEFAULT
     start = decode_cursor(after) if after else None
     snap = snapshot(principal.workspace_id)
     now = clock.now()
-    admin = is_admin(principal)
-    matches = criteria.select(readable(principal, snap), admin=admin, now=now)
-    begin = _page_start(matches, start)
-    page = matches[begin:begin + limit]
-    has_more = begin + limit < len(matches)
+    bits = criteria.bitmap(snap.index, principal, now)
+    page, following = snap.index.page(bits, start, limit)
+    total = bits.bit_count()
+    has_more = following > limit
     return {
         "items": [view(principal, r, snap, now) for r in page],
         "cursors": [encode_cursor(r) for r in page],
         "has_more": has_more,
-        "has_previous": begin > 0,
+        "has_previous": total > following,
         "next_cursor": encode_cursor(page[-1]) if page and has_more else None,
-        "total_count": len(matches),
+        "total_count": total,
     }
 
 

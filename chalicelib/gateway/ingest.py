@@ -3,8 +3,10 @@
 CSV objects (``sources.CsvFile``) are parsed by DuckDB's CSV reader into all-text tables; their column
 types are inferred by one aggregate per object (the rules of ``normalize.infer`` written as SQL, so a
 value gets the same type either way), and typing, keying and the change hash are SQL too: no Python work
-per row. Rows that readers hand over as ``Record`` objects (JSON Lines, Parquet, DynamoDB, HTTP, a CSV
-the native reader refuses) are coerced in Python and spooled as JSON lines, as before.
+per row. JSON Lines and Parquet objects (the same ``CsvFile`` with another ``format``) become a table of
+each member's text and JSON type, typed by the same rules for JSON values (``_load_json``). Rows that
+readers hand over as ``Record`` objects (DynamoDB and HTTP through a ``RecordSpool``, documents, an object
+the native reader refuses) are coerced in Python and streamed to DuckDB as JSON lines.
 
 The result is table ``incoming``: ``_key``, ``_source``, ``_hash`` and the schema's columns, one row per
 key (the last row of the last object wins). DuckDB runs on one thread with a memory limit and spills to
@@ -13,15 +15,16 @@ the stage's directory, so memory stays bounded whatever the row count (see ``doc
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.gateway import normalize, storage
-from chalicelib.gateway.sources import Batch, CsvFile, Record, missing_key, resolve_columns
+from chalicelib.gateway.sources import Batch, CsvFile, Record, RecordSpool, missing_key, resolve_columns
 from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 
 MEMORY_LIMIT = "160MB"  # DuckDB's share of the workers function's 512 MB; the rest spills to /tmp
@@ -139,6 +142,7 @@ class _Native:
     table: str
     headers: list[str]
     rows: int
+    json_kinds: list[set[str]] | None = None  # JSON Lines/Parquet: each column's JSON value types (``t<i>``)
 
 
 def _headers(path: str, delimiter: str) -> list[str] | None:
@@ -155,6 +159,13 @@ def _load(stage: Stage, f: CsvFile, n: int) -> _Native | None:
     cannot read it exactly as Python's csv module would (the caller falls back to records)."""
     import duckdb  # noqa: PLC0415
 
+    if f.format != "csv":
+        try:
+            return _load_json(stage, f, n)
+        except duckdb.Error:
+            for t in (f"raw_{n}", f"json_{n}"):
+                stage.con.execute(f"DROP TABLE IF EXISTS {t}")
+            return None
     headers = _headers(f.path, f.delimiter)
     if headers is None or len(set(headers)) != len(headers):
         return None
@@ -174,8 +185,120 @@ def _load(stage: Stage, f: CsvFile, n: int) -> _Native | None:
     return _Native(f, table, headers, int(rows))
 
 
+# DuckDB column types whose ``to_json`` rendering reads back as the value Python's Parquet reader gives
+_PARQUET_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                            "DOUBLE", "BOOLEAN", "VARCHAR", "DATE", "TIMESTAMP"})
+_JSON_KINDS = frozenset({"BIGINT", "UBIGINT", "DOUBLE", "BOOLEAN", "VARCHAR"})  # scalars (objects/arrays: JSON)
+
+
+def _pointer(name: str) -> str:
+    """A JSON pointer to the top-level member ``name``."""
+    return _lit("/" + name.replace("~", "~0").replace("/", "~1"))
+
+
+def _load_json(stage: Stage, f: CsvFile, n: int) -> _Native | None:
+    """A JSON Lines or Parquet object as table ``raw_<n>``: per member ``c<i>`` its text (a string's value,
+    else its JSON text) and ``t<i>`` its JSON type; None (records instead) for anything the native rules
+    would type or render otherwise than the row-by-row reader: a JSON array file, a non-object line,
+    nested or huge values, Parquet types other than ``_PARQUET_TYPES``, duplicate member names."""
+    con = stage.con
+    if f.format == "parquet":
+        types = con.execute("SELECT column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))", [f.path]).fetchall()
+        if not all(t[0] in _PARQUET_TYPES for t in types):
+            return None
+        con.execute(f"CREATE TABLE json_{n} AS SELECT CAST(to_json(t) AS JSON) AS json FROM read_parquet(?) t", [f.path])
+    else:
+        with open(f.path, "rb") as fh:
+            if fh.read(64).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+                return None  # a JSON array of objects: the row-by-row reader's
+        con.execute(f"CREATE TABLE json_{n} AS SELECT json FROM read_ndjson_objects(?)", [f.path])
+    src = f"json_{n}"
+    if con.execute(f"SELECT count(*) FROM {src} WHERE json_type(json) <> 'OBJECT'").fetchone()[0]:
+        return None
+    headers = [r[0] for r in con.execute(
+        f"SELECT k FROM (SELECT rowid AS r, unnest(json_keys(json)) AS k, "
+        f"generate_subscripts(json_keys(json), 1) AS p FROM {src}) GROUP BY k ORDER BY min(r), arg_min(p, r)").fetchall()]
+    if con.execute(f"SELECT count(*) FROM {src} WHERE len(json_keys(json)) <> len(list_distinct(json_keys(json)))"
+                   ).fetchone()[0]:
+        return None
+    table = f"raw_{n}"
+    cols = [f"json_extract_string(json, {_pointer(h)}) AS c{i}, json_type(json, {_pointer(h)}) AS t{i}"
+            for i, h in enumerate(headers)]
+    con.execute(f"CREATE TABLE {table} AS SELECT {', '.join(cols) or '1 AS _none'} FROM {src} ORDER BY rowid")
+    con.execute(f"DROP TABLE {src}")
+    rows = int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    kinds: list[set[str]] = []
+    if headers:
+        found = con.execute("SELECT " + ", ".join(f"list(DISTINCT t{i})" for i in range(len(headers)))
+                            + f" FROM {table}").fetchone()
+        kinds = [{k for k in ks if k not in (None, "NULL")} for ks in found]
+    if any(not k <= _JSON_KINDS for k in kinds):
+        return None
+    pk = f.primary_key or []
+    pk_cols = pk if all(k in headers for k in pk) else resolve_columns(pk, headers)
+    if any(kinds[headers.index(c)] - {"BIGINT", "UBIGINT", "VARCHAR"} for c in pk_cols if c in headers):
+        return None  # a key of booleans or floats: ``str()`` of the Python value, not its JSON text
+    return _Native(f, table, headers, rows, kinds)
+
+
+def _json_category(v: str, t: str) -> str:
+    """SQL: the ``_CODES`` code of ``normalize.infer(value, untyped=False)`` for a JSON value (text ``v``,
+    JSON type ``t``): numbers by their JSON type (an integer beyond 64 bits is text), strings by the date
+    and timestamp rules only."""
+    integer = f"CASE WHEN try_cast({v} AS BIGINT) IS NOT NULL THEN 1 ELSE 6 END"
+    return (f"CASE WHEN {v} IS NULL THEN NULL WHEN {t} IN ('BIGINT', 'UBIGINT') THEN {integer} "
+            f"WHEN {t} = 'DOUBLE' THEN CASE WHEN regexp_matches({v}, '[.eE]') THEN 2 ELSE {integer} END "
+            f"WHEN {t} = 'BOOLEAN' THEN 3 "
+            f"WHEN length({v}) < 10 OR try_cast(left({v}, 10) AS DATE) IS NULL THEN 6 "
+            f"WHEN length({v}) = 10 THEN CASE WHEN regexp_full_match({v}, {_lit(_DATE)}) THEN 4 ELSE 6 END "
+            f"WHEN regexp_full_match({v}, {_lit(_TS)}) THEN 5 ELSE 6 END")
+
+
+def _json_typed(v: str, t: str, typ: str) -> str:
+    """SQL: a JSON value as the column type (``normalize.coerce``): text renderings of numbers and
+    booleans as Python's ``str``/``json.dumps`` give them."""
+    number = f"CAST(CAST({v} AS DOUBLE) AS VARCHAR)"
+    if typ == "STRING":
+        return f"CASE WHEN {t} = 'DOUBLE' AND regexp_matches({v}, '[.eE]') THEN {number} ELSE {v} END"
+    if typ == "JSON":
+        return (f"CASE WHEN {t} = 'VARCHAR' THEN {_json_str(v)} "
+                f"WHEN {t} = 'DOUBLE' AND regexp_matches({v}, '[.eE]') THEN {number} ELSE {v} END")
+    return _typed(v, typ)
+
+
+def _json_sample(value: str | None, kind: str | None) -> Any:
+    if value is None or kind == "VARCHAR":
+        return value
+    if kind == "BOOLEAN":
+        return value == "true"
+    try:
+        return int(value)
+    except ValueError:
+        return float(value)
+
+
+def _observe_json(stage: Stage, part: _Native, observer: normalize.Observer) -> None:
+    if not part.rows:
+        return
+    con, t = stage.con, part.table
+    n = len(part.headers)
+    got = con.execute("SELECT " + ", ".join([f"count(c{i})" for i in range(n)]
+                                            + [f"bit_or(1 << {_json_category(f'c{i}', f't{i}')})" for i in range(n)])
+                      + f" FROM {t}").fetchone()
+    for i, h in enumerate(part.headers):
+        samples: list[Any] = []
+        if h not in observer.by_source:
+            samples = [_json_sample(v, k) for v, k in con.execute(
+                f"SELECT c{i}, t{i} FROM {t} WHERE c{i} IS NOT NULL ORDER BY rowid LIMIT 200").fetchall()]
+        observer.add_column(h, _type_of(got[n + i]), part.rows, got[i] < part.rows, samples)
+    observer.add_count(part.rows)
+
+
 def _observe_native(stage: Stage, part: _Native, observer: normalize.Observer) -> None:
     """Types, nulls and samples of the object's columns, fed to ``observer``."""
+    if part.json_kinds is not None:
+        _observe_json(stage, part, observer)
+        return
     if not part.rows:
         return
     con, t = stage.con, part.table
@@ -222,8 +345,9 @@ def _check_key(stage: Stage, part: _Native) -> list[str]:
     if any(col not in index for col in pk_cols):
         raise missing_key(part.file.source, 1, [k for k, col in zip(pk, pk_cols, strict=True) if col not in index])
     cols = [index[col] for col in pk_cols]
-    hit = stage.con.execute(f"SELECT rowid + 1, {', '.join(f'{c} IS NULL' for c in cols)} FROM {part.table} "
-                            f"WHERE {' OR '.join(f'{c} IS NULL' for c in cols)} ORDER BY rowid LIMIT 1").fetchone()
+    gone = [f"({c} IS NULL OR {c} = '')" for c in cols]  # as the row-by-row reader: null or empty is missing
+    hit = stage.con.execute(f"SELECT rowid + 1, {', '.join(gone)} FROM {part.table} "
+                            f"WHERE {' OR '.join(gone)} ORDER BY rowid LIMIT 1").fetchone()
     if hit:
         raise missing_key(part.file.source, int(hit[0]), [k for k, gone in zip(pk, hit[1:], strict=True) if gone])
     return cols
@@ -246,13 +370,17 @@ def _insert_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
     if not part.rows:
         return
     key_cols = _check_key(stage, part) if part.file.primary_key else []
-    by_col = {names[h]: f"c{i}" for i, h in enumerate(part.headers)}
+    by_col = {names[h]: i for i, h in enumerate(part.headers)}
     items = []
     for f in schema:
         typ = DUCKDB_TYPES[f["type"]]
-        raw = by_col.get(f["name"])
-        items.append(f"CAST({_typed(raw, f['type'])} AS {typ}) AS {_q(f['name'])}" if raw else
-                     f"CAST(NULL AS {typ}) AS {_q(f['name'])}")
+        i = by_col.get(f["name"])
+        if i is None:
+            items.append(f"CAST(NULL AS {typ}) AS {_q(f['name'])}")
+            continue
+        value = (_typed(f"c{i}", f["type"]) if part.json_kinds is None else
+                 _json_typed(f"c{i}", f"t{i}", f["type"]))
+        items.append(f"CAST({value} AS {typ}) AS {_q(f['name'])}")
     if key_cols:
         key = "'[' || " + " || ', ' || ".join(_json_str(c) for c in key_cols) + " || ']'"
     else:
@@ -265,18 +393,18 @@ def _insert_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
     stage.con.execute(f"DROP TABLE {part.table}")
 
 
-def _insert_records(stage: Stage, records: list[tuple[int, Record]], schema: list[dict[str, Any]],
+def _insert_records(stage: Stage, records: Iterable[tuple[int, Record]], schema: list[dict[str, Any]],
                     names: dict[str, str]) -> None:
-    """Records coerced in Python, spooled as JSON lines and read by DuckDB."""
-    if not records:
-        return
+    """Records coerced in Python, streamed to a JSON-lines file and read by DuckDB."""
     types = {f["name"]: f["type"] for f in schema}
     plan_of = {src: (col, types[col]) for src, col in names.items()}
     coerce = normalize.coerce
     path = os.path.join(stage.workdir, "records.jsonl")
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+    written = 0
     with open(path, "w", encoding="utf-8") as fh:
         for ord_, r in records:
+            written += 1
             values: dict[str, Any] = {}
             for src_name, v in r.values.items():
                 col, typ = plan_of[src_name]
@@ -284,6 +412,9 @@ def _insert_records(stage: Stage, records: list[tuple[int, Record]], schema: lis
             values["_key"], values["_source"], values["_ord"] = r.key, r.source, ord_
             fh.write(encode(values))
             fh.write("\n")
+    if not written:
+        os.remove(path)
+        return
     loaded = {"_key": "VARCHAR", "_source": "VARCHAR", "_ord": "BIGINT",
               **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
     struct = "{" + ", ".join(f"{_lit(n)}: '{t}'" for n, t in loaded.items()) + "}"
@@ -303,13 +434,18 @@ class Incoming:
 
     def observe(self, observer: normalize.Observer) -> None:
         batch = self.batch
+        if isinstance(batch.records, RecordSpool):  # streamed twice (here and in ``build``), never held
+            self.parts = [(-1, batch.records)]
+            observer.add_rows((r.values, r.untyped) for r in batch.records)
+            if self.report is not None:
+                self.report(0, len(batch.records))
         unique: dict[str, tuple[int, Record]] = {}  # last record wins per key (as before)
-        for i, rec in enumerate(batch.records):
+        for i, rec in enumerate(batch.records if isinstance(batch.records, list) else ()):
             unique[rec.key] = ((batch.source_order.get(rec.source or "", -1) << ORD_SHIFT) + i, rec)
         groups: dict[int, list[tuple[int, Record]]] = {}
         for ord_, rec in unique.values():
             groups.setdefault(ord_ >> ORD_SHIFT, []).append((ord_, rec))
-        self.parts = sorted(groups.items(), key=lambda p: p[0])
+        self.parts += sorted(groups.items(), key=lambda p: p[0])
         for n, f in enumerate(batch.files):
             native = _load(self.stage, f, n)
             if native is None:
@@ -325,7 +461,7 @@ class Incoming:
                 rows += part.rows
                 if self.report is not None:
                     self.report(objects, rows)
-            else:
+            elif isinstance(part, list):
                 observer.add_rows((r.values, r.untyped) for _, r in part)
                 if part and part[0][1].source in {f.source for f in batch.files}:
                     rows += len(part)
@@ -338,15 +474,18 @@ class Incoming:
         con = self.stage.con
         spec = {**_spec(schema), "_ord": "BIGINT"}
         con.execute("CREATE TABLE incoming (" + ", ".join(f"{_q(n)} {t}" for n, t in spec.items()) + ")")
-        records: list[tuple[int, Record]] = []
+        records: list[Iterable[tuple[int, Record]]] = []
         for _, part in self.parts:
             if isinstance(part, _Native):
                 _insert_native(self.stage, part, schema, names)
+            elif isinstance(part, RecordSpool):
+                records.append(((-1 << ORD_SHIFT) + i, r) for i, r in enumerate(part))
             else:
-                records.extend(part)
-        _insert_records(self.stage, records, schema, names)
+                records.append(part)
+        _insert_records(self.stage, itertools.chain.from_iterable(records), schema, names)
         total = distinct = con.execute("SELECT count(*) FROM incoming").fetchone()[0]
-        if any(f.primary_key for f in self.batch.files):  # keys from values may repeat (else object#line)
+        spooled = isinstance(self.batch.records, RecordSpool)  # not deduplicated while observed
+        if spooled or any(f.primary_key for f in self.batch.files):  # keys from values may repeat
             distinct = con.execute("SELECT count(DISTINCT _key) FROM incoming").fetchone()[0]
         if total != distinct:  # the same key in several rows: the last one wins
             con.execute("CREATE TABLE deduped AS SELECT * FROM incoming "

@@ -12,8 +12,10 @@ Per query:
    container and keyed by the workspace and, per dataset, its snapshot (``data_prefix``), name and the
    caller's visible fields with their policies. A cold sandbox downloads the Parquet parts
    (``storage.snapshot_source``) into a private temp dir, which is deleted before any caller's SQL runs.
-4. External access is disabled, extension auto-install/auto-load are off and the configuration is locked
-   (before the sandbox is cached); the caller's SQL runs on a fresh cursor of it with a row limit and a
+4. A sandbox is created with extension auto-install/auto-load off and no file or network access except to
+   its own raw-data directory, which exists only while the sandbox loads (``_connect``); a container's first
+   query binds its SQL on it before that (``query_columns``). The configuration is locked before the
+   sandbox is cached; the caller's SQL runs on a fresh cursor of it with a row limit and a
    wall-clock limit (``query_timer`` calls ``interrupt``). Should the real tables refuse a statement the
    stand-ins accepted (a binder error), the sandbox is rebuilt with every visible column and it runs again.
 5. The answer is one page: at most ``limit`` rows and ``MAX_ANSWER_BYTES`` of JSON rows. When more rows
@@ -192,15 +194,19 @@ def _cheapest(fields: list[dict[str, Any]]) -> frozenset[str]:
     return frozenset([best["name"]])
 
 
-def columns_needed(sql: str, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]]
-                   ) -> tuple[dict[str, frozenset[str]], bool]:
-    """The columns to load per dataset the SQL scans (DuckDB's binder decides, see ``query_columns``), and
-    whether that is every visible column of every used dataset (the binder could not tell)."""
+def _standins(used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]]) -> query_columns.Tables:
+    return {r.name: [(f["name"], _policy_type(f)) for f in fields[r.name]] for r in used}
+
+
+def columns_needed(sql: str, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]],
+                   con: Any = None) -> tuple[dict[str, frozenset[str]], bool]:
+    """The columns to load per dataset the SQL scans (DuckDB's binder decides, see ``query_columns``; on
+    ``con``, a new sandbox from ``_connect``, when given), and whether that is every visible column of every
+    used dataset (the binder could not tell)."""
     every = {r.name: frozenset(f["name"] for f in fields[r.name]) for r in used}
     if not used:
         return {}, True
-    reads = query_columns.columns_read(sql, {r.name: [(f["name"], _policy_type(f)) for f in fields[r.name]]
-                                             for r in used})
+    reads = query_columns.columns_read(sql, _standins(used, fields), con)
     if reads is None:
         return every, True
     needs: dict[str, frozenset[str]] = {}
@@ -211,17 +217,33 @@ def columns_needed(sql: str, used: list[catalog.DatasetRecord], fields: dict[str
     return needs, needs == every
 
 
-def _build(key: query_cache.Key, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]],
-           wanted: dict[str, frozenset[str]]) -> query_cache.Sandbox:
-    """A locked-down DuckDB holding ``wanted`` columns of each used dataset (zero-row stand-ins for the
-    datasets the SQL names but never scans); the raw files are deleted before it is returned."""
+def _connect() -> tuple[Any, str]:
+    """A new sandbox DuckDB and its private work dir. From the start it has no file or network access except
+    to ``<work>/data/``, which does not exist until ``_build`` downloads the raw Parquet into it and is deleted
+    before any caller's SQL runs; so the caller's SQL may be bound on it first (``query_columns``)."""
     import duckdb
 
     work = tempfile.mkdtemp(prefix="gwq-")  # Lambda: only /tmp is writable; HOME may be unset
-    raw = os.path.join(work, "data")
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
                                              "autoload_known_extensions": False, "threads": 1,
                                              "temp_directory": os.path.join(work, "spill"), "home_directory": work})
+    try:
+        con.execute("SET allowed_directories = [$raw]", {"raw": os.path.join(work, "data") + os.sep})
+        con.execute("SET enable_external_access = false")
+    except BaseException:
+        con.close()
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return con, work
+
+
+def _build(key: query_cache.Key, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]],
+           wanted: dict[str, frozenset[str]], fresh: tuple[Any, str] | None = None) -> query_cache.Sandbox:
+    """A locked-down DuckDB (``fresh``, or a new one from ``_connect``) holding ``wanted`` columns of each used
+    dataset (zero-row stand-ins for the datasets the SQL names but never scans); the raw files are deleted
+    before it is returned."""
+    con, work = fresh if fresh is not None else _connect()
+    raw = os.path.join(work, "data")
     loaded: dict[str, frozenset[str]] = {}
     try:
         try:
@@ -235,6 +257,8 @@ def _build(key: query_cache.Key, used: list[catalog.DatasetRecord], fields: dict
                     _create_empty(con, table, fields[rec.name])
         finally:
             shutil.rmtree(raw, ignore_errors=True)  # the raw files are gone before any caller's SQL runs
+        if os.path.exists(raw):  # the one directory the sandbox may read must not exist when callers' SQL runs
+            raise RuntimeError("the raw files of a query sandbox could not be deleted")
         nbytes = int(con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()").fetchone()[0])
         lock_down(con)
     except BaseException:
@@ -336,8 +360,6 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
         time_limit: float | None = None, after: str | None = None) -> dict[str, Any]:
     """Run one SELECT for the caller; see the module docstring."""
     require(principal, "knowledge.read")
-    import duckdb
-
     sql = check_sql(sql)
     limit = DEFAULT_ROWS if limit is None else limit
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_ROWS:
@@ -357,12 +379,31 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
     key = (principal.workspace_id, *((r.id, r.name, r.data_prefix,
                                       tuple((f["name"], f["policy"], f["type"]) for f in fields[r.name]))
                                      for r in used))
-    needs, complete = columns_needed(sql, used, fields)
+    # A container's first query (no sandbox, no memoised binder answer) binds on the sandbox it must create
+    # anyway rather than creating the process-wide binder's DuckDB too.
+    spare: list[tuple[Any, str]] = []
+    if used and not query_cache.holds(key) and not query_columns.known(sql, _standins(used, fields)):
+        spare.append(_connect())
+    try:
+        needs, complete = columns_needed(sql, used, fields, spare[0][0] if spare else None)
+        return _run(principal, sql, used, fields, key, needs, complete, spare, limit=limit, answer=answer,
+                    time_limit=time_limit, skip=skip)
+    finally:
+        for con, work in spare:  # not used: another query built the sandbox meanwhile
+            con.close()
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(principal: Principal, sql: str, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]],
+         key: query_cache.Key, needs: dict[str, frozenset[str]], complete: bool, spare: list[tuple[Any, str]], *,
+         limit: int, answer: dict[str, str] | None, time_limit: float | None, skip: int) -> dict[str, Any]:
+    import duckdb
+
     query_id = new_id("q")
     limit_s = settings().query_time_limit_seconds
     while True:
         box = query_cache.acquire(key, needs, settings().query_cache_bytes,
-                                  lambda wanted: _build(key, used, fields, wanted))
+                                  lambda wanted: _build(key, used, fields, wanted, spare.pop() if spare else None))
         cur = box.con.cursor()
         timer = query_timer.arm(limit_s if time_limit is None else time_limit, cur.interrupt)
         try:

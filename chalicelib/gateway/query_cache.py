@@ -88,6 +88,12 @@ def acquire(key: Key, needs: dict[str, frozenset[str]], budget: int,
     return box
 
 
+def holds(key: Key) -> bool:
+    """Whether a sandbox for ``key`` is cached (it may still lack columns a query needs)."""
+    with _lock:
+        return key in _sandboxes
+
+
 def release(box: Sandbox) -> None:
     with _lock:
         box.users -= 1

@@ -10,6 +10,11 @@ The stand-ins live in one process-wide DuckDB that holds no data and is locked d
 connection (no files, no network, no extensions, no configuration changes), so binding a caller's
 ``read_csv('/etc/passwd')`` fails the same way running it would. Answers are memoised per SQL text and
 stand-in schema (a small LRU).
+
+A container's first query has no process-wide binder yet and must create a sandbox anyway, so it can bind
+on the new sandbox instead (``columns_read(..., con=...)``): a DuckDB whose external access is already
+off, which holds no data yet and whose one allowed directory does not exist yet (see ``query._connect``).
+The optimizers are disabled for that one ``EXPLAIN`` and restored after it.
 """
 from __future__ import annotations
 
@@ -38,14 +43,24 @@ def _connection() -> Any:
 
         con = duckdb.connect(":memory:", config={"threads": 1, "autoinstall_known_extensions": False,
                                                  "autoload_known_extensions": False})
-        names = [r[0] for r in con.execute("SELECT name FROM duckdb_optimizers()").fetchall()]
-        off = ",".join(n for n in names if n not in _KEEP)
-        for stmt in (f"SET disabled_optimizers = '{off}'", "SET enable_external_access = false",
+        for stmt in (f"SET disabled_optimizers = '{_disabled(con)}'", "SET enable_external_access = false",
                      "SET allow_community_extensions = false", "SET lock_configuration = true"):
             con.execute(stmt)
         _con = con
         atexit.register(_close)  # closed before the interpreter tears DuckDB down
     return _con
+
+
+_off: str | None = None
+
+
+def _disabled(con: Any) -> str:
+    """Every optimizer but ``_KEEP``, as a ``disabled_optimizers`` value (asked of DuckDB once)."""
+    global _off  # noqa: PLW0603
+    if _off is None:
+        names = [r[0] for r in con.execute("SELECT name FROM duckdb_optimizers()").fetchall()]
+        _off = ",".join(n for n in names if n not in _KEEP)
+    return _off
 
 
 def _close() -> None:
@@ -61,25 +76,45 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def columns_read(sql: str, tables: Tables) -> Reads | None:
+def _memo_key(sql: str, tables: Tables) -> tuple[Any, ...]:
+    return (sql, tuple(sorted((n, tuple(c)) for n, c in tables.items())))
+
+
+def known(sql: str, tables: Tables) -> bool:
+    """Whether the answer for ``sql`` and ``tables`` is memoised (no DuckDB is needed to give it)."""
+    with _lock:
+        return _memo_key(sql, tables) in _memo
+
+
+def columns_read(sql: str, tables: Tables, con: Any = None) -> Reads | None:
     """The columns ``sql`` reads per dataset it scans; None when the binder refuses the statement against
-    the stand-ins (the caller then loads every visible column and lets the real run report the error)."""
-    key = (sql, tuple(sorted((n, tuple(c)) for n, c in tables.items())))
+    the stand-ins (the caller then loads every visible column and lets the real run report the error).
+    ``con``: an empty, not yet locked sandbox without file access to bind on instead of the process-wide
+    binder (a container's first query)."""
+    key = _memo_key(sql, tables)
     with _lock:
         if key in _memo:
             _memo.move_to_end(key)
             return _memo[key]
-        reads = _bind(sql, tables)
+        reads = _bind(sql, tables) if con is None else _bind_on(con, sql, tables)
         _memo[key] = reads
         if len(_memo) > _MEMO_SIZE:
             _memo.popitem(last=False)
         return reads
 
 
-def _bind(sql: str, tables: Tables) -> Reads | None:
+def _bind_on(con: Any, sql: str, tables: Tables) -> Reads | None:
+    con.execute(f"SET disabled_optimizers = '{_disabled(con)}'")
+    try:
+        return _bind(sql, tables, con)
+    finally:
+        con.execute("RESET disabled_optimizers")
+
+
+def _bind(sql: str, tables: Tables, con: Any = None) -> Reads | None:
     import duckdb  # noqa: PLC0415
 
-    con = _connection()
+    con = _connection() if con is None else con
     standins = {f"{_STANDIN}{i}": name for i, name in enumerate(sorted(tables))}
     created: list[str] = []
     try:

@@ -4,7 +4,8 @@ Layout: ``datasets/<workspace>/<dataset>/<sync id>-a<attempt>/``. Each successfu
 prefix of its own and the commit switches ``DatasetAttrs.data_prefix`` to it, so every content change
 changes ``data_prefix``. A prefix holds ``manifest.json`` naming the snapshot's files:
 
-- ``base``: Parquet parts sorted by ``_key`` (``PART_ROWS`` rows each), possibly under an older prefix;
+- ``base``: Parquet parts sorted by ``_source`` then ``_key`` (``PART_ROWS`` rows each), possibly under an
+  older prefix, and ``parts``: each part's digest (key range and sources) for change detection;
 - ``layers``: in order, each an upsert file (new or changed rows) and/or a delete file (``_key`` only).
 
 A row of the base or of layer *i* is current unless its key appears in a later layer (upserted again or
@@ -70,13 +71,20 @@ class Manifest:
     layers: list[dict[str, Any]] = field(default_factory=list)  # {"upserts": key|None, "deletes": key|None, "rows": n}
     row_count: int = 0
     base_rows: int = -1  # -1: unknown (a snapshot written without a manifest)
+    # per base part, its digest: {"lo": min _key, "hi": max _key, "sources": the _source values of its rows
+    # ("" for none)}; lets an incremental sync read only the parts a change can touch (``_touched_parts``).
+    # None: a base written before digests existed (the next layer reads the whole snapshot instead).
+    parts: list[dict[str, Any]] | None = None
 
     def keys(self) -> list[str]:
         return self.base + [k for layer in self.layers for k in (layer.get("upserts"), layer.get("deletes")) if k]
 
     def to_json(self) -> str:
-        return json.dumps({"version": 1, "base": self.base, "layers": self.layers, "row_count": self.row_count,
-                           "base_rows": self.base_rows}, separators=(",", ":"))
+        doc: dict[str, Any] = {"version": 1, "base": self.base, "layers": self.layers, "row_count": self.row_count,
+                               "base_rows": self.base_rows}
+        if self.parts is not None:
+            doc["parts"] = self.parts
+        return json.dumps(doc, separators=(",", ":"))
 
 
 def dataset_root(workspace_id: str, dataset_id: str) -> str:
@@ -121,7 +129,7 @@ def read_manifest(region: str, prefix: str) -> Manifest:
         return Manifest(base=sorted(k for k in _list_keys(region, prefix + "/") if k.endswith(".parquet")))
     doc = json.loads(body)
     return Manifest(base=doc["base"], layers=doc.get("layers", []), row_count=int(doc.get("row_count", 0)),
-                    base_rows=int(doc.get("base_rows", -1)))
+                    base_rows=int(doc.get("base_rows", -1)), parts=doc.get("parts"))
 
 
 def _download(region: str, keys: list[str], into: str) -> dict[str, str]:
@@ -168,7 +176,11 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
     """Write the new snapshot from table ``incoming`` of ``stage`` (an ``ingest.Stage``: typed rows,
     unique keys). Unless ``complete``, old rows stay except those with a key that arrived again or from a
     replaced source. As a layer on the old snapshot when possible, else (``compact``, ``complete``, no or
-    a legacy old snapshot, layers grown too big) as a new base."""
+    a legacy old snapshot, layers grown too big) as a new base.
+
+    A layer whose rows all come from replaced sources reads, of the old snapshot, only its layers and the
+    base parts whose digest (``Manifest.parts``) says they hold a replaced source's rows or an incoming
+    key: O(changed rows + parts touched + layers + manifest), not O(snapshot)."""
     spec = {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR",
             **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
     prefix = snapshot_prefix(workspace_id, dataset_id, sync_id, attempt)
@@ -177,21 +189,34 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
         _delete_keys(region, stale)
     con, tmp = stage.con, stage.workdir
     old = read_manifest(region, old_prefix) if old_prefix else Manifest(base=[], base_rows=0)
-    local = _download(region, old.keys(), os.path.join(tmp, "old"))
-    source = merged_source(old, local)
-    present = ({r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()} if source else set())
-    select = ", ".join(
-        (f"CAST({_ident(n)} AS {t}) AS {_ident(n)}" if n in present else f"CAST(NULL AS {t}) AS {_ident(n)}")
-        for n, t in spec.items())
-    if source:
-        con.execute(f"CREATE TEMP VIEW old AS SELECT {select} FROM {source}")
-    else:
-        con.execute("CREATE TEMP VIEW old AS SELECT " + ", ".join(
-            f"CAST(NULL AS {t}) AS {_ident(n)}" for n, t in spec.items()) + " WHERE false")
-    con.execute("CREATE TABLE old_index AS SELECT _key, _source, _hash FROM old")
     con.execute("CREATE TABLE replaced (src VARCHAR)")
     if replaced_sources:
         con.executemany("INSERT INTO replaced VALUES (?)", [[s] for s in sorted(replaced_sources)])
+    layerable = (not compact and not complete and bool(old_prefix) and old.base_rows >= 0
+                 and len(old.layers) < MAX_LAYERS)
+    touched = _touched_parts(con, old, replaced_sources) if layerable else None
+    if touched is not None:  # the touched base parts and the layers only: their current rows' keys and hashes
+        part = Manifest(base=[old.base[i] for i in touched], layers=old.layers)
+        source = merged_source(part, _download(region, part.keys(), os.path.join(tmp, "old")))
+        # only the rows the comparison uses: those of replaced sources and those of incoming keys
+        con.execute(f"CREATE TABLE old_index AS SELECT _key, _source, _hash FROM {source} WHERE _source IN "
+                    "(SELECT src FROM replaced) OR _key IN (SELECT _key FROM incoming)" if source else
+                    "CREATE TABLE old_index (_key VARCHAR, _source VARCHAR, _hash VARCHAR)")
+        old_rows = old.row_count
+    else:
+        local = _download(region, old.keys(), os.path.join(tmp, "old"))
+        source = merged_source(old, local)
+        present = ({r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()} if source else set())
+        select = ", ".join(
+            (f"CAST({_ident(n)} AS {t}) AS {_ident(n)}" if n in present else f"CAST(NULL AS {t}) AS {_ident(n)}")
+            for n, t in spec.items())
+        if source:
+            con.execute(f"CREATE TEMP VIEW old AS SELECT {select} FROM {source}")
+        else:
+            con.execute("CREATE TEMP VIEW old AS SELECT " + ", ".join(
+                f"CAST(NULL AS {t}) AS {_ident(n)}" for n, t in spec.items()) + " WHERE false")
+        con.execute("CREATE TABLE old_index AS SELECT _key, _source, _hash FROM old")
+        old_rows = con.execute("SELECT count(*) FROM old_index").fetchone()[0]
     written = con.execute("SELECT count(*) FROM incoming i LEFT JOIN old_index o ON o._key = i._key "
                           "WHERE o._hash IS DISTINCT FROM i._hash").fetchone()[0]
     if complete:
@@ -200,12 +225,15 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
         deleted = con.execute("SELECT count(*) FROM old_index o WHERE o._source IN (SELECT src FROM replaced) "
                               "AND o._key NOT IN (SELECT _key FROM incoming)").fetchone()[0]
     added = con.execute("SELECT count(*) FROM incoming WHERE _key NOT IN (SELECT _key FROM old_index)").fetchone()[0]
-    old_rows = con.execute("SELECT count(*) FROM old_index").fetchone()[0]
     layer_rows = sum(int(layer.get("rows", 0)) for layer in old.layers)
     incoming = con.execute("SELECT count(*) FROM incoming").fetchone()[0]
     grown = layer_rows + incoming + deleted
-    as_layer = (not compact and not complete and bool(old_prefix) and old.base_rows >= 0 and len(old.layers) < MAX_LAYERS
-                and (grown <= COMPACT_MIN_ROWS or grown <= COMPACT_FRACTION * old.base_rows))
+    as_layer = layerable and (grown <= COMPACT_MIN_ROWS or grown <= COMPACT_FRACTION * old.base_rows)
+    if touched is not None and not as_layer:  # compacting after all: the whole old snapshot is needed
+        con.execute("DROP TABLE replaced")
+        con.execute("DROP TABLE old_index")
+        return write_snapshot(region, workspace_id, dataset_id, sync_id, attempt, schema, stage, old_prefix=old_prefix,
+                              complete=complete, replaced_sources=replaced_sources, compact=True)
     cols = ", ".join(_ident(n) for n in spec)
     if as_layer:
         manifest, objects = _write_layer(con, region, tmp, prefix, old, cols, deleted)
@@ -214,17 +242,41 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
     else:
         keep = ("false" if complete else
                 "o._key NOT IN (SELECT _key FROM incoming) AND (o._source IS NULL OR o._source NOT IN (SELECT src FROM replaced))")
-        kept = 0 if complete else con.execute(f"SELECT count(*) FROM old o WHERE {keep}").fetchone()[0]
-        total = kept + incoming
+        kept_rows = 0 if complete else con.execute(f"SELECT count(*) FROM old o WHERE {keep}").fetchone()[0]
+        total = kept_rows + incoming
         con.execute(f"CREATE TABLE merged AS SELECT {cols} FROM (SELECT {cols} FROM old o WHERE {keep} "
-                    f"UNION ALL SELECT {cols} FROM incoming) ORDER BY _key")
+                    f"UNION ALL SELECT {cols} FROM incoming) ORDER BY _source NULLS FIRST, _key")
         con.execute("DROP TABLE incoming")
         keys = _upload_parts(con, region, tmp, prefix, "merged", total)
-        manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total))
+        parts = [{"lo": lo, "hi": hi, "sources": sorted(srcs)} for _, lo, hi, srcs in con.execute(
+            f"SELECT rowid // {PART_ROWS} AS p, min(_key), max(_key), list(DISTINCT coalesce(_source, '')) "
+            "FROM merged GROUP BY p ORDER BY p").fetchall()]
+        manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total),
+                            parts=parts if len(parts) == len(keys) else None)
         objects = len(keys)
     _put_manifest(region, prefix, manifest)
     return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
                           parts=objects + 1, compacted=not as_layer)
+
+
+def _touched_parts(con: Any, old: Manifest, replaced: set[str]) -> list[int] | None:
+    """The base parts (indexes) an incremental layer must read besides the layers: those holding rows of a
+    replaced source and those whose key range holds an incoming key. None when the part digests cannot
+    decide (none recorded, or incoming rows from a source that was not replaced)."""
+    if old.parts is None or len(old.parts) != len(old.base):
+        return None
+    if con.execute("SELECT count(*) FROM incoming WHERE _source IS NULL OR _source NOT IN (SELECT src FROM replaced)"
+                   ).fetchone()[0]:
+        return None
+    touched = {i for i, part in enumerate(old.parts) if replaced.intersection(part["sources"])}
+    ranges = [[i, part["lo"], part["hi"]] for i, part in enumerate(old.parts) if i not in touched]
+    if ranges:
+        con.execute("CREATE TABLE part_ranges (part INTEGER, lo VARCHAR, hi VARCHAR)")
+        con.executemany("INSERT INTO part_ranges VALUES (?, ?, ?)", ranges)
+        touched.update(r[0] for r in con.execute("SELECT DISTINCT r.part FROM part_ranges r JOIN incoming i "
+                                                 "ON i._key BETWEEN r.lo AND r.hi").fetchall())
+        con.execute("DROP TABLE part_ranges")
+    return sorted(touched)
 
 
 def _write_layer(con: Any, region: str, tmp: str, prefix: str, old: Manifest, cols: str,
@@ -250,7 +302,7 @@ def _write_layer(con: Any, region: str, tmp: str, prefix: str, old: Manifest, co
         layer["rows"] += int(count)
         written += 1
     layers = old.layers + ([layer] if written else [])
-    return Manifest(base=list(old.base), layers=layers, base_rows=old.base_rows), written
+    return Manifest(base=list(old.base), layers=layers, base_rows=old.base_rows, parts=old.parts), written
 
 
 def _upload(region: str, path: str, key: str) -> None:

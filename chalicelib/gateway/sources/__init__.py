@@ -8,7 +8,10 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+import os
+import pickle
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -64,11 +67,57 @@ class Record:
     untyped: bool = False  # string values may hold numbers/booleans/dates (CSV): sniff them
 
 
+SPOOL_BATCH = 5_000  # records a reader holds in memory before writing them to its spool file
+
+
+class RecordSpool:
+    """Records a reader appends one at a time (DynamoDB, HTTP), written to a local file in batches of
+    ``SPOOL_BATCH`` so the reader's memory stays bounded whatever the row count; iterated, in order, as
+    often as needed. Only this process writes and reads the file (pickle of its own values)."""
+
+    def __init__(self) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="gwspool-")
+        self._fh = os.fdopen(fd, "wb")
+        self._buffer: list[Record] = []
+        self._count = 0
+
+    def append(self, record: Record) -> None:
+        self._buffer.append(record)
+        self._count += 1
+        if len(self._buffer) >= SPOOL_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            pickle.dump(self._buffer, self._fh, protocol=pickle.HIGHEST_PROTOCOL)
+            self._buffer = []
+        self._fh.flush()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[Record]:
+        self._flush()
+        with open(self.path, "rb") as fh:
+            while True:
+                try:
+                    batch = pickle.load(fh)  # noqa: S301 - this process's own file
+                except EOFError:
+                    return
+                yield from batch
+
+    def close(self) -> None:
+        self._fh.close()
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+
 @dataclass
 class CsvFile:
-    """A CSV object downloaded to local disk, to be parsed, typed and keyed natively (see
-    ``gateway/ingest.py``). ``fallback`` parses it row by row into Records exactly as the reader would
-    have (used when the native reader refuses the file: ragged rows, bad encoding, duplicate headers)."""
+    """A CSV, JSON Lines or Parquet object downloaded to local disk, to be parsed, typed and keyed natively
+    (see ``gateway/ingest.py``). ``fallback`` parses it row by row into Records exactly as the reader would
+    have (used when the native reader refuses the file: ragged rows, bad encoding, duplicate headers, values
+    whose Python typing the native rules do not reproduce)."""
 
     source: str  # the object key (the rows' ``_source``)
     path: str
@@ -76,11 +125,12 @@ class CsvFile:
     order: int  # position among the batch's objects: later objects win on duplicate keys
     primary_key: list[str] | None
     fallback: Callable[[], list[Record]]
+    format: str = "csv"  # csv | jsonl | parquet
 
 
 @dataclass
 class Batch:
-    records: list[Record]
+    records: list[Record] | RecordSpool
     cursor: dict[str, Any]  # the position to save once this batch is committed
     rows_read: int
     complete: bool = False  # True: the batch is the whole source; keys absent from it are deleted

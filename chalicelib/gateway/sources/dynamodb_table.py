@@ -21,7 +21,7 @@ from boto3.dynamodb.types import Binary, TypeDeserializer
 from botocore.exceptions import ClientError
 
 from chalicelib.core.validation import F
-from chalicelib.gateway.sources import Batch, Record, Src, aws_source_error
+from chalicelib.gateway.sources import Batch, Record, RecordSpool, Src, aws_source_error
 
 FIELDS = {
     "role_arn": F(str, required=True, min_len=20, max_len=2048),
@@ -86,7 +86,7 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
         kind = "N" if isinstance(watermark, (int, float)) else "S"
         args.update(FilterExpression="#u > :w", ExpressionAttributeNames={"#u": updated},
                     ExpressionAttributeValues={":w": {kind: str(watermark)}})
-    records: list[Record] = []
+    records = RecordSpool()  # bounded memory: pages are spooled to local disk
     high = watermark
     try:
         for pages, page in enumerate(_ddb(src).get_paginator("scan").paginate(**args), start=1):
@@ -99,8 +99,12 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
                     if high is None or type(high) is not type(mark) or mark > high:
                         high = mark
     except ClientError as err:
+        records.close()
         code = err.response.get("Error", {}).get("Code", "error")
         raise aws_source_error(f"cannot scan table {src.config['table']}", code) from None
+    except BaseException:
+        records.close()
+        raise
     complete = mode == "FULL_REFRESH" or not updated
     return Batch(records=records, cursor={"watermark": high} if updated else {}, rows_read=len(records),
-                 complete=complete, primary_key=keys)
+                 complete=complete, primary_key=keys, cleanup=records.close)

@@ -25,7 +25,7 @@ from typing import Any
 
 from chalicelib.core.config import settings
 from chalicelib.core.validation import F
-from chalicelib.gateway.sources import Batch, Record, SourceError, Src, resolve_columns
+from chalicelib.gateway.sources import Batch, Record, RecordSpool, SourceError, Src, resolve_columns
 
 TIMEOUT_S = 15
 MAX_PAGE_BYTES = 16 * 1024 * 1024
@@ -183,8 +183,16 @@ def health(src: Src) -> None:
 def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     cfg = _cfg(src)
     watermark = (cursor or {}).get("watermark") if mode == "INCREMENTAL" else None
+    records = RecordSpool()  # bounded memory: pages are spooled to local disk
+    try:
+        return _read_pages(cfg, mode, watermark, records, src)
+    except BaseException:
+        records.close()
+        raise
+
+
+def _read_pages(cfg: dict[str, Any], mode: str, watermark: Any, records: RecordSpool, src: Src) -> Batch:
     high = watermark
-    records: list[Record] = []
     page_cursor = None
     pages_read = 0
     for _ in range(cfg["max_pages"]):
@@ -208,4 +216,4 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     else:
         raise SourceError(f"more than {cfg['max_pages']} pages")
     return Batch(records=records, cursor={"watermark": high}, rows_read=len(records),
-                 complete=(mode == "FULL_REFRESH"), primary_key=[cfg["id_field"]])
+                 complete=(mode == "FULL_REFRESH"), primary_key=[cfg["id_field"]], cleanup=records.close)

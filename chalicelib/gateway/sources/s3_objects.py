@@ -219,8 +219,8 @@ def _download(s3: Any, bucket: str, key: str, path: str) -> None:
 
 
 def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
-    """CSV objects are downloaded for the native reader (``Batch.files``); JSON Lines and Parquet objects
-    become records."""
+    """Every object is downloaded for the native reader (``Batch.files``; it falls back to records per
+    object when it cannot reproduce the row-by-row semantics)."""
     cfg = src.config
     bucket, prefix, configured = cfg["bucket"], cfg.get("prefix", ""), cfg.get("format", "auto")
     s3 = _s3(src)
@@ -235,20 +235,16 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
         for order, key in enumerate(changed):
             fmt = _format_of(key, configured) or "csv"
             delim = "\t" if key.lower().endswith(".tsv") and not cfg.get("csv_delimiter") else delimiter
-            if fmt == "csv":
-                path = os.path.join(tmp.name, f"{order:05d}.csv")
-                _download(s3, bucket, key, path)
+            path = os.path.join(tmp.name, f"{order:05d}.{fmt}")
+            _download(s3, bucket, key, path)
 
-                def fallback(key: str = key, path: str = path, delim: str = delim) -> list[Record]:
-                    with open(path, "rb") as fh:
-                        data = fh.read()
-                    return _records(key, parse(data, "csv", key, delim)[0], True, pk)
+            def fallback(key: str = key, path: str = path, delim: str = delim, fmt: str = fmt) -> list[Record]:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+                rows, untyped = parse(data, fmt, key, delim)
+                return _records(key, rows, untyped, pk)
 
-                files.append(CsvFile(key, path, delim, order, pk, fallback))
-                continue
-            rows, untyped = parse(fetch(s3, bucket, key), fmt, key, delim)
-            records.extend(_records(key, rows, untyped, pk))
-            src.report(order + 1, len(records))
+            files.append(CsvFile(key, path, delim, order, pk, fallback, fmt))
     except BaseException:
         tmp.cleanup()
         raise

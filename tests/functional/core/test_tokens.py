@@ -35,11 +35,12 @@ def _active_kid() -> str:
     return signing.signer().current()[0]
 
 
-def _sign_with_our_key(claims: dict[str, Any], kid: str | None = None) -> str:
+def _sign_with_our_key(claims: dict[str, Any], kid: str | None = None, typ: str | None = "at+jwt") -> str:
     """Sign arbitrary claims with our real private key (to isolate the claim checks)."""
     real_kid, key = signing.signer().current()
     pem = key.to_pem()
-    return pyjwt.encode(claims, pem, algorithm="RS256", headers={"kid": kid or real_kid})
+    headers = {"kid": kid or real_kid, **({"typ": typ} if typ else {})}
+    return pyjwt.encode(claims, pem, algorithm="RS256", headers=headers)
 
 
 def _get_me(token: str | None, raw_header: str | None = None) -> Any:
@@ -76,6 +77,37 @@ def test_malformed_token(tenant: Tenant, header: str) -> None:
     _assert_refused(_get_me(None, raw_header=header))
 
 
+def _sign_raw_payload(payload: bytes) -> str:
+    """A token with our real header and signature over an arbitrary payload segment (not necessarily JSON)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    kid, key = signing.signer().current()
+    signing_input = f"{_b64(json.dumps({'alg': 'RS256', 'typ': 'at+jwt', 'kid': kid}).encode())}.{_b64(payload)}"
+    sig = key.prepared_key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{_b64(sig)}"
+
+
+@pytest.mark.parametrize("mangle", [
+    lambda c: json.dumps(c).encode() + b" {}",  # a second document after the claims
+    lambda c: json.dumps(c).encode() + b" ",  # trailing data of any kind
+    lambda c: b" " + json.dumps(c).encode(),  # leading data
+    lambda c: json.dumps(c).encode("utf-16"),  # JSON, but not UTF-8 (RFC 7519)
+    lambda c: json.dumps([c]).encode(),  # not an object
+    lambda c: json.dumps(c).encode()[:-1],  # truncated
+])
+def test_signed_payload_that_is_not_one_utf8_json_object(tenant: Tenant, mangle: Any) -> None:
+    assert _get_me(_sign_raw_payload(json.dumps(_claims(tenant)).encode())).status_code == 200  # the control
+    _assert_refused(_get_me(_sign_raw_payload(mangle(_claims(tenant)))))
+
+
+@pytest.mark.parametrize("shape", ["{h}..{s}", ".{p}.{s}", "{h}.{p}.", "{h}.{p}.{s}.", "{h}.{p}", "{h}.{p}.{s}=",
+                                   "{h}.{p}.{s}x", "{h}.{p}x.{s}", "{h}.{p}+.{s}", "{h}.{p}.{s}/"])
+def test_token_segments_are_checked(tenant: Tenant, shape: str) -> None:
+    h, p, s = tenant.token.split(".")
+    _assert_refused(_get_me(shape.format(h=h, p=p, s=s)))
+
+
 def test_expired_token(tenant: Tenant) -> None:
     _assert_refused(_get_me(_sign_with_our_key(_claims(tenant, iat=int(time.time()) - 7200, exp=int(time.time()) - 3600))))
 
@@ -98,6 +130,16 @@ def test_missing_workspace_claims(tenant: Tenant) -> None:
     claims = _claims(tenant)
     del claims["workspace_id"]
     _assert_refused(_get_me(_sign_with_our_key(claims)))
+
+
+@pytest.mark.parametrize("typ", ["JWT", "at+jwt2", None])
+def test_a_jwt_not_typed_as_an_access_token_is_refused(tenant: Tenant, typ: str | None) -> None:
+    """RFC 9068: an ID token (``typ: JWT``) signed by our own key, with every access-token claim, is not one."""
+    _assert_refused(_get_me(_sign_with_our_key(_claims(tenant), typ=typ)))
+
+
+def test_the_media_type_form_of_the_access_token_type_is_accepted(tenant: Tenant) -> None:
+    assert _get_me(_sign_with_our_key(_claims(tenant), typ="application/AT+JWT")).status_code == 200
 
 
 def test_unknown_kid(tenant: Tenant) -> None:
@@ -128,7 +170,8 @@ def test_token_signed_by_a_key_that_is_not_ours(tenant: Tenant) -> None:
     pem = foreign.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption())
     # claims a kid of ours, signature from another key
-    _assert_refused(_get_me(pyjwt.encode(_claims(tenant), pem, algorithm="RS256", headers={"kid": _active_kid()})))
+    _assert_refused(_get_me(pyjwt.encode(_claims(tenant), pem, algorithm="RS256",
+                                      headers={"kid": _active_kid(), "typ": "at+jwt"})))
 
 
 def test_tampered_payload(tenant: Tenant) -> None:

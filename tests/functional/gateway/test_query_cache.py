@@ -4,13 +4,15 @@ loaded (counted through ``query._columns_loaded``, not timed)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from chalicelib.core import clock
 from chalicelib.core.tenancy import memberships
-from chalicelib.gateway import catalog, fieldpolicy, models, query_cache
+from chalicelib.gateway import catalog, fieldpolicy, models, query_cache, query_columns
 from chalicelib.gateway import query as query_mod
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.data import (
@@ -104,6 +106,65 @@ def test_a_statement_the_stand_ins_cannot_bind_still_runs_on_the_real_tables(wor
     assert status == 400
     assert body["code"] == "sql_error"
     assert "nosuch" in body["detail"]
+
+
+# --- a container's first query binds on the sandbox it creates -----------------------------------------
+
+def test_a_first_query_binds_on_its_new_sandbox_and_needs_no_binder_database(
+        world: World, loads: list[tuple[str, list[str]]], monkeypatch: pytest.MonkeyPatch) -> None:
+    query_columns._close()  # a new container: no binder, nothing memoised, no sandbox
+    made: list[tuple[Any, str]] = []
+    real = query_mod._connect
+    monkeypatch.setattr(query_mod, "_connect", lambda: made.append(real()) or made[-1])
+    sql = "SELECT country, count(*) AS n FROM customers GROUP BY 1 ORDER BY 1"
+    assert _rows(world, sql) == [["DE", 1], ["US", 2]]
+    assert query_columns._con is None  # the columns were bound on the new sandbox
+    assert loads == [(world.customers, ["country"])]  # and still pruned
+    assert len(made) == 1
+    con, work = made[0]
+    assert not os.path.exists(os.path.join(work, "data"))  # its one readable directory is gone
+    for stmt in (f"SELECT * FROM read_parquet('{work}/data/x.parquet')", "SELECT * FROM read_csv('/etc/passwd')",
+                 "SET enable_external_access = true", "SET disabled_optimizers = ''"):
+        with pytest.raises(Exception):  # noqa: B017, PT011 - DuckDB's error class varies by case
+            con.execute(stmt)
+    # with the sandbox cached, a new SQL text is bound by the process-wide binder as before
+    assert _rows(world, "SELECT email FROM customers WHERE id = 2") == [["*******p.io"]]
+    assert query_columns._con is not None
+    assert len(made) == 2  # the rebuild with the union of columns
+
+
+def test_binding_on_a_new_sandbox_reaches_no_file(world: World) -> None:
+    con, work = query_mod._connect()
+    try:
+        tables = {"customers": [("id", "BIGINT")]}
+        query_columns._close()
+        for sql in ("SELECT * FROM customers, read_csv('/etc/passwd')",
+                    f"SELECT * FROM customers, read_parquet('{work}/data/*.parquet')",
+                    f"SELECT * FROM customers, read_csv('{work}/data/../../../etc/passwd')"):
+            assert query_columns.columns_read(sql, tables, con) is None, sql  # refused: load every column
+        assert query_columns.columns_read("SELECT id FROM customers", tables, con) == {"customers": frozenset({"id"})}
+        assert con.execute("SELECT current_setting('disabled_optimizers')").fetchone()[0] == ""  # restored
+        assert con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0] == 0  # no stand-in is left
+    finally:
+        con.close()
+        query_columns._close()
+
+
+def test_an_unused_new_sandbox_is_closed(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    sql = "SELECT country FROM customers WHERE id = 1"
+    first = _rows(world, sql)
+    query_columns._close()
+    # as if another query built and cached the sandbox between this one's look and its acquire
+    monkeypatch.setattr(query_cache, "holds", lambda key: False)
+    made: list[tuple[Any, str]] = []
+    real = query_mod._connect
+    monkeypatch.setattr(query_mod, "_connect", lambda: made.append(real()) or made[-1])
+    assert _rows(world, sql) == first
+    assert len(made) == 1  # bound on, then not needed: the cached sandbox covered the query
+    spare_con, spare_work = made[0]
+    assert not os.path.exists(spare_work)
+    with pytest.raises(Exception):  # noqa: B017, PT011 - closed
+        spare_con.execute("SELECT 1")
 
 
 # --- the next query sees the new state ---------------------------------------------------------------

@@ -3,6 +3,7 @@ server of the test's own."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -81,6 +82,45 @@ def test_dynamodb_full_scan_uses_change_hash_and_sees_deletes(tenant: Tenant) ->
         assert (run["rows_read"], run["rows_written"], run["rows_deleted"]) == (4, 1, 1), run
         cols, rows = rows_of(tenant, conn["dataset"]["id"])
         assert sorted(rows) == [("k0", 0), ("k1", 1), ("k2", 22), ("k3", 3)]
+
+
+def test_dynamodb_records_are_spooled_in_bounded_batches(tenant: Tenant, monkeypatch) -> None:
+    """The reader holds at most ``SPOOL_BATCH`` records in memory; the spool file is gone after the sync."""
+    from chalicelib.gateway import sources
+
+    monkeypatch.setattr(sources, "SPOOL_BATCH", 2)
+    held: list[int] = []
+    paths: list[str] = []
+    real_append, real_init = sources.RecordSpool.append, sources.RecordSpool.__init__
+
+    def init(self) -> None:
+        real_init(self)
+        paths.append(self.path)
+
+    def append(self, record) -> None:
+        real_append(self, record)
+        held.append(len(self._buffer))
+
+    monkeypatch.setattr(sources.RecordSpool, "__init__", init)
+    monkeypatch.setattr(sources.RecordSpool, "append", append)
+    table = _table(tenant.region)
+    for i in range(7):
+        _put_item(tenant.region, table, f"s{i}", v=i, note="x" if i % 2 else 3)
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token,
+                        {"name": "Spooled table", "kind": "dynamodb", "config": {"role_arn": READER_ROLE, "table": table}})
+        assert st == 201, conn
+        run = _sync(c, tenant, conn["id"])
+        assert (run["status"], run["rows_read"], run["rows_written"]) == ("SUCCEEDED", 7, 7), run
+    assert len(held) == 7
+    assert max(held) < 2
+    assert paths
+    assert not any(os.path.exists(p) for p in paths)
+    ds = dataset(tenant, conn["dataset"]["id"])
+    assert {f["name"]: f["type"] for f in json.loads(ds.schema)}["note"] == "STRING"  # 3 and "x" widened
+    cols, rows = rows_of(tenant, ds.id)
+    assert sorted(r[cols.index("pk")] for r in rows) == [f"s{i}" for i in range(7)]
+    assert {r[cols.index("pk")]: r[cols.index("note")] for r in rows}["s0"] == "3"
 
 
 class _Api:

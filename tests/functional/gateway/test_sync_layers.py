@@ -129,3 +129,112 @@ def test_layers_stack_then_compact_and_deleted_objects_drop_their_rows(tenant: T
         stray = [k for k in _objects(tenant, ds_id) if k not in keep and not k.endswith(storage.MANIFEST)]
         previous = [k for k in stray if "/part-" not in k and "/layer-" not in k]
         assert not previous
+
+
+def test_a_key_moving_to_another_object_is_counted_once_and_stays_when_its_old_object_goes(tenant: Tenant,
+                                                                                          monkeypatch) -> None:
+    """Digests of the objects whose key range holds an incoming key are read too: a key that moves from
+    object 00 to object 01 is an update, not an addition, and deleting object 00 later keeps it."""
+    monkeypatch.setattr(storage, "PART_ROWS", 100)  # 15 base parts: their digests decide which are read
+    bucket = new_bucket(tenant.region)
+    for o in range(3):
+        put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
+    with client() as c:
+        conn = _connector(c, tenant, bucket, "Moving rows")
+        assert _sync(c, tenant, conn, "FULL_REFRESH")["status"] == "SUCCEEDED"
+        ds_id = conn["dataset"]["id"]
+        moved = _csv(1) + "7,moved@example.com,1,2024-03-01\n"  # id 7 was object 00's
+        put(tenant.region, bucket, "rows/01.csv", moved)
+        run = _sync(c, tenant, conn, "INCREMENTAL")
+        assert (run["rows_written"], run["rows_deleted"]) == (1, 0), run
+        ds = dataset(tenant, ds_id)
+        assert ds.row_count == 3 * PER_OBJECT
+        assert len(storage.read_manifest(tenant.region, ds.data_prefix).layers) == 1
+        from tests.functional.gateway.sync_helpers import source_client
+
+        source_client("s3", tenant.region).delete_object(Bucket=bucket, Key="rows/00.csv")
+        run = _sync(c, tenant, conn, "INCREMENTAL")
+        assert run["rows_deleted"] == PER_OBJECT - 1, run
+        ds = dataset(tenant, ds_id)
+        names, rows = storage.read_rows(tenant.region, ds.data_prefix)
+        by_id = {r[0]: dict(zip(names, r, strict=True)) for r in rows}
+        assert ds.row_count == len(by_id) == 2 * PER_OBJECT + 1
+        assert by_id[7]["email"] == "moved@example.com"
+        assert 8 not in by_id
+
+
+def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant: Tenant, monkeypatch) -> None:
+    """Change detection reads the part digests in the manifest, then only the base parts holding the
+    changed object's rows or its keys (here one of five), never the whole snapshot."""
+    monkeypatch.setattr(storage, "PART_ROWS", 400)
+    downloaded: list[str] = []  # what the snapshot writer downloads (not the readers after the sync)
+    real_download, real_write, writing = storage._download, storage.write_snapshot, []
+
+    def download(region, keys, into):
+        if writing:
+            downloaded.extend(keys)
+        return real_download(region, keys, into)
+
+    def write(*args, **kwargs):
+        writing.append(1)
+        try:
+            return real_write(*args, **kwargs)
+        finally:
+            writing.pop()
+
+    monkeypatch.setattr(storage, "_download", download)
+    monkeypatch.setattr(storage, "write_snapshot", write)
+
+    def rows(obj: int, version: int) -> str:
+        return "code,amount\n" + "".join(f"u{i:06d},{i + version}\n" for i in range(obj * 200, (obj + 1) * 200))
+
+    bucket = new_bucket(tenant.region)
+    for o in range(10):
+        put(tenant.region, bucket, f"rows/{o:02d}.csv", rows(o, 0))
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Coded rows", "kind": "s3", "config": {
+            "role_arn": READER_ROLE, "bucket": bucket, "prefix": "rows/", "primary_key": ["code"]}})
+        assert st == 201, conn
+        assert _sync(c, tenant, conn, "FULL_REFRESH")["status"] == "SUCCEEDED"
+        ds_id = conn["dataset"]["id"]
+        before = storage.read_manifest(tenant.region, dataset(tenant, ds_id).data_prefix)
+        assert len(before.base) == len(before.parts) == 5
+        objects_before = _objects(tenant, ds_id)
+        put(tenant.region, bucket, "rows/07.csv", rows(7, 1))
+        downloaded.clear()
+        run = _sync(c, tenant, conn, "INCREMENTAL")
+        assert (run["rows_read"], run["rows_written"], run["rows_deleted"]) == (200, 200, 0), run
+        assert downloaded == [before.base[3]]  # objects 06 and 07, sorted by source: the fourth part
+        after = dataset(tenant, ds_id)
+        assert len(_objects(tenant, ds_id) - objects_before) == 2  # the layer's upserts and the manifest
+        names, got = storage.read_rows(tenant.region, after.data_prefix)
+        assert after.row_count == len(got) == 2000
+        amounts = {r[0]: r[1] for r in got}
+        assert amounts["u001400"] == 1401
+        assert amounts["u001399"] == 1399
+
+
+def test_an_incremental_change_too_big_for_a_layer_compacts_with_the_same_rows(tenant: Tenant, monkeypatch) -> None:
+    monkeypatch.setattr(storage, "COMPACT_MIN_ROWS", 0)
+    monkeypatch.setattr(storage, "COMPACT_FRACTION", 0.01)  # 100 changed keys of 2,000 rows: past it
+    bucket = new_bucket(tenant.region)
+    for o in range(4):
+        put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
+    with client() as c:
+        conn = _connector(c, tenant, bucket, "Compacted rows")
+        assert _sync(c, tenant, conn, "FULL_REFRESH")["status"] == "SUCCEEDED"
+        ds_id = conn["dataset"]["id"]
+        before = dataset(tenant, ds_id).data_prefix
+        put(tenant.region, bucket, "rows/02.csv", _csv(2, changed=True))
+        run = _sync(c, tenant, conn, "INCREMENTAL")
+        assert (run["status"], run["rows_written"], run["rows_deleted"]) == ("SUCCEEDED", 75, 25), run
+        ds = dataset(tenant, ds_id)
+        manifest = storage.read_manifest(tenant.region, ds.data_prefix)
+        assert manifest.layers == []
+        assert ds.data_prefix != before
+        assert all(k.startswith(ds.data_prefix + "/") for k in manifest.base)
+        assert len(manifest.parts) == len(manifest.base)
+        ids = {r[0] for r in storage.read_rows(tenant.region, ds.data_prefix)[1]}
+        assert ds.row_count == len(ids) == 4 * PER_OBJECT
+        assert 1050 not in ids
+        assert 100_200 in ids

@@ -217,7 +217,7 @@ class TestKeyRotation:
         old_kid, old_key = signing.signer().current()
         far = int(clock.now()) + 10 * settings().max_api_token_ttl
         forged = jwt.encode({**tenant.claims, "exp": far, "jti": "tok_far"}, old_key, algorithm="RS256",
-                            headers={"kid": old_kid})
+                            headers={"kid": old_kid, "typ": "at+jwt"})
         signing.rotate()
         tokens.verifier().clear()
         assert tokens.verifier().claims(forged)["jti"] == "tok_far"  # retiring: still published
@@ -236,7 +236,7 @@ class TestKeyRotation:
         old_kid, old_key = signing.signer().current()
         far = int(clock.now()) + 10 * settings().max_api_token_ttl
         forged = jwt.encode({**tenant.claims, "exp": far, "jti": "tok_far2"}, old_key, algorithm="RS256",
-                            headers={"kid": old_kid})
+                            headers={"kid": old_kid, "typ": "at+jwt"})
         signing.rotate()
         clock.advance(settings().max_api_token_ttl + 120)  # retire_at passed; the hourly job has not run
         tokens.verifier().keyring.invalidate()
