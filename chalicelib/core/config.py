@@ -37,6 +37,7 @@ class Settings:
     regional_urls: str = "{}"  # JSON {region: {"base_url", "gateway_url"}}: every region's public addresses
     connector_principal_arn: str = ""  # what workspaces' connector roles trust ("" = the platform's account)
     query_cache_bytes: int = 256 * 1024 * 1024  # per-container budget of cached policy-projected tables
+    signin_limit_factor: int = 1  # multiplies the sign-in and mail rate limits (a test stack under a fuzzer)
 
     @property
     def issuer(self) -> str:
@@ -80,4 +81,5 @@ def settings() -> Settings:
         regional_urls=os.environ.get("REGIONAL_URLS", "{}"),
         connector_principal_arn=os.environ.get("CONNECTOR_PRINCIPAL_ARN", ""),
         query_cache_bytes=int(os.environ.get("QUERY_CACHE_BYTES", str(256 * 1024 * 1024))),
+        signin_limit_factor=max(1, int(os.environ.get("SIGNIN_LIMIT_FACTOR", "1"))),
     )

@@ -25,7 +25,8 @@ def send(to: str, subject: str, text: str, *, region: str | None = None, tag: st
         Path(outbox).mkdir(parents=True, exist_ok=True)
         record: dict[str, Any] = {"id": message_id, "to": to, "subject": subject, "text": text, "tag": tag,
                                   "sent_at": clock.iso()}
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{clock.iso()}_{to}_{tag}")
+        # a file name holds 255 bytes; an address may have 254 characters
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{clock.iso()}_{to[:128]}_{tag[:64]}")
         (Path(outbox) / f"{safe}.json").write_text(json.dumps(record, indent=2))
     return message_id
 

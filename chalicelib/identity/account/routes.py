@@ -19,10 +19,14 @@ from chalicelib.identity.signin import password as signin
 api = Api("identity")
 
 
-def _session(ctx: Ctx, *, changes: bool = False) -> sessions.SessionAttrs:
+def _session(ctx: Ctx, *, changes: bool = False, no_input: bool = False) -> sessions.SessionAttrs:
+    """The caller's session; ``changes``: the call passes the CSRF guard; ``no_input``: its JSON body
+    (optional) must be empty (400 for any field)."""
     record = sessions.require_session(ctx)
     if changes:
         sessions.check_csrf(ctx)
+    if no_input:
+        validate(ctx.json(required=False), {})
     return record
 
 
@@ -57,7 +61,7 @@ def list_sessions(ctx: Ctx) -> Any:
 
 @api.route("/account/sessions/{session_id}", methods=["DELETE"], public=True)
 def revoke_session(ctx: Ctx, session_id: str) -> Any:
-    record = _session(ctx, changes=True)
+    record = _session(ctx, changes=True, no_input=True)
     if not is_id(session_id, "sess") or not sessions.revoke_session(session_id, record.user_id):
         raise not_found("session")
     headers = {"Set-Cookie": sessions.clear_cookie_header()} if session_id == record.session_id else {}
@@ -91,7 +95,7 @@ def create_api_token(ctx: Ctx) -> Any:
 
 @api.route("/account/api-tokens/{token_id}", methods=["DELETE"], public=True)
 def revoke_api_token(ctx: Ctx, token_id: str) -> Any:
-    record = _session(ctx, changes=True)
+    record = _session(ctx, changes=True, no_input=True)
     if not is_id(token_id, "tok"):
         raise not_found("API token")
     return api_tokens.revoke(record.user_id, token_id).public()
@@ -101,8 +105,7 @@ def revoke_api_token(ctx: Ctx, token_id: str) -> Any:
 
 @api.route("/account/totp/setup", methods=["POST"], public=True)
 def totp_setup(ctx: Ctx) -> Any:
-    record = _session(ctx, changes=True)
-    validate(ctx.json(required=False), {})
+    record = _session(ctx, changes=True, no_input=True)
     user = _user(record)
     return totp.start_setup(user.id, user.email)
 

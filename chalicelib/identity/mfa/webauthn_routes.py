@@ -50,6 +50,7 @@ def _register_routes(kind: str) -> None:
     def options(ctx: Ctx) -> Any:
         user = _session_user(ctx)
         sessions.check_csrf(ctx)
+        validate(ctx.json(required=False), {})
         return wa.registration_options(user, kind)
 
     def register(ctx: Ctx) -> Any:
@@ -62,6 +63,7 @@ def _register_routes(kind: str) -> None:
     def delete(ctx: Ctx, credential_id: str) -> Any:
         user = _session_user(ctx)
         sessions.check_csrf(ctx)
+        validate(ctx.json(required=False), {})
         wa.delete_credential(user.id, credential_id, kind)
         return Response(body="", status_code=204, headers={"Cache-Control": "no-store"})
 

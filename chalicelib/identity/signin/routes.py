@@ -100,6 +100,7 @@ def signin_reset_confirm(ctx: Ctx) -> Any:
 @api.route("/signout", methods=["POST"], public=True)
 def signout(ctx: Ctx) -> Any:
     sessions.check_csrf(ctx)
+    validate(ctx.json(required=False), {})
     record = sessions.session_from_request(ctx)
     if record is not None:
         sessions.revoke_session(record.session_id, record.user_id)

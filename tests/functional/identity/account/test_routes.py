@@ -193,3 +193,29 @@ def test_admin_mfa_reset_removes_factors_and_is_audited(stack: None) -> None:
         wrong = post(c, "/signin/password", {"email": u.email, "password": "not the password at all"})
         assert right.status_code == wrong.status_code == 401
         assert body(right) == {**body(wrong), "correlation_id": body(right)["correlation_id"]}
+
+
+def test_calls_without_input_take_an_empty_json_body_and_refuse_fields(stack: None) -> None:
+    """Deleting a session, an API token or a credential, and the option calls, take no input: the JSON
+    content type (part of the CSRF guard) with no body or ``{}``; any field is a 400 and changes nothing."""
+    u = make_password_user()
+    with Client(create_app("identity")) as c:
+        first = sign_in(c, u)
+        clock.advance(31)
+        second = sign_in(c, u)
+        other = next(s for s in body(call(c, "GET", "/account/sessions", second))["sessions"] if not s["current"])
+        r = call(c, "DELETE", f"/account/sessions/{other['id']}", second, {"x-extra": 1})
+        assert r.status_code == 400
+        assert body(r)["code"] == "validation_failed"
+        assert r.headers["Content-Type"] == "application/problem+json"
+        assert c.http.get("/account", headers={"Cookie": first}).status_code == 200  # nothing changed
+        for path in ("/account/passkeys/options", "/account/security-keys/options", "/account/totp/setup"):
+            assert call(c, "POST", path, second, ["not", "an", "object"]).status_code == 400, path
+        r = c.http.request("DELETE", f"/account/sessions/{other['id']}", body=b"",
+                           headers={"Cookie": second, "X-Requested-With": "test"})
+        assert r.status_code == 403  # no JSON content type: refused by the CSRF guard
+        assert call(c, "DELETE", f"/account/sessions/{other['id']}", second, {}).status_code == 200
+        assert c.http.get("/account", headers={"Cookie": first}).status_code == 401
+        r = c.http.post("/signout", headers={**JSON_HEADERS, "Cookie": second}, body=json.dumps({"all": True}))
+        assert r.status_code == 400
+        assert c.http.get("/account", headers={"Cookie": second}).status_code == 200  # still signed in

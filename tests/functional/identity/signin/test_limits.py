@@ -55,3 +55,18 @@ def test_email_code_requests_are_limited_per_address(outbox: Any) -> None:
         codes = [post(c, "/signin/email-code", {"email": "new@example.com"}).status_code
                  for _ in range(limits.MAIL_PER_ADDRESS.count + 1)]
     assert codes == [202] * limits.MAIL_PER_ADDRESS.count + [429]
+
+
+def test_a_test_stack_raises_every_limit_with_the_limit_factor(outbox: Any, monkeypatch: Any) -> None:
+    """``SIGNIN_LIMIT_FACTOR`` (a stack under a fuzzer) multiplies the counts; the limit still holds."""
+    from chalicelib.core.config import settings
+
+    monkeypatch.setenv("SIGNIN_LIMIT_FACTOR", "3")
+    settings.cache_clear()
+    allowed = limits.MAIL_PER_ADDRESS.count * 3
+    with Client(create_app("identity")) as c, clock.frozen():
+        answers = []
+        for _ in range(allowed + 1):
+            answers.append(post(c, "/signin/email-code", {"email": "many@example.com"}).status_code)
+            clock.advance(1)
+        assert answers == [202] * allowed + [429]
