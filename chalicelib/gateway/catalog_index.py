@@ -10,18 +10,18 @@ bitmap over slots, so intersections, counts and paging are a few big-integer ope
 - postings per filter value: classification, connector, lower-cased owner, ACL key (``role:<id>`` /
   ``user:<id>``), field classification (any field, and non-``DENY`` fields);
 - text: each whitespace-separated token of a dataset's search text (``DatasetRecord._haystack``, already
-  lower-cased) -> the slots holding it (a list, or a bitmap once a token is common enough that the bitmap is
-  smaller). Search matches a term as a *substring* of that text; a term has no whitespace, so it is a
-  substring of the text exactly when it is a substring of one of its tokens: the term's datasets are the
-  union over the vocabulary tokens containing it;
+  lower-cased) as of the last build -> its slots (a bitmap once a token is common enough that the bitmap is
+  smaller, else a run of one flat NumPy array). Search matches a term as a *substring* of that text; a term
+  has no whitespace, so it is a substring of the text exactly when it is a substring of one of its tokens:
+  the term's datasets are the union over the vocabulary tokens containing it;
 - n-grams, so a term seen for the first time never scans the vocabulary: ``_Trigrams`` maps each trigram of
-  the vocabulary to the sorted ids of the tokens holding it (NumPy arrays, built vectorised); a term of 3 or
-  more characters takes the intersection of its trigrams' token ids as candidates and confirms each with a
-  substring test (tokens added by incremental updates, after the trigram table was built, are tested one by
-  one: at most the rebuild tail's worth). A term of 1 or 2 characters is answered from ``short``: each
-  character and character pair of the search texts -> its datasets (a bitmap, or sorted slots while
-  rare), so no union over thousands of tokens is needed. A term's bitmap is memoised (``TERM_MEMO`` terms
-  per index) and carried across incremental updates.
+  the vocabulary to the sorted ids of the tokens holding it (built vectorised); a term of 3 or more
+  characters intersects its trigrams' token ids, confirms each candidate with a substring test and ORs
+  those tokens' slots. Slots appended by incremental updates (at most the rebuild tail) are tested against
+  their text directly, so token postings are never updated. A term of 1 or 2 characters is answered from
+  ``short``: each character and character pair of the tokens -> its datasets (a bitmap, or sorted slots
+  while rare), updated with appended slots. A term's bitmap is memoised (``TERM_MEMO`` terms per index)
+  and carried across incremental updates.
 
 Matching is exactly ``catalog._Criteria.select`` (the linear definition, kept as the tests' oracle and the
 benchmark's reference). See docs/architecture.md, "Catalog", for memory per 10k datasets.
@@ -221,9 +221,13 @@ class CatalogIndex:
         self.alive = 0
         self.postings: dict[tuple[str, str | None], int] = {}
         self.fresh = np.zeros(0, dtype=np.float64)  # slot -> fresh_since (-inf once freed)
-        self.tokens: dict[str, list[int] | int] = {}  # token -> slots or bitmap (freed slots stay until a rebuild)
-        self.vocab: list[str] = []  # every token; token id = position
-        self.trigrams = _Trigrams([])  # over vocab[:trigrams.size]; later tokens are tested one by one
+        # text tokens of the slots below base, as built (freed slots stay until a rebuild); token id = position
+        self.vocab: list[str] = []
+        self.common = np.zeros(0, dtype=bool)  # token id -> kept as a bitmap in ``bitmaps``
+        self.bitmaps: dict[int, int] = {}  # common token id -> its datasets
+        self.offsets = np.zeros(1, dtype=np.int64)  # rare token id i -> flat[offsets[i]:offsets[i + 1]]
+        self.flat = np.zeros(0, dtype=np.int32)  # the rare tokens' slots, one after another
+        self.trigrams = _Trigrams([])
         self.short: dict[str, int | np.ndarray] = {}  # 1- and 2-grams -> bitmap, or sorted slots while rare
         self.terms: dict[str, int] = {}  # memo: search term -> bitmap of slots whose text contains it
         self._memo_lock = threading.Lock()  # readers of one snapshot may share it across threads
@@ -250,10 +254,16 @@ class CatalogIndex:
         idx.postings = {p: _bits(s, n) for p, s in lists.items()}
         idx.fresh = np.fromiter((r.fresh_since for r in ordered), dtype=np.float64, count=n)
         dense = max(DENSE_MIN, n // 256)
-        idx.tokens = {t: (_bits(s, n) if len(s) >= dense else s) for t, s in tokens.items()}
+        held = list(tokens.values())
+        kept: list[int | list[int]] = [(_bits(s, n) if len(s) >= dense else s) for s in held]
         idx.vocab = list(tokens)
+        idx.common = np.fromiter((isinstance(k, int) for k in kept), dtype=bool, count=len(kept))
+        idx.bitmaps = {i: k for i, k in enumerate(kept) if isinstance(k, int)}
+        rare = [s if isinstance(k, list) else [] for s, k in zip(held, kept, strict=True)]
+        idx.offsets = np.r_[0, np.cumsum(np.fromiter(map(len, rare), dtype=np.int64, count=len(rare)))]
+        idx.flat = np.fromiter(chain.from_iterable(rare), dtype=np.int32, count=int(idx.offsets[-1]))
         idx.trigrams = _Trigrams(idx.vocab)
-        idx.short = _short_sets(idx.vocab, list(tokens.values()), list(idx.tokens.values()), n)
+        idx.short = _short_sets(idx.vocab, held, kept, n)
         return idx
 
     def updated(self, removed: Iterable[Any], added: Iterable[Any]) -> CatalogIndex:
@@ -269,8 +279,9 @@ class CatalogIndex:
         idx = CatalogIndex()
         idx.records, idx.slot_of = list(self.records), dict(self.slot_of)
         idx.base, idx.base_keys = self.base, self.base_keys
-        idx.postings, idx.tokens = dict(self.postings), dict(self.tokens)
-        idx.vocab, idx.trigrams, idx.short = self.vocab, self.trigrams, dict(self.short)
+        idx.postings, idx.short = dict(self.postings), dict(self.short)
+        idx.vocab, idx.common, idx.bitmaps = self.vocab, self.common, self.bitmaps
+        idx.offsets, idx.flat, idx.trigrams = self.offsets, self.flat, self.trigrams
         idx.fresh, idx.alive = self.fresh, self.alive
         freed, freed_slots = 0, []
         for rec in removed:
@@ -283,7 +294,6 @@ class CatalogIndex:
         idx.alive &= ~freed
         fresh = np.concatenate([self.fresh, np.fromiter((r.fresh_since for r in added), dtype=np.float64)])
         fresh[freed_slots] = -np.inf
-        new_vocab: list[str] = []
         gained: list[tuple[int, str]] = []  # (slot bit, text) of the added records, for the term memo
         short_gained: defaultdict[str, list[int]] = defaultdict(list)  # 1-/2-gram -> added slots
         for rec in added:
@@ -294,20 +304,9 @@ class CatalogIndex:
             idx.alive |= bit
             for p in _postings(rec):
                 idx.postings[p] = idx.postings.get(p, 0) | bit
-            for tok in set(rec._haystack.split()):
-                held = idx.tokens.get(tok)
-                if held is None:
-                    new_vocab.append(tok)
-                    idx.tokens[tok] = [slot]
-                elif isinstance(held, int):
-                    idx.tokens[tok] = held | bit
-                else:
-                    idx.tokens[tok] = [*held, slot]
             gained.append((bit, rec._haystack))
             for gram in _short_of(rec._haystack):
                 short_gained[gram].append(slot)
-        if new_vocab:
-            idx.vocab = self.vocab + new_vocab
         size = len(idx.records)
         for gram, slots in short_gained.items():
             held = idx.short.get(gram)
@@ -349,31 +348,35 @@ class CatalogIndex:
                 held = self.short.get(term, 0)
                 found = held if isinstance(held, int) else _bits(held, len(self.records))
             else:
-                found, sparse = 0, []
-                for tok in self._tokens_containing(term):
-                    held = self.tokens[tok]
-                    if isinstance(held, int):
-                        found |= held
-                    else:
-                        sparse += held
-                if sparse:
-                    found |= _bits(sparse, len(self.records))
+                found = self._built_containing(term)
+                tail = [s for s in range(self.base, len(self.records))
+                        if (rec := self.records[s]) is not None and term in rec._haystack]
+                if tail:
+                    found |= _bits(tail, len(self.records))
             with self._memo_lock:
                 if len(self.terms) >= TERM_MEMO:
                     del self.terms[next(iter(self.terms))]
                 self.terms[term] = found
         return found
 
-    def _tokens_containing(self, term: str) -> list[str]:
-        """The vocabulary tokens of which ``term`` (3 characters or more) is a substring."""
-        vocab = self.vocab
-        found = self.trigrams.candidates(term).tolist()
-        if len(term) == 3:  # one trigram: every candidate holds it
-            out = [vocab[i] for i in found]
-        else:
-            out = [tok for i in found if term in (tok := vocab[i])]
-        out += [tok for tok in vocab[self.trigrams.size:] if term in tok]
-        return out
+    def _built_containing(self, term: str) -> int:
+        """The slots below ``base`` whose text holds ``term`` (3 characters or more): the union over the
+        tokens containing it, found through the trigram table."""
+        ids = self.trigrams.candidates(term)
+        if len(term) > 3:  # one trigram (3 characters) needs no confirmation
+            vocab = self.vocab
+            ids = np.array([i for i in ids.tolist() if term in vocab[i]], dtype=np.int64)
+        found = 0
+        common = self.common[ids]
+        for i in ids[common].tolist():
+            found |= self.bitmaps[i]
+        rare = ids[~common]
+        if len(rare):
+            first, counts = self.offsets[rare], self.offsets[rare + 1] - self.offsets[rare]
+            ends = np.cumsum(counts)
+            slots = self.flat[np.arange(int(ends[-1])) + np.repeat(first - (ends - counts), counts)]
+            found |= _bits(slots, len(self.records))
+        return found
 
     def select(self, *, keys: frozenset[str] | None, terms: tuple[str, ...], classification: str | None,
                connector_id: str | None, owner: str | None, oldest: float | None,
