@@ -75,16 +75,17 @@ STAGES ?= $(shell $(BIN)/python -m infra.template --stages dev)
 # build/package/sizes.md (failing the build above it).
 package: templates
 	$(PY_DEPLOY) -m venv .venv-deploy
-	.venv-deploy/bin/pip install --quiet chalice==1.34.0
+	.venv-deploy/bin/pip install --quiet chalice==1.34.0 -r requirements.txt  # chalice package imports app.py
 	rm -rf build/src && mkdir -p build/package
 	printf '| stage | unzipped | of the limit | zips |\n|---|---:|---|---|\n' > build/package/sizes.md
 	for stage in $(STAGES); do \
 	  group=$$($(BIN)/python -m infra.template --group $$stage) || exit 1; src=build/src/$$group; \
 	  args=$$($(BIN)/python -m infra.template --package-args $$stage); \
+	  region=$$($(BIN)/python -m infra.template --region $$stage); \
 	  if [ ! -d $$src ]; then mkdir -p $$src && cp -r app.py chalicelib .chalice $$src/ \
 	    && cp infra/requirements/$$group.txt $$src/requirements.txt \
 	    && find $$src -name __pycache__ -prune -exec rm -rf {} +; fi; \
-	  (cd $$src && $(CURDIR)/.venv-deploy/bin/chalice package --stage $$stage $$args $(CURDIR)/build/package/$$stage) || exit 1; \
+	  (cd $$src && AWS_DEFAULT_REGION=$$region $(CURDIR)/.venv-deploy/bin/chalice package --stage $$stage $$args $(CURDIR)/build/package/$$stage) || exit 1; \
 	  .venv-deploy/bin/python -m infra.packaging finish $$stage build/package/$$stage >> build/package/sizes.md || exit 1; \
 	done
 	cat build/package/sizes.md

@@ -16,7 +16,8 @@
 ``python -m infra.template OUT_DIR`` writes ``resources-<region>.json`` for every open region (and every
 disaster-recovery-only region: its ``dr`` key and bucket, ``dr_resources_template``) and refreshes
 ``.chalice/config.json`` and the policies (a test checks the committed files are current);
-``python -m infra.template --stages ENV`` prints the stage names of one environment and
+``python -m infra.template --stages ENV`` prints the stage names of one environment, ``--region STAGE`` the
+region a stage deploys into, and
 ``--package-args STAGE`` the extra ``chalice package`` arguments of one stage (``make package``):
 HTTP stages merge ``.chalice/gateway-responses.json`` (``gateway_responses()``), API Gateway's own
 answers (unknown path or method, throttling, too large) as problem+json; the app's stages merge
@@ -495,6 +496,8 @@ if __name__ == "__main__":
         print(package_args(sys.argv[2]))
     elif sys.argv[1:2] == ["--group"]:  # the route group a stage deploys (its requirements and layer)
         print(next(g for s, g, _ in stages() if s == sys.argv[2]))
+    elif sys.argv[1:2] == ["--region"]:  # the region a stage deploys into (global groups: the global region)
+        print(next(r or GLOBAL_REGION for s, _, r in stages() if s == sys.argv[2]))
     elif sys.argv[1:2] == ["--stages"]:
         print(" ".join(stage for stage, _, _ in stages(sys.argv[2] if len(sys.argv) > 2 else "dev")))
     else:

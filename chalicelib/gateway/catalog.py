@@ -23,7 +23,7 @@ import bisect
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import UpdateError
 
@@ -36,7 +36,16 @@ from chalicelib.core.durations import format_duration, parse_duration
 from chalicelib.core.errors import ApiError, not_found, validation_error
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import catalog_versions, models
-from chalicelib.gateway.catalog_index import CatalogIndex
+
+if TYPE_CHECKING:
+    from chalicelib.gateway.catalog_index import CatalogIndex
+
+def _index_class() -> type[CatalogIndex]:
+    """The search index, imported at the first snapshot: it needs NumPy, which a cold start should not load."""
+    from chalicelib.gateway.catalog_index import CatalogIndex
+
+    return CatalogIndex
+
 
 CLASSIFICATIONS = ("PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII")
 FIELD_POLICIES = ("ALLOW", "MASK", "HASH", "REDACT", "DENY")
@@ -81,7 +90,7 @@ class Snapshot:
     _readable: dict[frozenset[str], list[DatasetRecord]] = field(default_factory=dict, repr=False)
     version: int = 0  # the workspace's catalog version this snapshot reflects (at least)
     checked_at: float = 0.0  # when the version was last compared with the stored one
-    index: CatalogIndex = field(default_factory=CatalogIndex, repr=False)  # what search uses
+    index: CatalogIndex = field(default_factory=lambda: _index_class()(), repr=False)  # what search uses
 
 
 @dataclass
@@ -184,7 +193,7 @@ def _full_load(region: str, workspace_id: str, version: int, now: float) -> Snap
     connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
     records.sort(key=_order_key)
     return Snapshot(now, {r.id: r for r in records}, records, connectors, {r.name.lower(): r for r in records},
-                    version=version, checked_at=now, index=CatalogIndex.build(records))
+                    version=version, checked_at=now, index=_index_class().build(records))
 
 
 def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: set[str], connector_ids: set[str],

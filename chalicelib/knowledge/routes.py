@@ -1,4 +1,7 @@
-"""Knowledge routes at {gateway_url}: retrieval and per-document ACLs. Thin: every view calls a service."""
+"""Knowledge routes at {gateway_url}: retrieval and per-document ACLs. Thin: every view calls a service.
+
+The service loads NumPy and the retrieval libraries, so each view imports it at its first call: the gateway's
+cold start does not pay for them (``bench_packaging``, cold import per group)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,7 +10,6 @@ from chalicelib.core.errors import validation_error
 from chalicelib.core.paging import check_params
 from chalicelib.core.validation import F, query_int, validate
 from chalicelib.core.web import Api, Ctx
-from chalicelib.knowledge import service
 
 api = Api("gateway")
 SEARCH_PARAMS = ("q", "k", "kind", "dataset_id")
@@ -15,6 +17,8 @@ SEARCH_PARAMS = ("q", "k", "kind", "dataset_id")
 
 @api.route("/v1/knowledge/search", permission="knowledge.read")
 def search(ctx: Ctx) -> dict[str, Any]:
+    from chalicelib.knowledge import service
+
     q = ctx.query
     check_params(q, SEARCH_PARAMS)
     filters: dict[str, Any] = {}
@@ -32,5 +36,7 @@ def search(ctx: Ctx) -> dict[str, Any]:
 @api.route("/v1/knowledge/datasets/{dataset_id}/documents/{document_id}/acl", ["PUT"],
            permission="connectors.manage")
 def put_document_acl(ctx: Ctx, dataset_id: str, document_id: str) -> dict[str, Any]:
+    from chalicelib.knowledge import service
+
     body = validate(ctx.json(), {"acl": F(list, required=True, max_len=100)})
     return service.set_document_acl(ctx.user, dataset_id, document_id, body["acl"])

@@ -12,6 +12,8 @@ import pytest
 from chalicelib.groups import GROUPS
 from infra import packaging
 
+ROOT = Path(__file__).resolve().parents[3]
+
 
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_committed_group_requirements_are_current(group: str) -> None:
@@ -85,3 +87,16 @@ def test_finish_compiles_every_module_into_the_zip_and_reports_sizes(tmp_path: P
 def test_a_stage_over_the_limit_fails(tmp_path: Path) -> None:
     assert packaging.main(["finish", "x", str(tmp_path)]) == 0  # nothing to package: 0 bytes
     assert "OVER THE LIMIT" in packaging.size_line("x", {"total": packaging.LAMBDA_UNZIPPED_LIMIT + 1})
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_no_group_loads_the_heavy_libraries_at_import(group: str) -> None:
+    """A cold start imports the group's app only: duckdb, NumPy and the retrieval libraries load at first use
+    (the cold-import target of ``bench_packaging``). A fresh interpreter, so no other test's imports count."""
+    probe = ("import sys; from chalicelib.groups import create_app; create_app(sys.argv[1]); "
+             "print(sorted(m for m in ('duckdb', 'numpy', 'bm25s', 'webauthn') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe, group], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "ROUTE_GROUP": group}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = out.stdout.strip().splitlines()[-1]
+    assert loaded == "[]", (group, loaded)
