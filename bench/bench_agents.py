@@ -147,6 +147,7 @@ def _under_local_run() -> list[str]:
     from chalicelib.core import aws, models
     from chalicelib.core.config import settings
     from infra.local_run import DEFAULT_PORTS, LocalPlatform
+    from tests.functional.conftest import reset_process_state
     from tests.integration.conftest import free_port
 
     saved = dict(os.environ)
@@ -155,6 +156,7 @@ def _under_local_run() -> list[str]:
     settings.cache_clear()
     aws.reset_caches()
     models.reset_models()
+    reset_process_state()  # the in-process section's signing key and verified tokens are not the local stack's
     platform = LocalPlatform(ports={g: free_port() for g in DEFAULT_PORTS},
                              emulator_port=free_port(), state_dir=state)
     lines: list[str] = []
