@@ -42,7 +42,7 @@ def _in_process() -> list[str]:
     from chalicelib.groups import create_app
     from chalicelib.identity import users
     from chalicelib.identity.oauth.signing import issue_access_token
-    from chalicelib.platform.workspaces import create_workspace
+    from chalicelib.platform.workspaces.service import create_workspace
     from infra.bootstrap import bootstrap_all
     from infra.local_run import sqs_event
 
@@ -144,8 +144,9 @@ def _in_process() -> list[str]:
 def _under_local_run() -> list[str]:
     import requests
 
-    from chalicelib.core import aws, models
+    from chalicelib.core import aws
     from chalicelib.core.config import settings
+    from chalicelib.core.store import tables as models
     from infra.local_run import DEFAULT_PORTS, LocalPlatform
     from tests.functional.conftest import reset_process_state
     from tests.integration.conftest import free_port

@@ -29,8 +29,8 @@ def main() -> None:
     from bench.common import Measure, measure, measure_pair, table
     from chalicelib.core import audit, aws
     from chalicelib.identity import users
-    from chalicelib.platform import audit_digests
-    from chalicelib.platform.workspaces import create_workspace
+    from chalicelib.platform.audit import digests as audit_digests
+    from chalicelib.platform.workspaces.service import create_workspace
     from infra.bootstrap import bootstrap_all
     from infra.emulator import serialise_writes
 

@@ -78,7 +78,9 @@ class _Calls:
 def _size(n: int, calls: _Calls) -> tuple[list[tuple[Measure, Measure | None, str]], str]:
     from chalicelib.core import clock
     from chalicelib.core.tokens import verifier
-    from chalicelib.gateway import catalog, catalog_index, catalog_versions
+    from chalicelib.gateway.catalog import index as catalog_index
+    from chalicelib.gateway.catalog import service as catalog
+    from chalicelib.gateway.catalog import versions as catalog_versions
     from tests.functional.conftest import make_tenant
     from tests.functional.gateway.data import token_for
 

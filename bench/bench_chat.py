@@ -58,13 +58,13 @@ def _run() -> None:
     from chalicelib.chat import service as chat
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
-    from chalicelib.gateway import catalog
+    from chalicelib.gateway.catalog import service as catalog
     from chalicelib.groups import create_app
     from chalicelib.knowledge import chunking, indexer, lexical, store
     from chalicelib.knowledge import service as knowledge
     from chalicelib.knowledge.models import KIND_INDEX
     from chalicelib.knowledge.models import knowledge as knowledge_table
-    from chalicelib.models.registry import registry
+    from chalicelib.llm.registry import registry
     from infra.bootstrap import bootstrap_all
     from tests.functional.conftest import bearer, make_tenant
     from tests.functional.gateway.data import field, put_dataset

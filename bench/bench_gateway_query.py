@@ -33,7 +33,7 @@ def main() -> None:
 def _run() -> None:
     from chalice.test import Client
 
-    from chalicelib.gateway import catalog
+    from chalicelib.gateway.catalog import service as catalog
     from chalicelib.groups import create_app
     from infra.bootstrap import bootstrap_all
     from tests.functional.conftest import make_tenant
@@ -126,7 +126,8 @@ def _query_tables(ws: str, region: str, tmp: str, rows: int
 
     from chalicelib.core import aws, clock
     from chalicelib.core.ids import new_id
-    from chalicelib.gateway import catalog, models, storage
+    from chalicelib.gateway import models, storage
+    from chalicelib.gateway.catalog import service as catalog
     from tests.functional.gateway.data import field
 
     tables = {
@@ -168,7 +169,7 @@ def _projected_reference(ws: str, region: str, fields: dict[str, list[dict]], fi
     """A warm bare DuckDB (1 thread) holding the same policy-projected tables (every visible column)."""
     import duckdb
 
-    from chalicelib.gateway import fieldpolicy
+    from chalicelib.gateway.catalog import fieldpolicy
 
     ipad, opad = fieldpolicy.hmac_pads(fieldpolicy.workspace_hash_key(region, ws))
     con = duckdb.connect(config={"threads": 1})
@@ -202,7 +203,10 @@ def query_main() -> None:
     from chalicelib.core import aws
     from chalicelib.core.config import settings
     from chalicelib.core.tokens import verifier
-    from chalicelib.gateway import fieldpolicy, query, query_cache, query_columns
+    from chalicelib.gateway.catalog import fieldpolicy
+    from chalicelib.gateway.query import cache as query_cache
+    from chalicelib.gateway.query import columns as query_columns
+    from chalicelib.gateway.query import service as query
     from infra.bootstrap import bootstrap_all
     from tests.functional.conftest import make_tenant
     from tests.functional.gateway.data import token_for

@@ -73,10 +73,10 @@ def main() -> None:
     from chalicelib.core import aws
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
-    from chalicelib.gateway import connectors, sync, sync_worker
+    from chalicelib.gateway.ingest import connectors, sync, sync_worker
     from chalicelib.identity import users
     from chalicelib.knowledge import indexer
-    from chalicelib.platform.workspaces import create_workspace
+    from chalicelib.platform.workspaces.service import create_workspace
     from infra.bootstrap import bootstrap_global, bootstrap_region
 
     indexer.on_sync = lambda *a, **k: None

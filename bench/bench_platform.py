@@ -57,13 +57,14 @@ def main() -> None:
     from moto import mock_aws
 
     from bench.common import measure, table
-    from chalicelib.core import audit, paging
+    from chalicelib.core import audit
+    from chalicelib.core.http import paging
     from chalicelib.core.tenancy import workspaces
     from chalicelib.groups import create_app
     from chalicelib.identity import users
     from chalicelib.identity.oauth.signing import issue_access_token
     from chalicelib.platform.models import invitations
-    from chalicelib.platform.workspaces import create_workspace
+    from chalicelib.platform.workspaces.service import create_workspace
     from infra.bootstrap import bootstrap_all
 
     with mock_aws():

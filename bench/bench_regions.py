@@ -19,14 +19,15 @@ def main() -> None:
     from chalice.test import Client
     from moto import mock_aws
 
-    from chalicelib.core import aws, models, tenancy, tokens
+    from chalicelib.core import aws, tenancy, tokens
     from chalicelib.core.config import settings
-    from chalicelib.core.errors import ApiError
+    from chalicelib.core.http.errors import ApiError
     from chalicelib.core.regions import WORKSPACE
+    from chalicelib.core.store import tables as models
     from chalicelib.groups import create_app
     from chalicelib.identity import users
     from chalicelib.identity.oauth import signing
-    from chalicelib.platform.workspaces import create_workspace
+    from chalicelib.platform.workspaces.service import create_workspace
     from infra.bootstrap import bootstrap_all
 
     with mock_aws():

@@ -192,7 +192,7 @@ def main() -> None:
     from moto import mock_aws
 
     from chalicelib.identity import users
-    from chalicelib.platform.workspaces import create_workspace
+    from chalicelib.platform.workspaces.service import create_workspace
     from infra.bootstrap import bootstrap_all
 
     logging.disable(logging.CRITICAL)  # no logging while measuring

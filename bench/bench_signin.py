@@ -34,9 +34,9 @@ def main() -> None:
     from chalicelib.identity.oauth import introspection, token_endpoint
     from chalicelib.identity.oauth.clients import authenticate_basic, register_client
     from chalicelib.identity.oauth.signing import issue_access_token, signer
-    from chalicelib.identity.signin import password as signin
-    from chalicelib.identity.signin import passwords
-    from chalicelib.platform.workspaces import create_workspace
+    from chalicelib.identity.signin import password_hashing as passwords
+    from chalicelib.identity.signin import password_signin as signin
+    from chalicelib.platform.workspaces.service import create_workspace
     from infra.bootstrap import bootstrap_all
 
     with mock_aws():

@@ -30,7 +30,7 @@ def tokens_and_me() -> None:
     from chalicelib.groups import create_app
     from chalicelib.identity import users
     from chalicelib.identity.oauth import signing
-    from chalicelib.platform.workspaces import create_workspace
+    from chalicelib.platform.workspaces.service import create_workspace
     from infra.bootstrap import bootstrap_all
 
     with mock_aws():

@@ -5,7 +5,7 @@ import importlib
 
 from chalice import Chalice
 
-from chalicelib.core.web import install
+from chalicelib.core.http.api import install
 
 APP_NAME = "aiplat"
 
@@ -14,14 +14,14 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "identity": ("chalicelib.identity.oauth.routes", "chalicelib.identity.signin.routes",
                  "chalicelib.identity.account.routes", "chalicelib.identity.mfa.webauthn_routes",
                  "chalicelib.identity.pages.routes"),
-    "platform": ("chalicelib.platform.routes", "chalicelib.platform.workspace_routes",
-                 "chalicelib.platform.member_routes", "chalicelib.platform.invitation_routes",
-                 "chalicelib.platform.audit_routes", "chalicelib.platform.support_routes",
-                 "chalicelib.platform.member_security_routes", "chalicelib.platform.sso_routes",
-                 "chalicelib.models.routes", "chalicelib.chat.routes",
+    "platform": ("chalicelib.platform.routes", "chalicelib.platform.workspaces.routes",
+                 "chalicelib.platform.workspaces.member_routes", "chalicelib.platform.workspaces.invitation_routes",
+                 "chalicelib.platform.audit.routes", "chalicelib.platform.support.routes",
+                 "chalicelib.platform.workspaces.member_security_routes", "chalicelib.platform.sso_routes",
+                 "chalicelib.llm.routes", "chalicelib.chat.routes",
                  "chalicelib.agents.agent_routes", "chalicelib.agents.run_routes",
                  "chalicelib.residency.routes"),
-    "gateway": ("chalicelib.gateway.routes", "chalicelib.gateway.read_routes", "chalicelib.knowledge.routes"),
+    "gateway": ("chalicelib.gateway.api.routes", "chalicelib.gateway.api.read_routes", "chalicelib.knowledge.routes"),
     "app": ("chalicelib.webapp.routes",),
     "workers": (),
 }

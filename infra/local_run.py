@@ -79,8 +79,8 @@ def _request_handler(group: str | None = None) -> type:
     404 problem, or, for a page of the ``app`` group, the app's 404 page."""
     from chalice.local import ChaliceRequestHandler, ForbiddenError
 
+    from chalicelib.core.http.api import unknown_route_response
     from chalicelib.core.logs import get_logger
-    from chalicelib.core.web import unknown_route_response
 
     log = get_logger("local.http")
 
@@ -286,7 +286,7 @@ class LocalPlatform:
 
             serialise_writes()  # conditional writes atomic, as on DynamoDB (see infra/emulator.py)
             # S3 answers another account's bucket only to a grant, as AWS does (connectors read as the
-            # workspace's role, in its own account: chalicelib/gateway/source_access.py)
+            # workspace's role, in its own account: chalicelib/gateway/ingest/source_access.py)
             os.environ.setdefault("MOTO_S3_ALLOW_CROSSACCOUNT_ACCESS", "false")
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
 

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "requirements.txt"
 OUT_DIR = ROOT / "infra" / "requirements"
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024  # function code plus all its layers, unzipped
-ALWAYS = ("chalicelib.groups", "chalicelib.core.config", "chalicelib.core.web")  # what app.py loads for every group
+ALWAYS = ("chalicelib.groups", "chalicelib.core.config", "chalicelib.core.http.api")  # what app.py loads for every group
 WORKER_ENTRY = ("chalicelib.workers.jobs",)
 
 

@@ -19,7 +19,7 @@ from chalicelib.gateway import demo as gateway_demo
 from chalicelib.identity import users
 from chalicelib.identity.account import api_tokens
 from chalicelib.identity.demo_seed import seed_signin_demo
-from chalicelib.platform.workspaces import create_workspace
+from chalicelib.platform.workspaces.service import create_workspace
 
 DEMO_EMAIL = "demo@example.com"
 DEMO_WORKSPACE = "Demo Workspace"

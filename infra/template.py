@@ -415,7 +415,7 @@ def gateway_responses(group: str | None = None, env: str | None = None) -> dict[
     """A template fragment merged into every HTTP stage by ``chalice package --merge-template`` (``make
     package``): API Gateway's own answers as problem+json with ``X-Correlation-Id``; for the app group
     (``group="app"`` and its ``env``) an unknown address is the app's HTML 404 page instead."""
-    from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
+    from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
 
     resources: dict[str, Any] = {}
     for response_type, status, code, detail in GATEWAY_RESPONSES:

@@ -1,5 +1,5 @@
 """`make verify-audit WS=<workspace id>` or `make verify-audit EXPORT=s3://...`: run the audit verifier
-(``chalicelib/platform/audit_cli.py``) from a fresh clone.
+(``chalicelib/platform/audit/cli.py``) from a fresh clone.
 
 Where it points: ``infra/local_target.py`` (``AWS_ENDPOINT_URL`` / ``AWS_PROFILE`` when set, otherwise
 the emulator of a running `make run`). The report is JSON on stdout; exit 0 when everything verifies,
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     from infra.local_target import configure
 
     configure()
-    from chalicelib.platform import audit_cli
+    from chalicelib.platform.audit import cli as audit_cli
 
     return audit_cli.main(cli_args)
 

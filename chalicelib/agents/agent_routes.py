@@ -7,9 +7,9 @@ from typing import Any
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.agents import definitions, memory
-from chalicelib.core import paging
+from chalicelib.core.http import paging
+from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.tenancy import region_of
-from chalicelib.core.web import Api, Ctx, json_response
 
 api = Api("platform")
 

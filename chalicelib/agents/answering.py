@@ -3,7 +3,7 @@
 - **A tool-capable model** (the agent's ``model``, or under ``auto`` the first model of the registry
   with ``tool_use`` that routing allows for the starting user in the workspace's region) chooses the
   tool calls in a bounded loop: at most ``limits.max_steps`` calls and ``limits.max_tokens`` tokens. The
-  provider interface (``chalicelib/models/service.py``) carries text, so the loop speaks a JSON action
+  provider interface (``chalicelib/llm/service.py``) carries text, so the loop speaks a JSON action
   protocol: each model turn is one object, ``{"tool": name, "input": {...}}`` or ``{"answer": text}``.
 - **Otherwise** the declared plan runs in order and the built-in extractive provider writes the final
   answer from the step outputs (it quotes, it does not generate, and says so). Without a plan, an agent
@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any, Protocol
 
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 
 MAX_RESULT_CHARS = 8000
 MAX_PASSAGES = 40
@@ -45,8 +45,8 @@ def declared_plan(agent: dict[str, Any], run_input: dict[str, Any]) -> list[dict
 
 def tool_model(state: StateLike) -> Any | None:
     """The routing of a tool-capable model for this run, or None when there is none."""
-    from chalicelib.models import routing
-    from chalicelib.models.registry import Registry, registry
+    from chalicelib.llm import routing
+    from chalicelib.llm.registry import Registry, registry
 
     reg = registry()
     capable = Registry(tuple(m for m in reg.models if m.tool_use), reg.preference)
@@ -102,10 +102,10 @@ def _passages(output: Any) -> list[str]:
 
 def extractive_answer(state: StateLike) -> dict[str, Any]:
     """The built-in extractive provider's answer over the step outputs, with its citations."""
-    from chalicelib.models import service
-    from chalicelib.models.prompt import Passage, Prompt, claims, render
-    from chalicelib.models.registry import EXTRACTIVE
-    from chalicelib.models.routing import Routing
+    from chalicelib.llm import service
+    from chalicelib.llm.prompt import Passage, Prompt, claims, render
+    from chalicelib.llm.registry import EXTRACTIVE
+    from chalicelib.llm.routing import Routing
 
     passages: list[Passage] = []
     origin: dict[int, str] = {}
@@ -156,8 +156,8 @@ def parse_action(text: str) -> dict[str, Any] | None:
 def model_loop(state: StateLike, steps: Steps, chosen: Any) -> dict[str, Any]:
     """The tool-capable model chooses tool calls (see the module docstring)."""
     from chalicelib.agents.worker import StepFailed
-    from chalicelib.models import service
-    from chalicelib.models.prompt import Prompt
+    from chalicelib.llm import service
+    from chalicelib.llm.prompt import Prompt
 
     limits = state.agent["limits"]
     system = (f"{state.agent.get('instructions') or ''}\n\nYou can call these tools:\n{_tool_help(state)}\n\n"

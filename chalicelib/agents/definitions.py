@@ -15,12 +15,13 @@ from typing import Any
 
 from chalicelib.agents import models, plan_schema, templates
 from chalicelib.agents.tools import TOOL_NAMES, TOOLS
-from chalicelib.core import audit, clock, durations, paging
+from chalicelib.core import audit, clock, durations
 from chalicelib.core.authz import Principal
-from chalicelib.core.errors import not_found, validation_error
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import not_found, validation_error
+from chalicelib.core.http.validation import F, problem, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
-from chalicelib.core.validation import F, problem, validate
 
 MAX_PLAN_STEPS = 50
 DEFAULT_LIMITS = {"max_steps": 10, "deadline": "PT5M", "max_tokens": 4000}
@@ -107,7 +108,7 @@ def normalise(body: dict[str, Any], current: dict[str, Any] | None = None) -> di
     errors = _check_tools(tools)
     model = merged.get("model") or "auto"
     if model != "auto":
-        from chalicelib.models.registry import registry
+        from chalicelib.llm.registry import registry
 
         if registry().get(model) is None:
             errors.append({"field": "model", "message": "is not a known model (GET /v1/models lists them)"})

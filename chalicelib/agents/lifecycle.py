@@ -112,7 +112,7 @@ def record_finish(region: str, run: models.RunAttrs) -> None:
                  caller=starting_caller(run))
     read = json.loads(run.read or "[]")
     if read:
-        from chalicelib.gateway import lineage
+        from chalicelib.gateway.catalog import lineage
 
         agent = json.loads(run.agent)
         lineage.record_edges(run.workspace_id, [

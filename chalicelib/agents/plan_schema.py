@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.agents.tools import TOOLS, Tool
-from chalicelib.core.validation import F, problem
+from chalicelib.core.http.validation import F, problem
 
 STEP_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,39}$"
 REFERENCE_PATTERN = (r"^\{\{ *(input(\.[A-Za-z0-9_-]+)+|steps\.[A-Za-z][A-Za-z0-9_]{0,39}\.output(\.[A-Za-z0-9_-]+)*)"

@@ -15,11 +15,12 @@ from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.agents import events, runs
 from chalicelib.agents.models import TERMINAL_STATUSES
-from chalicelib.core import idempotency, paging
-from chalicelib.core.errors import validation_error
+from chalicelib.core.http import paging
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.errors import validation_error
+from chalicelib.core.http.validation import query_int
+from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import region_of
-from chalicelib.core.validation import query_int
-from chalicelib.core.web import Api, Ctx, json_response
 
 api = Api("platform")
 MAX_WAIT_S = 20

@@ -16,12 +16,14 @@ from pynamodb.exceptions import UpdateError
 
 from chalicelib.agents import definitions, events, models, templates
 from chalicelib.agents.models import ACTIVE_MARK, CANCELLED, IN_PROGRESS, QUEUED, RUN_STATUSES, TERMINAL_STATUSES
-from chalicelib.core import audit, clock, correlation, durations, idempotency, paging, queues
+from chalicelib.core import audit, clock, correlation, durations
 from chalicelib.core.authz import Principal, Role
-from chalicelib.core.errors import ApiError, not_found, validation_error
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError, not_found, validation_error
+from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.store import idempotency, queues
 from chalicelib.core.tenancy import get_workspace, region_of
-from chalicelib.core.validation import F, validate
 
 QUEUE = "agent-runs"
 MESSAGE_VERSION = 1
@@ -49,7 +51,7 @@ def _user_actor(principal: Principal) -> audit.Actor:
 
 def auto_expiry_seconds(workspace_id: str) -> int | None:
     """The workspace's optional auto-expiry of runs (setting ``agent_run_auto_expiry``, ISO 8601)."""
-    from chalicelib.platform.workspaces import settings_of
+    from chalicelib.platform.workspaces.service import settings_of
 
     value = settings_of(get_workspace(workspace_id)).get(AUTO_EXPIRY_SETTING)
     try:

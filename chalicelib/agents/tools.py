@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core.authz import Principal
-from chalicelib.core.errors import ApiError
-from chalicelib.core.validation import F, validate
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.http.validation import F, validate
 
 MAX_ROWS = 200
 MEMORY_KEY_MAX = 128
@@ -54,7 +54,7 @@ class Tool:
 
 
 def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway import query
+    from chalicelib.gateway.query import service as query
 
     result = query.run(ctx.principal, args["sql"], limit=args.get("limit", 50),
                        answer={"type": "AGENT_RUN", "id": ctx.run_id})
@@ -64,7 +64,7 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway import catalog
+    from chalicelib.gateway.catalog import service as catalog
 
     page = catalog.search(ctx.principal, catalog.SearchFilters(text=args.get("query") or None),
                           limit=args.get("limit", 10))
@@ -75,7 +75,7 @@ def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway import catalog
+    from chalicelib.gateway.catalog import service as catalog
 
     ref = args["dataset"]
     if not ref.startswith("ds_"):  # a name: resolve among the datasets the user may read

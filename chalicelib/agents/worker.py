@@ -29,11 +29,12 @@ from pynamodb.transactions import TransactWrite
 
 from chalicelib.agents import answering, events, lifecycle, models, templates, tools
 from chalicelib.agents.models import CANCELLED, COMPLETED, EXPIRED, FAILED, TERMINAL_STATUSES
-from chalicelib.core import clock, queues, tenancy
-from chalicelib.core import models as core_models
+from chalicelib.core import clock, tenancy
 from chalicelib.core.authz import Principal
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
+from chalicelib.core.store import queues
+from chalicelib.core.store import tables as core_models
 
 log = get_logger("agents.worker")
 QUEUE = "agent-runs"

@@ -8,8 +8,9 @@ from typing import Any
 from chalicelib.core import aws
 from chalicelib.core.authz import Principal
 from chalicelib.core.ids import new_id
-from chalicelib.gateway import connectors, models, sync, sync_worker
-from chalicelib.gateway.sources import documents
+from chalicelib.gateway import models
+from chalicelib.gateway.ingest import connectors, sync, sync_worker
+from chalicelib.gateway.ingest.sources import documents
 from chalicelib.knowledge import indexer
 
 DATASET = "handbook"

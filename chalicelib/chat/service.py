@@ -18,16 +18,17 @@ from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.chat import usage
 from chalicelib.chat.models import ChatAttrs, chats
-from chalicelib.core import audit, clock, paging
+from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import Principal, require
-from chalicelib.core.errors import ApiError, not_found, validation_error
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import get_workspace, region_of
-from chalicelib.gateway import lineage
-from chalicelib.models import service as models
-from chalicelib.models.prompt import Completion, Passage, Prompt, prompt_tokens
-from chalicelib.models.providers.openai_http import ProviderError
+from chalicelib.gateway.catalog import lineage
+from chalicelib.llm import service as models
+from chalicelib.llm.prompt import Completion, Passage, Prompt, prompt_tokens
+from chalicelib.llm.providers.openai_http import ProviderError
 
 if TYPE_CHECKING:
     from chalicelib.knowledge.service import Hit
@@ -98,7 +99,7 @@ def check_body(body: Any) -> tuple[str, list[dict[str, str]], bool]:
 
 def _expiry_seconds(workspace_id: str) -> int | None:
     from chalicelib.core.durations import parse_duration  # noqa: PLC0415
-    from chalicelib.platform.workspaces import settings_of  # noqa: PLC0415
+    from chalicelib.platform.workspaces.service import settings_of  # noqa: PLC0415
 
     value = settings_of(get_workspace(workspace_id)).get("chat_auto_expiry")
     try:

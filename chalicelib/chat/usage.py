@@ -8,7 +8,7 @@ from typing import Any
 from chalicelib.chat.models import UsageAttrs, usage
 from chalicelib.core import clock
 from chalicelib.core.authz import Principal
-from chalicelib.core.errors import validation_error
+from chalicelib.core.http.errors import validation_error
 
 MAX_DAYS = 366
 _FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")

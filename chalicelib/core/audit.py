@@ -8,7 +8,7 @@ loser re-reads the head and tries again; a writer that cannot place its event ra
 Nothing in the code base updates or deletes an event, and the
 deployment template denies ``UpdateItem``/``DeleteItem`` on the table to every function.
 ``verify_chain`` finds a changed, deleted, inserted or reordered event; truncation and a re-hashed
-chain are found against the signed chain-head digests (``chalicelib/platform/audit_digests.py``).
+chain are found against the signed chain-head digests (``chalicelib/platform/audit/digests.py``).
 
 Hash versions. Version 1 (events without ``v``) hashes every field, personal ones included. Version 2
 (every event written now, ``v: 2``) keeps personal values out of the hashed content so that erasing a
@@ -35,10 +35,10 @@ from pynamodb.exceptions import PutError
 from pynamodb.indexes import AllProjection, LocalSecondaryIndex
 
 from chalicelib.core import clock, correlation
-from chalicelib.core.conditions import condition_failed
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
-from chalicelib.core.models import BaseModel, regional
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import BaseModel, regional
 
 log = get_logger("audit")
 

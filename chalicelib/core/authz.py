@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from chalicelib.core.errors import forbidden, not_found
+from chalicelib.core.http.errors import forbidden, not_found
 
 # RFC 8176 methods that count as a second factor (or a passkey with user verification).
 MFA_AMR = frozenset({"mfa", "otp", "hwk", "swk"})

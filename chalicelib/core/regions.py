@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 
 
 @dataclass(frozen=True)

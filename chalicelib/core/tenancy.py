@@ -16,8 +16,8 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from chalicelib.core import regions
 from chalicelib.core.authz import Principal, mfa_used, require_workspace
-from chalicelib.core.errors import ApiError, not_found
-from chalicelib.core.models import BaseModel, global_model, regional
+from chalicelib.core.http.errors import ApiError, not_found
+from chalicelib.core.store.tables import BaseModel, global_model, regional
 
 
 class _BySlug(GlobalSecondaryIndex):

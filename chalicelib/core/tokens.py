@@ -31,8 +31,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from chalicelib.core import aws, clock
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import AUDIENCE, settings
-from chalicelib.core.errors import unauthorized
-from chalicelib.core.models import BaseModel, global_model
+from chalicelib.core.http.errors import unauthorized
+from chalicelib.core.store.tables import BaseModel, global_model
 
 ALGORITHM = "RS256"
 KEYRING_REFRESH_SECONDS = 60

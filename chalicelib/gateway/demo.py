@@ -20,7 +20,8 @@ from pynamodb.exceptions import DoesNotExist
 from chalicelib.core import aws
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
-from chalicelib.gateway import connectors, models, source_access, sync, sync_worker
+from chalicelib.gateway import models
+from chalicelib.gateway.ingest import connectors, source_access, sync, sync_worker
 
 FIRST = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Margaret", "Tim", "Radia", "Linus"]
 LAST = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson", "Hamilton", "Berners-Lee",

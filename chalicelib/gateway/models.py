@@ -5,7 +5,7 @@ from __future__ import annotations
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, LocalSecondaryIndex
 
-from chalicelib.core.models import BaseModel, regional
+from chalicelib.core.store.tables import BaseModel, regional
 
 
 class ConnectorAttrs(BaseModel):

@@ -14,8 +14,8 @@ import pyotp
 from chalicelib.core import clock
 from chalicelib.identity.account import api_tokens
 from chalicelib.identity.mfa import totp
-from chalicelib.identity.signin import password as signin
-from chalicelib.identity.signin import passwords
+from chalicelib.identity.signin import password_hashing as passwords
+from chalicelib.identity.signin import password_signin as signin
 
 
 def seed_signin_demo(user_id: str, email: str, workspace_id: str) -> dict[str, Any]:

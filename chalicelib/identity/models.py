@@ -19,7 +19,7 @@ from pynamodb.attributes import (
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
 from chalicelib.core import clock
-from chalicelib.core.models import BaseModel
+from chalicelib.core.store.tables import BaseModel
 
 # --- auth_state item kinds: pk = "<kind>#<key>" ------------------------------------------------------
 FLOW = "flow"  # flow#<flow kind>#<random>: WebAuthn challenges, SSO state, the app shell's PKCE verifier

@@ -9,9 +9,9 @@ from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.core import clock
-from chalicelib.core.errors import conflict
+from chalicelib.core.http.errors import conflict
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import global_connection, global_model
+from chalicelib.core.store.tables import global_connection, global_model
 from chalicelib.identity.models import EmailClaimAttrs, UserAttrs
 
 

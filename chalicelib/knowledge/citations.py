@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.knowledge.service import Hit
-from chalicelib.models.prompt import CITE_RE, analyse
+from chalicelib.llm.prompt import CITE_RE, analyse
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from chalicelib.models.registry import registry
+from chalicelib.llm.registry import registry
 
 WORDLLAMA = "builtin/wordllama"
 RRF_K = 60
@@ -54,7 +54,7 @@ def embed(model: str, region: str, texts: list[str]) -> np.ndarray:
         return np.zeros((0, 1), dtype=np.float32)
     if model == WORDLLAMA:
         return _unit(_wordllama().embed(texts))
-    from chalicelib.models import service  # noqa: PLC0415
+    from chalicelib.llm import service  # noqa: PLC0415
 
     spec = registry().get(model)
     assert spec is not None

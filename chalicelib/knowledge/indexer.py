@@ -10,7 +10,8 @@ import json
 from chalicelib.core import clock
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
-from chalicelib.gateway import catalog, storage
+from chalicelib.gateway import storage
+from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge import chunking, dense, lexical, store
 from chalicelib.knowledge.chunking import Chunk
 from chalicelib.knowledge.models import KIND_INDEX, knowledge

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from chalicelib.core.models import BaseModel, regional
+from chalicelib.core.store.tables import BaseModel, regional
 
 KIND_INDEX = "index#"
 KIND_DOC_ACL = "docacl#"

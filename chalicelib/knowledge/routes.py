@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.errors import validation_error
-from chalicelib.core.paging import check_params
-from chalicelib.core.validation import F, query_int, validate
-from chalicelib.core.web import Api, Ctx
+from chalicelib.core.http.api import Api, Ctx
+from chalicelib.core.http.errors import validation_error
+from chalicelib.core.http.paging import check_params
+from chalicelib.core.http.validation import F, query_int, validate
 
 api = Api("gateway")
 SEARCH_PARAMS = ("q", "k", "kind", "dataset_id")

@@ -20,10 +20,10 @@ import numpy as np
 
 from chalicelib.core import clock
 from chalicelib.core.authz import Principal, require
-from chalicelib.core.errors import not_found, validation_error
+from chalicelib.core.http.errors import not_found, validation_error
 from chalicelib.core.ids import is_id
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import catalog
+from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge import dense, indexer, lexical, store
 from chalicelib.knowledge.chunking import DATASET, DOCUMENT, Chunk
 from chalicelib.knowledge.models import KIND_DOC_ACL, knowledge

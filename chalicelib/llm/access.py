@@ -9,10 +9,10 @@ from pynamodb.exceptions import DoesNotExist
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import ROLE_VALUES, Principal
-from chalicelib.core.errors import validation_error
+from chalicelib.core.http.errors import validation_error
 from chalicelib.core.tenancy import region_of
-from chalicelib.models.models import model_access
-from chalicelib.models.registry import registry
+from chalicelib.llm.models import model_access
+from chalicelib.llm.registry import registry
 
 MAX_MODELS_PER_ROLE = 100
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pynamodb.attributes import UnicodeAttribute
 
-from chalicelib.core.models import BaseModel, regional
+from chalicelib.core.store.tables import BaseModel, regional
 
 
 class ModelAccessAttrs(BaseModel):

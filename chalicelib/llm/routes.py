@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.web import Api, Ctx
-from chalicelib.models import access, service
+from chalicelib.core.http.api import Api, Ctx
+from chalicelib.llm import access, service
 
 api = Api("platform")
 

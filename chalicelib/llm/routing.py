@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core.authz import Principal
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tenancy import region_of
-from chalicelib.models import access
-from chalicelib.models.registry import ModelSpec, Registry, registry
+from chalicelib.llm import access
+from chalicelib.llm.registry import ModelSpec, Registry, registry
 
 AUTO = "auto"
 

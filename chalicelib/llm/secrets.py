@@ -1,7 +1,7 @@
 """Provider API keys: stored only as KMS ciphertext (the region's ``data`` key, with the provider id in
 the encryption context), decrypted once per process when first used, never returned or logged.
 
-``python -m chalicelib.models.secrets <region> <provider id>`` reads a key on stdin and prints the
+``python -m chalicelib.llm.secrets <region> <provider id>`` reads a key on stdin and prints the
 ciphertext to put in the provider file.
 """
 from __future__ import annotations

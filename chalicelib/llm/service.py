@@ -11,11 +11,11 @@ from typing import Any
 
 from chalicelib.core.authz import Principal
 from chalicelib.core.tenancy import region_of
-from chalicelib.models import access, routing
-from chalicelib.models.prompt import Completion, Prompt
-from chalicelib.models.providers import bedrock, extractive, openai_http
-from chalicelib.models.registry import ModelSpec, registry
-from chalicelib.models.routing import Need, Routing
+from chalicelib.llm import access, routing
+from chalicelib.llm.prompt import Completion, Prompt
+from chalicelib.llm.providers import bedrock, extractive, openai_http
+from chalicelib.llm.registry import ModelSpec, registry
+from chalicelib.llm.routing import Need, Routing
 
 __all__ = ["Need", "Routing", "Prompt", "Completion", "route", "complete", "stream", "available", "embed"]
 

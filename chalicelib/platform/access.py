@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from chalicelib.core.authz import Principal
 from chalicelib.core.authz import mfa_used as authz_mfa_used
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 
 
 def require_user_token(principal: Principal) -> None:

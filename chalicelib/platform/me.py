@@ -10,7 +10,7 @@ from typing import Any
 
 from chalicelib.core.authz import Principal
 from chalicelib.core.tenancy import get_workspace, live_principal, workspaces_of
-from chalicelib.platform.workspaces import served_at, token_exchange_hint
+from chalicelib.platform.workspaces.service import served_at, token_exchange_hint
 
 
 def describe(principal: Principal) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 
-from chalicelib.core.models import BaseModel, global_model, regional
+from chalicelib.core.store.tables import BaseModel, global_model, regional
 
 INVITATION_PREFIX = "inv_"
 EMAIL_CLAIM_PREFIX = "email#"

@@ -4,11 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chalicelib.core import openapi
 from chalicelib.core.authz import AUTHENTICATED
 from chalicelib.core.config import settings
+from chalicelib.core.http import openapi
+from chalicelib.core.http.api import Api, Ctx
 from chalicelib.core.regions import GLOBAL
-from chalicelib.core.web import Api, Ctx
 from chalicelib.platform import me as me_service
 
 api = Api("platform")

@@ -10,10 +10,10 @@ from typing import Any
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core import audit
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.http.validation import F, validate
 from chalicelib.core.tenancy import region_of
-from chalicelib.core.validation import F, validate
-from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.identity.sso import connections as sso_config
 
 api = Api("platform")

@@ -26,15 +26,16 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from chalicelib.core import audit, aws, clock, queues
+from chalicelib.core import audit, aws, clock
 from chalicelib.core.authz import Principal, Role
-from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError, forbidden, not_found
+from chalicelib.core.http.errors import ApiError, forbidden, not_found
+from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
+from chalicelib.core.store import queues
+from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.tenancy import memberships, region_of, workspaces_of
-from chalicelib.core.validation import F, validate
 from chalicelib.residency import erasure
 from chalicelib.residency.models import (
     ACCESS_DEADLINE_SECONDS,

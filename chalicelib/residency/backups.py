@@ -16,8 +16,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import audit, aws, clock, paging
-from chalicelib.core.errors import not_found
+from chalicelib.core import audit, aws, clock
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import not_found
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 
-from chalicelib.core.models import BaseModel, global_model, regional
+from chalicelib.core.store.tables import BaseModel, global_model, regional
 
 BACKUP_RETENTION_DAYS = 35  # equal to infra.resources.BACKUP_RETENTION_DAYS (infra/ is not packaged; a test
 # keeps them and BACKED_UP_TABLES in step with the declaration)

@@ -21,10 +21,10 @@ import sys
 from typing import Any
 
 from chalicelib.core import aws
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import is_id
-from chalicelib.core.models import global_model
 from chalicelib.core.regions import RESIDENCIES, region_for
+from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import workspaces
 from chalicelib.residency import content
 

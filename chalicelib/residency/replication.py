@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.core import audit, aws, clock
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import DR_REGIONS, dr_copy_to, served_regions
 from chalicelib.core.tenancy import WorkspaceAttrs, workspaces

@@ -18,15 +18,17 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from chalicelib.core import audit, clock, paging, queues
+from chalicelib.core import audit, clock
 from chalicelib.core.authz import Principal
-from chalicelib.core.conditions import condition_failed
-from chalicelib.core.errors import ApiError, conflict, not_found
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError, conflict, not_found
+from chalicelib.core.http.validation import validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
+from chalicelib.core.store import queues
+from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.tenancy import region_of
-from chalicelib.core.validation import validate
-from chalicelib.gateway import catalog
+from chalicelib.gateway.catalog import service as catalog
 from chalicelib.residency import backups, content, erasure
 from chalicelib.residency.models import (
     FAILED,

@@ -8,8 +8,8 @@ from typing import Any
 
 from chalicelib.core import clock
 from chalicelib.core.logs import get_logger
-from chalicelib.core.models import global_model
 from chalicelib.core.regions import served_regions
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.signin.email_codes import EmailCodeAttrs
 from chalicelib.platform.models import invitations
 

@@ -7,8 +7,8 @@ from typing import Any
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core import audit
+from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.tenancy import region_of
-from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.residency import access_requests, backups, restore
 
 api = Api("platform")
@@ -16,7 +16,7 @@ api = Api("platform")
 
 @api.route("/v1/backups", ["POST"], permission="backups.manage")
 def create_backup(ctx: Ctx) -> Response:
-    from chalicelib.core.validation import validate  # noqa: PLC0415
+    from chalicelib.core.http.validation import validate  # noqa: PLC0415
 
     validate(ctx.json(required=False), {})
     user = ctx.user

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.core import queues
+from chalicelib.core.store import queues
 from chalicelib.core.tenancy import region_of
 from chalicelib.residency import access_requests, restore
 

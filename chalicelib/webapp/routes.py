@@ -10,8 +10,8 @@ from typing import Any
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.config import settings
-from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
-from chalicelib.core.web import JSON, Api, Ctx, json_response
+from chalicelib.core.http.api import JSON, Api, Ctx, json_response
+from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.identity.sso import http_client
 from chalicelib.webapp import pages, session, shell, upstream
 

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tokens import verifier
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.identity.sso import http_client

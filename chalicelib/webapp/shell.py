@@ -20,7 +20,7 @@ from pynamodb.exceptions import PutError
 
 from chalicelib.core import clock
 from chalicelib.core.config import settings
-from chalicelib.core.models import global_model
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import OAuthClientAttrs
 from chalicelib.identity.signin import flows
 from chalicelib.identity.sso import http_client

@@ -52,7 +52,7 @@ def retire_signing_keys(event: dict[str, Any]) -> dict[str, Any]:
 
 def expire_support_grants(event: dict[str, Any]) -> dict[str, Any]:
     """Every 5 minutes: write the audit event of each support access grant that has expired."""
-    from chalicelib.platform.support import expire_grants
+    from chalicelib.platform.support.service import expire_grants
 
     return expire_grants(event)
 
@@ -62,7 +62,7 @@ def audit_digest(event: dict[str, Any]) -> dict[str, Any]:
     deployment serves. Runs as its own function with its own role: the only one that may sign with the
     digest key or write the digest bucket (``.chalice/policy-audit-digest-<region>.json``)."""
     from chalicelib.core.regions import served_regions
-    from chalicelib.platform import audit_digests
+    from chalicelib.platform.audit import digests as audit_digests
 
     results = {region: audit_digests.run(region).as_dict() for region in served_regions()}
     tampered = {r: res["tampered"] for r, res in results.items() if res["tampered"]}
@@ -148,7 +148,7 @@ SCHEDULED: tuple[Scheduled, ...] = (
 
 def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     """Connector sync runs (``sync-jobs`` queue); the worker module loads duckdb only when it runs."""
-    from chalicelib.gateway import sync_worker
+    from chalicelib.gateway.ingest import sync_worker
 
     return sync_worker.handle(event)
 
@@ -163,7 +163,7 @@ def agent_runs(event: dict[str, Any]) -> dict[str, Any]:
 def audit_exports(event: dict[str, Any]) -> dict[str, Any]:
     """Audit exports (``audit-exports`` queue). Runs as its own function with its own role: the only one
     that may sign with the export key or write the archive (``.chalice/policy-audit-exports-<region>.json``)."""
-    from chalicelib.platform import audit_export
+    from chalicelib.platform.audit import export as audit_export
 
     return audit_export.handle(event)
 

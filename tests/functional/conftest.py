@@ -8,14 +8,15 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from chalicelib.core import aws, clock, models, tenancy, tokens
+from chalicelib.core import aws, clock, tenancy, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS
-from chalicelib.gateway import source_access
+from chalicelib.core.store import tables as models
+from chalicelib.gateway.ingest import source_access
 from chalicelib.identity import users
 from chalicelib.identity.oauth import signing
 from chalicelib.identity.oauth.signing import issue_access_token
-from chalicelib.platform.workspaces import create_workspace
+from chalicelib.platform.workspaces.service import create_workspace
 from infra.bootstrap import bootstrap_all, ensure_queues
 from infra.resources import BUCKETS, GLOBAL, QUEUES, TABLES
 

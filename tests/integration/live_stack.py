@@ -13,7 +13,8 @@ from chalice.config import Config
 from chalice.local import create_local_server
 from moto.server import ThreadedMotoServer
 
-from chalicelib.core import aws, models
+from chalicelib.core import aws
+from chalicelib.core.store import tables as models
 from chalicelib.groups import create_app
 from infra.bootstrap import bootstrap_all
 from tests.functional.conftest import reset_process_state

@@ -18,9 +18,10 @@ from urllib.parse import parse_qs
 
 from chalice import Chalice, Response
 
-from chalicelib.core import correlation, json_body
+from chalicelib.core import correlation
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
-from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
+from chalicelib.core.http import json_body
+from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import WORKSPACE, scoped
 from chalicelib.core.tenancy import ensure_served_here, live_principal, require_member

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 
 MAX_DEPTH = 64
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)

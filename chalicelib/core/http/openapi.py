@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from chalicelib.core.web import Response, json_response
+from chalicelib.core.http.api import Response, json_response
 
 
 @lru_cache(maxsize=8)

@@ -8,8 +8,8 @@ import base64
 import json
 from typing import Any
 
-from chalicelib.core.errors import validation_error
-from chalicelib.core.validation import query_int
+from chalicelib.core.http.errors import validation_error
+from chalicelib.core.http.validation import query_int
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200

@@ -12,8 +12,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, PutError
 
 from chalicelib.core import clock
-from chalicelib.core.errors import ApiError
-from chalicelib.core.models import BaseModel, regional
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.store.tables import BaseModel, regional
 
 TTL_SECONDS = 24 * 3600
 HEADER = "Idempotency-Key"

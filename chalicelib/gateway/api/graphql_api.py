@@ -45,9 +45,10 @@ from graphql import (
 )
 
 from chalicelib.core.authz import Principal, require
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
-from chalicelib.gateway import catalog, lineage, policies
+from chalicelib.gateway.catalog import lineage, policies
+from chalicelib.gateway.catalog import service as catalog
 
 log = get_logger("gateway.graphql")
 
@@ -115,7 +116,7 @@ def _principal(info: Any) -> Principal:
 
 
 def _connectors(_root: Any, info: Any, status: str | None = None, category: str | None = None) -> Any:
-    from chalicelib.gateway import connectors
+    from chalicelib.gateway.ingest import connectors
 
     return connectors.list_connectors(_principal(info), status=status, category=category)
 
@@ -148,7 +149,7 @@ def _policies(_root: Any, info: Any, scope: str | None = None) -> list[dict[str,
 
 
 def _sync_connector(_root: Any, info: Any, id: str, mode: str | None = None) -> dict[str, Any]:  # noqa: A002
-    from chalicelib.gateway import sync
+    from chalicelib.gateway.ingest import sync
 
     return sync.request_sync(_principal(info), id, mode=mode or "INCREMENTAL",
                              idempotency_key=info.context.get("idempotency_key"), caller=info.context.get("caller"))
@@ -175,9 +176,9 @@ ROOT_FIELDS: dict[tuple[str, str], tuple[tuple[str, str], Any]] = {
 
 def root_permission(type_name: str, field_name: str) -> str:
     """The permission a root field checks: its REST twin's, read from the route table."""
-    import chalicelib.gateway.read_routes  # noqa: F401, PLC0415 - the route table of the twins
-    import chalicelib.gateway.routes  # noqa: F401, PLC0415
-    from chalicelib.core.web import ROUTE_PERMISSIONS  # noqa: PLC0415
+    import chalicelib.gateway.api.read_routes  # noqa: F401, PLC0415 - the route table of the twins  # noqa: F401, PLC0415 - the route table of the twins
+    import chalicelib.gateway.api.routes  # noqa: F401, PLC0415  # noqa: F401, PLC0415
+    from chalicelib.core.http.api import ROUTE_PERMISSIONS  # noqa: PLC0415
 
     (method, path), _ = ROOT_FIELDS[(type_name, field_name)]
     permission = ROUTE_PERMISSIONS.get(("gateway", path, method), "")

@@ -10,12 +10,13 @@ from typing import Any
 
 from chalice import Response  # type: ignore[attr-defined]
 
-from chalicelib.core import openapi as openapi_doc
-from chalicelib.core import paging
-from chalicelib.core.errors import ApiError
-from chalicelib.core.validation import F, query_int, validate
-from chalicelib.core.web import Api, Ctx, authorize, json_response
-from chalicelib.gateway import catalog, lineage, policies
+from chalicelib.core.http import openapi as openapi_doc
+from chalicelib.core.http import paging
+from chalicelib.core.http.api import Api, Ctx, authorize, json_response
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.http.validation import F, query_int, validate
+from chalicelib.gateway.catalog import lineage, policies
+from chalicelib.gateway.catalog import service as catalog
 
 api = Api("gateway")
 
@@ -66,7 +67,7 @@ def get_lineage(ctx: Ctx, dataset_id: str) -> dict[str, Any]:
 
 @api.route("/v1/query", ["POST"], permission="knowledge.read")
 def federated_query(ctx: Ctx) -> dict[str, Any]:
-    from chalicelib.gateway import query
+    from chalicelib.gateway.query import service as query
 
     body = validate(ctx.json(), {"sql": F(str, required=True, min_len=1, max_len=query.MAX_SQL_CHARS),
                                  "limit": F(int, minimum=1, maximum=query.MAX_ROWS),
@@ -88,7 +89,7 @@ def openapi(ctx: Ctx) -> Response:
 
 
 def _sdl_response() -> Response:
-    from chalicelib.gateway.graphql_api import sdl
+    from chalicelib.gateway.api.graphql_api import sdl
 
     return Response(body=sdl(), status_code=200, headers={"Content-Type": "text/plain; charset=utf-8"})
 
@@ -139,7 +140,7 @@ def graphql_post(ctx: Ctx) -> Response:
 
 
 def _graphql_post(ctx: Ctx) -> Response:
-    from chalicelib.gateway import graphql_api as gql
+    from chalicelib.gateway.api import graphql_api as gql
 
     try:  # the REST path: live membership, enforce_mfa; each field then checks its own permission
         principal = authorize(ctx.header("authorization"), GRAPHQL_DOOR)

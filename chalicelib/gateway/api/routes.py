@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import idempotency, paging
-from chalicelib.core.validation import F, validate
-from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.gateway import connectors, sync
+from chalicelib.core.http import paging
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.validation import F, validate
+from chalicelib.core.store import idempotency
+from chalicelib.gateway.ingest import connectors, sync
 from chalicelib.gateway.vocabulary import INGESTION_MODES
 
 api = Api("gateway")
@@ -34,7 +35,7 @@ def create_connector(ctx: Ctx) -> Any:
 @api.route("/v1/connector-access", permission="connectors.manage")
 def connector_access(ctx: Ctx) -> Any:
     """What a role must trust for s3/dynamodb connectors: the platform principal and the ExternalId."""
-    from chalicelib.gateway import source_access
+    from chalicelib.gateway.ingest import source_access
 
     return source_access.setup(ctx.user.workspace_id)
 

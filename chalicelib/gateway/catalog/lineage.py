@@ -15,9 +15,10 @@ from typing import Any
 
 from chalicelib.core import clock
 from chalicelib.core.authz import Principal, require
-from chalicelib.core.errors import validation_error
+from chalicelib.core.http.errors import validation_error
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import catalog, models
+from chalicelib.gateway import models
+from chalicelib.gateway.catalog import service as catalog
 
 DEFAULT_DEPTH = 3
 MAX_DEPTH = 10

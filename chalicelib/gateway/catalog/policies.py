@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core.authz import Principal, require
-from chalicelib.core.errors import validation_error
+from chalicelib.core.http.errors import validation_error
 from chalicelib.core.regions import RESIDENCIES
 from chalicelib.core.tenancy import get_workspace
-from chalicelib.gateway import catalog
+from chalicelib.gateway.catalog import service as catalog
 
 SCOPES = ("ACL", "PII", "RESIDENCY")
 

@@ -27,22 +27,24 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import UpdateError
 
-from chalicelib.core import audit, clock, paging
+from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal, Role, require
-from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
 from chalicelib.core.durations import format_duration, parse_duration
-from chalicelib.core.errors import ApiError, not_found, validation_error
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError, not_found, validation_error
+from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import catalog_versions, models
+from chalicelib.gateway import models
+from chalicelib.gateway.catalog import versions as catalog_versions
 
 if TYPE_CHECKING:
-    from chalicelib.gateway.catalog_index import CatalogIndex
+    from chalicelib.gateway.catalog.index import CatalogIndex
 
 def _index_class() -> type[CatalogIndex]:
     """The search index, imported at the first snapshot: it needs NumPy, which a cold start should not load."""
-    from chalicelib.gateway.catalog_index import CatalogIndex
+    from chalicelib.gateway.catalog.index import CatalogIndex
 
     return CatalogIndex
 
@@ -188,7 +190,7 @@ def _order_key(rec: DatasetRecord) -> tuple[str, str]:
 def _full_load(region: str, workspace_id: str, version: int, now: float) -> Snapshot:
     stats.full_loads += 1
     records = [_index(to_record(i)) for i in models.datasets(region).query(workspace_id)]
-    from chalicelib.gateway.connectors import to_dict  # the one public shape of a connector
+    from chalicelib.gateway.ingest.connectors import to_dict  # the one public shape of a connector
 
     connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
     records.sort(key=_order_key)
@@ -224,7 +226,7 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
         by_name[rec.name.lower()] = rec
     connectors = dict(snap.connectors)
     if connector_ids:
-        from chalicelib.gateway.connectors import to_dict  # the one public shape of a connector
+        from chalicelib.gateway.ingest.connectors import to_dict  # the one public shape of a connector
 
         conn_cls = models.connectors(region)
         for connector_id in sorted(connector_ids):

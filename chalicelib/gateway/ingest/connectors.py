@@ -15,11 +15,13 @@ from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, UpdateError
 from chalicelib.core import audit, clock, tenancy
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal
-from chalicelib.core.errors import ApiError, conflict, not_found, validation_error
+from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
+from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.core.validation import F, validate
-from chalicelib.gateway import catalog, models, secrets, source_access, source_names
-from chalicelib.gateway.sources import SourceError, Src, module
+from chalicelib.gateway import models
+from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.ingest import secrets, source_access, source_names
+from chalicelib.gateway.ingest.sources import SourceError, Src, module
 from chalicelib.gateway.vocabulary import CATEGORIES, CATEGORY_OF_KIND, KINDS, STATUSES
 
 NAME_MAX = 120
@@ -94,7 +96,7 @@ def _public_config(kind: str, stored: dict[str, Any]) -> dict[str, Any]:
     secret_names = set(module(kind).SECRETS)
     out = {k: v for k, v in stored.items() if k not in secret_names}
     if isinstance(out.get("url"), str):
-        from chalicelib.gateway.sources.http_api import public_url  # noqa: PLC0415
+        from chalicelib.gateway.ingest.sources.http_api import public_url  # noqa: PLC0415
 
         out["url"] = public_url(out["url"])
     out["secrets_set"] = sorted(k for k in secret_names if k in stored)
@@ -299,7 +301,8 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
         item.delete(condition=cls.lock_owner.does_not_exist() | (cls.lock_expires_at < int(now)))
     except DeleteError:
         raise conflict("sync_in_progress", "A sync of this connector is running; delete it when it ends.") from None
-    from chalicelib.gateway import lineage_edges, storage  # noqa: PLC0415 - keeps list/get light
+    from chalicelib.gateway import storage
+    from chalicelib.gateway.catalog import lineage_edges  # noqa: PLC0415 - keeps list/get light
 
     removed_objects = 0
     if item.dataset_id:
@@ -323,7 +326,7 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
 
 def create_upload(principal: Principal, connector_id: str, body: Any, caller: Any) -> dict:
     """A presigned PUT URL for one document of a ``documents`` connector (409 for other kinds)."""
-    from chalicelib.gateway.sources import documents  # noqa: PLC0415
+    from chalicelib.gateway.ingest.sources import documents  # noqa: PLC0415
 
     body = validate(body, documents.UPLOAD_FIELDS)
     if not documents.FILENAME_RE.match(body["file_name"]):

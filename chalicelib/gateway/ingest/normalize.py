@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.gateway.classification import classify
+from chalicelib.gateway.ingest.classification import classify
 from chalicelib.gateway.vocabulary import DEFAULT_POLICY
 
 INT_RE = re.compile(r"^-?(?:0|[1-9]\d{0,17})$")

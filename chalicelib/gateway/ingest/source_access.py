@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.core import aws
 from chalicelib.core.config import settings
-from chalicelib.gateway.sources import SourceError, Src, aws_source_error
+from chalicelib.gateway.ingest.sources import SourceError, Src, aws_source_error
 
 ROLE_ARN_RE = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::(\d{12}):role/((?:[\w+=,.@-]+/)*)([\w+=,.@-]{1,64})$")
 SESSION_SECONDS = 3600  # the default MaxSessionDuration of a role; outlives a sync lease (900 s)

@@ -92,7 +92,7 @@ def table(value: Any, *, region: str, role_account: str | None) -> str:
 
 def role(value: Any, *, platform_account: str) -> str:
     """The role ARN, checked: a role of another account than the platform's."""
-    from chalicelib.gateway.source_access import ROLE_ARN_RE  # noqa: PLC0415
+    from chalicelib.gateway.ingest.source_access import ROLE_ARN_RE  # noqa: PLC0415
 
     if not isinstance(value, str):
         raise Refused("role_arn", "must be a string")

@@ -8,11 +8,14 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from chalicelib.core import audit, clock, correlation, idempotency, paging, queues, tenancy
+from chalicelib.core import audit, clock, correlation, tenancy
 from chalicelib.core.authz import Principal
-from chalicelib.core.errors import ApiError, not_found, validation_error
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.gateway import connectors, models
+from chalicelib.core.store import idempotency, queues
+from chalicelib.gateway import models
+from chalicelib.gateway.ingest import connectors
 from chalicelib.gateway.vocabulary import INGESTION_MODES, SYNC_STATUSES
 
 QUEUE = "sync-jobs"

@@ -29,14 +29,19 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.core import audit, clock, queues, tenancy
-from chalicelib.core import models as core_models
+from chalicelib.core import audit, clock, tenancy
 from chalicelib.core.audit import SYSTEM
-from chalicelib.core.conditions import cancellation_codes, item_condition_failed
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions
-from chalicelib.gateway import catalog, connectors, ingest, lineage_edges, models, normalize, storage
-from chalicelib.gateway.sources import SourceError, module
+from chalicelib.core.store import queues
+from chalicelib.core.store import tables as core_models
+from chalicelib.core.store.conditions import cancellation_codes, item_condition_failed
+from chalicelib.gateway import models, storage
+from chalicelib.gateway.catalog import lineage_edges
+from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.ingest import connectors, normalize
+from chalicelib.gateway.ingest import typed_rows as ingest
+from chalicelib.gateway.ingest.sources import SourceError, module
 from chalicelib.gateway.vocabulary import LINEAGE_CONNECTOR, LINEAGE_DATASET, highest_classification
 
 log = get_logger("gateway.sync")

@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.gateway import normalize, storage
-from chalicelib.gateway.sources import Batch, CsvFile, Record, RecordSpool, missing_key, resolve_columns
+from chalicelib.gateway import storage
+from chalicelib.gateway.ingest import normalize
+from chalicelib.gateway.ingest.sources import Batch, CsvFile, Record, RecordSpool, missing_key, resolve_columns
 from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 
 MEMORY_LIMIT = "160MB"  # DuckDB's share of the workers function's 512 MB; the rest spills to /tmp

@@ -42,24 +42,22 @@ import tempfile
 import uuid
 from typing import Any
 
-from chalicelib.core import clock, paging
+from chalicelib.core import clock
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.config import settings
 from chalicelib.core.durations import format_duration
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import (
-    catalog,
-    fieldpolicy,
-    lineage,
-    query_cache,
-    query_columns,
-    query_timer,
-    sql_errors,
-    storage,
-)
+from chalicelib.gateway import storage
+from chalicelib.gateway.catalog import fieldpolicy, lineage
+from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.query import cache as query_cache
+from chalicelib.gateway.query import columns as query_columns
+from chalicelib.gateway.query import sql_errors
+from chalicelib.gateway.query import timer as query_timer
 
 log = get_logger("gateway.query")
 

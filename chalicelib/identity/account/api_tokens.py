@@ -14,8 +14,8 @@ from pynamodb.exceptions import DoesNotExist
 from chalicelib.core import clock
 from chalicelib.core.authz import mfa_used
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError, not_found
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError, not_found
+from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.models import ApiTokenAttrs

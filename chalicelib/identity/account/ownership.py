@@ -8,7 +8,7 @@ tenant cannot weaken the account another tenant relies on.
 """
 from __future__ import annotations
 
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tenancy import workspaces_of
 from chalicelib.identity.sso import connections
 

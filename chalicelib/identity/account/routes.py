@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.errors import ApiError, not_found, validation_error
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.errors import ApiError, not_found, validation_error
+from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id
 from chalicelib.core.tenancy import workspaces_of
-from chalicelib.core.validation import F, validate
-from chalicelib.core.web import Api, Ctx, json_response
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.account import api_tokens
 from chalicelib.identity.mfa import factors as mfa
 from chalicelib.identity.mfa import recovery_codes, totp
-from chalicelib.identity.signin import lockout, password_rule, passwords, sessions
-from chalicelib.identity.signin import password as signin
+from chalicelib.identity.signin import lockout, sessions
+from chalicelib.identity.signin import password_hashing as passwords
+from chalicelib.identity.signin import password_policy as password_rule
+from chalicelib.identity.signin import password_signin as signin
 
 api = Api("identity")
 

@@ -11,8 +11,8 @@ import secrets
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock
-from chalicelib.core.conditions import condition_failed
-from chalicelib.core.models import global_model
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import RECOVERY_CODES, RecoveryCodesAttrs, state_key
 from chalicelib.identity.opaque import digest
 

@@ -17,10 +17,10 @@ import pyotp
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import aws, clock
-from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError, conflict
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError, conflict
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.mfa.recovery_codes import regenerate_recovery_codes
 from chalicelib.identity.models import TOTP, TotpStateAttrs, UserAttrs, state_key

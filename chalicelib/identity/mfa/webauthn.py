@@ -24,8 +24,8 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError, not_found
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError, not_found
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import CredentialAttrs, UserAttrs
 from chalicelib.identity.signin import flows
 

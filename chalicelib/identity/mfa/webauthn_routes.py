@@ -6,12 +6,12 @@ from typing import Any
 
 from chalice import Response  # type: ignore[attr-defined]
 
-from chalicelib.core.errors import ApiError
-from chalicelib.core.validation import F, validate
-from chalicelib.core.web import Api, Ctx, json_response
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.http.validation import F, validate
 from chalicelib.identity.mfa import webauthn as wa
 from chalicelib.identity.signin import lockout, sessions
-from chalicelib.identity.signin import password as signin
+from chalicelib.identity.signin import password_signin as signin
 from chalicelib.identity.signin.redirects import safe_return_to
 from chalicelib.identity.users import get_user
 

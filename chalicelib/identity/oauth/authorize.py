@@ -26,7 +26,7 @@ from chalicelib.core import clock
 from chalicelib.core.authz import mfa_used
 from chalicelib.core.config import settings
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import global_model
+from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import get_workspace, workspaces_of
 from chalicelib.identity.models import AUTH_CODE, CodeAttrs, OAuthClientAttrs, SessionAttrs, state_key
 from chalicelib.identity.oauth.clients import get_client

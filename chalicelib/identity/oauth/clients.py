@@ -13,7 +13,7 @@ from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.core import clock
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import global_model
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import OAuthClientAttrs
 from chalicelib.identity.oauth.errors import invalid_client, oauth_error
 

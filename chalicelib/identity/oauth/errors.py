@@ -12,7 +12,7 @@ from typing import Any
 
 from chalice import Response
 
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tenancy import endpoints_of
 
 # The error codes of RFC 6749 section 5.2, RFC 7009 section 2.2.1 and RFC 8693 section 2.2.2.

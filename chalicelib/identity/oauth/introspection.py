@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tokens import verifier
 from chalicelib.identity.models import OAuthClientAttrs
 from chalicelib.identity.oauth.errors import oauth_error

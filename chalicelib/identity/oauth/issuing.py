@@ -12,10 +12,10 @@ from pynamodb.exceptions import UpdateError
 
 from chalicelib.core import clock
 from chalicelib.core.authz import mfa_used
-from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import get_workspace, roles_for
 from chalicelib.core.tokens import current_epochs, is_revoked
 from chalicelib.identity import users as users_mod

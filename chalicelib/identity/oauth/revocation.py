@@ -14,8 +14,8 @@ from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.core import clock
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.store.tables import global_model
 from chalicelib.core.tokens import LEEWAY_SECONDS, revoke_key, verifier
 from chalicelib.identity.models import GRANT, REFRESH, FamilyAttrs, OAuthClientAttrs, RefreshAttrs, state_key
 from chalicelib.identity.oauth.clients import calling_client

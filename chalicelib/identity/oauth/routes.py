@@ -10,12 +10,12 @@ from typing import Any
 
 from chalice import Response
 
-from chalicelib.core import openapi
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http import openapi
+from chalicelib.core.http.api import FORM, JSON, REALM, Api, Ctx, json_response, missing_credentials
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tokens import bearer, verifier
-from chalicelib.core.web import FORM, JSON, REALM, Api, Ctx, json_response, missing_credentials
 from chalicelib.identity.oauth import authorize as authorize_mod
 from chalicelib.identity.oauth import discovery, introspection, revocation, token_endpoint
 from chalicelib.identity.oauth import logout as rp_logout

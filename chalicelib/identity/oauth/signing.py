@@ -20,7 +20,7 @@ from jose import jwk, jwt
 from chalicelib.core import aws, clock
 from chalicelib.core.config import AUDIENCE, settings
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import global_model
+from chalicelib.core.store.tables import global_model
 from chalicelib.core.tokens import ALGORITHM, LEEWAY_SECONDS, SigningKeyAttrs, current_epochs, published
 
 ACTIVE_KEY_RECHECK_SECONDS = 60

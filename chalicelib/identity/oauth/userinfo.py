@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tokens import verifier
 from chalicelib.identity import users as users_mod
 

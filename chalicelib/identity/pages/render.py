@@ -11,7 +11,7 @@ import html
 from pathlib import Path
 from string import Template
 
-from chalicelib.identity.signin import password_rule
+from chalicelib.identity.signin import password_policy as password_rule
 
 STATIC_DIR = Path(__file__).parent / "static"
 STATIC_FILES = {"signin.js": "text/javascript", "reset.js": "text/javascript", "account.js": "text/javascript", "webauthn.js": "text/javascript",

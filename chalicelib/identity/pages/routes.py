@@ -8,10 +8,10 @@ from urllib.parse import urlencode
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.api import Api, Ctx
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.http.validation import F, email, validate
 from chalicelib.core.tenancy import get_workspace, workspaces_of
-from chalicelib.core.validation import F, email, validate
-from chalicelib.core.web import Api, Ctx
 from chalicelib.identity.account import routes as account_routes
 from chalicelib.identity.mfa import factors as mfa
 from chalicelib.identity.mfa import webauthn

@@ -14,9 +14,9 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock, mail
-from chalicelib.core.conditions import condition_failed
-from chalicelib.core.errors import ApiError
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.models import EMAIL_CODE, EmailCodeAttrs, UserAttrs, state_key
 from chalicelib.identity.opaque import digest, numeric_code, same

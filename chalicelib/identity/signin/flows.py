@@ -16,7 +16,7 @@ from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.core import aws, clock
 from chalicelib.core.config import settings
-from chalicelib.core.models import global_model
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import FLOW, FlowAttrs, state_key
 
 

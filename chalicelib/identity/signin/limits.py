@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pynamodb.exceptions import UpdateError
 
 from chalicelib.core import clock
-from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import RateLimitAttrs
 from chalicelib.identity.opaque import digest
 

@@ -25,8 +25,8 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import audit, clock
-from chalicelib.core.conditions import condition_failed
-from chalicelib.core.models import global_model
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import workspaces_of
 from chalicelib.identity.models import LOCK, LockAttrs, state_key
 

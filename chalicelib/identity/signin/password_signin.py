@@ -20,14 +20,15 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock, mail
 from chalicelib.core.authz import mfa_used
-from chalicelib.core.conditions import condition_failed
-from chalicelib.core.errors import ApiError
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.mfa import factors as mfa
 from chalicelib.identity.models import PENDING_MFA, PendingAttrs, SessionAttrs, state_key
 from chalicelib.identity.opaque import digest, new_secret
-from chalicelib.identity.signin import lockout, mfa_gate, passwords, sessions
+from chalicelib.identity.signin import lockout, mfa_gate, sessions
+from chalicelib.identity.signin import password_hashing as passwords
 
 MFA_TOKEN_TTL_SECONDS = 5 * 60
 MFA_TOKEN_MAX_ATTEMPTS = 5

@@ -12,8 +12,8 @@ import time
 from urllib.parse import urlsplit
 
 from chalicelib.core.config import settings
-from chalicelib.core.errors import validation_error
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import validation_error
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import OAuthClientAttrs
 
 DEFAULT_PATH = "/account"

@@ -16,16 +16,18 @@ from urllib.parse import quote
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock, mail
-from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError, validation_error
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError, validation_error
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import global_model
 from chalicelib.core.tokens import bump_epoch
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.models import RESET, ResetAttrs, state_key
 from chalicelib.identity.opaque import digest, new_secret
-from chalicelib.identity.signin import lockout, password_rule, passwords, sessions
-from chalicelib.identity.signin.password import set_password_hash
+from chalicelib.identity.signin import lockout, sessions
+from chalicelib.identity.signin import password_hashing as passwords
+from chalicelib.identity.signin import password_policy as password_rule
+from chalicelib.identity.signin.password_signin import set_password_hash
 
 LINK_TTL_SECONDS = 30 * 60
 RESET_PATH = "/reset"

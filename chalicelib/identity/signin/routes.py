@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.validation import F, email, validate
-from chalicelib.core.web import Api, Ctx, json_response
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.validation import F, email, validate
 from chalicelib.identity.signin import email_codes, limits, reset, sessions
-from chalicelib.identity.signin import password as signin
+from chalicelib.identity.signin import password_signin as signin
 from chalicelib.identity.signin.redirects import safe_return_to
 
 api = Api("identity")

@@ -19,15 +19,15 @@ from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.core import clock
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import global_model
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import SessionAttrs
 from chalicelib.identity.oauth.revocation import revoke_session_tokens
 from chalicelib.identity.opaque import digest, new_secret
 
 if TYPE_CHECKING:  # routes pass their Ctx; this module only calls ctx.header()/ctx.request.method
-    from chalicelib.core.web import Ctx
+    from chalicelib.core.http.api import Ctx
 
 COOKIE_NAME = "aiplat_sid"
 SESSION_TTL_SECONDS = 12 * 3600

@@ -24,10 +24,10 @@ from typing import Any, Protocol
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from chalicelib.core import aws, clock
-from chalicelib.core.conditions import condition_failed
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError, conflict, not_found
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError, conflict, not_found
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import SsoConnectionAttrs
 from chalicelib.identity.sso import http_client
 

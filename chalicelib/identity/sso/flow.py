@@ -31,8 +31,8 @@ from pynamodb.exceptions import DoesNotExist, PutError
 
 from chalicelib.core import audit, clock
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import WorkspaceAttrs, get_workspace, membership, memberships, region_of, workspaces
 from chalicelib.identity.models import SsoConnectionAttrs, SubjectClaimAttrs, UserAttrs
 from chalicelib.identity.signin import flows, redirects

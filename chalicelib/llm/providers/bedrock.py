@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from chalicelib.core import aws
-from chalicelib.models.prompt import Completion, Prompt, estimate_tokens, prompt_tokens
-from chalicelib.models.providers.openai_http import ProviderError
-from chalicelib.models.registry import CROSS_REGION_PREFIXES, ModelSpec
+from chalicelib.llm.prompt import Completion, Prompt, estimate_tokens, prompt_tokens
+from chalicelib.llm.providers.openai_http import ProviderError
+from chalicelib.llm.registry import CROSS_REGION_PREFIXES, ModelSpec
 
 
 def request(spec: ModelSpec, region: str, prompt: Prompt) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from chalicelib.models.prompt import Completion, Passage, Prompt, estimate_tokens, prompt_tokens
+from chalicelib.llm.prompt import Completion, Passage, Prompt, estimate_tokens, prompt_tokens
 
 PREFIX = "Extractive answer (quoted from your sources, not generated):"
 NOTHING = "Extractive answer: nothing in the knowledge you may read matches this question."

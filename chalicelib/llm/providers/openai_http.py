@@ -10,9 +10,9 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-from chalicelib.models import secrets
-from chalicelib.models.prompt import Completion, Prompt, estimate_tokens, prompt_tokens
-from chalicelib.models.registry import ModelSpec
+from chalicelib.llm import secrets
+from chalicelib.llm.prompt import Completion, Prompt, estimate_tokens, prompt_tokens
+from chalicelib.llm.registry import ModelSpec
 
 TIMEOUT_S = 60
 

@@ -1,7 +1,7 @@
 """Audit verifier command.
 
-    python -m chalicelib.platform.audit_cli verify-export s3://<bucket>/exports/<ws>/<export_id>/
-    python -m chalicelib.platform.audit_cli verify-live <workspace_id>
+    python -m chalicelib.platform.audit.cli verify-export s3://<bucket>/exports/<ws>/<export_id>/
+    python -m chalicelib.platform.audit.cli verify-live <workspace_id>
 
 Prints a JSON report; exit status 0 when everything verifies, 1 when anything fails, 2 on usage errors.
 Uses the same AWS credentials/endpoint settings as the platform (``AWS_ENDPOINT_URL`` for LocalStack).
@@ -13,8 +13,8 @@ import json
 import logging
 import sys
 
-from chalicelib.core.errors import ApiError
-from chalicelib.platform import audit_export
+from chalicelib.core.http.errors import ApiError
+from chalicelib.platform.audit import export as audit_export
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,13 +28,14 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import audit, aws, clock, correlation, queues
-from chalicelib.core.errors import ApiError
+from chalicelib.core import audit, aws, clock, correlation
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import OPEN_REGIONS
-from chalicelib.platform import audit_digests
-from chalicelib.platform.audit_query import Filters, seq_bounds
+from chalicelib.core.store import queues
+from chalicelib.platform.audit import digests as audit_digests
+from chalicelib.platform.audit.query import Filters, seq_bounds
 
 log = get_logger("audit.export")
 

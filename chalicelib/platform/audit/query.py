@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.core import audit, paging
-from chalicelib.core.errors import validation_error
+from chalicelib.core import audit
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import validation_error
 
 PARAMS = ("from", "to", "action", "actor", "limit", "after")
 DEFAULT_LIMIT = 100

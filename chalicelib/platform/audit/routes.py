@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import paging
+from chalicelib.core.http import paging
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.validation import F, validate
 from chalicelib.core.tenancy import region_of
-from chalicelib.core.validation import F, validate
-from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.platform import audit_export, audit_query
-from chalicelib.platform.workspace_routes import actor_of
+from chalicelib.platform.audit import export as audit_export
+from chalicelib.platform.audit import query as audit_query
+from chalicelib.platform.workspaces.routes import actor_of
 
 api = Api("platform")
 

@@ -1,9 +1,9 @@
 """Operator command for provider support staff (``docs/operations.md``, "Support staff").
 
-    python -m chalicelib.platform.support_cli add <email> --name "Sam Support" [--location US] --by <you>
-    python -m chalicelib.platform.support_cli remove <email> --by <you>
-    python -m chalicelib.platform.support_cli list [--all]
-    python -m chalicelib.platform.support_cli history
+    python -m chalicelib.platform.support.cli add <email> --name "Sam Support" [--location US] --by <you>
+    python -m chalicelib.platform.support.cli remove <email> --by <you>
+    python -m chalicelib.platform.support.cli list [--all]
+    python -m chalicelib.platform.support.cli history
 
 Prints JSON on stdout; exit status 0 on success, 1 when the request cannot be done (unknown user, not
 registered, a broken history chain), 2 on usage errors. Uses the platform's AWS settings
@@ -17,7 +17,7 @@ import logging
 import sys
 from typing import Any
 
-from chalicelib.platform import support_staff
+from chalicelib.platform.support import staff as support_staff
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import paging
 from chalicelib.core.authz import AUTHENTICATED
+from chalicelib.core.http import paging
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.validation import validate
 from chalicelib.core.regions import PATH
 from chalicelib.core.tenancy import get_workspace
-from chalicelib.core.validation import validate
-from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.platform import audit_query, support
-from chalicelib.platform.workspace_routes import actor_of
-from chalicelib.platform.workspaces import to_public
+from chalicelib.platform.audit import query as audit_query
+from chalicelib.platform.support import service as support
+from chalicelib.platform.workspaces.routes import actor_of
+from chalicelib.platform.workspaces.service import to_public
 
 api = Api("platform")
 

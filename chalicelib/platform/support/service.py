@@ -16,14 +16,15 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from chalicelib.core import audit, clock, paging
+from chalicelib.core import audit, clock
 from chalicelib.core.authz import Principal
 from chalicelib.core.durations import duration_check, parse_duration
-from chalicelib.core.errors import ApiError, conflict, not_found
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError, conflict, not_found
+from chalicelib.core.http.validation import F, email
 from chalicelib.core.ids import new_id
 from chalicelib.core.regions import served_regions
 from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
-from chalicelib.core.validation import F, email
 from chalicelib.identity import users
 from chalicelib.platform.access import mfa_used, require_user_token
 from chalicelib.platform.models import SupportGrantAttrs, support_grants, support_staff

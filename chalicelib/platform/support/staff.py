@@ -16,8 +16,8 @@ from pynamodb.exceptions import DoesNotExist
 from chalicelib.core import audit, aws, clock
 from chalicelib.core.config import settings
 from chalicelib.identity import users
-from chalicelib.platform import support
 from chalicelib.platform.models import support_staff
+from chalicelib.platform.support import service as support
 
 OPERATOR_CHAIN = "operators"  # never a workspace id (those start with "ws_")
 

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import idempotency, paging
 from chalicelib.core.authz import AUTHENTICATED
+from chalicelib.core.http import paging
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.validation import validate
 from chalicelib.core.regions import GLOBAL
+from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import region_of
-from chalicelib.core.validation import validate
-from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.platform import invitations
 from chalicelib.platform.access import require_user_token
-from chalicelib.platform.workspace_routes import actor_of, replayed_header
+from chalicelib.platform.workspaces import invitations
+from chalicelib.platform.workspaces.routes import actor_of, replayed_header
 
 api = Api("platform")
 

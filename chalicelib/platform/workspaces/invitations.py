@@ -14,16 +14,16 @@ from typing import Any
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.core import audit, clock, mail, paging
+from chalicelib.core import audit, clock, mail
 from chalicelib.core.authz import ROLE_VALUES, Principal
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError, conflict, not_found
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError, conflict, not_found
+from chalicelib.core.http.validation import F, email
 from chalicelib.core.ids import new_id
-from chalicelib.core.models import connection
+from chalicelib.core.store.tables import connection
 from chalicelib.core.tenancy import get_workspace, membership, region_of
-from chalicelib.core.validation import F, email
 from chalicelib.identity import users
-from chalicelib.platform import members
 from chalicelib.platform.models import (
     EMAIL_CLAIM_PREFIX,
     INVITATION_PREFIX,
@@ -31,7 +31,8 @@ from chalicelib.platform.models import (
     invitation_claims,
     invitations,
 )
-from chalicelib.platform.workspaces import adjust_member_count, token_exchange_hint
+from chalicelib.platform.workspaces import members
+from chalicelib.platform.workspaces.service import adjust_member_count, token_exchange_hint
 
 INVITATION_TTL_SECONDS = 7 * 24 * 3600
 CREATE_FIELDS = {"email": F(str, required=True, max_len=254, check=email),

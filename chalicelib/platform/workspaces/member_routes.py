@@ -5,11 +5,11 @@ from typing import Any
 
 from chalice import Response
 
-from chalicelib.core import paging
-from chalicelib.core.validation import validate
-from chalicelib.core.web import Api, Ctx
-from chalicelib.platform import members
-from chalicelib.platform.workspace_routes import actor_of
+from chalicelib.core.http import paging
+from chalicelib.core.http.api import Api, Ctx
+from chalicelib.core.http.validation import validate
+from chalicelib.platform.workspaces import members
+from chalicelib.platform.workspaces.routes import actor_of
 
 api = Api("platform")
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core import audit
-from chalicelib.core.errors import not_found
+from chalicelib.core.http.api import Api, Ctx
+from chalicelib.core.http.errors import not_found
+from chalicelib.core.http.validation import validate
 from chalicelib.core.ids import is_id
 from chalicelib.core.tenancy import membership, region_of
 from chalicelib.core.tokens import bump_epoch
-from chalicelib.core.validation import validate
-from chalicelib.core.web import Api, Ctx
 from chalicelib.identity.account.ownership import require_owner
 from chalicelib.identity.mfa import factors as mfa
 from chalicelib.identity.signin import lockout

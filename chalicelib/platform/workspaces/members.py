@@ -11,13 +11,14 @@ from typing import Any
 from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.core import audit, clock, paging
+from chalicelib.core import audit, clock
 from chalicelib.core.authz import ROLE_VALUES, Role
-from chalicelib.core.errors import ApiError, conflict, not_found
-from chalicelib.core.models import connection
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError, conflict, not_found
+from chalicelib.core.http.validation import F
+from chalicelib.core.store.tables import connection
 from chalicelib.core.tenancy import MembershipAttrs, memberships, region_of
-from chalicelib.core.validation import F
-from chalicelib.platform.workspaces import adjust_member_count
+from chalicelib.platform.workspaces.service import adjust_member_count
 
 ROLE_FIELDS = {"role": F(str, required=True, enum=ROLE_VALUES)}
 MAX_TX_ATTEMPTS = 3

@@ -3,16 +3,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import idempotency, paging
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import AUTHENTICATED
+from chalicelib.core.http import paging
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.validation import validate
 from chalicelib.core.regions import GLOBAL, region_for
+from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import get_workspace
-from chalicelib.core.validation import validate
-from chalicelib.core.web import Api, Ctx, json_response
-from chalicelib.platform import domain_join
-from chalicelib.platform import workspaces as svc
 from chalicelib.platform.access import require_user_token
+from chalicelib.platform.workspaces import domain_join
+from chalicelib.platform.workspaces import service as svc
 
 api = Api("platform")
 

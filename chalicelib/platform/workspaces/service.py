@@ -17,17 +17,18 @@ from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.core import audit, clock, paging
+from chalicelib.core import audit, clock
 from chalicelib.core.authz import Role, mfa_used
 from chalicelib.core.config import settings
 from chalicelib.core.durations import duration_check
-from chalicelib.core.errors import ApiError, validation_error
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError, validation_error
+from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
-from chalicelib.core.models import BaseModel, global_connection, global_model
 from chalicelib.core.regions import DR_REGIONS, endpoints, region_for
+from chalicelib.core.store.tables import BaseModel, global_connection, global_model
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
-from chalicelib.core.validation import F, validate
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 from chalicelib.residency import replication
 

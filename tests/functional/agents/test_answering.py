@@ -19,8 +19,8 @@ import pytest
 from chalicelib.core.config import settings
 from chalicelib.gateway import demo
 from chalicelib.gateway import models as gw_models
-from chalicelib.gateway.catalog import invalidate
-from chalicelib.models.registry import registry
+from chalicelib.gateway.catalog.service import invalidate
+from chalicelib.llm.registry import registry
 from tests.functional.agents.helpers import create_agent, deliver, get_run, member, platform_client, run_once, start_run
 from tests.functional.conftest import Tenant
 

@@ -12,7 +12,7 @@ import pytest
 
 from chalicelib.agents import definitions, models, plan_schema
 from chalicelib.agents.tools import TOOL_NAMES
-from chalicelib.core.openapi import load
+from chalicelib.core.http.openapi import load
 from tests.functional.agents.helpers import member, platform_client
 from tests.functional.conftest import Tenant
 from tests.functional.platform.helpers import call

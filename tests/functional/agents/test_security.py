@@ -9,7 +9,7 @@ import pytest
 from chalicelib.agents import models
 from chalicelib.gateway import demo
 from chalicelib.gateway import models as gw_models
-from chalicelib.gateway.catalog import invalidate
+from chalicelib.gateway.catalog.service import invalidate
 from tests.functional.agents.helpers import (
     DEMO_PLAN_AGENT,
     QUEUE,

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from chalicelib.agents import models, reaper, worker
-from chalicelib.core import audit, aws, clock, queues
+from chalicelib.core import audit, aws, clock
+from chalicelib.core.store import queues
 from chalicelib.gateway import demo
 from tests.functional.agents.helpers import (
     QUEUE,

@@ -13,7 +13,7 @@ from chalicelib.core import aws
 from chalicelib.core.config import settings
 from chalicelib.groups import create_app
 from chalicelib.knowledge import indexer
-from chalicelib.models.registry import registry
+from chalicelib.llm.registry import registry
 from tests.functional.conftest import Tenant, bearer
 from tests.functional.gateway.data import Caller, field, token_for
 from tests.functional.knowledge.helpers import put_keyed

@@ -9,8 +9,8 @@ import pytest
 
 from chalicelib.chat.models import chats, usage
 from chalicelib.core import audit
-from chalicelib.core.idempotency import IdempotencyAttrs
-from chalicelib.core.models import regional
+from chalicelib.core.store.idempotency import IdempotencyAttrs
+from chalicelib.core.store.tables import regional
 from chalicelib.gateway import models as gw_models
 from tests.functional.chat import helpers
 from tests.functional.chat.helpers import ask, post

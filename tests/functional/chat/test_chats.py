@@ -12,7 +12,7 @@ from chalice.test import Client
 from chalicelib.core import audit
 from chalicelib.groups import create_app
 from chalicelib.knowledge import store
-from chalicelib.models.registry import EXTRACTIVE_ID
+from chalicelib.llm.registry import EXTRACTIVE_ID
 from tests.functional.chat import helpers
 from tests.functional.chat.helpers import MASKED_EMAIL, SECRET_TEXT, ask, post
 from tests.functional.conftest import Tenant, bearer

@@ -11,7 +11,7 @@ from chalicelib.chat import service
 from chalicelib.chat.models import chats
 from chalicelib.core import clock, tenancy
 from chalicelib.core.authz import Principal
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.workers import jobs
 from tests.functional.chat import helpers
 from tests.functional.chat.helpers import ask

@@ -20,7 +20,7 @@ from chalice.test import Client
 from chalicelib.core import clock
 from chalicelib.core.authz import AUTHENTICATED, PERMISSIONS
 from chalicelib.core.tenancy import get_workspace, memberships
-from chalicelib.gateway import graphql_api
+from chalicelib.gateway.api import graphql_api
 from chalicelib.groups import GROUPS, HTTP_GROUPS, create_app
 from chalicelib.identity import users
 from chalicelib.identity.oauth.signing import issue_access_token

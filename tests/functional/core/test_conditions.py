@@ -6,9 +6,9 @@ import pytest
 from pynamodb.exceptions import GetError, PutError, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.core.conditions import cancellation_codes, condition_failed, item_condition_failed
-from chalicelib.core.idempotency import IdempotencyAttrs
-from chalicelib.core.models import connection, regional
+from chalicelib.core.store.conditions import cancellation_codes, condition_failed, item_condition_failed
+from chalicelib.core.store.idempotency import IdempotencyAttrs
+from chalicelib.core.store.tables import connection, regional
 
 REGION = "us-east-1"
 

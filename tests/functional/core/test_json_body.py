@@ -10,9 +10,9 @@ import re
 import pytest
 from chalice.test import Client
 
-from chalicelib.core import json_body
-from chalicelib.core.errors import PROBLEM_CONTENT_TYPE, ApiError
-from chalicelib.core.web import JSON
+from chalicelib.core.http import json_body
+from chalicelib.core.http.api import JSON
+from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.groups import GROUPS, create_app
 from tests.functional.conftest import Tenant, bearer
 

@@ -9,7 +9,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core.config import settings
-from chalicelib.core.web import ROUTE_PERMISSIONS
+from chalicelib.core.http.api import ROUTE_PERMISSIONS
 from chalicelib.groups import create_app
 
 METHODS = {"get", "post", "put", "patch", "delete"}

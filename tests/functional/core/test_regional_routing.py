@@ -16,11 +16,12 @@ import botocore.session
 import pytest
 from chalice.test import Client
 
-from chalicelib.core import aws, models
+from chalicelib.core import aws
 from chalicelib.core.config import settings
+from chalicelib.core.http.api import ROUTE_PERMISSIONS
 from chalicelib.core.regions import GLOBAL, RegionPinned
+from chalicelib.core.store import tables as models
 from chalicelib.core.tenancy import MembershipAttrs
-from chalicelib.core.web import ROUTE_PERMISSIONS
 from chalicelib.groups import create_app
 from infra.resources import GLOBAL as GLOBAL_SCOPE
 from infra.resources import TABLES
@@ -301,7 +302,7 @@ def test_every_route_has_a_known_scope() -> None:
 
 def test_workers_do_only_their_regions_work(tenants: Tenants, recorder: Recorder, pin: Any) -> None:
     from chalicelib.core.ids import new_id
-    from chalicelib.gateway import sync_worker
+    from chalicelib.gateway.ingest import sync_worker
     from chalicelib.workers import jobs
 
     pin(EU)

@@ -7,7 +7,7 @@ import logging
 import pytest
 from chalice.test import Client
 
-from chalicelib.core.web import ROUTE_PERMISSIONS
+from chalicelib.core.http.api import ROUTE_PERMISSIONS
 from chalicelib.groups import GROUPS, create_app
 from tests.functional.conftest import Tenant, bearer
 

@@ -15,7 +15,9 @@ from chalice.test import Client
 from chalicelib.core import aws, clock
 from chalicelib.core.ids import new_id
 from chalicelib.core.tenancy import memberships, region_of
-from chalicelib.gateway import catalog, lineage, models
+from chalicelib.gateway import models
+from chalicelib.gateway.catalog import lineage
+from chalicelib.gateway.catalog import service as catalog
 from chalicelib.groups import create_app
 from chalicelib.identity import users
 from chalicelib.identity.oauth.signing import issue_access_token

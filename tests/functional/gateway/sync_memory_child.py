@@ -42,7 +42,7 @@ def main(rows: int) -> dict:
                        "RESOURCE_PREFIX": "aiplat-memtest"})
     import duckdb  # noqa: F401
 
-    from chalicelib.gateway import sync_worker  # noqa: F401
+    from chalicelib.gateway.ingest import sync_worker  # noqa: F401
 
     base = rss_mb()
     import boto3
@@ -51,10 +51,11 @@ def main(rows: int) -> dict:
     from chalicelib.core import aws
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
-    from chalicelib.gateway import connectors, storage, sync
+    from chalicelib.gateway import storage
+    from chalicelib.gateway.ingest import connectors, sync
     from chalicelib.identity import users
     from chalicelib.knowledge import indexer
-    from chalicelib.platform.workspaces import create_workspace
+    from chalicelib.platform.workspaces.service import create_workspace
     from infra.bootstrap import bootstrap_global, bootstrap_region
 
     logging.disable(logging.CRITICAL)

@@ -12,7 +12,9 @@ from botocore.client import BaseClient
 
 from chalicelib.core import aws
 from chalicelib.core.authz import Principal
-from chalicelib.gateway import catalog, catalog_versions, models
+from chalicelib.gateway import models
+from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.catalog import versions as catalog_versions
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.data import field, put_dataset
 

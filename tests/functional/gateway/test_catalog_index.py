@@ -13,7 +13,10 @@ import pytest
 from chalicelib.core import clock
 from chalicelib.core.authz import Principal
 from chalicelib.core.ids import new_id
-from chalicelib.gateway import catalog, catalog_index, catalog_versions, models
+from chalicelib.gateway import models
+from chalicelib.gateway.catalog import index as catalog_index
+from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.catalog import versions as catalog_versions
 from tests.functional.conftest import Tenant
 
 WORDS = ["orders", "Orders", "customer", "cust", "tickets", "invoice", "évents", "ßtraße", "a", "0", "x_1", "rde"]

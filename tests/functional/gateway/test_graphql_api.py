@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from chalicelib.core import clock
-from chalicelib.gateway import graphql_api
+from chalicelib.gateway.api import graphql_api
 from tests.functional.conftest import Tenant, bearer, make_tenant
 from tests.functional.gateway.data import World, build_world, field, get, post, put_dataset
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from graphql import build_client_schema, print_schema
 
-from chalicelib.gateway import graphql_api
+from chalicelib.gateway.api import graphql_api
 from tests.functional.conftest import Tenant, bearer
 from tests.functional.gateway.data import World, build_world
 

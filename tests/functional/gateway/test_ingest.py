@@ -10,8 +10,9 @@ import tempfile
 import duckdb
 import pytest
 
-from chalicelib.gateway import ingest, storage
-from chalicelib.gateway.sources import s3_objects
+from chalicelib.gateway import storage
+from chalicelib.gateway.ingest import typed_rows as ingest
+from chalicelib.gateway.ingest.sources import s3_objects
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, dataset, drain, new_bucket, put
 

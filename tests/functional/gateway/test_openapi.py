@@ -8,8 +8,8 @@ import sys
 
 from chalice.test import Client
 
-from chalicelib.core.web import ROUTE_PERMISSIONS
-from chalicelib.gateway.read_routes import OPENAPI_PATH
+from chalicelib.core.http.api import ROUTE_PERMISSIONS
+from chalicelib.gateway.api.read_routes import OPENAPI_PATH
 from chalicelib.groups import create_app
 from tests.functional.core.test_openapi import refs
 

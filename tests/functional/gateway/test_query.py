@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from chalicelib.gateway import query as query_mod
+from chalicelib.gateway.query import service as query_mod
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.data import World, build_world, query
 

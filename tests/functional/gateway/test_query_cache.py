@@ -12,8 +12,12 @@ import pytest
 
 from chalicelib.core import clock
 from chalicelib.core.tenancy import memberships
-from chalicelib.gateway import catalog, fieldpolicy, models, query_cache, query_columns
-from chalicelib.gateway import query as query_mod
+from chalicelib.gateway import models
+from chalicelib.gateway.catalog import fieldpolicy
+from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.query import cache as query_cache
+from chalicelib.gateway.query import columns as query_columns
+from chalicelib.gateway.query import service as query_mod
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.data import (
     CUSTOMER_FIELDS,

@@ -10,7 +10,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core import audit, aws
-from chalicelib.gateway import fieldpolicy, lineage
+from chalicelib.gateway.catalog import fieldpolicy, lineage
 from chalicelib.groups import create_app
 from tests.functional.conftest import Tenant, bearer, make_tenant
 from tests.functional.gateway.data import World, build_world, field, get, post, put_dataset, query
@@ -216,7 +216,7 @@ def test_query_row_limit_time_limit_and_body_validation(world: World) -> None:
     assert body["truncated"] is True
     assert query(world, "SELECT 1", limit=10_001)[0] == 400
     assert query(world, "SELECT 1", extra_field=1)[0] == 400
-    from chalicelib.gateway import query as q
+    from chalicelib.gateway.query import service as q
 
     with pytest.raises(Exception) as err:
         q.run(q_principal(world), "SELECT count(*) FROM range(100000000000) a", time_limit=0.2)
@@ -312,7 +312,8 @@ def test_eu_workspace_query_reads_only_eu_central_objects(stack: None) -> None:
 
 def test_empty_and_drifted_datasets_and_admins_under_policies(world: World) -> None:
     ws, region = world.tenant.workspace_id, world.tenant.region
-    from chalicelib.gateway import catalog, models
+    from chalicelib.gateway import models
+    from chalicelib.gateway.catalog import service as catalog
 
     empty = put_dataset(ws, region, "empty_one", [field("id", "INTEGER"), field("email", "STRING", "PII", "MASK")], [])
     models.datasets(region)(ws, empty).update(actions=[models.DatasetAttrs.data_prefix.set(None)])

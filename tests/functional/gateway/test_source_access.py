@@ -15,9 +15,10 @@ from moto.core import set_initial_no_auth_action_count
 
 from chalicelib.core import aws
 from chalicelib.core.config import settings
-from chalicelib.gateway import models, source_access
-from chalicelib.gateway.sources import SourceError, Src
-from chalicelib.gateway.sources.http_api import check_address, public_url
+from chalicelib.gateway import models
+from chalicelib.gateway.ingest import source_access
+from chalicelib.gateway.ingest.sources import SourceError, Src
+from chalicelib.gateway.ingest.sources.http_api import check_address, public_url
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.gateway.sync_helpers import (
     READER_ROLE,

@@ -86,7 +86,7 @@ def test_dynamodb_full_scan_uses_change_hash_and_sees_deletes(tenant: Tenant) ->
 
 def test_dynamodb_records_are_spooled_in_bounded_batches(tenant: Tenant, monkeypatch) -> None:
     """The reader holds at most ``SPOOL_BATCH`` records in memory; the spool file is gone after the sync."""
-    from chalicelib.gateway import sources
+    from chalicelib.gateway.ingest import sources
 
     monkeypatch.setattr(sources, "SPOOL_BATCH", 2)
     held: list[int] = []

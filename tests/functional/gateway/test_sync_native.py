@@ -75,7 +75,7 @@ def test_primary_keys_and_errors_match_the_row_by_row_reader(tenant: Tenant) -> 
 
 
 def test_a_type_sniffed_from_the_first_rows_still_widens_on_a_later_value(tenant: Tenant) -> None:
-    from chalicelib.gateway import ingest
+    from chalicelib.gateway.ingest import typed_rows as ingest
 
     n = ingest.SNIFF_ROWS + 50
     lines = ["id,a,b,c,d"] + [f"{i},{i},{i},2024-01-{i % 28 + 1:02d},{i}" for i in range(n - 1)]

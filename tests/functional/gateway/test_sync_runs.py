@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chalicelib.core import aws, clock
 from chalicelib.gateway import storage
-from chalicelib.gateway.sources import s3_objects
+from chalicelib.gateway.ingest.sources import s3_objects
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.gateway.sync_helpers import (
     QUEUE,

@@ -221,7 +221,7 @@ def test_crashed_worker_is_redelivered_without_loss_or_duplicates(tenant: Tenant
 
 
 def test_a_field_policy_set_during_the_commit_is_merged_not_lost(tenant: Tenant, monkeypatch) -> None:
-    from chalicelib.gateway import sync_worker
+    from chalicelib.gateway.ingest import sync_worker
 
     bucket = new_bucket(tenant.region)
     put(tenant.region, bucket, "p/1.csv", "id,email\n1,a@example.com\n")

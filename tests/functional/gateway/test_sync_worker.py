@@ -6,8 +6,9 @@ import json
 import requests
 
 from chalicelib.core import audit, aws
-from chalicelib.gateway import models, sync_worker
-from chalicelib.gateway.sources import s3_objects
+from chalicelib.gateway import models
+from chalicelib.gateway.ingest import sync_worker
+from chalicelib.gateway.ingest.sources import s3_objects
 from infra.resources import TABLES
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.gateway.sync_helpers import (

@@ -10,8 +10,8 @@ import pyotp
 from chalicelib.core import clock
 from chalicelib.identity import users
 from chalicelib.identity.mfa import totp as totp_factor
-from chalicelib.identity.signin import password as signin
-from chalicelib.identity.signin import passwords
+from chalicelib.identity.signin import password_hashing as passwords
+from chalicelib.identity.signin import password_signin as signin
 
 JSON_HEADERS = {"Content-Type": "application/json", "X-Requested-With": "test"}
 PASSWORD = "correct horse battery staple"

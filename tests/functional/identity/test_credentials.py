@@ -6,7 +6,7 @@ from urllib.parse import parse_qs, urlsplit
 from chalice.test import Client
 
 from chalicelib.core import clock
-from chalicelib.core.models import global_model
+from chalicelib.core.store.tables import global_model
 from chalicelib.groups import create_app
 from chalicelib.identity import users
 from chalicelib.identity.mfa import recovery_codes, totp

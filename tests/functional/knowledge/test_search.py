@@ -9,7 +9,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core import aws
-from chalicelib.gateway import catalog
+from chalicelib.gateway.catalog import service as catalog
 from chalicelib.groups import create_app
 from chalicelib.knowledge import indexer, service, store
 from tests.functional.conftest import Tenant, bearer

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from chalicelib.core import aws
 from chalicelib.core.authz import Principal
-from chalicelib.gateway import connectors, models, sync, sync_worker
-from chalicelib.gateway.sources import documents
+from chalicelib.gateway import models
+from chalicelib.gateway.ingest import connectors, sync, sync_worker
+from chalicelib.gateway.ingest.sources import documents
 from chalicelib.knowledge import service, store
 from tests.functional.conftest import Tenant
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.models import secrets
+from chalicelib.llm import secrets
 from tests.functional.chat import helpers
 from tests.functional.chat.helpers import ask, post
 from tests.functional.conftest import Tenant, bearer, make_tenant

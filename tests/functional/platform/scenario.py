@@ -7,16 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core import aws, clock
+from chalicelib.core.http.api import ROUTE_PERMISSIONS
 from chalicelib.core.regions import OPEN_REGIONS
-from chalicelib.core.web import ROUTE_PERMISSIONS
-from chalicelib.platform import support
+from chalicelib.platform.support import service as support
 from infra.resources import BUCKETS, GLOBAL, TABLES
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.platform.helpers import User, add_member, user_token
 
-OWNED_MODULES = ("chalicelib.platform.routes", "chalicelib.platform.workspace_routes",
-                 "chalicelib.platform.member_routes", "chalicelib.platform.invitation_routes",
-                 "chalicelib.platform.audit_routes", "chalicelib.platform.support_routes")
+OWNED_MODULES = ("chalicelib.platform.routes", "chalicelib.platform.workspaces.routes",
+                 "chalicelib.platform.workspaces.member_routes", "chalicelib.platform.workspaces.invitation_routes",
+                 "chalicelib.platform.audit.routes", "chalicelib.platform.support.routes")
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Scenario:
 def build() -> Scenario:
     from chalicelib.core.audit import Actor
     from chalicelib.core.tenancy import get_workspace
-    from chalicelib.platform import invitations
+    from chalicelib.platform.workspaces import invitations
 
     a = make_tenant("alice@acme.test", "us-east", "Acme")
     member = add_member(a.workspace_id, "mike@acme.test", "member")

@@ -19,7 +19,9 @@ from chalice.test import Client
 
 from chalicelib.core import audit, aws, clock
 from chalicelib.groups import create_app
-from chalicelib.platform import audit_cli, audit_digests, audit_export
+from chalicelib.platform.audit import cli as audit_cli
+from chalicelib.platform.audit import digests as audit_digests
+from chalicelib.platform.audit import export as audit_export
 from tests.functional.conftest import Tenant
 from tests.functional.platform.audit_jobs import run_digest_job, run_export_job
 from tests.functional.platform.helpers import call

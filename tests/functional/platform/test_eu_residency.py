@@ -11,7 +11,7 @@ from chalicelib.core import aws
 from chalicelib.groups import create_app
 from chalicelib.identity import users
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
-from chalicelib.platform import support
+from chalicelib.platform.support import service as support
 from infra.resources import BUCKETS, GLOBAL, REGIONAL, TABLES
 from tests.functional.conftest import Tenant, make_tenant, stored_items
 from tests.functional.platform.audit_jobs import run_digest_job, run_export_job

@@ -13,7 +13,7 @@ from chalicelib.core.config import settings
 from chalicelib.core.tenancy import get_workspace, membership
 from chalicelib.groups import create_app
 from chalicelib.identity import users
-from chalicelib.platform import members as members_svc
+from chalicelib.platform.workspaces import members as members_svc
 from tests.functional.conftest import Tenant
 from tests.functional.platform.helpers import add_member, call, user_token
 

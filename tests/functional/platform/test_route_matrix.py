@@ -6,7 +6,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core.authz import PERMISSIONS
-from chalicelib.core.web import ROUTE_PERMISSIONS
+from chalicelib.core.http.api import ROUTE_PERMISSIONS
 from chalicelib.groups import create_app
 from tests.functional.platform import scenario
 from tests.functional.platform.helpers import call

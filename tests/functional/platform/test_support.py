@@ -8,7 +8,7 @@ from chalice.test import Client
 from chalicelib.core import audit, clock
 from chalicelib.groups import create_app
 from chalicelib.identity import users
-from chalicelib.platform import support
+from chalicelib.platform.support import service as support
 from chalicelib.workers import jobs
 from tests.functional.conftest import Tenant
 from tests.functional.platform.helpers import User, call, user_token

@@ -11,7 +11,9 @@ from chalice.test import Client
 from chalicelib.core import audit
 from chalicelib.core.config import settings
 from chalicelib.groups import create_app
-from chalicelib.platform import support, support_cli, support_staff
+from chalicelib.platform.support import cli as support_cli
+from chalicelib.platform.support import service as support
+from chalicelib.platform.support import staff as support_staff
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.platform.helpers import call, user_token
 

@@ -218,7 +218,7 @@ def test_removed_member_loses_access_at_once(tenant: Tenant) -> None:
 
 def test_concurrent_settings_change_is_a_409_not_a_lost_update(tenant: Tenant, monkeypatch) -> None:
     from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
-    from chalicelib.platform import workspaces as svc
+    from chalicelib.platform.workspaces import service as svc
 
     real = svc._write_update
 

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 from chalicelib.core import audit, aws, clock
 from chalicelib.core.tenancy import memberships
-from chalicelib.platform import audit_export
+from chalicelib.platform.audit import export as audit_export
 from chalicelib.residency import backups
 from chalicelib.residency.models import erased_users, erasure_ledger
 from tests.functional.conftest import Tenant, make_tenant

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import audit, aws, clock, models
+from chalicelib.core import audit, aws, clock
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS, RegionPinned, dr_copy_to
+from chalicelib.core.store import tables as models
 from chalicelib.residency import content, replication
 from chalicelib.residency.models import (
     DR_BUCKET,

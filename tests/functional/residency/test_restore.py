@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from chalicelib.core import audit, aws, clock
-from chalicelib.gateway import catalog_versions
+from chalicelib.gateway.catalog import versions as catalog_versions
 from chalicelib.identity.oauth.signing import issue_access_token
 from chalicelib.residency import backups
 from tests.functional.conftest import Tenant, make_tenant

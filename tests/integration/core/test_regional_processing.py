@@ -24,8 +24,9 @@ US, EU = "us-east-1", "eu-central-1"
 def user_token(platform: RunningPlatform) -> Iterator[str]:
     """An interactive user token of the demo user (for the US demo workspace), signed by the stack's own
     identity key in its emulator, as a browser sign-in would obtain it."""
-    from chalicelib.core import aws, models
+    from chalicelib.core import aws
     from chalicelib.core.config import settings
+    from chalicelib.core.store import tables as models
     from chalicelib.identity.oauth import signing
 
     env = {"AWS_ENDPOINT_URL": platform.urls["aws_endpoint"], "AWS_ACCESS_KEY_ID": "local",

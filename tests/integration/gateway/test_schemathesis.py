@@ -1,4 +1,4 @@
-"""Schemathesis fuzzes the data gateway against its OpenAPI document (``chalicelib/gateway/openapi.json``,
+"""Schemathesis fuzzes the data gateway against its OpenAPI document (``chalicelib/gateway/api/openapi.json``,
 served at ``/v1/openapi.json``) on a stack of its own: every check, examples + coverage + fuzzing,
 deterministic, bounded by case counts (``tests/integration/conformance.py``; exceptions with their reasons in
 ``schemathesis.toml`` beside this file)."""

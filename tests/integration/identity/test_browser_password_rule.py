@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.identity.signin.password_rule import MIN_LENGTH, RULE_TEXT
+from chalicelib.identity.signin.password_policy import MIN_LENGTH, RULE_TEXT
 from tests.integration.identity.test_browser_signin import CHROMIUM, stack_live  # noqa: F401
 
 pytestmark = [pytest.mark.integration,
@@ -34,8 +34,9 @@ def _reset_link(outbox: str, email: str, after: float) -> str:
 def test_reset_and_settings_pages_show_and_apply_the_one_rule(stack_live: Any, browser: Any) -> None:  # noqa: F811
     from playwright.sync_api import expect
 
-    from chalicelib.identity.signin import password as signin
-    from chalicelib.identity.signin import passwords, sessions
+    from chalicelib.identity.signin import password_hashing as passwords
+    from chalicelib.identity.signin import password_signin as signin
+    from chalicelib.identity.signin import sessions
     from chalicelib.identity.users import create_user, get_user
 
     live, _ = stack_live

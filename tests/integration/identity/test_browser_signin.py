@@ -151,8 +151,9 @@ def test_sso_button_replaces_password_only_for_verified_domain(stack_live: Any, 
 
 
 def test_password_then_security_key_as_second_factor(stack_live: Any, browser: Any) -> None:
-    from chalicelib.identity.signin import password as signin
-    from chalicelib.identity.signin import passwords, sessions
+    from chalicelib.identity.signin import password_hashing as passwords
+    from chalicelib.identity.signin import password_signin as signin
+    from chalicelib.identity.signin import sessions
     from chalicelib.identity.users import create_user
 
     live, _ = stack_live
@@ -250,8 +251,8 @@ def test_sso_button_signs_in_through_a_real_provider(stack_live: Any, browser: A
 
 
 def test_reset_pages_request_link_and_set_new_password_once(stack_live: Any, browser: Any) -> None:
-    from chalicelib.identity.signin import password as signin
-    from chalicelib.identity.signin import passwords
+    from chalicelib.identity.signin import password_hashing as passwords
+    from chalicelib.identity.signin import password_signin as signin
     from chalicelib.identity.users import create_user, get_user
 
     live, _ = stack_live

@@ -7,11 +7,11 @@ from hypothesis import strategies as st
 
 from chalicelib.core import clock
 from chalicelib.core.authz import PERMISSIONS, Principal, Role
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.http.validation import F, email, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.regions import region_for
-from chalicelib.core.validation import F, email, validate
-from chalicelib.platform.workspaces import slugify
+from chalicelib.platform.workspaces.service import slugify
 
 SPEC = {"name": F(str, required=True, min_len=1, max_len=10), "mfa": F(bool), "role": F(str, enum=("admin", "member")),
         "n": F(int, minimum=1, maximum=5), "email": F(str, check=email)}

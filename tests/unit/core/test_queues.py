@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.core import queues
 from chalicelib.core.ids import new_id
+from chalicelib.core.store import queues
 
 
 def _record(body: Any, message_id: str = "m1", receives: str = "1") -> dict[str, Any]:

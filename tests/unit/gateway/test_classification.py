@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.gateway import classification, normalize
+from chalicelib.gateway.ingest import classification, normalize
 
 ROOT = Path(__file__).resolve().parents[3]
 LABELLED = ROOT / "tests" / "fixtures" / "gateway" / "pii_columns.jsonl"

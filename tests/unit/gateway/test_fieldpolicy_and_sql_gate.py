@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chalicelib.core.errors import ApiError
-from chalicelib.gateway import fieldpolicy, query
+from chalicelib.core.http.errors import ApiError
+from chalicelib.gateway.catalog import fieldpolicy
+from chalicelib.gateway.query import service as query
 
 
 def _sql_policy(policy: str, value: str | None, key: bytes) -> str | None:

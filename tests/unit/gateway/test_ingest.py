@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.gateway import ingest, normalize
+from chalicelib.gateway.ingest import normalize
+from chalicelib.gateway.ingest import typed_rows as ingest
 
 VALUES = [
     "0", "7", "-12", "007", "123456789012345678", "1234567890123456789", "1.5", "-0.25", ".5", "-.5", "1e5", "2E-3",

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from chalicelib.gateway import normalize
-from chalicelib.gateway.sources.documents import split_passages
+from chalicelib.gateway.ingest import normalize
+from chalicelib.gateway.ingest.sources.documents import split_passages
 
 
 @pytest.mark.parametrize("value, untyped, expected", [

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import duckdb
 import pytest
 
-from chalicelib.gateway import query_cache
-from chalicelib.gateway.query_cache import Sandbox
+from chalicelib.gateway.query import cache as query_cache
+from chalicelib.gateway.query.cache import Sandbox
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.gateway.query_columns import columns_read
+from chalicelib.gateway.query.columns import columns_read
 
 TABLES = {"customers": [("id", "BIGINT"), ("email", "VARCHAR"), ("name", "VARCHAR"), ("country", "VARCHAR")],
           "Orders Big": [("order_id", "BIGINT"), ("customer_id", "BIGINT"), ("amount", "DOUBLE"), ("we,ird", "VARCHAR")]}

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.core.config import settings
-from chalicelib.gateway import source_names
-from chalicelib.gateway.source_names import Refused
+from chalicelib.gateway.ingest import source_names
+from chalicelib.gateway.ingest.source_names import Refused
 
 ACCOUNT = "111122223333"
 

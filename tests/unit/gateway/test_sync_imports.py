@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_workers_entry_registers_sync_handler_without_loading_duckdb_or_graphql() -> None:
     code = ("import sys, app; from chalicelib.workers.jobs import QUEUE_HANDLERS; "
             "assert 'sync-jobs' in QUEUE_HANDLERS; "
-            "import chalicelib.gateway.sync_worker; "
+            "import chalicelib.gateway.ingest.sync_worker; "
             "print(sorted(m for m in ('duckdb', 'graphql') if m in sys.modules))")
     env = {**os.environ, "ROUTE_GROUP": "workers", "AWS_DEFAULT_REGION": "us-east-1"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)

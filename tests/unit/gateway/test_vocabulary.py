@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from graphql import build_schema
 
-from chalicelib.gateway import sources, vocabulary
+from chalicelib.gateway import vocabulary
+from chalicelib.gateway.ingest import sources
 
-GATEWAY = Path(vocabulary.__file__).parent
+GATEWAY = Path(vocabulary.__file__).parent / "api"
 
 
 def _connector_enums(node: Any, prop: str) -> list[list[str]]:
@@ -35,7 +36,7 @@ def _connector_enums(node: Any, prop: str) -> list[list[str]]:
 def test_every_kind_has_a_source_module() -> None:
     assert set(sources._MODULES) == set(vocabulary.KINDS)
     for kind in vocabulary.KINDS:
-        assert sources.module(kind).__name__.startswith("chalicelib.gateway.sources.")
+        assert sources.module(kind).__name__.startswith("chalicelib.gateway.ingest.sources.")
 
 
 def test_categories_derive_from_kinds() -> None:

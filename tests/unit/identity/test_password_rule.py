@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.identity.signin import password_rule
+from chalicelib.identity.signin import password_policy as password_rule
 
 
 @pytest.mark.parametrize("password, why", [

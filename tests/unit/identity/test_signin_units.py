@@ -8,7 +8,8 @@ from chalicelib.core.config import settings
 from chalicelib.identity.oauth.grants.authorization_code import _s256
 from chalicelib.identity.oauth.issuing import _half_hash
 from chalicelib.identity.opaque import digest, numeric_code
-from chalicelib.identity.signin import passwords, sessions
+from chalicelib.identity.signin import password_hashing as passwords
+from chalicelib.identity.signin import sessions
 from chalicelib.identity.signin.redirects import is_safe_relative
 
 

@@ -8,12 +8,12 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from chalicelib.core import aws
-from chalicelib.models.prompt import Passage, Prompt
-from chalicelib.models.providers import bedrock
-from chalicelib.models.providers.openai_http import ProviderError
-from chalicelib.models.registry import parse
-from chalicelib.models.routing import Routing
-from chalicelib.models.service import complete
+from chalicelib.llm.prompt import Passage, Prompt
+from chalicelib.llm.providers import bedrock
+from chalicelib.llm.providers.openai_http import ProviderError
+from chalicelib.llm.registry import parse
+from chalicelib.llm.routing import Routing
+from chalicelib.llm.service import complete
 
 CONFIG = {"providers": [{"id": "bedrock", "kind": "bedrock", "regions": ["us-east-1", "eu-central-1"], "models": [
     {"id": "anthropic.claude-3-haiku-20240307-v1:0", "context_tokens": 200000},
@@ -87,7 +87,7 @@ def test_converse_refuses_a_region_the_model_does_not_serve() -> None:
 def test_converse_stream_request_shape_and_region() -> None:
     """ConverseStream's request is checked the same way (the Stubber cannot build an event stream, so the
     answer is empty)."""
-    from chalicelib.models.service import stream
+    from chalicelib.llm.service import stream
 
     spec = parse(CONFIG).get("bedrock/anthropic.claude-3-haiku-20240307-v1:0")
     client = aws.client("bedrock-runtime", "eu-central-1")

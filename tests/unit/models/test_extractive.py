@@ -1,8 +1,8 @@
 """The extractive provider: deterministic, offline, quotes passages verbatim and says it is extractive."""
 from __future__ import annotations
 
-from chalicelib.models.prompt import Passage, Prompt, analyse, render
-from chalicelib.models.providers import extractive
+from chalicelib.llm.prompt import Passage, Prompt, analyse, render
+from chalicelib.llm.providers import extractive
 
 
 def _prompt(question: str) -> Prompt:

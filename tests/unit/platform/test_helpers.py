@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.core import paging
-from chalicelib.core.errors import ApiError
-from chalicelib.platform.audit_query import parse_filters
-from chalicelib.platform.workspaces import default_replication, slugify
+from chalicelib.core.http import paging
+from chalicelib.core.http.errors import ApiError
+from chalicelib.platform.audit.query import parse_filters
+from chalicelib.platform.workspaces.service import default_replication, slugify
 
 
 def test_cursor_round_trip_and_refusals() -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.regions import DR_ONLY_REGIONS, DR_REGIONS, OPEN_REGIONS, RESIDENCIES
 from chalicelib.residency.replication import check_secondary, default_secondary
 

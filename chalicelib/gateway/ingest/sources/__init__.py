@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from chalicelib.gateway.normalize import column_name
+from chalicelib.gateway.ingest.normalize import column_name
 
 
 class SourceError(Exception):
@@ -151,7 +151,7 @@ _MODULES = {"s3": "s3_objects", "dynamodb": "dynamodb_table", "http": "http_api"
 
 
 def module(kind: str) -> ModuleType:
-    return importlib.import_module(f"chalicelib.gateway.sources.{_MODULES[kind]}")
+    return importlib.import_module(f"chalicelib.gateway.ingest.sources.{_MODULES[kind]}")
 
 
 def resolve_columns(names: list[str], headers: Iterable[str]) -> list[str]:

@@ -11,10 +11,10 @@ import re
 from typing import Any
 
 from chalicelib.core import aws, clock
+from chalicelib.core.http.validation import F
 from chalicelib.core.ids import new_id
-from chalicelib.core.validation import F
-from chalicelib.gateway.sources import Batch, Record, SourceError, Src
-from chalicelib.gateway.sources.s3_objects import diff, fetch, list_objects
+from chalicelib.gateway.ingest.sources import Batch, Record, SourceError, Src
+from chalicelib.gateway.ingest.sources.s3_objects import diff, fetch, list_objects
 
 BUCKET = "documents"
 UPLOAD_TTL_S = 900

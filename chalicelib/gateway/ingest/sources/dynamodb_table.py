@@ -20,8 +20,8 @@ from typing import Any
 from boto3.dynamodb.types import Binary, TypeDeserializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core.validation import F
-from chalicelib.gateway.sources import Batch, Record, RecordSpool, Src, aws_source_error
+from chalicelib.core.http.validation import F
+from chalicelib.gateway.ingest.sources import Batch, Record, RecordSpool, Src, aws_source_error
 
 FIELDS = {
     "role_arn": F(str, required=True, min_len=20, max_len=2048),
@@ -34,7 +34,10 @@ _deser = TypeDeserializer()
 
 def canonical(config: dict[str, Any], region: str) -> dict[str, Any]:
     """The config with ``role_arn`` and ``table`` in canonical form (``source_names.Refused`` otherwise)."""
-    from chalicelib.gateway import source_access, source_names  # noqa: PLC0415
+    from chalicelib.gateway.ingest import (
+        source_access,
+        source_names,  # noqa: PLC0415
+    )
 
     role = source_names.role(config["role_arn"], platform_account=source_access.platform_account())
     return {**config, "role_arn": role,
@@ -42,7 +45,7 @@ def canonical(config: dict[str, Any], region: str) -> dict[str, Any]:
 
 
 def _ddb(src: Src) -> Any:
-    from chalicelib.gateway import source_access  # noqa: PLC0415
+    from chalicelib.gateway.ingest import source_access  # noqa: PLC0415
 
     return source_access.client(src, "dynamodb")
 

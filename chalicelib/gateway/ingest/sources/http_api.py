@@ -24,8 +24,8 @@ import urllib.parse
 from typing import Any
 
 from chalicelib.core.config import settings
-from chalicelib.core.validation import F
-from chalicelib.gateway.sources import Batch, Record, RecordSpool, SourceError, Src, resolve_columns
+from chalicelib.core.http.validation import F
+from chalicelib.gateway.ingest.sources import Batch, Record, RecordSpool, SourceError, Src, resolve_columns
 
 TIMEOUT_S = 15
 MAX_PAGE_BYTES = 16 * 1024 * 1024

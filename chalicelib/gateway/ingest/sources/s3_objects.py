@@ -18,8 +18,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core.validation import F
-from chalicelib.gateway.sources import (
+from chalicelib.core.http.validation import F
+from chalicelib.gateway.ingest.sources import (
     Batch,
     CsvFile,
     Record,
@@ -48,7 +48,10 @@ SECRETS: tuple[str, ...] = ()
 
 def canonical(config: dict[str, Any], region: str) -> dict[str, Any]:
     """The config with ``role_arn`` and ``bucket`` in canonical form (``source_names.Refused`` otherwise)."""
-    from chalicelib.gateway import source_access, source_names  # noqa: PLC0415
+    from chalicelib.gateway.ingest import (
+        source_access,
+        source_names,  # noqa: PLC0415
+    )
 
     return {**config, "role_arn": source_names.role(config["role_arn"], platform_account=source_access.platform_account()),
             "bucket": source_names.bucket(config["bucket"])}
@@ -67,7 +70,7 @@ def _client_error(err: ClientError, what: str) -> SourceError:
 
 
 def _s3(src: Src) -> Any:
-    from chalicelib.gateway import source_access  # noqa: PLC0415
+    from chalicelib.gateway.ingest import source_access  # noqa: PLC0415
 
     return source_access.client(src, "s3")
 

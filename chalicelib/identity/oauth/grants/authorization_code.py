@@ -15,8 +15,8 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import clock
-from chalicelib.core.conditions import condition_failed
-from chalicelib.core.models import global_model
+from chalicelib.core.store.conditions import condition_failed
+from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import AUTH_CODE, GRANT, CodeAttrs, FamilyAttrs, OAuthClientAttrs, state_key
 from chalicelib.identity.oauth.clients import calling_client
 from chalicelib.identity.oauth.errors import oauth_error

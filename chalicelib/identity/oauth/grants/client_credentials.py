@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.identity.models import OAuthClientAttrs
 from chalicelib.identity.oauth.errors import invalid_client, oauth_error, token_response

@@ -15,7 +15,7 @@ from typing import Any
 from chalicelib.core import clock
 from chalicelib.core.authz import mfa_used
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tenancy import get_workspace, roles_for
 from chalicelib.core.tokens import verifier
 from chalicelib.identity.models import OAuthClientAttrs

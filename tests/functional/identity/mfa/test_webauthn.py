@@ -14,7 +14,7 @@ from chalicelib.core.config import settings
 from chalicelib.groups import create_app
 from chalicelib.identity import users
 from chalicelib.identity.mfa import webauthn as wa
-from chalicelib.identity.signin import password as signin
+from chalicelib.identity.signin import password_signin as signin
 from chalicelib.identity.signin import sessions
 from tests.softauthn import SoftAuthenticator
 

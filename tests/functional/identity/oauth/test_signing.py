@@ -13,8 +13,8 @@ from jose import jwt
 
 from chalicelib.core import clock, tokens
 from chalicelib.core.config import settings
-from chalicelib.core.errors import ApiError
-from chalicelib.core.models import global_model
+from chalicelib.core.http.errors import ApiError
+from chalicelib.core.store.tables import global_model
 from chalicelib.groups import create_app
 from chalicelib.identity.oauth import signing
 from chalicelib.identity.oauth.clients import create_client, register_client

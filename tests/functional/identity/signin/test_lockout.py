@@ -8,11 +8,12 @@ from chalice.test import Client
 from moto.dynamodb.models import DynamoDBBackend
 
 from chalicelib.core import audit, clock
-from chalicelib.core.errors import ApiError
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tenancy import memberships
 from chalicelib.groups import create_app
-from chalicelib.identity.signin import lockout, passwords
-from chalicelib.identity.signin import password as signin
+from chalicelib.identity.signin import lockout
+from chalicelib.identity.signin import password_hashing as passwords
+from chalicelib.identity.signin import password_signin as signin
 from tests.functional.conftest import bearer, make_tenant
 from tests.functional.identity.helpers import PASSWORD, body, make_password_user, post
 

@@ -1,5 +1,5 @@
 """One password rule on every surface that sets a password: the account API, the reset API, and the
-reset and security-settings pages that show its text (``chalicelib/identity/signin/password_rule.py``)."""
+reset and security-settings pages that show its text (``chalicelib/identity/signin/password_policy.py``)."""
 import html
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 from chalice.test import Client
 
 from chalicelib.groups import create_app
-from chalicelib.identity.signin.password_rule import MAX_LENGTH, MIN_LENGTH, RULE_TEXT
+from chalicelib.identity.signin.password_policy import MAX_LENGTH, MIN_LENGTH, RULE_TEXT
 from tests.functional.identity.account.test_routes import call, sign_in
 from tests.functional.identity.helpers import PASSWORD, body, make_password_user, post
 
