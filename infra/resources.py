@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from chalicelib.workers.timing import RESIDENCY_VISIBILITY_TIMEOUT_S, VISIBILITY_TIMEOUT_S
+
 GLOBAL = "global"
 REGIONAL = "regional"
 
@@ -105,6 +107,9 @@ TABLES: tuple[Table, ...] = (
           indexes=(Index("by_time", "workspace_id", "occurred_at", local=True),), stream="KEYS_ONLY",
           purpose="append-only, hash-chained audit trail; its change stream shows any overwrite or delete "
                   "to the digest job"),
+    Table("audit_heads", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},
+          purpose="head (seq, hash) of each workspace's audit chain, the item an append's transaction "
+                  "conditions on; the events stay the truth"),
     Table("connectors", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="gateway connectors, their health and sync cursor"),
     Table("datasets", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
@@ -121,8 +126,9 @@ TABLES: tuple[Table, ...] = (
           purpose="invitations (inv_...) and one pending-address claim per e-mail (email#...)"),
     Table("support_grants", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="time-boxed support access grants"),
-    Table("idempotency", REGIONAL, "key", attributes={"key": "S"}, ttl="expires_at",
-          purpose="first answers of POSTs that start work, by Idempotency-Key"),
+    Table("idempotency", REGIONAL, "user_id", "key", attributes={"user_id": "S", "key": "S"}, ttl="expires_at",
+          purpose="Idempotency-Key claims per caller: state, request fingerprint and a reference to what the "
+                  "first call made (ids only; a replay re-reads the resource)"),
     Table("model_access", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},
           purpose="per-role model allow-lists set by Admins"),
     Table("knowledge", REGIONAL, "workspace_id", "key", attributes={"workspace_id": "S", "key": "S"},
@@ -156,10 +162,13 @@ TABLES: tuple[Table, ...] = (
 )
 
 QUEUES: tuple[Queue, ...] = (
-    Queue("sync-jobs", visibility_timeout=300, purpose="connector sync runs"),
-    Queue("agent-runs", visibility_timeout=300, purpose="agent runs"),
-    Queue("audit-exports", visibility_timeout=300, purpose="audit exports, built and signed by the export job"),
-    Queue("residency-jobs", visibility_timeout=900, purpose="approved restores and access requests (export, erasure)"),
+    # visibility timeouts derive from the workers function's timeout (chalicelib/workers/timing.py)
+    Queue("sync-jobs", visibility_timeout=VISIBILITY_TIMEOUT_S, purpose="connector sync runs"),
+    Queue("agent-runs", visibility_timeout=VISIBILITY_TIMEOUT_S, purpose="agent runs"),
+    Queue("audit-exports", visibility_timeout=VISIBILITY_TIMEOUT_S,
+          purpose="audit exports, built and signed by the export job"),
+    Queue("residency-jobs", visibility_timeout=RESIDENCY_VISIBILITY_TIMEOUT_S,
+          purpose="approved restores and access requests (export, erasure)"),
 )
 
 BUCKETS: tuple[Bucket, ...] = (

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.core.regions import DR_ONLY_REGIONS, DR_REGIONS, OPEN_REGIONS, residency_of_region
+from chalicelib.workers.timing import WORKER_TIMEOUT_S
 from infra.resources import AUDIT_JOBS, BUCKETS, DR_BUCKETS, DR_KEYS, GLOBAL, KEYS, QUEUES, REGIONAL, TABLES
 
 PREFIX = "aiplat"
@@ -173,9 +174,10 @@ def resources_template(region: str) -> dict[str, Any]:
 
 # Regional records a global route writes in another region (docs/residency.md, "What crosses"): the new
 # member's membership, the invitation's status, the audit event of the change (with its personal values,
-# ``audit_personal``), and the idempotency record of workspace creation. The global region's platform
+# ``audit_personal``, and the chain head ``audit_heads``), and the idempotency record of workspace
+# creation. The global region's platform
 # function is the only one granted these.
-CROSSING_TABLES = ("memberships", "invitations", "audit_events", "audit_personal", "idempotency")
+CROSSING_TABLES = ("memberships", "invitations", "audit_events", "audit_heads", "audit_personal", "idempotency")
 
 STAGE_ENVS = ("dev", "prod")
 # Public addresses per environment (API Gateway custom domains mapped to each stage); set your domain here.
@@ -186,7 +188,7 @@ GROUP_SETTINGS: dict[str, dict[str, Any]] = {
     "platform": {"lambda_memory_size": 512, "lambda_timeout": 30},
     "gateway": {"lambda_memory_size": 1024, "lambda_timeout": 30},
     "app": {"lambda_memory_size": 512, "lambda_timeout": 30},
-    "workers": {"lambda_memory_size": 512, "lambda_timeout": 300},
+    "workers": {"lambda_memory_size": 512, "lambda_timeout": WORKER_TIMEOUT_S},
 }
 
 

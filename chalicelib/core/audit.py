@@ -1,10 +1,13 @@
 """The append-only, hash-chained audit trail: one chain per workspace, in the workspace's region.
 
 Each event stores ``seq`` (1, 2, ...), ``prev_hash`` (the previous event's ``hash``; 64 zeros for the
-first) and ``hash`` = SHA-256 of the canonical JSON of every other field. An event is written with a
-conditional put on its ``seq``, so two writers can never both take the same place in the chain; the
-loser re-reads the head and tries again; a writer that cannot place its event raises
-``AuditAppendFailed`` (and logs an error) instead of returning, so no event is ever dropped silently.
+first) and ``hash`` = SHA-256 of the canonical JSON of every other field. An event is written in one
+``TransactWriteItems`` with the change it records (``append(effects=...)``), its personal records and
+the chain head item (``audit_heads``): a conditional put on its ``seq`` and a put of the head
+conditioned on the head the writer read, so two writers can never both take the same place in the
+chain and an effect never commits without its event; the loser re-reads the head and tries again; a
+writer that cannot place its event raises ``AuditAppendFailed`` (and logs an error) instead of
+returning, so no event is ever dropped silently.
 Nothing in the code base updates or deletes an event, and the
 deployment template denies ``UpdateItem``/``DeleteItem`` on the table to every function.
 ``verify_chain`` finds a changed, deleted, inserted or reordered event; truncation and a re-hashed
@@ -26,19 +29,19 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PutError
+from pynamodb.exceptions import DoesNotExist
 from pynamodb.indexes import AllProjection, LocalSecondaryIndex
 
 from chalicelib.core import clock, correlation
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
-from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.store.tables import BaseModel, regional
+from chalicelib.core.store.transact import Conflict, Refused, Tx
 
 log = get_logger("audit")
 
@@ -89,6 +92,18 @@ class AuditPersonalAttrs(BaseModel):
     email = UnicodeAttribute(null=True)  # lower-cased, to find an invitee's records
     nonce = UnicodeAttribute()  # hex
     values = UnicodeAttribute()  # canonical JSON
+
+
+class AuditHeadAttrs(BaseModel):
+    """The head of a workspace's chain (seq, hash and time of its last event): the item every append's
+    transaction conditions on, so the head costs one GetItem instead of a Query. Never the truth: the
+    verifier reads the events."""
+
+    TABLE = "audit_heads"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    seq = NumberAttribute()
+    hash = UnicodeAttribute()
+    occurred_at = UnicodeAttribute()
 
 
 class AuditAppendFailed(RuntimeError):
@@ -226,10 +241,38 @@ def model(region: str) -> type[AuditEventAttrs]:
 
 
 def head(region: str, workspace_id: str) -> Any | None:
-    """The latest event of a workspace's chain, or None."""
+    """The latest event of a workspace's chain, or None (read from the events themselves)."""
     for item in model(region).query(workspace_id, scan_index_forward=False, limit=1, consistent_read=True):
         return item
     return None
+
+
+def head_model(region: str) -> type[AuditHeadAttrs]:
+    return regional(AuditHeadAttrs, region)
+
+
+@dataclass(frozen=True)
+class _Head:
+    seq: int
+    hash: str
+    occurred_at: str
+    stored: bool  # False: no head item yet (a chain older than head items, or an empty one)
+
+
+def _read_head(region: str, workspace_id: str) -> _Head:
+    """The chain head as a transaction can condition on it: the head item (one GetItem), or, for a chain
+    written before head items existed, its last event (the head item is created by the next append)."""
+    try:
+        h = head_model(region).get(workspace_id, consistent_read=True)
+        return _Head(int(h.seq), h.hash, h.occurred_at, True)
+    except DoesNotExist:
+        last = head(region, workspace_id)
+        if last is None:
+            return _Head(0, GENESIS, "", False)
+        return _Head(int(last.seq), last.hash, last.occurred_at, False)
+
+
+Effects = Callable[[Tx], None]
 
 
 def append(
@@ -241,19 +284,28 @@ def append(
     target: dict[str, Any] | None = None,
     details: dict[str, Any] | None = None,
     caller: CallerLike | None = None,
+    effects: Effects | None = None,
 ) -> dict[str, Any]:
-    """Append one event to the workspace's chain and return it."""
+    """Append one event to the workspace's chain and return it.
+
+    The event, the chain head, the event's personal records and whatever ``effects`` adds to the
+    transaction (the change the event records, tagged ``effect`` or as it likes) commit in ONE
+    ``TransactWriteItems``: never an effect without its event, nor an event without its effect. A lost
+    race for the head retries (``effects`` is called again for the new transaction); a refused
+    condition of an item that is not the audit's raises ``transact.Refused`` with its tags.
+    """
     cls = model(region)
+    heads = head_model(region)
     for attempt in range(MAX_APPEND_ATTEMPTS):
         if attempt:
             time.sleep(random.uniform(0, 0.005 * min(attempt, 10)))  # jittered backoff: writers spread out
-        last = head(region, workspace_id)
+        last = _read_head(region, workspace_id)
         now = clock.iso()
         event: dict[str, Any] = {
             "id": new_id("evt"),
             "workspace_id": workspace_id,
-            "seq": (int(last.seq) + 1) if last else 1,
-            "occurred_at": max(now, last.occurred_at) if last else now,
+            "seq": last.seq + 1,
+            "occurred_at": max(now, last.occurred_at),
             "actor": actor.as_dict(),
             "action": action,
             "target": target or {},
@@ -261,7 +313,7 @@ def append(
             "ip": caller.ip if caller else "",
             "user_agent": caller.user_agent if caller else "",
             "details": details or {},
-            "prev_hash": last.hash if last else GENESIS,
+            "prev_hash": last.hash,
         }
         hashed, personal = split_personal(event)
         nonces = {role: os.urandom(32).hex() for role in personal}
@@ -275,31 +327,43 @@ def append(
             correlation_id=event["correlation_id"], ip=None, user_agent=None, details=canonical(event["details"]),
             prev_hash=event["prev_hash"], hash=event["hash"], v=VERSION, personal=canonical(hashed["personal"]),
         )
+        tx = Tx(region)
+        if effects is not None:
+            effects(tx)
+        tx.save(item, condition=cls.seq.does_not_exist(), tag="audit")
+        head_cond = heads.seq == last.seq if last.stored else heads.workspace_id.does_not_exist()
+        tx.save(heads(workspace_id, seq=event["seq"], hash=event["hash"], occurred_at=event["occurred_at"]),
+                condition=head_cond, tag="audit")
+        for record in _personal_records(region, workspace_id, event, personal, nonces):
+            tx.save(record, tag="audit")
         try:
-            item.save(condition=cls.seq.does_not_exist())
-        except PutError as err:
-            if not condition_failed(err):
+            tx.commit()
+        except Refused as refused:
+            if refused.tags - {"audit"}:
                 raise
             continue
-        _save_personal(region, workspace_id, event, personal, nonces)
+        except Conflict:
+            continue
         return event
     log.error("audit append failed", extra={"workspace_id": workspace_id, "action": action,
                                             "attempts": MAX_APPEND_ATTEMPTS})
     raise AuditAppendFailed(f"audit event {action!r} not written after {MAX_APPEND_ATTEMPTS} attempts")
 
 
-def _save_personal(region: str, workspace_id: str, event: dict[str, Any], personal: dict[str, dict[str, Any]],
-                   nonces: dict[str, str]) -> None:
-    """The personal records of a just-written event. Written after the event (its seq is only known
-    then); a crash in between leaves the event showing its pseudonym, never a broken chain."""
+def _personal_records(region: str, workspace_id: str, event: dict[str, Any], personal: dict[str, dict[str, Any]],
+                      nonces: dict[str, str]) -> list[AuditPersonalAttrs]:
+    """The personal records of an event, written in the event's own transaction (its seq is chosen
+    before the write, so a record can never belong to another event)."""
     target = event.get("target") or {}
     subjects = {"actor": event["actor"].get("id") if event["actor"].get("type") in ("user", "support") else None,
                 "target": target.get("id") if target.get("type") == "user" else None}
     cls = personal_model(region)
+    out = []
     for role, values in personal.items():
         email = (values.get("email") or "").lower() or None
-        cls(workspace_id, personal_ref(event["seq"], role), subject=subjects.get(role) or None, email=email,
-            nonce=nonces[role], values=canonical(values)).save()
+        out.append(cls(workspace_id, personal_ref(event["seq"], role), subject=subjects.get(role) or None, email=email,
+                       nonce=nonces[role], values=canonical(values)))
+    return out
 
 
 def iter_chain(region: str, workspace_id: str, *, personal: bool = True, page: int = 500) -> Iterator[dict[str, Any]]:

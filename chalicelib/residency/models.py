@@ -23,9 +23,10 @@ PREFIX_KEYED: dict[str, str] = {"agent_run_log": "run_key", "agent_memory": "sco
 # replication state (a restore must not rewind the checkpoint of the copy in the secondary region), the
 # erasure ledger and access requests (they must outlive any restore), and audit personal values (kept
 # out of backups so that an erasure is final; the audit events themselves are never restored), and the
-# catalog version counter (a cache-coherence marker derived from the catalog, not content)
+# catalog version counter (a cache-coherence marker derived from the catalog, not content), and the
+# audit chain head (derived from the events, which are never restored either)
 NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests", "replication_state", "audit_personal",
-                                           "access_requests", "erasure_ledger", "catalog_versions"})
+                                           "access_requests", "erasure_ledger", "catalog_versions", "audit_heads"})
 # backed up but never restored: the audit trail is append-only (the template denies deletes and updates);
 # memberships are who may act now: a restore must neither bring back a removed member nor drop the
 # Admins approving it, and the member count lives in the global directory

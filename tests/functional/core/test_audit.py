@@ -115,7 +115,8 @@ def test_an_event_that_cannot_be_placed_raises_and_is_logged(tenant: Tenant, mon
     event were written: it raises and logs an error, and the chain is unchanged."""
     before = audit.verify_live(tenant.region, tenant.workspace_id)
     monkeypatch.setattr(audit, "MAX_APPEND_ATTEMPTS", 3)
-    monkeypatch.setattr(audit, "head", lambda region, workspace_id: None)  # always proposes seq 1 (taken)
+    stale = audit._Head(0, audit.GENESIS, "", False)  # always proposes seq 1 (taken)
+    monkeypatch.setattr(audit, "_read_head", lambda region, workspace_id: stale)
     with caplog.at_level("ERROR", logger="aiplat-svc.audit"):
         try:
             audit.append(tenant.region, tenant.workspace_id, "test.lost", actor=ALICE)
