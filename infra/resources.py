@@ -120,8 +120,9 @@ TABLES: tuple[Table, ...] = (
           purpose="connector sync runs"),
     Table("lineage_edges", REGIONAL, "workspace_id", "edge",
           attributes={"workspace_id": "S", "edge": "S", "target_id": "S"},
-          indexes=(Index("by_target", "workspace_id", "target_id", local=True),),
-          purpose="lineage graph edges (range key '<source>><target>' walks downstream; by_target walks upstream)"),
+          indexes=(Index("by_target", "workspace_id", "target_id", local=True),), ttl="expires_at",
+          purpose="lineage graph edges (range key '<source>><target>' walks downstream; by_target walks upstream); "
+                  "query edges are one per dataset and day, kept 90 days; chat and run edges live as their subject"),
     Table("invitations", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="invitations (inv_...) and one pending-address claim per e-mail (email#...)"),
     Table("support_grants", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},

@@ -27,6 +27,23 @@ def _last_seq(region: str, key: str) -> int:
     return 0
 
 
+def item(region: str, workspace_id: str, run_id: str, seq: int, type_: str, data: dict[str, Any] | None = None,
+         expires_at: int | None = None) -> models.EventAttrs:
+    """Event ``seq`` as an item, for a transaction that writes it with other changes (put it with
+    ``condition=new_only(region)``)."""
+    return models.events(region)(models.run_key(workspace_id, run_id), models.event_sk(seq), seq=seq, type=type_,
+                                 at=clock.iso(), data=json.dumps(data or {}, separators=(",", ":"), default=str),
+                                 expires_at=expires_at)
+
+
+def new_only(region: str) -> Any:
+    return models.events(region).sk.does_not_exist()
+
+
+def last_seq(region: str, workspace_id: str, run_id: str) -> int:
+    return _last_seq(region, models.run_key(workspace_id, run_id))
+
+
 def append(region: str, workspace_id: str, run_id: str, type_: str, data: dict[str, Any] | None = None,
            expires_at: int | None = None, *, after: int | None = None) -> int:
     """Append one event; returns its sequence number. ``after`` is the writer's guess of the last
@@ -36,9 +53,7 @@ def append(region: str, workspace_id: str, run_id: str, type_: str, data: dict[s
     seq = (after + 1) if after is not None else _last_seq(region, key) + 1
     for _ in range(MAX_APPEND_ATTEMPTS):
         try:
-            cls(key, models.event_sk(seq), seq=seq, type=type_, at=clock.iso(),
-                data=json.dumps(data or {}, separators=(",", ":"), default=str),
-                expires_at=expires_at).save(condition=cls.sk.does_not_exist())
+            item(region, workspace_id, run_id, seq, type_, data, expires_at).save(condition=cls.sk.does_not_exist())
             return seq
         except PutError as err:
             if err.cause_response_code != "ConditionalCheckFailedException":

@@ -22,9 +22,12 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency, queues
+from chalicelib.core.store.transact import Tx
 from chalicelib.core.tenancy import get_workspace, region_of
 
+log = get_logger("agents.runs")
 QUEUE = "agent-runs"
 MESSAGE_VERSION = 1
 MAX_INPUT_BYTES = 32 * 1024
@@ -95,17 +98,35 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
             ip=(caller.ip or None) if caller else None, user_agent=(caller.user_agent or None) if caller else None,
             created_at=clock.iso(now), deadline_at=int(deadline), attempt=0,
             expires_at=int(now + expiry) if expiry else None)
-        run.save(condition=models.RunAttrs.id.does_not_exist())
-        events.append(region, principal.workspace_id, run_id, "run.queued", {"status": QUEUED}, run.expires_at, after=0)
+
+        def effects(tx: Tx) -> None:
+            tx.save(run, condition=models.RunAttrs.id.does_not_exist())
+            tx.save(events.item(region, principal.workspace_id, run_id, 1, "run.queued", {"status": QUEUED},
+                                run.expires_at), condition=events.new_only(region))
+            idempotency.complete_in(tx, {"type": "agent_run", "id": run_id})
+
         audit.append(region, principal.workspace_id, "agent_run.created", actor=_user_actor(principal),
                      target={"type": "agent_run", "id": run_id},
-                     details={"agent_id": agent_id, "agent_version": agent["version"]}, caller=caller)
-        queues.enqueue(QUEUE, region, {"v": MESSAGE_VERSION, "workspace_id": principal.workspace_id,
-                                       "agent_id": agent_id, "run_id": run_id}, group_key=agent_id)
+                     details={"agent_id": agent_id, "agent_version": agent["version"]}, caller=caller,
+                     effects=effects)
+        enqueue(region, run)  # a failed send leaves the run queued: the reaper sends it again
         return 202, view(run)
 
-    return idempotency.run(region, principal.workspace_id, f"agents.run#{agent_id}", idempotency_key,
-                           {"agent_id": agent_id, "input": run_input}, work)
+    def replay(ref: dict[str, Any]) -> tuple[int, Any]:
+        return 202, view(load(principal, agent_id, ref["id"]))
+
+    return idempotency.run(region, principal.user_id, f"{principal.workspace_id}#agents.run#{agent_id}",
+                           idempotency_key, {"agent_id": agent_id, "input": run_input}, work,
+                           ref_of=lambda body: {"type": "agent_run", "id": body["id"]}, replay=replay)
+
+
+def enqueue(region: str, run: models.RunAttrs) -> None:
+    """Send the run's message (also the reaper's way to resume a run whose worker died)."""
+    try:
+        queues.enqueue(QUEUE, region, {"v": MESSAGE_VERSION, "workspace_id": run.workspace_id,
+                                       "agent_id": run.agent_id, "run_id": run.id}, group_key=run.agent_id)
+    except Exception:  # noqa: BLE001 - the run is saved with its event; the reaper re-sends it
+        log.exception("agent run message not sent", extra={"run_id": run.id})
 
 
 def load(principal: Principal, agent_id: str, run_id: str) -> models.RunAttrs:

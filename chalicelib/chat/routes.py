@@ -24,9 +24,11 @@ def _respond(ctx: Ctx, chat_id: str | None) -> Response:
     def work() -> tuple[int, Any]:
         return (200 if chat_id else 201), service.answer(user, body, ctx.caller, chat_id).reply
 
-    status, reply, replayed = idempotency.run(region_of(user.workspace_id), user.workspace_id,
-                                              f"chats:{user.user_id}", ctx.header(idempotency.HEADER),
-                                              {"body": body, "chat_id": chat_id}, work)
+    status, reply, replayed = idempotency.run(
+        region_of(user.workspace_id), user.user_id, f"{user.workspace_id}#chats", ctx.header(idempotency.HEADER),
+        {"body": body, "chat_id": chat_id}, work, ref_of=lambda r: {"type": "chat_message", "chat_id": r["chat_id"],
+                                                                    "id": r["id"]},
+        replay=lambda ref: ((200 if chat_id else 201), service.replay(user, ref)))
     headers = {"Idempotent-Replayed": "true"} if replayed else {}
     if isinstance(body, dict) and body.get("stream") is True and status < 300:
         return Response(body=service.encode_sse(service.sse_events(reply)), status_code=status,

@@ -3,8 +3,10 @@
 One answer, in order: validate (nothing is stored for bad input) -> retrieve the passages the caller
 may read (``knowledge/service.search``) -> route (``models/routing.choose``: residency, role
 allow-list, capability, preference; a refusal stores nothing) -> complete -> verify citations
-(``knowledge/citations.verify``) -> store the chat -> lineage (each source dataset -> the answer), an
-audit event (who, model, sources; never message text) and the usage counters.
+(``knowledge/citations.verify``) -> store, in ONE transaction: the chat, the lineage edges (each source
+dataset -> the answer, expiring with the chat), the audit event (who, model, sources; never message
+text) with its chain head, the usage counters (when they live in the chat's region; otherwise one more
+write) and the request's idempotency record.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from chalicelib.core.authz import Principal, require
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.store import idempotency
+from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import get_workspace, region_of
 from chalicelib.gateway.catalog import lineage
 from chalicelib.llm import service as models
@@ -195,22 +199,39 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
     raw = json.dumps(messages, separators=(",", ":"))
     if len(raw.encode()) > MAX_CHAT_BYTES:
         raise ApiError(413, "chat_too_long", "This chat is too long to continue; start a new chat.")
+    prior = existing.updated_at if existing is not None else None  # the version this answer continues
     item.messages, item.message_count, item.updated_at, item.expires_at = raw, len(messages), now, expires
-    item.save()
     assert chat_id is not None
     datasets = sorted({c["source"]["dataset_id"] for c in checked.citations} | {h.chunk.dataset_id for h in hits})
-    if datasets:
-        lineage.record_edges(principal.workspace_id, [
-            ("DATASET", ds, "CHAT_ANSWER", message_id, {"target_name": f"chat answer {message_id}",
-                                                        "chat_id": chat_id, "model": spec.id}) for ds in datasets])
-    audit.append(region, principal.workspace_id, "chat.answered",
-                 actor=Actor("user", principal.user_id, principal.email),
-                 target={"type": "chat", "id": chat_id},
-                 details={"message_id": message_id, "model": spec.id, "provider": spec.provider, "region": region,
-                          "routing_reason": routing.reason, "sources": _sources(hits, checked.citations),
-                          "citations_dropped": len(checked.dropped), "usage": assistant["usage"],
-                          "grounding": checked.grounding["ratio"]}, caller=caller)
-    usage.add(principal.workspace_id, spec.id, completion.input_tokens, completion.output_tokens)
+    counted = False
+
+    def effects(tx: Tx) -> None:
+        # the chat, its lineage (kept as long as the chat), the usage counter and the idempotency record
+        nonlocal counted
+        tx.save(item, condition=cls.id.does_not_exist() if prior is None else cls.updated_at == prior)
+        for edge in lineage.edge_items(principal.workspace_id, [
+                ("DATASET", ds, "CHAT_ANSWER", message_id, {"target_name": f"chat answer {message_id}",
+                                                            "chat_id": chat_id, "model": spec.id})
+                for ds in datasets], expires_at=expires):
+            tx.save(edge)
+        counted = usage.add_in(tx, principal.workspace_id, spec.id, completion.input_tokens, completion.output_tokens)
+        idempotency.complete_in(tx, {"type": "chat_message", "chat_id": chat_id, "id": message_id})
+
+    try:
+        audit.append(region, principal.workspace_id, "chat.answered",
+                     actor=Actor("user", principal.user_id, principal.email),
+                     target={"type": "chat", "id": chat_id},
+                     details={"message_id": message_id, "model": spec.id, "provider": spec.provider, "region": region,
+                              "routing_reason": routing.reason, "sources": _sources(hits, checked.citations),
+                              "citations_dropped": len(checked.dropped), "usage": assistant["usage"],
+                              "grounding": checked.grounding["ratio"]}, caller=caller, effects=effects)
+    except Refused as refused:
+        if refused.tags != {"effect"}:
+            raise
+        raise ApiError(409, "chat_changed", "The chat changed while this answer was written; send the message "
+                       "again.") from None
+    if not counted:  # the counters live in another region than the chat: one more write
+        usage.add(principal.workspace_id, spec.id, completion.input_tokens, completion.output_tokens)
     timings.storage_ms = (time.perf_counter() - started) * 1000
 
     reply = {"id": message_id, "chat_id": chat_id, "message": {"role": "assistant", "content": checked.content},
@@ -218,6 +239,17 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
              "usage": assistant["usage"], "citations": checked.citations, "grounding": checked.grounding,
              "kind": spec.kind, "created_at": now}
     return Answer(reply, deltas, timings)
+
+
+def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
+    """The reply of an earlier answer, re-read from the stored chat (an ``Idempotency-Key`` replay)."""
+    item = _own(principal, ref["chat_id"])
+    for m in json.loads(item.messages):
+        if m.get("id") == ref["id"] and m.get("role") == "assistant":
+            return {"id": m["id"], "chat_id": item.id, "message": {"role": "assistant", "content": m["content"]},
+                    **{k: m.get(k) for k in ("model", "provider", "region", "routing", "usage", "citations",
+                                             "grounding", "kind", "created_at")}}
+    raise not_found("chat message")
 
 
 def sse_events(reply: dict[str, Any]) -> list[dict[str, Any]]:
@@ -285,7 +317,14 @@ def delete_chat(principal: Principal, chat_id: str, caller: CallerLike | None = 
     require(principal, "chat.use")
     item = _own(principal, chat_id)
     region = region_of(principal.workspace_id)
-    item.delete()
     audit.append(region, principal.workspace_id, "chat.deleted", actor=Actor("user", principal.user_id,
                                                                               principal.email),
-                 target={"type": "chat", "id": chat_id}, caller=caller)
+                 target={"type": "chat", "id": chat_id}, caller=caller, effects=lambda tx: tx.delete(item))
+    forget_lineage(principal.workspace_id, item)
+
+
+def forget_lineage(workspace_id: str, item: ChatAttrs) -> None:
+    """Lineage of a chat lives as long as the chat: its answers' edges go with it."""
+    for m in json.loads(item.messages or "[]"):
+        if m.get("role") == "assistant" and m.get("id"):
+            lineage.remove_target(workspace_id, m["id"])

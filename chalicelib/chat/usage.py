@@ -8,18 +8,34 @@ from typing import Any
 from chalicelib.chat.models import UsageAttrs, usage
 from chalicelib.core import clock
 from chalicelib.core.authz import Principal
+from chalicelib.core.config import settings
 from chalicelib.core.http.errors import validation_error
+from chalicelib.core.store.transact import Tx
 
 MAX_DAYS = 366
 _FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
-def add(workspace_id: str, model: str, input_tokens: int, output_tokens: int) -> None:
+def _counter(workspace_id: str, model: str, input_tokens: int, output_tokens: int) -> tuple[Any, list[Any]]:
     day = clock.utcnow().strftime("%Y-%m-%d")
-    cls = usage()
-    cls(workspace_id, f"{day}#{model}").update(actions=[
+    return usage()(workspace_id, f"{day}#{model}"), [
         UsageAttrs.day.set(day), UsageAttrs.model.set(model), UsageAttrs.input_tokens.add(input_tokens),
-        UsageAttrs.output_tokens.add(output_tokens), UsageAttrs.requests.add(1)])
+        UsageAttrs.output_tokens.add(output_tokens), UsageAttrs.requests.add(1)]
+
+
+def add(workspace_id: str, model: str, input_tokens: int, output_tokens: int) -> None:
+    item, actions = _counter(workspace_id, model, input_tokens, output_tokens)
+    item.update(actions=actions)
+
+
+def add_in(tx: Tx, workspace_id: str, model: str, input_tokens: int, output_tokens: int) -> bool:
+    """Count the answer in the answer's own transaction when the counters (global by design) live in
+    that region; False when they do not (the caller then counts with ``add``)."""
+    if tx.region != settings().global_region:
+        return False
+    item, actions = _counter(workspace_id, model, input_tokens, output_tokens)
+    tx.update(item, actions=actions)
+    return True
 
 
 def _day(value: str) -> dt.date:

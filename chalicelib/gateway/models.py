@@ -97,6 +97,7 @@ class LineageEdgeAttrs(BaseModel):
     target_type = UnicodeAttribute()
     created_at = UnicodeAttribute()
     details = UnicodeAttribute(default="{}")
+    expires_at = NumberAttribute(null=True)  # TTL: edges live as long as their subject (chat, run, query day)
     by_target = _ByTarget()
 
 

@@ -26,15 +26,35 @@ MAX_NODES = 200
 NODE_TYPES = ("CONNECTOR", "DATASET", "QUERY", "SAVED_QUERY", "CHAT_ANSWER", "AGENT_RUN")
 
 
-def record_edges(workspace_id: str, edges: Iterable[tuple[str, str, str, str, dict[str, Any]]]) -> None:
-    """Write edges ``(source_type, source_id, target_type, target_id, details)`` (idempotent per pair)."""
+Edge = tuple[str, str, str, str, dict[str, Any]]  # (source_type, source_id, target_type, target_id, details)
+
+
+def edge_items(workspace_id: str, edges: Iterable[Edge], *, expires_at: int | None = None) -> list[Any]:
+    """The items of ``edges``; ``expires_at`` (epoch seconds, the TTL) ties them to their subject's retention."""
     cls = models.lineage_edges(region_of(workspace_id))
     now = clock.iso()
+    return [cls(workspace_id, f"{s_id}>{t_id}", source_id=s_id, source_type=s_type.lower(), target_id=t_id,
+                target_type=t_type.lower(), created_at=now, expires_at=expires_at,
+                details=json.dumps(details or {}, separators=(",", ":"), default=str))
+            for s_type, s_id, t_type, t_id, details in edges]
+
+
+def record_edges(workspace_id: str, edges: Iterable[Edge], *, expires_at: int | None = None) -> None:
+    """Write edges (idempotent per pair)."""
+    cls = models.lineage_edges(region_of(workspace_id))
     with cls.batch_write() as batch:
-        for s_type, s_id, t_type, t_id, details in edges:
-            batch.save(cls(workspace_id, f"{s_id}>{t_id}", source_id=s_id, source_type=s_type.lower(),
-                           target_id=t_id, target_type=t_type.lower(), created_at=now,
-                           details=json.dumps(details or {}, separators=(",", ":"), default=str)))
+        for item in edge_items(workspace_id, edges, expires_at=expires_at):
+            batch.save(item)
+
+
+def remove_target(workspace_id: str, target_id: str) -> int:
+    """Delete every edge into ``target_id`` (its subject is gone: a deleted chat or run)."""
+    cls = models.lineage_edges(region_of(workspace_id))
+    n = 0
+    for item in cls.by_target.query(workspace_id, cls.target_id == target_id):
+        item.delete()
+        n += 1
+    return n
 
 
 def _edge(item: Any) -> dict[str, Any]:

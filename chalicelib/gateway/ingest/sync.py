@@ -1,6 +1,8 @@
-"""Sync requests: a SyncRun is stored QUEUED and a message goes to the workspace region's ``sync-jobs``
-queue; ``sync_worker`` does the work. Idempotent per ``Idempotency-Key`` (same key + same request
-replays the first SyncRun; same key + another request is a 409)."""
+"""Sync requests: a SyncRun is stored QUEUED (in one transaction with the connector's ``last_sync_id``
+and the ``connector.sync_requested`` audit event), then a message goes to the workspace region's
+``sync-jobs`` queue; ``sync_worker`` does the work, and ``sync_reaper`` re-sends a run whose message was
+never sent. Idempotent per caller and ``Idempotency-Key`` (same key + same request replays the first
+SyncRun as it is now; same key + another request is a 409)."""
 from __future__ import annotations
 
 import json
@@ -13,11 +15,14 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency, queues
+from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.gateway import models
 from chalicelib.gateway.ingest import connectors
 from chalicelib.gateway.vocabulary import INGESTION_MODES, SYNC_STATUSES
 
+log = get_logger("gateway.sync_requests")
 QUEUE = "sync-jobs"
 MESSAGE_VERSION = 1
 
@@ -58,19 +63,41 @@ def request_sync(principal: Principal, connector_id: str, *, mode: str = "INCREM
             principal.workspace_id, new_id("sync"), connector_id=connector_id, mode=mode, status="QUEUED",
             requested_by=principal.user_id, correlation_id=correlation.current(), queued_at=now,
             dataset_id=item.dataset_id)
-        run.save()
-        item.update(actions=[models.ConnectorAttrs.last_sync_id.set(run.id)])
-        queues.enqueue(QUEUE, region, {"v": MESSAGE_VERSION, "workspace_id": principal.workspace_id,
-                                       "connector_id": connector_id, "sync_id": run.id},
-                       group_key=connector_id)
-        audit.append(region, principal.workspace_id, "connector.sync_requested",
-                     actor=connectors.actor_of(principal), target={"type": "connector", "id": connector_id},
-                     details={"sync_id": run.id, "mode": mode}, caller=caller)
+
+        def effects(tx: Tx) -> None:
+            tx.save(run, condition=models.SyncRunAttrs.id.does_not_exist())
+            tx.update(item, actions=[models.ConnectorAttrs.last_sync_id.set(run.id)],
+                      condition=models.ConnectorAttrs.id.exists())
+            idempotency.complete_in(tx, {"type": "sync_run", "id": run.id})
+
+        try:
+            audit.append(region, principal.workspace_id, "connector.sync_requested",
+                         actor=connectors.actor_of(principal), target={"type": "connector", "id": connector_id},
+                         details={"sync_id": run.id, "mode": mode}, caller=caller, effects=effects)
+        except Refused as refused:
+            if refused.tags != {"effect"}:
+                raise
+            raise not_found("connector") from None  # deleted meanwhile
+        enqueue(region, run)
         return 202, run_to_dict(run)
 
-    _, body, _replayed = idempotency.run(region, principal.workspace_id, "connector.sync", idempotency_key,
-                                         {"connector_id": connector_id, "mode": mode}, work)
+    def replay(ref: dict[str, Any]) -> tuple[int, Any]:
+        return 202, get_sync_run(principal, ref["id"], connector_id=connector_id)
+
+    _, body, _replayed = idempotency.run(region, principal.user_id, f"{principal.workspace_id}#connector.sync", idempotency_key,
+                                         {"connector_id": connector_id, "mode": mode}, work,
+                                         ref_of=lambda b: {"type": "sync_run", "id": b["id"]}, replay=replay)
     return body
+
+
+def enqueue(region: str, run: models.SyncRunAttrs) -> None:
+    """Send the run's message; a failed send leaves it QUEUED, and the sync reaper sends it again."""
+    try:
+        queues.enqueue(QUEUE, region, {"v": MESSAGE_VERSION, "workspace_id": run.workspace_id,
+                                       "connector_id": run.connector_id, "sync_id": run.id},
+                       group_key=run.connector_id)
+    except Exception:  # noqa: BLE001 - the run and its audit event are committed; the reaper re-sends
+        log.exception("sync message not sent", extra={"sync_id": run.id})
 
 
 def get_sync_run(principal: Principal, sync_id: str, *, connector_id: str | None = None) -> dict[str, Any]:

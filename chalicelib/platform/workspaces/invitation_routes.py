@@ -21,8 +21,10 @@ api = Api("platform")
 def create_invitation(ctx: Ctx, workspace_id: str) -> Any:
     body = validate(ctx.json(), invitations.CREATE_FIELDS)
     status, result, replayed = idempotency.run(
-        region_of(workspace_id), workspace_id, "invitations.create", ctx.header(idempotency.HEADER), body,
-        lambda: (201, invitations.create(workspace_id, body, actor=actor_of(ctx), caller=ctx.caller)))
+        region_of(workspace_id), ctx.user.user_id, f"{workspace_id}#invitations.create", ctx.header(idempotency.HEADER),
+        body, lambda: (201, invitations.create(workspace_id, body, actor=actor_of(ctx), caller=ctx.caller)),
+        ref_of=lambda r: {"type": "invitation", "id": r["id"]},
+        replay=lambda ref: (201, invitations.to_public(invitations.get(workspace_id, ref["id"]))))
     return json_response(result, status, {
         "Location": f"/v1/workspaces/{workspace_id}/invitations/{result['id']}", **replayed_header(replayed)})
 

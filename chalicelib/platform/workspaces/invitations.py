@@ -21,6 +21,8 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F, email
 from chalicelib.core.ids import new_id
+from chalicelib.core.store import idempotency
+from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.store.tables import connection
 from chalicelib.core.tenancy import get_workspace, membership, region_of
 from chalicelib.identity import users
@@ -82,11 +84,20 @@ def create(workspace_id: str, body: dict[str, Any], *, actor: audit.Actor, calle
                               created_at=clock.iso(now), expires_at=int(now) + INVITATION_TTL_SECONDS)
     claims = invitation_claims(region)
     claim = claims(workspace_id, EMAIL_CLAIM_PREFIX + address, invitation_id=inv.id, expires_at=inv.expires_at)
-    try:
-        with TransactWrite(connection=connection(region)) as tx:
-            tx.save(claim, condition=claims.id.does_not_exist() | (claims.expires_at <= int(now)))
-            tx.save(inv, condition=invitations(region).id.does_not_exist())
-    except TransactWriteError:
+
+    def effects(tx: Tx) -> None:
+        tx.save(claim, condition=claims.id.does_not_exist() | (claims.expires_at <= int(now)), tag="claim")
+        tx.save(inv, condition=invitations(region).id.does_not_exist())
+        idempotency.complete_in(tx, {"type": "invitation", "id": inv.id})
+
+    try:  # the invitation, its address claim and its audit event commit together, before the e-mail
+        audit.append(region, workspace_id, "invitation.created", actor=actor,
+                     target={"type": "invitation", "id": inv.id, "email": address},
+                     details={"role": inv.role, "expires_at": clock.iso(inv.expires_at)}, caller=caller,
+                     effects=effects)
+    except Refused as refused:
+        if "claim" not in refused.tags:
+            raise
         raise conflict("invitation_pending", f"A pending invitation for {address} already exists; revoke it "
                                              "or wait until it expires.") from None
     ws = get_workspace(workspace_id)
@@ -95,9 +106,6 @@ def create(workspace_id: str, body: dict[str, Any], *, actor: audit.Actor, calle
               f"{actor.email} invited you to the workspace {ws.name} as {inv.role}.\n\n"
               f"Sign in with {address} and accept: {link}\n\n"
               f"This invitation expires at {clock.iso(inv.expires_at)}.\n", region=region, tag="invitation")
-    audit.append(region, workspace_id, "invitation.created", actor=actor,
-                 target={"type": "invitation", "id": inv.id, "email": address},
-                 details={"role": inv.role, "expires_at": clock.iso(inv.expires_at)}, caller=caller)
     return to_public(inv)
 
 

@@ -38,8 +38,13 @@ def create_workspace(ctx: Ctx) -> Any:
                                   caller=ctx.caller)
         return 201, {**svc.to_public(ws), "role": "admin", "token_exchange": svc.token_exchange_hint(ws.id)}
 
-    status, result, replayed = idempotency.run(region, f"user:{ctx.user.user_id}", "workspaces.create",
-                                               ctx.header(idempotency.HEADER), body, work)
+    def replay(ref: dict[str, Any]) -> tuple[int, Any]:
+        ws = get_workspace(ref["id"])
+        return 201, {**svc.to_public(ws), "role": "admin", "token_exchange": svc.token_exchange_hint(ws.id)}
+
+    status, result, replayed = idempotency.run(region, ctx.user.user_id, f"{idempotency.ACCOUNT}#workspaces.create",
+                                               ctx.header(idempotency.HEADER), body, work,
+                                               ref_of=lambda r: {"type": "workspace", "id": r["id"]}, replay=replay)
     return json_response(result, status, {"Location": f"/v1/workspaces/{result['id']}", **replayed_header(replayed)})
 
 

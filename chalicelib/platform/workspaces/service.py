@@ -27,7 +27,9 @@ from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import DR_REGIONS, endpoints, region_for
+from chalicelib.core.store import idempotency
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
+from chalicelib.core.store.transact import Tx
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 from chalicelib.residency import replication
@@ -78,13 +80,18 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
             continue
     else:
         raise RuntimeError("could not find a free slug")
-    memberships(region)(ws_id, owner_id, role=Role.ADMIN.value, email=owner_email, joined_at=now,
-                        joined_via=joined_via).save()
+    owner = memberships(region)(ws_id, owner_id, role=Role.ADMIN.value, email=owner_email, joined_at=now,
+                                joined_via=joined_via)
+
+    def effects(tx: Tx) -> None:  # the creator's membership commits with the audit event
+        tx.save(owner)
+        idempotency.complete_in(tx, {"type": "workspace", "id": ws_id})
+
     audit.append(region, ws_id, "workspace.created",
                  actor=audit.Actor("user", owner_id, owner_email),
                  target={"type": "workspace", "id": ws_id},
                  details={"name": name, "slug": ws.slug, "residency": residency, "enforce_mfa": enforce_mfa},
-                 caller=caller)
+                 caller=caller, effects=effects)
     return ws
 
 

@@ -15,14 +15,14 @@ REGION = "us-east-1"
 
 def _item(key: str) -> IdempotencyAttrs:
     cls = regional(IdempotencyAttrs, REGION)
-    return cls(key, request_hash="h", status=200, response="{}", expires_at=0)
+    return cls("usr_1", key, request_hash="h", state="done", token="t", claimed_until=0, expires_at=0)
 
 
 def test_a_refused_conditional_put_is_a_condition_failure(stack: None) -> None:
     cls = regional(IdempotencyAttrs, REGION)
     _item("k1").save()
     with pytest.raises(PutError) as err:
-        _item("k1").save(condition=cls.key.does_not_exist())
+        _item("k1").save(condition=cls.user_id.does_not_exist())
     assert condition_failed(err.value)
 
 
@@ -31,8 +31,8 @@ def test_the_failed_item_of_a_cancelled_transaction_is_named(stack: None) -> Non
     _item("present").save()
     with pytest.raises(TransactWriteError) as err:
         with TransactWrite(connection=connection(REGION)) as tx:
-            tx.save(_item("fresh"), condition=cls.key.does_not_exist())
-            tx.save(_item("present"), condition=cls.key.does_not_exist())
+            tx.save(_item("fresh"), condition=cls.user_id.does_not_exist())
+            tx.save(_item("present"), condition=cls.user_id.does_not_exist())
     assert condition_failed(err.value)
     assert item_condition_failed(err.value, 1)
     assert not item_condition_failed(err.value, 0)
@@ -47,6 +47,6 @@ def test_other_errors_are_not_condition_failures(stack: None) -> None:
             region = REGION
 
     with pytest.raises(GetError) as err:
-        Missing.get("x")
+        Missing.get("x", "y")
     assert not condition_failed(err.value)
     assert not condition_failed(ValueError("ConditionalCheckFailedException"))
