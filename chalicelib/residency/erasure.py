@@ -2,8 +2,9 @@
 that make it final.
 
 ``erase_in_workspace`` removes the user's membership, chats, agent memory, the agent runs they started
-(with their step and event logs), invitations addressed to them, their e-mail in invitations they sent,
-and the personal values of audit events (``audit_personal`` records; the events themselves stay and show
+(with their step and event logs), the lineage edges into their chats' answers and runs, their
+``Idempotency-Key`` records, invitations addressed to them, their e-mail in invitations they sent, and
+the personal values of audit events (``audit_personal`` records; the events themselves stay and show
 a pseudonym, see ``core/audit.py``). ``erase_identity`` removes the global directory entry, its e-mail
 and identity-provider claims, sessions, API token records, passkeys and security keys, TOTP and recovery
 codes, lockout counters and every other sign-in state naming the user.
@@ -24,6 +25,7 @@ from typing import Any
 from chalicelib.core import audit, aws, clock, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.logs import get_logger
+from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import workspaces
 from chalicelib.residency.models import erased_users, erasure_ledger
 
@@ -92,7 +94,7 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
     ws = {"S": workspace_id}
     is_theirs = _Matcher(region, mac, email)
     counts = {"memberships": 0, "chats": 0, "agent_memory": 0, "agent_runs": 0, "invitations": 0,
-              "audit_personal": 0}
+              "audit_personal": 0, "idempotency": 0, "lineage_edges": 0}
     got = _ddb(region).delete_item(TableName=aws.table_name("memberships"),
                                    Key={"workspace_id": ws, "user_id": {"S": user_id}}, ReturnValues="ALL_OLD")
     if got.get("Attributes"):
@@ -100,6 +102,9 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
         workspaces()(workspace_id).update(actions=[workspaces().member_count.add(-1)])
     for chat in _query(region, "chats", "workspace_id", workspace_id):
         if _s(chat, "user_id") == user_id:
+            for message in json.loads(_s(chat, "messages") or "[]"):
+                if message.get("role") == "assistant" and message.get("id"):
+                    counts["lineage_edges"] += _delete_edges_into(region, workspace_id, message["id"])
             _delete(region, "chats", {"workspace_id": ws, "id": chat["id"]})
             counts["chats"] += 1
     for item in _scan(region, "agent_memory", FilterExpression="begins_with(#s, :p)",
@@ -114,6 +119,7 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
         for entry in _query(region, "agent_run_log", "run_key", run_key):
             _delete(region, "agent_run_log", {"run_key": entry["run_key"], "sk": entry["sk"]})
         _delete(region, "agent_runs", {"workspace_id": ws, "id": run["id"]})
+        counts["lineage_edges"] += _delete_edges_into(region, workspace_id, _s(run, "id"))
         counts["agent_runs"] += 1
     for inv in _query(region, "invitations", "workspace_id", workspace_id):
         inv_id = _s(inv, "id")
@@ -132,7 +138,24 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
         if _s(record, "subject") == user_id or is_theirs(_s(record, "email")):
             _delete(region, "audit_personal", {"workspace_id": ws, "ref": record["ref"]})
             counts["audit_personal"] += 1
+    # Idempotency-Key records of the user's requests here (references and fingerprints, but theirs)
+    counts["idempotency"] = idempotency.erase(region, user_id, f"{workspace_id}#") + idempotency.erase(
+        region, user_id, f"{idempotency.ACCOUNT}#")
     return counts
+
+
+def _delete_edges_into(region: str, workspace_id: str, target_id: str) -> int:
+    """Lineage edges into an erased subject (a chat answer, an agent run) go with it."""
+    n = 0
+    pages = _ddb(region).get_paginator("query").paginate(
+        TableName=aws.table_name("lineage_edges"), IndexName="by_target",
+        KeyConditionExpression="workspace_id = :w AND target_id = :t",
+        ExpressionAttributeValues={":w": {"S": workspace_id}, ":t": {"S": target_id}})
+    for page in pages:
+        for edge in page["Items"]:
+            _delete(region, "lineage_edges", {"workspace_id": edge["workspace_id"], "edge": edge["edge"]})
+            n += 1
+    return n
 
 
 def record(region: str, workspace_id: str, user_id: str, mac: str, request_id: str) -> None:
