@@ -44,6 +44,33 @@ def last_seq(region: str, workspace_id: str, run_id: str) -> int:
     return _last_seq(region, models.run_key(workspace_id, run_id))
 
 
+class RunLog:
+    """The events one writer adds to a run's log inside its transactions: it numbers them from the last
+    sequence number it knows, and ``resync`` re-reads that number when another writer (the API's
+    cancel) took it first (the transaction's event put is then refused: tag ``event``)."""
+
+    def __init__(self, region: str, workspace_id: str, run_id: str, expires_at: int | None, last: int | None) -> None:
+        self.region, self.workspace_id, self.run_id, self.expires_at = region, workspace_id, run_id, expires_at
+        self.last = last if last is not None else last_seq(region, workspace_id, run_id)
+        self.pending: list[tuple[str, dict[str, Any]]] = []
+
+    def add(self, type_: str, data: dict[str, Any] | None = None) -> None:
+        """Queue an event for the next transaction (``put_in``)."""
+        self.pending.append((type_, data or {}))
+
+    def put_in(self, tx: Any) -> None:
+        for i, (type_, data) in enumerate(self.pending, start=1):
+            tx.save(item(self.region, self.workspace_id, self.run_id, self.last + i, type_, data, self.expires_at),
+                    condition=new_only(self.region), tag="event")
+
+    def committed(self) -> None:
+        self.last += len(self.pending)
+        self.pending = []
+
+    def resync(self) -> None:
+        self.last = last_seq(self.region, self.workspace_id, self.run_id)
+
+
 def append(region: str, workspace_id: str, run_id: str, type_: str, data: dict[str, Any] | None = None,
            expires_at: int | None = None, *, after: int | None = None) -> int:
     """Append one event; returns its sequence number. ``after`` is the writer's guess of the last

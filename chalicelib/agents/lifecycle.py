@@ -1,12 +1,13 @@
 """State changes of a run that the worker and the reaper share: claim, heartbeat, finish.
 
-Every change is a conditional update, so two deliveries of one message, a late worker and the reaper
-can never both move a run: a claim bumps ``attempt`` (the fencing token) and takes the lease; a
-heartbeat and every ledger write check that ``attempt`` is still the caller's; a finish moves an active
-run to a terminal state exactly once. After a finish, ``record_finish`` writes the ``run.<status>``
-event, the ``agent_run.finished`` audit event (with the starting request's correlation ID) and the
-lineage edges ``dataset -> agent_run``, then marks the run ``finalized``; a delivery that finds a
-finished but not finalized run (a crash in between) records them again.
+Every change is conditional, so two deliveries of one message, a late worker and the reaper can never
+both move a run: a claim bumps ``attempt`` (the fencing token) and takes the lease (``LEASE_S``, from
+``workers/timing.py``); a heartbeat and every ledger write check that ``attempt`` is still the caller's;
+a finish moves an active run to a terminal state exactly once. A finish is ONE transaction: the run's
+new state (marked ``finalized``), its pending events and ``run.<status>``, the ``agent_run.finished``
+audit event (with the starting request's correlation ID) and the lineage edges ``dataset -> agent_run``
+(kept as long as the run). ``record_finish`` writes the same for a run finished without them (a queued
+run cancelled by the API, or one finished before finishes were one transaction).
 """
 from __future__ import annotations
 
@@ -20,9 +21,13 @@ from chalicelib.agents.models import ACTIVE_STATUSES, IN_PROGRESS, QUEUED
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.logs import get_logger
+from chalicelib.core.store.transact import Refused, Tx
+from chalicelib.gateway.catalog import lineage
+from chalicelib.workers.timing import LEASE_S
 
 log = get_logger("agents.lifecycle")
-LEASE_S = 60  # a delivery holds a run this long past its last heartbeat
+MAX_LINEAGE_IN_FINISH = 50  # edges written in the finish's transaction; more go in a batch after it
+FINISH_ATTEMPTS = 5
 
 
 class LeaseHeld(Exception):
@@ -68,34 +73,87 @@ def heartbeat(run: models.RunAttrs, attempt: int) -> None:
 
 def finish(run: models.RunAttrs, status: str, *, attempt: int | None = None, output: dict[str, Any] | None = None,
            error: dict[str, str] | None = None, usage: dict[str, Any] | None = None,
-           read: list[str] | None = None) -> bool:
-    """Move an active run to ``status`` (once); True when this call did it. Then ``record_finish``."""
+           read: list[str] | None = None, log_: events.RunLog | None = None) -> bool:
+    """Move an active run to ``status`` (once), with its events, audit event and lineage in one
+    transaction; True when this call did it. ``log_`` carries the caller's pending events."""
     R = models.RunAttrs
+    region = type(run).Meta.region
     now = clock.iso()
     actions = [R.status.set(status), R.finished_at.set(now), R.active.remove(), R.lease_owner.remove(),
-               R.lease_expires_at.remove()]
+               R.lease_expires_at.remove(), R.finalized.set(1)]
     if output is not None:
         actions.append(R.output.set(json.dumps(output, default=str)))
     if error is not None:
         actions.append(R.error.set(json.dumps(error)))
     if usage is not None:
         actions.append(R.usage.set(json.dumps(usage)))
+    datasets = sorted(set(read)) if read is not None else json.loads(run.read or "[]")
     if read is not None:
-        actions.append(R.read.set(json.dumps(sorted(set(read)))))
+        actions.append(R.read.set(json.dumps(datasets)))
     cond = R.status.is_in(*ACTIVE_STATUSES)
     if attempt is not None:
         cond = cond & (R.attempt == attempt)
-    try:
-        run.update(actions=actions, condition=cond)
-    except UpdateError:
-        run.refresh(consistent_read=True)
-        return False
-    record_finish(type(run).Meta.region, run)
+    run_log = log_ or events.RunLog(region, run.workspace_id, run.id, run.expires_at, None)
+    data: dict[str, Any] = {"status": status, **({"error": error} if error else {})}
+    run_log.add(f"run.{status}", data)
+    edges = _edges(run, datasets, status)
+
+    def effects(tx: Tx) -> None:
+        tx.update(run, actions=actions, condition=cond, tag="fence")
+        run_log.put_in(tx)
+        for edge in edges[:MAX_LINEAGE_IN_FINISH]:
+            tx.save(edge)
+
+    from chalicelib.agents.runs import starting_caller
+
+    for _ in range(FINISH_ATTEMPTS):
+        try:
+            audit.append(region, run.workspace_id, "agent_run.finished", actor=SYSTEM,
+                         target={"type": "agent_run", "id": run.id},
+                         details={"agent_id": run.agent_id, "status": status, "started_by": run.user_id,
+                                  "error": error if error is not None else (json.loads(run.error) if run.error else None),
+                                  "usage": usage if usage is not None else json.loads(run.usage or "{}")},
+                         caller=starting_caller(run), effects=effects)
+        except Refused as refused:
+            if "fence" in refused.tags:
+                run.refresh(consistent_read=True)
+                return False
+            run_log.resync()  # the API added an event (a cancel request) meanwhile
+            continue
+        run_log.committed()
+        break
+    else:
+        raise RuntimeError("the run's finish kept colliding with other writers")
+    if len(edges) > MAX_LINEAGE_IN_FINISH:
+        with type(edges[0]).batch_write() as batch:
+            for edge in edges[MAX_LINEAGE_IN_FINISH:]:
+                batch.save(edge)
+    run.status, run.finished_at, run.active, run.finalized = status, now, None, 1
+    run.lease_owner = run.lease_expires_at = None
+    if output is not None:
+        run.output = json.dumps(output, default=str)
+    if error is not None:
+        run.error = json.dumps(error)
+    if usage is not None:
+        run.usage = json.dumps(usage)
+    run.read = json.dumps(datasets)
     return True
 
 
+def _edges(run: models.RunAttrs, datasets: list[str], status: str) -> list[Any]:
+    if not datasets:
+        return []
+    try:
+        agent = json.loads(run.agent)
+    except ValueError:  # an unreadable stored definition (a poison run) still finishes
+        agent = {}
+    return lineage.edge_items(run.workspace_id, [
+        ("dataset", ds, "agent_run", run.id, {"agent_id": run.agent_id, "target_name": agent.get("name"),
+                                              "status": status}) for ds in datasets], expires_at=run.expires_at)
+
+
 def record_finish(region: str, run: models.RunAttrs) -> None:
-    """The finish's event, audit event and lineage (see the module docstring); safe to repeat."""
+    """The finish's event, audit event and lineage for a run finished without them; safe to repeat."""
     if run.finalized:
         return
     from chalicelib.agents.runs import starting_caller
@@ -103,23 +161,29 @@ def record_finish(region: str, run: models.RunAttrs) -> None:
     data: dict[str, Any] = {"status": run.status}
     if run.error:
         data["error"] = json.loads(run.error)
-    events.append(region, run.workspace_id, run.id, f"run.{run.status}", data, run.expires_at)
-    audit.append(region, run.workspace_id, "agent_run.finished", actor=SYSTEM,
-                 target={"type": "agent_run", "id": run.id},
-                 details={"agent_id": run.agent_id, "status": run.status, "started_by": run.user_id,
-                          "error": (json.loads(run.error) if run.error else None),
-                          "usage": json.loads(run.usage or "{}")},
-                 caller=starting_caller(run))
-    read = json.loads(run.read or "[]")
-    if read:
-        from chalicelib.gateway.catalog import lineage
-
-        agent = json.loads(run.agent)
-        lineage.record_edges(run.workspace_id, [
-            ("dataset", ds, "agent_run", run.id, {"agent_id": run.agent_id, "target_name": agent.get("name"),
-                                                  "status": run.status}) for ds in read])
     R = models.RunAttrs
-    try:
-        run.update(actions=[R.finalized.set(1)], condition=R.finalized.does_not_exist())
-    except UpdateError:
-        pass
+    run_log = events.RunLog(region, run.workspace_id, run.id, run.expires_at, None)
+    run_log.add(f"run.{run.status}", data)
+    edges = _edges(run, json.loads(run.read or "[]"), run.status)
+
+    def effects(tx: Tx) -> None:
+        tx.update(run, actions=[R.finalized.set(1)], condition=R.finalized.does_not_exist(), tag="fence")
+        run_log.put_in(tx)
+        for edge in edges[:MAX_LINEAGE_IN_FINISH]:
+            tx.save(edge)
+
+    for _ in range(FINISH_ATTEMPTS):
+        try:
+            audit.append(region, run.workspace_id, "agent_run.finished", actor=SYSTEM,
+                         target={"type": "agent_run", "id": run.id},
+                         details={"agent_id": run.agent_id, "status": run.status, "started_by": run.user_id,
+                                  "error": (json.loads(run.error) if run.error else None),
+                                  "usage": json.loads(run.usage or "{}")},
+                         caller=starting_caller(run), effects=effects)
+        except Refused as refused:
+            if "fence" in refused.tags:
+                return  # finalized by another writer
+            run_log.resync()
+            continue
+        run.finalized = 1
+        return

@@ -2,16 +2,22 @@
 Lambda handler in ``app.py`` and ``make run``'s worker loop both call it).
 
 One message = one run. A delivery:
-1. reads the run; a finished run is acknowledged (after recording its finish if a crash cut that short);
+1. reads the run; a finished run is acknowledged (after recording its finish if that was cut short);
    a cancel request or a passed deadline finishes it as ``cancelled`` / ``expired``;
 2. claims it (``lifecycle.claim``: conditional, bumps the fencing ``attempt``, takes a lease that the
-   same SQS message may take over at once, since SQS only redelivers a message whose holder let it go);
-3. runs the steps. Before each step it heartbeats (renewing the lease and re-reading the run, so a
-   cancel request or the deadline stops it before the next step). Each step is a ledger item written with
-   conditional writes: a completed step is never executed again (its stored output is reused), and its
-   completion is written in one transaction with a check that this delivery still holds the run;
-4. writes the final answer and finishes the run (``lifecycle.finish``).
+   same SQS message may take over at once, since SQS only redelivers a message whose holder let it go).
+   A run that was already started (a resume: its worker died) reads its log once: the steps already
+   in the ledger and the last event number;
+3. runs the steps. The lease is renewed on a timer (``HEARTBEAT_EVERY_S``), not per step; the deadline
+   is checked against the clock before each step. A step already in the ledger is never executed again
+   (its stored output is reused). A new step is recorded when it finishes: ONE transaction holds the
+   ledger item, its events and a check that this delivery still holds the run and no cancel was
+   asked for, so a superseded delivery records nothing and a cancel stops the run at the next step
+   boundary (the step in flight is discarded unrecorded);
+4. writes the final answer and finishes the run (``lifecycle.finish``: one transaction).
 
+A worker that dies (crash, out of memory, timeout) stops renewing its lease; the reaper then sends the
+run again and the next delivery resumes it from its ledger (``reaper.py``, ``workers/timing.py``).
 A message that cannot be parsed, or whose processing keeps raising, is returned to the queue until its
 ``maxReceiveCount`` sends it to the dead-letter queue; on that last delivery the run is marked ``failed``
 with the reason. Tools act as the user who started the run (``tools.py``).
@@ -24,9 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pynamodb.exceptions import PutError, TransactWriteError
-from pynamodb.transactions import TransactWrite
-
 from chalicelib.agents import answering, events, lifecycle, models, templates, tools
 from chalicelib.agents.models import CANCELLED, COMPLETED, EXPIRED, FAILED, TERMINAL_STATUSES
 from chalicelib.core import clock, tenancy
@@ -34,12 +37,14 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues
-from chalicelib.core.store import tables as core_models
+from chalicelib.core.store.transact import Conflict, Refused, Tx
+from chalicelib.workers.timing import HEARTBEAT_EVERY_S
 
 log = get_logger("agents.worker")
 QUEUE = "agent-runs"
 BUSY_RETRY_S = 10
 MAX_OUTPUT_CHARS = 64 * 1024
+STEP_COMMIT_ATTEMPTS = 5
 
 AfterStep = Callable[[int], None]
 
@@ -62,11 +67,9 @@ class RunState:
     steps_done: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=lambda: {"steps": 0, "tool_calls": 0, "input_tokens": 0,
                                                              "output_tokens": 0})
-    last_event: int | None = None  # the last event sequence number this delivery wrote
-
-    def event(self, type_: str, data: dict[str, Any]) -> None:
-        self.last_event = events.append(self.region, self.run.workspace_id, self.run.id, type_, data,
-                                        self.run.expires_at, after=self.last_event)
+    log: events.RunLog | None = None  # events go out in this delivery's transactions
+    ledger: dict[int, models.StepAttrs] = field(default_factory=dict)  # steps recorded by earlier deliveries
+    heartbeat_at: float = 0.0
 
 
 def handle(event: dict[str, Any], *, after_step: AfterStep | None = None) -> dict[str, Any]:
@@ -149,21 +152,33 @@ def execute(workspace_id: str, run_id: str, delivery_id: str, *, after_step: Aft
             "code": "starter_not_allowed", "message": "The user who started the run may no longer run agents here."})
         return "done"
     state = RunState(region, run, attempt, json.loads(run.agent), json.loads(run.input),
-                     tools.ToolContext(principal, region, run.agent_id, run.id))
-    if was_queued:
-        state.event("run.started", {"status": models.IN_PROGRESS})
+                     tools.ToolContext(principal, region, run.agent_id, run.id), heartbeat_at=clock.now())
+    if was_queued:  # a first delivery: the log holds only run.queued
+        state.log = events.RunLog(region, workspace_id, run_id, run.expires_at, 1)
+        state.log.add("run.started", {"status": models.IN_PROGRESS})
+    else:  # a resume: what the ledger holds and the last event number, in one read
+        state.log, state.ledger = _read_log(region, run)
     try:
         answer = answering.run_agent(state, StepRunner(state, after_step))
         output = {**answer.pop("output")}
         state.usage["input_tokens"] += int(answer.get("input_tokens", 0))
         state.usage["output_tokens"] += int(answer.get("output_tokens", 0))
-        lifecycle.finish(run, COMPLETED, attempt=attempt, output=output, usage=state.usage, read=sorted(state.ctx.read))
+        lifecycle.finish(run, COMPLETED, attempt=attempt, output=output, usage=state.usage, read=sorted(state.ctx.read),
+                         log_=state.log)
     except Stop:
         pass
     except StepFailed as failed:
         lifecycle.finish(run, FAILED, attempt=attempt, error=failed.error, usage=state.usage,
-                         read=sorted(state.ctx.read))
+                         read=sorted(state.ctx.read), log_=state.log)
     return "done"
+
+
+def _read_log(region: str, run: models.RunAttrs) -> tuple[events.RunLog, dict[int, models.StepAttrs]]:
+    cls = models.steps(region)
+    key = models.run_key(run.workspace_id, run.id)
+    ledger = {int(step.index): step
+              for step in cls.query(key, cls.sk.startswith(models.STEP_PREFIX), consistent_read=True)}
+    return events.RunLog(region, run.workspace_id, run.id, run.expires_at, None), ledger
 
 
 class StepFailed(Exception):
@@ -181,24 +196,30 @@ class StepRunner:
         self.index = 0
 
     def checkpoint(self) -> None:
-        """Before a step: heartbeat, then stop for a cancel request or a passed deadline."""
+        """Before a step: renew the lease when it is due, then stop for a cancel request or a passed
+        deadline."""
         s = self.state
-        try:
-            lifecycle.heartbeat(s.run, s.attempt)
-        except lifecycle.Superseded:
-            raise Stop() from None
+        if clock.now() - s.heartbeat_at >= HEARTBEAT_EVERY_S:
+            try:
+                lifecycle.heartbeat(s.run, s.attempt)
+            except lifecycle.Superseded:
+                raise Stop() from None
+            s.heartbeat_at = clock.now()
         if s.run.cancel_requested_at:
-            lifecycle.finish(s.run, CANCELLED, attempt=s.attempt, usage=s.usage, read=sorted(s.ctx.read),
-                             error={"code": "cancelled", "message": "Cancelled on request before step "
-                                                                    f"{self.index + 1}."})
-            raise Stop()
+            self._cancelled()
         if clock.now() >= int(s.run.deadline_at):
             lifecycle.finish(s.run, EXPIRED, attempt=s.attempt, usage=s.usage, read=sorted(s.ctx.read),
-                             error={"code": "deadline_exceeded", "message": "The run's deadline passed."})
+                             error={"code": "deadline_exceeded", "message": "The run's deadline passed."}, log_=s.log)
             raise Stop()
         limit = int(s.agent["limits"]["max_steps"])
         if self.index >= limit:
             raise StepFailed("max_steps_exceeded", f"The run needed more than {limit} steps.")
+
+    def _cancelled(self) -> None:
+        s = self.state
+        lifecycle.finish(s.run, CANCELLED, attempt=s.attempt, usage=s.usage, read=sorted(s.ctx.read), log_=s.log,
+                         error={"code": "cancelled", "message": f"Cancelled on request before step {self.index + 1}."})
+        raise Stop()
 
     def run(self, name: str, tool: str, raw_input: Any) -> Any:
         """Execute (or replay from the ledger) the next step; returns its output."""
@@ -206,6 +227,15 @@ class StepRunner:
         self.checkpoint()
         index = self.index
         self.index += 1
+        prior = s.ledger.get(index)
+        if prior is not None and prior.status == "completed":  # done by an earlier delivery: never again
+            output = json.loads(prior.output) if prior.output else None
+            s.ctx.read.update(json.loads(prior.datasets or "[]"))
+            self._account(prior.name, output)
+            return output
+        if prior is not None and prior.status == "failed":
+            err = json.loads(prior.error or "{}")
+            raise StepFailed(err.get("code", "step_failed"), err.get("message", "A step failed."))
         refused: dict[str, str] | None = None
         args: Any = raw_input if isinstance(raw_input, dict) else {}
         if tool not in s.agent["tools"]:
@@ -217,22 +247,10 @@ class StepRunner:
             except templates.MissingValue as missing:
                 refused = {"code": "template_value_missing",
                            "message": f"Step '{name}' names a missing value: {missing.ref}."}
-        item, prior = self._claim(index, name, tool, args)
-        if prior is not None:
-            if prior.status == "completed":  # done by an earlier delivery: never again
-                output = json.loads(prior.output) if prior.output else None
-                s.ctx.read.update(json.loads(prior.datasets or "[]"))
-                self._account(prior.name, output)
-                return output
-            if prior.status == "failed":
-                err = json.loads(prior.error or "{}")
-                raise StepFailed(err.get("code", "step_failed"), err.get("message", "A step failed."))
-            item = self._take_over(prior, args)  # started by a delivery that died mid-step
+        started_at = clock.iso()
         if refused is not None:
-            self._record_finished(item, output=None, error=refused, duration_ms=0, read=[])
-            s.event("step.failed", {"index": index, "name": name, "tool": tool, "error": refused})
+            self._record(index, name, tool, args, started_at, output=None, error=refused, duration_ms=0, read=[])
             raise StepFailed(refused["code"], refused["message"])
-        s.event("step.started", {"index": index, "name": name, "tool": tool})
         t0 = time.perf_counter()
         before = set(s.ctx.read)
         try:
@@ -248,10 +266,8 @@ class StepRunner:
                                                "message": f"The tool's output exceeds {MAX_OUTPUT_CHARS} characters."}
         duration = round((time.perf_counter() - t0) * 1000, 2)
         read = sorted(s.ctx.read - before)
-        self._record_finished(item, output=text, error=error, duration_ms=duration, read=read)
-        s.event("step.failed" if error else "step.completed",
-                {"index": index, "name": name, "tool": tool, "duration_ms": duration, **({"error": error} if error else {})})
         s.usage["tool_calls"] += 1
+        self._record(index, name, tool, args, started_at, output=text, error=error, duration_ms=duration, read=read)
         if error is not None:
             raise StepFailed(error["code"], f"Step '{name}' ({tool}) failed: {error['message']}")
         self._account(name, output)
@@ -264,45 +280,44 @@ class StepRunner:
         self.state.steps_done.append({"name": name, "output": output})
         self.state.usage["steps"] = self.index
 
-    def _claim(self, index: int, name: str, tool: str, args: Any) -> tuple[models.StepAttrs, models.StepAttrs | None]:
-        """Write the step as ``started`` (conditional put); when it exists, return the recorded one too."""
+    def _record(self, index: int, name: str, tool: str, args: Any, started_at: str, *, output: str | None,
+                error: dict[str, str] | None, duration_ms: float, read: list[str]) -> None:
+        """The step's ledger item and events, in one transaction with the check that this delivery still
+        holds the run and that no cancel was asked for (see the module docstring)."""
         s = self.state
-        cls = models.steps(s.region)
-        item = cls(models.run_key(s.run.workspace_id, s.run.id), models.step_sk(index), index=index, name=name,
-                   tool=tool, status="started", input=json.dumps(args, default=str), attempt=s.attempt,
-                   executions=1, started_at=clock.iso(), expires_at=s.run.expires_at)
-        try:
-            item.save(condition=models.StepAttrs.sk.does_not_exist())
-            return item, None
-        except PutError:
-            return item, cls.get(item.run_key, item.sk, consistent_read=True)
-
-    def _take_over(self, prior: models.StepAttrs, args: Any) -> models.StepAttrs:
-        """A step an earlier attempt started but never finished: this attempt runs it (once more)."""
-        S = models.StepAttrs
-        try:
-            prior.update(actions=[S.attempt.set(self.state.attempt), S.executions.add(1), S.started_at.set(clock.iso()),
-                                  S.input.set(json.dumps(args, default=str))],
-                         condition=(S.status == "started") & (S.attempt < self.state.attempt))
-        except Exception:  # noqa: BLE001 - a concurrent delivery took it
-            raise Stop() from None
-        return prior
-
-    def _record_finished(self, item: models.StepAttrs, *, output: str | None, error: dict[str, str] | None,
-                         duration_ms: float, read: list[str]) -> None:
-        """Completion in one transaction with the check that this delivery still holds the run."""
-        s = self.state
-        S, R = models.StepAttrs, models.RunAttrs
-        actions = [S.status.set("failed" if error else "completed"), S.finished_at.set(clock.iso()),
-                   S.duration_ms.set(duration_ms), S.datasets.set(json.dumps(read))]
-        if output is not None:
-            actions.append(S.output.set(output))
-        if error is not None:
-            actions.append(S.error.set(json.dumps(error)))
-        try:
-            with TransactWrite(connection=core_models.connection(s.region)) as tx:
-                tx.condition_check(models.runs(s.region), s.run.workspace_id, s.run.id,
-                                   condition=(R.attempt == s.attempt) & (R.status == models.IN_PROGRESS))
-                tx.update(item, actions=actions, condition=(S.status == "started") & (S.attempt == s.attempt))
-        except TransactWriteError:
-            raise Stop() from None  # superseded or finished elsewhere: this delivery's result is dropped
+        assert s.log is not None
+        R, S = models.RunAttrs, models.StepAttrs
+        step = models.steps(s.region)(
+            models.run_key(s.run.workspace_id, s.run.id), models.step_sk(index), index=index, name=name, tool=tool,
+            status="failed" if error else "completed", input=json.dumps(args, default=str), output=output,
+            error=json.dumps(error) if error else None, attempt=s.attempt, executions=1, started_at=started_at,
+            finished_at=clock.iso(), duration_ms=duration_ms, datasets=json.dumps(read), expires_at=s.run.expires_at)
+        s.log.add("step.failed" if error else "step.completed",
+                  {"index": index, "name": name, "tool": tool, "duration_ms": duration_ms,
+                   **({"error": error} if error else {})})
+        for _ in range(STEP_COMMIT_ATTEMPTS):
+            tx = Tx(s.region)
+            tx.condition_check(models.runs(s.region), s.run.workspace_id, s.run.id, tag="fence",
+                               condition=(R.attempt == s.attempt) & (R.status == models.IN_PROGRESS)
+                               & R.cancel_requested_at.does_not_exist())
+            tx.save(step, condition=S.sk.does_not_exist() | (S.status == "started"), tag="step")
+            s.log.put_in(tx)
+            try:
+                tx.commit()
+            except Refused as refused:
+                if "fence" in refused.tags:
+                    s.run.refresh(consistent_read=True)
+                    if s.run.status == models.IN_PROGRESS and int(s.run.attempt) == s.attempt \
+                            and s.run.cancel_requested_at:
+                        s.log.pending = [e for e in s.log.pending if not e[0].startswith("step.")]
+                        self._cancelled()
+                    raise Stop() from None  # superseded or finished elsewhere: this result is dropped
+                if "step" in refused.tags:
+                    raise Stop() from None  # recorded by another delivery
+                s.log.resync()  # the API added an event meanwhile
+                continue
+            except Conflict:
+                continue
+            s.log.committed()
+            return
+        raise Stop()
