@@ -82,6 +82,8 @@ class RunAttrs(BaseModel):
     lease_owner = UnicodeAttribute(null=True)  # SQS message id of the delivery working on it
     lease_expires_at = NumberAttribute(null=True)
     attempt = NumberAttribute(default=0)  # fencing token: bumped by every claim
+    resumes = NumberAttribute(null=True)  # how often the reaper re-sent the run after its worker was lost
+    sent_at = NumberAttribute(null=True)  # epoch seconds the reaper last re-sent its message
     cancel_requested_at = UnicodeAttribute(null=True)
     output = UnicodeAttribute(null=True)  # JSON {answer, provider, model, citations}
     error = UnicodeAttribute(null=True)  # JSON {code, message}

@@ -58,9 +58,10 @@ def delete_connector(ctx: Ctx, connector_id: str) -> Any:
 @api.route("/v1/connectors/{connector_id}/sync", methods=["POST"], permission="connectors.manage")
 def request_sync(ctx: Ctx, connector_id: str) -> Any:
     body = validate(ctx.json(required=False), SYNC_FIELDS)
-    run = sync.request_sync(ctx.user, connector_id, mode=body.get("mode", "INCREMENTAL"),
-                            idempotency_key=ctx.header(idempotency.HEADER), caller=ctx.caller)
-    return json_response(run, 202, {"Location": f"/v1/connectors/{connector_id}/syncs/{run['id']}"})
+    run, replayed = sync.start_sync(ctx.user, connector_id, mode=body.get("mode", "INCREMENTAL"),
+                                    idempotency_key=ctx.header(idempotency.HEADER), caller=ctx.caller)
+    return json_response(run, 202, {"Location": f"/v1/connectors/{connector_id}/syncs/{run['id']}",
+                                    **({"Idempotent-Replayed": "true"} if replayed else {})})
 
 
 @api.route("/v1/connectors/{connector_id}/syncs", permission="dashboards.read")

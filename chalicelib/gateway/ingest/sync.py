@@ -51,6 +51,12 @@ def run_to_dict(run: models.SyncRunAttrs) -> dict[str, Any]:
 def request_sync(principal: Principal, connector_id: str, *, mode: str = "INCREMENTAL",
                  idempotency_key: str | None = None, caller: Any = None) -> dict[str, Any]:
     """Queue a sync of the connector and return its SyncRun (status QUEUED, or the replayed run)."""
+    return start_sync(principal, connector_id, mode=mode, idempotency_key=idempotency_key, caller=caller)[0]
+
+
+def start_sync(principal: Principal, connector_id: str, *, mode: str = "INCREMENTAL",
+               idempotency_key: str | None = None, caller: Any = None) -> tuple[dict[str, Any], bool]:
+    """``request_sync``, also saying whether the answer is a replay of an earlier request's."""
     if mode not in INGESTION_MODES:
         raise validation_error([{"field": "mode", "message": "must be one of " + ", ".join(INGESTION_MODES)}])
     item, region = connectors.load(principal, connector_id)
@@ -84,10 +90,10 @@ def request_sync(principal: Principal, connector_id: str, *, mode: str = "INCREM
     def replay(ref: dict[str, Any]) -> tuple[int, Any]:
         return 202, get_sync_run(principal, ref["id"], connector_id=connector_id)
 
-    _, body, _replayed = idempotency.run(region, principal.user_id, f"{principal.workspace_id}#connector.sync", idempotency_key,
-                                         {"connector_id": connector_id, "mode": mode}, work,
-                                         ref_of=lambda b: {"type": "sync_run", "id": b["id"]}, replay=replay)
-    return body
+    _, body, replayed = idempotency.run(region, principal.user_id, f"{principal.workspace_id}#connector.sync",
+                                        idempotency_key, {"connector_id": connector_id, "mode": mode}, work,
+                                        ref_of=lambda b: {"type": "sync_run", "id": b["id"]}, replay=replay)
+    return body, replayed
 
 
 def enqueue(region: str, run: models.SyncRunAttrs) -> None:

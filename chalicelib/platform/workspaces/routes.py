@@ -5,6 +5,7 @@ from typing import Any
 
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import AUTHENTICATED
+from chalicelib.core.config import settings
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import validate
@@ -42,7 +43,10 @@ def create_workspace(ctx: Ctx) -> Any:
         ws = get_workspace(ref["id"])
         return 201, {**svc.to_public(ws), "role": "admin", "token_exchange": svc.token_exchange_hint(ws.id)}
 
-    status, result, replayed = idempotency.run(region, ctx.user.user_id, f"{idempotency.ACCOUNT}#workspaces.create",
+    # a user-level request: its key lives in the global region whatever residency the body names, so
+    # the same key with another residency is the same key (and refused)
+    status, result, replayed = idempotency.run(settings().global_region, ctx.user.user_id,
+                                               f"{idempotency.ACCOUNT}#workspaces.create",
                                                ctx.header(idempotency.HEADER), body, work,
                                                ref_of=lambda r: {"type": "workspace", "id": r["id"]}, replay=replay)
     return json_response(result, status, {"Location": f"/v1/workspaces/{result['id']}", **replayed_header(replayed)})
