@@ -167,7 +167,7 @@ def test_cancel_of_a_queued_run_is_immediate_and_the_worker_then_does_nothing(se
     assert _audit_actions(seeded, run["id"]) == ["agent_run.created", "agent_run.cancelled", "agent_run.finished"]
 
 
-def test_a_deadline_turns_a_stuck_run_into_expired(seeded: Tenant) -> None:
+def test_a_deadline_passing_without_a_live_worker_ends_the_run_worker_lost(seeded: Tenant) -> None:
     user = member(seeded.workspace_id)
     with platform_client() as c:
         agent = create_agent(c, user.token)
@@ -175,12 +175,12 @@ def test_a_deadline_turns_a_stuck_run_into_expired(seeded: Tenant) -> None:
         with pytest.raises(Killed):  # the worker dies and its message is lost to us for now
             deliver(seeded.region, after_step=_kill_after(0), visibility=3600)
         assert reaper.reap()["expired"] == []  # before the deadline nothing happens
-        clock.advance(11 * 60)  # the agent's deadline is PT10M
-        assert reaper.reap()["expired"] == [run["id"]]
-        assert reaper.reap()["expired"] == []  # once
+        clock.advance(11 * 60)  # the agent's deadline is PT10M, the dead worker's lease long gone
+        assert reaper.reap()["failed"] == [run["id"]]
+        assert reaper.reap()["failed"] == []  # once
         done = get_run(c, user.token, agent["id"], run["id"])
-    assert done["status"] == "expired"
-    assert done["error"]["code"] == "deadline_exceeded"
+    assert done["status"] == "failed"
+    assert done["error"]["code"] == "worker_lost"
     assert [s["name"] for s in done["steps"]] == ["find"]
     assert models.runs(seeded.region).get(seeded.workspace_id, run["id"]).active is None
 
