@@ -72,6 +72,7 @@ class SyncRunAttrs(BaseModel):
     finished_at = UnicodeAttribute(null=True)
     dataset_id = UnicodeAttribute(null=True)
     details = UnicodeAttribute(default="{}")  # JSON {rows_deleted, rows_unchanged, schema_version, drift}
+    sent_at = NumberAttribute(null=True)  # epoch seconds the sync reaper last re-sent its message
 
 
 class _ByTarget(LocalSecondaryIndex):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.logs import get_logger
+from chalicelib.workers.timing import REAP_EVERY_S, SYNC_REAP_EVERY_S
 
 log = get_logger("workers")
 
@@ -86,6 +87,14 @@ def reap_agent_runs(event: dict[str, Any]) -> dict[str, Any]:
     return reaper.reap(served_regions())
 
 
+def reap_sync_runs(event: dict[str, Any]) -> dict[str, Any]:
+    """Every 5 minutes: sync runs whose message was never sent, or whose worker died, are sent again."""
+    from chalicelib.core.regions import served_regions
+    from chalicelib.gateway.ingest import sync_reaper
+
+    return sync_reaper.reap(served_regions())
+
+
 def sweep_agent_data(event: dict[str, Any]) -> dict[str, Any]:
     """Hourly: agent memory older than 30 days and runs past their workspace's auto-expiry are deleted."""
     from chalicelib.agents import reaper
@@ -135,7 +144,8 @@ SCHEDULED: tuple[Scheduled, ...] = (
     Scheduled("retire_signing_keys", 3600, retire_signing_keys, scope="global"),
     Scheduled("expire_support_grants", 300, expire_support_grants),
     Scheduled("expire_chats", 900, expire_chats),
-    Scheduled("reap_agent_runs", 60, reap_agent_runs),
+    Scheduled("reap_agent_runs", REAP_EVERY_S, reap_agent_runs),
+    Scheduled("reap_sync_runs", SYNC_REAP_EVERY_S, reap_sync_runs),
     Scheduled("sweep_agent_data", 3600, sweep_agent_data),
     Scheduled("audit_digest", 15 * 60, audit_digest),
     Scheduled("backup_workspaces", 24 * 3600, backup_workspaces),

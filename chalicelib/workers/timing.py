@@ -29,8 +29,8 @@ RESUME_GRACE_S = REAP_EVERY_S // 2  # a lapsed lease is left this long to its ho
 MAX_RESUMES = 3
 REQUEUE_AFTER_S = VISIBILITY_TIMEOUT_S  # a run queued this long without a claim is sent again
 
-SYNC_LEASE_S = WORKER_TIMEOUT_S + 60  # a sync holds its connector one invocation, plus slack
-SYNC_STALE_S = 2 * VISIBILITY_TIMEOUT_S  # a sync run untouched this long (still active) is re-sent
+SYNC_REAP_EVERY_S = 300
+SYNC_STALE_S = 2 * VISIBILITY_TIMEOUT_S  # an active sync run not re-sent for this long is re-sent (when stuck)
 SYNC_MAX_AGE_S = 24 * 3600  # an active sync run older than this ends FAILED
 
 

@@ -245,3 +245,56 @@ def test_a_sync_queued_before_a_pause_does_not_run_or_unpause(tenant: Tenant) ->
         assert "paused" in run["error"]
         assert call(c, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]["status"] == "PAUSED"
     assert models.datasets(tenant.region).count(tenant.workspace_id) == 0
+
+
+def test_a_run_whose_enqueue_failed_is_sent_by_the_sync_reaper_and_completes(tenant: Tenant, monkeypatch) -> None:
+    """The run and its audit event commit before the send; a send that fails leaves the run QUEUED, and
+    the sync reaper sends it again (it never stays QUEUED forever)."""
+    from chalicelib.core import clock
+    from chalicelib.core.store import queues
+    from chalicelib.gateway.ingest import sync_reaper
+    from chalicelib.workers import timing
+
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "x/a.csv", "a\n1\n")
+    with client() as c:
+        conn = _s3_connector(c, tenant, bucket)
+
+        def down(*_a, **_k):
+            raise ConnectionError("queue unreachable")
+
+        monkeypatch.setattr(queues, "enqueue", down)
+        st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "FULL_REFRESH"})
+        monkeypatch.undo()
+        assert st == 202
+        assert _queue_depth(tenant.region, QUEUE) == 0
+        requested = [e for e in audit.iter_chain(tenant.region, tenant.workspace_id)
+                     if e["action"] == "connector.sync_requested" and e["details"]["sync_id"] == run["id"]]
+        assert len(requested) == 1  # the effect has its event although the send failed
+        assert sync_reaper.reap()["resent"] == []  # not yet stale
+        clock.advance(timing.SYNC_STALE_S + 1)
+        assert sync_reaper.reap()["resent"] == [run["id"]]
+        assert sync_reaper.reap()["resent"] == []  # once per staleness window
+        drain(tenant.region)
+        done = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+    assert done["status"] == "SUCCEEDED"
+
+
+def test_a_run_never_finished_ends_failed_with_its_event(tenant: Tenant, monkeypatch) -> None:
+    from chalicelib.core import clock
+    from chalicelib.core.store import queues
+    from chalicelib.gateway.ingest import sync_reaper
+    from chalicelib.workers import timing
+
+    bucket = new_bucket(tenant.region)
+    with client() as c:
+        conn = _s3_connector(c, tenant, bucket)
+        monkeypatch.setattr(queues, "enqueue", lambda *a, **k: (_ for _ in ()).throw(ConnectionError("down")))
+        run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)[1]
+        clock.advance(timing.SYNC_MAX_AGE_S + 1)
+        assert sync_reaper.reap()["failed"] == [run["id"]]
+        assert sync_reaper.reap()["failed"] == []
+    assert models.sync_runs(tenant.region).get(tenant.workspace_id, run["id"]).status == "FAILED"
+    failed = [e for e in audit.iter_chain(tenant.region, tenant.workspace_id) if e["action"] == "connector.sync_failed"]
+    assert [e["details"]["sync_id"] for e in failed] == [run["id"]]
+    assert audit.verify_live(tenant.region, tenant.workspace_id).ok
