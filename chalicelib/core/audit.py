@@ -4,7 +4,8 @@ Each event stores ``seq`` (1, 2, ...), ``prev_hash`` (the previous event's ``has
 first) and ``hash`` = SHA-256 of the canonical JSON of every other field. An event is written in one
 ``TransactWriteItems`` with the change it records (``append(effects=...)``), its personal records and
 the chain head item (``audit_heads``): a conditional put on its ``seq`` and a put of the head
-conditioned on the head the writer read, so two writers can never both take the same place in the
+conditioned on the head the writer read (or, with no read, the head this container wrote last: a
+stale guess only fails the condition and the retry reads the head), so two writers can never both take the same place in the
 chain and an effect never commits without its event; the loser re-reads the head and tries again; a
 writer that cannot place its event raises ``AuditAppendFailed`` (and logs an error) instead of
 returning, so no event is ever dropped silently.
@@ -259,6 +260,24 @@ class _Head:
     stored: bool  # False: no head item yet (a chain older than head items, or an empty one)
 
 
+_known_heads: dict[tuple[str, str], _Head] = {}  # the head this container last wrote or read, per chain
+_MAX_KNOWN_HEADS = 10_000
+
+
+def _remember(region: str, workspace_id: str, known: _Head | None) -> None:
+    if known is None:
+        _known_heads.pop((region, workspace_id), None)
+        return
+    if len(_known_heads) >= _MAX_KNOWN_HEADS:
+        _known_heads.clear()
+    _known_heads[(region, workspace_id)] = known
+
+
+def forget_heads() -> None:
+    """Drop the heads this container remembers (tests that empty the tables)."""
+    _known_heads.clear()
+
+
 def _read_head(region: str, workspace_id: str) -> _Head:
     """The chain head as a transaction can condition on it: the head item (one GetItem), or, for a chain
     written before head items existed, its last event (the head item is created by the next append)."""
@@ -299,7 +318,9 @@ def append(
     for attempt in range(MAX_APPEND_ATTEMPTS):
         if attempt:
             time.sleep(random.uniform(0, 0.005 * min(attempt, 10)))  # jittered backoff: writers spread out
-        last = _read_head(region, workspace_id)
+        # the head this container wrote last is the first guess (no read); a wrong guess fails the
+        # transaction's condition, and the retry reads the head item
+        last = (_known_heads.get((region, workspace_id)) if attempt == 0 else None) or _read_head(region, workspace_id)
         now = clock.iso()
         event: dict[str, Any] = {
             "id": new_id("evt"),
@@ -339,11 +360,14 @@ def append(
         try:
             tx.commit()
         except Refused as refused:
+            _remember(region, workspace_id, None)
             if refused.tags - {"audit"}:
                 raise
             continue
         except Conflict:
+            _remember(region, workspace_id, None)
             continue
+        _remember(region, workspace_id, _Head(event["seq"], event["hash"], event["occurred_at"], True))
         return event
     log.error("audit append failed", extra={"workspace_id": workspace_id, "action": action,
                                             "attempts": MAX_APPEND_ATTEMPTS})

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from chalicelib.core import aws, clock, tenancy, tokens
+from chalicelib.core import audit, aws, clock, tenancy, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS
 from chalicelib.core.store import tables as models
@@ -29,6 +29,7 @@ def reset_process_state() -> None:
     signing._signer = None
     clock.reset()
     source_access.forget()
+    audit.forget_heads()
 
 
 def _wipe() -> None:
