@@ -99,6 +99,7 @@ class LineageEdgeAttrs(BaseModel):
     created_at = UnicodeAttribute()
     details = UnicodeAttribute(default="{}")
     expires_at = NumberAttribute(null=True)  # TTL: edges live as long as their subject (chat, run, query day)
+    uses = NumberAttribute(null=True)  # aggregated query edges: how many queries of the day took this edge
     by_target = _ByTarget()
 
 

@@ -1,6 +1,9 @@
 """Lineage: edges ``source -> target`` between connectors, datasets, query runs, saved queries, chat
 answers and agent runs, and the graph around one dataset.
 
+Query lineage is aggregated: one ``QUERY`` node per day and set of datasets read (``record_query``),
+whose edges count the queries (``uses``) and expire ``QUERY_LINEAGE_DAYS`` after their day; the edges
+of chat answers and agent runs live as long as their chat or run (TTL and deletion with it).
 Edges live in the workspace's region, keyed ``<source_id>><target_id>`` (a range-key prefix walk gives
 a node's downstream edges, the ``by_target`` index its upstream edges). The graph of a dataset walks
 upstream to its sources and downstream up to the answers, breadth first, newest edges first, at most
@@ -9,6 +12,7 @@ exists beyond either limit. Nodes the caller may not see end the walk there and 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -16,6 +20,8 @@ from typing import Any
 from chalicelib.core import clock
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http.errors import validation_error
+from chalicelib.core.logs import get_logger
+from chalicelib.core.store.transact import Conflict, Tx
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import service as catalog
@@ -23,6 +29,9 @@ from chalicelib.gateway.catalog import service as catalog
 DEFAULT_DEPTH = 3
 MAX_DEPTH = 10
 MAX_NODES = 200
+QUERY_LINEAGE_DAYS = 90  # query lineage edges live this long after their day (TTL)
+MAX_EDGES_PER_QUERY = 100  # one transaction
+log = get_logger("gateway.lineage")
 NODE_TYPES = ("CONNECTOR", "DATASET", "QUERY", "SAVED_QUERY", "CHAT_ANSWER", "AGENT_RUN")
 
 
@@ -47,6 +56,46 @@ def record_edges(workspace_id: str, edges: Iterable[Edge], *, expires_at: int | 
             batch.save(item)
 
 
+def query_node(dataset_ids: Iterable[str], day: str) -> str:
+    """The lineage node of a day's federated queries over one set of datasets (``qday_<YYYYMMDD>_<hash>``)."""
+    digest = hashlib.sha256("\n".join(sorted(set(dataset_ids))).encode()).hexdigest()[:16]
+    return f"qday_{day.replace('-', '')}_{digest}"
+
+
+def record_query(workspace_id: str, used: list[tuple[str, str]], answer: dict[str, str] | None = None) -> str | None:
+    """Lineage of one federated query, aggregated: one node per day and set of datasets read, one edge
+    per dataset into it (``uses`` counts the queries), and ``node -> answer`` when the query serves one.
+    Edges expire ``QUERY_LINEAGE_DAYS`` after their day, so reads do not grow the table without bound.
+    One transaction (one round trip); returns the node id."""
+    if not used:
+        return None
+    day = clock.utcnow().strftime("%Y-%m-%d")
+    node = query_node([ds for ds, _ in used], day)
+    cls = models.lineage_edges(region_of(workspace_id))
+    expires = int(clock.parse_iso(f"{day}T00:00:00Z").timestamp()) + (QUERY_LINEAGE_DAYS + 1) * 86400
+    now = clock.iso()
+    pairs = [(ds, "dataset", node, "query", {"source_name": name, "target_name": f"queries on {day}", "day": day})
+             for ds, name in used]
+    if answer is not None:
+        pairs.append((node, "query", answer["id"], answer["type"].lower(),
+                      {"source_name": f"queries on {day}", "target_name": answer["type"].lower()}))
+    for _ in range(3):
+        tx = Tx(cls.Meta.region)
+        for s_id, s_type, t_id, t_type, details in pairs[:MAX_EDGES_PER_QUERY]:
+            tx.update(cls(workspace_id, f"{s_id}>{t_id}"), actions=[
+                cls.source_id.set(s_id), cls.source_type.set(s_type), cls.target_id.set(t_id),
+                cls.target_type.set(t_type), cls.created_at.set(cls.created_at | now),
+                cls.details.set(json.dumps(details, separators=(",", ":"))), cls.expires_at.set(expires),
+                cls.uses.add(1)])
+        try:
+            tx.commit()
+            return node
+        except Conflict:  # another query of the same node at the same moment: count again
+            continue
+    log.warning("query lineage not recorded after 3 attempts", extra={"node": node})
+    return node
+
+
 def remove_target(workspace_id: str, target_id: str) -> int:
     """Delete every edge into ``target_id`` (its subject is gone: a deleted chat or run)."""
     cls = models.lineage_edges(region_of(workspace_id))
@@ -58,9 +107,11 @@ def remove_target(workspace_id: str, target_id: str) -> int:
 
 
 def _edge(item: Any) -> dict[str, Any]:
+    details = json.loads(item.details or "{}")
+    if item.uses is not None:
+        details["uses"] = int(item.uses)
     return {"source": item.source_id, "source_type": item.source_type.upper(), "target": item.target_id,
-            "target_type": item.target_type.upper(), "created_at": item.created_at,
-            "details": json.loads(item.details or "{}")}
+            "target_type": item.target_type.upper(), "created_at": item.created_at, "details": details}
 
 
 def _downstream(cls: Any, ws: str, node: str, limit: int) -> list[dict[str, Any]]:

@@ -23,8 +23,9 @@ Per query:
    ``byte_limit``) and ``next_cursor`` continues it: send the same SQL with ``after``. A later page runs
    the query again and skips the rows already sent, so pages are stable when the SQL has an ORDER BY.
    A single row larger than the byte cap is refused (422 ``row_too_large``).
-6. One lineage edge ``dataset -> query`` per dataset used (plus ``query -> answer`` when the caller
-   names the chat answer, agent run or saved query it serves) is recorded.
+6. Lineage is recorded aggregated (``lineage.record_query``): ``dataset -> query`` per dataset used into
+   the day's node of that set of datasets (plus ``query -> answer`` when the caller names the chat
+   answer, agent run or saved query it serves).
 
 DuckDB is imported inside the functions (the gateway's cold start does not pay for it).
 """
@@ -427,15 +428,7 @@ def _run(principal: Principal, sql: str, used: list[catalog.DatasetRecord], fiel
     now = clock.now()
     datasets = [{"id": r.id, "name": r.name, "freshness": format_duration(catalog.freshness_seconds(r, now)),
                  "last_synced_at": r.last_synced_at} for r in used]
-    details = {"user_id": principal.user_id, "row_count": len(rows),
-               "sql_sha256": hashlib.sha256(sql.encode()).hexdigest(), "target_name": "query"}
-    edges: list[tuple[str, str, str, str, dict[str, Any]]] = [
-        ("dataset", r.id, "query", query_id, {**details, "source_name": r.name}) for r in used]
-    if answer is not None and used:
-        edges.append(("query", query_id, answer["type"].lower(), answer["id"],
-                      {"source_name": "query", "target_name": answer["type"].lower()}))
-    if edges:
-        lineage.record_edges(principal.workspace_id, edges)
+    lineage.record_query(principal.workspace_id, [(r.id, r.name) for r in used], answer)
     log.info("federated query", extra={"query_id": query_id, "datasets": [r.id for r in used],
                                        "rows": len(rows), "truncated": truncated})
     return {"query_id": query_id,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from chalicelib.core import audit, aws
+from chalicelib.core import audit, aws, clock
 from chalicelib.gateway.catalog import fieldpolicy, lineage
 from chalicelib.groups import create_app
 from tests.functional.conftest import Tenant, bearer, make_tenant
@@ -243,12 +243,16 @@ def test_lineage_up_to_the_answer_without_unreadable_nodes(world: World) -> None
     types = {n["id"]: n["type"] for n in graph["nodes"]}
     assert types[world.connector] == "CONNECTOR"
     assert types[world.customers] == "DATASET"
-    assert types[q["query_id"]] == "QUERY"
+    # queries are aggregated: one node per day and set of datasets, counting its queries
+    node = lineage.query_node([world.customers, world.orders], clock.utcnow().strftime("%Y-%m-%d"))
+    assert types[node] == "QUERY"
+    assert q["query_id"] not in types
     assert types["msg_answer1"] == "CHAT_ANSWER"
     assert world.payroll not in types
     assert world.payroll not in json.dumps(graph)
     edges = {(e["source"], e["target"]) for e in graph["edges"]}
-    assert {(world.connector, world.customers), (world.customers, q["query_id"]), (q["query_id"], "msg_answer1")} <= edges
+    assert {(world.connector, world.customers), (world.customers, node), (node, "msg_answer1")} <= edges
+    assert world.member.user_id not in json.dumps(graph)  # who queried is not in the aggregate
     assert graph["truncated"] is False
     status, admin = get(world, f"/v1/lineage/{world.customers}", world.tenant.token)
     assert world.payroll in {n["id"] for n in admin["nodes"]}
@@ -332,3 +336,24 @@ def test_empty_and_drifted_datasets_and_admins_under_policies(world: World) -> N
     # Admins see DENY fields listed, but policies apply to their query results too
     assert query(world, "SELECT ssn FROM customers", world.tenant.token)[0] == 400
     assert query(world, "SELECT email FROM customers WHERE id = 1", world.tenant.token)[1]["rows"] == [["*************.com"]]
+
+
+def test_query_lineage_does_not_grow_with_reads(world: World) -> None:
+    """Many queries over the same datasets on one day are one node and one edge per dataset, counting
+    them, with a TTL; a query over another set of datasets is another node."""
+    from chalicelib.gateway import models as gw_models
+
+    region, ws = world.tenant.region, world.tenant.workspace_id
+    before = len(list(gw_models.lineage_edges(region).query(ws)))
+    for _ in range(5):
+        assert query(world, "SELECT count(*) FROM customers c JOIN orders o ON o.customer_id = c.id")[0] == 200
+    assert query(world, "SELECT count(*) FROM customers")[0] == 200
+    edges = list(gw_models.lineage_edges(region).query(ws))
+    assert len(edges) == before + 3  # customers+orders -> one node (2 edges), customers alone -> another (1)
+    day = clock.utcnow().strftime("%Y-%m-%d")
+    both = lineage.query_node([world.orders, world.customers], day)
+    counted = {e.source_id: int(e.uses) for e in edges if e.target_id == both}
+    assert counted == {world.customers: 5, world.orders: 5}
+    for e in edges:
+        if e.target_type == "query":
+            assert e.expires_at >= clock.now() + (lineage.QUERY_LINEAGE_DAYS - 1) * 86400
