@@ -26,6 +26,7 @@ from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency, queues
 from chalicelib.core.store.transact import Tx
 from chalicelib.core.tenancy import get_workspace, region_of
+from chalicelib.gateway.catalog import lineage
 
 log = get_logger("agents.runs")
 QUEUE = "agent-runs"
@@ -267,9 +268,10 @@ def delete(principal: Principal, agent_id: str, run_id: str, caller: Any) -> Non
 
 
 def purge(region: str, run: models.RunAttrs) -> None:
-    """Remove a run and its log (steps and events)."""
-    log = models.events(region)
-    with log.batch_write() as batch:
-        for item in log.query(models.run_key(run.workspace_id, run.id)):
+    """Remove a run, its log (steps and events) and its lineage (kept as long as the run)."""
+    run_log = models.events(region)
+    with run_log.batch_write() as batch:
+        for item in run_log.query(models.run_key(run.workspace_id, run.id)):
             batch.delete(item)
+    lineage.remove_target(run.workspace_id, run.id)
     run.delete()

@@ -22,8 +22,8 @@ from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F, email
 from chalicelib.core.ids import new_id
 from chalicelib.core.store import idempotency
-from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.store.tables import connection
+from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import get_workspace, membership, region_of
 from chalicelib.identity import users
 from chalicelib.platform.models import (

@@ -9,7 +9,7 @@ from chalicelib.core.config import settings
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import validate
-from chalicelib.core.regions import GLOBAL, region_for
+from chalicelib.core.regions import GLOBAL
 from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.platform.access import require_user_token
@@ -31,7 +31,6 @@ def replayed_header(replayed: bool) -> dict[str, str]:
 def create_workspace(ctx: Ctx) -> Any:
     require_user_token(ctx.user)
     body = svc.validate_create(ctx.json())
-    region = region_for(body["residency"])
 
     def work() -> tuple[int, Any]:
         ws = svc.create_workspace(owner_id=ctx.user.user_id, owner_email=ctx.user.email, name=body["name"].strip(),
