@@ -257,7 +257,7 @@ class _Head:
     seq: int
     hash: str
     occurred_at: str
-    stored: bool  # False: no head item yet (a chain older than head items, or an empty one)
+    stored: int | None  # the seq the head item holds now (the condition); None: no head item yet
 
 
 _known_heads: dict[tuple[str, str], _Head] = {}  # the head this container last wrote or read, per chain
@@ -283,12 +283,18 @@ def _read_head(region: str, workspace_id: str) -> _Head:
     written before head items existed, its last event (the head item is created by the next append)."""
     try:
         h = head_model(region).get(workspace_id, consistent_read=True)
-        return _Head(int(h.seq), h.hash, h.occurred_at, True)
+        return _Head(int(h.seq), h.hash, h.occurred_at, int(h.seq))
     except DoesNotExist:
-        last = head(region, workspace_id)
-        if last is None:
-            return _Head(0, GENESIS, "", False)
-        return _Head(int(last.seq), last.hash, last.occurred_at, False)
+        return _last_event(region, workspace_id, None)
+
+
+def _last_event(region: str, workspace_id: str, stored: int | None) -> _Head:
+    """The head from the events themselves (a chain without a head item, or one whose head item lags:
+    events appended by something that did not move it)."""
+    last = head(region, workspace_id)
+    if last is None:
+        return _Head(0, GENESIS, "", stored)
+    return _Head(int(last.seq), last.hash, last.occurred_at, stored)
 
 
 Effects = Callable[[Tx], None]
@@ -315,12 +321,15 @@ def append(
     """
     cls = model(region)
     heads = head_model(region)
+    lagging: _Head | None = None
     for attempt in range(MAX_APPEND_ATTEMPTS):
         if attempt:
             time.sleep(random.uniform(0, 0.005 * min(attempt, 10)))  # jittered backoff: writers spread out
         # the head this container wrote last is the first guess (no read); a wrong guess fails the
         # transaction's condition, and the retry reads the head item
-        last = (_known_heads.get((region, workspace_id)) if attempt == 0 else None) or _read_head(region, workspace_id)
+        last = (_known_heads.get((region, workspace_id)) if attempt == 0 else None) or lagging \
+            or _read_head(region, workspace_id)
+        lagging = None
         now = clock.iso()
         event: dict[str, Any] = {
             "id": new_id("evt"),
@@ -351,23 +360,26 @@ def append(
         tx = Tx(region)
         if effects is not None:
             effects(tx)
-        tx.save(item, condition=cls.seq.does_not_exist(), tag="audit")
-        head_cond = heads.seq == last.seq if last.stored else heads.workspace_id.does_not_exist()
+        tx.save(item, condition=cls.seq.does_not_exist(), tag="audit_event")
+        head_cond = heads.seq == last.stored if last.stored is not None else heads.workspace_id.does_not_exist()
         tx.save(heads(workspace_id, seq=event["seq"], hash=event["hash"], occurred_at=event["occurred_at"]),
-                condition=head_cond, tag="audit")
+                condition=head_cond, tag="audit_head")
         for record in _personal_records(region, workspace_id, event, personal, nonces):
             tx.save(record, tag="audit")
         try:
             tx.commit()
         except Refused as refused:
             _remember(region, workspace_id, None)
-            if refused.tags - {"audit"}:
+            if refused.tags - {"audit", "audit_event", "audit_head"}:
                 raise
+            if refused.tags == {"audit_event"} and last.stored is not None:
+                # the head item held but its next seq is taken: events were appended without moving it
+                lagging = _last_event(region, workspace_id, last.stored)
             continue
         except Conflict:
             _remember(region, workspace_id, None)
             continue
-        _remember(region, workspace_id, _Head(event["seq"], event["hash"], event["occurred_at"], True))
+        _remember(region, workspace_id, _Head(event["seq"], event["hash"], event["occurred_at"], event["seq"]))
         return event
     log.error("audit append failed", extra={"workspace_id": workspace_id, "action": action,
                                             "attempts": MAX_APPEND_ATTEMPTS})

@@ -115,8 +115,9 @@ def test_an_event_that_cannot_be_placed_raises_and_is_logged(tenant: Tenant, mon
     event were written: it raises and logs an error, and the chain is unchanged."""
     before = audit.verify_live(tenant.region, tenant.workspace_id)
     monkeypatch.setattr(audit, "MAX_APPEND_ATTEMPTS", 3)
-    stale = audit._Head(0, audit.GENESIS, "", False)  # always proposes seq 1 (taken)
+    stale = audit._Head(0, audit.GENESIS, "", None)  # always proposes seq 1 (taken)
     monkeypatch.setattr(audit, "_read_head", lambda region, workspace_id: stale)
+    audit.forget_heads()
     with caplog.at_level("ERROR", logger="aiplat-svc.audit"):
         try:
             audit.append(tenant.region, tenant.workspace_id, "test.lost", actor=ALICE)
@@ -130,3 +131,17 @@ def test_an_event_that_cannot_be_placed_raises_and_is_logged(tenant: Tenant, mon
     assert after.ok
     assert after.count == before.count
     assert all(e["action"] != "test.lost" for e in audit.iter_chain(tenant.region, tenant.workspace_id))
+
+
+def test_a_head_item_that_lags_behind_the_events_is_caught_up(tenant: Tenant) -> None:
+    """Events appended without moving the head item (an older writer, a bulk load) do not block the
+    chain: the next append finds the taken seq, reads the last event and links after it."""
+    first = audit.append(tenant.region, tenant.workspace_id, "test.one", actor=ALICE)
+    audit.model(tenant.region)(  # an event written around the head item (as an older writer did)
+        tenant.workspace_id, first["seq"] + 1, id="evt_x", occurred_at=first["occurred_at"], actor="{}",
+        action="test.raw", target="{}", correlation_id="c", details="{}", prev_hash=first["hash"],
+        hash="0" * 64).save()
+    audit.forget_heads()
+    after = audit.append(tenant.region, tenant.workspace_id, "test.two", actor=ALICE)
+    assert after["seq"] == first["seq"] + 2
+    assert audit.head_model(tenant.region).get(tenant.workspace_id).seq == after["seq"]
