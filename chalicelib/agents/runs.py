@@ -12,8 +12,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pynamodb.exceptions import UpdateError
-
 from chalicelib.agents import definitions, events, models, templates
 from chalicelib.agents.models import ACTIVE_MARK, CANCELLED, IN_PROGRESS, QUEUED, RUN_STATUSES, TERMINAL_STATUSES
 from chalicelib.core import audit, clock, correlation, durations
@@ -24,7 +22,7 @@ from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency, queues
-from chalicelib.core.store.transact import Tx
+from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import get_workspace, region_of
 from chalicelib.gateway.catalog import lineage
 
@@ -229,29 +227,41 @@ def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tup
         if run.cancel_requested_at:
             return 202, view(run, with_steps=True)
         now = clock.iso()
+        queued = run.status == QUEUED
+        if queued:
+            actions = [R.status.set(CANCELLED), R.cancel_requested_at.set(now), R.finished_at.set(now),
+                       R.active.remove(), R.error.set(json.dumps({"code": "cancelled",
+                                                                  "message": "Cancelled before it started."}))]
+            cond = R.status == QUEUED
+        else:
+            actions = [R.cancel_requested_at.set(now)]
+            cond = (R.status == IN_PROGRESS) & R.cancel_requested_at.does_not_exist()
+        run_log = None if queued else events.RunLog(region, principal.workspace_id, run_id, run.expires_at, None)
+        if run_log is not None:
+            run_log.add("run.cancel_requested", {})
+
+        def effects(tx: Tx, actions: list[Any] = actions, cond: Any = cond,
+                    run_log: events.RunLog | None = run_log) -> None:
+            # the change, its run event and its audit event: one transaction
+            tx.update(run, actions=actions, condition=cond, tag="fence")
+            if run_log is not None:
+                run_log.put_in(tx)
+
         try:
-            if run.status == QUEUED:
-                run.update(actions=[R.status.set(CANCELLED), R.cancel_requested_at.set(now), R.finished_at.set(now),
-                                    R.active.remove(), R.error.set(json.dumps({"code": "cancelled",
-                                                                               "message": "Cancelled before it started."}))],
-                           condition=R.status == QUEUED)
-            else:
-                run.update(actions=[R.cancel_requested_at.set(now)],
-                           condition=(R.status == IN_PROGRESS) & R.cancel_requested_at.does_not_exist())
-        except UpdateError:
+            audit.append(region, principal.workspace_id, "agent_run.cancelled", actor=_user_actor(principal),
+                         target={"type": "agent_run", "id": run_id},
+                         details={"agent_id": agent_id, "while": QUEUED if queued else IN_PROGRESS,
+                                  "cancel_correlation_id": correlation.current()},
+                         caller=starting_caller(run), effects=effects)
+        except Refused:  # the run moved (or the worker added an event) meanwhile: look again
             run.refresh(consistent_read=True)
             continue
-        audit.append(region, principal.workspace_id, "agent_run.cancelled", actor=_user_actor(principal),
-                     target={"type": "agent_run", "id": run_id},
-                     details={"agent_id": agent_id, "while": QUEUED if run.status == CANCELLED else IN_PROGRESS,
-                              "cancel_correlation_id": correlation.current()},
-                     caller=starting_caller(run))
-        if run.status == CANCELLED:
+        run.refresh(consistent_read=True)
+        if queued:
             from chalicelib.agents import lifecycle
 
             lifecycle.record_finish(region, run)
             return 200, view(run, with_steps=True)
-        events.append(region, principal.workspace_id, run_id, "run.cancel_requested", {}, run.expires_at)
         return 202, view(run, with_steps=True)
     raise ApiError(409, "concurrent_update", "The run changed while it was being cancelled; retry.")
 
