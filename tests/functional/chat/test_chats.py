@@ -181,3 +181,30 @@ def test_idempotency_key_replays_and_refuses_another_body(tenant: Tenant, world:
         assert other.status_code == 409
         assert other.json_body["code"] == "idempotency_key_reused"
         assert len(c.http.get("/v1/chats", headers=bearer(world.member.token)).json_body["items"]) == 1
+
+
+def test_chat_lineage_lives_as_long_as_the_chat(tenant: Tenant, world: helpers.World) -> None:
+    """An answer's lineage edges carry the chat's expiry (its retention) and go when the chat is deleted."""
+    from chalicelib.core import tenancy
+    from chalicelib.gateway import models as gw_models
+
+    tenancy.get_workspace(tenant.workspace_id).update(
+        actions=[tenancy.WorkspaceAttrs.settings.set(json.dumps({"chat_auto_expiry": "P7D"}))])
+    with helpers.client() as c:
+        r = post(c, "/v1/chats", world.member.token, ask("How is travel booked?"))
+        assert r.status_code == 201
+        answer_id, chat_id = r.json_body["id"], r.json_body["chat_id"]
+        chat = c.http.get(f"/v1/chats/{chat_id}", headers=bearer(world.member.token)).json_body
+        edges = [e for e in gw_models.lineage_edges(tenant.region).query(tenant.workspace_id)
+                 if e.target_id == answer_id]
+        assert edges
+        assert {clock_iso(e.expires_at) for e in edges} == {chat["expires_at"]}
+        assert c.http.delete(f"/v1/chats/{chat_id}", headers=bearer(world.member.token)).status_code == 204
+    assert [e for e in gw_models.lineage_edges(tenant.region).query(tenant.workspace_id)
+            if e.target_id == answer_id] == []
+
+
+def clock_iso(ts: int) -> str:
+    from chalicelib.core import clock
+
+    return clock.iso(ts)
