@@ -29,7 +29,7 @@ from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import DR_REGIONS, endpoints, region_for
 from chalicelib.core.store import idempotency
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
-from chalicelib.core.store.transact import Tx
+from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 from chalicelib.residency import replication
@@ -59,11 +59,18 @@ def default_replication(residency: str) -> str:
 
 def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: str, enforce_mfa: bool,
                      caller: Any = None, joined_via: str = "created") -> WorkspaceAttrs:
-    """Create the workspace in its region with its creator as Admin; audited in that region."""
+    """Create the workspace in its region with its creator as Admin; audited in that region.
+
+    The directory entry and slug claim (global store) commit with the membership and the audit event in
+    one transaction when the workspace's region is the global region; elsewhere the directory entry is
+    written first (a transaction cannot span regions), then the membership with its event."""
     region = region_for(residency)
+    together = region == settings().global_region
     base = slugify(name)
     ws_id = new_id("ws")
     now = clock.iso()
+    owner = memberships(region)(ws_id, owner_id, role=Role.ADMIN.value, email=owner_email, joined_at=now,
+                                joined_via=joined_via)
     for attempt in range(1, MAX_SLUG_ATTEMPTS + 1):
         suffix = "" if attempt == 1 else f"-{attempt}"
         slug = base[: SLUG_MAX - len(suffix)].rstrip("-") + suffix
@@ -71,28 +78,35 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
                           enforce_mfa=enforce_mfa, replication=default_replication(residency),
                           created_at=now, created_by=owner_id, member_count=1)
         claim = global_model(SlugClaimAttrs)(f"slug#{slug}", workspace_id=ws_id)
+
+        def directory(tx: Any, claim: Any = claim, ws: WorkspaceAttrs = ws) -> None:
+            tx.save(claim, condition=SlugClaimAttrs.id.does_not_exist(), **({"tag": "slug"} if together else {}))
+            tx.save(ws, condition=WorkspaceAttrs.id.does_not_exist())
+
+        def effects(tx: Tx, directory: Any = directory) -> None:  # the membership commits with the audit event
+            if together:
+                directory(tx)
+            tx.save(owner)
+            idempotency.complete_in(tx, {"type": "workspace", "id": ws_id})
+
+        if not together:
+            try:
+                with TransactWrite(connection=global_connection()) as gtx:
+                    directory(gtx)
+            except TransactWriteError:
+                continue
         try:
-            with TransactWrite(connection=global_connection()) as tx:
-                tx.save(claim, condition=SlugClaimAttrs.id.does_not_exist())
-                tx.save(ws, condition=WorkspaceAttrs.id.does_not_exist())
-            break
-        except TransactWriteError:
-            continue
-    else:
-        raise RuntimeError("could not find a free slug")
-    owner = memberships(region)(ws_id, owner_id, role=Role.ADMIN.value, email=owner_email, joined_at=now,
-                                joined_via=joined_via)
-
-    def effects(tx: Tx) -> None:  # the creator's membership commits with the audit event
-        tx.save(owner)
-        idempotency.complete_in(tx, {"type": "workspace", "id": ws_id})
-
-    audit.append(region, ws_id, "workspace.created",
-                 actor=audit.Actor("user", owner_id, owner_email),
-                 target={"type": "workspace", "id": ws_id},
-                 details={"name": name, "slug": ws.slug, "residency": residency, "enforce_mfa": enforce_mfa},
-                 caller=caller, effects=effects)
-    return ws
+            audit.append(region, ws_id, "workspace.created",
+                         actor=audit.Actor("user", owner_id, owner_email),
+                         target={"type": "workspace", "id": ws_id},
+                         details={"name": name, "slug": ws.slug, "residency": residency, "enforce_mfa": enforce_mfa},
+                         caller=caller, effects=effects)
+        except Refused as refused:
+            if together and "slug" in refused.tags:
+                continue
+            raise
+        return ws
+    raise RuntimeError("could not find a free slug")
 
 
 # --- reading, listing, changing ------------------------------------------------------------------
