@@ -123,10 +123,14 @@ def _claim(cls: type[IdempotencyAttrs], user_id: str, key: str, digest: str) -> 
     except PutError as err:
         if not condition_failed(err):
             raise
+    return None, _read(cls, user_id, key)
+
+
+def _read(cls: type[IdempotencyAttrs], user_id: str, key: str) -> IdempotencyAttrs | None:
     try:
-        return None, cls.get(user_id, key, consistent_read=True)
-    except DoesNotExist:  # released meanwhile
-        return None, None
+        return cls.get(user_id, key, consistent_read=True)
+    except DoesNotExist:
+        return None
 
 
 def _take_over(cls: type[IdempotencyAttrs], prior: IdempotencyAttrs) -> Claim | None:
@@ -174,11 +178,10 @@ def run(region: str, user_id: str, scope: str, key: str | None, request: Any,
     cls = model(region)
     record_key = f"{scope}#{key}"
     waited_until = time.monotonic() + WAIT_S
-    while True:
-        claim, prior = _claim(cls, user_id, record_key, digest)
-        if claim is not None:
-            break
-        if prior is None:
+    claim, prior = _claim(cls, user_id, record_key, digest)
+    while claim is None:
+        if prior is None:  # released meanwhile: try to claim it again
+            claim, prior = _claim(cls, user_id, record_key, digest)
             continue
         if prior.request_hash != digest:
             raise _reused()
@@ -192,6 +195,7 @@ def run(region: str, user_id: str, scope: str, key: str | None, request: Any,
         if time.monotonic() >= waited_until:
             raise _in_progress()
         time.sleep(POLL_S)
+        prior = _read(cls, user_id, record_key)
     reset = _current.set(claim)
     try:
         status, body = work()

@@ -17,6 +17,7 @@ from chalice.test import Client
 from chalicelib.agents import models as agent_models
 from chalicelib.chat.models import chats
 from chalicelib.core import audit, aws
+from chalicelib.core.http.errors import ApiError
 from chalicelib.core.store import idempotency
 from chalicelib.gateway import demo
 from chalicelib.gateway import models as gw_models
@@ -220,3 +221,49 @@ def test_a_failed_request_releases_its_key(world: World) -> None:
     assert queue_depth(world.tenant.region, "agent-runs") == 0
     assert [r.key for r in idempotency.model(world.tenant.region).query(world.tenant.user_id)
             if "invitations" in r.key] == []
+
+
+def test_a_dead_holders_claim_is_taken_over_and_its_late_commit_refused(tenant: Tenant) -> None:
+    """A holder that died mid-work leaves its claim in progress: after ``CLAIM_S`` the next request takes
+    it over and does the work once; the dead holder's late commit (its effect with the done mark) is
+    refused by the claim token, so nothing is done twice."""
+    from chalicelib.core import clock
+    from chalicelib.core.store.transact import Refused
+
+    region, ws = tenant.region, tenant.workspace_id
+    cls = idempotency.model(region)
+    dead, _ = idempotency._claim(cls, "usr_x", f"{ws}#test#k", idempotency.fingerprint({"a": 1}))
+    assert dead is not None
+    effects: list[str] = []
+
+    def work(label: str):  # type: ignore[no-untyped-def]
+        def run() -> tuple[int, dict[str, str]]:
+            audit.append(region, ws, "test.effect", actor=audit.SYSTEM, details={"by": label},
+                         effects=lambda tx: idempotency.complete_in(tx, {"type": "test", "id": label}))
+            effects.append(label)
+            return 201, {"id": label}
+        return run
+
+    def replay(ref: dict[str, str]) -> tuple[int, dict[str, str]]:
+        return 201, {"id": ref["id"]}
+
+    with pytest.raises(ApiError) as busy:  # the claim is live: a duplicate waits, then 409
+        idempotency.run(region, "usr_x", f"{ws}#test", "k", {"a": 1}, work("second"),
+                        ref_of=lambda b: {"type": "test", "id": b["id"]}, replay=replay)
+    assert busy.value.code == "request_in_progress"
+    clock.advance(idempotency.CLAIM_S + 1)
+    status, body, replayed = idempotency.run(region, "usr_x", f"{ws}#test", "k", {"a": 1}, work("second"),
+                                             ref_of=lambda b: {"type": "test", "id": b["id"]}, replay=replay)
+    assert (status, body, replayed) == (201, {"id": "second"}, False)
+    token = idempotency._current.set(dead)  # the dead holder wakes up and commits
+    try:
+        with pytest.raises(Refused) as late:
+            work("dead")()
+    finally:
+        idempotency._current.reset(token)
+    assert "idempotency" in late.value.tags
+    assert effects == ["second"]
+    assert [e["details"]["by"] for e in audit.iter_chain(region, ws) if e["action"] == "test.effect"] == ["second"]
+    assert idempotency.run(region, "usr_x", f"{ws}#test", "k", {"a": 1}, work("third"),
+                           ref_of=lambda b: {"type": "test", "id": b["id"]}, replay=replay)[1:] == (
+        {"id": "second"}, True)
