@@ -36,7 +36,7 @@ def search(ctx: Ctx) -> dict[str, Any]:
 @api.route("/v1/knowledge/datasets/{dataset_id}/documents/{document_id}/acl", ["PUT"],
            permission="connectors.manage")
 def put_document_acl(ctx: Ctx, dataset_id: str, document_id: str) -> dict[str, Any]:
-    from chalicelib.knowledge import service
+    from chalicelib.gateway import reader
 
     body = validate(ctx.json(), {"acl": F(list, required=True, max_len=100)})
-    return service.set_document_acl(ctx.user, dataset_id, document_id, body["acl"])
+    return reader.set_document_acl(ctx.user, dataset_id, document_id, body["acl"], caller=ctx.caller)

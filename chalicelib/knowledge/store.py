@@ -19,7 +19,7 @@ from chalicelib.core import aws, clock
 from chalicelib.core.config import settings
 from chalicelib.knowledge import lexical
 from chalicelib.knowledge.chunking import Chunk
-from chalicelib.knowledge.models import KIND_DOC_ACL, KIND_INDEX, KnowledgeAttrs, knowledge
+from chalicelib.knowledge.models import KIND_INDEX, KnowledgeAttrs, knowledge
 
 BUCKET = "knowledge"
 CHUNKS = "chunks.json.gz"
@@ -43,7 +43,6 @@ class Loaded:
 class Manifests:
     loaded_at: float
     indexes: dict[str, KnowledgeAttrs]  # dataset id -> manifest
-    doc_acls: dict[str, list[dict[str, str]]]  # document id -> acl
 
 
 _lock = threading.Lock()
@@ -70,13 +69,10 @@ def manifests(region: str, workspace_id: str) -> Manifests:
         found = _manifests.get(workspace_id)
     if found is not None and now - found.loaded_at < _ttl():
         return found
-    indexes, acls = {}, {}
-    for item in knowledge(region).query(workspace_id):
-        if item.key.startswith(KIND_INDEX):
-            indexes[item.dataset_id] = item
-        elif item.key.startswith(KIND_DOC_ACL):
-            acls[item.key[len(KIND_DOC_ACL):]] = json.loads(item.acl or "[]")
-    found = Manifests(now, indexes, acls)
+    indexes = {}
+    for item in knowledge(region).query(workspace_id, knowledge(region).key.startswith(KIND_INDEX)):
+        indexes[item.dataset_id] = item
+    found = Manifests(now, indexes)
     with _lock:
         _manifests[workspace_id] = found
     return found
