@@ -76,18 +76,28 @@ class View:
 
 # --- dataset ACL and views ----------------------------------------------------------------------------
 
-def row_acl_allows(principal: Principal, acl: list[dict[str, str]]) -> bool:
-    """Whether a per-document ACL admits the caller (Admins: always)."""
-    if catalog.is_admin(principal):
-        return True
-    keys = catalog.principal_keys(principal)
+def _admits(keys: frozenset[str], acl: list[dict[str, str]]) -> bool:
     return any(f"{a.get('type')}:{a.get('id')}" in keys for a in acl)
 
 
+def row_acl_allows(principal: Principal, acl: list[dict[str, str]]) -> bool:
+    """Whether a per-document ACL admits the caller (Admins: always)."""
+    return catalog.is_admin(principal) or _admits(catalog.principal_keys(principal), acl)
+
+
 def hidden_rows(principal: Principal, rec: catalog.DatasetRecord) -> frozenset[str]:
+    """The documents of ``rec`` the caller may not read (memoised on the record per ACL key set; a
+    changed ACL is a new record)."""
     if not rec.row_acl or catalog.is_admin(principal):
         return frozenset()
-    return frozenset(doc for doc, acl in rec.row_acl.items() if not row_acl_allows(principal, acl))
+    keys = catalog.principal_keys(principal)
+    found = rec.hidden_memo.get(keys)
+    if found is None:
+        found = frozenset(doc for doc, acl in rec.row_acl.items() if not _admits(keys, acl))
+        if len(rec.hidden_memo) >= 256:
+            rec.hidden_memo.clear()
+        rec.hidden_memo[keys] = found
+    return found
 
 
 def view(principal: Principal, rec: catalog.DatasetRecord) -> View:

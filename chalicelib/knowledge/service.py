@@ -72,19 +72,35 @@ def _check(query: Any, k: Any, filters: Any) -> dict[str, Any]:
     return filters
 
 
+MAX_MASKS = 32  # per loaded index
+
+
 def _allowed(idx: store.Loaded, view: reader.View) -> np.ndarray | None:
-    """The mask of chunks the caller may read (None: all of them)."""
-    allow_fields = {f["name"] for f in view.fields if f["policy"] == "ALLOW"}
+    """The mask of chunks the caller may read (None: all of them), kept on the index per distinct
+    (ALLOW fields, hidden documents): callers with the same view share it."""
+    allow_fields = frozenset(f["name"] for f in view.fields if f["policy"] == "ALLOW")
+    key = (allow_fields, view.hidden)
+    if key in idx.masks:
+        return idx.masks[key]
+    mask = _mask(idx, view, allow_fields)
+    if mask is not None:
+        mask.flags.writeable = False  # shared by every caller with this view
+    if len(idx.masks) >= MAX_MASKS:
+        idx.masks.clear()
+    idx.masks[key] = mask
+    return mask
+
+
+def _mask(idx: store.Loaded, view: reader.View, allow_fields: frozenset[str]) -> np.ndarray | None:
     mask: np.ndarray | None = None
     for fields, rows in (idx.by_fields or {}).items():
         if not allow_fields.issuperset(fields):
             mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
             mask[rows] = False
-    for doc in view.hidden:
-        rows = idx.by_doc.get(reader.document_ref(view.rec, doc))
-        if rows:
-            mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
-            mask[rows] = False
+    hidden = [i for doc in view.hidden for i in idx.by_doc.get(reader.document_ref(view.rec, doc), ())]
+    if hidden:
+        mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
+        mask[np.array(hidden, dtype=np.int64)] = False
     return mask
 
 

@@ -83,6 +83,8 @@ class DatasetRecord:
     acl_keys: frozenset[str] = field(default=frozenset(), repr=False)  # "role:<id>" / "user:<id>"
     fresh_since: float = 0.0  # epoch seconds of last_synced_at (created_at when never synced)
     row_acl: dict[str, list[dict[str, str]]] = field(default_factory=dict, repr=False)  # document id -> acl
+    # the documents hidden from each ACL key set (``gateway/reader.hidden_rows``), for this record's life
+    hidden_memo: dict[frozenset[str], frozenset[str]] = field(default_factory=dict, repr=False)
 
 
 @dataclass

@@ -21,8 +21,8 @@ from chalicelib.knowledge import indexer
 from tests.functional.agents.helpers import deliver
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.data import field
-from tests.functional.knowledge.helpers import put_keyed
 from tests.functional.gateway.sync_helpers import READER_ROLE, drain, new_bucket, put
+from tests.functional.knowledge.helpers import put_keyed
 from tests.functional.platform.helpers import add_member, call
 
 CSV = ("email,plan,city\n"

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from chalicelib.identity.oauth import signing
 from tests.functional.conftest import _wipe, reset_process_state
 from tests.functional.reader import world as matrix
 from tests.functional.reader.surfaces import SURFACES, Surface, read
-from chalicelib.identity.oauth import signing
 
 
 @pytest.fixture(scope="module")
