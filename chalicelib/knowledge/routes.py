@@ -1,4 +1,5 @@
-"""Knowledge routes at {gateway_url}: retrieval and per-document ACLs. Thin: every view calls a service.
+"""Knowledge routes at {gateway_url}: retrieval and per-document ACLs (the dataset's row-level policy,
+kept and enforced by ``gateway/reader.py`` on every path). Thin: every view calls a service.
 
 The service loads NumPy and the retrieval libraries, so each view imports it at its first call: the gateway's
 cold start does not pay for them (``bench_packaging``, cold import per group)."""
