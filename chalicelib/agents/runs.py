@@ -45,10 +45,6 @@ def starting_caller(run: models.RunAttrs) -> RunCaller:
     return RunCaller(run.ip or "", run.user_agent or "", run.correlation_id)
 
 
-def _user_actor(principal: Principal) -> audit.Actor:
-    return audit.Actor("user", principal.user_id, principal.email)
-
-
 def auto_expiry_seconds(workspace_id: str) -> int | None:
     """The workspace's optional auto-expiry of runs (setting ``agent_run_auto_expiry``, ISO 8601)."""
     from chalicelib.platform.workspaces.service import settings_of
@@ -97,7 +93,7 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
             expires_at=int(now + expiry) if expiry else None)
         run.save(condition=models.RunAttrs.id.does_not_exist())
         events.append(region, principal.workspace_id, run_id, "run.queued", {"status": QUEUED}, run.expires_at, after=0)
-        audit.append(region, principal.workspace_id, "agent_run.created", actor=_user_actor(principal),
+        audit.append(region, principal.workspace_id, "agent_run.created", actor=audit.Actor.of(principal),
                      target={"type": "agent_run", "id": run_id},
                      details={"agent_id": agent_id, "agent_version": agent["version"]}, caller=caller)
         queues.enqueue(QUEUE, region, {"v": MESSAGE_VERSION, "workspace_id": principal.workspace_id,
@@ -219,7 +215,7 @@ def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tup
         except UpdateError:
             run.refresh(consistent_read=True)
             continue
-        audit.append(region, principal.workspace_id, "agent_run.cancelled", actor=_user_actor(principal),
+        audit.append(region, principal.workspace_id, "agent_run.cancelled", actor=audit.Actor.of(principal),
                      target={"type": "agent_run", "id": run_id},
                      details={"agent_id": agent_id, "while": QUEUED if run.status == CANCELLED else IN_PROGRESS,
                               "cancel_correlation_id": correlation.current()},
@@ -241,7 +237,7 @@ def delete(principal: Principal, agent_id: str, run_id: str, caller: Any) -> Non
         raise ApiError(409, "run_active", "Cancel the run, or wait until it finishes, before deleting it.")
     region = region_of(principal.workspace_id)
     purge(region, run)
-    audit.append(region, principal.workspace_id, "agent_run.deleted", actor=_user_actor(principal),
+    audit.append(region, principal.workspace_id, "agent_run.deleted", actor=audit.Actor.of(principal),
                  target={"type": "agent_run", "id": run_id}, details={"agent_id": agent_id}, caller=caller)
 
 

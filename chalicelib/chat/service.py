@@ -204,7 +204,7 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
             ("DATASET", ds, "CHAT_ANSWER", message_id, {"target_name": f"chat answer {message_id}",
                                                         "chat_id": chat_id, "model": spec.id}) for ds in datasets])
     audit.append(region, principal.workspace_id, "chat.answered",
-                 actor=Actor("user", principal.user_id, principal.email),
+                 actor=Actor.of(principal),
                  target={"type": "chat", "id": chat_id},
                  details={"message_id": message_id, "model": spec.id, "provider": spec.provider, "region": region,
                           "routing_reason": routing.reason, "sources": _sources(hits, checked.citations),
@@ -286,6 +286,5 @@ def delete_chat(principal: Principal, chat_id: str, caller: CallerLike | None = 
     item = _own(principal, chat_id)
     region = region_of(principal.workspace_id)
     item.delete()
-    audit.append(region, principal.workspace_id, "chat.deleted", actor=Actor("user", principal.user_id,
-                                                                              principal.email),
+    audit.append(region, principal.workspace_id, "chat.deleted", actor=Actor.of(principal),
                  target={"type": "chat", "id": chat_id}, caller=caller)

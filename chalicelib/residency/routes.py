@@ -21,7 +21,7 @@ def create_backup(ctx: Ctx) -> Response:
     validate(ctx.json(required=False), {})
     user = ctx.user
     found = backups.create(region_of(user.workspace_id), user.workspace_id,
-                           actor=audit.Actor("user", user.user_id, user.email), caller=ctx.caller)
+                           actor=audit.Actor.of(user), caller=ctx.caller)
     return json_response(backups.summary(found), 201)
 
 

@@ -45,10 +45,6 @@ UPDATE_FIELDS = {
 }
 
 
-def actor_of(principal: Principal) -> Actor:
-    return Actor("user", principal.user_id, principal.email)
-
-
 def _dataset_name_default(name: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     if not slug or not slug[0].isalpha():
@@ -199,7 +195,7 @@ def create_connector(principal: Principal, body: Any, caller: Any) -> dict:
         module(kind).prepare(source_of(item, region))
     health_check(item, region)
     item.refresh(consistent_read=True)
-    audit.append(region, principal.workspace_id, "connector.created", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.created", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"name": item.name, "kind": kind, "dataset_name": dataset_name}, caller=caller)
     return to_dict(item, region)
@@ -243,7 +239,7 @@ def update_connector(principal: Principal, connector_id: str, body: Any, caller:
     if new_config is not None or body.get("paused") is False:
         health_check(item, region)
         item.refresh(consistent_read=True)
-    audit.append(region, principal.workspace_id, "connector.updated", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.updated", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"fields": sorted(body), "config_fields": sorted((body.get("config") or {}).keys())},
                  caller=caller)
@@ -274,7 +270,7 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
     catalog.changed(item.workspace_id, connectors=[item.id], datasets=[item.dataset_id] if item.dataset_id else [])
     if hasattr(module(item.kind), "cleanup"):
         removed_objects += module(item.kind).cleanup(Src(region, item.workspace_id, item.id, {}))
-    audit.append(region, principal.workspace_id, "connector.deleted", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.deleted", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"name": item.name, "dataset_id": item.dataset_id, "objects_removed": removed_objects},
                  caller=caller)
@@ -296,7 +292,7 @@ def create_upload(principal: Principal, connector_id: str, body: Any, caller: An
         raise conflict("not_a_documents_connector", "Uploads are only accepted by documents connectors.")
     upload = documents.presign_upload(Src(region, item.workspace_id, item.id, {}), body["file_name"],
                                       body.get("content_type"))
-    audit.append(region, principal.workspace_id, "connector.upload_created", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.upload_created", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"document_id": upload["document_id"], "file_name": body["file_name"]}, caller=caller)
     return upload
