@@ -9,13 +9,14 @@ the ``agent_run.cancelled`` audit event once, with the starting request's correl
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.exceptions import UpdateError
 
 from chalicelib.agents import definitions, events, models, templates
 from chalicelib.agents.models import ACTIVE_MARK, CANCELLED, IN_PROGRESS, QUEUED, RUN_STATUSES, TERMINAL_STATUSES
+from chalicelib.agents.runtime import lifecycle
+from chalicelib.agents.runtime.lifecycle import starting_caller
 from chalicelib.core import audit, clock, correlation, durations
 from chalicelib.core.authz import Principal, Role
 from chalicelib.core.http import paging
@@ -30,19 +31,6 @@ MESSAGE_VERSION = 1
 MAX_INPUT_BYTES = 32 * 1024
 RUN_FIELDS = {"input": F(dict)}
 AUTO_EXPIRY_SETTING = "agent_run_auto_expiry"
-
-
-@dataclass(frozen=True)
-class RunCaller:
-    """The starting request, as audit events of the run name it."""
-
-    ip: str
-    user_agent: str
-    correlation_id: str
-
-
-def starting_caller(run: models.RunAttrs) -> RunCaller:
-    return RunCaller(run.ip or "", run.user_agent or "", run.correlation_id)
 
 
 def auto_expiry_seconds(workspace_id: str) -> int | None:
@@ -221,8 +209,6 @@ def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tup
                               "cancel_correlation_id": correlation.current()},
                      caller=starting_caller(run))
         if run.status == CANCELLED:
-            from chalicelib.agents import lifecycle
-
             lifecycle.record_finish(region, run)
             return 200, view(run, with_steps=True)
         events.append(region, principal.workspace_id, run_id, "run.cancel_requested", {}, run.expires_at)

@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any, Protocol
 
+from chalicelib.agents.runtime.errors import StepFailed
 from chalicelib.core.http.errors import ApiError
 
 MAX_RESULT_CHARS = 8000
@@ -60,7 +61,6 @@ def tool_model(state: StateLike) -> Any | None:
 
 def run_agent(state: StateLike, steps: Steps) -> dict[str, Any]:
     """Run the agent and return ``{"output": {...}, "input_tokens", "output_tokens"}``."""
-    from chalicelib.agents.worker import StepFailed
 
     chosen = tool_model(state)
     if chosen is not None:
@@ -155,7 +155,6 @@ def parse_action(text: str) -> dict[str, Any] | None:
 
 def model_loop(state: StateLike, steps: Steps, chosen: Any) -> dict[str, Any]:
     """The tool-capable model chooses tool calls (see the module docstring)."""
-    from chalicelib.agents.worker import StepFailed
     from chalicelib.llm import service
     from chalicelib.llm.prompt import Prompt
 

@@ -11,6 +11,7 @@ finished but not finalized run (a crash in between) records them again.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.exceptions import UpdateError
@@ -22,6 +23,19 @@ from chalicelib.core.audit import SYSTEM
 from chalicelib.core.logs import get_logger
 
 log = get_logger("agents.lifecycle")
+
+
+@dataclass(frozen=True)
+class RunCaller:
+    """The starting request, as audit events of the run name it."""
+
+    ip: str
+    user_agent: str
+    correlation_id: str
+
+
+def starting_caller(run: models.RunAttrs) -> RunCaller:
+    return RunCaller(run.ip or "", run.user_agent or "", run.correlation_id)
 LEASE_S = 60  # a delivery holds a run this long past its last heartbeat
 
 
@@ -98,8 +112,6 @@ def record_finish(region: str, run: models.RunAttrs) -> None:
     """The finish's event, audit event and lineage (see the module docstring); safe to repeat."""
     if run.finalized:
         return
-    from chalicelib.agents.runs import starting_caller
-
     data: dict[str, Any] = {"status": run.status}
     if run.error:
         data["error"] = json.loads(run.error)
