@@ -22,6 +22,7 @@ from chalicelib.core.http.errors import not_found, validation_error
 from chalicelib.core.http.validation import F, problem, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
+from chalicelib.llm.registry import registry
 
 MAX_PLAN_STEPS = 50
 DEFAULT_LIMITS = {"max_steps": 10, "deadline": "PT5M", "max_tokens": 4000}
@@ -108,8 +109,6 @@ def normalise(body: dict[str, Any], current: dict[str, Any] | None = None) -> di
     errors = _check_tools(tools)
     model = merged.get("model") or "auto"
     if model != "auto":
-        from chalicelib.llm.registry import registry
-
         if registry().get(model) is None:
             errors.append({"field": "model", "message": "is not a known model (GET /v1/models lists them)"})
     plan = merged.get("plan")

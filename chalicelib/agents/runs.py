@@ -25,6 +25,7 @@ from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store import idempotency, queues
 from chalicelib.core.tenancy import get_workspace, region_of
+from chalicelib.platform.workspaces.service import settings_of
 
 QUEUE = "agent-runs"
 MESSAGE_VERSION = 1
@@ -35,7 +36,6 @@ AUTO_EXPIRY_SETTING = "agent_run_auto_expiry"
 
 def auto_expiry_seconds(workspace_id: str) -> int | None:
     """The workspace's optional auto-expiry of runs (setting ``agent_run_auto_expiry``, ISO 8601)."""
-    from chalicelib.platform.workspaces.service import settings_of
 
     value = settings_of(get_workspace(workspace_id)).get(AUTO_EXPIRY_SETTING)
     try:

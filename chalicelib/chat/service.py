@@ -21,6 +21,7 @@ from chalicelib.chat.models import ChatAttrs, chats
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import Principal, require
+from chalicelib.core.durations import parse_duration
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
@@ -29,6 +30,7 @@ from chalicelib.gateway.catalog import lineage
 from chalicelib.llm import service as models
 from chalicelib.llm.prompt import Completion, Passage, Prompt, prompt_tokens
 from chalicelib.llm.providers.openai_http import ProviderError
+from chalicelib.platform.workspaces.service import settings_of
 
 if TYPE_CHECKING:
     from chalicelib.knowledge.service import Hit
@@ -98,8 +100,6 @@ def check_body(body: Any) -> tuple[str, list[dict[str, str]], bool]:
 
 
 def _expiry_seconds(workspace_id: str) -> int | None:
-    from chalicelib.core.durations import parse_duration  # noqa: PLC0415
-    from chalicelib.platform.workspaces.service import settings_of  # noqa: PLC0415
 
     value = settings_of(get_workspace(workspace_id)).get("chat_auto_expiry")
     try:
@@ -131,8 +131,8 @@ def _sources(hits: list[Hit], cited: list[dict[str, Any]]) -> list[dict[str, Any
 def answer(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None) -> Answer:
     """Answer one chat request (a new chat, or a continuation when ``chat_id`` is given)."""
     # retrieval (numpy, bm25s) loads on the first answer, not at the platform group's cold start
-    from chalicelib.knowledge import citations
-    from chalicelib.knowledge import service as knowledge
+    from chalicelib.knowledge import citations  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
+    from chalicelib.knowledge import service as knowledge  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
     require(principal, "chat.use")
     model_id, new_messages, stream = check_body(body)

@@ -16,6 +16,7 @@ from chalicelib.identity.account import api_tokens
 from chalicelib.identity.mfa import totp
 from chalicelib.identity.signin import password_hashing as passwords
 from chalicelib.identity.signin import password_signin as signin
+from chalicelib.webapp.shell import ensure_app_client
 
 
 def seed_signin_demo(user_id: str, email: str, workspace_id: str) -> dict[str, Any]:
@@ -25,7 +26,6 @@ def seed_signin_demo(user_id: str, email: str, workspace_id: str) -> dict[str, A
     if not totp.has_totp(user_id):
         secret = totp.start_setup(user_id, email)["secret"]
         totp.confirm_setup(user_id, pyotp.TOTP(secret).at(clock.now() - 30))  # keep the current step usable
-    from chalicelib.webapp.shell import ensure_app_client
 
     client_id = ensure_app_client()
     token, record = api_tokens.create(user_id, ["pwd", "otp", "mfa"], name="demo", workspace_id=workspace_id,

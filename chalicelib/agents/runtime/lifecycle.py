@@ -21,6 +21,7 @@ from chalicelib.agents.models import ACTIVE_STATUSES, IN_PROGRESS, QUEUED
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.logs import get_logger
+from chalicelib.gateway.catalog import lineage
 
 log = get_logger("agents.lifecycle")
 
@@ -124,8 +125,6 @@ def record_finish(region: str, run: models.RunAttrs) -> None:
                  caller=starting_caller(run))
     read = json.loads(run.read or "[]")
     if read:
-        from chalicelib.gateway.catalog import lineage
-
         agent = json.loads(run.agent)
         lineage.record_edges(run.workspace_id, [
             ("dataset", ds, "agent_run", run.id, {"agent_id": run.agent_id, "target_name": agent.get("name"),

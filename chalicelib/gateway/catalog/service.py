@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 def _index_class() -> type[CatalogIndex]:
     """The search index, imported at the first snapshot: it needs NumPy, which a cold start should not load."""
-    from chalicelib.gateway.catalog.index import CatalogIndex
+    from chalicelib.gateway.catalog.index import CatalogIndex  # noqa: PLC0415 - the index loads NumPy: at first search, not at cold start
 
     return CatalogIndex
 

@@ -18,11 +18,12 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.gateway import models
+from chalicelib.gateway import models, storage
+from chalicelib.gateway.catalog import lineage_edges
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.ingest import secrets, source_names
 from chalicelib.gateway.ingest.connector_view import to_dict
-from chalicelib.gateway.ingest.sources import SourceError, Src, module
+from chalicelib.gateway.ingest.sources import SourceError, Src, documents, module
 from chalicelib.gateway.vocabulary import CATEGORIES, CATEGORY_OF_KIND, KINDS, STATUSES
 
 NAME_MAX = 120
@@ -256,8 +257,6 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
         item.delete(condition=cls.lock_owner.does_not_exist() | (cls.lock_expires_at < int(now)))
     except DeleteError:
         raise conflict("sync_in_progress", "A sync of this connector is running; delete it when it ends.") from None
-    from chalicelib.gateway import storage
-    from chalicelib.gateway.catalog import lineage_edges  # noqa: PLC0415 - keeps list/get light
 
     removed_objects = 0
     if item.dataset_id:
@@ -281,7 +280,6 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
 
 def create_upload(principal: Principal, connector_id: str, body: Any, caller: Any) -> dict:
     """A presigned PUT URL for one document of a ``documents`` connector (409 for other kinds)."""
-    from chalicelib.gateway.ingest.sources import documents  # noqa: PLC0415
 
     body = validate(body, documents.UPLOAD_FIELDS)
     if not documents.FILENAME_RE.match(body["file_name"]):

@@ -29,6 +29,7 @@ from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import DR_REGIONS, endpoints, region_for
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
 from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
+from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 from chalicelib.residency import replication
 
@@ -139,7 +140,6 @@ def served_at(region: str) -> dict[str, str]:
 
 def token_exchange_hint(workspace_id: str) -> dict[str, str]:
     """How to obtain a token for a workspace the caller belongs to (RFC 8693 at the identity service)."""
-    from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 
     return {"token_endpoint": settings().auth_url + "/oauth2/token", "grant_type": TOKEN_EXCHANGE,
             "subject_token_type": ACCESS_TOKEN_TYPE, "workspace_id": workspace_id}
