@@ -24,24 +24,13 @@ from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store import idempotency, queues
-from chalicelib.core.tenancy import get_workspace, region_of
-from chalicelib.platform.workspaces.service import settings_of
+from chalicelib.core.tenancy import region_of
+from chalicelib.core.workspace_settings import AGENT_RUN_AUTO_EXPIRY, auto_expiry_seconds
 
 QUEUE = "agent-runs"
 MESSAGE_VERSION = 1
 MAX_INPUT_BYTES = 32 * 1024
 RUN_FIELDS = {"input": F(dict)}
-AUTO_EXPIRY_SETTING = "agent_run_auto_expiry"
-
-
-def auto_expiry_seconds(workspace_id: str) -> int | None:
-    """The workspace's optional auto-expiry of runs (setting ``agent_run_auto_expiry``, ISO 8601)."""
-
-    value = settings_of(get_workspace(workspace_id)).get(AUTO_EXPIRY_SETTING)
-    try:
-        return durations.parse_duration(value) if value else None
-    except ValueError:
-        return None
 
 
 def check_input(agent: dict[str, Any], body: Any) -> dict[str, Any]:
@@ -70,7 +59,7 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
     def work() -> tuple[int, Any]:
         now = clock.now()
         deadline = now + durations.parse_duration(agent["limits"]["deadline"])
-        expiry = auto_expiry_seconds(principal.workspace_id)
+        expiry = auto_expiry_seconds(principal.workspace_id, AGENT_RUN_AUTO_EXPIRY)
         run_id = new_id("run")
         run = models.runs(region)(
             principal.workspace_id, run_id, agent_id=agent_id, agent_key=f"{agent_id}#{run_id}", active=ACTIVE_MARK,

@@ -21,16 +21,15 @@ from chalicelib.chat.models import ChatAttrs, chats
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import Principal, require
-from chalicelib.core.durations import parse_duration
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.core.tenancy import get_workspace, region_of
+from chalicelib.core.tenancy import region_of
+from chalicelib.core.workspace_settings import CHAT_AUTO_EXPIRY, auto_expiry_seconds
 from chalicelib.gateway.catalog import lineage
 from chalicelib.llm import service as models
 from chalicelib.llm.prompt import Completion, Passage, Prompt, prompt_tokens
 from chalicelib.llm.providers.openai_http import ProviderError
-from chalicelib.platform.workspaces.service import settings_of
 
 if TYPE_CHECKING:
     from chalicelib.knowledge.service import Hit
@@ -97,15 +96,6 @@ def check_body(body: Any) -> tuple[str, list[dict[str, str]], bool]:
     if errors:
         raise validation_error(errors)
     return model, out, stream
-
-
-def _expiry_seconds(workspace_id: str) -> int | None:
-
-    value = settings_of(get_workspace(workspace_id)).get("chat_auto_expiry")
-    try:
-        return parse_duration(value) if value else None
-    except ValueError:
-        return None
 
 
 def _own(principal: Principal, chat_id: str) -> ChatAttrs:
@@ -181,7 +171,7 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
 
     started = time.perf_counter()
     region = routing.region
-    ttl = _expiry_seconds(principal.workspace_id)
+    ttl = auto_expiry_seconds(principal.workspace_id, CHAT_AUTO_EXPIRY)
     expires = int(clock.now()) + ttl if ttl else None
     cls = chats(region)
     if existing is None:
