@@ -195,7 +195,7 @@ def set_document_acl(principal: Principal, dataset_id: str, document_id: str, ac
         raise ApiError(409, "concurrent_update", "The dataset changed while the ACL was being set; retry.")
     catalog.changed(principal.workspace_id, datasets=[rec.id])
     audit.append(region, principal.workspace_id, "dataset.document_acl_set",
-                 actor=Actor("user", principal.user_id, principal.email),
+                 actor=Actor.of(principal),
                  target={"type": "dataset", "id": rec.id, "document_id": document_id},
                  details={"entries": len(entries)}, caller=caller)
     return {"dataset_id": rec.id, "document_id": document_id, "acl": entries}
