@@ -188,7 +188,7 @@ def lineage(w: World) -> str:
     out = []
     with Client(create_app("gateway")) as c:
         for policy in POLICIES:
-            status, body, _ = call(c, "GET", f"/v1/lineage/{w.datasets[policy]}?depth=3", w.member.token)
+            status, body, _ = call(c, "GET", f"/v1/lineage/{w.datasets[policy]}?depth=2", w.member.token)
             _ok(status, body, "lineage")
             out.append(_dump(body))
     return "\n".join(out)
