@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import UpdateError
 
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, process_state
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal, Role, require
 from chalicelib.core.config import settings
@@ -129,6 +129,9 @@ def invalidate(workspace_id: str | None = None) -> None:
             _cache.clear()
         else:
             _cache.pop(workspace_id, None)
+
+
+process_state.enrol("gateway.catalog.snapshots", invalidate)
 
 
 def changed(workspace_id: str, *, datasets: tuple[str, ...] | list[str] = (),
