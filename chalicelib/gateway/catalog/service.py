@@ -12,12 +12,12 @@ Read rules (the one place they live; REST, GraphQL, lineage, policies and the qu
   policy-enforcing reader (``gateway/reader.py``) applies it, with the rules above, on every content path.
 
 Datasets and connectors of a workspace are kept as a per-process snapshot tagged with the workspace's
-catalog version (``gateway/catalog_versions.py``). Every read first checks the version (one consistent
+catalog version (``gateway/catalog/versions.py``). Every read first checks the version (one consistent
 ``GetItem``; ``CATALOG_CACHE_SECONDS``, default 0, lets a container trust a check for that long) and
 reloads only the datasets and connectors changed since; a full reload happens on the first read, after a
 gap in the change log, and at most every ``FULL_RELOAD_SECONDS`` as a safety net. Every writer calls
 ``changed`` after its write. Each snapshot carries the inverted index search answers from
-(``gateway/catalog_index.py``), built with a full load and updated with the changed datasets.
+(``gateway/catalog/index.py``), built with a full load and updated with the changed datasets.
 """
 from __future__ import annotations
 
