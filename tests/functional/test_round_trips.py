@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from chalice.test import Client
 
-from chalicelib.agents import worker
+from chalicelib.agents.runtime import worker
 from chalicelib.gateway import demo
 from chalicelib.groups import create_app
 from infra.local_run import sqs_event

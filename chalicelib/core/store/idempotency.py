@@ -80,6 +80,10 @@ def model(region: str) -> type[IdempotencyAttrs]:
     return regional(IdempotencyAttrs, region)
 
 
+def _region(cls: type[IdempotencyAttrs]) -> str:
+    return str(cls.Meta.region)
+
+
 def _validate_key(key: str) -> None:
     if not 1 <= len(key) <= 255 or any(ord(ch) not in _PRINTABLE for ch in key):
         raise ApiError(400, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters.")
@@ -119,7 +123,7 @@ def _claim(cls: type[IdempotencyAttrs], user_id: str, key: str, digest: str) -> 
                expires_at=now + TTL_SECONDS)
     try:
         item.save(condition=cls.user_id.does_not_exist() | (cls.expires_at < now))
-        return Claim(cls.Meta.region, user_id, key, token), None
+        return Claim(_region(cls), user_id, key, token), None
     except PutError as err:
         if not condition_failed(err):
             raise
@@ -142,7 +146,7 @@ def _take_over(cls: type[IdempotencyAttrs], prior: IdempotencyAttrs) -> Claim | 
                      condition=(cls.token == prior.token) & (cls.state == IN_PROGRESS))
     except UpdateError:
         return None
-    return Claim(cls.Meta.region, prior.user_id, prior.key, token)
+    return Claim(_region(cls), prior.user_id, prior.key, token)
 
 
 def _release(cls: type[IdempotencyAttrs], claim: Claim) -> None:

@@ -8,7 +8,9 @@ Edges live in the workspace's region, keyed ``<source_id>><target_id>`` (a range
 a node's downstream edges, the ``by_target`` index its upstream edges). The graph of a dataset walks
 upstream to its sources and downstream up to the answers, breadth first, newest edges first, at most
 ``depth`` hops each way (default 3, hard maximum 10) and ``MAX_NODES`` nodes; ``truncated`` says more
-exists beyond either limit. Nodes the caller may not see end the walk there and are never shown.
+exists beyond either limit. Nodes the caller may not see end the walk there and are never shown: unreadable
+datasets, and answers private to another user (a chat's answer is shown only to the user who asked;
+``gateway/reader.answer_visible``, from the ``user_id`` its edge records).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from chalicelib.core.http.errors import validation_error
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store.transact import Conflict, Tx
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import models
+from chalicelib.gateway import models, reader
 from chalicelib.gateway.catalog import service as catalog
 
 DEFAULT_DEPTH = 3
@@ -62,11 +64,13 @@ def query_node(dataset_ids: Iterable[str], day: str) -> str:
     return f"qday_{day.replace('-', '')}_{digest}"
 
 
-def record_query(workspace_id: str, used: list[tuple[str, str]], answer: dict[str, str] | None = None) -> str | None:
+def record_query(workspace_id: str, used: list[tuple[str, str]], answer: dict[str, str] | None = None, *,
+                 user_id: str | None = None) -> str | None:
     """Lineage of one federated query, aggregated: one node per day and set of datasets read, one edge
     per dataset into it (``uses`` counts the queries), and ``node -> answer`` when the query serves one.
     Edges expire ``QUERY_LINEAGE_DAYS`` after their day, so reads do not grow the table without bound.
-    One transaction (one round trip); returns the node id."""
+    The answer edge records ``user_id`` (a private answer is shown only to its user); the aggregated
+    edges name no user. One transaction (one round trip); returns the node id."""
     if not used:
         return None
     day = clock.utcnow().strftime("%Y-%m-%d")
@@ -78,7 +82,8 @@ def record_query(workspace_id: str, used: list[tuple[str, str]], answer: dict[st
              for ds, name in used]
     if answer is not None:
         pairs.append((node, "query", answer["id"], answer["type"].lower(),
-                      {"source_name": f"queries on {day}", "target_name": answer["type"].lower()}))
+                      {"source_name": f"queries on {day}", "target_name": answer["type"].lower(),
+                       "user_id": user_id}))
     for _ in range(3):
         tx = Tx(cls.Meta.region)
         for s_id, s_type, t_id, t_type, details in pairs[:MAX_EDGES_PER_QUERY]:
@@ -149,6 +154,8 @@ class _Walk:
             conn = self.snap.connectors.get(node_id)
             return {"id": node_id, "type": "CONNECTOR", "name": conn["name"] if conn else details.get(name_key)}
         if node_type in NODE_TYPES:
+            if not reader.answer_visible(self.principal, node_type, details):
+                return None  # another user's private answer (a chat's): never shown, the walk ends
             return {"id": node_id, "type": node_type, "name": details.get(name_key)}
         return None
 

@@ -78,7 +78,7 @@ def start_sync(principal: Principal, connector_id: str, *, mode: str = "INCREMEN
 
         try:
             audit.append(region, principal.workspace_id, "connector.sync_requested",
-                         actor=connectors.actor_of(principal), target={"type": "connector", "id": connector_id},
+                         actor=audit.Actor.of(principal), target={"type": "connector", "id": connector_id},
                          details={"sync_id": run.id, "mode": mode}, caller=caller, effects=effects)
         except Refused as refused:
             if refused.tags != {"effect"}:

@@ -1,4 +1,4 @@
-"""Scheduled upkeep of sync runs, as ``agents/reaper.py`` is for agent runs: a run is never left active
+"""Scheduled upkeep of sync runs, as ``agents/runtime/reaper.py`` is for agent runs: a run is never left active
 forever. Thresholds come from ``workers/timing.py``.
 
 - a run still QUEUED ``SYNC_STALE_S`` after it was saved or last re-sent (its message was never sent:

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from chalicelib.agents import models, reaper, tools
+from chalicelib.agents import models, tools
+from chalicelib.agents.runtime import reaper
 from chalicelib.core import audit, clock
 from chalicelib.gateway import demo
 from chalicelib.workers import timing

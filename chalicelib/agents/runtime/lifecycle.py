@@ -12,6 +12,7 @@ run cancelled by the API, or one finished before finishes were one transaction).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.exceptions import UpdateError
@@ -28,6 +29,19 @@ from chalicelib.workers.timing import LEASE_S
 log = get_logger("agents.lifecycle")
 MAX_LINEAGE_IN_FINISH = 50  # edges written in the finish's transaction; more go in a batch after it
 FINISH_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class RunCaller:
+    """The starting request, as audit events of the run name it."""
+
+    ip: str
+    user_agent: str
+    correlation_id: str
+
+
+def starting_caller(run: models.RunAttrs) -> RunCaller:
+    return RunCaller(run.ip or "", run.user_agent or "", run.correlation_id)
 
 
 class LeaseHeld(Exception):
@@ -104,8 +118,6 @@ def finish(run: models.RunAttrs, status: str, *, attempt: int | None = None, out
         for edge in edges[:MAX_LINEAGE_IN_FINISH]:
             tx.save(edge)
 
-    from chalicelib.agents.runs import starting_caller
-
     for _ in range(FINISH_ATTEMPTS):
         try:
             audit.append(region, run.workspace_id, "agent_run.finished", actor=SYSTEM,
@@ -156,8 +168,6 @@ def record_finish(region: str, run: models.RunAttrs) -> None:
     """The finish's event, audit event and lineage for a run finished without them; safe to repeat."""
     if run.finalized:
         return
-    from chalicelib.agents.runs import starting_caller
-
     data: dict[str, Any] = {"status": run.status}
     if run.error:
         data["error"] = json.loads(run.error)

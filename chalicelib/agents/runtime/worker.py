@@ -30,8 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.agents import answering, events, lifecycle, models, templates, tools
+from chalicelib.agents import events, models, templates, tools
 from chalicelib.agents.models import CANCELLED, COMPLETED, EXPIRED, FAILED, TERMINAL_STATUSES
+from chalicelib.agents.runtime import answering, lifecycle
+from chalicelib.agents.runtime.errors import StepFailed
 from chalicelib.core import clock, tenancy
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
@@ -180,11 +182,6 @@ def _read_log(region: str, run: models.RunAttrs) -> tuple[events.RunLog, dict[in
               for step in cls.query(key, cls.sk.startswith(models.STEP_PREFIX), consistent_read=True)}
     return events.RunLog(region, run.workspace_id, run.id, run.expires_at, None), ledger
 
-
-class StepFailed(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.error = {"code": code, "message": message}
 
 
 class StepRunner:
