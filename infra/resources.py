@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chalicelib.workers.timing import RESIDENCY_VISIBILITY_TIMEOUT_S, VISIBILITY_TIMEOUT_S
+from chalicelib.core.store.work_timing import RESIDENCY_VISIBILITY_TIMEOUT_S, VISIBILITY_TIMEOUT_S
 
 GLOBAL = "global"
 REGIONAL = "regional"
@@ -163,7 +163,7 @@ TABLES: tuple[Table, ...] = (
 )
 
 QUEUES: tuple[Queue, ...] = (
-    # visibility timeouts derive from the workers function's timeout (chalicelib/workers/timing.py)
+    # visibility timeouts derive from the workers function's timeout (chalicelib/core/store/work_timing.py)
     Queue("sync-jobs", visibility_timeout=VISIBILITY_TIMEOUT_S, purpose="connector sync runs"),
     Queue("agent-runs", visibility_timeout=VISIBILITY_TIMEOUT_S, purpose="agent runs"),
     Queue("audit-exports", visibility_timeout=VISIBILITY_TIMEOUT_S,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.core.regions import DR_ONLY_REGIONS, DR_REGIONS, OPEN_REGIONS, residency_of_region
-from chalicelib.workers.timing import WORKER_TIMEOUT_S
+from chalicelib.core.store.work_timing import WORKER_TIMEOUT_S
 from infra.resources import AUDIT_JOBS, BUCKETS, DR_BUCKETS, DR_KEYS, GLOBAL, KEYS, QUEUES, REGIONAL, TABLES
 
 PREFIX = "aiplat"

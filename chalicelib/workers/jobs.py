@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.logs import get_logger
-from chalicelib.workers.timing import REAP_EVERY_S, SYNC_REAP_EVERY_S
+from chalicelib.core.store.work_timing import REAP_EVERY_S, SYNC_REAP_EVERY_S
 
 log = get_logger("workers")
 

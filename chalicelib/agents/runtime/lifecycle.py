@@ -2,7 +2,7 @@
 
 Every change is conditional, so two deliveries of one message, a late worker and the reaper can never
 both move a run: a claim bumps ``attempt`` (the fencing token) and takes the lease (``LEASE_S``, from
-``workers/timing.py``); a heartbeat and every ledger write check that ``attempt`` is still the caller's;
+``core/store/work_timing.py``); a heartbeat and every ledger write check that ``attempt`` is still the caller's;
 a finish moves an active run to a terminal state exactly once. A finish is ONE transaction: the run's
 new state (marked ``finalized``), its pending events and ``run.<status>``, the ``agent_run.finished``
 audit event (with the starting request's correlation ID) and the lineage edges ``dataset -> agent_run``
@@ -23,8 +23,8 @@ from chalicelib.core import audit, clock
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store.transact import Refused, Tx
+from chalicelib.core.store.work_timing import LEASE_S
 from chalicelib.gateway.catalog import lineage
-from chalicelib.workers.timing import LEASE_S
 
 log = get_logger("agents.lifecycle")
 MAX_LINEAGE_IN_FINISH = 50  # edges written in the finish's transaction; more go in a batch after it

@@ -1,5 +1,5 @@
 """Scheduled upkeep of runs: a run whose worker died is resumed or ends, nothing stays active forever,
-and expired data goes. Thresholds come from ``workers/timing.py`` (derived from the lease and the
+and expired data goes. Thresholds come from ``core/store/work_timing.py`` (derived from the lease and the
 workers function's timeout), not set here.
 
 - ``reap`` (every ``REAP_EVERY_S``), over the sparse ``by_active`` index (queued and in-progress runs):
@@ -27,7 +27,7 @@ from chalicelib.agents.runtime import lifecycle
 from chalicelib.core import clock
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import OPEN_REGIONS
-from chalicelib.workers.timing import MAX_RESUMES, REQUEUE_AFTER_S, RESUME_GRACE_S
+from chalicelib.core.store.work_timing import MAX_RESUMES, REQUEUE_AFTER_S, RESUME_GRACE_S
 
 log = get_logger("agents.reaper")
 

@@ -17,7 +17,7 @@ One message = one run. A delivery:
 4. writes the final answer and finishes the run (``lifecycle.finish``: one transaction).
 
 A worker that dies (crash, out of memory, timeout) stops renewing its lease; the reaper then sends the
-run again and the next delivery resumes it from its ledger (``reaper.py``, ``workers/timing.py``).
+run again and the next delivery resumes it from its ledger (``reaper.py``, ``core/store/work_timing.py``).
 A message that cannot be parsed, or whose processing keeps raising, is returned to the queue until its
 ``maxReceiveCount`` sends it to the dead-letter queue; on that last delivery the run is marked ``failed``
 with the reason. Tools act as the user who started the run (``tools.py``).
@@ -40,7 +40,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues
 from chalicelib.core.store.transact import Conflict, Refused, Tx
-from chalicelib.workers.timing import HEARTBEAT_EVERY_S
+from chalicelib.core.store.work_timing import HEARTBEAT_EVERY_S
 
 log = get_logger("agents.worker")
 QUEUE = "agent-runs"

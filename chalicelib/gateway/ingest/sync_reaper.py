@@ -1,5 +1,5 @@
 """Scheduled upkeep of sync runs, as ``agents/runtime/reaper.py`` is for agent runs: a run is never left active
-forever. Thresholds come from ``workers/timing.py``.
+forever. Thresholds come from ``core/store/work_timing.py``.
 
 - a run still QUEUED ``SYNC_STALE_S`` after it was saved or last re-sent (its message was never sent:
   the queue was unreachable after the run was committed, or the message was lost) is sent again;
@@ -22,9 +22,9 @@ from chalicelib.core.audit import SYSTEM
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import OPEN_REGIONS
 from chalicelib.core.store.transact import Refused
+from chalicelib.core.store.work_timing import SYNC_MAX_AGE_S, SYNC_STALE_S
 from chalicelib.gateway import models
 from chalicelib.gateway.ingest import sync
-from chalicelib.workers.timing import SYNC_MAX_AGE_S, SYNC_STALE_S
 
 log = get_logger("gateway.sync_reaper")
 ACTIVE = ("QUEUED", "RUNNING", "RETRYING")

@@ -2,7 +2,7 @@
 fault injected at every boundary); the reaper sees the lapsed lease and sends the run again, and the
 next delivery resumes it from its ledger. The run completes with each step's tool executed exactly once
 (the tool calls are counted), or, when the worker is lost too often or the deadline passes, ends
-``failed`` with ``worker_lost``. Thresholds come from ``workers/timing.py``."""
+``failed`` with ``worker_lost``. Thresholds come from ``core/store/work_timing.py``."""
 from __future__ import annotations
 
 from collections import Counter
@@ -13,8 +13,8 @@ import pytest
 from chalicelib.agents import models, tools
 from chalicelib.agents.runtime import reaper
 from chalicelib.core import audit, clock
+from chalicelib.core.store import work_timing as timing
 from chalicelib.gateway import demo
-from chalicelib.workers import timing
 from tests.functional.agents.helpers import (
     QUEUE,
     create_agent,

@@ -252,8 +252,8 @@ def test_a_run_whose_enqueue_failed_is_sent_by_the_sync_reaper_and_completes(ten
     the sync reaper sends it again (it never stays QUEUED forever)."""
     from chalicelib.core import clock
     from chalicelib.core.store import queues
+    from chalicelib.core.store import work_timing as timing
     from chalicelib.gateway.ingest import sync_reaper
-    from chalicelib.workers import timing
 
     bucket = new_bucket(tenant.region)
     put(tenant.region, bucket, "x/a.csv", "a\n1\n")
@@ -283,8 +283,8 @@ def test_a_run_whose_enqueue_failed_is_sent_by_the_sync_reaper_and_completes(ten
 def test_a_run_never_finished_ends_failed_with_its_event(tenant: Tenant, monkeypatch) -> None:
     from chalicelib.core import clock
     from chalicelib.core.store import queues
+    from chalicelib.core.store import work_timing as timing
     from chalicelib.gateway.ingest import sync_reaper
-    from chalicelib.workers import timing
 
     bucket = new_bucket(tenant.region)
     with client() as c:
