@@ -158,8 +158,10 @@ def execute(workspace_id: str, run_id: str, delivery_id: str, *, after_step: Aft
     if was_queued:  # a first delivery: the log holds only run.queued
         state.log = events.RunLog(region, workspace_id, run_id, run.expires_at, 1)
         state.log.add("run.started", {"status": models.IN_PROGRESS})
-    else:  # a resume: what the ledger holds and the last event number, in one read
+    else:  # a resume: what the ledger holds and the last event number
         state.log, state.ledger = _read_log(region, run)
+        if state.log.last == 1:  # the lost delivery died before its first commit
+            state.log.add("run.started", {"status": models.IN_PROGRESS})
     try:
         answer = answering.run_agent(state, StepRunner(state, after_step))
         output = {**answer.pop("output")}
