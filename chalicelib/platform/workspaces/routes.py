@@ -5,11 +5,10 @@ from typing import Any
 
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import AUTHENTICATED
-from chalicelib.core.config import settings
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import validate
-from chalicelib.core.regions import GLOBAL
+from chalicelib.core.regions import GLOBAL, region_for
 from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.platform.access import require_user_token
@@ -38,9 +37,9 @@ def create_workspace(ctx: Ctx) -> Any:
         ws = get_workspace(ref["id"])
         return 201, {**svc.to_public(ws), "role": "admin", "token_exchange": svc.token_exchange_hint(ws.id)}
 
-    # a user-level request: its key lives in the global region whatever residency the body names, so
-    # the same key with another residency is the same key (and refused)
-    status, result, replayed = idempotency.run(settings().global_region, ctx.user.user_id,
+    # the key's record lives in the new workspace's region (it names the workspace: nothing of an EU
+    # workspace is stored in another region's tables)
+    status, result, replayed = idempotency.run(region_for(body["residency"]), ctx.user.user_id,
                                                f"{idempotency.ACCOUNT}#workspaces.create",
                                                ctx.header(idempotency.HEADER), body, work,
                                                ref_of=lambda r: {"type": "workspace", "id": r["id"]}, replay=replay)

@@ -96,7 +96,7 @@ ROUTES = (
           lambda w: w.owner_token, lambda w: w.second_admin_token, (201,), "invitation.created",
           _invitations, {"email": "second.newcomer@example.com", "role": "member"}),
     Route("workspace", "platform", lambda w: "/v1/workspaces", {"name": "Concurrent Co", "residency": "us-east"},
-          {"name": "Concurrent Co", "residency": "eu-central"}, lambda w: w.owner_token,
+          {"name": "Other Co", "residency": "us-east"}, lambda w: w.owner_token,
           lambda w: w.second_admin_token, (201,), "workspace.created", _workspaces),
 )
 
