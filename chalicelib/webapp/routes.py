@@ -270,18 +270,27 @@ for _depth in range(1, PROXY_DEPTH + 1):
 
 @api.route("/api/upload/{connector_id}", methods=["POST"], public=True, content_types=[OCTET])
 def upload(ctx: Ctx, connector_id: str) -> Any:
-    """Upload one document to a documents connector: the gateway issues a presigned URL, the app PUTs
-    the bytes there (so the page's CSP keeps ``connect-src 'self'``). Capped at 5 MiB."""
+    """Upload one document to a documents connector: the file is read first (``document_text``: a file
+    that cannot be indexed is refused with its reason, 422, and nothing is stored), then the gateway
+    issues a presigned URL and the app PUTs the bytes there (so the page's CSP keeps
+    ``connect-src 'self'``). Capped at 5 MiB. ``X-File-Name`` is percent-encoded (non-ASCII names)."""
     _csrf(ctx)
     token = session.read_cookies(ctx.header("cookie")).get(session.ACCESS)
     if not session.valid_claims(token):
         raise ApiError(401, "session_expired", "The session's access token expired; refresh it.")
-    name = ctx.header("x-file-name") or ""
+    from urllib.parse import unquote  # noqa: PLC0415
+
+    from chalicelib.gateway.ingest.sources import document_text  # noqa: PLC0415 - parsers load on upload only
+
+    name = unquote(ctx.header("x-file-name") or "")
     data = ctx.request.raw_body or b""
-    if not data:
-        raise ApiError(400, "invalid_body", "Send the document's bytes.")
     if len(data) > upstream.MAX_UPLOAD_BYTES:
-        raise ApiError(413, "body_too_large", "Documents uploaded from the app are limited to 5 MiB.")
+        raise ApiError(413, "too_large", f"{name or 'The file'} is {len(data) / 1048576:.1f} MiB; documents "
+                                         "uploaded from the app are limited to 5 MiB.")
+    try:  # the same reader the sync uses: an unreadable file is refused now, by name, and never stored
+        document_text.extract(name or "document", data, upstream.MAX_UPLOAD_BYTES)
+    except document_text.Unreadable as err:
+        raise ApiError(422, err.code, err.message) from None
     url = upstream.url_for("gateway", ["v1", "connectors", connector_id, "uploads"], None)
     if url is None:
         raise ApiError(404, "not_found", "No such connector.")

@@ -31,7 +31,7 @@ export async function render({ view, query, me, reloadFrame, navigate }) {
       other.addEventListener("click", async () => { location.assign((await sessionCall("/session/signout", {})).redirect_to); });
       result.replaceChildren(problemBox(err), code === "email_mismatch" || err.status === 403
         ? h("p", {}, `You are signed in as ${me.email}. The invitation is for another address: sign in with that address to accept.`, " ", other)
-        : null);
+        : "");
       accept.disabled = false;
     }
   });

@@ -19,7 +19,7 @@ export async function render({ view, me, query, navigate }) {
         page.has_more ? h("button", { type: "button", class: "secondary", id: "next-page", onclick: () => { cursors.push(page.next_cursor); draw(page.next_cursor); } }, "Next page") : null);
       list.replaceChildren(table("Audit events", ["#", "When", "Actor", "Action", "Target", "Correlation ID"], page.events.map((e) => [
         String(e.seq), when(e.occurred_at), e.actor ? (e.actor.email || e.actor.id) : "", h("code", {}, e.action),
-        e.target ? `${e.target.type || ""} ${e.target.id || ""}` : "", h("code", { class: "cid" }, e.correlation_id)])), "No events match these filters.", pager);
+        e.target ? `${e.target.type || ""} ${e.target.id || ""}` : "", h("code", { class: "cid" }, e.correlation_id)]), "No events match these filters."), pager);
     } catch (err) { list.replaceChildren(problemBox(err)); }
   }
 

@@ -19,17 +19,18 @@ export async function render({ view, query, navigate }) {
   }, h("div", { class: "row" }, field("Search", q), field("Classification", cls), field("Has fields classified", fcls),
     field("Owner", owner), field("Fresher than (ISO 8601 duration)", fresh)), h("button", { type: "submit" }, "Search"));
 
+  const anyFilter = Object.values(f).some(Boolean);
   const rows = [];
   async function more(after) {
     try {
       const page = await gateway("/v1/catalog/datasets", { query: { ...f, limit: 25, after } });
       rows.push(...page.items);
-      results.replaceChildren(h("p", { class: "meta" }, `${page.total_count} datasets`),
+      results.replaceChildren(page.total_count ? h("p", { class: "meta" }, `${page.total_count} dataset${page.total_count === 1 ? "" : "s"}`) : "",
         table("Datasets", ["Name", "Source", "Owner", "Classification", "Freshness", "Rows"], rows.map((d) => [
           h("a", { href: `/knowledge/datasets/${encodeURIComponent(d.id)}` }, d.name), d.source ? `${d.source.name} (${d.source.kind})` : "",
-          d.owner, badge(d.classification, d.classification === "PII" ? "warn" : ""), d.freshness || "—", String(d.row_count ?? "—")])),
-        "No dataset matches.",
-        page.has_more ? h("button", { type: "button", class: "secondary", onclick: () => more(page.next_cursor) }, "More results") : null);
+          d.owner, badge(d.classification, d.classification === "PII" ? "warn" : ""), d.freshness || "—", String(d.row_count ?? "—")]),
+        anyFilter ? "No dataset matches these filters." : "No datasets yet: add a connector or upload documents above."),
+        page.has_more ? h("button", { type: "button", class: "secondary", onclick: () => more(page.next_cursor) }, "More results") : "");
     } catch (err) { results.replaceChildren(problemBox(err)); }
   }
   view.replaceChildren(h("h1", {}, "Knowledge and data"),
