@@ -1,10 +1,12 @@
 // Catalog search with filters; each result opens its dataset page.
 import { gateway } from "../api.js";
 import { h, field, form, table, section, badge, problemBox, loading } from "../dom.js";
+import { isAdmin } from "../shell.js";
+import { dropZone, uploadConnector } from "../uploads.js";
 
 const CLASSES = ["", "PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII"];
 
-export async function render({ view, query, navigate }) {
+export async function render({ view, query, navigate, me }) {
   const f = { q: query.get("q") || "", classification: query.get("classification") || "", owner: query.get("owner") || "",
     fresher_than: query.get("fresher_than") || "", field_classification: query.get("field_classification") || "" };
   const results = h("div", {}, loading());
@@ -35,6 +37,8 @@ export async function render({ view, query, navigate }) {
   }
   view.replaceChildren(h("h1", {}, "Knowledge and data"),
     h("p", {}, h("a", { href: "/knowledge/query" }, "Query editor"), " · ", h("a", { href: "/knowledge/connectors" }, "Connectors and uploads")),
+    isAdmin(me) ? section("Add documents", h("p", { class: "note" }, "Files go to the workspace's \"Uploaded documents\" connector and are indexed for chat and search."),
+      dropZone(uploadConnector, { onIndexed: (n) => { if (n) { rows.length = 0; more(""); } } })) : "",
     section("Search the catalog", search), section("Results", results));
   await more("");
 }
