@@ -49,6 +49,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.gateway.catalog import lineage, policies
 from chalicelib.gateway.catalog import service as catalog
+from chalicelib.groups import route_permissions
 
 log = get_logger("gateway.graphql")
 
@@ -175,13 +176,9 @@ ROOT_FIELDS: dict[tuple[str, str], tuple[tuple[str, str], Any]] = {
 
 
 def root_permission(type_name: str, field_name: str) -> str:
-    """The permission a root field checks: its REST twin's, read from the route table."""
-    import chalicelib.gateway.api.read_routes  # noqa: F401, PLC0415 - the route table of the twins  # noqa: F401, PLC0415 - the route table of the twins
-    import chalicelib.gateway.api.routes  # noqa: F401, PLC0415  # noqa: F401, PLC0415
-    from chalicelib.core.http.api import ROUTE_PERMISSIONS  # noqa: PLC0415
-
+    """The permission a root field checks: its REST twin's, read from the route-group table."""
     (method, path), _ = ROOT_FIELDS[(type_name, field_name)]
-    permission = ROUTE_PERMISSIONS.get(("gateway", path, method), "")
+    permission = route_permissions("gateway").get(("gateway", path, method), "")
     if permission in ("", "public"):
         raise RuntimeError(f"GraphQL field {type_name}.{field_name}: REST twin {method} {path} has no permission")
     return permission

@@ -38,6 +38,7 @@ from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import versions as catalog_versions
+from chalicelib.gateway.ingest.connector_view import to_dict
 
 if TYPE_CHECKING:
     from chalicelib.gateway.catalog.index import CatalogIndex
@@ -190,8 +191,6 @@ def _order_key(rec: DatasetRecord) -> tuple[str, str]:
 def _full_load(region: str, workspace_id: str, version: int, now: float) -> Snapshot:
     stats.full_loads += 1
     records = [_index(to_record(i)) for i in models.datasets(region).query(workspace_id)]
-    from chalicelib.gateway.ingest.connectors import to_dict  # the one public shape of a connector
-
     connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
     records.sort(key=_order_key)
     return Snapshot(now, {r.id: r for r in records}, records, connectors, {r.name.lower(): r for r in records},
@@ -226,8 +225,6 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
         by_name[rec.name.lower()] = rec
     connectors = dict(snap.connectors)
     if connector_ids:
-        from chalicelib.gateway.ingest.connectors import to_dict  # the one public shape of a connector
-
         conn_cls = models.connectors(region)
         for connector_id in sorted(connector_ids):
             stats.records_read += 1

@@ -20,7 +20,8 @@ from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import service as catalog
-from chalicelib.gateway.ingest import secrets, source_access, source_names
+from chalicelib.gateway.ingest import secrets, source_names
+from chalicelib.gateway.ingest.connector_view import to_dict
 from chalicelib.gateway.ingest.sources import SourceError, Src, module
 from chalicelib.gateway.vocabulary import CATEGORIES, CATEGORY_OF_KIND, KINDS, STATUSES
 
@@ -28,7 +29,6 @@ NAME_MAX = 120
 DATASET_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 SECRET_MARK = "$secret"
 MAX_CONNECTORS = 200  # per workspace
-ROLE_KINDS = ("s3", "dynamodb")  # read as a role the workspace grants (gateway/source_access.py)
 
 CREATE_FIELDS = {
     "name": F(str, required=True, min_len=1, max_len=NAME_MAX),
@@ -91,18 +91,6 @@ def _seal(region: str, workspace_id: str, connector_id: str, kind: str, config: 
     return stored
 
 
-def _public_config(kind: str, stored: dict[str, Any]) -> dict[str, Any]:
-    """The config as every role sees it: no secret, and a URL without its query values or user info."""
-    secret_names = set(module(kind).SECRETS)
-    out = {k: v for k, v in stored.items() if k not in secret_names}
-    if isinstance(out.get("url"), str):
-        from chalicelib.gateway.ingest.sources.http_api import public_url  # noqa: PLC0415
-
-        out["url"] = public_url(out["url"])
-    out["secrets_set"] = sorted(k for k in secret_names if k in stored)
-    return out
-
-
 def open_config(item: models.ConnectorAttrs, region: str) -> dict[str, Any]:
     """The connector's config with secrets decrypted (for readers only; never returned to callers)."""
     stored = json.loads(item.config or "{}")
@@ -115,35 +103,6 @@ def open_config(item: models.ConnectorAttrs, region: str) -> dict[str, Any]:
 
 def source_of(item: models.ConnectorAttrs, region: str) -> Src:
     return Src(region=region, workspace_id=item.workspace_id, connector_id=item.id, config=open_config(item, region))
-
-
-def to_dict(item: models.ConnectorAttrs, region: str | None = None) -> dict[str, Any]:
-    """The public shape of a connector (never a secret)."""
-    last_sync = None
-    if item.last_sync_id:
-        last_sync = {"id": item.last_sync_id, "status": None, "finished_at": None}
-        try:
-            run = models.sync_runs(region or tenancy.region_of(item.workspace_id)).get(item.workspace_id, item.last_sync_id)
-            last_sync.update(status=run.status, finished_at=run.finished_at)
-        except DoesNotExist:
-            pass
-    return {
-        "id": item.id,
-        "name": item.name,
-        "kind": item.kind,
-        "category": item.category,
-        "status": item.status,
-        "description": item.description or "",
-        "health": {"last_checked_at": item.last_checked_at, "last_error": item.last_error},
-        "last_sync": last_sync,
-        "dataset": {"id": item.dataset_id, "name": item.dataset_name},
-        "owner": item.owner,
-        "config": _public_config(item.kind, json.loads(item.config or "{}")),
-        # what the workspace's role must require in its trust policy (kinds read through a role)
-        "external_id": source_access.external_id(item.workspace_id) if item.kind in ROLE_KINDS else None,
-        "created_at": item.created_at,
-        "updated_at": item.updated_at,
-    }
 
 
 def load(principal: Principal, connector_id: str) -> tuple[models.ConnectorAttrs, str]:
