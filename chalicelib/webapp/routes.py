@@ -311,6 +311,24 @@ def upload(ctx: Ctx, connector_id: str) -> Any:
     return json_response({k: v for k, v in grant.items() if k not in ("upload_url", "url", "fields", "headers")}, 201)
 
 
+@api.route("/api/render", methods=["POST"], public=True)
+def render_markdown(ctx: Ctx) -> Any:
+    """Model answers (Markdown) as sanitised HTML for the chat page: ``{"items": [text, ...]}`` ->
+    ``{"html": [html, ...]}`` (``webapp/markdown.py``). Signed-in pages only (CSRF header, valid session)."""
+    from chalicelib.webapp import markdown  # noqa: PLC0415 - markdown-it and nh3 load on the chat page only
+
+    _csrf(ctx)
+    if not session.valid_claims(session.read_cookies(ctx.header("cookie")).get(session.ACCESS)):
+        raise ApiError(401, "session_expired", "The session's access token expired; refresh it.")
+    body = ctx.json()
+    items = body.get("items") if isinstance(body, dict) else None
+    if (not isinstance(items, list) or not 1 <= len(items) <= markdown.MAX_ITEMS
+            or not all(isinstance(i, str) and len(i) <= markdown.MAX_CHARS for i in items)):
+        raise ApiError(400, "validation_failed", f"Send items: a list of 1 to {markdown.MAX_ITEMS} texts of at most "
+                                                 f"{markdown.MAX_CHARS} characters.")
+    return {"html": [markdown.render(i) for i in items]}
+
+
 @api.route("/session/claims", public=True)
 def session_claims(ctx: Ctx) -> Any:
     """Who the session is (the verified access token's non-secret claims), for the page's header; it
