@@ -8,7 +8,7 @@ import requests
 from chalicelib.knowledge import indexer
 from tests.fixtures import documents
 from tests.functional.conftest import Tenant
-from tests.functional.gateway.sync_helpers import call, client, drain, rows_of
+from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, drain, rows_of, token_for
 
 
 def _upload(c, tenant: Tenant, conn_id: str, name: str, data: bytes) -> str:
@@ -68,3 +68,16 @@ def test_every_format_indexed_and_every_bad_file_named(tenant: Tenant) -> None:
         top = r.json_body["items"][0]["citation"]
         assert top["title"] == "terms.pdf, page 2", top
         assert top["source"]["id"] == ids["terms.pdf"]
+
+
+def test_check_access_probes_the_source_now(tenant: Tenant) -> None:
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {
+            "name": "Orders", "kind": "s3", "config": {"role_arn": READER_ROLE, "bucket": "no-such-bucket-here"}})
+        assert st == 201, conn
+        st, checked = call(c, "POST", f"/v1/connectors/{conn['id']}/check", tenant.token)
+        assert st == 200, checked
+        assert checked["status"] == "FAILING"
+        assert checked["health"]["last_error"] and checked["health"]["last_checked_at"]
+        assert call(c, "POST", f"/v1/connectors/{conn['id']}/check", token_for(tenant, "viewer"))[0] == 403
+        assert call(c, "POST", "/v1/connectors/conn_01ABCDEFGHJKMNPQRSTVWXYZ00/check", tenant.token)[0] == 404
