@@ -93,7 +93,7 @@ export async function roleGrant(kind) {
 
 // A health error in words a person can act on, with the raw reason kept.
 export function explain(error) {
-  if (!error) return null;
+  if (!error) return "";
   const e = String(error);
   let advice = null;
   if (/cannot assume role/i.test(e)) advice = "The platform could not assume the role: check that its trust policy is the one shown on this page (principal and ExternalId), and that the ARN is spelled right.";

@@ -154,8 +154,8 @@ export async function render({ view, params, navigate, me }) {
     const body = h("div", { class: "answer md" });
     body.append(htmlNode(html ?? (await renderMarkdown([text]))[0]));
     decorate(body, list, panel, unsupportedSentences(m.grounding));
-    const up = h("button", { type: "button", class: "small secondary thumb", "aria-pressed": String((m.feedback || {}).rating === "up"), "aria-label": "Good answer" }, "👍");
-    const down = h("button", { type: "button", class: "small secondary thumb", "aria-pressed": String((m.feedback || {}).rating === "down"), "aria-label": "Bad answer" }, "👎");
+    const up = h("button", { type: "button", class: "small secondary thumb", "aria-pressed": String((m.feedback || {}).rating === "up"), "aria-label": "Good answer" }, "Good");
+    const down = h("button", { type: "button", class: "small secondary thumb", "aria-pressed": String((m.feedback || {}).rating === "down"), "aria-label": "Bad answer" }, "Bad");
     const rateStatus = h("span", { class: "meta", role: "status" });
     const setRating = async (rating) => {
       if (!m.id || !current) return;
