@@ -3,6 +3,16 @@ import { platform } from "../api.js";
 import { h, field, form, table, section, when, problemBox, loading, badge } from "../dom.js";
 import { isAdmin } from "../shell.js";
 
+// What an event acted on, by name when the event names it (the id stays in the tooltip).
+function targetName(e) {
+  const t = e.target || {};
+  const d = e.details || {};
+  const name = t.name || t.email || d.name || d.email || d.file_name || d.dataset_name || d.title;
+  const kind = (t.type || "").replace(/_/g, " ");
+  if (!t.type && !t.id) return "";
+  return h("span", { title: t.id || "" }, name ? `${kind} ${name}` : `${kind} (${String(t.id || "").slice(-6) || "unnamed"})`);
+}
+
 const iso = (local) => (local ? new Date(local).toISOString() : "");
 
 export async function render({ view, me, query, navigate }) {
@@ -19,7 +29,7 @@ export async function render({ view, me, query, navigate }) {
         page.has_more ? h("button", { type: "button", class: "secondary", id: "next-page", onclick: () => { cursors.push(page.next_cursor); draw(page.next_cursor); } }, "Next page") : null);
       list.replaceChildren(table("Audit events", ["#", "When", "Actor", "Action", "Target", "Correlation ID"], page.events.map((e) => [
         String(e.seq), when(e.occurred_at), e.actor ? (e.actor.email || e.actor.id) : "", h("code", {}, e.action),
-        e.target ? `${e.target.type || ""} ${e.target.id || ""}` : "", h("code", { class: "cid" }, e.correlation_id)]), "No events match these filters."), pager);
+        targetName(e), h("code", { class: "cid" }, e.correlation_id)]), "No events match these filters."), pager);
     } catch (err) { list.replaceChildren(problemBox(err)); }
   }
 
