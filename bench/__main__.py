@@ -39,6 +39,7 @@ MODULES: tuple[str, ...] = (
     "bench_regions",
     "bench_chat",
     "bench_webapp",
+    "bench_uploads",
     "bench_agents",
     "bench_residency",
 )
