@@ -228,6 +228,27 @@ def test_s3_connector_through_the_role_grant_step(platform: Any, admin: Any) -> 
     assert page.locator(f"a:text-is('Orders copy {TAG}')").count() == 0
 
 
+def test_build_an_agent_without_json_and_run_it(platform: Any, admin: Any) -> None:
+    app, page = platform.urls["app"], admin
+    _goto(page, app + "/agents/new")
+    page.fill("input[name=name]", f"Refund helper {TAG}")
+    page.fill("#agent-instructions", "Answer questions about refunds from the handbook.")
+    assert page.is_checked("input[name=tools][value=knowledge_search]")
+    page.check("input[name=tools][value=catalog_search]")
+    assert page.locator("#agent-model option").count() >= 2  # auto and the offered models
+    assert not page.is_visible("#agent-plan")  # the plan editor is an advanced option, folded away
+    check_page(page, "agent-builder")
+    page.click("#save-agent")
+    page.wait_for_url(re.compile(re.escape(app) + r"/agents/agt_\w+$"))
+    ready(page)
+    page.fill("#run-question", f"How fast are refund requests for zephyr{TAG} gadgets answered?")
+    page.click("#start-run")
+    page.wait_for_url(re.compile(r".*/runs/run_\w+"))
+    page.wait_for_selector("#run-status .badge:text-is('completed')", timeout=90000)
+    assert page.locator("#run-steps li[data-status=completed]").count() >= 1
+    assert page.text_content("#run-answer").strip()
+
+
 PAGES = ["/", "/chat", "/knowledge", "/knowledge/query", "/knowledge/connectors", "/agents", "/members", "/audit",
          "/settings", "/workspaces/new"]
 
@@ -238,8 +259,9 @@ def test_every_page_reads_clean(platform: Any, admin: Any, width: int) -> None:
     app, page = platform.urls["app"], admin
     page.set_viewport_size({"width": width, "height": 900})
     try:
-        conn = _api(page, "/api/gateway/v1/connectors")["connectors"][0]
-        extra = [f"/knowledge/connectors/{conn['id']}", f"/knowledge/datasets/{conn['dataset']['id']}"]
+        conns = _api(page, "/api/gateway/v1/connectors")["connectors"]
+        extra = [f"/knowledge/connectors/{c['id']}" for c in conns[:6]]
+        extra += [f"/knowledge/datasets/{c['dataset']['id']}" for c in conns[:1]]
         for path in PAGES + extra:
             _goto(page, app + path)
             page.wait_for_selector("#main .loading", state="detached")  # lists drawn after the page is ready
@@ -248,7 +270,7 @@ def test_every_page_reads_clean(platform: Any, admin: Any, width: int) -> None:
             wide = page.evaluate("document.documentElement.scrollWidth")
             assert wide <= width, (path, wide)
             name = "home" if path == "/" else path.strip("/").replace("/", "-")
-            name = re.sub(r"conn_\w+", "one", re.sub(r"ds_\w+", "one", name))
+            name = re.sub(r"conn_\w+", f"one-{extra.index(path) if path in extra else 0}", re.sub(r"ds_\w+", "one", name))
             check_page(page, f"{'mobile-' if width == 375 else ''}{name}")
     finally:
         page.set_viewport_size({"width": 1280, "height": 900})
