@@ -49,6 +49,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.gateway.catalog import lineage, policies
 from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.ingest import connectors, sync
 from chalicelib.groups import route_permissions
 
 log = get_logger("gateway.graphql")
@@ -117,7 +118,6 @@ def _principal(info: Any) -> Principal:
 
 
 def _connectors(_root: Any, info: Any, status: str | None = None, category: str | None = None) -> Any:
-    from chalicelib.gateway.ingest import connectors
 
     return connectors.list_connectors(_principal(info), status=status, category=category)
 
@@ -150,7 +150,6 @@ def _policies(_root: Any, info: Any, scope: str | None = None) -> list[dict[str,
 
 
 def _sync_connector(_root: Any, info: Any, id: str, mode: str | None = None) -> dict[str, Any]:  # noqa: A002
-    from chalicelib.gateway.ingest import sync
 
     return sync.request_sync(_principal(info), id, mode=mode or "INCREMENTAL",
                              idempotency_key=info.context.get("idempotency_key"), caller=info.context.get("caller"))

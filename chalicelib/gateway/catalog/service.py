@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 def _index_class() -> type[CatalogIndex]:
     """The search index, imported at the first snapshot: it needs NumPy, which a cold start should not load."""
-    from chalicelib.gateway.catalog.index import CatalogIndex
+    from chalicelib.gateway.catalog.index import CatalogIndex  # noqa: PLC0415 - the index loads NumPy: at first search, not at cold start
 
     return CatalogIndex
 
@@ -523,7 +523,7 @@ def set_field_policy(principal: Principal, dataset_id: str, field_name: str, pol
         raise ApiError(409, "concurrent_update", "The dataset changed while the policy was being set; retry.")
     changed(principal.workspace_id, datasets=[dataset_id])
     audit.append(region, principal.workspace_id, "dataset.field_policy_set",
-                 actor=Actor("user", principal.user_id, principal.email),
+                 actor=Actor.of(principal),
                  target={"type": "dataset", "id": dataset_id, "field": field_name},
                  details={"from": before, "to": policy}, caller=caller)
     return _norm_field(target)

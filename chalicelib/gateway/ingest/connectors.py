@@ -18,11 +18,12 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.gateway import models
+from chalicelib.gateway import models, storage
+from chalicelib.gateway.catalog import lineage_edges
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.ingest import secrets, source_names
 from chalicelib.gateway.ingest.connector_view import to_dict
-from chalicelib.gateway.ingest.sources import SourceError, Src, module
+from chalicelib.gateway.ingest.sources import SourceError, Src, documents, module
 from chalicelib.gateway.vocabulary import CATEGORIES, CATEGORY_OF_KIND, KINDS, STATUSES
 
 NAME_MAX = 120
@@ -43,10 +44,6 @@ UPDATE_FIELDS = {
     "description": F(str, max_len=2000),
     "paused": F(bool),
 }
-
-
-def actor_of(principal: Principal) -> Actor:
-    return Actor("user", principal.user_id, principal.email)
 
 
 def _dataset_name_default(name: str) -> str:
@@ -207,7 +204,7 @@ def create_connector(principal: Principal, body: Any, caller: Any) -> dict:
         module(kind).prepare(source_of(item, region))
     health_check(item, region)
     item.refresh(consistent_read=True)
-    audit.append(region, principal.workspace_id, "connector.created", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.created", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"name": item.name, "kind": kind, "dataset_name": dataset_name}, caller=caller)
     return to_dict(item, region)
@@ -251,7 +248,7 @@ def update_connector(principal: Principal, connector_id: str, body: Any, caller:
     if new_config is not None or body.get("paused") is False:
         health_check(item, region)
         item.refresh(consistent_read=True)
-    audit.append(region, principal.workspace_id, "connector.updated", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.updated", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"fields": sorted(body), "config_fields": sorted((body.get("config") or {}).keys())},
                  caller=caller)
@@ -268,8 +265,6 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
         item.delete(condition=cls.lock_owner.does_not_exist() | (cls.lock_expires_at < int(now)))
     except DeleteError:
         raise conflict("sync_in_progress", "A sync of this connector is running; delete it when it ends.") from None
-    from chalicelib.gateway import storage
-    from chalicelib.gateway.catalog import lineage_edges  # noqa: PLC0415 - keeps list/get light
 
     removed_objects = 0
     if item.dataset_id:
@@ -282,7 +277,7 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
     catalog.changed(item.workspace_id, connectors=[item.id], datasets=[item.dataset_id] if item.dataset_id else [])
     if hasattr(module(item.kind), "cleanup"):
         removed_objects += module(item.kind).cleanup(Src(region, item.workspace_id, item.id, {}))
-    audit.append(region, principal.workspace_id, "connector.deleted", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.deleted", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"name": item.name, "dataset_id": item.dataset_id, "objects_removed": removed_objects},
                  caller=caller)
@@ -293,7 +288,6 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
 
 def create_upload(principal: Principal, connector_id: str, body: Any, caller: Any) -> dict:
     """A presigned PUT URL for one document of a ``documents`` connector (409 for other kinds)."""
-    from chalicelib.gateway.ingest.sources import documents  # noqa: PLC0415
 
     body = validate(body, documents.UPLOAD_FIELDS)
     if not documents.FILENAME_RE.match(body["file_name"]):
@@ -304,7 +298,7 @@ def create_upload(principal: Principal, connector_id: str, body: Any, caller: An
         raise conflict("not_a_documents_connector", "Uploads are only accepted by documents connectors.")
     upload = documents.presign_upload(Src(region, item.workspace_id, item.id, {}), body["file_name"],
                                       body.get("content_type"))
-    audit.append(region, principal.workspace_id, "connector.upload_created", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.upload_created", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"document_id": upload["document_id"], "file_name": body["file_name"]}, caller=caller)
     return upload
