@@ -6,14 +6,16 @@ import html
 import json
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.config import settings
 from chalicelib.core.http.api import JSON, Api, Ctx, json_response
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
+from chalicelib.gateway.ingest.sources import document_text
 from chalicelib.identity.sso import http_client
-from chalicelib.webapp import pages, session, shell, upstream
+from chalicelib.webapp import markdown, pages, session, shell, upstream
 
 api = Api("app")
 OCTET = "application/octet-stream"
@@ -278,10 +280,6 @@ def upload(ctx: Ctx, connector_id: str) -> Any:
     token = session.read_cookies(ctx.header("cookie")).get(session.ACCESS)
     if not session.valid_claims(token):
         raise ApiError(401, "session_expired", "The session's access token expired; refresh it.")
-    from urllib.parse import unquote  # noqa: PLC0415
-
-    from chalicelib.gateway.ingest.sources import document_text  # noqa: PLC0415 - parsers load on upload only
-
     name = unquote(ctx.header("x-file-name") or "")
     data = ctx.request.raw_body or b""
     if len(data) > upstream.MAX_UPLOAD_BYTES:
@@ -315,8 +313,6 @@ def upload(ctx: Ctx, connector_id: str) -> Any:
 def render_markdown(ctx: Ctx) -> Any:
     """Model answers (Markdown) as sanitised HTML for the chat page: ``{"items": [text, ...]}`` ->
     ``{"html": [html, ...]}`` (``webapp/markdown.py``). Signed-in pages only (CSRF header, valid session)."""
-    from chalicelib.webapp import markdown  # noqa: PLC0415 - markdown-it and nh3 load on the chat page only
-
     _csrf(ctx)
     if not session.valid_claims(session.read_cookies(ctx.header("cookie")).get(session.ACCESS)):
         raise ApiError(401, "session_expired", "The session's access token expired; refresh it.")
