@@ -23,10 +23,10 @@ export async function render({ view, me, query, navigate }) {
   async function draw(after) {
     list.replaceChildren(loading());
     try {
-      const page = await platform("/v1/audit/events", { query: { ...filters, limit: 50, after } });
+      const page = await platform("/v1/audit/events", { query: { ...filters, order: "newest", limit: 50, after } });
       const pager = h("div", { class: "pager" },
-        cursors.length > 1 ? h("button", { type: "button", class: "secondary", onclick: () => { cursors.pop(); draw(cursors[cursors.length - 1]); } }, "Previous page") : null,
-        page.has_more ? h("button", { type: "button", class: "secondary", id: "next-page", onclick: () => { cursors.push(page.next_cursor); draw(page.next_cursor); } }, "Next page") : null);
+        cursors.length > 1 ? h("button", { type: "button", class: "secondary", onclick: () => { cursors.pop(); draw(cursors[cursors.length - 1]); } }, "Newer events") : null,
+        page.has_more ? h("button", { type: "button", class: "secondary", id: "next-page", onclick: () => { cursors.push(page.next_cursor); draw(page.next_cursor); } }, "Older events") : null);
       list.replaceChildren(table("Audit events", ["#", "When", "Actor", "Action", "Target", "Correlation ID"], page.events.map((e) => [
         String(e.seq), when(e.occurred_at), e.actor ? (e.actor.email || e.actor.id) : "", h("code", {}, e.action),
         targetName(e), h("code", { class: "cid" }, e.correlation_id)]), "No events match these filters."), pager);
@@ -46,7 +46,7 @@ export async function render({ view, me, query, navigate }) {
 
   const parts = [h("h1", {}, "Audit trail"), section("Filter", filterForm)];
   if (isAdmin(me)) parts.push(section("Export", exportForm()));
-  parts.push(section("Events", list));
+  parts.push(section("Events", h("p", { class: "note" }, "Newest first; each event names what it acted on (its id in the tooltip)."), list));
   view.replaceChildren(...parts);
   await draw("");
 }
