@@ -8,10 +8,10 @@ second wall.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import nh3
 from markdown_it import MarkdownIt
+
+from chalicelib.core.process_state import cached
 
 MAX_CHARS = 64_000
 MAX_ITEMS = 100
@@ -21,7 +21,7 @@ ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "ol": {"start"}, "th": 
 URL_SCHEMES = {"http", "https", "mailto"}
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1, derived=True)
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
