@@ -36,7 +36,7 @@ def main() -> None:
     import requests
     from moto import mock_aws
 
-    from chalicelib.core import aws
+    from chalicelib.core import process_state
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
     from chalicelib.gateway.ingest import connectors, sync, sync_worker
@@ -48,7 +48,7 @@ def main() -> None:
     from infra.bootstrap import bootstrap_global, bootstrap_region
 
     settings.cache_clear()
-    aws.reset_caches()
+    process_state.reset_all(derived=True)
     files = _documents()
     rows = []
     with mock_aws(), quiet():
