@@ -10,10 +10,13 @@ workspace any more). The request is recorded in the workspace's region (``access
 ``ACCESS_DEADLINE_SECONDS``.
 
 Exports are zip archives of JSON-lines files, one per region, each written to that region's
-``access-exports`` bucket (the part of a region never leaves it): the region of the request also holds
-``global.jsonl`` (the directory entry, sessions, API token records, passkeys; never password hashes,
-TOTP secrets or recovery-code hashes). ``get`` answers presigned download links valid
-``EXPORT_LINK_SECONDS``.
+``access-exports`` bucket (the part of a region never leaves it). Private content is delivered only to its
+subject: the user's own export also holds their chats, agent runs and agent memory, and, in the request's
+region, ``global.jsonl`` (the directory entry, sessions, API token records, passkeys; never password
+hashes, TOTP secrets or recovery-code hashes); an Admin's export about a member holds neither (a
+``withheld`` record names what was left out). Other people appear as pseudonyms
+(``residency/pseudonymised.py``). ``get`` answers presigned download links valid ``EXPORT_LINK_SECONDS``
+to the one person the export is for.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ An Admin requests a restore of one of the workspace's backups; a different Admin
 user ids, so one person approving twice counts once. Every Admin of the workspace is mailed when a
 restore is requested, so a restore nobody else wanted does not go unseen.
 
-Who counts (``counted_approvers``, docs/security.md "Two-person restore"): an approval counts only while
+Who counts (``counted_approvers``, docs/residency.md "Two-person restore"): an approval counts only while
 its Admin is, live, still an Admin of the workspace who has held that role since no later than the
 request (``role_since``, else ``joined_at``): an account invited or promoted after the request (a sock
 puppet of the requester) can never approve, and a removed or demoted approver stops counting. Requesting
