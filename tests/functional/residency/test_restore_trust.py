@@ -7,7 +7,7 @@ from typing import Any
 
 from chalice.test import Client
 
-from chalicelib.core import audit, aws, tokens
+from chalicelib.core import audit, aws, process_state, tokens
 from chalicelib.core.store.tables import global_model
 from chalicelib.groups import create_app
 from chalicelib.identity.models import ApiTokenAttrs
@@ -189,7 +189,7 @@ def test_a_restore_never_brings_back_a_revoked_invitation_grant_or_api_token(ten
     # its revocation marker back to what they were: the token works again
     global_model(ApiTokenAttrs)(created["id"]).update(actions=[ApiTokenAttrs.revoked_at.remove()])
     global_model(tokens.RevokedTokenAttrs)(created["id"]).delete()
-    tokens._verifier = None  # a container started after that restore: nothing cached
+    process_state.reset_all()  # a container started after that restore: nothing cached
     assert p.http.get("/v1/me", headers=bearer(api_token)).status_code == 200
     second = add_member(ws, "second@example.com", "admin")
     rid = _request(p, tenant, backup_id, tenant.token)
