@@ -25,6 +25,7 @@ def reset_process_state() -> None:
     """Forget per-process caches that hold data (keys, verified tokens, regions, the clock offset)."""
     settings.cache_clear()
     tenancy.region_of.cache_clear()
+    tenancy.forget_scopes()
     tokens._verifier = None
     signing._signer = None
     clock.reset()

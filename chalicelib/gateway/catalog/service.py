@@ -240,12 +240,14 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
                     index=snap.index.updated(removed, added))
 
 
-def snapshot(workspace_id: str) -> Snapshot:
-    """The workspace's catalog as of its current version (see the module docstring)."""
+def snapshot(workspace_id: str, trust_seconds: float | None = None) -> Snapshot:
+    """The workspace's catalog as of its current version (see the module docstring). ``trust_seconds``
+    (default ``CATALOG_CACHE_SECONDS``): how long a version check is trusted before the next one; a
+    caller that keeps its own data for a bound (knowledge search: its manifests) passes that bound."""
     now = clock.now()
     with _lock:
         snap = _cache.get(workspace_id)
-    if snap is not None and now - snap.checked_at < _ttl():
+    if snap is not None and now - snap.checked_at < (_ttl() if trust_seconds is None else trust_seconds):
         return snap
     region = region_of(workspace_id)
     stats.version_checks += 1

@@ -28,7 +28,7 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import DR_REGIONS, endpoints, region_for
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
-from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
+from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, workspaces, workspaces_of
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 from chalicelib.residency import replication
 
@@ -383,3 +383,4 @@ def _write_update(ws: WorkspaceAttrs, actions: list[Any], old_settings: str, ind
         if index_remove:
             tx.update(domain_index()(f"domain#{index_remove}"),
                       actions=[DomainJoinIndexAttrs.workspace_ids.delete({ws.id})])
+    forget_scopes()  # this container sees the change from its next read
