@@ -27,7 +27,6 @@ from chalicelib.core.authz import Principal, mfa_used, require_workspace
 from chalicelib.core.http.errors import ApiError, not_found
 from chalicelib.core.store.tables import BaseModel, global_model, regional
 
-
 # How long a container trusts a workspace's directory entry or a membership it read (docs/decisions.md,
 # "Request scope"): the staleness bound for a change written in another container.
 SCOPE_CACHE_SECONDS = 5.0
