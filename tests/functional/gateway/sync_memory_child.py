@@ -1,6 +1,8 @@
-"""Run one FULL_REFRESH sync of an N-row CSV object through the real worker (moto in process) and print
-JSON: the run's outcome and memory figures. Run as ``python -m tests.functional.gateway.sync_memory_child N``
-in a fresh process, so its peak RSS is the sync's (``test_sync_memory.py``, ``bench/bench_gateway_sync.py``).
+"""Run one FULL_REFRESH sync of an N-row CSV object through the real worker and print JSON: the run's
+outcome and memory figures. Run as ``python -m tests.functional.gateway.sync_memory_child N [ENDPOINT]`` in a
+fresh process, so its peak RSS is the sync's (``test_sync_memory.py``, ``bench/bench_gateway_sync.py``). With
+an ``ENDPOINT`` (a moto server in another process) the emulator's memory is outside this process, which is
+then what a clean worker is; without one moto runs in process.
 
 - ``base_mb``: RSS once the worker's modules (boto3, PynamoDB, DuckDB) are imported: what a Lambda holds;
 - ``before_mb``: RSS just before the sync (moto's tables and the source object in memory too);
@@ -11,6 +13,7 @@ is left out here.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -35,11 +38,13 @@ def reset_peak() -> None:
         fh.write("5")
 
 
-def main(rows: int) -> dict:
+def main(rows: int, endpoint: str | None = None) -> dict:
     for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
         del os.environ[name]
     os.environ.update({"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
                        "RESOURCE_PREFIX": "aiplat-memtest"})
+    if endpoint:
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
     import duckdb  # noqa: F401
 
     from chalicelib.gateway.ingest import sync_worker  # noqa: F401
@@ -62,7 +67,7 @@ def main(rows: int) -> dict:
     indexer.on_sync = lambda *a, **k: None
     settings.cache_clear()
     aws.reset_caches()
-    with mock_aws(), tempfile.TemporaryDirectory() as tmp:
+    with (contextlib.nullcontext() if endpoint else mock_aws()), tempfile.TemporaryDirectory() as tmp:
         region = "us-east-1"
         bootstrap_global()
         bootstrap_region(region)
@@ -71,7 +76,7 @@ def main(rows: int) -> dict:
         principal = Principal(user.id, ws.id, ("admin",), user.email, ("pwd",), "mem")
         creds = aws.client("sts", region).assume_role(RoleArn="arn:aws:iam::111122223333:role/owner",
                                                       RoleSessionName="mem")["Credentials"]
-        s3 = boto3.client("s3", region_name=region, aws_access_key_id=creds["AccessKeyId"],
+        s3 = boto3.client("s3", region_name=region, endpoint_url=endpoint, aws_access_key_id=creds["AccessKeyId"],
                           aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"])
         s3.create_bucket(Bucket="mem-source")
         path = os.path.join(tmp, "rows.csv")
@@ -105,4 +110,4 @@ def main(rows: int) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(int(sys.argv[1]))), flush=True)
+    print(json.dumps(main(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)), flush=True)
