@@ -143,7 +143,7 @@ class WorkerLoop(threading.Thread):
     def run(self) -> None:
         from functools import partial
 
-        from chalicelib.agents import worker as agent_worker
+        from chalicelib.agents.runtime import worker as agent_worker
         from chalicelib.core import aws
         from chalicelib.core.logs import get_logger
         from chalicelib.core.regions import served_regions

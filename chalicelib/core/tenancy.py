@@ -7,15 +7,13 @@ workspace content asks ``region_of`` first.
 A container trusts a directory entry or a membership it read for ``SCOPE_CACHE_SECONDS`` (the same bound
 as token revocation): a change made in another container applies here at most that much later; any write
 of a directory entry or membership in this container (through the models below) forgets every cached one
-at once. ``scope_of`` resolves a request's ``RequestScope`` (principal, region, directory entry and
-settings) once, in the authorisation path; services take it from there.
+at once. ``scope_of`` resolves a request's ``RequestScope`` (principal, region, directory entry) once, in
+the authorisation path; services take it from there.
 """
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
 from typing import Any
 
 from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute
@@ -25,6 +23,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from chalicelib.core import clock, regions
 from chalicelib.core.authz import Principal, mfa_used, require_workspace
 from chalicelib.core.http.errors import ApiError, not_found
+from chalicelib.core.process_state import cached, enrol
 from chalicelib.core.store.tables import BaseModel, global_model, regional
 
 # How long a container trusts a workspace's directory entry or a membership it read (docs/decisions.md,
@@ -39,6 +38,9 @@ def forget_scopes() -> None:
     """Forget every directory entry and membership this container cached (after a write here)."""
     with _cache_lock:
         _cached.clear()
+
+
+enrol("core.tenancy.scopes", forget_scopes)
 
 
 def _cache_get(key: tuple[str, ...]) -> tuple[bool, Any]:
@@ -151,7 +153,7 @@ def get_workspace(workspace_id: str) -> WorkspaceAttrs:
     return ws  # type: ignore[no-any-return]
 
 
-@lru_cache(maxsize=4096)
+@cached(maxsize=4096)
 def region_of(workspace_id: str) -> str:
     """The region holding a workspace's content (residency never changes, so this is cacheable)."""
     return get_workspace(workspace_id).region
@@ -251,8 +253,9 @@ def endpoints_of(workspace_id: str) -> dict[str, str]:
 class RequestScope:
     """What one request acts as and on, resolved once in the authorisation path (``core.http.api``):
     the caller (with the live role), the region holding the workspace's content, and the workspace's
-    directory entry (None for a token without a workspace). Services take these from here instead of
-    looking them up again."""
+    directory entry (None for a token without a workspace; its settings through
+    ``core.workspace_settings.settings_of``). Services take these from here instead of looking them up
+    again."""
 
     principal: Principal
     region: str | None = None
@@ -261,17 +264,6 @@ class RequestScope:
     @property
     def workspace_id(self) -> str:
         return self.principal.workspace_id
-
-    @cached_property
-    def settings(self) -> dict[str, Any]:
-        """The workspace's settings document (``{}`` without a workspace or when it is not an object)."""
-        if self.workspace is None:
-            return {}
-        try:
-            value = json.loads(self.workspace.settings or "{}")
-        except ValueError:
-            return {}
-        return value if isinstance(value, dict) else {}
 
 
 def scope_of(principal: Principal) -> RequestScope:

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from jose import jwk
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from chalicelib.core import aws, clock
+from chalicelib.core import aws, clock, process_state
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import AUDIENCE, settings
 from chalicelib.core.http.errors import unauthorized
@@ -519,6 +519,14 @@ def verifier() -> TokenVerifier:
     if _verifier is None:
         _verifier = TokenVerifier()
     return _verifier
+
+
+def _forget_verifier() -> None:
+    global _verifier
+    _verifier = None
+
+
+process_state.enrol("core.tokens.verifier", _forget_verifier)
 
 
 def bearer(authorization: str | None) -> str:

@@ -53,7 +53,7 @@ def main(rows: int, endpoint: str | None = None) -> dict:
     import boto3
     from moto import mock_aws
 
-    from chalicelib.core import aws
+    from chalicelib.core import aws, process_state
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
     from chalicelib.gateway import storage
@@ -66,7 +66,7 @@ def main(rows: int, endpoint: str | None = None) -> dict:
     logging.disable(logging.CRITICAL)
     indexer.on_sync = lambda *a, **k: None
     settings.cache_clear()
-    aws.reset_caches()
+    process_state.reset_all(derived=True)
     with (contextlib.nullcontext() if endpoint else mock_aws()), tempfile.TemporaryDirectory() as tmp:
         region = "us-east-1"
         bootstrap_global()
