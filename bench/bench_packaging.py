@@ -74,7 +74,7 @@ FIRST_REQUEST_CODE = (
     "t1=time.perf_counter();from chalice.test import Client;c=Client(app.app);"
     "h={'Authorization':'Bearer '+sys.argv[3]} if sys.argv[3] else {};t2=time.perf_counter();"
     "r=c.http.get(sys.argv[2],headers=h);t3=time.perf_counter();"
-    "assert r.status_code==200,(r.status_code,r.body[:300]);print(t1-t+t3-t2, t1-t, t3-t2)")
+    "assert r.status_code<400,(r.status_code,r.body[:300]);print(t1-t+t3-t2, t1-t, t3-t2)")
 BARE_FIRST_CODE = (
     "import sys,time;t=time.perf_counter();import chalice,boto3;c=boto3.client('dynamodb','us-east-1');"
     "c.get_item(TableName=sys.argv[1],Key={'id':{'S':'x'}});print(time.perf_counter()-t, 0, 0)")
