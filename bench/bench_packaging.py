@@ -46,7 +46,7 @@ def _compiled_env() -> dict[str, str]:
 
 def _us(label: str, samples: list[float]) -> Measure:
     med = statistics.median(samples)
-    return Measure(label, med * 1e6, float("nan"), 1 / med, len(samples))
+    return Measure(label, med * 1e6, float("nan"), 1 / med, len(samples), min(samples) * 1e6, max(samples) * 1e6)
 
 
 def import_times() -> None:
