@@ -60,7 +60,7 @@ def region_for(residency: str) -> str:
 
 # --- regional processing: which regions this deployment serves (docs/residency.md) ----------------------
 
-# Route scopes (``core.web.Api.route(..., scope=...)``): where a route is served.
+# Route scopes (``core.http.api.Api.route(..., scope=...)``): where a route is served.
 WORKSPACE = "workspace"  # the token's workspace: only in that workspace's region
 PATH = "path"  # the workspace named in the path (support access): only in that workspace's region
 GLOBAL = "global"  # directory and account operations: only in the global deployment

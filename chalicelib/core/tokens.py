@@ -396,12 +396,14 @@ ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")  # RFC 9068 section 2.1, c
 def _claims_valid(c: dict[str, Any], now: float) -> bool:
     """Issuer, audience, lifetime (platform clock) and the claims every access token carries."""
     aud = c.get("aud")
-    exp, iat = c.get("exp"), c.get("iat")
-    nbf = c.get("nbf", iat)
+    exp: Any = c.get("exp")
+    iat: Any = c.get("iat")
+    nbf: Any = c.get("nbf", iat)
+    if not (type(exp) in _NUMBER and type(iat) in _NUMBER and type(nbf) in _NUMBER):  # not bool, not str
+        return False
     return (
         c.get("iss") == settings().issuer
         and (aud == AUDIENCE or (isinstance(aud, list) and AUDIENCE in aud))
-        and type(exp) in _NUMBER and type(iat) in _NUMBER and type(nbf) in _NUMBER  # not bool, not str
         and exp > now
         and iat <= now + LEEWAY_SECONDS
         and nbf <= now + LEEWAY_SECONDS

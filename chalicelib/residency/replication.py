@@ -317,8 +317,8 @@ def run(event: dict[str, Any] | None = None) -> dict[str, Any]:
             counts["objects_copied"] += done["copied"][OBJECTS]
             counts["deleted"] += done["deleted"][ITEMS] + done["deleted"][OBJECTS]
         for ws_id in sorted(held):
-            ws = directory.get(ws_id)
-            if ws is None or ws.replication != DR:
+            held_ws = directory.get(ws_id)
+            if held_ws is None or held_ws.replication != DR:
                 delete_copy(region, ws_id)
                 counts["copies_deleted"] += 1
         out[region] = counts

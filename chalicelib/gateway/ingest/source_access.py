@@ -121,7 +121,6 @@ def forget() -> None:
     """Drop cached role sessions (tests switch emulators between runs)."""
     with _lock:
         _sessions.clear()
-    platform_account.cache_clear()
 
 
 process_state.enrol("gateway.ingest.source_access.sessions", forget)

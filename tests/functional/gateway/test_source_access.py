@@ -157,7 +157,6 @@ def test_another_workspaces_role_is_refused_by_its_external_id(tenant: Tenant, m
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_SECURITY_TOKEN", raising=False)
     process_state.reset_all(derived=True)
-    source_access.forget()
 
     @set_initial_no_auth_action_count(0)
     def assume(workspace_id: str) -> Any:

@@ -1,6 +1,6 @@
 """Source readers, one module per connector kind. Each module provides:
 
-- ``FIELDS``: the config fields (``core.validation.F``) and ``SECRETS``: which of them are secrets;
+- ``FIELDS``: the config fields (``core.http.validation.F``) and ``SECRETS``: which of them are secrets;
 - ``check_config(config) -> list[{field, message}]``: checks beyond types (optional);
 - ``health(src) -> None``: raises ``SourceError`` when the source cannot be reached;
 - ``read(src, cursor, mode) -> Batch``: what changed since ``cursor`` (INCREMENTAL) or everything.
@@ -115,7 +115,7 @@ class RecordSpool:
 @dataclass
 class CsvFile:
     """A CSV, JSON Lines or Parquet object downloaded to local disk, to be parsed, typed and keyed natively
-    (see ``gateway/ingest.py``). ``fallback`` parses it row by row into Records exactly as the reader would
+    (see ``gateway/ingest/typed_rows.py``). ``fallback`` parses it row by row into Records exactly as the reader would
     have (used when the native reader refuses the file: ragged rows, bad encoding, duplicate headers, values
     whose Python typing the native rules do not reproduce)."""
 
