@@ -265,6 +265,12 @@ class RequestScope:
     def workspace_id(self) -> str:
         return self.principal.workspace_id
 
+    def entry(self) -> WorkspaceAttrs:
+        """The token's workspace's directory entry, or a 404 (no workspace, or one that no longer exists)."""
+        if self.workspace is None:
+            raise not_found("workspace")
+        return self.workspace
+
 
 def scope_of(principal: Principal) -> RequestScope:
     """The request scope of a verified (and, for workspace routes, live) principal: no store read beyond
