@@ -40,6 +40,7 @@ MODULES: tuple[str, ...] = (
     "bench_chat",
     "bench_reader",
     "bench_webapp",
+    "bench_uploads",
     "bench_agents",
     "bench_residency",
 )

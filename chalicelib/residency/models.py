@@ -26,7 +26,8 @@ PREFIX_KEYED: dict[str, str] = {"agent_run_log": "run_key", "agent_memory": "sco
 # catalog version counter (a cache-coherence marker derived from the catalog, not content), and the
 # audit chain head (derived from the events, which are never restored either)
 NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests", "replication_state", "audit_personal",
-                                           "access_requests", "erasure_ledger", "catalog_versions", "audit_heads"})
+                                           "access_requests", "erasure_ledger", "revocation_ledger",
+                                           "catalog_versions", "audit_heads"})
 # backed up but never restored: the audit trail is append-only (the template denies deletes and updates);
 # memberships are who may act now: a restore must neither bring back a removed member nor drop the
 # Admins approving it, and the member count lives in the global directory
@@ -126,6 +127,21 @@ class ErasedUserAttrs(BaseModel):
     email_mac = UnicodeAttribute()
     erased_at = UnicodeAttribute()
     request_id = UnicodeAttribute()
+
+
+class RevocationAttrs(BaseModel):
+    """One revoked invitation, support grant or API token of a workspace: replayed after every restore so
+    that no restore brings it back (``residency/revocations.py``). Ids and times only."""
+
+    TABLE = "revocation_ledger"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    ref = UnicodeAttribute(range_key=True)  # <kind>#<id>
+    revoked_at = UnicodeAttribute()  # RFC 3339, as the revoked item records it
+    revoked_by = UnicodeAttribute(null=True)  # the acting user's id
+
+
+def revocation_ledger(region: str) -> type[RevocationAttrs]:
+    return regional(RevocationAttrs, region)
 
 
 def access_requests(region: str) -> type[AccessRequestAttrs]:

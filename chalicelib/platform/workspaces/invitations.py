@@ -35,6 +35,7 @@ from chalicelib.platform.models import (
 )
 from chalicelib.platform.workspaces import members
 from chalicelib.platform.workspaces.service import adjust_member_count, token_exchange_hint
+from chalicelib.residency import revocations
 
 INVITATION_TTL_SECONDS = 7 * 24 * 3600
 CREATE_FIELDS = {"email": F(str, required=True, max_len=254, check=email),
@@ -129,9 +130,28 @@ def revoke(workspace_id: str, invitation_id: str, *, actor: audit.Actor, caller:
                       condition=claims.invitation_id == inv.id)
     except TransactWriteError:
         raise _not_pending(get(workspace_id, invitation_id)) from None
+    revocations.record(workspace_id, revocations.INVITATION, inv.id, now, actor.id)
     audit.append(region, workspace_id, "invitation.revoked", actor=actor,
                  target={"type": "invitation", "id": inv.id, "email": inv.email}, caller=caller)
     return to_public(get(workspace_id, invitation_id))
+
+
+def preview(workspace_id: str, invitation_id: str, principal: Principal) -> dict[str, Any]:
+    """What the invited person sees before accepting: the workspace's name and residency, who invited
+    them, the role and when the invitation ends. Only the invited address may read it (another address
+    gets the same 404 as an unknown invitation), so it tells no one else anything."""
+    try:
+        region_of(workspace_id)
+    except ApiError:
+        raise not_found("invitation") from None
+    inv = get(workspace_id, invitation_id)
+    if users.normalise_email(principal.email or "") != inv.email:
+        raise not_found("invitation")
+    ws = get_workspace(workspace_id)
+    inviter = json.loads(inv.invited_by or "{}")
+    return {"id": inv.id, "workspace": {"id": workspace_id, "name": ws.name, "residency": ws.residency},
+            "role": inv.role, "status": status_of(inv), "expires_at": clock.iso(inv.expires_at),
+            "invited_by": {"email": inviter.get("email")}, "email": inv.email}
 
 
 def accept(workspace_id: str, invitation_id: str, principal: Principal, *, caller: Any = None) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from chalicelib.core.regions import DR_REGIONS, endpoints, region_for
 from chalicelib.core.store import idempotency
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
 from chalicelib.core.store.transact import Refused, Tx
-from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
+from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, workspaces, workspaces_of
 from chalicelib.core.workspace_settings import AUTO_EXPIRY_SETTINGS, settings_of
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
@@ -72,7 +72,7 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
     ws_id = new_id("ws")
     now = clock.iso()
     owner = memberships(region)(ws_id, owner_id, role=Role.ADMIN.value, email=owner_email, joined_at=now,
-                                joined_via=joined_via)
+                                joined_via=joined_via, role_since=now)
     for attempt in range(1, MAX_SLUG_ATTEMPTS + 1):
         suffix = "" if attempt == 1 else f"-{attempt}"
         slug = base[: SLUG_MAX - len(suffix)].rstrip("-") + suffix
@@ -394,3 +394,4 @@ def _write_update(ws: WorkspaceAttrs, actions: list[Any], old_settings: str, ind
         if index_remove:
             tx.update(domain_index()(f"domain#{index_remove}"),
                       actions=[DomainJoinIndexAttrs.workspace_ids.delete({ws.id})])
+    forget_scopes()  # this container sees the change from its next read
