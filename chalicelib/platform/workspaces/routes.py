@@ -10,6 +10,7 @@ from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import validate
 from chalicelib.core.regions import GLOBAL, region_for
 from chalicelib.core.store import idempotency
+from chalicelib.core.tenancy import get_workspace
 from chalicelib.platform.access import require_user_token
 from chalicelib.platform.workspaces import domain_join
 from chalicelib.platform.workspaces import service as svc
