@@ -52,4 +52,4 @@ def test_an_agent_run_of_4_tool_steps_makes_at_most_18_aws_calls(tenant: Tenant)
     assert len(done["steps"]) == 4
     print("agent run AWS calls:", sum(calls.values()), dict(calls))
     assert sum(calls.values()) <= AGENT_RUN_MAX, dict(calls)
-    assert calls["dynamodb TransactWriteItems "] == 5  # one per step, one for the finish
+    assert calls["dynamodb TransactWriteItems "] == 6  # one per step, the finish, the query step's lineage
