@@ -71,6 +71,7 @@ class PersistentEmulator:
         self.interval, self.stop_budget = interval, stop_budget
         self.restored = {"generation": 0, "backends": 0, "seconds": 0.0}
         self.last: dict[str, Any] = {}  # the last completed snapshot: generation, seconds, bytes, at
+        self.failed = 0
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._counter: _ChangeCounter | None = None
@@ -131,7 +132,11 @@ class PersistentEmulator:
             code = 1
             try:
                 snapshot.close_sockets()
-                snapshot.write(directory, generation, snapshot.dumps(snapshot.capture()))
+                began = time.monotonic()
+                data = snapshot.dumps(snapshot.capture())
+                snapshot.write(directory, generation, data)
+                snapshot.record(directory, {"generation": generation, "bytes": len(data), "at": time.time(),
+                                            "seconds": round(time.monotonic() - began, 3)})
                 code = 0
             except BaseException as err:  # noqa: BLE001 - report and leave
                 with contextlib.suppress(Exception):
@@ -157,11 +162,10 @@ class PersistentEmulator:
         self._writer = None
         if os.waitstatus_to_exitcode(status) == 0:
             self._saved_changes = max(self._saved_changes, changes)
-            path = self.directory / f"state-{generation:012d}.pickle" if self.directory else None
-            size = path.stat().st_size if path and path.exists() else 0
-            self.last = {"generation": generation, "seconds": round(time.monotonic() - started, 3),
-                         "bytes": size, "at": time.time()}
+            if self.directory is not None:
+                self.last = snapshot.recorded(self.directory) or self.last
         else:
+            self.failed += 1
             self.log.error("emulator snapshot failed", extra={"generation": generation})
         return True
 
@@ -179,7 +183,7 @@ class PersistentEmulator:
     def status(self) -> dict[str, Any]:
         with self._mutex:
             return {"persistent": self.directory is not None, "directory": str(self.directory or ""),
-                    "restored": self.restored, "last_snapshot": self.last, "writing": self._writer is not None,
+                    "restored": self.restored, "last_snapshot": self.last, "writing": self._writer is not None, "failed_snapshots": self.failed,
                     "unsaved_changes": (self._counter.changes - self._saved_changes) if self._counter else 0}
 
     def stop(self) -> dict[str, Any]:

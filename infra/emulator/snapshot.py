@@ -26,6 +26,7 @@ import copyreg
 import fcntl
 import importlib
 import io
+import json
 import os
 import pickle
 import re
@@ -211,6 +212,20 @@ def write(directory: Path, generation: int, data: bytes) -> Path:
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             leftover.unlink(missing_ok=True)
     return final
+
+
+def record(directory: Path, facts: dict[str, Any]) -> None:
+    """Write what the last snapshot cost (``last-snapshot.json``: generation, bytes, seconds to write)."""
+    tmp = directory / f"last-snapshot.json.tmp{os.getpid()}"
+    tmp.write_text(json.dumps(facts))
+    os.replace(tmp, directory / "last-snapshot.json")
+
+
+def recorded(directory: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads((directory / "last-snapshot.json").read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 def _alive(pid: int) -> bool:
