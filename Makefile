@@ -50,6 +50,12 @@ verify-audit: $(STAMP)
 support-staff: $(STAMP)
 	@$(BIN)/python -m infra.support_staff $(ARGS)
 
+# Dead-letter queues (operator command): make dead-letters (ARGS=list, the default) or
+# ARGS='peek sync-jobs --region eu-central-1'. Exit 1 when a list finds messages waiting. Same targeting.
+.PHONY: dead-letters
+dead-letters: $(STAMP)
+	@$(BIN)/python -m infra.dead_letters $(or $(ARGS),list)
+
 test: lint system-deps
 	$(BIN)/python -m pytest tests
 
