@@ -96,6 +96,17 @@ def _request_handler(group: str | None = None) -> type:
                 return self._generic_handle
             raise AttributeError(name)
 
+        def _generic_handle(self) -> None:
+            """Chalice's emulation of API Gateway's answer to an address no route serves quotes the
+            Authorization header encoded as ASCII, so a non-ASCII header raised before any answer and
+            the connection dropped; that request gets the same 404 problem as any unknown address."""
+            try:
+                super()._generic_handle()
+            except UnicodeEncodeError:
+                self._send_error_response(ForbiddenError({}, b""))
+
+        do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
+
         def _send_error_response(self, error: Any) -> None:
             """An address no route serves: Chalice's emulation answers 403 "Missing Authentication Token"
             (echoing an Authorization header); answer the 404 problem API Gateway is configured to give."""
