@@ -41,6 +41,7 @@ MODULES: tuple[str, ...] = (
     "bench_webapp",
     "bench_agents",
     "bench_residency",
+    "bench_local_state",
 )
 
 

@@ -72,6 +72,7 @@ class PersistentEmulator:
         self.restored = {"generation": 0, "backends": 0, "seconds": 0.0}
         self.last: dict[str, Any] = {}  # the last completed snapshot: generation, seconds, bytes, at
         self.failed = 0
+        self.last_pause = 0.0  # seconds the last fork held the emulator's writes
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._counter: _ChangeCounter | None = None
@@ -126,8 +127,11 @@ class PersistentEmulator:
         assert self._counter is not None and self.directory is not None
         self._generation += 1
         changes, generation, directory = self._counter.changes, self._generation, self.directory
+        began = time.perf_counter()
         with write_lock():  # no DynamoDB write or transaction half-applied in the child's copy
             pid = os.fork()
+        if pid:
+            self.last_pause = time.perf_counter() - began
         if pid == 0:  # the writer: no other thread runs here; leave only through os._exit
             code = 1
             try:
