@@ -56,8 +56,11 @@ support-staff: $(STAMP)
 dead-letters: $(STAMP)
 	@$(BIN)/python -m infra.dead_letters $(or $(ARGS),list)
 
+# Test files run in parallel worker processes (pytest-xdist), each file whole on one worker so its module
+# fixtures (a stack, a browser) start once; each worker starts its own session stack on free ports.
+TEST_JOBS ?= 3
 test: lint system-deps
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests -n $(TEST_JOBS) --dist loadfile --durations=20
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit

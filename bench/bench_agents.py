@@ -34,7 +34,8 @@ def _in_process() -> list[str]:
     from moto import mock_aws
 
     from chalicelib.agents import demo as agents_demo
-    from chalicelib.agents import tools, worker
+    from chalicelib.agents import tools
+    from chalicelib.agents.runtime import worker
     from chalicelib.core import aws, clock
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings

@@ -30,6 +30,18 @@ HTTP_GROUPS = ("platform", "gateway", "identity", "app")
 REGIONAL_GROUPS = ("platform", "gateway", "workers")
 
 
+def route_permissions(group: str | None = None) -> dict[tuple[str, str, str], str]:
+    """(group, path, method) -> permission (or ``"public"``) of ``group``'s routes, or of every group's:
+    derived from this table and each module's ``api`` (nothing is registered by import side effects)."""
+    table: dict[tuple[str, str, str], str] = {}
+    for name in (group,) if group else tuple(GROUPS):
+        for module in GROUPS[name]:
+            for route in importlib.import_module(module).api.routes:
+                for method in route.methods:
+                    table[(name, route.path, method)] = "public" if route.public else str(route.permission)
+    return table
+
+
 def create_app(group: str) -> Chalice:
     """A Chalice app holding only ``group``'s routes."""
     if group not in GROUPS:

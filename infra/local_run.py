@@ -146,7 +146,7 @@ def queue_handlers() -> dict[str, Any]:
     after each step)."""
     from functools import partial
 
-    from chalicelib.agents import worker as agent_worker
+    from chalicelib.agents.runtime import worker as agent_worker
     from chalicelib.workers.jobs import QUEUE_HANDLERS
 
     handlers = dict(QUEUE_HANDLERS)

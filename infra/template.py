@@ -347,6 +347,8 @@ def iam_policy(group: str, region: str | None = None, *, job: str | None = None)
         statements.append({"Sid": "DeadLetterCounts", "Effect": "Allow",
                            "Action": ["sqs:GetQueueUrl", "sqs:GetQueueAttributes"],
                            "Resource": [f"arn:aws:sqs:{r}:*:{PREFIX}-*-dlq" for r in OPEN_REGIONS]})
+        statements.append({"Sid": "ListQueues", "Effect": "Allow", "Action": ["sqs:ListQueues"],
+                           "Resource": [f"arn:aws:sqs:{r}:*:*" for r in OPEN_REGIONS]})
     others = [b for b in guarded if b.writer != job]
     if others:
         statements.append({"Sid": "AuditBucketsWrittenOnlyByTheirJob", "Effect": "Deny",

@@ -11,13 +11,17 @@ the step ledger stores.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.agents import memory
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
+from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.query import service as query
 
 MAX_ROWS = 200
 MEMORY_KEY_MAX = 128
@@ -54,7 +58,6 @@ class Tool:
 
 
 def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway.query import service as query
 
     result = query.run(ctx.principal, args["sql"], limit=args.get("limit", 50),
                        answer={"type": "AGENT_RUN", "id": ctx.run_id})
@@ -64,7 +67,6 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway.catalog import service as catalog
 
     page = catalog.search(ctx.principal, catalog.SearchFilters(text=args.get("query") or None),
                           limit=args.get("limit", 10))
@@ -75,7 +77,6 @@ def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway.catalog import service as catalog
 
     ref = args["dataset"]
     if not ref.startswith("ds_"):  # a name: resolve among the datasets the user may read
@@ -89,7 +90,7 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.knowledge import service
+    from chalicelib.knowledge import service  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
     hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
     ctx.read.update(h.chunk.dataset_id for h in hits)
@@ -98,13 +99,11 @@ def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.agents import memory
 
     return memory.read(ctx.region, ctx.principal.workspace_id, ctx.agent_id, ctx.principal.user_id, args.get("key"))
 
 
 def _memory_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.agents import memory
 
     return memory.write(ctx.region, ctx.principal.workspace_id, ctx.agent_id, ctx.principal.user_id,
                         args["key"], args["value"], run_id=ctx.run_id)
@@ -142,8 +141,6 @@ def call(tool: str, ctx: ToolContext, args: dict[str, Any]) -> Any:
     try:
         checked = check_args(tool, args)
         if tool == "memory_write":
-            import json
-
             if len(json.dumps(checked["value"])) > MEMORY_VALUE_MAX:
                 raise ToolError("value_too_large", f"A memory value may hold at most {MEMORY_VALUE_MAX} bytes.")
         return spec.fn(ctx, checked)

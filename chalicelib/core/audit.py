@@ -95,6 +95,11 @@ class AuditAppendFailed(RuntimeError):
     """The event could not be appended; the action that wanted it recorded must not report success."""
 
 
+class PrincipalLike(Protocol):
+    user_id: str
+    email: str
+
+
 class CallerLike(Protocol):
     ip: str
     user_agent: str
@@ -106,6 +111,11 @@ class Actor:
     type: str  # user | system | support
     id: str
     email: str = ""
+
+    @classmethod
+    def of(cls, principal: PrincipalLike) -> Actor:
+        """The user acting through a verified token (``core.authz.Principal``)."""
+        return cls("user", principal.user_id, principal.email)
 
     def as_dict(self) -> dict[str, str]:
         return {"type": self.type, "id": self.id, "email": self.email}

@@ -22,6 +22,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
 from chalicelib.gateway import models
 from chalicelib.gateway.ingest import connectors, source_access, sync, sync_worker
+from chalicelib.identity import users
 
 FIRST = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Margaret", "Tim", "Radia", "Linus"]
 LAST = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson", "Hamilton", "Berners-Lee",
@@ -115,7 +116,6 @@ def _set_policies(region: str, workspace_id: str, dataset_id: str, policies: dic
 
 def seed(workspace_id: str, region: str, admin_email: str) -> dict[str, Any]:
     """Create and sync the demo connectors (see the module docstring); returns what exists."""
-    from chalicelib.identity import users  # noqa: PLC0415
 
     user = users.find_by_email(admin_email)
     principal = Principal(user_id=user.id if user else "usr_demo", workspace_id=workspace_id, roles=("admin",),

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from chalicelib.llm import service
 from chalicelib.llm.registry import registry
 
 WORDLLAMA = "builtin/wordllama"
@@ -54,7 +55,6 @@ def embed(model: str, region: str, texts: list[str]) -> np.ndarray:
         return np.zeros((0, 1), dtype=np.float32)
     if model == WORDLLAMA:
         return _unit(_wordllama().embed(texts))
-    from chalicelib.llm import service  # noqa: PLC0415
 
     spec = registry().get(model)
     assert spec is not None

@@ -15,7 +15,7 @@ def load(path: Path) -> dict[str, Any]:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
         return json.loads(text)
-    import yaml  # only the groups with a YAML document ship PyYAML
+    import yaml  # noqa: PLC0415 - only the groups with a YAML document ship PyYAML
 
     return yaml.safe_load(text)
 

@@ -38,13 +38,14 @@ from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import versions as catalog_versions
+from chalicelib.gateway.ingest.connector_view import to_dict
 
 if TYPE_CHECKING:
     from chalicelib.gateway.catalog.index import CatalogIndex
 
 def _index_class() -> type[CatalogIndex]:
     """The search index, imported at the first snapshot: it needs NumPy, which a cold start should not load."""
-    from chalicelib.gateway.catalog.index import CatalogIndex
+    from chalicelib.gateway.catalog.index import CatalogIndex  # noqa: PLC0415 - the index loads NumPy: at first search, not at cold start
 
     return CatalogIndex
 
@@ -190,8 +191,6 @@ def _order_key(rec: DatasetRecord) -> tuple[str, str]:
 def _full_load(region: str, workspace_id: str, version: int, now: float) -> Snapshot:
     stats.full_loads += 1
     records = [_index(to_record(i)) for i in models.datasets(region).query(workspace_id)]
-    from chalicelib.gateway.ingest.connectors import to_dict  # the one public shape of a connector
-
     connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
     records.sort(key=_order_key)
     return Snapshot(now, {r.id: r for r in records}, records, connectors, {r.name.lower(): r for r in records},
@@ -226,8 +225,6 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
         by_name[rec.name.lower()] = rec
     connectors = dict(snap.connectors)
     if connector_ids:
-        from chalicelib.gateway.ingest.connectors import to_dict  # the one public shape of a connector
-
         conn_cls = models.connectors(region)
         for connector_id in sorted(connector_ids):
             stats.records_read += 1
@@ -526,7 +523,7 @@ def set_field_policy(principal: Principal, dataset_id: str, field_name: str, pol
         raise ApiError(409, "concurrent_update", "The dataset changed while the policy was being set; retry.")
     changed(principal.workspace_id, datasets=[dataset_id])
     audit.append(region, principal.workspace_id, "dataset.field_policy_set",
-                 actor=Actor("user", principal.user_id, principal.email),
+                 actor=Actor.of(principal),
                  target={"type": "dataset", "id": dataset_id, "field": field_name},
                  details={"from": before, "to": policy}, caller=caller)
     return _norm_field(target)

@@ -114,7 +114,7 @@ _WORD = re.compile(r"^[^\W\d_]+(?:['-][^\W\d_]+)*\.?$")
 @lru_cache(maxsize=1)
 def _person_names() -> tuple[frozenset[str], frozenset[str]]:
     """Given names and surnames from the lists ``zxcvbn`` ships (loaded on first use)."""
-    from zxcvbn.frequency_lists import FREQUENCY_LISTS
+    from zxcvbn.frequency_lists import FREQUENCY_LISTS  # noqa: PLC0415 - the frequency lists load at first use (megabytes), not at cold start
     given = frozenset(FREQUENCY_LISTS["male_names"]) | frozenset(FREQUENCY_LISTS["female_names"])
     return given, frozenset(FREQUENCY_LISTS["surnames"])
 

@@ -27,7 +27,7 @@ RULE_TEXT = (f"Use at least {MIN_LENGTH} characters (at most {MAX_LENGTH}). Spac
 
 @lru_cache(maxsize=1)
 def _blocklist() -> frozenset[str]:
-    from zxcvbn.frequency_lists import FREQUENCY_LISTS
+    from zxcvbn.frequency_lists import FREQUENCY_LISTS  # noqa: PLC0415 - the frequency lists load at first use (megabytes), not at cold start
     return frozenset(FREQUENCY_LISTS["passwords"])
 
 

@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from jose import jwt
 from jose.exceptions import JOSEError
@@ -177,8 +177,6 @@ def _exchange(conn: SsoConnectionAttrs, meta: dict[str, Any], code: str, verifie
     if PRESETS[conn.kind].token_auth_method == "client_secret_post":
         form.update(client_id=conn.client_id, client_secret=secret)
     else:
-        from urllib.parse import quote
-
         basic = base64.b64encode(f"{quote(conn.client_id, safe='')}:{quote(secret, safe='')}".encode()).decode()
         headers["Authorization"] = f"Basic {basic}"
     try:

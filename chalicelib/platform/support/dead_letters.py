@@ -15,46 +15,40 @@ import json
 import re
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from chalicelib.core import aws, clock
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.regions import served_regions
 from chalicelib.platform.access import mfa_used, require_user_token
 from chalicelib.platform.support.service import is_staff
-from chalicelib.workers.jobs import QUEUE_HANDLERS
 
 DLQ_SUFFIX = "-dlq"  # infra/bootstrap.py and infra/template.py name each dead-letter queue so
 PEEK_LIMIT = 10
 ID_VALUE = re.compile(r"^[a-z]{2,5}_[0-9A-Z]{26}$")  # a prefixed ULID (core/ids.py)
 
 
-def queues() -> list[str]:
-    """The declared queues that have a consumer (each has a dead-letter queue)."""
-    return sorted(QUEUE_HANDLERS)
-
-
-def _url(region: str, queue: str) -> str | None:
-    try:
-        return str(aws.client("sqs", region).get_queue_url(QueueName=aws.queue_name(queue + DLQ_SUFFIX))["QueueUrl"])
-    except ClientError:
-        return None
+def queues(region: str) -> dict[str, str]:
+    """The deployment's dead-letter queues in ``region``, by the queue they serve: every queue named with
+    the resource prefix and ``DLQ_SUFFIX`` (bootstrap and the template make one per declared queue)."""
+    prefix = aws.queue_name("")
+    found: dict[str, str] = {}
+    for page in aws.client("sqs", region).get_paginator("list_queues").paginate(QueueNamePrefix=prefix):
+        for url in page.get("QueueUrls", []):
+            name = url.rsplit("/", 1)[-1]
+            if name.endswith(DLQ_SUFFIX):
+                found[name[len(prefix):-len(DLQ_SUFFIX)]] = url
+    return dict(sorted(found.items()))
 
 
 def counts(region: str) -> list[dict[str, Any]]:
     """Per queue of ``region``: its dead-letter queue's name, waiting and in-flight messages."""
     sqs = aws.client("sqs", region)
     out = []
-    for queue in queues():
+    for queue, url in queues(region).items():
         entry: dict[str, Any] = {"queue": queue, "dead_letter_queue": aws.queue_name(queue + DLQ_SUFFIX)}
-        url = _url(region, queue)
-        if url is None:
-            out.append({**entry, "exists": False, "messages": 0, "in_flight": 0})
-            continue
         attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
             "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-        out.append({**entry, "exists": True, "messages": int(attrs.get("ApproximateNumberOfMessages", 0)),
+        out.append({**entry, "messages": int(attrs.get("ApproximateNumberOfMessages", 0)),
                     "in_flight": int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0))})
     return out
 
@@ -98,11 +92,10 @@ def summarise(message: dict[str, Any]) -> dict[str, Any]:
 def peek(region: str, queue: str, limit: int = PEEK_LIMIT) -> list[dict[str, Any]]:
     """Up to ``limit`` messages of ``queue``'s dead-letter queue, summarised; they stay where they are
     (received with a zero visibility timeout)."""
-    if queue not in QUEUE_HANDLERS:
-        raise ValueError(f"unknown queue {queue!r}; one of {', '.join(queues())}")
-    url = _url(region, queue)
-    if url is None:
-        return []
+    found = queues(region)
+    if queue not in found:
+        raise ValueError(f"unknown queue {queue!r}; one of {', '.join(found)}")
+    url = found[queue]
     got = aws.client("sqs", region).receive_message(
         QueueUrl=url, MaxNumberOfMessages=max(1, min(limit, 10)), VisibilityTimeout=0, AttributeNames=["All"])
     return [summarise(m) for m in got.get("Messages", [])]

@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     p_list = sub.add_parser("list", help="messages waiting in every dead-letter queue, per region")
     p_list.add_argument("--region", action="append", choices=OPEN_REGIONS)
     p_peek = sub.add_parser("peek", help="summaries of a dead-letter queue's messages (ids, not bodies)")
-    p_peek.add_argument("queue", choices=dead_letters.queues())
+    p_peek.add_argument("queue", help="the queue whose dead-letter queue to read, e.g. sync-jobs")
     p_peek.add_argument("--region", default=OPEN_REGIONS[0], choices=OPEN_REGIONS)
     p_peek.add_argument("--limit", type=int, default=dead_letters.PEEK_LIMIT)
     args = parser.parse_args(argv)
@@ -31,7 +31,11 @@ def main(argv: list[str] | None = None) -> int:
         out = dead_letters.overview(args.region or OPEN_REGIONS)
         print(json.dumps(out, indent=2))
         return 1 if any(r["messages"] for r in out["regions"].values()) else 0
-    print(json.dumps(dead_letters.peek(args.region, args.queue, args.limit), indent=2))
+    try:
+        print(json.dumps(dead_letters.peek(args.region, args.queue, args.limit), indent=2))
+    except ValueError as err:
+        print(str(err), file=sys.stderr)
+        return 2
     return 0
 
 

@@ -18,11 +18,10 @@ from chalice.test import Client
 
 from chalicelib.core import aws
 from chalicelib.core.config import settings
-from chalicelib.core.http.api import ROUTE_PERMISSIONS
 from chalicelib.core.regions import GLOBAL, RegionPinned
 from chalicelib.core.store import tables as models
 from chalicelib.core.tenancy import MembershipAttrs
-from chalicelib.groups import create_app
+from chalicelib.groups import create_app, route_permissions
 from infra.resources import GLOBAL as GLOBAL_SCOPE
 from infra.resources import TABLES
 from infra.template import CROSSING_TABLES
@@ -294,7 +293,7 @@ def test_token_exchange_and_discovery_name_the_regional_urls(tenants: Tenants, p
 
 
 def test_every_route_has_a_known_scope() -> None:
-    assert ROUTE_PERMISSIONS  # routes registered
+    assert route_permissions()  # routes registered
     for group in ("platform", "gateway"):
         for path, method in _routes(group):
             assert _scope(group, path, method) in ("public", "workspace", "path", "global")
