@@ -113,7 +113,8 @@ def _one_size(items: int, mb: int) -> dict[str, Any]:
         rss_before = _rss_mb()
         restart = subprocess.run(
             [sys.executable, "-c", "import json, sys, time; from pathlib import Path; "
-             "from infra.emulator import snapshot; import moto.backends; t = time.perf_counter(); "
+             "from infra.emulator import snapshot; import moto.dynamodb.models, moto.s3.models, moto.kms.models, "
+             "moto.sqs.models, moto.sts.models; snapshot.dispatch_table(); t = time.perf_counter(); "
              "g, n = snapshot.load_newest(Path(sys.argv[1])); "
              "print(json.dumps({'generation': g, 'backends': n, 'seconds': time.perf_counter() - t}))",
              str(state / "emulator")], cwd=ROOT, capture_output=True, text=True, check=True, timeout=600)
@@ -189,9 +190,10 @@ def _soak_section() -> str:
             t = time.perf_counter()
             kind = n % 10
             if kind < 4:  # a one-item transaction with a condition check, as agent steps and invitations do
+                m = 1 + n % (SOAK_TABLE_ITEMS - 1)  # never item 0, the one the condition checks
                 ddb.transact_write_items(TransactItems=[
-                    {"Update": {"TableName": "bench-soak", "Key": {"pk": {"S": f"ws_{n % 100:04d}"},
-                                                                   "sk": {"S": f"item_{n % SOAK_TABLE_ITEMS:08d}"}},
+                    {"Update": {"TableName": "bench-soak", "Key": {"pk": {"S": f"ws_{m % 100:04d}"},
+                                                                   "sk": {"S": f"item_{m:08d}"}},
                                 "UpdateExpression": "SET hits = if_not_exists(hits, :z) + :one",
                                 "ExpressionAttributeValues": {":z": {"N": "0"}, ":one": {"N": "1"}}}},
                     {"ConditionCheck": {"TableName": "bench-soak", "Key": {"pk": {"S": "ws_0000"}, "sk": {"S": "item_00000000"}},

@@ -28,7 +28,7 @@ def _rss_mb() -> float:
 @pytest.fixture()
 def ddb() -> Iterator[Any]:
     serialise_writes()
-    with mock_aws():
+    with mock_aws():  # the package's own mock may be active: the table is removed again below
         client = boto3.client("dynamodb", region_name="us-east-1")
         client.create_table(TableName=TABLE, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
                                                        {"AttributeName": "sk", "KeyType": "RANGE"}],
@@ -36,6 +36,7 @@ def ddb() -> Iterator[Any]:
                                                   {"AttributeName": "sk", "AttributeType": "S"}],
                             BillingMode="PAY_PER_REQUEST")
         yield client
+        client.delete_table(TableName=TABLE)
 
 
 def _item(n: int, **extra: Any) -> dict[str, Any]:
