@@ -154,7 +154,7 @@ class PersistentEmulator:
         left running."""
         if self._writer is None:
             return True
-        pid, changes, generation, started = self._writer
+        pid, changes, generation, _started = self._writer
         deadline = time.monotonic() + wait
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
