@@ -158,6 +158,10 @@ def test_state_survives_a_clean_stop_and_a_kill_and_reset_empties_it(tmp_path: P
         assert _objects(platform) == objects
         assert _verify_audit(state_dir, demo["workspace_id"]) == chain
         _check(platform, before_stop)
+        refused = subprocess.run(["make", "-s", "reset"], cwd=ROOT, env={**os.environ, "LOCAL_STATE_DIR": str(state_dir)},
+                                 capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0 and "in use" in refused.stdout  # never under a running make run
+        assert (state_dir / "demo.json").exists()
         before_kill = _content(platform, "killed")
         _settled(state_dir)
         items = _items(platform)
