@@ -9,7 +9,7 @@ from chalicelib.core.http.api import install
 
 APP_NAME = "aiplat"
 
-# group -> modules whose ``api`` (core.web.Api) routes the group serves
+# group -> modules whose ``api`` (core.http.api.Api) routes the group serves
 GROUPS: dict[str, tuple[str, ...]] = {
     "identity": ("chalicelib.identity.oauth.routes", "chalicelib.identity.signin.routes",
                  "chalicelib.identity.account.routes", "chalicelib.identity.mfa.webauthn_routes",

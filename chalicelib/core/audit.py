@@ -96,14 +96,22 @@ class AuditAppendFailed(RuntimeError):
 
 
 class PrincipalLike(Protocol):
-    user_id: str
-    email: str
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def email(self) -> str: ...
 
 
 class CallerLike(Protocol):
-    ip: str
-    user_agent: str
-    correlation_id: str
+    @property
+    def ip(self) -> str: ...
+
+    @property
+    def user_agent(self) -> str: ...
+
+    @property
+    def correlation_id(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -194,7 +202,7 @@ def reveal(region: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for role, committed in (event.get("personal") or {}).items():
             record = found.get(personal_ref(event["seq"], role))
             values = json.loads(record.values) if record is not None else None
-            if values is None or commitment(record.nonce, values) != committed:
+            if record is None or values is None or commitment(record.nonce, values) != committed:
                 event["erased"] = True
                 if role == "actor":
                     event["actor"]["pseudonym"] = pseudonym(str(event["actor"].get("id", "")))

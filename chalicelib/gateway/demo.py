@@ -5,7 +5,7 @@ at once by calling the worker directly.
 The demo source lives as a customer's would: in an AWS account of its own (``DEMO_ACCOUNT``, in the
 emulator only), with a role (``DEMO_ROLE``-<region>) whose trust policy names the platform and requires the demo
 workspace's ExternalId, and which may read only the demo bucket. The connectors name that role, so the
-sync reads exactly as it would in production (``gateway/source_access.py``). The customers dataset ends with PII fields under MASK and
+sync reads exactly as it would in production (``gateway/ingest/source_access.py``). The customers dataset ends with PII fields under MASK and
 HASH policies, and lineage connector -> dataset. Idempotent: a second call changes nothing.
 """
 from __future__ import annotations

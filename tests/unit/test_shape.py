@@ -54,3 +54,12 @@ def test_no_context_imports_a_composition_root_or_the_web_app() -> None:
                     if t.startswith(ROOTS) and not m.startswith(t.rsplit(".", 1)[0] if t.count(".") > 1 else t)
                     and not m.startswith(ROOTS))
     assert upward == []
+
+
+def test_every_cache_of_chalicelib_enrols_in_the_process_registry() -> None:
+    """No ``functools.lru_cache``/``cache`` outside ``core.process_state``: tests and local processes reset
+    process state through one call (``process_state.reset_all``), never by reaching into a module."""
+    offenders = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                       if p.name != "process_state.py" and ("lru_cache" in p.read_text()
+                                                            or "functools import cache" in p.read_text()))
+    assert offenders == []

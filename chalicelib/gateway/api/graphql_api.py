@@ -21,7 +21,6 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +46,7 @@ from graphql import (
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
+from chalicelib.core.process_state import cached
 from chalicelib.gateway.catalog import lineage, policies
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.ingest import connectors, sync
@@ -191,7 +191,7 @@ def _guarded(permission: str, resolver: Any) -> Any:
     return resolve
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1, derived=True)
 def schema() -> GraphQLSchema:
     built = build_schema(sdl())
     roots = {t.name for t in (built.query_type, built.mutation_type, built.subscription_type) if t is not None}
@@ -271,7 +271,7 @@ def _measure(doc: DocumentNode) -> tuple[int, int, float]:
 _INTROSPECTION_ROOTS = {"__schema": "__Schema", "__type": "__Type"}
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1, derived=True)
 def _introspection_sizes() -> dict[tuple[str, str], int]:
     """How many items each introspection list holds at most in this schema (its real size)."""
     s = schema()

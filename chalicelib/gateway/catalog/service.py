@@ -10,12 +10,12 @@ Read rules (the one place they live; REST, GraphQL, lineage, policies and the qu
 - Field policies apply to the *values* for everyone, Admins included; only ``ALLOW`` shows raw values.
 
 Datasets and connectors of a workspace are kept as a per-process snapshot tagged with the workspace's
-catalog version (``gateway/catalog_versions.py``). Every read first checks the version (one consistent
+catalog version (``gateway/catalog/versions.py``). Every read first checks the version (one consistent
 ``GetItem``; ``CATALOG_CACHE_SECONDS``, default 0, lets a container trust a check for that long) and
 reloads only the datasets and connectors changed since; a full reload happens on the first read, after a
 gap in the change log, and at most every ``FULL_RELOAD_SECONDS`` as a safety net. Every writer calls
 ``changed`` after its write. Each snapshot carries the inverted index search answers from
-(``gateway/catalog_index.py``), built with a full load and updated with the changed datasets.
+(``gateway/catalog/index.py``), built with a full load and updated with the changed datasets.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import UpdateError
 
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, process_state
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal, Role, require
 from chalicelib.core.config import settings
@@ -124,6 +124,9 @@ def invalidate(workspace_id: str | None = None) -> None:
             _cache.clear()
         else:
             _cache.pop(workspace_id, None)
+
+
+process_state.enrol("gateway.catalog.snapshots", invalidate)
 
 
 def changed(workspace_id: str, *, datasets: tuple[str, ...] | list[str] = (),

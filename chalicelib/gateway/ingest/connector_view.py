@@ -12,8 +12,7 @@ from chalicelib.gateway import models
 from chalicelib.gateway.ingest import source_access
 from chalicelib.gateway.ingest.sources import module
 from chalicelib.gateway.ingest.sources.http_api import public_url
-
-ROLE_KINDS = ("s3", "dynamodb")  # read as a role the workspace grants (gateway/ingest/source_access.py)
+from chalicelib.gateway.vocabulary import ROLE_KINDS
 
 
 def _public_config(kind: str, stored: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from jose import jwt
 from jose.exceptions import JOSEError
 from pynamodb.exceptions import DoesNotExist, PutError
 
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, process_state
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.store.tables import global_model
@@ -49,6 +49,7 @@ REGISTERED_AMR = {"pwd", "otp", "mfa", "hwk", "swk", "sms", "face", "fpt", "user
 
 _discovery_cache: dict[str, tuple[float, dict[str, Any]]] = {}
 _cache_lock = threading.Lock()
+process_state.enrol("identity.sso.discovery", _discovery_cache.clear)
 
 
 def refused(code: str, detail: str) -> ApiError:

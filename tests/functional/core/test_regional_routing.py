@@ -16,7 +16,7 @@ import botocore.session
 import pytest
 from chalice.test import Client
 
-from chalicelib.core import aws
+from chalicelib.core import aws, process_state
 from chalicelib.core.config import settings
 from chalicelib.core.regions import GLOBAL, RegionPinned
 from chalicelib.core.store import tables as models
@@ -96,14 +96,12 @@ def pin(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             monkeypatch.delenv("REGION", raising=False)
         monkeypatch.setenv("REGIONAL_URLS", json.dumps(URLS))
         settings.cache_clear()
-        aws.reset_caches()
-        models.reset_models()
+        process_state.reset_all(derived=True)
 
     yield set_region
     monkeypatch.delenv("REGION", raising=False)
     settings.cache_clear()
-    aws.reset_caches()
-    models.reset_models()
+    process_state.reset_all(derived=True)
 
 
 def _routes(group: str) -> list[tuple[str, str]]:

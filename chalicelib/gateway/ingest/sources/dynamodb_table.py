@@ -1,5 +1,5 @@
 """``dynamodb`` connector: one table of the workspace's region, read as the role the workspace grants
-(``role_arn``; see ``gateway/source_access.py``).
+(``role_arn``; see ``gateway/ingest/source_access.py``).
 
 Two ways to be incremental:
 - with ``updated_at_attribute`` (a string such as an ISO timestamp, or a number that grows on every

@@ -1,5 +1,5 @@
 """``s3`` connector: CSV, JSON Lines and Parquet objects under a bucket/prefix of the workspace's region,
-read as the role the workspace grants (``role_arn``; see ``gateway/source_access.py``).
+read as the role the workspace grants (``role_arn``; see ``gateway/ingest/source_access.py``).
 
 Incremental by object: the cursor holds each object's ETag; a sync reads new and changed objects only,
 drops the rows of changed and deleted objects and adds the new ones. Without ``primary_key`` a row's
