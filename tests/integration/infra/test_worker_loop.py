@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from moto.server import ThreadedMotoServer
 
-from chalicelib.core import aws
+from chalicelib.core import aws, process_state
 from infra.local.workers import Backoff, Health, QueueWorker
 from tests.integration.sso_peers import free_port
 
@@ -26,7 +26,7 @@ def emulator_env() -> Iterator[dict[str, Any]]:
     saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     os.environ.update({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "local",
                        "AWS_SECRET_ACCESS_KEY": "local"})
-    aws.reset_caches()
+    process_state.reset_all(derived=True)  # clients and queue URLs are per endpoint
     try:
         yield {"port": port}
     finally:
@@ -35,7 +35,7 @@ def emulator_env() -> Iterator[dict[str, Any]]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        aws.reset_caches()
+        process_state.reset_all(derived=True)  # clients and queue URLs are per endpoint
 
 
 def _wait(predicate: Any, what: str, timeout: float = 60) -> None:
