@@ -323,6 +323,8 @@ class LocalPlatform:
     def start(self) -> dict[str, Any]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "run.json").unlink(missing_ok=True)  # written again once everything is up
+        for stale in [self.state_dir / "status.json", *self.state_dir.glob("health-*.json")]:
+            stale.unlink(missing_ok=True)  # the last run's: this run's processes write their own
         try:
             previous = json.loads((self.state_dir / DEMO_FILE).read_text())
         except (OSError, ValueError):
