@@ -380,7 +380,7 @@ class LocalPlatform:
                 child.kill()
                 child.wait()
         if self._emulator is not None:
-            self._emulator.stop_budget = max(0.5, deadline - time.monotonic() - 0.3)
+            self._emulator.stop_budget = max(1.0, deadline - time.monotonic())
             return self._emulator.stop()
         return {}
 

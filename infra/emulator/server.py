@@ -23,7 +23,7 @@ from typing import Any
 from infra.emulator import snapshot, write_lock
 
 INTERVAL = 1.0  # seconds between snapshots while the state changes
-STOP_BUDGET = 3.0  # seconds stop() waits for the last snapshot before leaving it to finish alone
+STOP_BUDGET = 3.0  # seconds stop() takes at most; a last snapshot not written by then finishes alone
 LOCK_WAIT = 60.0  # seconds start() waits for a previous run's last snapshot
 # read-only actions of the JSON protocols (X-Amz-Target): DynamoDB, Streams, KMS, SQS
 READ_PREFIXES = ("Get", "Describe", "List", "Query", "Scan", "BatchGet")
@@ -192,6 +192,7 @@ class PersistentEmulator:
 
     def stop(self) -> dict[str, Any]:
         """Stop serving; write the last snapshot, waiting for it at most ``stop_budget`` seconds."""
+        deadline = time.monotonic() + self.stop_budget  # the whole stop, shutting the server down included
         self._stop.set()
         if self._server is not None:
             self._server.shutdown()
@@ -199,8 +200,7 @@ class PersistentEmulator:
         out: dict[str, Any] = {"saved": False, "background_pid": None}
         if self.directory is not None:
             if self._thread is not None:
-                self._thread.join(timeout=self.interval + 1)
-            deadline = time.monotonic() + self.stop_budget
+                self._thread.join(timeout=max(0.1, deadline - time.monotonic()))
             with self._mutex:
                 if self._reap(deadline - time.monotonic()) and self._dirty():
                     self._fork()
