@@ -222,6 +222,8 @@ def _soak_section() -> str:
     first: dict[str, float] = {}
     for m in minutes:
         lat = sorted(latency for s, latency in samples if int(s // 60) == m)
+        if len(lat) < SOAK_RATE * 10:  # the last request or two past the end: not a minute
+            continue
         p50, p99 = statistics.median(lat), lat[min(len(lat) - 1, int(len(lat) * 0.99))]
         memory = rss.get(m, float("nan"))
         first = first or {"p50": p50, "p99": p99, "rss": memory}
