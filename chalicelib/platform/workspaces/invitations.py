@@ -21,6 +21,7 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F, email
 from chalicelib.core.ids import new_id
+from chalicelib.core.store.conditions import item_condition_failed
 from chalicelib.core.store.tables import connection
 from chalicelib.core.tenancy import get_workspace, membership, region_of
 from chalicelib.identity import users
@@ -87,9 +88,13 @@ def create(workspace_id: str, body: dict[str, Any], *, actor: audit.Actor, calle
         with TransactWrite(connection=connection(region)) as tx:
             tx.save(claim, condition=claims.id.does_not_exist() | (claims.expires_at <= int(now)))
             tx.save(inv, condition=invitations(region).id.does_not_exist())
-    except TransactWriteError:
-        raise conflict("invitation_pending", f"A pending invitation for {address} already exists; revoke it "
-                                             "or wait until it expires.") from None
+    except TransactWriteError as err:
+        if item_condition_failed(err, 0):  # the address's claim is held by a live invitation
+            raise conflict("invitation_pending", f"A pending invitation for {address} already exists; revoke it "
+                                                 "or wait until it expires.") from None
+        # a conflicting concurrent transaction, throttling, a service error: nothing was written
+        raise ApiError(503, "unavailable", "The invitation could not be saved just now; nothing was changed. "
+                                         "Try again.", headers={"Retry-After": "1"}) from err
     ws = get_workspace(workspace_id)
     link = f"{settings().app_url}/invitations/accept?workspace_id={workspace_id}&invitation_id={inv.id}"
     mail.send(address, f"You are invited to {ws.name}",
