@@ -8,7 +8,7 @@ from chalice.test import Client
 from chalicelib.agents.runtime import worker
 from chalicelib.gateway import demo
 from chalicelib.groups import create_app
-from infra.local_run import sqs_event
+from infra.local.workers import sqs_event
 from tests.functional.agents.helpers import DEMO_PLAN_AGENT, create_agent, get_run, member, receive, start_run
 from tests.functional.aws_calls import counting
 from tests.functional.chat import helpers as chat_helpers
