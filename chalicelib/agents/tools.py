@@ -51,6 +51,7 @@ class Tool:
     description: str
     fields: dict[str, F]
     fn: Callable[[ToolContext, dict[str, Any]], Any]
+    writes: bool = False  # changes state (or would send data out): guarded in model-chosen runs
 
 
 def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +61,20 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                        answer={"type": "AGENT_RUN", "id": ctx.run_id})
     ctx.read.update(d["id"] for d in result["datasets"])
     return {"columns": result["columns"], "rows": result["rows"], "row_count": result["row_count"],
-            "truncated": result["truncated"], "datasets": [{"id": d["id"], "name": d["name"]} for d in result["datasets"]]}
+            "truncated": result["truncated"], "datasets": [{"id": d["id"], "name": d["name"]} for d in result["datasets"]],
+            "policy_restricted": _policy_restricted(ctx, [d["id"] for d in result["datasets"]])}
+
+
+def _policy_restricted(ctx: ToolContext, dataset_ids: list[str]) -> bool:
+    """Whether a dataset the query read has a field the user sees under a policy other than ALLOW (then
+    every value of the answer counts as restricted: it may never reach a writing tool)."""
+    from chalicelib.gateway.catalog import service as catalog
+
+    for ds in dataset_ids:
+        schema = catalog.schema_of(ctx.principal, ds)
+        if any(str(f.get("policy") or "ALLOW").upper() != "ALLOW" for f in schema["fields"]):
+            return True
+    return False
 
 
 def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -89,12 +103,15 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.knowledge import service
+    from chalicelib.knowledge import service, store
+    from chalicelib.knowledge.chunking import DOCUMENT
 
     hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
     ctx.read.update(h.chunk.dataset_id for h in hits)
+    acls = store.manifests(ctx.region, ctx.principal.workspace_id).doc_acls if hits else {}
     return {"passages": [{"text": h.chunk.text, "title": h.chunk.title, "score": round(h.score, 6),
-                          "citation": h.citation()} for h in hits]}
+                          "citation": h.citation(),
+                          "restricted": h.chunk.kind == DOCUMENT and bool(acls.get(h.chunk.doc))} for h in hits]}
 
 
 def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +143,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("memory_write", "Remember a value for this user (kept 30 days after the last write).",
          {"key": F(str, required=True, min_len=1, max_len=MEMORY_KEY_MAX, pattern=MEMORY_KEY_PATTERN),
            "value": F((str, int, float, bool, list, dict), required=True)},
-         _memory_write),
+         _memory_write, writes=True),
 )}
 TOOL_NAMES: tuple[str, ...] = tuple(TOOLS)
 

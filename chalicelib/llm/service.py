@@ -12,13 +12,19 @@ from typing import Any
 from chalicelib.core.authz import Principal
 from chalicelib.core.tenancy import region_of
 from chalicelib.llm import access, routing
+from chalicelib.llm.connections import workspace_registry
 from chalicelib.llm.prompt import Completion, Prompt
 from chalicelib.llm.providers import bedrock, extractive, openai_http
-from chalicelib.llm.connections import workspace_registry
 from chalicelib.llm.registry import ModelSpec
 from chalicelib.llm.routing import Need, Routing
 
-__all__ = ["Need", "Routing", "Prompt", "Completion", "route", "complete", "stream", "available", "embed"]
+__all__ = ["Need", "Routing", "Prompt", "Completion", "route", "complete", "stream", "available", "embed",
+           "NO_GENERATIVE_MODEL"]
+
+NO_GENERATIVE_MODEL = (
+    "No generative model is connected: answers quote your sources instead. An Admin connects one under "
+    "Models in the app, or with POST /v1/models/connections (any OpenAI-compatible endpoint or a Bedrock "
+    "model in this workspace's region); `LOCAL_MODEL=/path/model.gguf make run` starts a local one.")
 
 
 def available(principal: Principal) -> dict[str, Any]:
@@ -43,12 +49,6 @@ def available(principal: Principal) -> dict[str, Any]:
     return {"items": items, "auto": "model 'auto' picks the first of these that fits the request",
             "region": region, "generative_available": generative,
             **({} if generative else {"notice": NO_GENERATIVE_MODEL})}
-
-
-NO_GENERATIVE_MODEL = (
-    "No generative model is connected: answers quote your sources instead. An Admin connects one under "
-    "Models in the app, or with POST /v1/models/connections (any OpenAI-compatible endpoint or a Bedrock "
-    "model in this workspace's region); `LOCAL_MODEL=/path/model.gguf make run` starts a local one.")
 
 
 def route(principal: Principal, requested: str, need: Need) -> Routing:

@@ -1,10 +1,12 @@
 """With a tool-capable model the model chooses the tool calls (bounded loop); the knowledge tool acts
 under the starting user's ACL.
 
-No real language model runs here, so the model is a scripted OpenAI-compatible HTTP server on loopback
-(a test double of the model only): it answers ``/v1/chat/completions`` with the next scripted JSON action
-and records the requests it received. Everything else (registry, routing, the OpenAI-compatible provider,
-the worker, the ledger, the tools) is the real code.
+A deterministic model is needed to choose given calls, so the model is a scripted OpenAI-compatible HTTP
+server on loopback (a test double of the model only; the real llama.cpp server runs in
+tests/integration/models): it answers ``/v1/chat/completions`` with the next scripted turn as native
+``tool_calls`` (``{"tool": name, "input": {...}}``, or ``{"raw": "<arguments text>"}`` for malformed
+arguments) or as text (``{"answer": text}``), and records the requests it received. Everything else
+(registry, routing, the OpenAI-compatible provider, the worker, the ledger, the tools) is the real code.
 """
 from __future__ import annotations
 
@@ -25,6 +27,17 @@ from tests.functional.agents.helpers import create_agent, deliver, get_run, memb
 from tests.functional.conftest import Tenant
 
 
+def message(turn: dict[str, Any]) -> dict[str, Any]:
+    """One scripted turn as an OpenAI chat-completion message."""
+    if "answer" in turn:
+        return {"role": "assistant", "content": turn["answer"]}
+    calls = turn["calls"] if "calls" in turn else [turn]
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"call_{n}", "type": "function",
+         "function": {"name": c["tool"], "arguments": c["raw"] if "raw" in c else json.dumps(c.get("input", {}))}}
+        for n, c in enumerate(calls)]}
+
+
 class ScriptedModel:
     def __init__(self, turns: list[dict[str, Any]]) -> None:
         self.turns = list(turns)
@@ -39,7 +52,7 @@ class ScriptedModel:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 script.requests.append(body)
                 turn = script.turns.pop(0) if script.turns else {"answer": "out of script"}
-                out = json.dumps({"choices": [{"message": {"role": "assistant", "content": json.dumps(turn)}}],
+                out = json.dumps({"choices": [{"message": message(turn), "finish_reason": "stop"}],
                                   "usage": {"prompt_tokens": 50, "completion_tokens": 10}}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -98,8 +111,14 @@ def test_a_tool_capable_model_chooses_the_calls_in_a_bounded_loop(seeded: Tenant
     assert done["steps"][2]["output"]["rows"] == [[72]]
     assert done["usage"]["input_tokens"] == 200
     assert done["usage"]["output_tokens"] == 40
-    # the model saw the tool results, including the refusal
+    # native tool calling: the allowed tools were offered with their schemas, nothing else
+    first = model.requests[0]
+    assert [t["function"]["name"] for t in first["tools"]] == AGENT["tools"]
+    assert first["tools"][1]["function"]["parameters"]["required"] == ["sql"]
+    # the model saw the tool results as tool messages marked as data, including the refusal
     last = model.requests[-1]["messages"]
+    assert [m["role"] for m in last[-6:]] == ["assistant", "tool", "assistant", "tool", "assistant", "tool"]
+    assert last[-5]["tool_call_id"] == "call_0" and last[-5]["content"].startswith("<<DATA ")
     assert "tool_not_allowed" in last[-3]["content"]
     assert "[[72]]" in last[-1]["content"].replace(" ", "")
 
