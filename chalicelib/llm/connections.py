@@ -148,14 +148,22 @@ def _models(raw: Any, kind: str) -> list[dict[str, Any]]:
 
 
 def _base_url(value: str) -> str:
-    """The endpoint's base URL (a trailing ``/v1`` is dropped: the provider adds the paths)."""
+    """The endpoint's base URL (a trailing ``/v1`` is dropped: the provider adds the paths), refused with
+    a 422 when its host resolves to an address a tenant may not reach (checked again on every use)."""
     try:
-        split, _, _ = outbound.split_url(value)
+        split, host, port = outbound.split_url(value)
     except outbound.Refused:
         raise validation_error([{"field": "base_url", "message": "must be an absolute http(s) URL"}]) from None
     if split.username or split.password or split.query or split.fragment:
         raise validation_error([{"field": "base_url", "message": "must carry no credentials, query or fragment; "
                                                                 "put the key in api_key"}])
+    try:
+        outbound.resolve(host, port, outbound.Policy())
+    except outbound.Refused as err:
+        raise ApiError(422, "endpoint_refused", f"The endpoint may not be reached from the platform: {err}. "
+                       "Private, loopback and link-local addresses are refused unless the deployment declares "
+                       "them (OUTBOUND_ALLOW); instance-metadata addresses always.",
+                       errors=[{"field": "base_url", "message": str(err)}]) from None
     return value.rstrip("/").removesuffix("/v1").rstrip("/")
 
 
