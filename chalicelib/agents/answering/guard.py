@@ -67,8 +67,8 @@ class Guard:
 
     def check_write(self, tool: str, args: dict[str, Any]) -> dict[str, str] | None:
         """The refusal of a writing call, or None when its values may be written."""
-        leaves = _leaves(args)
-        whole = json.dumps(args, default=str).lower()
+        leaves = [leaf for value in args.values() for leaf in _leaves(value)]  # not the argument names
+        whole = json.dumps(list(args.values()), default=str).lower()
         if any(v in whole for v in self.restricted_values) or any(self._copied(leaf, self.restricted_texts)
                                                                  for leaf in leaves):
             return {"code": "restricted_value",

@@ -52,6 +52,7 @@ class ScriptedModel:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 script.requests.append(body)
                 turn = script.turns.pop(0) if script.turns else {"answer": "out of script"}
+                turn = turn(body) if callable(turn) else turn  # a turn may depend on what the model was sent
                 out = json.dumps({"choices": [{"message": message(turn), "finish_reason": "stop"}],
                                   "usage": {"prompt_tokens": 50, "completion_tokens": 10}}).encode()
                 self.send_response(200)
