@@ -343,7 +343,10 @@ class LocalPlatform:
             server = local_model.start(path)
             server.extra["region"] = region
             self.local_models.append(server)
-            entry = local_model.provider_config({region: server}, tool_use=os.environ.get("LOCAL_MODEL_TOOL_USE") == "1")
+            entry = local_model.provider_config(
+                {region: server}, tool_use=os.environ.get("LOCAL_MODEL_TOOL_USE") == "1",
+                timeout_seconds=float(os.environ.get("LOCAL_MODEL_TIMEOUT", "120")),
+                max_answer_tokens=int(os.environ.get("LOCAL_MODEL_MAX_TOKENS", "512")))
             providers = [p for p in config.get("providers", []) if p.get("id") != "local"] + [entry]
             preference = [f"local/{server.model}"] + list(config.get("preference", []))
             allow = ",".join(filter(None, [os.environ.get("OUTBOUND_ALLOW", ""), f"127.0.0.1:{server.port}"]))
