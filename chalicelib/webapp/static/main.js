@@ -14,6 +14,7 @@ const PAGES = {
   agent_edit: () => import("./pages/agents.js"), run: () => import("./pages/agents.js"),
   members: () => import("./pages/members.js"), accept: () => import("./pages/accept.js"),
   audit: () => import("./pages/audit.js"), settings: () => import("./pages/settings.js"),
+  models: () => import("./pages/models.js"),
 };
 
 const state = { me: null, workspaces: [], authUrl: document.body.dataset.authUrl || "" };

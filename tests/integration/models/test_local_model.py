@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import requests
 
-from infra.local_model import model_id, test_model_path
+from infra.local_model import model_id, smollm2_path
 from tests.integration.conftest import RunningPlatform, start_platform, stop_platform
 
 pytestmark = pytest.mark.integration
-GGUF = test_model_path()
+GGUF = smollm2_path()
 MODEL = f"local/{model_id(GGUF)}" if GGUF else ""
 
 

@@ -2,6 +2,7 @@
 // open the cited passage or record, conversation list with delete, and the routing explanation.
 import { missing } from "../api.js";
 import { listModels, listChats, getChat, deleteChat, ask } from "../chat_api.js";
+import { isAdmin } from "../shell.js";
 import { h, field, form, section, problemBox, loading, badge, empty, announce } from "../dom.js";
 
 export function citationView(c, i) {
@@ -24,7 +25,19 @@ function routingView(r) {
     r.excluded && r.excluded.length ? h("ul", {}, r.excluded.map((x) => h("li", {}, `${x.model}: ${x.reason}`))) : null);
 }
 
-export async function render({ view, params, navigate }) {
+// What the grounding says beside an answer: the reply's notice (no generative model, low grounding,
+// no support) and the sentences it could not find in the sources.
+function groundingView(reply) {
+  const g = reply.grounding || {};
+  const shownIn = g.spans_of === "unverified_answer" ? (reply.unverified_answer || "") : (reply.content || "");
+  const unsupported = (g.per_sentence || []).filter((s) => s.status === "unsupported").map((s) => shownIn.slice(s.start, s.end).trim()).filter(Boolean);
+  return h("div", { class: "grounding" },
+    reply.notice ? h("p", { class: "note", role: "note", "data-notice": reply.notice.code }, reply.notice.message) : null,
+    unsupported.length ? h("details", { class: "unsupported-sentences" }, h("summary", {}, `${unsupported.length} sentence(s) not supported by your sources`),
+      h("ul", {}, unsupported.map((t) => h("li", {}, t)))) : null);
+}
+
+export async function render({ view, params, navigate, me }) {
   const chatId = params.chat_id || "";
   view.replaceChildren(h("h1", {}, "Chat"), loading());
   let models;
@@ -66,6 +79,7 @@ export async function render({ view, params, navigate }) {
     answer.textContent = reply.content;
     history.push({ role: "assistant", content: reply.content });
     extra.replaceChildren(
+      groundingView(reply),
       reply.citations.length ? h("div", { class: "citations" }, h("h3", {}, "Sources"), reply.citations.map(citationView)) : null,
       routingView(reply.routing),
       h("p", { class: "meta" }, [reply.model, reply.provider, reply.region].filter(Boolean).join(" · "),
@@ -91,7 +105,12 @@ export async function render({ view, params, navigate }) {
         } }, "Delete")))) : empty("No conversations yet."));
     } catch (err) { list.replaceChildren(problemBox(err)); }
   }
-  view.replaceChildren(h("h1", {}, "Chat"), h("div", { class: "chat" },
+  const generative = models.some((m) => m.kind === "generative");
+  const noModel = generative ? null : h("p", { class: "note", id: "no-generative-model", role: "note" },
+    "No generative model is connected: answers quote your sources instead of being written by a model. ",
+    isAdmin(me) ? h("a", { href: "/models" }, "Connect a model") : "Ask an Admin to connect one on the Models page",
+    " (any OpenAI-compatible endpoint, or a Bedrock model in this workspace's region).");
+  view.replaceChildren(h("h1", {}, "Chat"), noModel, h("div", { class: "chat" },
     section("Conversations", h("a", { href: "/chat", class: "button secondary" }, "New conversation"), list),
     h("div", {}, section("Conversation", emptyNote, thread, composer),
       section("Models offered here", h("ul", { id: "models" }, models.map((m) => h("li", {}, h("strong", {}, m.name || m.id), ` (${m.provider}, ${m.region}): ${m.available_because || ""}`))),
