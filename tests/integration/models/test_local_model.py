@@ -121,3 +121,37 @@ def test_an_admin_adds_the_declared_local_server_as_a_connection(stack: RunningP
         {"name": "other-port", "kind": "openai", "region": "us-east", "base_url": "http://127.0.0.1:9",
          "models": ["x"]}))
     assert refused.status_code == 422 and refused.json()["code"] == "endpoint_refused"
+
+
+def test_the_models_page_adds_tests_and_removes_a_connection(stack: RunningPlatform, browser: Any) -> None:
+    from tests.integration.webapp.browser import check_page, ready, sign_in_with_password_and_totp
+
+    app, auth, demo = stack.urls["app"], stack.urls["identity"], stack.demo
+    server = json.loads((stack.state_dir / "run.json").read_text())["local_models"]["us-east-1"]
+    for width in (1280, 375):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        page = context.new_page()
+        page.goto(app + "/models")
+        sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+        page.wait_for_url(app + "/models")
+        ready(page)
+        check_page(page, f"models-{width}")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        name = f"page-llama-{width}"
+        page.fill("#conn-name", name)
+        page.fill("#conn-url", "http://10.0.0.9:8080/v1")
+        page.click("#conn-add")
+        page.wait_for_selector(".problem:has-text('endpoint_refused')")  # a private address is refused
+        page.fill("#conn-url", server["base_url"] + "/v1")
+        page.fill("#conn-key", "sk-page-secret")
+        page.click("#conn-add")
+        page.wait_for_selector("#conn-added")
+        assert page.input_value("#conn-key") == ""  # the key is not kept in the page
+        assert "sk-page-secret" not in page.content()
+        page.click(f"button[aria-label='Test {name}']")
+        page.wait_for_selector("[data-test-ok=true]", timeout=120000)
+        check_page(page, f"models-tested-{width}" if width == 1280 else None)
+        page.once("dialog", lambda d: d.accept())
+        page.click(f"button[aria-label='Remove {name}']")
+        page.wait_for_selector(f"text={name}", state="detached")
+        context.close()
