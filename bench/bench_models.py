@@ -172,7 +172,7 @@ def _agent_overhead(t: Any, admin: Any) -> None:
     from chalicelib.llm.prompt import Prompt
     from chalicelib.llm.registry import registry
     from tests.functional.agents.helpers import create_agent, deliver, get_run, member, platform_client, start_run
-    from tests.functional.agents.test_answering import ScriptedModel
+    from tests.functional.agents.scripted_model import ScriptedModel
 
     script = [{"tool": "knowledge_search", "input": {"query": "vacation days"}},
               {"tool": "catalog_search", "input": {"query": "handbook"}}, {"answer": "Thirty days."}]

@@ -2,95 +2,19 @@
 under the starting user's ACL.
 
 A deterministic model is needed to choose given calls, so the model is a scripted OpenAI-compatible HTTP
-server on loopback (a test double of the model only; the real llama.cpp server runs in
-tests/integration/models): it answers ``/v1/chat/completions`` with the next scripted turn as native
-``tool_calls`` (``{"tool": name, "input": {...}}``, or ``{"raw": "<arguments text>"}`` for malformed
-arguments) or as text (``{"answer": text}``), and records the requests it received. Everything else
-(registry, routing, the OpenAI-compatible provider, the worker, the ledger, the tools) is the real code.
+server on loopback (``scripted_model.py``, a test double of the model only; the real llama.cpp server
+runs in tests/integration/models). Everything else (registry, routing, the OpenAI-compatible provider,
+the worker, the ledger, the tools) is the real code.
 """
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
-import pytest
-
-from chalicelib.core.config import settings
-from chalicelib.gateway import demo
 from chalicelib.gateway import models as gw_models
 from chalicelib.gateway.catalog.service import invalidate
-from chalicelib.llm.registry import registry
 from tests.functional.agents.helpers import create_agent, deliver, get_run, member, platform_client, run_once, start_run
+from tests.functional.agents.scripted_model import ScriptedModel
 from tests.functional.conftest import Tenant
-
-
-def message(turn: dict[str, Any]) -> dict[str, Any]:
-    """One scripted turn as an OpenAI chat-completion message."""
-    if "answer" in turn:
-        return {"role": "assistant", "content": turn["answer"]}
-    calls = turn["calls"] if "calls" in turn else [turn]
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": f"call_{n}", "type": "function",
-         "function": {"name": c["tool"], "arguments": c["raw"] if "raw" in c else json.dumps(c.get("input", {}))}}
-        for n, c in enumerate(calls)]}
-
-
-class ScriptedModel:
-    def __init__(self, turns: list[dict[str, Any]]) -> None:
-        self.turns = list(turns)
-        self.requests: list[dict[str, Any]] = []
-        script = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                script.requests.append(body)
-                turn = script.turns.pop(0) if script.turns else {"answer": "out of script"}
-                turn = turn(body) if callable(turn) else turn  # a turn may depend on what the model was sent
-                out = json.dumps({"choices": [{"message": message(turn), "finish_reason": "stop"}],
-                                  "usage": {"prompt_tokens": 50, "completion_tokens": 10}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedModel]:
-    scripted = ScriptedModel([])
-    monkeypatch.setenv("MODEL_PROVIDERS", json.dumps({"providers": [{
-        "id": "local", "kind": "openai", "endpoints": {"us-east-1": {"base_url": scripted.url}},
-        "models": [{"id": "tool-model", "tool_use": True, "context_tokens": 32000}]}],
-        "preference": ["local/tool-model"]}))
-    settings.cache_clear()
-    registry.cache_clear()
-    yield scripted
-    scripted.close()
-    monkeypatch.delenv("MODEL_PROVIDERS")
-    settings.cache_clear()
-    registry.cache_clear()
-
-
-@pytest.fixture
-def seeded(tenant: Tenant) -> Tenant:
-    demo.seed(tenant.workspace_id, tenant.region, tenant.email)
-    return tenant
-
 
 AGENT = {"name": "chooser", "instructions": "Use the tools to answer.", "model": "auto",
          "tools": ["catalog_search", "query", "knowledge_search"],

@@ -1,5 +1,5 @@
 """Model-chosen tool calls: bad input and prompt injection. The model is the scripted OpenAI-compatible
-server of ``test_answering.py`` answering native ``tool_calls``; where it obeys an injected instruction,
+server of ``scripted_model.py`` answering native ``tool_calls``; where it obeys an injected instruction,
 it does so on purpose, to show that the platform (not the model) stops the effect.
 
 - bad input: a call with arguments that are not JSON, with input that does not fit the tool, of an
@@ -17,7 +17,7 @@ from typing import Any
 from chalicelib.agents import memory
 from chalicelib.knowledge import indexer
 from tests.functional.agents.helpers import member, run_once
-from tests.functional.agents.test_answering import ScriptedModel, model, seeded  # noqa: F401 - fixtures
+from tests.functional.agents.scripted_model import ScriptedModel
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.data import field
 from tests.functional.knowledge.helpers import put_keyed
