@@ -81,3 +81,25 @@ def test_the_knowledge_tool_does_not_read_a_dataset_outside_the_users_acl(seeded
     assert "customers" not in member_sources
     assert "Lovelace" not in json.dumps(denied)
     assert "Lovelace" not in json.dumps(allowed)  # full_name stays masked
+
+
+FORM_DEFAULTS = {"name": "Returns helper", "instructions": "", "model": "auto", "tools": ["knowledge_search"]}
+
+
+def test_an_agent_from_the_form_defaults_runs_first_time_without_a_model(seeded: Tenant) -> None:
+    """The web form's defaults (knowledge_search, no plan) and its pre-filled input ``{}``."""
+    user = member(seeded.workspace_id)
+    done = run_once(seeded.region, user.token, FORM_DEFAULTS, {})
+    assert done["status"] == "completed", done
+    assert [s["tool"] for s in done["steps"]] == ["knowledge_search"]
+    assert done["steps"][0]["input"] == {"query": "Returns helper"}  # no question: the agent's name
+    assert done["output"]["provider"] == "extractive" and "No tool-capable model" in done["output"]["note"]
+
+
+def test_an_agent_from_the_form_defaults_runs_first_time_with_a_model(seeded: Tenant, model: ScriptedModel) -> None:
+    model.turns = [{"tool": "knowledge_search", "input": {"query": "returns"}}, {"answer": "Within 30 days."}]
+    user = member(seeded.workspace_id)
+    done = run_once(seeded.region, user.token, FORM_DEFAULTS, {})
+    assert done["status"] == "completed", done
+    assert done["output"] == {**done["output"], "answer": "Within 30 days.", "model": "local/tool-model"}
+    assert [s["tool"] for s in done["steps"]] == ["knowledge_search"]
