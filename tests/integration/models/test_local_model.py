@@ -153,5 +153,5 @@ def test_the_models_page_adds_tests_and_removes_a_connection(stack: RunningPlatf
         check_page(page, f"models-tested-{width}" if width == 1280 else None)
         page.once("dialog", lambda d: d.accept())
         page.click(f"button[aria-label='Remove {name}']")
-        page.wait_for_selector(f"text={name}", state="detached")
+        page.wait_for_selector(f"button[aria-label='Remove {name}']", state="detached")
         context.close()
