@@ -34,8 +34,9 @@ def _in_process() -> list[str]:
     from moto import mock_aws
 
     from chalicelib.agents import demo as agents_demo
-    from chalicelib.agents import tools, worker
-    from chalicelib.core import aws, clock
+    from chalicelib.agents import tools
+    from chalicelib.agents.runtime import worker
+    from chalicelib.core import aws, clock, process_state
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
     from chalicelib.gateway import demo
@@ -47,7 +48,7 @@ def _in_process() -> list[str]:
     from infra.local_run import sqs_event
 
     settings.cache_clear()
-    aws.reset_caches()
+    process_state.reset_all(derived=True)
     lines: list[str] = []
     with mock_aws():
         bootstrap_all()
@@ -144,9 +145,8 @@ def _in_process() -> list[str]:
 def _under_local_run() -> list[str]:
     import requests
 
-    from chalicelib.core import aws
+    from chalicelib.core import process_state
     from chalicelib.core.config import settings
-    from chalicelib.core.store import tables as models
     from infra.local_run import DEFAULT_PORTS, LocalPlatform
     from tests.functional.conftest import reset_process_state
     from tests.integration.conftest import free_port
@@ -155,8 +155,7 @@ def _under_local_run() -> list[str]:
     state = tempfile.mkdtemp(prefix="bench-agents-")
     os.environ["RESOURCE_PREFIX"] = "aiplat"
     settings.cache_clear()
-    aws.reset_caches()
-    models.reset_models()
+    process_state.reset_all(derived=True)
     reset_process_state()  # the in-process section's signing key and verified tokens are not the local stack's
     platform = LocalPlatform(ports={g: free_port() for g in DEFAULT_PORTS},
                              emulator_port=free_port(), state_dir=state)
@@ -198,8 +197,7 @@ def _under_local_run() -> list[str]:
         os.environ.clear()
         os.environ.update(saved)
         settings.cache_clear()
-        aws.reset_caches()
-        models.reset_models()
+        process_state.reset_all(derived=True)
     return lines
 
 

@@ -70,7 +70,7 @@ def main() -> None:
     import boto3
     from moto import mock_aws
 
-    from chalicelib.core import aws
+    from chalicelib.core import aws, process_state
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
     from chalicelib.gateway.ingest import connectors, sync, sync_worker
@@ -81,7 +81,7 @@ def main() -> None:
 
     indexer.on_sync = lambda *a, **k: None
     settings.cache_clear()
-    aws.reset_caches()
+    process_state.reset_all(derived=True)
     results: dict[int, dict[str, list[float]]] = {}
     with mock_aws(), tempfile.TemporaryDirectory() as tmp, quiet():
         region = "us-east-1"

@@ -11,13 +11,17 @@ the step ledger stores.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.agents import memory
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
+from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.query import service as query
 
 MAX_ROWS = 200
 MEMORY_KEY_MAX = 128
@@ -55,7 +59,6 @@ class Tool:
 
 
 def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway.query import service as query
 
     result = query.run(ctx.principal, args["sql"], limit=args.get("limit", 50),
                        answer={"type": "AGENT_RUN", "id": ctx.run_id})
@@ -68,8 +71,6 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 def _policy_restricted(ctx: ToolContext, dataset_ids: list[str]) -> bool:
     """Whether a dataset the query read has a field the user sees under a policy other than ALLOW (then
     every value of the answer counts as restricted: it may never reach a writing tool)."""
-    from chalicelib.gateway.catalog import service as catalog
-
     for ds in dataset_ids:
         schema = catalog.schema_of(ctx.principal, ds)
         if any(str(f.get("policy") or "ALLOW").upper() != "ALLOW" for f in schema["fields"]):
@@ -78,7 +79,6 @@ def _policy_restricted(ctx: ToolContext, dataset_ids: list[str]) -> bool:
 
 
 def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway.catalog import service as catalog
 
     page = catalog.search(ctx.principal, catalog.SearchFilters(text=args.get("query") or None),
                           limit=args.get("limit", 10))
@@ -89,7 +89,6 @@ def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway.catalog import service as catalog
 
     ref = args["dataset"]
     if not ref.startswith("ds_"):  # a name: resolve among the datasets the user may read
@@ -103,8 +102,8 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.knowledge import service, store
-    from chalicelib.knowledge.chunking import DOCUMENT
+    from chalicelib.knowledge import service, store  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
+    from chalicelib.knowledge.chunking import DOCUMENT  # noqa: PLC0415 - (the same package)
 
     hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
     ctx.read.update(h.chunk.dataset_id for h in hits)
@@ -115,13 +114,11 @@ def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.agents import memory
 
     return memory.read(ctx.region, ctx.principal.workspace_id, ctx.agent_id, ctx.principal.user_id, args.get("key"))
 
 
 def _memory_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.agents import memory
 
     return memory.write(ctx.region, ctx.principal.workspace_id, ctx.agent_id, ctx.principal.user_id,
                         args["key"], args["value"], run_id=ctx.run_id)
@@ -159,8 +156,6 @@ def call(tool: str, ctx: ToolContext, args: dict[str, Any]) -> Any:
     try:
         checked = check_args(tool, args)
         if tool == "memory_write":
-            import json
-
             if len(json.dumps(checked["value"])) > MEMORY_VALUE_MAX:
                 raise ToolError("value_too_large", f"A memory value may hold at most {MEMORY_VALUE_MAX} bytes.")
         return spec.fn(ctx, checked)

@@ -7,7 +7,6 @@ workspace content asks ``region_of`` first.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 
 from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute
@@ -17,6 +16,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from chalicelib.core import regions
 from chalicelib.core.authz import Principal, mfa_used, require_workspace
 from chalicelib.core.http.errors import ApiError, not_found
+from chalicelib.core.process_state import cached
 from chalicelib.core.store.tables import BaseModel, global_model, regional
 
 
@@ -87,7 +87,7 @@ def get_workspace(workspace_id: str) -> WorkspaceAttrs:
         raise not_found("workspace") from None
 
 
-@lru_cache(maxsize=4096)
+@cached(maxsize=4096)
 def region_of(workspace_id: str) -> str:
     """The region holding a workspace's content (residency never changes, so this is cacheable)."""
     return get_workspace(workspace_id).region

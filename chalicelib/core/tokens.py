@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from jose import jwk
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from chalicelib.core import aws, clock
+from chalicelib.core import aws, clock, process_state
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import AUDIENCE, settings
 from chalicelib.core.http.errors import unauthorized
@@ -336,12 +336,14 @@ ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")  # RFC 9068 section 2.1, c
 def _claims_valid(c: dict[str, Any], now: float) -> bool:
     """Issuer, audience, lifetime (platform clock) and the claims every access token carries."""
     aud = c.get("aud")
-    exp, iat = c.get("exp"), c.get("iat")
-    nbf = c.get("nbf", iat)
+    exp: Any = c.get("exp")
+    iat: Any = c.get("iat")
+    nbf: Any = c.get("nbf", iat)
+    if not (type(exp) in _NUMBER and type(iat) in _NUMBER and type(nbf) in _NUMBER):  # not bool, not str
+        return False
     return (
         c.get("iss") == settings().issuer
         and (aud == AUDIENCE or (isinstance(aud, list) and AUDIENCE in aud))
-        and type(exp) in _NUMBER and type(iat) in _NUMBER and type(nbf) in _NUMBER  # not bool, not str
         and exp > now
         and iat <= now + LEEWAY_SECONDS
         and nbf <= now + LEEWAY_SECONDS
@@ -459,6 +461,14 @@ def verifier() -> TokenVerifier:
     if _verifier is None:
         _verifier = TokenVerifier()
     return _verifier
+
+
+def _forget_verifier() -> None:
+    global _verifier
+    _verifier = None
+
+
+process_state.enrol("core.tokens.verifier", _forget_verifier)
 
 
 def bearer(authorization: str | None) -> str:

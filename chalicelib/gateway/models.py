@@ -102,7 +102,7 @@ class LineageEdgeAttrs(BaseModel):
 
 class CatalogVersionAttrs(BaseModel):
     """One item per workspace: its catalog version and, under ``c<version>``, what that version changed
-    (written and read by gateway/catalog_versions.py)."""
+    (written and read by gateway/catalog/versions.py)."""
 
     TABLE = "catalog_versions"
     workspace_id = UnicodeAttribute(hash_key=True)

@@ -5,6 +5,8 @@ transaction as the user, so two sign-ups of one address cannot both succeed.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
@@ -39,7 +41,7 @@ def find_by_email(email: str) -> UserAttrs | None:
 
 
 def create_user(email: str, *, email_verified: bool = False, display_name: str | None = None,
-                **fields: object) -> UserAttrs:
+                **fields: Any) -> UserAttrs:
     """Create a user and claim its e-mail atomically; 409 when the address is taken."""
     address = normalise_email(email)
     user = users()(new_id("usr"), email=address, email_verified=email_verified,

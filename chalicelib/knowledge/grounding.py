@@ -75,7 +75,7 @@ class Embedder:
         self.model: str | None = dense.model_for(region)
         if self.model is None:
             try:
-                dense._wordllama()
+                dense.embed(dense.WORDLLAMA, region, ["probe"])  # loads the optional package once
                 self.model = dense.WORDLLAMA
             except ImportError:
                 self.model = None

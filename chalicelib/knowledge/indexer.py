@@ -1,4 +1,4 @@
-"""Building a dataset's index: after each successful sync (``gateway/sync_worker.py`` calls
+"""Building a dataset's index: after each successful sync (``gateway/ingest/sync_worker.py`` calls
 ``on_sync``), and again whenever its field policies differ from those the index was built under (a
 search finds that and rebuilds before using it), so a value put under MASK/HASH/REDACT/DENY leaves the
 index files at the latest at the next search."""

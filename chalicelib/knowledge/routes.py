@@ -17,7 +17,7 @@ SEARCH_PARAMS = ("q", "k", "kind", "dataset_id")
 
 @api.route("/v1/knowledge/search", permission="knowledge.read")
 def search(ctx: Ctx) -> dict[str, Any]:
-    from chalicelib.knowledge import service
+    from chalicelib.knowledge import service  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
     q = ctx.query
     check_params(q, SEARCH_PARAMS)
@@ -36,7 +36,7 @@ def search(ctx: Ctx) -> dict[str, Any]:
 @api.route("/v1/knowledge/datasets/{dataset_id}/documents/{document_id}/acl", ["PUT"],
            permission="connectors.manage")
 def put_document_acl(ctx: Ctx, dataset_id: str, document_id: str) -> dict[str, Any]:
-    from chalicelib.knowledge import service
+    from chalicelib.knowledge import service  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
     body = validate(ctx.json(), {"acl": F(list, required=True, max_len=100)})
     return service.set_document_acl(ctx.user, dataset_id, document_id, body["acl"])

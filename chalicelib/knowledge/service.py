@@ -3,7 +3,7 @@
     hits = service.search(principal, "refund policy", k=5, filters={"kinds": ["document"]})
 
 Order of work (permissions before ranking):
-1. only datasets the caller may read (``gateway/catalog.can_read``: dataset ACL) are considered; the
+1. only datasets the caller may read (``gateway/catalog/service.can_read``: dataset ACL) are considered; the
    index of any other dataset is not even loaded;
 2. inside each index, chunks of documents whose per-document ACL excludes the caller, and chunks holding
    a field whose policy is no longer ALLOW, are masked out before any score is computed;

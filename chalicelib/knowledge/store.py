@@ -15,7 +15,7 @@ from typing import Any
 import bm25s
 import numpy as np
 
-from chalicelib.core import aws, clock
+from chalicelib.core import aws, clock, process_state
 from chalicelib.core.config import settings
 from chalicelib.knowledge import lexical
 from chalicelib.knowledge.chunking import Chunk
@@ -62,6 +62,9 @@ def invalidate(workspace_id: str | None = None) -> None:
             _indexes.clear()
         else:
             _manifests.pop(workspace_id, None)
+
+
+process_state.enrol("knowledge.store", invalidate)
 
 
 def manifests(region: str, workspace_id: str) -> Manifests:

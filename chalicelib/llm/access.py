@@ -66,7 +66,7 @@ def set_allow_list(principal: Principal, body: Any, caller: CallerLike | None = 
         cls.allow.set(json.dumps(allow, sort_keys=True)), cls.updated_at.set(clock.iso()),
         cls.updated_by.set(principal.user_id)])
     audit.append(region, principal.workspace_id, "models.allow_list_updated",
-                 actor=Actor("user", principal.user_id, principal.email), target={"type": "workspace",
+                 actor=Actor.of(principal), target={"type": "workspace",
                                                                                   "id": principal.workspace_id},
                  details={"roles": allow}, caller=caller)
     return {"roles": allow}

@@ -110,7 +110,7 @@ def create(user: Principal, body: Any, caller: audit.CallerLike) -> dict[str, An
                                   requested_by=user.user_id, requested_at=clock.iso(now),
                                   due_at=clock.iso(now + ACCESS_DEADLINE_SECONDS), status=QUEUED)
     req.save()
-    audit.append(region, ws, "access_request.created", actor=audit.Actor("user", user.user_id, user.email),
+    audit.append(region, ws, "access_request.created", actor=audit.Actor.of(user),
                  caller=caller, target={"type": "access_request", "id": req.id},
                  details={"kind": req.kind, "user_id": subject, "scope": scope, "due_at": req.due_at})
     queues.enqueue(JOBS_QUEUE, region, {"kind": "access_request", "workspace_id": ws, "request_id": req.id})

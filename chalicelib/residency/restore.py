@@ -47,10 +47,6 @@ from chalicelib.residency.models import (
 log = get_logger("residency.restore")
 
 
-def _actor(user: Principal) -> audit.Actor:
-    return audit.Actor("user", user.user_id, user.email)
-
-
 def to_dict(req: RestoreRequestAttrs) -> dict[str, Any]:
     status = req.status
     if status == PENDING and req.expires_at <= clock.now():
@@ -73,7 +69,7 @@ def request(user: Principal, backup_id: str, body: Any, caller: audit.CallerLike
                                    requested_at=clock.iso(now), expires_at=int(now + RESTORE_WINDOW_SECONDS),
                                    approvals={user.user_id}, status=PENDING)
     req.save()
-    audit.append(region, ws, "backup.restore_requested", actor=_actor(user), caller=caller,
+    audit.append(region, ws, "backup.restore_requested", actor=audit.Actor.of(user), caller=caller,
                  target={"type": "restore_request", "id": req.id}, details={"backup_id": backup_id})
     return to_dict(req)
 
@@ -131,7 +127,7 @@ def approve(user: Principal, backup_id: str, request_id: str, body: Any, caller:
             if condition_failed(err):
                 raise conflict("restore_request_not_pending", "The restore request changed meanwhile.") from None
             raise
-        audit.append(region, ws, "backup.restore_approved", actor=_actor(user), caller=caller,
+        audit.append(region, ws, "backup.restore_approved", actor=audit.Actor.of(user), caller=caller,
                      target={"type": "restore_request", "id": req.id}, details={"backup_id": backup_id})
     req.refresh(consistent_read=True)
     if len(req.approvals or set()) < REQUIRED_ADMINS:

@@ -41,10 +41,6 @@ REALM = "aiplatform"
 # receives its own request, and views read it from here.
 _REQUEST: contextvars.ContextVar[Any] = contextvars.ContextVar("request", default=None)
 
-# (blueprint name, path, method) -> permission or "public"; read by tests and the OpenAPI check.
-ROUTE_PERMISSIONS: dict[tuple[str, str, str], str] = {}
-
-
 @dataclass(frozen=True)
 class Caller:
     """Where a request came from, for audit events."""
@@ -166,8 +162,6 @@ class Api:
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.routes.append(_RouteDef(path, verbs, tuple(content_types or [JSON]), permission, public, fn, scope))
-            for method in verbs:
-                ROUTE_PERMISSIONS[(self.name, path, method)] = "public" if public else str(permission)
             return fn
 
         return decorate

@@ -10,12 +10,12 @@ Read rules (the one place they live; REST, GraphQL, lineage, policies and the qu
 - Field policies apply to the *values* for everyone, Admins included; only ``ALLOW`` shows raw values.
 
 Datasets and connectors of a workspace are kept as a per-process snapshot tagged with the workspace's
-catalog version (``gateway/catalog_versions.py``). Every read first checks the version (one consistent
+catalog version (``gateway/catalog/versions.py``). Every read first checks the version (one consistent
 ``GetItem``; ``CATALOG_CACHE_SECONDS``, default 0, lets a container trust a check for that long) and
 reloads only the datasets and connectors changed since; a full reload happens on the first read, after a
 gap in the change log, and at most every ``FULL_RELOAD_SECONDS`` as a safety net. Every writer calls
 ``changed`` after its write. Each snapshot carries the inverted index search answers from
-(``gateway/catalog_index.py``), built with a full load and updated with the changed datasets.
+(``gateway/catalog/index.py``), built with a full load and updated with the changed datasets.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import UpdateError
 
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, process_state
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal, Role, require
 from chalicelib.core.config import settings
@@ -38,13 +38,14 @@ from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import versions as catalog_versions
+from chalicelib.gateway.ingest.connector_view import to_dict
 
 if TYPE_CHECKING:
     from chalicelib.gateway.catalog.index import CatalogIndex
 
 def _index_class() -> type[CatalogIndex]:
     """The search index, imported at the first snapshot: it needs NumPy, which a cold start should not load."""
-    from chalicelib.gateway.catalog.index import CatalogIndex
+    from chalicelib.gateway.catalog.index import CatalogIndex  # noqa: PLC0415 - the index loads NumPy: at first search, not at cold start
 
     return CatalogIndex
 
@@ -125,6 +126,9 @@ def invalidate(workspace_id: str | None = None) -> None:
             _cache.pop(workspace_id, None)
 
 
+process_state.enrol("gateway.catalog.snapshots", invalidate)
+
+
 def changed(workspace_id: str, *, datasets: tuple[str, ...] | list[str] = (),
             connectors: tuple[str, ...] | list[str] = (), everything: bool = False) -> None:
     """Record, after a write, that these datasets or connectors changed: every container (this one from
@@ -190,8 +194,6 @@ def _order_key(rec: DatasetRecord) -> tuple[str, str]:
 def _full_load(region: str, workspace_id: str, version: int, now: float) -> Snapshot:
     stats.full_loads += 1
     records = [_index(to_record(i)) for i in models.datasets(region).query(workspace_id)]
-    from chalicelib.gateway.ingest.connectors import to_dict  # the one public shape of a connector
-
     connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
     records.sort(key=_order_key)
     return Snapshot(now, {r.id: r for r in records}, records, connectors, {r.name.lower(): r for r in records},
@@ -226,8 +228,6 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
         by_name[rec.name.lower()] = rec
     connectors = dict(snap.connectors)
     if connector_ids:
-        from chalicelib.gateway.ingest.connectors import to_dict  # the one public shape of a connector
-
         conn_cls = models.connectors(region)
         for connector_id in sorted(connector_ids):
             stats.records_read += 1
@@ -526,7 +526,7 @@ def set_field_policy(principal: Principal, dataset_id: str, field_name: str, pol
         raise ApiError(409, "concurrent_update", "The dataset changed while the policy was being set; retry.")
     changed(principal.workspace_id, datasets=[dataset_id])
     audit.append(region, principal.workspace_id, "dataset.field_policy_set",
-                 actor=Actor("user", principal.user_id, principal.email),
+                 actor=Actor.of(principal),
                  target={"type": "dataset", "id": dataset_id, "field": field_name},
                  details={"from": before, "to": policy}, caller=caller)
     return _norm_field(target)

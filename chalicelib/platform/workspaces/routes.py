@@ -18,10 +18,6 @@ from chalicelib.platform.workspaces import service as svc
 api = Api("platform")
 
 
-def actor_of(ctx: Ctx) -> Actor:
-    return Actor("user", ctx.user.user_id, ctx.user.email)
-
-
 def replayed_header(replayed: bool) -> dict[str, str]:
     return {"Idempotent-Replayed": "true"} if replayed else {}
 
@@ -59,7 +55,7 @@ def get_workspace_route(ctx: Ctx, workspace_id: str) -> Any:
 def patch_workspace(ctx: Ctx, workspace_id: str) -> Any:
     body = svc.validate_patch(ctx.json())
     domain = domain_join.verified_domain(ctx.user.user_id) if "domain_join" in body else None
-    ws = svc.update_workspace(workspace_id, body, actor=actor_of(ctx), amr=ctx.user.amr,
+    ws = svc.update_workspace(workspace_id, body, actor=Actor.of(ctx.user), amr=ctx.user.amr,
                               verified_email_domain=domain, caller=ctx.caller)
     return svc.to_public(ws)
 

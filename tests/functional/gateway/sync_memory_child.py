@@ -48,7 +48,7 @@ def main(rows: int) -> dict:
     import boto3
     from moto import mock_aws
 
-    from chalicelib.core import aws
+    from chalicelib.core import aws, process_state
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
     from chalicelib.gateway import storage
@@ -61,7 +61,7 @@ def main(rows: int) -> dict:
     logging.disable(logging.CRITICAL)
     indexer.on_sync = lambda *a, **k: None
     settings.cache_clear()
-    aws.reset_caches()
+    process_state.reset_all(derived=True)
     with mock_aws(), tempfile.TemporaryDirectory() as tmp:
         region = "us-east-1"
         bootstrap_global()

@@ -15,9 +15,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.agents.answering.protocols import StateLike, Steps
-from chalicelib.agents.answering.tool_loop import model_loop
+from chalicelib.agents.runtime.errors import StepFailed
+from chalicelib.agents.runtime.protocols import StateLike, Steps
+from chalicelib.agents.runtime.tool_loop import model_loop
 from chalicelib.core.http.errors import ApiError
+from chalicelib.llm import routing, service
+from chalicelib.llm.prompt import Passage, Prompt, claims, render
+from chalicelib.llm.registry import EXTRACTIVE
+from chalicelib.llm.routing import Routing
 
 MAX_PASSAGES = 40
 
@@ -37,7 +42,6 @@ def declared_plan(agent: dict[str, Any], run_input: dict[str, Any]) -> list[dict
 
 def tool_model(state: StateLike) -> Any | None:
     """The routing of a tool-capable model for this run, or None when there is none."""
-    from chalicelib.llm import routing
 
     try:
         return routing.choose(state.ctx.principal, state.agent.get("model") or "auto", routing.Need(tool_use=True))
@@ -47,7 +51,6 @@ def tool_model(state: StateLike) -> Any | None:
 
 def run_agent(state: StateLike, steps: Steps) -> dict[str, Any]:
     """Run the agent and return ``{"output": {...}, "input_tokens", "output_tokens"}``."""
-    from chalicelib.agents.worker import StepFailed
 
     chosen = tool_model(state)
     if chosen is not None:
@@ -97,10 +100,6 @@ def _passages(output: Any) -> list[str]:
 
 def extractive_answer(state: StateLike) -> dict[str, Any]:
     """The built-in extractive provider's answer over the step outputs, with its citations."""
-    from chalicelib.llm import service
-    from chalicelib.llm.prompt import Passage, Prompt, claims, render
-    from chalicelib.llm.registry import EXTRACTIVE
-    from chalicelib.llm.routing import Routing
 
     passages: list[Passage] = []
     origin: dict[int, str] = {}

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.agents.answering.guard import Guard
-from chalicelib.agents.answering.protocols import StateLike, Steps
 from chalicelib.agents.plan_schema import call_schema
+from chalicelib.agents.runtime.errors import StepFailed
+from chalicelib.agents.runtime.guard import Guard
+from chalicelib.agents.runtime.protocols import StateLike, Steps
 from chalicelib.agents.tools import TOOLS
 from chalicelib.llm import service
 from chalicelib.llm.prompt import Prompt, new_boundary, untrusted
@@ -52,7 +53,6 @@ def _result_text(result: Any) -> str:
 
 def model_loop(state: StateLike, steps: Steps, chosen: Any) -> dict[str, Any]:
     """Run the loop (see the module docstring); the run's answer, with its model and routing."""
-    from chalicelib.agents.worker import StepFailed
 
     limits = state.agent["limits"]
     max_calls = int(limits["max_steps"])
