@@ -22,6 +22,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.query import service as query
+from chalicelib.knowledge.chunking import DOCUMENT
 
 MAX_ROWS = 200
 MEMORY_KEY_MAX = 128
@@ -103,7 +104,6 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     from chalicelib.knowledge import service, store  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
-    from chalicelib.knowledge.chunking import DOCUMENT  # noqa: PLC0415 - (the same package)
 
     hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
     ctx.read.update(h.chunk.dataset_id for h in hits)

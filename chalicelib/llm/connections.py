@@ -6,7 +6,7 @@ provider's id); its models are offered as ``<name>/<model>`` beside the deployme
 same per-role allow-list (``workspace_registry``). Its key is encrypted with the region's KMS ``data``
 key (encryption context: purpose, workspace and connection) and never returned, logged or audited: an
 answer says only ``has_key``. An endpoint URL is an outbound request on the tenant's behalf: it goes
-through ``core/outbound.py`` when tested, listed and used (no private, loopback, link-local or metadata
+through ``core/http/outbound.py`` when tested, listed and used (no private, loopback, link-local or metadata
 address unless the deployment declares it in ``OUTBOUND_ALLOW``). A workspace may declare a connection
 only in its own region, so an EU-pinned workspace may use only connections declared in eu-central.
 
@@ -23,9 +23,10 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
-from chalicelib.core import audit, clock, outbound
+from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import Principal
+from chalicelib.core.http import outbound
 from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.regions import OPEN_REGIONS, RESIDENCIES

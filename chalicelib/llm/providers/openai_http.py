@@ -2,7 +2,7 @@
 server-sent events, and with ``tools`` the model answers ``tool_calls``), ``POST {base_url}/v1/embeddings``
 and ``GET {base_url}/v1/models``, reached in the workspace's region only (an endpoint per region).
 
-Every request goes through ``core/outbound.py``: the host is resolved once and the connection made to the
+Every request goes through ``core/http/outbound.py``: the host is resolved once and the connection made to the
 checked address. An endpoint a workspace declared (a model connection) may reach only public addresses
 and those the deployment declares (``OUTBOUND_ALLOW``); the deployment's own provider file is trusted.
 Each model has a timeout for the whole answer (``ModelSpec.timeout_s``): past it the request is closed
@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from chalicelib.core import outbound
+from chalicelib.core.http import outbound
 from chalicelib.llm import secrets
 from chalicelib.llm.prompt import Completion, Prompt, ToolCall, estimate_tokens, prompt_tokens
 from chalicelib.llm.registry import Endpoint, ModelSpec

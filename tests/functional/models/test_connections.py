@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chalicelib.core import aws
-from chalicelib.core.outbound import Refused
+from chalicelib.core.http.outbound import Refused
 from tests.functional.chat import helpers
 from tests.functional.chat.helpers import ask, post
 from tests.functional.conftest import Tenant, bearer, make_tenant
@@ -245,7 +245,7 @@ def test_dns_rebinding_after_creation_is_refused_at_use(tenant: Tenant, world: h
 def test_declared_entries_allow_only_their_address_and_port(monkeypatch: pytest.MonkeyPatch) -> None:
     import ipaddress
 
-    from chalicelib.core import outbound
+    from chalicelib.core.http import outbound
 
     monkeypatch.setenv("OUTBOUND_ALLOW", "127.0.0.1:8080, 10.20.0.0/16")
     ok = [("127.0.0.1", 8080), ("10.20.3.4", 1), ("93.184.216.34", 443)]

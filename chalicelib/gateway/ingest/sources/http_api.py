@@ -8,7 +8,7 @@ as strings, so use ISO 8601 UTC timestamps or zero-padded values). The API key (
 https and must not resolve to a private, loopback or link-local address.
 
 The host is resolved once per request; every address it resolves to is checked, and the connection is
-made to that checked address (``chalicelib/core/outbound.py``, shared with model connections), so a DNS
+made to that checked address (``chalicelib/core/http/outbound.py``, shared with model connections), so a DNS
 answer that changes between check and connect (DNS rebinding) cannot redirect the request.
 Instance-metadata addresses are refused in every stage. Redirects are not followed. The URL is shown back with its
 query values and any user information replaced (``public_url``): tokens in a query string stay hidden.
@@ -21,8 +21,8 @@ import json
 import urllib.parse
 from typing import Any
 
-from chalicelib.core import outbound
 from chalicelib.core.config import settings
+from chalicelib.core.http import outbound
 from chalicelib.core.http.validation import F
 from chalicelib.gateway.ingest.sources import Batch, Record, RecordSpool, SourceError, Src, resolve_columns
 
@@ -94,7 +94,7 @@ def check_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) 
 
 
 def resolve(host: str, port: int) -> str:
-    """The one address to connect to: the host resolved once, every answer checked (``core/outbound.py``)."""
+    """The one address to connect to: the host resolved once, every answer checked (``core/http/outbound.py``)."""
     try:
         return outbound.resolve(host, port, _policy())
     except outbound.Refused as err:
