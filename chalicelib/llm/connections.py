@@ -353,7 +353,8 @@ def test(principal: Principal, name: str, caller: CallerLike | None = None) -> d
             module.complete(probe, conn["region"], tiny)
             checks.append(_check(True, "chat", f"{probe.id} answered a chat completion"))
     except openai_http.ProviderError as err:
-        checks.append(_check(False, "chat" if listed is not None else "list_models", str(err), err.code))
+        step = "list_models" if conn["kind"] == "openai" and listed is None else "chat"
+        checks.append(_check(False, step, str(err), err.code))
     ok = all(c["ok"] for c in checks) and bool(checks)
     result = {"name": name, "ok": ok, "checks": checks, "listed_models": listed,
               "duration_ms": round((time.perf_counter() - started) * 1000, 1)}

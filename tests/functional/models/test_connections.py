@@ -255,3 +255,22 @@ def test_declared_entries_allow_only_their_address_and_port(monkeypatch: pytest.
     for addr, port in refused:
         with pytest.raises(Refused):
             outbound.check_address(ipaddress.ip_address(addr), "h", port)
+
+
+def test_a_bedrock_connection_is_offered_and_its_test_names_the_failure(tenant: Tenant, world: helpers.World) -> None:
+    """A Bedrock model in the workspace's region: no URL or key; routed like any model. moto does not
+    serve Bedrock's runtime, so the test reports the provider's failure (the request shape is checked with
+    botocore's Stubber in tests/unit/models/test_bedrock.py)."""
+    with helpers.client() as c:
+        made = create(c, tenant.token, {"name": "team-claude", "kind": "bedrock", "region": "us-east",
+                                        "models": [{"id": "anthropic.claude-3-haiku-20240307-v1:0", "tool_use": True}]})
+        with_url = create(c, tenant.token, {"name": "other", "kind": "bedrock", "region": "us-east",
+                                            "base_url": "https://example.com", "models": ["x"]})
+        models = c.http.get("/v1/models", headers=bearer(world.member.token)).json_body
+        tested = post(c, "/v1/models/connections/team-claude/test", tenant.token, {}).json_body
+    assert made.status_code == 201 and made.json_body["has_key"] is False and "base_url" not in made.json_body
+    assert with_url.status_code == 400
+    ids = [m["id"] for m in models["items"]]
+    assert ids[0] == "team-claude/anthropic.claude-3-haiku-20240307-v1:0"
+    assert models["items"][0]["provider_kind"] == "bedrock" and models["items"][0]["capabilities"]["tool_use"]
+    assert tested["ok"] is False and tested["checks"][0]["step"] == "chat"
