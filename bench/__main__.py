@@ -39,6 +39,7 @@ MODULES: tuple[str, ...] = (
     "bench_regions",
     "bench_chat",
     "bench_models",
+    "bench_reader",
     "bench_webapp",
     "bench_agents",
     "bench_residency",

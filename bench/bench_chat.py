@@ -4,6 +4,7 @@ beside bare bm25s on the same corpus; indexing throughput beside bare bm25s inde
 (recall@5, MRR) lexical vs hybrid on the labelled set in bench/data/knowledge_qa.json. In-process, moto."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -58,6 +59,7 @@ def _run() -> None:
     from chalicelib.chat import service as chat
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
+    from chalicelib.gateway import reader
     from chalicelib.gateway.catalog import service as catalog
     from chalicelib.groups import create_app
     from chalicelib.knowledge import chunking, indexer, lexical, store
@@ -79,7 +81,8 @@ def _run() -> None:
     big = put_dataset(ws, region, "bench_docs", [field("document_id"), field("file_name"), field("text")], [])
     rec = catalog.snapshot(ws).datasets[big]
     t0 = time.perf_counter()
-    chunks = [chunking.Chunk(chunking.chunk_id(big, f"doc_{i // CHUNKS_PER_DOC}", 0, len(x), x), chunking.DOCUMENT,
+    ident = functools.partial(reader.opaque_ref, rec)
+    chunks = [chunking.Chunk(chunking.chunk_id(ident, f"doc_{i // CHUNKS_PER_DOC}", 0, len(x), x), chunking.DOCUMENT,
                              big, f"doc_{i // CHUNKS_PER_DOC}", rec.data_prefix or "", f"doc {i // CHUNKS_PER_DOC}",
                              0, len(x), x, ("text",)) for i, x in enumerate(texts)]
     model = lexical.build(texts)

@@ -2,7 +2,9 @@
 
 Every tool calls the same service the user's own request would reach (``gateway.query.run``,
 ``gateway.catalog``, ``knowledge.service``) with a ``Principal`` rebuilt from that user's *live*
-membership, so dataset ACLs, DENY fields and MASK/HASH/REDACT policies apply exactly as they do for the
+membership. The data-reading tools (``query``, ``knowledge_search``) read only through the
+policy-enforcing reader behind those services (``gateway/reader.py``), so dataset ACLs, per-document
+ACLs, DENY fields and MASK/HASH/REDACT policies (key columns included) apply exactly as they do for the
 user directly; a user who left the workspace makes the tool refuse. Tool outputs are JSON and are what
 the step ledger stores.
 

@@ -214,7 +214,8 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
     if datasets:
         lineage.record_edges(principal.workspace_id, [
             ("DATASET", ds, "CHAT_ANSWER", message_id, {"target_name": f"chat answer {message_id}",
-                                                        "chat_id": chat_id, "model": spec.id}) for ds in datasets])
+                                                        "chat_id": chat_id, "model": spec.id,
+                                                        "user_id": principal.user_id}) for ds in datasets])
     audit.append(region, principal.workspace_id, "chat.answered",
                  actor=Actor.of(principal),
                  target={"type": "chat", "id": chat_id},

@@ -66,6 +66,7 @@ class MembershipAttrs(BaseModel):
     email = UnicodeAttribute()
     joined_at = UnicodeAttribute()
     joined_via = UnicodeAttribute(default="created")  # created | invitation | domain_join | seed
+    role_since = UnicodeAttribute(null=True)  # when ``role`` was last set (absent: since ``joined_at``)
     by_user = _ByUser()
 
 

@@ -8,6 +8,8 @@ Read rules (the one place they live; REST, GraphQL, lineage, policies and the qu
 - A field under the ``DENY`` policy does not exist for non-admin callers (not listed, not searchable by
   name or classification, not loaded for queries). Admins see it in the schema with its policy.
 - Field policies apply to the *values* for everyone, Admins included; only ``ALLOW`` shows raw values.
+- Rows: a dataset's ``row_acl`` (per-document ACLs) hides rows from callers it does not match; the
+  policy-enforcing reader (``gateway/reader.py``) applies it, with the rules above, on every content path.
 
 Datasets and connectors of a workspace are kept as a per-process snapshot tagged with the workspace's
 catalog version (``gateway/catalog/versions.py``). Every read first checks the version (one consistent
@@ -81,6 +83,9 @@ class DatasetRecord:
     _haystack: str = field(default="", repr=False)
     acl_keys: frozenset[str] = field(default=frozenset(), repr=False)  # "role:<id>" / "user:<id>"
     fresh_since: float = 0.0  # epoch seconds of last_synced_at (created_at when never synced)
+    row_acl: dict[str, list[dict[str, str]]] = field(default_factory=dict, repr=False)  # document id -> acl
+    # the documents hidden from each ACL key set (``gateway/reader.hidden_rows``), for this record's life
+    hidden_memo: dict[frozenset[str], frozenset[str]] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -177,8 +182,22 @@ def to_record(item: models.DatasetAttrs) -> DatasetRecord:
                                stored if stored in CLASSIFICATIONS else "INTERNAL"),
     )
     rec.acl_keys = frozenset(f"{a['type']}:{a['id']}" for a in acl)
+    rec.row_acl = _row_acl(getattr(item, "row_acl", None))
     rec.fresh_since = clock.parse_iso(rec.last_synced_at or rec.created_at).timestamp()
     return rec
+
+
+def _row_acl(raw: str | None) -> dict[str, list[dict[str, str]]]:
+    """Per-document ACLs (``gateway/reader``); an ACL that is not a list admits nobody but Admins."""
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        value = {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(doc): [{"type": str(a.get("type", "")), "id": str(a.get("id", ""))}
+                       for a in (acl if isinstance(acl, list) else []) if isinstance(a, dict)]
+            for doc, acl in value.items()}
 
 
 def _index(rec: DatasetRecord) -> DatasetRecord:

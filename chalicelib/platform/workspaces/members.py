@@ -84,11 +84,11 @@ def change_role(workspace_id: str, user_id: str, role: str, *, actor: audit.Acto
     cls = memberships(region_of(workspace_id))
 
     def write(tx: TransactWrite) -> None:
-        tx.update(target, actions=[cls.role.set(role)], condition=cls.role == target.role)
+        tx.update(target, actions=[cls.role.set(role), cls.role_since.set(clock.iso())], condition=cls.role == target.role)
 
     if role == Role.ADMIN.value:  # a promotion can never remove the last Admin
         try:
-            target.update(actions=[cls.role.set(role)], condition=cls.user_id.exists())
+            target.update(actions=[cls.role.set(role), cls.role_since.set(clock.iso())], condition=cls.user_id.exists())
         except UpdateError:
             raise not_found("member") from None
     else:
@@ -116,5 +116,6 @@ def remove_member(workspace_id: str, user_id: str, *, actor: audit.Actor, caller
 def add_member_tx(tx: TransactWrite, workspace_id: str, user_id: str, email: str, role: str, via: str) -> None:
     """Add a membership inside ``tx`` (fails the transaction when the user already is a member)."""
     cls = memberships(region_of(workspace_id))
-    tx.save(cls(workspace_id, user_id, role=role, email=email, joined_at=clock.iso(), joined_via=via),
+    now = clock.iso()
+    tx.save(cls(workspace_id, user_id, role=role, email=email, joined_at=now, joined_via=via, role_since=now),
             condition=cls.user_id.does_not_exist())

@@ -81,7 +81,7 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
     else:
         raise RuntimeError("could not find a free slug")
     memberships(region)(ws_id, owner_id, role=Role.ADMIN.value, email=owner_email, joined_at=now,
-                        joined_via=joined_via).save()
+                        joined_via=joined_via, role_since=now).save()
     audit.append(region, ws_id, "workspace.created",
                  actor=audit.Actor("user", owner_id, owner_email),
                  target={"type": "workspace", "id": ws_id},
