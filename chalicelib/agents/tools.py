@@ -105,14 +105,18 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.knowledge import service, store  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
+    from chalicelib.knowledge import service  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
     hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
     ctx.read.update(h.chunk.dataset_id for h in hits)
-    acls = store.manifests(ctx.region, ctx.principal.workspace_id).doc_acls if hits else {}
+    datasets = catalog.snapshot(ctx.principal.workspace_id).datasets if hits else {}
+
+    def restricted(h: Any) -> bool:  # a document with its own access list
+        rec = datasets.get(h.chunk.dataset_id)
+        return h.chunk.kind == DOCUMENT and rec is not None and bool((rec.row_acl or {}).get(h.chunk.doc))
+
     return {"passages": [{"text": h.chunk.text, "title": h.chunk.title, "score": round(h.score, 6),
-                          "citation": h.citation(),
-                          "restricted": h.chunk.kind == DOCUMENT and bool(acls.get(h.chunk.doc))} for h in hits]}
+                          "citation": h.citation(), "restricted": restricted(h)} for h in hits]}
 
 
 def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
