@@ -41,6 +41,7 @@ MODULES: tuple[str, ...] = (
     "bench_models",
     "bench_reader",
     "bench_webapp",
+    "bench_uploads",
     "bench_agents",
     "bench_residency",
 )

@@ -425,12 +425,36 @@ def serve_region(region: str) -> None:
         server.server.shutdown()
 
 
+def busy_ports(host: str, ports: dict[str, int]) -> list[tuple[str, int]]:
+    """The (name, port) pairs something already listens on, checked before anything starts."""
+    busy = []
+    for name, port in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                busy.append((name, port))
+    return busy
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--region"]:
         serve_region(sys.argv[2])
         return
     started = time.monotonic()
     platform = LocalPlatform()
+    wanted = dict(platform.ports)
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        wanted["emulator"] = platform.emulator_port
+    busy = busy_ports(platform.host, wanted)
+    if busy:
+        names = ", ".join(f"{port} ({name})" for name, port in busy)
+        fix = ",".join(f"{name}={port + 100}" for name, port in busy if name != "emulator")
+        print(f"could not start: port {names} already in use on {platform.host}. Stop what listens there "
+              f"(`ss -ltnp` names it), or choose free ports: LOCAL_PORTS={fix or 'platform=8100'}"
+              f"{' EMULATOR_PORT=' + str(platform.emulator_port + 100) if any(n == 'emulator' for n, _ in busy) else ''}"
+              " make run", file=sys.stderr)
+        raise SystemExit(1)
     try:
         info = platform.start()
     except OSError as err:

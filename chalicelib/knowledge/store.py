@@ -56,6 +56,12 @@ def _ttl() -> float:
     return settings().knowledge_cache_seconds
 
 
+def trust_seconds() -> float:
+    """How long a search trusts what it read: the manifests here, and the catalog version it checked
+    (``catalog.snapshot(..., trust_seconds=...)``), one bound for both (docs/decisions.md)."""
+    return _ttl()
+
+
 def invalidate(workspace_id: str | None = None) -> None:
     with _lock:
         if workspace_id is None:

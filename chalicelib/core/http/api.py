@@ -24,7 +24,7 @@ from chalicelib.core.http import json_body
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import WORKSPACE, scoped
-from chalicelib.core.tenancy import ensure_served_here, live_principal, require_member
+from chalicelib.core.tenancy import RequestScope, ensure_served_here, live_principal, require_member, scope_of
 from chalicelib.core.tokens import bearer, verifier
 
 log = get_logger("web")
@@ -57,6 +57,13 @@ class Ctx:
     request: Any
     principal: Principal | None = None
     _body: Any = field(default=None, repr=False)
+    _scope: RequestScope | None = field(default=None, repr=False)
+
+    @property
+    def scope(self) -> RequestScope:
+        """The request scope resolved by the authorisation path (principal, region, directory entry)."""
+        assert self._scope is not None, "route is public"
+        return self._scope
 
     @property
     def caller(self) -> Caller:
@@ -181,11 +188,18 @@ def missing_credentials() -> ApiError:
 
 def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE,
               params: dict[str, str] | None = None) -> Principal:
+    """``resolve``'s principal (GraphQL resolvers and callers that need no more)."""
+    return resolve(authorization, permission, scope, params).principal
+
+
+def resolve(authorization: str | None, permission: str, scope: str = WORKSPACE,
+            params: dict[str, str] | None = None) -> RequestScope:
     """The one authorization path of every surface (REST views here, GraphQL in the gateway): verify the
     Bearer token, answer 421 when another region's deployment serves the workspace (before any regional
     store is read), replace its roles by the live membership (``core.tenancy.live_principal``: removed,
     demoted and ``enforce_mfa`` apply at once), check ``permission`` against the permission map, and check
-    that a ``{workspace_id}`` in the path is the token's own workspace with the caller a member there."""
+    that a ``{workspace_id}`` in the path is the token's own workspace with the caller a member there.
+    Returns the request's scope: what it read on the way (cached per container, ``core.tenancy``)."""
     if not authorization:
         raise missing_credentials()
     principal = verifier().principal(bearer(authorization))
@@ -195,7 +209,7 @@ def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE
     require(principal, permission)
     if permission != AUTHENTICATED and "workspace_id" in (params or {}):
         require_member(principal, (params or {})["workspace_id"])  # a path names the token's own workspace only
-    return principal
+    return scope_of(principal)
 
 
 def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
@@ -203,7 +217,8 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
         ctx = Ctx(request=_REQUEST.get() or app.current_request)
         try:
             if not route.public:
-                ctx.principal = authorize(ctx.header("authorization"), route.permission or "", route.scope, params)
+                ctx._scope = resolve(ctx.header("authorization"), route.permission or "", route.scope, params)
+                ctx.principal = ctx._scope.principal
             result = route.fn(ctx, **params)
         except ApiError as err:
             return problem_response(err)

@@ -128,6 +128,24 @@ def revoke(workspace_id: str, invitation_id: str, *, actor: audit.Actor, caller:
     return to_public(get(workspace_id, invitation_id))
 
 
+def preview(workspace_id: str, invitation_id: str, principal: Principal) -> dict[str, Any]:
+    """What the invited person sees before accepting: the workspace's name and residency, who invited
+    them, the role and when the invitation ends. Only the invited address may read it (another address
+    gets the same 404 as an unknown invitation), so it tells no one else anything."""
+    try:
+        region_of(workspace_id)
+    except ApiError:
+        raise not_found("invitation") from None
+    inv = get(workspace_id, invitation_id)
+    if users.normalise_email(principal.email or "") != inv.email:
+        raise not_found("invitation")
+    ws = get_workspace(workspace_id)
+    inviter = json.loads(inv.invited_by or "{}")
+    return {"id": inv.id, "workspace": {"id": workspace_id, "name": ws.name, "residency": ws.residency},
+            "role": inv.role, "status": status_of(inv), "expires_at": clock.iso(inv.expires_at),
+            "invited_by": {"email": inviter.get("email")}, "email": inv.email}
+
+
 def accept(workspace_id: str, invitation_id: str, principal: Principal, *, caller: Any = None) -> dict[str, Any]:
     """Accept as the signed-in user. Another address gets the same 404 as an unknown invitation."""
     try:

@@ -10,7 +10,6 @@ from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import validate
 from chalicelib.core.regions import GLOBAL, region_for
 from chalicelib.core.store import idempotency
-from chalicelib.core.tenancy import get_workspace
 from chalicelib.platform.access import require_user_token
 from chalicelib.platform.workspaces import domain_join
 from chalicelib.platform.workspaces import service as svc
@@ -48,7 +47,7 @@ def list_workspaces(ctx: Ctx) -> Any:
 @api.route("/v1/workspaces/{workspace_id}", permission="workspace.read")
 def get_workspace_route(ctx: Ctx, workspace_id: str) -> Any:
     paging.check_params(ctx.query, ())
-    return svc.to_public(get_workspace(workspace_id))
+    return svc.to_public(ctx.scope.entry())  # the path's workspace is the token's (checked by the route wrapper)
 
 
 @api.route("/v1/workspaces/{workspace_id}", methods=["PATCH"], permission="workspace.update")

@@ -28,7 +28,7 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import DR_REGIONS, endpoints, region_for
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
-from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
+from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, workspaces, workspaces_of
 from chalicelib.core.workspace_settings import AUTO_EXPIRY_SETTINGS, settings_of
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
@@ -373,3 +373,4 @@ def _write_update(ws: WorkspaceAttrs, actions: list[Any], old_settings: str, ind
         if index_remove:
             tx.update(domain_index()(f"domain#{index_remove}"),
                       actions=[DomainJoinIndexAttrs.workspace_ids.delete({ws.id})])
+    forget_scopes()  # this container sees the change from its next read
