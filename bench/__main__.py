@@ -38,6 +38,7 @@ MODULES: tuple[str, ...] = (
     "bench_gateway_query",
     "bench_regions",
     "bench_chat",
+    "bench_models",
     "bench_reader",
     "bench_webapp",
     "bench_uploads",

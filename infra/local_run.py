@@ -237,6 +237,7 @@ class LocalPlatform:
         self._emulator: Any = None
         self._servers: list[Any] = []
         self._children: list[subprocess.Popen[bytes]] = []
+        self.local_models: list[Any] = []  # infra.local_model servers (LOCAL_MODEL)
         # URLs name "localhost" (the servers listen on 127.0.0.1): browsers refuse an IP address as the
         # WebAuthn relying-party ID, and the RP ID is the identity service's host.
         self.url_host = "localhost" if self.host == "127.0.0.1" else self.host
@@ -289,10 +290,11 @@ class LocalPlatform:
         """One process per open region, with only that region's addresses and its pin."""
         from chalicelib.core.regions import OPEN_REGIONS
 
+        models = self._start_local_models(OPEN_REGIONS)
         for region in OPEN_REGIONS:
             env = {**os.environ, "REGION": region, "BASE_URL": self.url(port_name("platform", region)),
                    "GATEWAY_URL": self.url(port_name("gateway", region)),
-                   "LOCAL_PORTS": ",".join(f"{k}={v}" for k, v in self.ports.items())}
+                   "LOCAL_PORTS": ",".join(f"{k}={v}" for k, v in self.ports.items()), **models.get(region, {})}
             self._children.append(subprocess.Popen(
                 [sys.executable, "-m", "infra.local_run", "--region", region], env=env,
                 cwd=str(Path(__file__).resolve().parent.parent)))
@@ -319,6 +321,33 @@ class LocalPlatform:
         if self._emulator is not None:
             self._emulator.save()  # the seeded tenant is on disk before run.json says it exists
         return demo
+
+    def _start_local_models(self, regions: tuple[str, ...]) -> dict[str, dict[str, str]]:
+        """With ``LOCAL_MODEL`` (a GGUF file): one llama.cpp server per region, registered in that region's
+        process as its ``local`` provider (first in ``auto``), its address declared in ``OUTBOUND_ALLOW`` so
+        an Admin may also add it as a model connection. Returns each region process's extra environment."""
+        path = os.environ.get("LOCAL_MODEL", "").strip()
+        if not path:
+            return {}
+        from chalicelib.llm.registry import load_config
+        from infra import local_model
+
+        config = load_config(os.environ.get("MODEL_PROVIDERS", ""))
+        extra: dict[str, dict[str, str]] = {}
+        for region in regions:
+            server = local_model.start(path)
+            server.extra["region"] = region
+            self.local_models.append(server)
+            entry = local_model.provider_config(
+                {region: server}, tool_use=os.environ.get("LOCAL_MODEL_TOOL_USE") == "1",
+                timeout_seconds=float(os.environ.get("LOCAL_MODEL_TIMEOUT", "120")),
+                max_answer_tokens=int(os.environ.get("LOCAL_MODEL_MAX_TOKENS", "512")))
+            providers = [p for p in config.get("providers", []) if p.get("id") != "local"] + [entry]
+            preference = [f"local/{server.model}"] + list(config.get("preference", []))
+            allow = ",".join(filter(None, [os.environ.get("OUTBOUND_ALLOW", ""), f"127.0.0.1:{server.port}"]))
+            extra[region] = {"MODEL_PROVIDERS": json.dumps({**config, "providers": providers, "preference": preference}),
+                             "OUTBOUND_ALLOW": allow}
+        return extra
 
     def start(self) -> dict[str, Any]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -355,6 +384,8 @@ class LocalPlatform:
             "resource_prefix": settings().resource_prefix,  # operator commands name the same tables
             "pid": os.getpid(),
             "state": emulator.status() if emulator is not None else {"persistent": False},
+            "local_models": {m.extra["region"]: {"model": f"local/{m.model}", "base_url": m.base_url}
+                             for m in self.local_models},
         }
         path = self.state_dir / "run.json"
         tmp = self.state_dir / "run.json.tmp"
@@ -379,6 +410,8 @@ class LocalPlatform:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
+        for model in self.local_models:
+            model.stop()
         if self._emulator is not None:
             self._emulator.stop_budget = max(1.0, deadline - time.monotonic())
             return self._emulator.stop()
@@ -460,6 +493,10 @@ def main() -> None:
         print(f"  {name:<13} {url}")
     for region, urls in info["regions"].items():
         print(f"  {region:<13} platform {urls['platform']}  gateway {urls['gateway']}")
+    for region, model in info["local_models"].items():
+        print(f"  {region:<13} local model {model['model']} (llama.cpp at {model['base_url']})")
+    if not info["local_models"]:
+        print("\nNo generative model: chat answers quote sources. LOCAL_MODEL=/path/model.gguf make run starts one.")
     print("\nDemo sign-in (also in .local/run.json):")
     for key in ("email", "password", "totp_secret", "workspace_id", "eu_workspace_id"):
         if demo.get(key):

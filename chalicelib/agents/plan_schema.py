@@ -99,3 +99,21 @@ def input_errors(tool: str, args: dict[str, Any], where: str) -> list[dict[str, 
         if message:
             errors.append({"field": f"{where}.{name}", "message": message})
     return errors
+
+
+def call_schema(tool: Tool) -> dict[str, Any]:
+    """The JSON Schema of a model's call of ``tool`` (OpenAI ``parameters``, Bedrock ``inputSchema``): the
+    tool's input fields with their own types only (a model's call takes no templates)."""
+    props: dict[str, Any] = {}
+    for name, f in tool.fields.items():
+        types = _types(f)
+        schema: dict[str, Any] = {"type": types[0] if len(types) == 1 else types}
+        bounds = {"minLength": f.min_len, "maxLength": f.max_len} if types == ["string"] else \
+            {"minimum": f.minimum, "maximum": f.maximum}
+        schema.update({k: v for k, v in bounds.items() if v is not None})
+        props[name] = schema
+    out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+    required = [name for name, f in tool.fields.items() if f.required]
+    if required:
+        out["required"] = required
+    return out

@@ -24,6 +24,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.query import service as query
+from chalicelib.knowledge.chunking import DOCUMENT
 
 MAX_ROWS = 200
 MEMORY_KEY_MAX = 128
@@ -57,6 +58,7 @@ class Tool:
     description: str
     fields: dict[str, F]
     fn: Callable[[ToolContext, dict[str, Any]], Any]
+    writes: bool = False  # changes state (or would send data out): guarded in model-chosen runs
 
 
 def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +67,18 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                        answer={"type": "AGENT_RUN", "id": ctx.run_id})
     ctx.read.update(d["id"] for d in result["datasets"])
     return {"columns": result["columns"], "rows": result["rows"], "row_count": result["row_count"],
-            "truncated": result["truncated"], "datasets": [{"id": d["id"], "name": d["name"]} for d in result["datasets"]]}
+            "truncated": result["truncated"], "datasets": [{"id": d["id"], "name": d["name"]} for d in result["datasets"]],
+            "policy_restricted": _policy_restricted(ctx, [d["id"] for d in result["datasets"]])}
+
+
+def _policy_restricted(ctx: ToolContext, dataset_ids: list[str]) -> bool:
+    """Whether a dataset the query read has a field the user sees under a policy other than ALLOW (then
+    every value of the answer counts as restricted: it may never reach a writing tool)."""
+    for ds in dataset_ids:
+        schema = catalog.schema_of(ctx.principal, ds)
+        if any(str(f.get("policy") or "ALLOW").upper() != "ALLOW" for f in schema["fields"]):
+            return True
+    return False
 
 
 def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -96,8 +109,14 @@ def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
     hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
     ctx.read.update(h.chunk.dataset_id for h in hits)
+    datasets = catalog.snapshot(ctx.principal.workspace_id).datasets if hits else {}
+
+    def restricted(h: Any) -> bool:  # a document with its own access list
+        rec = datasets.get(h.chunk.dataset_id)
+        return h.chunk.kind == DOCUMENT and rec is not None and bool((rec.row_acl or {}).get(h.chunk.doc))
+
     return {"passages": [{"text": h.chunk.text, "title": h.chunk.title, "score": round(h.score, 6),
-                          "citation": h.citation()} for h in hits]}
+                          "citation": h.citation(), "restricted": restricted(h)} for h in hits]}
 
 
 def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +146,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("memory_write", "Remember a value for this user (kept 30 days after the last write).",
          {"key": F(str, required=True, min_len=1, max_len=MEMORY_KEY_MAX, pattern=MEMORY_KEY_PATTERN),
            "value": F((str, int, float, bool, list, dict), required=True)},
-         _memory_write),
+         _memory_write, writes=True),
 )}
 TOOL_NAMES: tuple[str, ...] = tuple(TOOLS)
 

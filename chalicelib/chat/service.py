@@ -53,6 +53,7 @@ LIST_KIND = "chats"
 class Timings:
     retrieval_ms: float = 0.0
     model_ms: float = 0.0
+    grounding_ms: float = 0.0
     storage_ms: float = 0.0
 
 
@@ -116,6 +117,18 @@ def _own(principal: Principal, chat_id: str) -> ChatAttrs:
     return item
 
 
+def _notes(kind: str, checked: Any) -> dict[str, Any]:
+    """What the reader must know beside the answer: no generative model, or low grounding."""
+    out: dict[str, Any] = {}
+    if kind == "extractive":
+        out["notice"] = {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}
+    elif checked.notice:
+        out["notice"] = {"code": checked.notice, "message": checked.content.split("\n", 1)[0]}
+    if checked.unverified is not None:
+        out["unverified_answer"] = checked.unverified
+    return out
+
+
 def _sources(hits: list[Hit], cited: list[dict[str, Any]]) -> list[dict[str, Any]]:
     used = {c["chunk_id"] for c in cited}
     return [{"kind": h.chunk.kind, "dataset_id": h.chunk.dataset_id, "id": h.citation()["source"]["id"],
@@ -125,7 +138,7 @@ def _sources(hits: list[Hit], cited: list[dict[str, Any]]) -> list[dict[str, Any
 def answer(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None) -> Answer:
     """Answer one chat request (a new chat, or a continuation when ``chat_id`` is given)."""
     # retrieval (numpy, bm25s) loads on the first answer, not at the platform group's cold start
-    from chalicelib.knowledge import citations  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
+    from chalicelib.knowledge import grounding  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
     from chalicelib.knowledge import service as knowledge  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
     require(principal, "chat.use")
@@ -143,6 +156,7 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
                     max_tokens=MAX_ANSWER_TOKENS)
     need = models.Need(context_tokens=prompt_tokens(prompt) + MAX_ANSWER_TOKENS, streaming=stream)
     routing = models.route(principal, model_id, need)
+    prompt.max_tokens = min(MAX_ANSWER_TOKENS, routing.chosen.max_answer_tokens)
 
     started = time.perf_counter()
     deltas: list[str] = []
@@ -158,11 +172,19 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
         else:
             completion = models.complete(routing, prompt)
     except ProviderError as err:
-        raise ApiError(502, "provider_error", f"The model provider failed: {err}") from None
+        if err.code == "timeout":
+            raise ApiError(504, "model_timeout", f"The model did not answer in time: {err}. Nothing was stored; "
+                           "ask again, or ask an Admin to raise its timeout or pick a faster model.") from None
+        raise ApiError(502, "provider_error", f"The model provider failed: {err}",
+                       extra={"failure": err.code}) from None
     timings.model_ms = (time.perf_counter() - started) * 1000
 
-    checked = citations.verify(completion.text, hits)
+    started = time.perf_counter()
     spec = routing.chosen
+    checked = grounding.ground(completion.text, hits, routing.region, generative=spec.kind == "generative",
+                               question=question)
+    timings.grounding_ms = (time.perf_counter() - started) * 1000
+    notes = _notes(spec.kind, checked)
     now = clock.iso()
     message_id = new_id("msg")
     assistant = {"id": message_id, "role": "assistant", "content": checked.content, "created_at": now,
@@ -170,7 +192,7 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
                  "routing": routing.as_dict(), "usage": {"input_tokens": completion.input_tokens,
                                                          "output_tokens": completion.output_tokens},
                  "citations": checked.citations, "grounding": checked.grounding,
-                 "kind": spec.kind}
+                 "kind": spec.kind, **notes}
     stored_new = [{"id": new_id("msg"), **m, "created_at": now} for m in new_messages]
 
     started = time.perf_counter()
@@ -228,7 +250,7 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
     reply = {"id": message_id, "chat_id": chat_id, "message": {"role": "assistant", "content": checked.content},
              "model": spec.id, "provider": spec.provider, "region": region, "routing": routing.as_dict(),
              "usage": assistant["usage"], "citations": checked.citations, "grounding": checked.grounding,
-             "kind": spec.kind, "created_at": now}
+             "kind": spec.kind, "created_at": now, **notes}
     return Answer(reply, deltas, timings)
 
 
@@ -251,7 +273,8 @@ def sse_events(reply: dict[str, Any]) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = [{"event": "message_start", "data": {
         k: reply[k] for k in ("id", "chat_id", "model", "provider", "region", "routing", "kind", "created_at")}}]
     events += [{"event": "content_delta", "data": {"text": p}} for p in pieces]
-    events.append({"event": "citations", "data": {"citations": reply["citations"], "grounding": reply["grounding"]}})
+    events.append({"event": "citations", "data": {"citations": reply["citations"], "grounding": reply["grounding"],
+                                                  **{k: reply[k] for k in ("notice", "unverified_answer") if k in reply}}})
     events.append({"event": "message_stop", "data": {"usage": reply["usage"], "stop_reason": "end_turn"}})
     for n, e in enumerate(events, start=1):
         e["data"] = {"sequence": n, **e["data"]}

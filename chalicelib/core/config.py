@@ -28,6 +28,7 @@ class Settings:
     mail_outbox_dir: str | None  # local runs: every e-mail is also written here
     app_client_id: str  # the app shell's public OAuth client
     domain_verification_url: str  # operator setting: where SSO domain proofs are fetched ({domain})
+    outbound_allow: tuple[str, ...]  # OUTBOUND_ALLOW: private addresses the deployment lets tenants reach
     catalog_cache_seconds: float  # how long a catalog version check is trusted (0: check on every read)
     query_time_limit_seconds: float
     query_memory_limit: str
@@ -72,6 +73,7 @@ def settings() -> Settings:
         mail_outbox_dir=os.environ.get("MAIL_OUTBOX_DIR") or None,
         app_client_id=os.environ.get("APP_CLIENT_ID", "app-shell"),
         domain_verification_url=os.environ.get("DOMAIN_VERIFICATION_URL", DEFAULT_DOMAIN_VERIFICATION_URL),
+        outbound_allow=tuple(e.strip() for e in os.environ.get("OUTBOUND_ALLOW", "").split(",") if e.strip()),
         catalog_cache_seconds=float(os.environ.get("CATALOG_CACHE_SECONDS", "0")),
         query_time_limit_seconds=float(os.environ.get("QUERY_TIME_LIMIT_SECONDS", "10")),
         query_memory_limit=os.environ.get("QUERY_MEMORY_LIMIT", "512MB"),

@@ -20,6 +20,9 @@ class Verified:
     citations: list[dict[str, Any]]
     grounding: dict[str, Any]
     dropped: list[dict[str, Any]] = field(default_factory=list)
+    backed: set[int] = field(default_factory=set)  # sentences backed by a verified marker
+    unverified: str | None = None  # the model's text when no sentence was supported (knowledge/grounding.py)
+    notice: str | None = None  # low_grounding | unsupported
 
 
 def locate(chunk_text: str, quote: str) -> int:
@@ -66,4 +69,5 @@ def verify(text: str, hits: list[Hit]) -> Verified:
     total = sum(counts)
     grounded = sum(1 for i in backed if i < len(counts) and counts[i])
     return Verified(content.strip(), citations, {"sentences": total, "grounded_sentences": grounded,
-                                                 "ratio": round(grounded / total, 4) if total else 0.0}, dropped)
+                                                 "ratio": round(grounded / total, 4) if total else 0.0}, dropped,
+                    {i for i in backed if i < len(counts) and counts[i]})

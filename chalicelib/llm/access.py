@@ -11,20 +11,28 @@ from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import ROLE_VALUES, Principal
 from chalicelib.core.http.errors import validation_error
 from chalicelib.core.tenancy import region_of
-from chalicelib.llm.models import model_access
-from chalicelib.llm.registry import registry
+from chalicelib.llm.connections import workspace_registry
+from chalicelib.llm.models import ModelAccessAttrs, model_access
 
 MAX_MODELS_PER_ROLE = 100
 
 
+def settings_item(workspace_id: str) -> ModelAccessAttrs | None:
+    """The workspace's model settings (allow-list and connections): one consistent read."""
+    try:
+        return model_access(region_of(workspace_id)).get(workspace_id, consistent_read=True)
+    except DoesNotExist:
+        return None
+
+
+def allow_of(item: ModelAccessAttrs | None) -> dict[str, list[str]]:
+    data = json.loads(item.allow or "{}") if item is not None else {}
+    return data if isinstance(data, dict) else {}
+
+
 def allow_list(workspace_id: str) -> dict[str, list[str]]:
     """``{role: [model ids]}``; a role missing from it may use every model of the region."""
-    try:
-        item = model_access(region_of(workspace_id)).get(workspace_id, consistent_read=True)
-    except DoesNotExist:
-        return {}
-    data = json.loads(item.allow or "{}")
-    return data if isinstance(data, dict) else {}
+    return allow_of(settings_item(workspace_id))
 
 
 def allowed_for(allow: dict[str, list[str]], roles: tuple[str, ...], model_id: str) -> bool:
@@ -36,7 +44,7 @@ def set_allow_list(principal: Principal, body: Any, caller: CallerLike | None = 
     """Replace the allow-list: ``{"roles": {"member": ["builtin/extractive"], ...}}`` (``null`` clears a role)."""
     if not isinstance(body, dict) or set(body) != {"roles"} or not isinstance(body["roles"], dict):
         raise validation_error([{"field": "roles", "message": "must be an object mapping roles to model id lists"}])
-    known = {m.id for m in registry().models}
+    known = {m.id for m in workspace_registry(principal.workspace_id, settings_item(principal.workspace_id)).models}
     allow: dict[str, list[str]] = {}
     errors = []
     for role, ids in body["roles"].items():
@@ -53,8 +61,10 @@ def set_allow_list(principal: Principal, body: Any, caller: CallerLike | None = 
     if errors:
         raise validation_error(errors)
     region = region_of(principal.workspace_id)
-    model_access(region)(principal.workspace_id, allow=json.dumps(allow, sort_keys=True), updated_at=clock.iso(),
-                         updated_by=principal.user_id).save()
+    cls = model_access(region)
+    cls(principal.workspace_id).update(actions=[  # an update: the item's connections stay as they are
+        cls.allow.set(json.dumps(allow, sort_keys=True)), cls.updated_at.set(clock.iso()),
+        cls.updated_by.set(principal.user_id)])
     audit.append(region, principal.workspace_id, "models.allow_list_updated",
                  actor=Actor.of(principal), target={"type": "workspace",
                                                                                   "id": principal.workspace_id},

@@ -1,7 +1,8 @@
-"""Model storage (regional): the per-role model allow-list an Admin sets for a workspace."""
+"""Model storage (regional): the per-role model allow-list and the model connections an Admin sets for a
+workspace (one item per workspace)."""
 from __future__ import annotations
 
-from pynamodb.attributes import UnicodeAttribute
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from chalicelib.core.store.tables import BaseModel, regional
 
@@ -13,6 +14,8 @@ class ModelAccessAttrs(BaseModel):
     TABLE = "model_access"
     workspace_id = UnicodeAttribute(hash_key=True)
     allow = UnicodeAttribute(default="{}")
+    connections = UnicodeAttribute(null=True)  # JSON list (llm/connections.py); keys only as KMS ciphertext
+    version = NumberAttribute(null=True)  # bumped by every connection change (conditional writes)
     updated_at = UnicodeAttribute()
     updated_by = UnicodeAttribute()
 

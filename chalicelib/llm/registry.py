@@ -22,6 +22,9 @@ log = get_logger("models.registry")
 
 EXTRACTIVE_ID = "builtin/extractive"
 PROVIDER_KINDS = ("extractive", "openai", "bedrock")
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_ANSWER_TOKENS = 1024
+MAX_TIMEOUT_S = 900.0
 CROSS_REGION_PREFIXES = ("us.", "eu.", "apac.", "global.", "us-gov.", "jp.", "au.", "ca.")
 
 
@@ -35,6 +38,8 @@ class Endpoint:
 
     base_url: str
     api_key_ciphertext: str | None = field(default=None, repr=False)  # KMS ciphertext, base64
+    tenant: str | None = None  # the workspace that declared it (a model connection): its URL is checked
+    key_context: str = ""  # the KMS encryption context's provider value ("" = the provider id)
 
 
 @dataclass(frozen=True)
@@ -53,10 +58,14 @@ class ModelSpec:
     embeddings: bool
     regions: tuple[str, ...]
     endpoints: dict[str, Endpoint] = field(default_factory=dict, compare=False, repr=False)
+    timeout_s: float = DEFAULT_TIMEOUT_S  # the whole answer, first byte to last; then a clear error
+    max_answer_tokens: int = DEFAULT_ANSWER_TOKENS  # the cap on what one answer may generate
+    connection: str | None = None  # the workspace model connection it comes from (None: the deployment's)
 
     def capabilities(self) -> dict[str, Any]:
         return {"context_tokens": self.context_tokens, "streaming": self.streaming, "tool_use": self.tool_use,
-                "embeddings": self.embeddings, "generative": self.kind == "generative"}
+                "embeddings": self.embeddings, "generative": self.kind == "generative",
+                "timeout_seconds": self.timeout_s, "max_answer_tokens": self.max_answer_tokens}
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class Registry:
     models: tuple[ModelSpec, ...]
     preference: tuple[str, ...]  # model ids, most preferred first (unlisted ones follow, by id)
     embedding_model: str | None = None  # used for dense retrieval (knowledge/dense.py); None: lexical only
+    connected: tuple[str, ...] = ()  # a workspace's connection models, in the order declared
 
     def get(self, model_id: str) -> ModelSpec | None:
         return next((m for m in self.models if m.id == model_id), None)
@@ -71,8 +81,14 @@ class Registry:
     def in_region(self, region: str) -> list[ModelSpec]:
         return [m for m in self.models if region in m.regions]
 
-    def rank(self, model_id: str) -> tuple[int, str]:
-        return (self.preference.index(model_id) if model_id in self.preference else len(self.preference), model_id)
+    def rank(self, model_id: str) -> tuple[int, int, str]:
+        """Auto order: the deployment's preference list, then the workspace's connections, then the other
+        models by id, the built-in extractive provider last (a generative model answers when there is one)."""
+        if model_id in self.preference:
+            return (0, self.preference.index(model_id), model_id)
+        if model_id in self.connected:
+            return (1, self.connected.index(model_id), model_id)
+        return (3 if model_id == EXTRACTIVE_ID else 2, 0, model_id)
 
 
 EXTRACTIVE = ModelSpec(
@@ -105,7 +121,18 @@ def _model(provider: dict[str, Any], raw: dict[str, Any], regions: tuple[str, ..
         name=str(raw.get("name") or mid), kind=kind, context_tokens=int(raw.get("context_tokens", 8192)),
         streaming=bool(raw.get("streaming", True)), tool_use=bool(raw.get("tool_use", False)),
         embeddings=bool(raw.get("embeddings", False)), regions=served,
-        endpoints={r: e for r, e in endpoints.items() if r in served})
+        endpoints={r: e for r, e in endpoints.items() if r in served}, **limits(raw, f"model {pid}/{mid}"))
+
+
+def limits(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """A model's ``timeout_seconds`` (1..900) and ``max_answer_tokens`` (1..32768), defaults otherwise."""
+    timeout = raw.get("timeout_seconds", DEFAULT_TIMEOUT_S)
+    cap = raw.get("max_answer_tokens", DEFAULT_ANSWER_TOKENS)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 1 <= timeout <= MAX_TIMEOUT_S:
+        raise ConfigError(f"{where}: timeout_seconds must be a number from 1 to {int(MAX_TIMEOUT_S)}")
+    if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= 32768:
+        raise ConfigError(f"{where}: max_answer_tokens must be an integer from 1 to 32768")
+    return {"timeout_s": float(timeout), "max_answer_tokens": cap}
 
 
 def parse(config: dict[str, Any]) -> Registry:

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.http.api import Api, Ctx
-from chalicelib.llm import access, service
+from chalice import Response  # type: ignore[attr-defined]
+
+from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.llm import access, connections, service
 
 api = Api("platform")
 
@@ -22,3 +24,34 @@ def get_allow_list(ctx: Ctx) -> dict[str, Any]:
 @api.route("/v1/models/allow-list", ["PUT"], permission="workspace.update")
 def put_allow_list(ctx: Ctx) -> dict[str, Any]:
     return access.set_allow_list(ctx.user, ctx.json(), caller=ctx.caller)
+
+
+@api.route("/v1/models/connections", permission="workspace.update")
+def list_connections(ctx: Ctx) -> dict[str, Any]:
+    return connections.list_connections(ctx.user)
+
+
+@api.route("/v1/models/connections", ["POST"], permission="workspace.update")
+def create_connection(ctx: Ctx) -> Response:
+    return json_response(connections.create(ctx.user, ctx.json(), caller=ctx.caller), 201)
+
+
+@api.route("/v1/models/connections/{name}", permission="workspace.update")
+def read_connection(ctx: Ctx, name: str) -> dict[str, Any]:
+    return connections.get_connection(ctx.user, name)
+
+
+@api.route("/v1/models/connections/{name}", ["PATCH"], permission="workspace.update")
+def update_connection(ctx: Ctx, name: str) -> dict[str, Any]:
+    return connections.update(ctx.user, name, ctx.json(), caller=ctx.caller)
+
+
+@api.route("/v1/models/connections/{name}", ["DELETE"], permission="workspace.update")
+def delete_connection(ctx: Ctx, name: str) -> Response:
+    connections.delete(ctx.user, name, caller=ctx.caller)
+    return Response(body="", status_code=204)
+
+
+@api.route("/v1/models/connections/{name}/test", ["POST"], permission="workspace.update")
+def test_connection(ctx: Ctx, name: str) -> dict[str, Any]:
+    return connections.test(ctx.user, name, caller=ctx.caller)

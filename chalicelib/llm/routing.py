@@ -12,7 +12,8 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tenancy import region_of
 from chalicelib.llm import access
-from chalicelib.llm.registry import ModelSpec, Registry, registry
+from chalicelib.llm.connections import workspace_registry
+from chalicelib.llm.registry import ModelSpec, Registry
 
 AUTO = "auto"
 
@@ -21,6 +22,7 @@ AUTO = "auto"
 class Need:
     context_tokens: int = 0  # prompt + retrieved passages + room for the answer
     streaming: bool = False
+    tool_use: bool = False  # the model must choose tool calls (agent runs)
 
 
 @dataclass
@@ -39,6 +41,8 @@ def _capability_gap(spec: ModelSpec, need: Need) -> str | None:
         return "is an embedding model, not a chat model"
     if need.streaming and not spec.streaming:
         return "does not stream"
+    if need.tool_use and not spec.tool_use:
+        return "does not call tools"
     if need.context_tokens > spec.context_tokens:
         return f"its context ({spec.context_tokens} tokens) is smaller than this request ({need.context_tokens})"
     return None
@@ -46,9 +50,10 @@ def _capability_gap(spec: ModelSpec, need: Need) -> str | None:
 
 def choose(principal: Principal, requested: str, need: Need, reg: Registry | None = None) -> Routing:
     """The model serving ``requested`` (a model id or ``auto``) for the caller, or a 4xx."""
-    reg = reg or registry()
+    item = access.settings_item(principal.workspace_id)
+    reg = reg or workspace_registry(principal.workspace_id, item)
     region = region_of(principal.workspace_id)
-    allow = access.allow_list(principal.workspace_id)
+    allow = access.allow_of(item)
     roles = principal.roles
     if requested != AUTO:
         spec = reg.get(requested)

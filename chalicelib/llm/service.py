@@ -12,19 +12,27 @@ from typing import Any
 from chalicelib.core.authz import Principal
 from chalicelib.core.tenancy import region_of
 from chalicelib.llm import access, routing
+from chalicelib.llm.connections import workspace_registry
 from chalicelib.llm.prompt import Completion, Prompt
 from chalicelib.llm.providers import bedrock, extractive, openai_http
-from chalicelib.llm.registry import ModelSpec, registry
+from chalicelib.llm.registry import ModelSpec
 from chalicelib.llm.routing import Need, Routing
 
-__all__ = ["Need", "Routing", "Prompt", "Completion", "route", "complete", "stream", "available", "embed"]
+__all__ = ["Need", "Routing", "Prompt", "Completion", "route", "complete", "stream", "available", "embed",
+           "NO_GENERATIVE_MODEL"]
+
+NO_GENERATIVE_MODEL = (
+    "No generative model is connected: answers quote your sources instead. An Admin connects one under "
+    "Models in the app, or with POST /v1/models/connections (any OpenAI-compatible endpoint or a Bedrock "
+    "model in this workspace's region); `LOCAL_MODEL=/path/model.gguf make run` starts a local one.")
 
 
 def available(principal: Principal) -> dict[str, Any]:
     """``GET /v1/models``: the models this caller may choose, in preference order, and why each is there."""
-    reg = registry()
+    item = access.settings_item(principal.workspace_id)
+    reg = workspace_registry(principal.workspace_id, item)
     region = region_of(principal.workspace_id)
-    allow = access.allow_list(principal.workspace_id)
+    allow = access.allow_of(item)
     items = []
     for spec in sorted(reg.in_region(region), key=lambda m: reg.rank(m.id)):
         if not access.allowed_for(allow, principal.roles, spec.id):
@@ -33,11 +41,14 @@ def available(principal: Principal) -> dict[str, Any]:
         items.append({
             "id": spec.id, "name": spec.name, "provider": spec.provider, "provider_kind": spec.provider_kind,
             "kind": spec.kind, "region": region, "capabilities": spec.capabilities(),
+            "connection": spec.connection,
             "available_because": f"serves {region}, this workspace's region; "
                                  + ("on your role's allow-list" if restricted else "your role has no allow-list"),
         })
+    generative = any(i["kind"] == "generative" for i in items)
     return {"items": items, "auto": "model 'auto' picks the first of these that fits the request",
-            "region": region}
+            "region": region, "generative_available": generative,
+            **({} if generative else {"notice": NO_GENERATIVE_MODEL})}
 
 
 def route(principal: Principal, requested: str, need: Need) -> Routing:

@@ -220,8 +220,11 @@ class StepRunner:
                          error={"code": "cancelled", "message": f"Cancelled on request before step {self.index + 1}."})
         raise Stop()
 
-    def run(self, name: str, tool: str, raw_input: Any) -> Any:
-        """Execute (or replay from the ledger) the next step; returns its output."""
+    def run(self, name: str, tool: str, raw_input: Any, *, render: bool = True,
+            refuse: dict[str, str] | None = None) -> Any:
+        """Execute (or replay from the ledger) the next step; returns its output. ``render``: fill in
+        templates (declared plans; a model's own calls are taken literally); ``refuse``: record the step as
+        refused with this error instead of running it (the model loop's guard)."""
         s = self.state
         self.checkpoint()
         index = self.index
@@ -238,8 +241,10 @@ class StepRunner:
         refused: dict[str, str] | None = None
         args: Any = raw_input if isinstance(raw_input, dict) else {}
         if tool not in s.agent["tools"]:
-            refused = {"code": "tool_not_allowed", "message": f"The agent may not use {tool}."}
-        else:
+            refused = {"code": "tool_not_allowed", "message": f"The agent may not use {tool[:128]}."}
+        elif refuse is not None:
+            refused = refuse
+        elif render:
             try:
                 args = templates.render(raw_input, {"input": s.run_input,
                                                     "steps": {k: {"output": v} for k, v in s.outputs.items()}})

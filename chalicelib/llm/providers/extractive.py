@@ -21,7 +21,7 @@ def words(text: str) -> set[str]:
     return {w for w in WORD_RE.findall(text.lower()) if w not in STOP}
 
 
-def _candidates(passages: list[Passage], query: set[str]) -> list[tuple[float, int, int, str, int]]:
+def candidates(passages: list[Passage], query: set[str]) -> list[tuple[float, int, int, str, int]]:
     out = []
     for rank, p in enumerate(passages):
         for m in SENT_RE.finditer(p.text):
@@ -37,7 +37,7 @@ def _candidates(passages: list[Passage], query: set[str]) -> list[tuple[float, i
 
 def answer(prompt: Prompt) -> str:
     query = words(prompt.question())
-    picked = _candidates(prompt.passages, query)[:MAX_QUOTES]
+    picked = candidates(prompt.passages, query)[:MAX_QUOTES]
     if not picked and prompt.passages:  # no shared word: the best-ranked passage's first sentence
         first = prompt.passages[0]
         m = SENT_RE.search(first.text)

@@ -1,70 +1,176 @@
-"""Any OpenAI-compatible HTTP endpoint: ``POST {base_url}/v1/chat/completions`` (plain and streamed
-server-sent events) and ``POST {base_url}/v1/embeddings``, reached in the workspace's region only (the
-registry lists an endpoint per region). The key is decrypted from KMS and sent as a Bearer token;
-error messages never carry it or the response body."""
+"""Any OpenAI-compatible HTTP endpoint: ``POST {base_url}/v1/chat/completions`` (plain, streamed
+server-sent events, and with ``tools`` the model answers ``tool_calls``), ``POST {base_url}/v1/embeddings``
+and ``GET {base_url}/v1/models``, reached in the workspace's region only (an endpoint per region).
+
+Every request goes through ``core/http/outbound.py``: the host is resolved once and the connection made to the
+checked address. An endpoint a workspace declared (a model connection) may reach only public addresses
+and those the deployment declares (``OUTBOUND_ALLOW``); the deployment's own provider file is trusted.
+Each model has a timeout for the whole answer (``ModelSpec.timeout_s``): past it the request is closed
+and a ``ProviderError`` says so. The key is decrypted from KMS and sent as a Bearer token; error
+messages never carry it or the response body.
+"""
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
-import urllib.request
+import time
 from collections.abc import Iterator
 from typing import Any
 
+from chalicelib.core.http import outbound
 from chalicelib.llm import secrets
-from chalicelib.llm.prompt import Completion, Prompt, estimate_tokens, prompt_tokens
-from chalicelib.llm.registry import ModelSpec
+from chalicelib.llm.prompt import Completion, Prompt, ToolCall, estimate_tokens, prompt_tokens
+from chalicelib.llm.registry import Endpoint, ModelSpec
 
-TIMEOUT_S = 60
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+MAX_TOOL_ARGUMENT_CHARS = 64 * 1024
 
 
 class ProviderError(Exception):
-    """The provider failed; the message is safe to show (no key, no body)."""
+    """The provider failed; the message is safe to show (no key, no body). ``code`` names the failure."""
+
+    def __init__(self, message: str, code: str = "provider_error") -> None:
+        super().__init__(message)
+        self.code = code
 
 
-def _request(spec: ModelSpec, region: str, path: str, payload: dict[str, Any]) -> Any:
+def policy(ep: Endpoint) -> outbound.Policy:
+    """A workspace's endpoint: public and declared addresses only; the deployment's: trusted."""
+    return outbound.Policy(private=ep.tenant is None)
+
+
+def key_of(spec: ModelSpec, region: str, ep: Endpoint) -> str | None:
+    if not ep.api_key_ciphertext:
+        return None
+    return secrets.decrypt(region, ep.key_context or spec.provider, ep.api_key_ciphertext)
+
+
+def send(name: str, ep: Endpoint, key: str | None, method: str, path: str, payload: Any, timeout: float
+         ) -> http.client.HTTPResponse:
+    """One request to the endpoint; the open response when it answered 200, a ``ProviderError`` otherwise."""
+    try:
+        conn, target = outbound.pinned_connection(ep.base_url + path, timeout, policy(ep))
+    except outbound.Refused as err:
+        raise ProviderError(f"{name} may not be reached: {err}", "endpoint_refused") from None
+    headers = {"Accept": "application/json, text/event-stream", "User-Agent": "aiplat-models/1"}
+    body = None
+    if payload is not None:
+        body = json.dumps(payload).encode()
+        headers["Content-Type"] = "application/json"
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    try:
+        conn.request(method, target, body=body, headers=headers)
+        resp = conn.getresponse()
+    except TimeoutError:
+        conn.close()
+        raise ProviderError(f"{name} did not answer within {timeout:g} s", "timeout") from None
+    except (OSError, http.client.HTTPException) as err:
+        conn.close()
+        raise ProviderError(f"{name} is unreachable ({type(err).__name__})", "unreachable") from None
+    if resp.status != 200:
+        conn.close()
+        code = {401: "unauthorized", 403: "unauthorized", 404: "not_found"}.get(resp.status, "http_error")
+        raise ProviderError(f"{name} answered HTTP {resp.status}", code)
+    return resp
+
+
+def _request(spec: ModelSpec, region: str, path: str, payload: dict[str, Any]) -> http.client.HTTPResponse:
     ep = spec.endpoints.get(region)
     if ep is None:  # the router never gets here; a second guard against leaving the region
         raise ProviderError(f"{spec.id} has no endpoint in {region}")
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    if ep.api_key_ciphertext:
-        headers["Authorization"] = "Bearer " + secrets.decrypt(region, spec.provider, ep.api_key_ciphertext)
-    req = urllib.request.Request(ep.base_url + path, data=json.dumps(payload).encode(), headers=headers,
-                                 method="POST")
-    try:
-        return urllib.request.urlopen(req, timeout=TIMEOUT_S)  # noqa: S310 - http(s) only (registry)
-    except urllib.error.HTTPError as err:
-        raise ProviderError(f"{spec.id} answered HTTP {err.code}") from None
-    except (urllib.error.URLError, OSError) as err:
-        raise ProviderError(f"{spec.id} is unreachable ({type(err).__name__})") from None
+    return send(spec.id, ep, key_of(spec, region, ep), "POST", path, payload, spec.timeout_s)
 
 
-def _payload(spec: ModelSpec, prompt: Prompt, stream: bool) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": spec.model, "messages": prompt.with_passages(), "max_tokens": prompt.max_tokens,
-                            "temperature": 0}
+def _messages(prompt: Prompt) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in prompt.with_passages():
+        if m["role"] == "tool":
+            out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
+        elif m.get("tool_calls"):
+            out.append({"role": "assistant", "content": m.get("content") or None, "tool_calls": [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw}}
+                for c in m["tool_calls"]]})
+        else:
+            out.append({"role": m["role"], "content": m["content"]})
+    return out
+
+
+def payload(spec: ModelSpec, prompt: Prompt, stream: bool) -> dict[str, Any]:
+    """The chat-completions request body (``tools`` when the prompt offers tools)."""
+    body: dict[str, Any] = {"model": spec.model, "messages": _messages(prompt),
+                            "max_tokens": min(prompt.max_tokens, spec.max_answer_tokens), "temperature": 0}
+    if prompt.tools:
+        body["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                                           "parameters": t["parameters"]}} for t in prompt.tools]
+        body["tool_choice"] = "auto"
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return body
 
 
-def complete(spec: ModelSpec, region: str, prompt: Prompt) -> Completion:
-    with _request(spec, region, "/v1/chat/completions", _payload(spec, prompt, False)) as resp:
+def parse_tool_calls(raw: Any) -> list[ToolCall]:
+    """The ``tool_calls`` of a message; arguments that are not a JSON object are kept as ``None``."""
+    calls: list[ToolCall] = []
+    for n, c in enumerate(raw if isinstance(raw, list) else []):
+        fn = (c or {}).get("function") or {}
+        text = fn.get("arguments")
+        text = text if isinstance(text, str) else json.dumps(text)
         try:
-            data = json.loads(resp.read())
-            text = data["choices"][0]["message"]["content"] or ""
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise ProviderError(f"{spec.id} sent an answer that is not a chat completion") from None
+            args = json.loads(text) if len(text) <= MAX_TOOL_ARGUMENT_CHARS else None
+        except ValueError:
+            args = None
+        calls.append(ToolCall(str(c.get("id") or f"call_{n + 1}")[:64], str(fn.get("name") or "")[:128],
+                              args if isinstance(args, dict) else None, text[:MAX_TOOL_ARGUMENT_CHARS]))
+    return calls
+
+
+def complete(spec: ModelSpec, region: str, prompt: Prompt) -> Completion:
+    started = time.monotonic()
+    resp = _request(spec, region, "/v1/chat/completions", payload(spec, prompt, False))
+    try:
+        raw = resp.read(MAX_ANSWER_BYTES + 1)
+    except TimeoutError:
+        raise ProviderError(f"{spec.id} did not answer within {spec.timeout_s:g} s", "timeout") from None
+    except (OSError, http.client.HTTPException) as err:
+        raise ProviderError(f"{spec.id} broke off its answer ({type(err).__name__})", "unreachable") from None
+    finally:
+        resp.close()
+    if time.monotonic() - started > spec.timeout_s:
+        raise ProviderError(f"{spec.id} did not answer within {spec.timeout_s:g} s", "timeout")
+    try:
+        data = json.loads(raw)
+        message = data["choices"][0]["message"]
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            raise TypeError
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        raise ProviderError(f"{spec.id} sent an answer that is not a chat completion", "not_openai") from None
     usage = data.get("usage") or {}
     return Completion(text, int(usage.get("prompt_tokens") or prompt_tokens(prompt)),
-                      int(usage.get("completion_tokens") or estimate_tokens(text)))
+                      int(usage.get("completion_tokens") or estimate_tokens(text)),
+                      parse_tool_calls(message.get("tool_calls")))
 
 
 def stream(spec: ModelSpec, region: str, prompt: Prompt) -> Iterator[str | Completion]:
-    """Content deltas as they arrive, then the ``Completion``."""
+    """Content deltas as they arrive, then the ``Completion``; past the model's timeout, a ``ProviderError``."""
     parts: list[str] = []
     usage: dict[str, Any] = {}
-    with _request(spec, region, "/v1/chat/completions", _payload(spec, prompt, True)) as resp:
-        for raw in resp:
+    deadline = time.monotonic() + spec.timeout_s
+    resp = _request(spec, region, "/v1/chat/completions", payload(spec, prompt, True))
+    try:
+        while True:
+            try:
+                raw = resp.readline(MAX_ANSWER_BYTES)
+            except TimeoutError:
+                raise ProviderError(f"{spec.id} did not answer within {spec.timeout_s:g} s", "timeout") from None
+            except (OSError, http.client.HTTPException) as err:
+                raise ProviderError(f"{spec.id} broke off its answer ({type(err).__name__})", "unreachable") from None
+            if time.monotonic() > deadline:
+                raise ProviderError(f"{spec.id} did not finish within {spec.timeout_s:g} s", "timeout")
+            if not raw:
+                break
             line = raw.decode("utf-8", "replace").strip()
             if not line.startswith("data:"):
                 continue
@@ -73,23 +179,45 @@ def stream(spec: ModelSpec, region: str, prompt: Prompt) -> Iterator[str | Compl
                 break
             try:
                 event = json.loads(data)
-            except ValueError:
-                raise ProviderError(f"{spec.id} sent a malformed stream event") from None
-            usage = event.get("usage") or usage
-            for choice in event.get("choices") or []:
-                delta = (choice.get("delta") or {}).get("content")
-                if delta:
+                choices = event.get("choices") or []
+                usage = event.get("usage") or usage
+                deltas = [(c.get("delta") or {}).get("content") for c in choices]
+            except (ValueError, AttributeError, TypeError):
+                raise ProviderError(f"{spec.id} sent a malformed stream event", "malformed_stream") from None
+            for delta in deltas:
+                if isinstance(delta, str) and delta:
                     parts.append(delta)
                     yield delta
+    finally:
+        resp.close()
     text = "".join(parts)
     yield Completion(text, int(usage.get("prompt_tokens") or prompt_tokens(prompt)),
                      int(usage.get("completion_tokens") or estimate_tokens(text)))
 
 
 def embed(spec: ModelSpec, region: str, texts: list[str]) -> list[list[float]]:
-    with _request(spec, region, "/v1/embeddings", {"model": spec.model, "input": texts}) as resp:
-        try:
-            data = json.loads(resp.read())["data"]
-            return [list(map(float, d["embedding"])) for d in sorted(data, key=lambda d: d["index"])]
-        except (ValueError, KeyError, TypeError):
-            raise ProviderError(f"{spec.id} sent an answer that is not an embedding list") from None
+    resp = _request(spec, region, "/v1/embeddings", {"model": spec.model, "input": texts})
+    try:
+        data = json.loads(resp.read(MAX_ANSWER_BYTES))["data"]
+        return [list(map(float, d["embedding"])) for d in sorted(data, key=lambda d: d["index"])]
+    except (ValueError, KeyError, TypeError):
+        raise ProviderError(f"{spec.id} sent an answer that is not an embedding list", "not_openai") from None
+    except TimeoutError:
+        raise ProviderError(f"{spec.id} did not answer within {spec.timeout_s:g} s", "timeout") from None
+    finally:
+        resp.close()
+
+
+def list_models(name: str, ep: Endpoint, key: str | None, timeout: float) -> list[str]:
+    """``GET /v1/models``: the model ids the endpoint serves (``ProviderError`` with a code otherwise)."""
+    resp = send(name, ep, key, "GET", "/v1/models", None, timeout)
+    try:
+        data = json.loads(resp.read(MAX_ANSWER_BYTES))["data"]
+        return [str(d["id"]) for d in data if isinstance(d, dict) and isinstance(d.get("id"), str)]
+    except (ValueError, KeyError, TypeError):
+        raise ProviderError(f"{name} did not answer like an OpenAI-compatible API (GET /v1/models)",
+                            "not_openai") from None
+    except TimeoutError:
+        raise ProviderError(f"{name} did not answer within {timeout:g} s", "timeout") from None
+    finally:
+        resp.close()

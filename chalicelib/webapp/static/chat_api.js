@@ -45,7 +45,7 @@ export async function ask({ model, messages, chatId, regenerate = false, edit = 
     }
     if (ev.event === "message_start") Object.assign(reply, { id: data.id, chat_id: data.chat_id || reply.chat_id, routing: data.routing, model: data.model, provider: data.provider, region: data.region, kind: data.kind });
     else if (ev.event === "content_delta") reply.content += data.text ?? "";
-    else if (ev.event === "citations") Object.assign(reply, { citations: data.citations || [], grounding: data.grounding || null });
+    else if (ev.event === "citations") Object.assign(reply, { citations: data.citations || [], grounding: data.grounding || null, notice: data.notice || null, unverified_answer: data.unverified_answer || null });
     else if (ev.event === "message_stop") reply.usage = data.usage || null;
     else if (ev.event === "error") throw Object.assign(new Error(data.detail || "The answer failed."), { problem: data });
     onEvent({ type: ev.event, data, reply });

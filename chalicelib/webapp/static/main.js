@@ -14,6 +14,7 @@ const PAGES = {
   agent_edit: () => import("./pages/agents.js"), run: () => import("./pages/agents.js"),
   members: () => import("./pages/members.js"), accept: () => import("./pages/accept.js"),
   audit: () => import("./pages/audit.js"), settings: () => import("./pages/settings.js"),
+  models: () => import("./pages/models.js"),
 };
 
 // Pages only some roles may use (the navigation hides them; an address typed by hand gets a page that

@@ -19,6 +19,7 @@ export const ROUTES = [
   ["/invitations/accept", "accept"],
   ["/audit", "audit"],
   ["/settings", "settings"],
+  ["/models", "models"],
   ["/signed-out", "signed_out"],
 ];
 

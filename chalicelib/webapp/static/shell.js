@@ -13,6 +13,7 @@ const NAV = [
   ["/members", "Members", "admin"],
   ["/audit", "Audit", "audit"],
   ["/settings", "Settings", "admin"],
+  ["/models", "Models", "admin"],
 ];
 
 export const isAdmin = (me) => (me.roles || []).includes("admin");

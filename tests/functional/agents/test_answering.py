@@ -1,82 +1,20 @@
 """With a tool-capable model the model chooses the tool calls (bounded loop); the knowledge tool acts
 under the starting user's ACL.
 
-No real language model runs here, so the model is a scripted OpenAI-compatible HTTP server on loopback
-(a test double of the model only): it answers ``/v1/chat/completions`` with the next scripted JSON action
-and records the requests it received. Everything else (registry, routing, the OpenAI-compatible provider,
+A deterministic model is needed to choose given calls, so the model is a scripted OpenAI-compatible HTTP
+server on loopback (``scripted_model.py``, a test double of the model only; the real llama.cpp server
+runs in tests/integration/models). Everything else (registry, routing, the OpenAI-compatible provider,
 the worker, the ledger, the tools) is the real code.
 """
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
-import pytest
-
-from chalicelib.core.config import settings
-from chalicelib.gateway import demo
 from chalicelib.gateway import models as gw_models
 from chalicelib.gateway.catalog.service import invalidate
-from chalicelib.llm.registry import registry
 from tests.functional.agents.helpers import create_agent, deliver, get_run, member, platform_client, run_once, start_run
+from tests.functional.agents.scripted_model import ScriptedModel
 from tests.functional.conftest import Tenant
-
-
-class ScriptedModel:
-    def __init__(self, turns: list[dict[str, Any]]) -> None:
-        self.turns = list(turns)
-        self.requests: list[dict[str, Any]] = []
-        script = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                script.requests.append(body)
-                turn = script.turns.pop(0) if script.turns else {"answer": "out of script"}
-                out = json.dumps({"choices": [{"message": {"role": "assistant", "content": json.dumps(turn)}}],
-                                  "usage": {"prompt_tokens": 50, "completion_tokens": 10}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedModel]:
-    scripted = ScriptedModel([])
-    monkeypatch.setenv("MODEL_PROVIDERS", json.dumps({"providers": [{
-        "id": "local", "kind": "openai", "endpoints": {"us-east-1": {"base_url": scripted.url}},
-        "models": [{"id": "tool-model", "tool_use": True, "context_tokens": 32000}]}],
-        "preference": ["local/tool-model"]}))
-    settings.cache_clear()
-    registry.cache_clear()
-    yield scripted
-    scripted.close()
-    monkeypatch.delenv("MODEL_PROVIDERS")
-    settings.cache_clear()
-    registry.cache_clear()
-
-
-@pytest.fixture
-def seeded(tenant: Tenant) -> Tenant:
-    demo.seed(tenant.workspace_id, tenant.region, tenant.email)
-    return tenant
-
 
 AGENT = {"name": "chooser", "instructions": "Use the tools to answer.", "model": "auto",
          "tools": ["catalog_search", "query", "knowledge_search"],
@@ -98,8 +36,14 @@ def test_a_tool_capable_model_chooses_the_calls_in_a_bounded_loop(seeded: Tenant
     assert done["steps"][2]["output"]["rows"] == [[72]]
     assert done["usage"]["input_tokens"] == 200
     assert done["usage"]["output_tokens"] == 40
-    # the model saw the tool results, including the refusal
+    # native tool calling: the allowed tools were offered with their schemas, nothing else
+    first = model.requests[0]
+    assert [t["function"]["name"] for t in first["tools"]] == AGENT["tools"]
+    assert first["tools"][1]["function"]["parameters"]["required"] == ["sql"]
+    # the model saw the tool results as tool messages marked as data, including the refusal
     last = model.requests[-1]["messages"]
+    assert [m["role"] for m in last[-6:]] == ["assistant", "tool", "assistant", "tool", "assistant", "tool"]
+    assert last[-5]["tool_call_id"] == "call_0" and last[-5]["content"].startswith("<<DATA ")
     assert "tool_not_allowed" in last[-3]["content"]
     assert "[[72]]" in last[-1]["content"].replace(" ", "")
 
@@ -137,3 +81,25 @@ def test_the_knowledge_tool_does_not_read_a_dataset_outside_the_users_acl(seeded
     assert "customers" not in member_sources
     assert "Lovelace" not in json.dumps(denied)
     assert "Lovelace" not in json.dumps(allowed)  # full_name stays masked
+
+
+FORM_DEFAULTS = {"name": "Returns helper", "instructions": "", "model": "auto", "tools": ["knowledge_search"]}
+
+
+def test_an_agent_from_the_form_defaults_runs_first_time_without_a_model(seeded: Tenant) -> None:
+    """The web form's defaults (knowledge_search, no plan) and its pre-filled input ``{}``."""
+    user = member(seeded.workspace_id)
+    done = run_once(seeded.region, user.token, FORM_DEFAULTS, {})
+    assert done["status"] == "completed", done
+    assert [s["tool"] for s in done["steps"]] == ["knowledge_search"]
+    assert done["steps"][0]["input"] == {"query": "Returns helper"}  # no question: the agent's name
+    assert done["output"]["provider"] == "extractive" and "No tool-capable model" in done["output"]["note"]
+
+
+def test_an_agent_from_the_form_defaults_runs_first_time_with_a_model(seeded: Tenant, model: ScriptedModel) -> None:
+    model.turns = [{"tool": "knowledge_search", "input": {"query": "returns"}}, {"answer": "Within 30 days."}]
+    user = member(seeded.workspace_id)
+    done = run_once(seeded.region, user.token, FORM_DEFAULTS, {})
+    assert done["status"] == "completed", done
+    assert done["output"] == {**done["output"], "answer": "Within 30 days.", "model": "local/tool-model"}
+    assert [s["tool"] for s in done["steps"]] == ["knowledge_search"]

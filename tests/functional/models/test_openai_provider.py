@@ -60,13 +60,22 @@ def test_us_workspace_auto_uses_the_endpoint(tenant: Tenant, peer: openai_peer.P
     assert call["body"]["model"] == "small"
     assert call["body"]["messages"][0]["role"] == "system"
     assert "thirty vacation days" in call["body"]["messages"][0]["content"]  # the retrieved passage went along
-    # one verified citation; the forged passage [9] and the invented quote are dropped with their markers
-    assert len(body["citations"]) == 1
-    assert body["citations"][0]["ref"] == 1
-    assert body["citations"][0]["verified"]
+    # one verified marker citation; the forged passage [9] and the invented quote are dropped with their markers
+    marked = [c for c in body["citations"] if not c.get("best_quote") and not c.get("attributed")]
+    assert len(marked) == 1
+    assert marked[0]["ref"] == 1
+    assert marked[0]["verified"]
     assert "[9]" not in body["message"]["content"]
-    assert body["message"]["content"].count("[1]") == 1
-    assert body["grounding"] == {"sentences": 3, "grounded_sentences": 1, "ratio": 0.3333}
+    g = body["grounding"]
+    assert (g["sentences"], g["grounded_sentences"], g["ratio"], g["low"]) == (3, 1, 0.3333, True)
+    assert [s["status"] for s in g["per_sentence"]] == ["supported", "unsupported", "unsupported"]
+    # low grounding: the reply says so before the answer and shows the best quotes after it
+    assert body["notice"]["code"] == "low_grounding"
+    content = body["message"]["content"]
+    first = g["per_sentence"][0]
+    assert content[first["start"]:first["end"]].startswith("The handbook says so [1]")
+    assert "Best matching quotes from your sources:" in content
+    assert any(c.get("best_quote") and c["quote"] in content for c in body["citations"])
     out = capsys.readouterr()
     for text in (r.body.decode(), json.dumps(listed), out.out, out.err):
         assert openai_peer.KEY not in text
@@ -84,7 +93,8 @@ def test_streaming_through_the_endpoint(tenant: Tenant, peer: openai_peer.Peer, 
     events = [json.loads(line[6:]) for line in r.body.decode().splitlines() if line.startswith("data: ")]
     assert events[0]["model"] == MODEL
     assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
-    assert len(events[-2]["citations"]) == 1
+    assert len([c for c in events[-2]["citations"] if not c.get("best_quote")]) == 1
+    assert events[-2]["notice"]["code"] == "low_grounding"
     assert events[-1]["usage"] == {"input_tokens": 321, "output_tokens": 45}
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.agents import templates
-from chalicelib.agents.runtime.answering import parse_action
 
 SCOPE = {"input": {"q": "orders", "n": 3}, "steps": {"find": {"output": {"datasets": [{"id": "ds_1", "n": 2}]}}}}
 
@@ -30,12 +29,3 @@ def test_plan_check_names_each_missing_input() -> None:
     errors = templates.check_inputs(plan, {"n": 1})
     assert [e["field"] for e in errors] == ["input.sql", "input.topic"]
     assert templates.check_inputs(plan, {"n": 1, "sql": "SELECT 1", "topic": "t"}) == []
-
-
-@pytest.mark.parametrize("text,action", [
-    ('{"tool": "query", "input": {"sql": "SELECT 1"}}', {"tool": "query", "input": {"sql": "SELECT 1"}}),
-    ('Sure. {"answer": "42"}', {"answer": "42"}),
-    ("no json here", None), ('{"tool": 5}', None), ('{"tool": "q", "input": []}', None),
-])
-def test_model_actions_are_parsed_strictly(text: str, action: dict | None) -> None:
-    assert parse_action(text) == action

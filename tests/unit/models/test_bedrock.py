@@ -100,3 +100,50 @@ def test_converse_stream_request_shape_and_region() -> None:
         stub.assert_no_pending_responses()
     assert parts[-1].text == ""
     assert parts[-1].input_tokens > 0
+
+
+def test_converse_tool_config_and_tool_use_round_trip() -> None:
+    """Model-chosen tools on Bedrock: the tools go as ``toolConfig``; the model's ``toolUse`` blocks come
+    back as tool calls; the next request carries the assistant's ``toolUse`` and the ``toolResult``."""
+    from chalicelib.llm.prompt import ToolCall
+
+    spec = parse({"providers": [{"id": "bedrock", "kind": "bedrock", "regions": ["eu-central-1"], "models": [
+        {"id": "anthropic.claude-3-haiku-20240307-v1:0", "tool_use": True, "max_answer_tokens": 200}]}]}).get(
+        "bedrock/anthropic.claude-3-haiku-20240307-v1:0")
+    tool = {"name": "query", "description": "Run SQL.",
+            "parameters": {"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]}}
+    client = aws.client("bedrock-runtime", "eu-central-1")
+    first = Prompt([{"role": "system", "content": "Use tools."}, {"role": "user", "content": "How many orders?"}],
+                   tools=[tool], max_tokens=1000)
+    call = ToolCall("tu_1", "query", {"sql": "SELECT count(*) FROM orders"}, '{"sql": "SELECT count(*) FROM orders"}')
+    second = Prompt(first.messages + [{"role": "assistant", "content": "", "tool_calls": [call]},
+                                      {"role": "tool", "tool_call_id": "tu_1", "name": "query", "content": "[[72]]"}],
+                    tools=[tool], max_tokens=1000)
+    config = {"tools": [{"toolSpec": {"name": "query", "description": "Run SQL.",
+                                      "inputSchema": {"json": tool["parameters"]}}}], "toolChoice": {"auto": {}}}
+    with Stubber(client) as stub:
+        stub.add_response("converse", {
+            "output": {"message": {"role": "assistant", "content": [
+                {"toolUse": {"toolUseId": "tu_1", "name": "query", "input": {"sql": "SELECT count(*) FROM orders"}}}]}},
+            "stopReason": "tool_use", "usage": {"inputTokens": 30, "outputTokens": 9, "totalTokens": 39},
+            "metrics": {"latencyMs": 5}},
+            {"modelId": spec.model, "system": [{"text": "Use tools."}],
+             "messages": [{"role": "user", "content": [{"text": "How many orders?"}]}],
+             "inferenceConfig": {"maxTokens": 200, "temperature": 0.0}, "toolConfig": config})
+        stub.add_response("converse", {
+            "output": {"message": {"role": "assistant", "content": [{"text": "72 orders."}]}},
+            "stopReason": "end_turn", "usage": {"inputTokens": 40, "outputTokens": 3, "totalTokens": 43},
+            "metrics": {"latencyMs": 5}},
+            {"modelId": spec.model, "system": [{"text": "Use tools."}], "messages": [
+                {"role": "user", "content": [{"text": "How many orders?"}]},
+                {"role": "assistant", "content": [{"toolUse": {"toolUseId": "tu_1", "name": "query",
+                                                               "input": {"sql": "SELECT count(*) FROM orders"}}}]},
+                {"role": "user", "content": [{"toolResult": {"toolUseId": "tu_1", "content": [{"text": "[[72]]"}],
+                                                             "status": "success"}}]}],
+             "inferenceConfig": {"maxTokens": 200, "temperature": 0.0}, "toolConfig": config})
+        asked = complete(Routing(spec, "eu-central-1", "test"), first)
+        answered = complete(Routing(spec, "eu-central-1", "test"), second)
+        stub.assert_no_pending_responses()
+    assert [(c.id, c.name, c.arguments) for c in asked.tool_calls] == [
+        ("tu_1", "query", {"sql": "SELECT count(*) FROM orders"})]
+    assert answered.text == "72 orders." and answered.tool_calls == []

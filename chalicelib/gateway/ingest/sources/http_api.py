@@ -8,9 +8,9 @@ as strings, so use ISO 8601 UTC timestamps or zero-padded values). The API key (
 https and must not resolve to a private, loopback or link-local address.
 
 The host is resolved once per request; every address it resolves to is checked, and the connection is
-made to that checked address (TLS still verifies the certificate for the host name), so a DNS answer
-that changes between check and connect (DNS rebinding) cannot redirect the request. Instance-metadata
-addresses are refused in every stage. Redirects are not followed. The URL is shown back with its
+made to that checked address (``chalicelib/core/http/outbound.py``, shared with model connections), so a DNS
+answer that changes between check and connect (DNS rebinding) cannot redirect the request.
+Instance-metadata addresses are refused in every stage. Redirects are not followed. The URL is shown back with its
 query values and any user information replaced (``public_url``): tokens in a query string stay hidden.
 """
 from __future__ import annotations
@@ -18,12 +18,11 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
-import socket
-import ssl
 import urllib.parse
 from typing import Any
 
 from chalicelib.core.config import settings
+from chalicelib.core.http import outbound
 from chalicelib.core.http.validation import F
 from chalicelib.gateway.ingest.sources import Batch, Record, RecordSpool, SourceError, Src, resolve_columns
 
@@ -65,9 +64,6 @@ def check_config(config: dict[str, Any]) -> list[dict[str, str]]:
     return []
 
 
-# cloud instance-metadata and container-credential endpoints: refused in every stage
-METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
-    "169.254.169.254", "169.254.170.2", "169.254.170.23", "fd00:ec2::254", "fd00:ec2::23", "100.100.100.200"))
 REDACTED = "***"
 
 
@@ -85,56 +81,24 @@ def public_url(url: str) -> str:
         return REDACTED
 
 
+def _policy() -> outbound.Policy:
+    return outbound.Policy(private=_local(), declared=False)
+
+
 def check_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) -> None:
     """Refuse metadata and link-local always; anything not globally routable outside the local stage."""
-    mapped = getattr(ip, "ipv4_mapped", None) or getattr(ip, "sixtofour", None)
-    for addr in (ip, mapped) if mapped else (ip,):
-        if (addr in METADATA_ADDRESSES or addr.is_link_local or addr.is_multicast or addr.is_unspecified
-                or addr.is_reserved):
-            raise SourceError(f"{host} resolves to a forbidden address", permanent=True)
-        if not addr.is_global and not _local():
-            raise SourceError(f"{host} resolves to a private address", permanent=True)
+    try:
+        outbound.check_address(ip, host, policy=_policy())
+    except outbound.Refused as err:
+        raise SourceError(str(err), permanent=True) from None
 
 
 def resolve(host: str, port: int) -> str:
-    """The one address to connect to: the host resolved once, every answer checked (``check_address``)."""
+    """The one address to connect to: the host resolved once, every answer checked (``core/http/outbound.py``)."""
     try:
-        ip_literal = ipaddress.ip_address(host)
-        infos = [(None, None, None, None, (str(ip_literal), port))]
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError:
-            raise SourceError(f"cannot resolve {host}") from None
-    if not infos:
-        raise SourceError(f"cannot resolve {host}")
-    addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
-    for ip in addresses:
-        check_address(ip, host)
-    return str(addresses[0])
-
-
-class _PinnedHTTP(http.client.HTTPConnection):
-    """Connects to the checked address, whatever the host name would resolve to now."""
-
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self._address = address
-
-    def connect(self) -> None:
-        self.sock = socket.create_connection((self._address, self.port), self.timeout)
-
-
-class _PinnedHTTPS(http.client.HTTPSConnection):
-    """TLS to the checked address, with the certificate verified for the host name."""
-
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
-        self._address = address
-
-    def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        return outbound.resolve(host, port, _policy())
+    except outbound.Refused as err:
+        raise SourceError(str(err), permanent=err.kind in ("forbidden", "private")) from None
 
 
 def _cfg(src: Src) -> dict[str, Any]:
@@ -151,7 +115,7 @@ def _get(cfg: dict[str, Any], params: dict[str, Any]) -> Any:
     headers = {"Accept": "application/json", "User-Agent": "aiplat-gateway-sync/1"}
     if cfg.get("api_key"):
         headers[cfg["api_key_header"]] = cfg["api_key"]
-    conn_cls = _PinnedHTTPS if split.scheme == "https" else _PinnedHTTP
+    conn_cls = outbound.PinnedHTTPS if split.scheme == "https" else outbound.PinnedHTTP
     conn = conn_cls(host, port, address, TIMEOUT_S)
     try:
         conn.request("GET", target, headers=headers)

@@ -62,9 +62,14 @@ function routingView(r) {
 }
 
 // Sentences without support, from the answer's grounding when it carries them per sentence.
-function unsupportedSentences(grounding) {
+function unsupportedSentences(grounding, content) {
   if (!grounding) return [];
   const out = [];
+  if (Array.isArray(grounding.per_sentence) && grounding.spans_of !== "unverified_answer") {
+    for (const s of grounding.per_sentence) {
+      if (s && s.status === "unsupported") out.push(String(content || "").slice(s.start, s.end).replace(/\[\d+\]/g, "").trim());
+    }
+  }
   if (Array.isArray(grounding.unsupported)) for (const u of grounding.unsupported) out.push(typeof u === "string" ? u : u && u.text);
   if (Array.isArray(grounding.sentences)) {
     for (const s of grounding.sentences) if (s && (s.supported === false || s.grounded === false)) out.push(s.text);
@@ -153,7 +158,7 @@ export async function render({ view, params, navigate, me }) {
     const { text, list } = numberCitations(m.content, m.citations);
     const body = h("div", { class: "answer md" });
     body.append(htmlNode(html ?? (await renderMarkdown([text]))[0]));
-    decorate(body, list, panel, unsupportedSentences(m.grounding));
+    decorate(body, list, panel, unsupportedSentences(m.grounding, m.content));
     const up = h("button", { type: "button", class: "small secondary thumb", "aria-pressed": String((m.feedback || {}).rating === "up"), "aria-label": "Good answer" }, "Good");
     const down = h("button", { type: "button", class: "small secondary thumb", "aria-pressed": String((m.feedback || {}).rating === "down"), "aria-label": "Bad answer" }, "Bad");
     const rateStatus = h("span", { class: "meta", role: "status" });
@@ -317,7 +322,12 @@ export async function render({ view, params, navigate, me }) {
     } catch (err) { list.replaceChildren(problemBox(err)); }
   }
   await drawThread();
-  view.replaceChildren(h("h1", {}, "Chat"), h("div", { class: "chat" },
+  // No generative model offered here: say so, and how to connect one (Admins: the Models page).
+  const noModel = models.some((m) => m.kind === "generative") ? "" : h("p", { class: "note", id: "no-generative-model", role: "note" },
+    "No generative model is connected: answers quote your sources instead of being written by a model. ",
+    isAdmin(me) ? h("a", { href: "/models" }, "Connect a model") : "Ask an Admin to connect one on the Models page",
+    " (any OpenAI-compatible endpoint, or a Bedrock model in this workspace's region).");
+  view.replaceChildren(h("h1", {}, "Chat"), noModel, h("div", { class: "chat" },
     section("Conversations", h("a", { href: "/chat", class: "button secondary" }, "New conversation"), searchForm, results, list),
     h("div", { class: "chat-main" }, section("Conversation", emptyNote, thread, composer), panel,
       section("Models offered here", h("ul", { id: "models" }, models.map((m) => h("li", {}, h("strong", {}, m.name || m.id), ` (${m.provider}, ${m.region}): ${m.available_because || ""}`))),

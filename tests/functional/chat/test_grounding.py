@@ -1,0 +1,175 @@
+"""Grounding of generative answers, computed by the service whatever the model writes, and the chat's
+bad-input paths against a model endpoint. The model is a scripted OpenAI-compatible peer (a test double
+of the model only: a real model cannot be made to answer these exact sentences); retrieval, routing, the
+provider, attribution and storage are the real code. The handbook says: "Employees get thirty vacation
+days per year. Unused days expire in March." (tests/functional/chat/helpers.py)."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.functional.chat import helpers
+from tests.functional.chat.helpers import ask, post
+from tests.functional.conftest import Tenant, bearer
+from tests.functional.models import scripted_peer
+
+MODEL = "team/small"
+
+
+@pytest.fixture
+def peer() -> Iterator[scripted_peer.ScriptedPeer]:
+    p = scripted_peer.start()
+    yield p
+    p.stop()
+
+
+def configure(monkeypatch: pytest.MonkeyPatch, url: str, **model: Any) -> None:
+    helpers.use_providers(monkeypatch, {"preference": [MODEL], "providers": [
+        {"id": "team", "kind": "openai", "endpoints": {"us-east-1": {"base_url": url}},
+         "models": [{"id": "small", "context_tokens": 16000, **model}]}]})
+
+
+@pytest.fixture
+def world(tenant: Tenant, peer: scripted_peer.ScriptedPeer, monkeypatch: pytest.MonkeyPatch) -> helpers.World:
+    configure(monkeypatch, peer.url)
+    return helpers.build(tenant)
+
+
+def answer(world: helpers.World, question: str, **extra: Any) -> Any:
+    with helpers.client() as c:
+        return post(c, "/v1/chats", world.member.token, ask(question, **extra))
+
+
+def statuses(body: dict[str, Any]) -> list[str]:
+    return [s["status"] for s in body["grounding"]["per_sentence"]]
+
+
+def test_a_supported_answer_without_markers_is_attributed_with_verified_quotes(
+        world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = "Employees get thirty vacation days per year. Unused days expire in March."
+    r = answer(world, "How many vacation days do employees get?")
+    assert r.status_code == 201, r.body
+    body = r.json_body
+    assert statuses(body) == ["supported", "supported"]
+    g = body["grounding"]
+    assert (g["ratio"], g["low"], g["sentences"]) == (1.0, False, 2) and g["method"]["lexical"]
+    assert "notice" not in body and body["message"]["content"] == peer.answer
+    cite = body["citations"][0]
+    assert cite["attributed"] and cite["verified"] and cite["source"]["dataset_id"] == world.handbook
+    assert {"version", "chunk_id", "span", "chunk_span"} <= set(cite)
+    # the quote is verbatim in the stored passage at its span
+    first = g["per_sentence"][0]
+    assert body["message"]["content"][first["start"]:first["end"]].startswith("Employees get thirty")
+    assert first["quote"] in peer.answer
+
+
+def test_a_partly_supported_answer_marks_each_sentence_and_flags_the_invented_figure(
+        world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = ("Employees get thirty vacation days per year. Unused days expire in March. "
+                   "Managers get 45 extra vacation days per year. The cafeteria serves sushi on Fridays.")
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert statuses(body) == ["supported", "supported", "unsupported", "unsupported"]
+    invented = body["grounding"]["per_sentence"][2]
+    assert invented["numbers_not_in_sources"] == ["45"]
+    assert body["grounding"]["ratio"] == 0.5 and body["grounding"]["low"] is False
+    assert "notice" not in body
+
+
+def test_low_grounding_says_so_and_shows_the_best_quotes(world: helpers.World,
+                                                         peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = ("Employees get thirty vacation days per year. Managers get 45 extra days. "
+                   "Days can be sold back for cash. The policy dates from 1987.")
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert statuses(body) == ["supported", "unsupported", "unsupported", "unsupported"]
+    assert body["grounding"]["low"] is True and body["notice"]["code"] == "low_grounding"
+    content = body["message"]["content"]
+    assert content.startswith("Only part of this answer is supported") and "grounding 25%" in content
+    assert "Best matching quotes from your sources:" in content
+    assert any(c.get("best_quote") and "thirty vacation days" in c["quote"] for c in body["citations"])
+    for s in body["grounding"]["per_sentence"]:  # spans point into the content shown
+        assert content[s["start"]:s["end"]].strip()
+
+
+def test_an_answer_with_no_support_is_not_shown_as_fact(world: helpers.World,
+                                                        peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = "The moon is made of green cheese. Astronauts eat it on Tuesdays."
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert statuses(body) == ["unsupported", "unsupported"]
+    assert body["grounding"]["ratio"] == 0.0 and body["grounding"]["spans_of"] == "unverified_answer"
+    assert body["notice"]["code"] == "unsupported"
+    assert "green cheese" not in body["message"]["content"]
+    assert body["unverified_answer"] == peer.answer
+    assert "thirty vacation days" in body["message"]["content"]  # the best quote instead
+    assert all(c.get("best_quote") for c in body["citations"])
+
+
+def test_a_stored_chat_keeps_the_marks(world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = "Employees get thirty vacation days per year. Managers get 45 extra days."
+    made = answer(world, "How many vacation days do employees get?").json_body
+    with helpers.client() as c:
+        chat = c.http.get(f"/v1/chats/{made['chat_id']}", headers=bearer(world.member.token)).json_body
+    assert [s["status"] for s in chat["messages"][-1]["grounding"]["per_sentence"]] == ["supported", "unsupported"]
+
+
+# --- bad input from the model endpoint: a clear error, nothing stored ------------------------------------
+
+def _no_chats(world: helpers.World) -> bool:
+    with helpers.client() as c:
+        return c.http.get("/v1/chats", headers=bearer(world.member.token)).json_body["items"] == []
+
+
+def test_an_unreachable_endpoint(world: helpers.World, peer: scripted_peer.ScriptedPeer,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    url = peer.url
+    peer.stop()
+    configure(monkeypatch, url)
+    r = answer(world, "How many vacation days?")
+    assert r.status_code == 502 and r.json_body["failure"] == "unreachable"
+    assert "unreachable" in r.json_body["detail"]
+    assert _no_chats(world)
+    peer.server = type("Stopped", (), {"shutdown": lambda s: None, "server_close": lambda s: None})()
+
+
+def test_a_slow_endpoint_past_its_timeout(world: helpers.World, peer: scripted_peer.ScriptedPeer,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    configure(monkeypatch, peer.url, timeout_seconds=1)
+    peer.delay = 2.5
+    for stream in (False, True):
+        r = answer(world, "How many vacation days?", stream=stream)
+        assert r.status_code == 504 and r.json_body["code"] == "model_timeout", r.body
+        assert "within 1 s" in r.json_body["detail"]
+    assert _no_chats(world)
+
+
+def test_a_malformed_stream(world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    peer.malformed = True
+    r = answer(world, "How many vacation days?", stream=True)
+    assert r.status_code == 502 and r.json_body["failure"] == "malformed_stream"
+    assert _no_chats(world)
+
+
+def test_an_answer_that_is_not_a_chat_completion(world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    peer.html = True
+    r = answer(world, "How many vacation days?")
+    assert r.status_code == 502 and r.json_body["failure"] == "not_openai"
+    assert _no_chats(world)
+
+
+def test_the_answer_token_cap_is_sent(world: helpers.World, peer: scripted_peer.ScriptedPeer,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    configure(monkeypatch, peer.url, max_answer_tokens=64)
+    answer(world, "How many vacation days?")
+    assert peer.calls[-1]["body"]["max_tokens"] == 64
+
+
+def test_without_a_generative_model_the_reply_says_how_to_connect_one(
+        world: helpers.World, monkeypatch: pytest.MonkeyPatch) -> None:
+    helpers.use_providers(monkeypatch, None)
+    with helpers.client() as c:
+        models = c.http.get("/v1/models", headers=bearer(world.member.token)).json_body
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert body["kind"] == "extractive" and body["notice"]["code"] == "no_generative_model"
+    assert "POST /v1/models/connections" in body["notice"]["message"]
+    assert models["generative_available"] is False and "LOCAL_MODEL" in models["notice"]
