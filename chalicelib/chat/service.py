@@ -261,7 +261,9 @@ def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
         if m.get("id") == ref["id"] and m.get("role") == "assistant":
             return {"id": m["id"], "chat_id": item.id, "message": {"role": "assistant", "content": m["content"]},
                     **{k: m.get(k) for k in ("model", "provider", "region", "routing", "usage", "citations",
-                                             "grounding", "kind", "created_at")}}
+                                             "grounding", "kind", "created_at")},
+                    **({"notice": {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}}
+                       if m.get("kind") == "extractive" else {})}
     raise not_found("chat message")
 
 
