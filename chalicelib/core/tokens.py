@@ -1,6 +1,7 @@
 """Access-token verification for every API call (DESIGN.md section 4, "Tokens").
 
-RS256 only; ``iss`` = {auth_url}; ``aud`` = ``service-api``; ``kid`` looked up only among our own
+RS256 only; ``iss`` = {auth_url}; ``aud`` = ``service-api`` (the MCP endpoint's verifier: an MCP resource,
+``core.audiences``); ``kid`` looked up only among our own
 published keys (the ``signing_keys`` table, the same source the JWKS endpoint serves). Verified tokens
 are cached until they expire, so a repeated token costs a dictionary lookup.
 
@@ -29,8 +30,9 @@ from jose import jwk
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from chalicelib.core import aws, clock
+from chalicelib.core.audiences import API, Audience
 from chalicelib.core.authz import Principal
-from chalicelib.core.config import AUDIENCE, settings
+from chalicelib.core.config import settings
 from chalicelib.core.http.errors import unauthorized
 from chalicelib.core.store.tables import BaseModel, global_model
 
@@ -333,14 +335,13 @@ _NUMBER = (int, float)
 ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")  # RFC 9068 section 2.1, compared case-insensitively
 
 
-def _claims_valid(c: dict[str, Any], now: float) -> bool:
+def _claims_valid(c: dict[str, Any], now: float, audience: Audience = API) -> bool:
     """Issuer, audience, lifetime (platform clock) and the claims every access token carries."""
-    aud = c.get("aud")
     exp, iat = c.get("exp"), c.get("iat")
     nbf = c.get("nbf", iat)
     return (
         c.get("iss") == settings().issuer
-        and (aud == AUDIENCE or (isinstance(aud, list) and AUDIENCE in aud))
+        and audience.accepts(c.get("aud"))
         and type(exp) in _NUMBER and type(iat) in _NUMBER and type(nbf) in _NUMBER  # not bool, not str
         and exp > now
         and iat <= now + LEEWAY_SECONDS
@@ -353,7 +354,9 @@ def _claims_valid(c: dict[str, Any], now: float) -> bool:
 class TokenVerifier:
     """Verifies access tokens into ``Principal``s; every refusal is the same 401 problem."""
 
-    def __init__(self, keyring: KeyRing | None = None, revocations: RevocationCheck | None = None) -> None:
+    def __init__(self, keyring: KeyRing | None = None, revocations: RevocationCheck | None = None,
+                 audience: Audience = API) -> None:
+        self.audience = audience  # core.audiences: the ``aud`` values this verifier accepts
         self.keyring = keyring or KeyRing()
         self.revocations = revocations or RevocationCheck()
         # token -> (claims, exp, until when it counts as not revoked, local revocation generation then)
@@ -409,7 +412,7 @@ class TokenVerifier:
             claims = _json_object(_b64url_raw(raw[dot1 + 1:dot2]))
         except (InvalidSignature, ValueError):
             raise unauthorized("The access token is not valid.") from None
-        if not isinstance(claims, dict) or not _claims_valid(claims, now):
+        if not isinstance(claims, dict) or not _claims_valid(claims, now, self.audience):
             raise unauthorized("The access token is expired, not yet valid, or not for this service.")
         return claims
 
@@ -451,14 +454,20 @@ class TokenVerifier:
 
 
 _verifier: TokenVerifier | None = None
+_others: dict[str, TokenVerifier] = {}  # audience name -> verifier sharing ``_verifier``'s keys and revocations
 
 
-def verifier() -> TokenVerifier:
-    """The process-wide verifier (keys and cache live as long as the Lambda container)."""
+def verifier(audience: Audience = API) -> TokenVerifier:
+    """The process-wide verifier of ``audience`` (keys and cache live as long as the Lambda container)."""
     global _verifier
     if _verifier is None:
         _verifier = TokenVerifier()
-    return _verifier
+    if audience == API:
+        return _verifier
+    other = _others.get(audience.name)
+    if other is None or other.keyring is not _verifier.keyring:
+        other = _others[audience.name] = TokenVerifier(_verifier.keyring, _verifier.revocations, audience)
+    return other
 
 
 def bearer(authorization: str | None) -> str:

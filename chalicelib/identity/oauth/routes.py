@@ -17,7 +17,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tokens import bearer, verifier
 from chalicelib.identity.oauth import authorize as authorize_mod
-from chalicelib.identity.oauth import discovery, introspection, revocation, token_endpoint
+from chalicelib.identity.oauth import discovery, introspection, registration, revocation, token_endpoint
 from chalicelib.identity.oauth import logout as rp_logout
 from chalicelib.identity.oauth import userinfo as userinfo_mod
 from chalicelib.identity.oauth.clients import authenticate
@@ -52,6 +52,21 @@ def _redirect(location: str) -> Response:
 @api.route("/.well-known/openid-configuration", public=True)
 def openid_configuration(ctx: Ctx) -> Any:
     return json_response(discovery.discovery(), headers={"Cache-Control": "public, max-age=300"})
+
+
+@api.route("/.well-known/oauth-authorization-server", public=True)
+def authorization_server_metadata(ctx: Ctx) -> Any:
+    """RFC 8414: the same document as OpenID discovery (MCP clients look here first)."""
+    return json_response(discovery.discovery(), headers={"Cache-Control": "public, max-age=300"})
+
+
+@api.route("/oauth2/register", methods=["POST"], public=True)
+def register(ctx: Ctx) -> Any:
+    """RFC 7591 dynamic client registration (``oauth/registration.py``): 201 with the client's metadata."""
+    try:
+        return json_response(registration.register(ctx.json(), ctx.caller.ip), 201, headers=NO_STORE)
+    except ApiError as err:
+        return error_response(err)
 
 
 @api.route("/v1/openapi.json", public=True)
