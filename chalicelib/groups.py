@@ -21,7 +21,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
                  "chalicelib.llm.routes", "chalicelib.chat.routes",
                  "chalicelib.agents.agent_routes", "chalicelib.agents.run_routes",
                  "chalicelib.residency.routes"),
-    "gateway": ("chalicelib.gateway.api.routes", "chalicelib.gateway.api.read_routes", "chalicelib.knowledge.routes"),
+    "gateway": ("chalicelib.gateway.api.routes", "chalicelib.gateway.api.read_routes", "chalicelib.knowledge.routes",
+                "chalicelib.gateway.mcp.routes"),
     "app": ("chalicelib.webapp.routes",),
     "workers": (),
 }
