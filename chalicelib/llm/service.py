@@ -21,7 +21,8 @@ __all__ = ["Need", "Routing", "Prompt", "Completion", "route", "complete", "stre
 
 
 def available(principal: Principal) -> dict[str, Any]:
-    """``GET /v1/models``: the models this caller may choose, in preference order, and why each is there."""
+    """``GET /v1/models``: the models this caller may choose, in preference order, and why each is there
+    (``items``), and the same list in OpenAI's shape (``object: list``, ``data``, with ``auto`` first)."""
     reg = registry()
     region = region_of(principal.workspace_id)
     allow = access.allow_list(principal.workspace_id)
@@ -36,8 +37,11 @@ def available(principal: Principal) -> dict[str, Any]:
             "available_because": f"serves {region}, this workspace's region; "
                                  + ("on your role's allow-list" if restricted else "your role has no allow-list"),
         })
+    # the OpenAI list shape beside ours (docs/decisions.md, "OpenAI-compatible API"): ``data`` lists the same models
+    data = [{"id": "auto", "object": "model", "created": 0, "owned_by": "aiplat"}] if items else []
+    data += [{"id": m["id"], "object": "model", "created": 0, "owned_by": m["provider"]} for m in items]
     return {"items": items, "auto": "model 'auto' picks the first of these that fits the request",
-            "region": region}
+            "region": region, "object": "list", "data": data}
 
 
 def route(principal: Principal, requested: str, need: Need) -> Routing:

@@ -16,7 +16,7 @@ import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 from urllib.parse import quote
 
@@ -96,7 +96,7 @@ class _Inputs:
     where: dict[str, str]  # argument -> "path" | "query" | "header:<Name>" | "body"
 
 
-@lru_cache(maxsize=None)
+@cache
 def inputs(name: str) -> _Inputs:
     """The tool's input schema and where each argument goes in the operation's request."""
     tool = BY_NAME[name]
@@ -171,7 +171,7 @@ class _Request:
     context: dict[str, Any]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _views() -> dict[tuple[str, str], Callable[..., Any]]:
     out: dict[tuple[str, str], Callable[..., Any]] = {}
     for module in ROUTE_MODULES:
