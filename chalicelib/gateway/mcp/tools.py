@@ -242,7 +242,7 @@ def _dataset_ids(tool: ToolDef, answer: dict[str, Any]) -> list[str]:
             for key in ("dataset_id", "id"):
                 if is_id(item.get(key), "ds"):
                     found.add(item[key])
-            source = item.get("source")
+            source = (item.get("citation") or {}).get("source") if isinstance(item.get("citation"), dict) else None
             if isinstance(source, dict) and is_id(source.get("dataset_id"), "ds"):
                 found.add(source["dataset_id"])
     for key in ("dataset_id", "id"):

@@ -33,11 +33,11 @@ def json_routes() -> list[tuple[str, str, str]]:
 
 ROUTES = json_routes()
 # Surfaces whose protocol fixes the error shape: GraphQL ``errors``, RFC 7591 ``error``, JSON-RPC ``error``
-# (or the RFC 6750 401 of the MCP resource server), OpenAI's ``error`` object.
+# (or problem+json for its HTTP-level refusals: 401, 405), OpenAI's ``error`` object.
 OWN_ERROR_SHAPES = {
     "/graphql": lambda body: bool(body["errors"]),
     "/oauth2/register": lambda body: isinstance(body["error"], str),
-    "/mcp": lambda body: isinstance(body["error"], dict) or body.get("code") == "invalid_token",
+    "/mcp": lambda body: isinstance(body.get("error"), dict) or bool(body.get("code") and body.get("correlation_id")),
     "/v1/chat/completions": lambda body: isinstance(body["error"]["message"], str),
 }
 
