@@ -38,6 +38,7 @@ MODULES: tuple[str, ...] = (
     "bench_gateway_query",
     "bench_regions",
     "bench_chat",
+    "bench_protocols",
     "bench_webapp",
     "bench_agents",
     "bench_residency",

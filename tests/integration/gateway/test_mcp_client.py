@@ -130,17 +130,17 @@ def mcp_url(platform: RunningPlatform, region: str = "us-east-1") -> str:
 
 
 def data(result: Any) -> dict[str, Any]:
-    assert result.isError is False, result
-    return dict(result.structuredContent)
+    assert result.is_error is False, result
+    return dict(result.structured_content)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_sign_in_list_and_call_each_tool(platform: RunningPlatform, admin_cookie: str, mode: str) -> None:
     async def scenario() -> dict[str, Any]:
         async with signed_in(mcp_url(platform), admin_cookie, mode) as client:
-            out: dict[str, Any] = {"version": client.protocol_version, "seen": client.seen,
-                                   "token": client.storage.tokens.access_token}
-            out["tools"] = {t.name for t in (await client.list_tools()).tools}
+            out: dict[str, Any] = {"version": client.protocol_version, "seen": client.seen}
+            out["tools"] = {t.name for t in (await client.list_tools()).tools}  # 2026-07-28: the first request
+            out["token"] = client.storage.tokens.access_token
             found = data(await client.call_tool("search_datasets", {"q": "customers"}))
             customers = next(d["id"] for d in found["items"] if d["name"] == "customers")
             out["schema"] = data(await client.call_tool("get_dataset_schema", {"dataset_id": customers}))
