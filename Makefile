@@ -37,8 +37,11 @@ verify-audit: $(STAMP)
 support-staff: $(STAMP)
 	@$(BIN)/python -m infra.support_staff $(ARGS)
 
+# Test files run in parallel worker processes (pytest-xdist), each file whole on one worker so its module
+# fixtures (a stack, a browser) start once; each worker starts its own session stack on free ports.
+TEST_JOBS ?= 3
 test: lint system-deps
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests -n $(TEST_JOBS) --dist loadfile --durations=20
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
@@ -56,8 +59,11 @@ screenshots: $(STAMP) system-deps
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# mypy checks the packages that pass it; a package joins this list once it does.
+TYPED := chalicelib/core chalicelib/identity chalicelib/platform
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy $(TYPED)
 
 templates: $(STAMP)
 	$(BIN)/python -m infra.template build/infra

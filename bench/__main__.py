@@ -38,6 +38,7 @@ MODULES: tuple[str, ...] = (
     "bench_gateway_query",
     "bench_regions",
     "bench_chat",
+    "bench_reader",
     "bench_protocols",
     "bench_webapp",
     "bench_agents",

@@ -60,8 +60,29 @@ def _reference(src: str, out: str) -> None:
 
 
 def _peak_memory() -> dict:
-    out = subprocess.run([sys.executable, "-m", "tests.functional.gateway.sync_memory_child", "1000000"],
-                         capture_output=True, text=True, check=True, timeout=1200)
+    """A clean worker's peak: the sync alone in a fresh process, the emulator (a moto server) and the setup in
+    others (``sync_memory_child`` with an endpoint)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        out = subprocess.run([sys.executable, "-m", "tests.functional.gateway.sync_memory_child", "1000000",
+                              f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True, timeout=1200,
+                             env=env)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -70,7 +91,7 @@ def main() -> None:
     import boto3
     from moto import mock_aws
 
-    from chalicelib.core import aws
+    from chalicelib.core import aws, process_state
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
     from chalicelib.gateway.ingest import connectors, sync, sync_worker
@@ -81,7 +102,7 @@ def main() -> None:
 
     indexer.on_sync = lambda *a, **k: None
     settings.cache_clear()
-    aws.reset_caches()
+    process_state.reset_all(derived=True)
     results: dict[int, dict[str, list[float]]] = {}
     with mock_aws(), tempfile.TemporaryDirectory() as tmp, quiet():
         region = "us-east-1"
@@ -159,14 +180,13 @@ def main() -> None:
     if memory is None:
         print("\n".join(lines) + "\n", flush=True)
         return
-    lines += ["", "| peak memory, 1M-row sync in a fresh process | MB |", "|---|---:|",
+    lines += ["", "| peak memory, 1M-row sync by a clean worker (its own process; emulator and setup in others) | MB |",
+              "|---|---:|",
               f"| RSS with the worker's modules imported (a Lambda's baseline) | {memory['base_mb']:.0f} |",
-              f"| RSS before the sync (plus moto's tables and the 1M-row source object) | {memory['before_mb']:.0f} |",
-              f"| peak RSS | {memory['peak_mb']:.0f} |",
-              f"| growth during the sync per 1M rows (includes moto's copies of what it serves and stores) | "
-              f"{memory['peak_mb'] - memory['before_mb']:.0f} |",
-              f"| baseline + growth, against the workers function's {WORKERS_MB} MB | "
-              f"{memory['base_mb'] + memory['peak_mb'] - memory['before_mb']:.0f} |",
+              f"| RSS just before the sync | {memory['before_mb']:.0f} |",
+              f"| peak RSS of the worker during the sync, against the workers function's {WORKERS_MB} MB and the "
+              f"400 MB target | {memory['peak_mb']:.0f} |",
+              f"| growth during the sync | {memory['peak_mb'] - memory['before_mb']:.0f} |",
               f"| (that run took {memory['seconds']:.1f} s, {1_000_000 / memory['seconds']:,.0f} rows/s, one object) | |"]
     print("\n".join(lines) + "\n", flush=True)
 

@@ -1,6 +1,9 @@
 """Cold import of each route group's entry beside `import chalice, boto3`, in fresh interpreters that find no
 `.pyc` (as a package without compiled files; `bench.common.cold_env`), interleaved sample by sample, and
-with `.pyc` compiled ahead (what `make package` ships); then each group's unzipped size estimated from
+with `.pyc` compiled ahead (what `make package` ships); a cold start as a function pays it: `import app`
+plus the group's first request (its deferred imports, clients, key ring and first reads), against a moto
+server in another process, beside `import chalice, boto3` plus one `GetItem` from a new client; then each
+group's unzipped size estimated from
 the installed distributions of its requirements (`infra/requirements/<group>.txt`) against Lambda's
 250 MB limit. `make package` writes the sizes of the real artefacts to `build/package/sizes.md`."""
 from __future__ import annotations
@@ -43,7 +46,7 @@ def _compiled_env() -> dict[str, str]:
 
 def _us(label: str, samples: list[float]) -> Measure:
     med = statistics.median(samples)
-    return Measure(label, med * 1e6, float("nan"), 1 / med, len(samples))
+    return Measure(label, med * 1e6, float("nan"), 1 / med, len(samples), min(samples) * 1e6, max(samples) * 1e6)
 
 
 def import_times() -> None:
@@ -64,6 +67,81 @@ def import_times() -> None:
         table(f"Cold import per group, {title}; median of {SAMPLES} fresh interpreters", [
             (_us(f"import app (ROUTE_GROUP={g})", ours[g]), ref,
              f"<= 1.3x; duckdb loaded: {loaded[g][0]}, numpy loaded: {loaded[g][1]}") for g in groups])
+
+
+FIRST_REQUEST_CODE = (
+    "import os,sys,time;os.environ['ROUTE_GROUP']=sys.argv[1];t=time.perf_counter();import app;"
+    "t1=time.perf_counter();from chalice.test import Client;c=Client(app.app);"
+    "h={'Authorization':'Bearer '+sys.argv[3]} if sys.argv[3] else {};t2=time.perf_counter();"
+    "r=c.http.get(sys.argv[2],headers=h);t3=time.perf_counter();"
+    "assert r.status_code<400,(r.status_code,r.body[:300]);print(t1-t+t3-t2, t1-t, t3-t2)")
+BARE_FIRST_CODE = (
+    "import sys,time;t=time.perf_counter();import chalice,boto3;c=boto3.client('dynamodb','us-east-1');"
+    "c.get_item(TableName=sys.argv[1],Key={'id':{'S':'x'}});print(time.perf_counter()-t, 0, 0)")
+SETUP_CODE = (
+    "import json;from infra.bootstrap import bootstrap_all;bootstrap_all();"
+    "from chalicelib.identity.oauth import signing;signing.ensure_key();"
+    "from tests.functional.conftest import make_tenant;from tests.functional.gateway.data import put_dataset,field;"
+    "t=make_tenant('cold@example.com',name='Cold');put_dataset(t.workspace_id,t.region,'orders',[field('id')],[]);"
+    "from chalicelib.core import aws;print(json.dumps({'token':t.token,'table':aws.table_name('workspaces')}))")
+FIRST_REQUESTS = (("platform", "/v1/me", True), ("gateway", "/v1/catalog/datasets?q=orders", True),
+                  ("identity", "/.well-known/jwks.json", False), ("app", "/", False))
+
+
+def _times(code: str, env: dict[str, str], *args: str) -> tuple[float, float, float]:
+    out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    total, imported, first = (float(x) for x in out.stdout.split()[-3:])
+    return total, imported, first
+
+
+def first_requests() -> None:
+    """``import app`` plus the first request of each group, in fresh interpreters (``.pyc`` compiled ahead),
+    against a moto server of its own in another process; interleaved with the reference per round."""
+    import socket
+    import time as _time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in _compiled_env().items() if not k.startswith("AWS_ENDPOINT_URL")}
+    env.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
+                "RESOURCE_PREFIX": "aiplat-cold", "LOG_LEVEL": "WARNING"})
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                _time.sleep(0.1)
+        env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+        setup = subprocess.run([sys.executable, "-c", SETUP_CODE], cwd=ROOT, capture_output=True, text=True, env=env,
+                               check=True).stdout.strip().splitlines()[-1]
+        import json
+
+        seed = json.loads(setup)
+        base: list[float] = []
+        ours: dict[str, list[tuple[float, float, float]]] = {g: [] for g, _, _ in FIRST_REQUESTS}
+        for _ in range(SAMPLES):
+            base.append(_times(BARE_FIRST_CODE, env, seed["table"])[0])
+            for group, path, authed in FIRST_REQUESTS:
+                ours[group].append(_times(FIRST_REQUEST_CODE, env, group, path, seed["token"] if authed else ""))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    ref = _us("import chalice + boto3 + one GetItem (new client)", base)
+    rows = []
+    for group, path, _ in FIRST_REQUESTS:
+        samples = ours[group]
+        imported = statistics.median(x[1] for x in samples)
+        first = statistics.median(x[2] for x in samples)
+        rows.append((_us(f"import app + first GET {path} (ROUTE_GROUP={group})", [x[0] for x in samples]), ref,
+                     f"of which import {imported * 1e3:.0f} ms, first request {first * 1e3:.0f} ms (moto server "
+                     "in another process, on this machine)"))
+    table(f"Cold start as a function pays it, .pyc compiled ahead; median of {SAMPLES} fresh interpreters", rows)
 
 
 def _dist_size(name: str) -> int:
@@ -113,3 +191,4 @@ def sizes() -> None:
 def main() -> None:
     sizes()
     import_times()
+    first_requests()

@@ -19,11 +19,10 @@ def main() -> None:
     from chalice.test import Client
     from moto import mock_aws
 
-    from chalicelib.core import aws, tenancy, tokens
+    from chalicelib.core import process_state, tenancy, tokens
     from chalicelib.core.config import settings
     from chalicelib.core.http.errors import ApiError
     from chalicelib.core.regions import WORKSPACE
-    from chalicelib.core.store import tables as models
     from chalicelib.groups import create_app
     from chalicelib.identity import users
     from chalicelib.identity.oauth import signing
@@ -47,8 +46,7 @@ def main() -> None:
         eu_token = issue(eu.id)
         os.environ["REGION"] = "us-east-1"  # this process is now the us-east-1 deployment
         settings.cache_clear()
-        aws.reset_caches()
-        models.reset_models()
+        process_state.reset_all(derived=True)
         try:
             verifier = tokens.verifier()
             principal = verifier.principal(fresh[0])
@@ -84,8 +82,7 @@ def main() -> None:
         finally:
             os.environ.pop("REGION", None)
             settings.cache_clear()
-            aws.reset_caches()
-            models.reset_models()
+            process_state.reset_all(derived=True)
 
     table("Region check per request beside token verification (same run)", [
         (ours, ref, "a small fraction of verification (ratio << 1)"),

@@ -1,7 +1,8 @@
 """Benchmark helpers shared by every ``bench/bench_*.py``: fair timing, silence while measuring, tables.
 
 Fairness rules the helpers enforce: a reference is measured in the same run, interleaved with ours
-(``measure_pair`` alternates them call by call), with the same warm-up; a p99 is printed only over at
+(``measure_pair`` alternates them call by call, and which of the two goes first from pair to pair), with
+the same warm-up; medians are printed with their minimum and maximum, never a minimum alone; a p99 is printed only over at
 least ``MIN_P99_SAMPLES`` individually timed calls; logging is off while timing (``quiet``); cold
 measurements run in fresh interpreters that find no ``.pyc`` (``cold_env``).
 """
@@ -39,6 +40,8 @@ class Measure:
     p99_us: float  # 99th percentile of single calls (nan when fewer than MIN_P99_SAMPLES were timed)
     ops_per_s: float
     samples: int = 0  # individually timed calls behind p99_us
+    min_us: float = float("nan")  # the fastest and slowest sample (a batch's per-op time, or one call)
+    max_us: float = float("nan")
 
 
 @contextlib.contextmanager
@@ -78,33 +81,48 @@ def measure(name: str, fn: Callable[[], object], *, n: int = 200, repeat: int = 
                     fn()
             batches.append((time.perf_counter() - start) / n)
     per = statistics.median(batches)
-    return Measure(name, per * 1e6, percentile(singles, 0.99) * 1e6, 1 / per if per else float("inf"), len(singles))
+    return Measure(name, per * 1e6, percentile(singles, 0.99) * 1e6, 1 / per if per else float("inf"), len(singles),
+                   min(batches) * 1e6, max(batches) * 1e6)
 
 
 def measure_pair(name: str, fn: Callable[[], object], ref_name: str, ref: Callable[[], object], *, n: int = 200,
                  repeat: int = 7, warmup: int = 20) -> tuple[Measure, Measure]:
-    """Measure ``fn`` and its reference interleaved call by call (``n * repeat`` calls each, the reference
-    first in every pair), so machine noise and cache state hit both alike; medians and p99 of single calls."""
+    """Measure ``fn`` and its reference interleaved call by call (``n * repeat`` calls each; the reference
+    goes first in even pairs, ours in odd ones), so machine noise and cache state (what the first call
+    of a pair leaves warm for the second) hit both alike; medians, min, max and p99 of single calls."""
     ours: list[float] = []
     theirs: list[float] = []
     clock = time.perf_counter
     with quiet():
-        for _ in range(warmup):
-            ref()
-            fn()
-        for _ in range(n * repeat):
-            t0 = clock()
-            ref()
-            t1 = clock()
-            fn()
-            t2 = clock()
-            theirs.append(t1 - t0)
-            ours.append(t2 - t1)
+        for i in range(warmup):
+            if i % 2:
+                fn()
+                ref()
+            else:
+                ref()
+                fn()
+        for i in range(n * repeat):
+            if i % 2:
+                t0 = clock()
+                fn()
+                t1 = clock()
+                ref()
+                t2 = clock()
+                ours.append(t1 - t0)
+                theirs.append(t2 - t1)
+            else:
+                t0 = clock()
+                ref()
+                t1 = clock()
+                fn()
+                t2 = clock()
+                theirs.append(t1 - t0)
+                ours.append(t2 - t1)
 
     def to_measure(label: str, samples: list[float]) -> Measure:
         per = statistics.median(samples)
         return Measure(label, per * 1e6, percentile(samples, 0.99) * 1e6, 1 / per if per else float("inf"),
-                       len(samples))
+                       len(samples), min(samples) * 1e6, max(samples) * 1e6)
 
     return to_measure(name, ours), to_measure(ref_name, theirs)
 
@@ -120,17 +138,27 @@ def _us(value: float) -> str:
     return "n/a" if value != value else f"{value:.1f}"  # nan: too few samples for a p99
 
 
+def _span(m: Measure) -> str:
+    return f"{_us(m.min_us)}-{_us_any(m.max_us)}"
+
+
+def _us_any(value: float) -> str:
+    return "n/a" if value != value else f"{value:.1f}"
+
+
 def table(title: str, rows: list[tuple[Measure, Measure | None, str]]) -> str:
     """Rows of (measured, reference or None, target note); prints and returns the markdown."""
-    lines = [f"### {title}", "", "| operation | median µs/op | p99 µs | ops/s | reference | ref µs/op | ref p99 µs "
-             "| ratio | target |", "|---|---:|---:|---:|---|---:|---:|---:|---|"]
+    lines = [f"### {title}", "", "| operation | median µs/op | min-max µs | p99 µs | ops/s | reference | ref µs/op "
+             "| ref min-max µs | ref p99 µs | ratio | target |", "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     for m, ref, target in rows:
         if ref is not None:
             ratio = m.per_op_us / ref.per_op_us if ref.per_op_us else float("nan")
-            lines.append(f"| {m.name} | {m.per_op_us:.1f} | {_us(m.p99_us)} | {m.ops_per_s:,.0f} | {ref.name} | "
-                         f"{ref.per_op_us:.1f} | {_us(ref.p99_us)} | {ratio:.2f}x | {target} |")
+            lines.append(f"| {m.name} | {m.per_op_us:.1f} | {_span(m)} | {_us(m.p99_us)} | {m.ops_per_s:,.0f} | "
+                         f"{ref.name} | {ref.per_op_us:.1f} | {_span(ref)} | {_us(ref.p99_us)} | {ratio:.2f}x | "
+                         f"{target} |")
         else:
-            lines.append(f"| {m.name} | {m.per_op_us:.1f} | {_us(m.p99_us)} | {m.ops_per_s:,.0f} | | | | | {target} |")
+            lines.append(f"| {m.name} | {m.per_op_us:.1f} | {_span(m)} | {_us(m.p99_us)} | {m.ops_per_s:,.0f} "
+                         f"| | | | | | {target} |")
     out = "\n".join(lines) + "\n"
     print(out, flush=True)
     return out

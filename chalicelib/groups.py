@@ -9,7 +9,7 @@ from chalicelib.core.http.api import install
 
 APP_NAME = "aiplat"
 
-# group -> modules whose ``api`` (core.web.Api) routes the group serves
+# group -> modules whose ``api`` (core.http.api.Api) routes the group serves
 GROUPS: dict[str, tuple[str, ...]] = {
     "identity": ("chalicelib.identity.oauth.routes", "chalicelib.identity.signin.routes",
                  "chalicelib.identity.account.routes", "chalicelib.identity.mfa.webauthn_routes",
@@ -29,6 +29,18 @@ GROUPS: dict[str, tuple[str, ...]] = {
 HTTP_GROUPS = ("platform", "gateway", "identity", "app")
 # groups deployed once per open region (chalicelib/core/regions.py); the others are global
 REGIONAL_GROUPS = ("platform", "gateway", "workers")
+
+
+def route_permissions(group: str | None = None) -> dict[tuple[str, str, str], str]:
+    """(group, path, method) -> permission (or ``"public"``) of ``group``'s routes, or of every group's:
+    derived from this table and each module's ``api`` (nothing is registered by import side effects)."""
+    table: dict[tuple[str, str, str], str] = {}
+    for name in (group,) if group else tuple(GROUPS):
+        for module in GROUPS[name]:
+            for route in importlib.import_module(module).api.routes:
+                for method in route.methods:
+                    table[(name, route.path, method)] = "public" if route.public else str(route.permission)
+    return table
 
 
 def create_app(group: str) -> Chalice:

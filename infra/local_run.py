@@ -73,7 +73,7 @@ def redact(message: str) -> str:
 
 def _request_handler(group: str | None = None) -> type:
     """Chalice's local request handler, without its access log: ``http.server`` writes each request
-    line, query string included, to stderr. The route middleware (``core/web.py``) already logs one
+    line, query string included, to stderr. The route middleware (``core/http/api.py``) already logs one
     JSON line per request with method, path and status; errors the handler reports itself (malformed
     request lines) are logged with the query string removed. An address no route serves answers the
     404 problem, or, for a page of the ``app`` group, the app's 404 page."""
@@ -143,7 +143,7 @@ class WorkerLoop(threading.Thread):
     def run(self) -> None:
         from functools import partial
 
-        from chalicelib.agents import worker as agent_worker
+        from chalicelib.agents.runtime import worker as agent_worker
         from chalicelib.core import aws
         from chalicelib.core.logs import get_logger
         from chalicelib.core.regions import served_regions

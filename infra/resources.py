@@ -149,6 +149,9 @@ TABLES: tuple[Table, ...] = (
     Table("erasure_ledger", REGIONAL, "workspace_id", "user_id", attributes={"workspace_id": "S", "user_id": "S"},
           purpose="erased users per workspace (pseudonymous ids and a keyed e-mail MAC only), replayed after "
                   "every restore"),
+    Table("revocation_ledger", REGIONAL, "workspace_id", "ref", attributes={"workspace_id": "S", "ref": "S"},
+          purpose="revoked invitations, support grants and API tokens per workspace (ids and times only), "
+                  "replayed after every restore"),
     Table("restore_requests", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="two-person restore requests of backups: requester, approvals, time box, outcome counts"),
     Table("replication_state", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},

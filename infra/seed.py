@@ -20,6 +20,7 @@ from chalicelib.identity import users
 from chalicelib.identity.account import api_tokens
 from chalicelib.identity.demo_seed import seed_signin_demo
 from chalicelib.platform.workspaces.service import create_workspace
+from chalicelib.webapp.shell import ensure_app_client
 
 DEMO_EMAIL = "demo@example.com"
 DEMO_WORKSPACE = "Demo Workspace"
@@ -39,7 +40,7 @@ def seed_demo() -> dict[str, Any]:
     user = users.find_by_email(DEMO_EMAIL) or users.create_user(DEMO_EMAIL, email_verified=True,
                                                                  display_name="Demo Admin")
     us_id, eu_id = _workspace(user, "us-east"), _workspace(user, "eu-central")
-    demo = seed_signin_demo(user.id, user.email, us_id)
+    demo = {**seed_signin_demo(user.id, user.email, us_id), "app_client_id": ensure_app_client()}
     eu_token, _ = api_tokens.create(user.id, ["pwd", "otp", "mfa"], name="demo-eu", workspace_id=eu_id,
                                     expires_in_days=30)
     per_region: dict[str, Any] = {}

@@ -330,7 +330,7 @@ def iam_policy(group: str, region: str | None = None, *, job: str | None = None)
         statements.append({"Sid": "GatewayDataLifecycle", "Effect": "Allow", "Action": ["s3:DeleteObject"],
                            "Resource": [f"arn:aws:s3:::{PREFIX}-data-{home}*/*", f"arn:aws:s3:::{PREFIX}-documents-{home}*/*"]})
         # No read permission on any bucket or table but our own: a connector reads as the role its
-        # workspace grants (gateway/source_access.py), with the workspace's ExternalId.
+        # workspace grants (gateway/ingest/source_access.py), with the workspace's ExternalId.
         statements.append({"Sid": "ConnectorRoles", "Effect": "Allow", "Action": "sts:AssumeRole",
                            "Resource": "arn:aws:iam::*:role/*",
                            "Condition": {"StringLike": {"sts:ExternalId": f"{PREFIX}-ws_*"}}})
@@ -369,7 +369,7 @@ def iam_policy(group: str, region: str | None = None, *, job: str | None = None)
 # API Gateway answers these itself, before any function runs: each becomes an RFC 9457 problem with the
 # request ID as correlation ID, and never carries API Gateway's own message (which can echo the
 # Authorization header). An unknown path or method (MISSING_AUTHENTICATION_TOKEN, and the signature errors
-# a non-SigV4 Authorization header provokes there) is 404, like ``core.web.UNKNOWN_ROUTE`` locally.
+# a non-SigV4 Authorization header provokes there) is 404, like ``core.http.api.UNKNOWN_ROUTE`` locally.
 # (response type, status or None to keep API Gateway's, code, detail)
 GATEWAY_RESPONSES: tuple[tuple[str, int | None, str, str], ...] = (
     ("MISSING_AUTHENTICATION_TOKEN", 404, "not_found", "No route serves this method and path; see the OpenAPI document."),

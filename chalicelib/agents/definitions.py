@@ -22,6 +22,7 @@ from chalicelib.core.http.errors import not_found, validation_error
 from chalicelib.core.http.validation import F, problem, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
+from chalicelib.llm.registry import registry
 
 MAX_PLAN_STEPS = 50
 DEFAULT_LIMITS = {"max_steps": 10, "deadline": "PT5M", "max_tokens": 4000}
@@ -108,8 +109,6 @@ def normalise(body: dict[str, Any], current: dict[str, Any] | None = None) -> di
     errors = _check_tools(tools)
     model = merged.get("model") or "auto"
     if model != "auto":
-        from chalicelib.llm.registry import registry
-
         if registry().get(model) is None:
             errors.append({"field": "model", "message": "is not a known model (GET /v1/models lists them)"})
     plan = merged.get("plan")
@@ -150,7 +149,7 @@ def create(principal: Principal, body: dict[str, Any], caller: Any = None) -> di
                                  limits=json.dumps(d["limits"]), version=1, created_by=principal.user_id,
                                  created_at=now, updated_at=now)
     item.save(condition=models.AgentAttrs.id.does_not_exist())
-    audit.append(region, principal.workspace_id, "agent.created", actor=_actor(principal),
+    audit.append(region, principal.workspace_id, "agent.created", actor=audit.Actor.of(principal),
                  target={"type": "agent", "id": item.id}, details={"name": d["name"], "tools": d["tools"]}, caller=caller)
     return to_public(item)
 
@@ -166,7 +165,7 @@ def update(principal: Principal, agent_id: str, body: dict[str, Any], caller: An
                          A.plan.set(json.dumps(d["plan"])) if d["plan"] is not None else A.plan.remove(),
                          A.limits.set(json.dumps(d["limits"])), A.version.add(1), A.updated_at.set(clock.iso())],
                 condition=A.version == item.version)
-    audit.append(region_of(principal.workspace_id), principal.workspace_id, "agent.updated", actor=_actor(principal),
+    audit.append(region_of(principal.workspace_id), principal.workspace_id, "agent.updated", actor=audit.Actor.of(principal),
                  target={"type": "agent", "id": agent_id}, details={"fields": sorted(body)}, caller=caller)
     return to_public(item)
 
@@ -174,7 +173,7 @@ def update(principal: Principal, agent_id: str, body: dict[str, Any], caller: An
 def delete(principal: Principal, agent_id: str, caller: Any = None) -> None:
     item = get_item(principal.workspace_id, agent_id)
     item.delete()
-    audit.append(region_of(principal.workspace_id), principal.workspace_id, "agent.deleted", actor=_actor(principal),
+    audit.append(region_of(principal.workspace_id), principal.workspace_id, "agent.deleted", actor=audit.Actor.of(principal),
                  target={"type": "agent", "id": agent_id}, details={"name": item.name}, caller=caller)
 
 
@@ -184,7 +183,3 @@ def list_agents(workspace_id: str, limit: int, after: str | None) -> dict[str, A
     items = list(cls.query(workspace_id, cond, limit=limit + 1, page_size=limit + 1))
     out = paging.page(items, limit, "agents", lambda i: i.id)
     return {"agents": [to_public(i) for i in out.pop("_items")], **out}
-
-
-def _actor(principal: Principal) -> audit.Actor:
-    return audit.Actor("user", principal.user_id, principal.email)

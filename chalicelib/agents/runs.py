@@ -9,13 +9,14 @@ the ``agent_run.cancelled`` audit event once, with the starting request's correl
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.exceptions import UpdateError
 
 from chalicelib.agents import definitions, events, models, templates
 from chalicelib.agents.models import ACTIVE_MARK, CANCELLED, IN_PROGRESS, QUEUED, RUN_STATUSES, TERMINAL_STATUSES
+from chalicelib.agents.runtime import lifecycle
+from chalicelib.agents.runtime.lifecycle import starting_caller
 from chalicelib.core import audit, clock, correlation, durations
 from chalicelib.core.authz import Principal, Role
 from chalicelib.core.http import paging
@@ -23,41 +24,13 @@ from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store import idempotency, queues
-from chalicelib.core.tenancy import get_workspace, region_of
+from chalicelib.core.tenancy import region_of
+from chalicelib.core.workspace_settings import AGENT_RUN_AUTO_EXPIRY, auto_expiry_seconds
 
 QUEUE = "agent-runs"
 MESSAGE_VERSION = 1
 MAX_INPUT_BYTES = 32 * 1024
 RUN_FIELDS = {"input": F(dict)}
-AUTO_EXPIRY_SETTING = "agent_run_auto_expiry"
-
-
-@dataclass(frozen=True)
-class RunCaller:
-    """The starting request, as audit events of the run name it."""
-
-    ip: str
-    user_agent: str
-    correlation_id: str
-
-
-def starting_caller(run: models.RunAttrs) -> RunCaller:
-    return RunCaller(run.ip or "", run.user_agent or "", run.correlation_id)
-
-
-def _user_actor(principal: Principal) -> audit.Actor:
-    return audit.Actor("user", principal.user_id, principal.email)
-
-
-def auto_expiry_seconds(workspace_id: str) -> int | None:
-    """The workspace's optional auto-expiry of runs (setting ``agent_run_auto_expiry``, ISO 8601)."""
-    from chalicelib.platform.workspaces.service import settings_of
-
-    value = settings_of(get_workspace(workspace_id)).get(AUTO_EXPIRY_SETTING)
-    try:
-        return durations.parse_duration(value) if value else None
-    except ValueError:
-        return None
 
 
 def check_input(agent: dict[str, Any], body: Any) -> dict[str, Any]:
@@ -86,7 +59,7 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
     def work() -> tuple[int, Any]:
         now = clock.now()
         deadline = now + durations.parse_duration(agent["limits"]["deadline"])
-        expiry = auto_expiry_seconds(principal.workspace_id)
+        expiry = auto_expiry_seconds(principal.workspace_id, AGENT_RUN_AUTO_EXPIRY)
         run_id = new_id("run")
         run = models.runs(region)(
             principal.workspace_id, run_id, agent_id=agent_id, agent_key=f"{agent_id}#{run_id}", active=ACTIVE_MARK,
@@ -97,7 +70,7 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
             expires_at=int(now + expiry) if expiry else None)
         run.save(condition=models.RunAttrs.id.does_not_exist())
         events.append(region, principal.workspace_id, run_id, "run.queued", {"status": QUEUED}, run.expires_at, after=0)
-        audit.append(region, principal.workspace_id, "agent_run.created", actor=_user_actor(principal),
+        audit.append(region, principal.workspace_id, "agent_run.created", actor=audit.Actor.of(principal),
                      target={"type": "agent_run", "id": run_id},
                      details={"agent_id": agent_id, "agent_version": agent["version"]}, caller=caller)
         queues.enqueue(QUEUE, region, {"v": MESSAGE_VERSION, "workspace_id": principal.workspace_id,
@@ -219,14 +192,12 @@ def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tup
         except UpdateError:
             run.refresh(consistent_read=True)
             continue
-        audit.append(region, principal.workspace_id, "agent_run.cancelled", actor=_user_actor(principal),
+        audit.append(region, principal.workspace_id, "agent_run.cancelled", actor=audit.Actor.of(principal),
                      target={"type": "agent_run", "id": run_id},
                      details={"agent_id": agent_id, "while": QUEUED if run.status == CANCELLED else IN_PROGRESS,
                               "cancel_correlation_id": correlation.current()},
                      caller=starting_caller(run))
         if run.status == CANCELLED:
-            from chalicelib.agents import lifecycle
-
             lifecycle.record_finish(region, run)
             return 200, view(run, with_steps=True)
         events.append(region, principal.workspace_id, run_id, "run.cancel_requested", {}, run.expires_at)
@@ -241,7 +212,7 @@ def delete(principal: Principal, agent_id: str, run_id: str, caller: Any) -> Non
         raise ApiError(409, "run_active", "Cancel the run, or wait until it finishes, before deleting it.")
     region = region_of(principal.workspace_id)
     purge(region, run)
-    audit.append(region, principal.workspace_id, "agent_run.deleted", actor=_user_actor(principal),
+    audit.append(region, principal.workspace_id, "agent_run.deleted", actor=audit.Actor.of(principal),
                  target={"type": "agent_run", "id": run_id}, details={"agent_id": agent_id}, caller=caller)
 
 

@@ -2,7 +2,9 @@
 
 Every tool calls the same service the user's own request would reach (``gateway.query.run``,
 ``gateway.catalog``, ``knowledge.service``) with a ``Principal`` rebuilt from that user's *live*
-membership, so dataset ACLs, DENY fields and MASK/HASH/REDACT policies apply exactly as they do for the
+membership. The data-reading tools (``query``, ``knowledge_search``) read only through the
+policy-enforcing reader behind those services (``gateway/reader.py``), so dataset ACLs, per-document
+ACLs, DENY fields and MASK/HASH/REDACT policies (key columns included) apply exactly as they do for the
 user directly; a user who left the workspace makes the tool refuse. Tool outputs are JSON and are what
 the step ledger stores.
 
@@ -11,13 +13,17 @@ the step ledger stores.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.agents import memory
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
+from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.query import service as query
 
 MAX_ROWS = 200
 MEMORY_KEY_MAX = 128
@@ -54,7 +60,6 @@ class Tool:
 
 
 def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway.query import service as query
 
     result = query.run(ctx.principal, args["sql"], limit=args.get("limit", 50),
                        answer={"type": "AGENT_RUN", "id": ctx.run_id})
@@ -64,7 +69,6 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway.catalog import service as catalog
 
     page = catalog.search(ctx.principal, catalog.SearchFilters(text=args.get("query") or None),
                           limit=args.get("limit", 10))
@@ -75,7 +79,6 @@ def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.gateway.catalog import service as catalog
 
     ref = args["dataset"]
     if not ref.startswith("ds_"):  # a name: resolve among the datasets the user may read
@@ -89,7 +92,7 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.knowledge import service
+    from chalicelib.knowledge import service  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
     hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
     ctx.read.update(h.chunk.dataset_id for h in hits)
@@ -98,13 +101,11 @@ def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.agents import memory
 
     return memory.read(ctx.region, ctx.principal.workspace_id, ctx.agent_id, ctx.principal.user_id, args.get("key"))
 
 
 def _memory_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from chalicelib.agents import memory
 
     return memory.write(ctx.region, ctx.principal.workspace_id, ctx.agent_id, ctx.principal.user_id,
                         args["key"], args["value"], run_id=ctx.run_id)
@@ -142,8 +143,6 @@ def call(tool: str, ctx: ToolContext, args: dict[str, Any]) -> Any:
     try:
         checked = check_args(tool, args)
         if tool == "memory_write":
-            import json
-
             if len(json.dumps(checked["value"])) > MEMORY_VALUE_MAX:
                 raise ToolError("value_too_large", f"A memory value may hold at most {MEMORY_VALUE_MAX} bytes.")
         return spec.fn(ctx, checked)

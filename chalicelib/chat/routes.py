@@ -11,6 +11,7 @@ from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.chat import service, usage
 from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.paging import check_params
 from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import region_of
 
@@ -65,7 +66,6 @@ def delete_chat(ctx: Ctx, chat_id: str) -> Response:
 @api.route("/v1/usage", permission="billing.manage")
 def usage_report(ctx: Ctx) -> dict[str, Any]:
     q = ctx.query
-    from chalicelib.core.http.paging import check_params  # noqa: PLC0415
 
     check_params(q, ("from", "to"))
     return usage.report(ctx.user, q.get("from"), q.get("to"))

@@ -24,7 +24,8 @@ from chalicelib.core.authz import Principal, require
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.core.tenancy import get_workspace, region_of
+from chalicelib.core.tenancy import region_of
+from chalicelib.core.workspace_settings import CHAT_AUTO_EXPIRY, auto_expiry_seconds
 from chalicelib.gateway.catalog import lineage
 from chalicelib.llm import service as models
 from chalicelib.llm.prompt import Completion, Passage, Prompt, prompt_tokens
@@ -97,17 +98,6 @@ def check_body(body: Any) -> tuple[str, list[dict[str, str]], bool]:
     return model, out, stream
 
 
-def _expiry_seconds(workspace_id: str) -> int | None:
-    from chalicelib.core.durations import parse_duration  # noqa: PLC0415
-    from chalicelib.platform.workspaces.service import settings_of  # noqa: PLC0415
-
-    value = settings_of(get_workspace(workspace_id)).get("chat_auto_expiry")
-    try:
-        return parse_duration(value) if value else None
-    except ValueError:
-        return None
-
-
 def _own(principal: Principal, chat_id: str) -> ChatAttrs:
     """The caller's chat (404 for a malformed id, another user's or workspace's chat, or an expired one)."""
     if not is_id(chat_id, "chat"):
@@ -131,8 +121,8 @@ def _sources(hits: list[Hit], cited: list[dict[str, Any]]) -> list[dict[str, Any
 def answer(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None) -> Answer:
     """Answer one chat request (a new chat, or a continuation when ``chat_id`` is given)."""
     # retrieval (numpy, bm25s) loads on the first answer, not at the platform group's cold start
-    from chalicelib.knowledge import citations
-    from chalicelib.knowledge import service as knowledge
+    from chalicelib.knowledge import citations  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
+    from chalicelib.knowledge import service as knowledge  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
     require(principal, "chat.use")
     model_id, new_messages, stream = check_body(body)
@@ -181,7 +171,7 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
 
     started = time.perf_counter()
     region = routing.region
-    ttl = _expiry_seconds(principal.workspace_id)
+    ttl = auto_expiry_seconds(principal.workspace_id, CHAT_AUTO_EXPIRY)
     expires = int(clock.now()) + ttl if ttl else None
     cls = chats(region)
     if existing is None:
@@ -202,9 +192,10 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
     if datasets:
         lineage.record_edges(principal.workspace_id, [
             ("DATASET", ds, "CHAT_ANSWER", message_id, {"target_name": f"chat answer {message_id}",
-                                                        "chat_id": chat_id, "model": spec.id}) for ds in datasets])
+                                                        "chat_id": chat_id, "model": spec.id,
+                                                        "user_id": principal.user_id}) for ds in datasets])
     audit.append(region, principal.workspace_id, "chat.answered",
-                 actor=Actor("user", principal.user_id, principal.email),
+                 actor=Actor.of(principal),
                  target={"type": "chat", "id": chat_id},
                  details={"message_id": message_id, "model": spec.id, "provider": spec.provider, "region": region,
                           "routing_reason": routing.reason, "sources": _sources(hits, checked.citations),
@@ -286,6 +277,5 @@ def delete_chat(principal: Principal, chat_id: str, caller: CallerLike | None = 
     item = _own(principal, chat_id)
     region = region_of(principal.workspace_id)
     item.delete()
-    audit.append(region, principal.workspace_id, "chat.deleted", actor=Actor("user", principal.user_id,
-                                                                              principal.email),
+    audit.append(region, principal.workspace_id, "chat.deleted", actor=Actor.of(principal),
                  target={"type": "chat", "id": chat_id}, caller=caller)

@@ -95,10 +95,23 @@ class AuditAppendFailed(RuntimeError):
     """The event could not be appended; the action that wanted it recorded must not report success."""
 
 
+class PrincipalLike(Protocol):
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def email(self) -> str: ...
+
+
 class CallerLike(Protocol):
-    ip: str
-    user_agent: str
-    correlation_id: str
+    @property
+    def ip(self) -> str: ...
+
+    @property
+    def user_agent(self) -> str: ...
+
+    @property
+    def correlation_id(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -106,6 +119,11 @@ class Actor:
     type: str  # user | system | support
     id: str
     email: str = ""
+
+    @classmethod
+    def of(cls, principal: PrincipalLike) -> Actor:
+        """The user acting through a verified token (``core.authz.Principal``)."""
+        return cls("user", principal.user_id, principal.email)
 
     def as_dict(self) -> dict[str, str]:
         return {"type": self.type, "id": self.id, "email": self.email}
@@ -184,7 +202,7 @@ def reveal(region: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for role, committed in (event.get("personal") or {}).items():
             record = found.get(personal_ref(event["seq"], role))
             values = json.loads(record.values) if record is not None else None
-            if values is None or commitment(record.nonce, values) != committed:
+            if record is None or values is None or commitment(record.nonce, values) != committed:
                 event["erased"] = True
                 if role == "actor":
                     event["actor"]["pseudonym"] = pseudonym(str(event["actor"].get("id", "")))

@@ -5,13 +5,14 @@ Endpoints come from ``AWS_ENDPOINT_URL`` (boto3 honours it), so there is no endp
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
+from chalicelib.core import process_state
 from chalicelib.core.config import settings
+from chalicelib.core.process_state import cached
 from chalicelib.core.regions import check_client_region
 
 _lock = threading.Lock()
@@ -26,7 +27,7 @@ def client(service: str, region: str) -> Any:
     return _client(service, region)
 
 
-@lru_cache(maxsize=64)
+@cached(maxsize=64, derived=True)
 def _client(service: str, region: str) -> Any:
     global _session
     with _lock:  # one session: its loaded service models are shared by every client
@@ -51,14 +52,14 @@ def key_alias(name: str) -> str:
     return f"alias/{settings().resource_prefix}-{name}"
 
 
-@lru_cache(maxsize=32)
+@cached(maxsize=32)
 def queue_url(name: str, region: str) -> str:
     return client("sqs", region).get_queue_url(QueueName=queue_name(name))["QueueUrl"]
 
 
-def reset_caches() -> None:
-    """Forget clients and URLs (tests switch endpoints between runs)."""
+def _forget_session() -> None:
     global _session
-    _client.cache_clear()
-    queue_url.cache_clear()
     _session = None
+
+
+process_state.enrol("core.aws.session", _forget_session, derived=True)

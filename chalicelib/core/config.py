@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+
+from chalicelib.core.process_state import cached
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def _url(name: str, default: str) -> str:
     return os.environ.get(name, default).rstrip("/")
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1)
 def settings() -> Settings:
     """The settings of this process; tests call ``settings.cache_clear()`` after changing the env."""
     return Settings(

@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError
+from chalicelib.core.process_state import cached
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def region_for(residency: str) -> str:
 
 # --- regional processing: which regions this deployment serves (docs/residency.md) ----------------------
 
-# Route scopes (``core.web.Api.route(..., scope=...)``): where a route is served.
+# Route scopes (``core.http.api.Api.route(..., scope=...)``): where a route is served.
 WORKSPACE = "workspace"  # the token's workspace: only in that workspace's region
 PATH = "path"  # the workspace named in the path (support access): only in that workspace's region
 GLOBAL = "global"  # directory and account operations: only in the global deployment
@@ -134,7 +134,7 @@ def dr_copy_to(secondary: str) -> Iterator[None]:
         _dr_target.reset(token)
 
 
-@lru_cache(maxsize=8)
+@cached(maxsize=8, derived=True)
 def _urls(raw: str) -> dict[str, dict[str, str]]:
     return json.loads(raw or "{}")
 

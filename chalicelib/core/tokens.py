@@ -7,9 +7,12 @@ are cached until they expire, so a repeated token costs a dictionary lookup.
 
 Revocation (``RevocationCheck``): markers in the ``revoked_tokens`` table refuse a token by its ``jti``,
 its session (``sid:<sid>``) or its grant (``grant:<grant_id>``), and its user's item (``user:<sub>``)
-holds the revocation epochs and the time of the user's latest marker. A container trusts what it read
-for ``REVOCATION_CACHE_SECONDS``: a revocation written in this container applies from the next request,
-one written in another container within that bound (docs/security.md, "Revocation cache").
+holds the revocation epochs and the time of the user's latest marker. Every revocation also records its
+time in one bucket (a hash of the user, or of a service token's jti) of the revocation watermark item;
+a container reads that one item per ``REVOCATION_CACHE_SECONDS`` for every user, and reads a user's own
+items only when the user's bucket moved around or after the token's issue. A revocation written in
+this container applies from the next request, one written in another container within that bound
+(docs/security.md, "Revocation cache").
 Epochs: a user-wide counter (``epoch``, bumped by a password reset) and one per workspace
 (``ws_<workspace_id>``, bumped by a workspace Admin's security action); a token carries the epochs
 current at its issue (claim ``rev`` = [user, workspace]) and is refused once either has moved on.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import math
 import threading
@@ -29,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from jose import jwk
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
-from chalicelib.core import aws, clock
+from chalicelib.core import aws, clock, process_state
 from chalicelib.core.audiences import API, Audience
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
@@ -45,6 +49,11 @@ LEEWAY_SECONDS = 30
 # How long a container trusts a revocation marker or epoch it has read: the staleness bound for a
 # revocation written in another container (docs/security.md, "Revocation cache").
 REVOCATION_CACHE_SECONDS = 5.0
+# The revocation watermark: one item of ``revoked_tokens`` whose attribute ``b<bucket>`` holds the time of
+# the latest revocation of a subject hashing into that bucket. 4,096 buckets keep the item under 60 KB and
+# make an unrelated revocation share a user's bucket rarely (one in 4,096 per revocation).
+WATERMARK_KEY = "watermark:revocations"
+WATERMARK_BUCKETS = 4096
 
 
 class SigningKeyAttrs(BaseModel):
@@ -170,19 +179,40 @@ def current_epochs(user_id: str, workspace_id: str) -> list[int]:
     return _epochs_of(item.get("Item"), workspace_id)
 
 
-def _update_user_item(user_id: str, expression: str, names: dict[str, str], values: dict[str, Any]) -> None:
-    """Update the user's epochs item (``user:<sub>``), keeping it past every token's lifetime."""
-    _ddb().update_item(TableName=_table(), Key={"jti": {"S": f"user:{user_id}"}}, UpdateExpression=expression,
-                       ExpressionAttributeNames=names,
-                       ExpressionAttributeValues={**values,
-                                                  ":ttl": {"N": str(int(clock.now()) + EPOCH_TTL_SECONDS)}})
+def bucket_of(subject: str) -> str:
+    """The watermark attribute of a revocation subject (a user id, or ``jti:<jti>`` for a service token)."""
+    digest = hashlib.sha256(subject.encode("utf-8")).digest()
+    return "b%03x" % (int.from_bytes(digest[:2], "big") % WATERMARK_BUCKETS)
+
+
+def _user_update(user_id: str, expression: str, names: dict[str, str], values: dict[str, Any]) -> dict[str, Any]:
+    """The update of the user's epochs item (``user:<sub>``), kept past every token's lifetime."""
+    return {"TableName": _table(), "Key": {"jti": {"S": f"user:{user_id}"}}, "UpdateExpression": expression,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {**values, ":ttl": {"N": str(int(clock.now()) + EPOCH_TTL_SECONDS)}}}
+
+
+def _watermark_update(subject: str, now: int) -> dict[str, Any]:
+    return {"TableName": _table(), "Key": {"jti": {"S": WATERMARK_KEY}}, "UpdateExpression": "SET #b = :now",
+            "ExpressionAttributeNames": {"#b": bucket_of(subject)},
+            "ExpressionAttributeValues": {":now": {"N": str(now)}}}
+
+
+def _write_revocation(items: list[dict[str, Any]]) -> None:
+    """Write a revocation and its watermark bucket in one transaction (all or nothing: a verifier that
+    sees the bucket moved also finds what moved it), then clear this container's revocation state."""
+    _ddb().transact_write_items(TransactItems=items)
+    _note_local_revocation()
 
 
 def bump_epoch(user_id: str, workspace_id: str | None = None) -> None:
     """Refuse every token of the user issued before now: all of them, or those of one workspace."""
     attr = "epoch" if workspace_id is None else f"ws_{workspace_id}"
-    _update_user_item(user_id, "ADD #e :one SET expires_at = :ttl", {"#e": attr}, {":one": {"N": "1"}})
-    _note_local_revocation()
+    now = math.ceil(clock.now())
+    _write_revocation([
+        {"Update": _user_update(user_id, "ADD #e :one SET expires_at = :ttl", {"#e": attr}, {":one": {"N": "1"}})},
+        {"Update": _watermark_update(user_id, now)},
+    ])
 
 
 def revoke_key(key: str, expires_at: float, reason: str, user_id: str | None) -> None:
@@ -191,13 +221,17 @@ def revoke_key(key: str, expires_at: float, reason: str, user_id: str | None) ->
     ``user_id`` is the user whose tokens the marker refuses (None only for a service token's jti): the
     user's item records the time of their latest marker (``mrev``), and a verifier looks markers up only
     for a token issued less than ``LEEWAY_SECONDS`` before that time (see docs/security.md, "Revocation
-    cache"). ``mrev`` is written first, so a verifier that sees it also finds the marker.
+    cache"). The marker, ``mrev`` and the watermark bucket are written in one transaction.
     """
+    now = math.ceil(clock.now())
+    marker = {"jti": {"S": key}, "expires_at": {"N": str(int(expires_at) + LEEWAY_SECONDS)},
+              "reason": {"S": reason[:64]}}
+    items: list[dict[str, Any]] = [{"Put": {"TableName": _table(), "Item": marker}}]
     if user_id is not None:
-        _update_user_item(user_id, "SET #m = :now, expires_at = :ttl", {"#m": "mrev"},
-                          {":now": {"N": str(math.ceil(clock.now()))}})
-    global_model(RevokedTokenAttrs)(key, expires_at=int(expires_at) + LEEWAY_SECONDS, reason=reason[:64]).save()
-    _note_local_revocation()
+        items.append({"Update": _user_update(user_id, "SET #m = :now, expires_at = :ttl", {"#m": "mrev"},
+                                             {":now": {"N": str(now)}})})
+    items.append({"Update": _watermark_update(user_id if user_id is not None else f"jti:{key}", now)})
+    _write_revocation(items)
 
 
 def is_revoked(key: str) -> bool:
@@ -210,25 +244,33 @@ REVOKED = float("-inf")
 
 
 class RevocationCheck:
-    """Whether a token was revoked, from markers and epochs cached for at most ``ttl`` seconds.
+    """Whether a token was revoked, from the revocation watermark and the items it points at.
 
-    The cache holds DynamoDB items by key (``user:<sub>``, ``sid:<sid>``, ``grant:<id>``, a jti), each
-    read with one consistent ``BatchGetItem`` and trusted for ``ttl`` seconds: a revocation written by
-    another container is refused here at most ``ttl`` seconds later; one written in this process clears
-    the cache at once (``_generation``). A user token costs one read of its user's item per ``ttl``,
-    shared by all that user's tokens; its own markers are read only when the user's item says a marker
-    was written around or after the token's issue (``mrev``). A service token reads its jti marker.
+    The watermark (one item: ``b<bucket>`` -> time of the bucket's latest revocation) is read with one
+    consistent ``GetItem`` and trusted for ``ttl`` seconds, for every user. A token whose subject's bucket
+    last moved more than ``LEEWAY_SECONDS`` before the token's issue cannot have been revoked since
+    (every revocation moves its bucket in the same transaction): no further read. Otherwise the subject's
+    items are read (one consistent ``BatchGetItem``): a user's epochs and ``mrev``, then the token's
+    markers when ``mrev`` says one was written around or after its issue; a service token's jti marker.
+    An item read is trusted for ``ttl`` seconds, and after that for as long as its bucket has not moved
+    since it was read (less ``LEEWAY_SECONDS``). A revocation written by another container is refused
+    here at most ``ttl`` seconds later; one written in this process clears every cache at once
+    (``_generation``).
     """
 
     def __init__(self, ttl: float = REVOCATION_CACHE_SECONDS) -> None:
         self.ttl = ttl
-        # key -> (trusted until, state): a user's (epoch, {workspace: epoch}, mrev), a marker's expires_at
+        # key -> (read at, state): a user's (epoch, {workspace: epoch}, mrev), a marker's expires_at
         self._items: dict[str, tuple[float, Any]] = {}
+        self._buckets: dict[str, float] = {}  # the watermark: bucket -> time of its latest revocation
+        self._watermark_until = -1e18
         self._seen = _generation
-        self.reads = 0  # BatchGetItem calls made (tests count them)
+        self.reads = 0  # GetItem and BatchGetItem calls made (tests count them)
 
     def clear(self) -> None:
         self._items.clear()
+        self._buckets = {}
+        self._watermark_until = -1e18
 
     def revoked(self, claims: dict[str, Any]) -> bool:
         return self.valid_until(claims) == REVOKED
@@ -236,38 +278,56 @@ class RevocationCheck:
     def valid_until(self, claims: dict[str, Any], now: float | None = None) -> float:
         """Until when (platform clock) the token counts as not revoked, or ``REVOKED``."""
         if self._seen != _generation:
-            self._items.clear()
+            self.clear()
             self._seen = _generation
         if now is None:
             now = clock.now()
-        if claims.get("token_use") == "service":
-            return self._markers([str(claims["jti"])], now)
+        if self._watermark_until <= now:
+            self._read_watermark(now)
+        until = self._watermark_until
+        service = claims.get("token_use") == "service"
+        bucket = bucket_of("jti:" + str(claims["jti"]) if service else str(claims["sub"]))
+        moved = self._buckets.get(bucket, 0.0)
+        if moved < float(claims["iat"]) - LEEWAY_SECONDS:
+            return until  # nothing revoked for this subject since well before the token's issue
+        if service:
+            return min(until, self._markers([str(claims["jti"])], bucket, now))
         user_key = "user:" + str(claims["sub"])
-        hit = self._items.get(user_key)
-        if hit is None or hit[0] <= now:
-            if not self._read([user_key], now):
-                return REVOKED
-            hit = self._items[user_key]
-        until, (epoch, per_workspace, mrev) = hit
+        if not self._fresh(user_key, bucket, now) and not self._read([user_key], now):
+            return REVOKED
+        epoch, per_workspace, mrev = self._items[user_key][1]
         carried = claims.get("rev") or (0, 0)
         if epoch > int(carried[0]) or per_workspace.get(claims.get("workspace_id"), 0) > int(carried[1]):
             return REVOKED
         if mrev and mrev >= float(claims["iat"]) - LEEWAY_SECONDS:
-            return min(until, self._markers([k for k in revocation_keys(claims) if k != user_key], now))
+            return min(until, self._markers([k for k in revocation_keys(claims) if k != user_key], bucket, now))
         return until
 
-    def _markers(self, keys: list[str], now: float) -> float:
+    def _fresh(self, key: str, bucket: str, now: float) -> bool:
+        """Whether the cached item of ``key`` may be used: read less than ``ttl`` ago, or read well after
+        its bucket last moved (the bucket is the watermark's, itself at most ``ttl`` old)."""
+        hit = self._items.get(key)
+        if hit is None:
+            return False
+        read_at = hit[0]
+        return now < read_at + self.ttl or self._buckets.get(bucket, 0.0) < read_at - LEEWAY_SECONDS
+
+    def _markers(self, keys: list[str], bucket: str, now: float) -> float:
         """``REVOKED`` when a live marker exists for one of ``keys``, else until when that is known."""
-        stale = [k for k in keys if (hit := self._items.get(k)) is None or hit[0] <= now]
+        stale = [k for k in keys if not self._fresh(k, bucket, now)]
         if stale and not self._read(stale, now):
             return REVOKED
-        until = float("inf")
         for key in keys:
-            trusted, expires_at = self._items[key]
-            if expires_at > now:
+            if self._items[key][1] > now:
                 return REVOKED
-            until = min(until, trusted)
-        return until
+        return self._watermark_until
+
+    def _read_watermark(self, now: float) -> None:
+        self.reads += 1
+        item = _ddb().get_item(TableName=_table(), Key={"jti": {"S": WATERMARK_KEY}},
+                               ConsistentRead=True).get("Item") or {}
+        self._buckets = {name: float(value["N"]) for name, value in item.items() if name != "jti" and "N" in value}
+        self._watermark_until = now + self.ttl
 
     def _read(self, keys: list[str], now: float) -> bool:
         """Read ``keys`` with consistent ``BatchGetItem`` calls into the cache; False when DynamoDB would not
@@ -288,7 +348,7 @@ class RevocationCheck:
         if len(self._items) > CACHE_SIZE:
             self._items.clear()
         for key in keys:
-            self._items[key] = (now + self.ttl, _state_of(key, got.get(key)))
+            self._items[key] = (now, _state_of(key, got.get(key)))
         return True
 
 
@@ -337,12 +397,14 @@ ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")  # RFC 9068 section 2.1, c
 
 def _claims_valid(c: dict[str, Any], now: float, audience: Audience = API) -> bool:
     """Issuer, audience, lifetime (platform clock) and the claims every access token carries."""
-    exp, iat = c.get("exp"), c.get("iat")
-    nbf = c.get("nbf", iat)
+    exp: Any = c.get("exp")
+    iat: Any = c.get("iat")
+    nbf: Any = c.get("nbf", iat)
+    if not (type(exp) in _NUMBER and type(iat) in _NUMBER and type(nbf) in _NUMBER):  # not bool, not str
+        return False
     return (
         c.get("iss") == settings().issuer
         and audience.accepts(c.get("aud"))
-        and type(exp) in _NUMBER and type(iat) in _NUMBER and type(nbf) in _NUMBER  # not bool, not str
         and exp > now
         and iat <= now + LEEWAY_SECONDS
         and nbf <= now + LEEWAY_SECONDS
@@ -468,6 +530,14 @@ def verifier(audience: Audience = API) -> TokenVerifier:
     if other is None or other.keyring is not _verifier.keyring:
         other = _others[audience.name] = TokenVerifier(_verifier.keyring, _verifier.revocations, audience)
     return other
+
+
+def _forget_verifier() -> None:
+    global _verifier
+    _verifier = None
+
+
+process_state.enrol("core.tokens.verifier", _forget_verifier)
 
 
 def bearer(authorization: str | None) -> str:

@@ -5,7 +5,7 @@ at once by calling the worker directly.
 The demo source lives as a customer's would: in an AWS account of its own (``DEMO_ACCOUNT``, in the
 emulator only), with a role (``DEMO_ROLE``-<region>) whose trust policy names the platform and requires the demo
 workspace's ExternalId, and which may read only the demo bucket. The connectors name that role, so the
-sync reads exactly as it would in production (``gateway/source_access.py``). The customers dataset ends with PII fields under MASK and
+sync reads exactly as it would in production (``gateway/ingest/source_access.py``). The customers dataset ends with PII fields under MASK and
 HASH policies, and lineage connector -> dataset. Idempotent: a second call changes nothing.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
 from chalicelib.gateway import models
 from chalicelib.gateway.ingest import connectors, source_access, sync, sync_worker
+from chalicelib.identity import users
 
 FIRST = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Margaret", "Tim", "Radia", "Linus"]
 LAST = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson", "Hamilton", "Berners-Lee",
@@ -115,7 +116,6 @@ def _set_policies(region: str, workspace_id: str, dataset_id: str, policies: dic
 
 def seed(workspace_id: str, region: str, admin_email: str) -> dict[str, Any]:
     """Create and sync the demo connectors (see the module docstring); returns what exists."""
-    from chalicelib.identity import users  # noqa: PLC0415
 
     user = users.find_by_email(admin_email)
     principal = Principal(user_id=user.id if user else "usr_demo", workspace_id=workspace_id, roles=("admin",),

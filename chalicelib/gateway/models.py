@@ -44,6 +44,8 @@ class DatasetAttrs(BaseModel):
     classification = UnicodeAttribute(default="INTERNAL")  # PUBLIC | INTERNAL | CONFIDENTIAL | PII
     schema = UnicodeAttribute(default="[]")  # JSON [{name, type, nullable, classification, policy, description}]
     acl = UnicodeAttribute(default="[]")  # JSON [{type: user|role|group, id}]
+    # JSON {document_id: [{type: role|user, id}]}: per-document ACLs narrowing ``acl`` for those rows
+    row_acl = UnicodeAttribute(null=True)
     schema_version = NumberAttribute(default=0)
     schema_drift = UnicodeAttribute(default="[]")  # JSON [{version, at, added, changed}]
     data_prefix = UnicodeAttribute(null=True)  # s3 key prefix of the Parquet parts in the data bucket
@@ -102,7 +104,7 @@ class LineageEdgeAttrs(BaseModel):
 
 class CatalogVersionAttrs(BaseModel):
     """One item per workspace: its catalog version and, under ``c<version>``, what that version changed
-    (written and read by gateway/catalog_versions.py)."""
+    (written and read by gateway/catalog/versions.py)."""
 
     TABLE = "catalog_versions"
     workspace_id = UnicodeAttribute(hash_key=True)

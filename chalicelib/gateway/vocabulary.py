@@ -2,15 +2,35 @@
 (catalog, policies, GraphQL). Values are UPPER_SNAKE so they are GraphQL enum values as they are."""
 from __future__ import annotations
 
-# Connector kinds and the category of source each reads: the one declaration. Every other list (the
-# sources' modules, the OpenAPI and GraphQL enums) is derived from it or checked against it by
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ConnectorKind:
+    """A kind of connector: what it reads, where its reader lives, and how the gateway reaches the source."""
+
+    name: str
+    category: str  # what kind of source it reads (``CATEGORIES``)
+    module: str  # its reader: ``chalicelib/gateway/ingest/sources/<module>.py`` (``sources.SourceReader``)
+    access: str  # "role": as a role the workspace grants (ingest/source_access.py); "url": an outbound
+    #              request to a checked address; "upload": files uploaded into the platform's own bucket
+
+
+# Connector kinds: the one declaration. Every other list (the readers' modules, the OpenAPI and GraphQL
+# enums, which kinds need a role grant) is derived from it or checked against it by
 # tests/unit/gateway/test_vocabulary.py.
-CONNECTOR_KINDS: dict[str, str] = {"s3": "STORAGE", "dynamodb": "DATABASE", "http": "API", "documents": "DOCUMENTS"}
+CONNECTOR_KINDS: dict[str, ConnectorKind] = {k.name: k for k in (
+    ConnectorKind("s3", "STORAGE", "s3_objects", "role"),
+    ConnectorKind("dynamodb", "DATABASE", "dynamodb_table", "role"),
+    ConnectorKind("http", "API", "http_api", "url"),
+    ConnectorKind("documents", "DOCUMENTS", "documents", "upload"),
+)}
 KINDS: tuple[str, ...] = tuple(CONNECTOR_KINDS)
+ROLE_KINDS: tuple[str, ...] = tuple(k for k, v in CONNECTOR_KINDS.items() if v.access == "role")
 
 # Category: what kind of source a connector reads (one per kind).
-CATEGORY_OF_KIND: dict[str, str] = dict(CONNECTOR_KINDS)
-CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(CONNECTOR_KINDS.values()))
+CATEGORY_OF_KIND: dict[str, str] = {k: v.category for k, v in CONNECTOR_KINDS.items()}
+CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(CATEGORY_OF_KIND.values()))
 
 # Status: a connector's health. SYNCING while a sync holds its lease; PAUSED when an admin paused it.
 STATUSES: tuple[str, ...] = ("HEALTHY", "DEGRADED", "FAILING", "SYNCING", "PAUSED")

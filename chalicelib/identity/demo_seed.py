@@ -1,8 +1,7 @@
 """Demo sign-in material for ``make run`` (called by the local runner's seed; never by a Lambda).
 
-``seed_signin_demo`` gives the demo user a generated password and an authenticator (TOTP) secret,
-registers the app shell's public OAuth client (``webapp.shell.ensure_app_client``), and creates an
-API token for the demo workspace. Everything is generated at run time (no secret in the repository).
+``seed_signin_demo`` gives the demo user a generated password and an authenticator (TOTP) secret, and
+creates an API token for the demo workspace (the seed registers the web app's OAuth client itself). Everything is generated at run time (no secret in the repository).
 """
 from __future__ import annotations
 
@@ -25,10 +24,8 @@ def seed_signin_demo(user_id: str, email: str, workspace_id: str) -> dict[str, A
     if not totp.has_totp(user_id):
         secret = totp.start_setup(user_id, email)["secret"]
         totp.confirm_setup(user_id, pyotp.TOTP(secret).at(clock.now() - 30))  # keep the current step usable
-    from chalicelib.webapp.shell import ensure_app_client
 
-    client_id = ensure_app_client()
     token, record = api_tokens.create(user_id, ["pwd", "otp", "mfa"], name="demo", workspace_id=workspace_id,
                                       expires_in_days=30)
     return {"email": email, "password": password, "totp_secret": secret, "api_token": token,
-            "api_token_id": record.id, "app_client_id": client_id, "workspace_id": workspace_id}
+            "api_token_id": record.id, "workspace_id": workspace_id}

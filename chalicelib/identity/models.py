@@ -333,5 +333,5 @@ class RefreshAttrs(BaseModel):
 class RateLimitAttrs(BaseModel):
     TABLE = "rate_limits"
     key = UnicodeAttribute(hash_key=True)  # <limit>#<sha256(subject)>#<window start>
-    count = NumberAttribute(null=True)
+    hits = NumberAttribute(null=True, attr_name="count")  # not `count`: that is Model.count()
     expires_at = NumberAttribute(null=True)  # TTL: the end of the window

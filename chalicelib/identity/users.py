@@ -5,6 +5,8 @@ transaction as the user, so two sign-ups of one address cannot both succeed.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
@@ -38,8 +40,25 @@ def find_by_email(email: str) -> UserAttrs | None:
     return get_user(claim.user_id)
 
 
+# read in place of a user when an address has no account, so both cases do the same reads; never issued
+# (``new_id`` ids hold no lower-case word)
+ABSENT_USER_ID = "usr_none"
+
+
+def find_by_email_evenly(email: str) -> UserAttrs | None:
+    """``find_by_email`` doing the same work whether or not the address has an account (the claim read,
+    then one user read: of the claimed user, or of ``ABSENT_USER_ID``), for the public endpoints whose
+    timing must not tell which addresses exist."""
+    try:
+        user_id = global_model(EmailClaimAttrs).get(f"email#{normalise_email(email)}", consistent_read=True).user_id
+    except DoesNotExist:
+        user_id = None
+    user = get_user(user_id or ABSENT_USER_ID)
+    return user if user_id else None
+
+
 def create_user(email: str, *, email_verified: bool = False, display_name: str | None = None,
-                **fields: object) -> UserAttrs:
+                **fields: Any) -> UserAttrs:
     """Create a user and claim its e-mail atomically; 409 when the address is taken."""
     address = normalise_email(email)
     user = users()(new_id("usr"), email=address, email_verified=email_verified,

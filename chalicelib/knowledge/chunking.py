@@ -7,16 +7,26 @@ came from, a character span in its source and its text.
 - Other datasets: each row is a chunk whose text is ``field: value; ...`` over the fields under the
   ``ALLOW`` policy only; the span is within that text. Fields under MASK, HASH, REDACT or DENY never
   enter a chunk, so their clear values are never written into an index.
+
+Every identity derived from row values is opaque (``gateway/reader``): a row's key (its primary-key
+columns, whatever their policies) enters a chunk only as a keyed hash, in its id, ``doc`` and title; a
+document id only in the clear when ``document_id`` is ALLOW. ``fields`` names every field whose value
+is in the chunk in the clear (text, title or ``doc``), so retrieval masks a chunk as soon as one of them
+leaves ALLOW. A row of a dataset with a ``document_id`` column belongs to that document (its ``doc``), so
+the document's ACL covers it.
 """
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 DOCUMENT = "document"
 DATASET = "dataset"
 DOC_FIELDS = ("document_id", "file_name", "text", "char_start", "char_end")
+DOC_COLUMN = "document_id"
+Ident = Callable[..., str]  # (purpose, *parts) -> a keyed hash bound to the dataset (gateway/reader.opaque_ref)
+DocRef = Callable[[str], str]  # a document id -> how chunks name it (gateway/reader.document_ref)
 MAX_ROW_CHARS = 4000
 
 
@@ -43,9 +53,8 @@ class Chunk:
         return Chunk(**{**d, "fields": tuple(d["fields"])})
 
 
-def chunk_id(dataset_id: str, doc: str, start: int, end: int, text: str) -> str:
-    digest = hashlib.sha256(f"{dataset_id}\x1f{doc}\x1f{start}\x1f{end}\x1f{text}".encode()).hexdigest()
-    return "chk_" + digest[:24]
+def chunk_id(ident: Ident, doc: str, start: int, end: int, text: str) -> str:
+    return "chk_" + ident("chunk", doc, str(start), str(end), text)[:24]
 
 
 def allowed_fields(fields: list[dict[str, Any]]) -> list[str]:
@@ -57,40 +66,51 @@ def is_documents(fields: list[dict[str, Any]]) -> bool:
 
 
 def document_chunks(dataset_id: str, version: str, fields: list[dict[str, Any]], names: list[str],
-                    rows: list[tuple]) -> list[Chunk]:
+                    rows: list[tuple], ident: Ident, doc_ref: DocRef) -> list[Chunk]:
     """Passages of uploaded documents (nothing when the ``text`` field is not ALLOW)."""
-    if "text" not in allowed_fields(fields):
+    allow = allowed_fields(fields)
+    if "text" not in allow:
         return []
     col = {n: i for i, n in enumerate(names)}
-    title_ok = "file_name" in allowed_fields(fields)
+    title_ok = "file_name" in allow
     out = []
     for row in rows:
         text = row[col["text"]]
         if not isinstance(text, str) or not text.strip():
             continue
-        doc = str(row[col["document_id"]])
+        raw_doc = str(row[col[DOC_COLUMN]])
+        doc = doc_ref(raw_doc)
         start, end = int(row[col["char_start"]] or 0), int(row[col["char_end"]] or len(text))
         title = str(row[col["file_name"]]) if title_ok else doc
-        out.append(Chunk(chunk_id(dataset_id, doc, start, end, text), DOCUMENT, dataset_id, doc, version, title,
-                         start, end, text, ("text",)))
+        used = ("text",) + (("file_name",) if title_ok else ()) + ((DOC_COLUMN,) if doc == raw_doc else ())
+        out.append(Chunk(chunk_id(ident, raw_doc, start, end, text), DOCUMENT, dataset_id, doc, version, title,
+                         start, end, text, used))
     return out
 
 
 def row_chunks(dataset_id: str, dataset_name: str, version: str, fields: list[dict[str, Any]], names: list[str],
-               rows: list[tuple]) -> list[Chunk]:
-    """One chunk per row over its ALLOW fields."""
+               rows: list[tuple], ident: Ident, doc_ref: DocRef) -> list[Chunk]:
+    """One chunk per row over its ALLOW fields, named by an opaque hash of its key."""
     allow = [n for n in allowed_fields(fields) if n in names]
     if not allow:
         return []
     col = {n: i for i, n in enumerate(names)}
     key_col = col.get("_key")
+    doc_col = col.get(DOC_COLUMN)
     out = []
     for n, row in enumerate(rows):
         parts = [(f, row[col[f]]) for f in allow if row[col[f]] is not None and str(row[col[f]]) != ""]
         if not parts:
             continue
         text = "; ".join(f"{f}: {v}" for f, v in parts)[:MAX_ROW_CHARS]
-        doc = str(row[key_col]) if key_col is not None else str(n)
-        out.append(Chunk(chunk_id(dataset_id, doc, 0, len(text), text), DATASET, dataset_id, doc, version,
-                         f"{dataset_name} row {doc}", 0, len(text), text, tuple(f for f, _ in parts)))
+        row_ref = ident("row", str(row[key_col]) if key_col is not None else str(n))[:24]
+        used = tuple(f for f, _ in parts)
+        doc = "row_" + row_ref
+        if doc_col is not None and row[doc_col] is not None:
+            raw_doc = str(row[doc_col])
+            doc = doc_ref(raw_doc)
+            if doc == raw_doc and DOC_COLUMN not in used:
+                used += (DOC_COLUMN,)
+        out.append(Chunk(chunk_id(ident, row_ref, 0, len(text), text), DATASET, dataset_id, doc, version,
+                         f"{dataset_name} row {row_ref[:12]}", 0, len(text), text, used))
     return out

@@ -9,11 +9,12 @@ may read (the same mask as lexical scoring). Lexical and dense rankings are fuse
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from chalicelib.core.process_state import cached
+from chalicelib.llm import service
 from chalicelib.llm.registry import registry
 
 WORDLLAMA = "builtin/wordllama"
@@ -32,7 +33,7 @@ def model_for(region: str) -> str | None:
     return model if spec is not None and spec.embeddings and region in spec.regions else None
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1, derived=True)
 def _wordllama() -> Any:
     import wordllama  # noqa: PLC0415 - optional dependency, loaded only when configured
     from wordllama import WordLlama  # noqa: PLC0415
@@ -54,7 +55,6 @@ def embed(model: str, region: str, texts: list[str]) -> np.ndarray:
         return np.zeros((0, 1), dtype=np.float32)
     if model == WORDLLAMA:
         return _unit(_wordllama().embed(texts))
-    from chalicelib.llm import service  # noqa: PLC0415
 
     spec = registry().get(model)
     assert spec is not None

@@ -1,16 +1,17 @@
-"""Building a dataset's index: after each successful sync (``gateway/sync_worker.py`` calls
+"""Building a dataset's index: after each successful sync (``gateway/ingest/sync_worker.py`` calls
 ``on_sync``), and again whenever its field policies differ from those the index was built under (a
 search finds that and rebuilds before using it), so a value put under MASK/HASH/REDACT/DENY leaves the
 index files at the latest at the next search."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
 from chalicelib.core import clock
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
-from chalicelib.gateway import storage
+from chalicelib.gateway import reader, storage
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge import chunking, dense, lexical, store
 from chalicelib.knowledge.chunking import Chunk
@@ -21,17 +22,20 @@ MAX_ROWS = 200_000
 
 
 def policy_fingerprint(rec: catalog.DatasetRecord) -> str:
+    """The field policies (key columns included: every field) and the rule deriving row identities."""
     pairs = sorted((f["name"], f["policy"]) for f in rec.fields)
-    return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()[:32]
+    return hashlib.sha256(json.dumps([reader.index_format(), pairs]).encode()).hexdigest()[:32]
 
 
 def chunks_of(rec: catalog.DatasetRecord, region: str) -> list[Chunk]:
     if not rec.data_prefix:
         return []
     names, rows = storage.read_rows(region, rec.data_prefix, internal=True, limit=MAX_ROWS)
+    ident = functools.partial(reader.opaque_ref, rec)
+    doc_ref = functools.partial(reader.document_ref, rec)
     if chunking.is_documents(rec.fields):
-        return chunking.document_chunks(rec.id, rec.data_prefix, rec.fields, names, rows)
-    return chunking.row_chunks(rec.id, rec.name, rec.data_prefix, rec.fields, names, rows)
+        return chunking.document_chunks(rec.id, rec.data_prefix, rec.fields, names, rows, ident, doc_ref)
+    return chunking.row_chunks(rec.id, rec.name, rec.data_prefix, rec.fields, names, rows, ident, doc_ref)
 
 
 def index_dataset(region: str, workspace_id: str, dataset_id: str) -> int:

@@ -1,6 +1,10 @@
 """Lexical BM25 over a chunk list with ``bm25s`` (its eager sparse score matrix), and scoring that
 applies the caller's permissions *before* ranking: only the postings of chunks the caller may read are
-summed, so an unreadable chunk is never given a score at all (``score``)."""
+summed, so an unreadable chunk is never given a score at all (``score``).
+
+Scores are accumulated densely: one ``np.bincount`` over the query tokens' postings into an array of one
+slot per chunk (no sort of the postings), and ``top`` selects with ``np.argpartition``, ordering the
+selected by score, then by chunk index (lower first) - also among ties at the k-th place."""
 from __future__ import annotations
 
 import os
@@ -32,28 +36,40 @@ def query_ids(model: bm25s.BM25, query: str) -> list[int]:
 
 
 def score(model: bm25s.BM25, ids: list[int], allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """``(chunk indices, scores)`` of the allowed chunks that match any query token."""
+    """``(chunk indices, scores)`` of the allowed chunks that match any query token, indices ascending."""
     data, indices, indptr = model.scores["data"], model.scores["indices"], model.scores["indptr"]
     if not ids:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-    rows = np.concatenate([indices[indptr[t]:indptr[t + 1]] for t in ids])
-    vals = np.concatenate([data[indptr[t]:indptr[t + 1]] for t in ids])
+    if len(ids) == 1:
+        rows, vals = indices[indptr[ids[0]]:indptr[ids[0] + 1]], data[indptr[ids[0]]:indptr[ids[0] + 1]]
+    else:
+        rows = np.concatenate([indices[indptr[t]:indptr[t + 1]] for t in ids])
+        vals = np.concatenate([data[indptr[t]:indptr[t + 1]] for t in ids])
     if allowed is not None:
         keep = allowed[rows]
         rows, vals = rows[keep], vals[keep]
     if rows.size == 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-    uniq, inv = np.unique(rows, return_inverse=True)
-    sums = np.bincount(inv, weights=vals).astype(np.float32)
-    return uniq, sums
+    size = int(rows.max()) + 1
+    sums = np.bincount(rows, weights=vals, minlength=size)  # float64, summed in postings order
+    matched = np.zeros(size, dtype=bool)
+    matched[rows] = True
+    hits = np.flatnonzero(matched)
+    return hits, sums[hits].astype(np.float32)
 
 
 def top(indices: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """The ``k`` best ``(index, score)``, best first (ties: lower index first, so results are stable)."""
-    if indices.size == 0:
+    """The ``k`` best ``(index, score)``, best first; ties: lower index first, also at the k-th place."""
+    if indices.size == 0 or k <= 0:
         return []
     if indices.size > k:
         part = np.argpartition(-scores, k - 1)[:k]
+        kth = scores[part].min()
+        above = np.flatnonzero(scores > kth)
+        tied = np.flatnonzero(scores == kth)
+        if tied.size > k - above.size:  # several candidates share the k-th score: the lowest indices win
+            tied = tied[np.argsort(indices[tied], kind="stable")[:k - above.size]]
+        part = np.concatenate([above, tied])
         indices, scores = indices[part], scores[part]
     order = np.lexsort((indices, -scores))
     return [(int(indices[i]), float(scores[i])) for i in order[:k]]

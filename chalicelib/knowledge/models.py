@@ -1,9 +1,8 @@
-"""Knowledge storage (regional). One table, two item kinds, keyed by workspace:
-
-- ``index#<dataset id>``: the manifest of a dataset's current index (S3 prefix of its files in the
-  region's ``knowledge`` bucket, the dataset snapshot it was built from, chunk count, and the fingerprint
-  of the field policies it was built under);
-- ``docacl#<document id>``: a per-document ACL (``[{type: role|user, id}]``) narrowing its dataset's ACL.
+"""Knowledge storage (regional). One table keyed by workspace; its items are ``index#<dataset id>``: the
+manifest of a dataset's current index (S3 prefix of its files in the region's ``knowledge`` bucket, the
+dataset snapshot it was built from, chunk count, and the fingerprint of the field policies it was built
+under). Per-document ACLs are the dataset's row-level policy, on its catalog item (``gateway/reader.py``);
+``docacl#`` items of earlier versions are no longer read.
 """
 from __future__ import annotations
 
@@ -12,13 +11,12 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from chalicelib.core.store.tables import BaseModel, regional
 
 KIND_INDEX = "index#"
-KIND_DOC_ACL = "docacl#"
 
 
 class KnowledgeAttrs(BaseModel):
     TABLE = "knowledge"
     workspace_id = UnicodeAttribute(hash_key=True)
-    key = UnicodeAttribute(range_key=True)  # index#<ds_...> | docacl#<doc_...>
+    key = UnicodeAttribute(range_key=True)  # index#<ds_...>
     dataset_id = UnicodeAttribute()
     version = UnicodeAttribute(null=True)  # index: the dataset snapshot (data prefix) it was built from
     prefix = UnicodeAttribute(null=True)  # index: S3 prefix of its files
@@ -26,7 +24,6 @@ class KnowledgeAttrs(BaseModel):
     policy_fingerprint = UnicodeAttribute(null=True)
     embedding_model = UnicodeAttribute(null=True)  # index: the model of its dense vectors (None: lexical only)
     chunk_count = NumberAttribute(default=0)
-    acl = UnicodeAttribute(null=True)  # docacl: JSON
     updated_at = UnicodeAttribute()
 
 

@@ -1,4 +1,5 @@
-"""Knowledge routes at {gateway_url}: retrieval and per-document ACLs. Thin: every view calls a service.
+"""Knowledge routes at {gateway_url}: retrieval and per-document ACLs (the dataset's row-level policy,
+kept and enforced by ``gateway/reader.py`` on every path). Thin: every view calls a service.
 
 The service loads NumPy and the retrieval libraries, so each view imports it at its first call: the gateway's
 cold start does not pay for them (``bench_packaging``, cold import per group)."""
@@ -10,6 +11,7 @@ from chalicelib.core.http.api import Api, Ctx
 from chalicelib.core.http.errors import validation_error
 from chalicelib.core.http.paging import check_params
 from chalicelib.core.http.validation import F, query_int, validate
+from chalicelib.gateway import reader
 
 api = Api("gateway")
 SEARCH_PARAMS = ("q", "k", "kind", "dataset_id")
@@ -17,7 +19,7 @@ SEARCH_PARAMS = ("q", "k", "kind", "dataset_id")
 
 @api.route("/v1/knowledge/search", permission="knowledge.read")
 def search(ctx: Ctx) -> dict[str, Any]:
-    from chalicelib.knowledge import service
+    from chalicelib.knowledge import service  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
     q = ctx.query
     check_params(q, SEARCH_PARAMS)
@@ -36,7 +38,5 @@ def search(ctx: Ctx) -> dict[str, Any]:
 @api.route("/v1/knowledge/datasets/{dataset_id}/documents/{document_id}/acl", ["PUT"],
            permission="connectors.manage")
 def put_document_acl(ctx: Ctx, dataset_id: str, document_id: str) -> dict[str, Any]:
-    from chalicelib.knowledge import service
-
     body = validate(ctx.json(), {"acl": F(list, required=True, max_len=100)})
-    return service.set_document_acl(ctx.user, dataset_id, document_id, body["acl"])
+    return reader.set_document_acl(ctx.user, dataset_id, document_id, body["acl"], caller=ctx.caller)

@@ -2,31 +2,30 @@
 
     hits = service.search(principal, "refund policy", k=5, filters={"kinds": ["document"]})
 
-Order of work (permissions before ranking):
-1. only datasets the caller may read (``gateway/catalog.can_read``: dataset ACL) are considered; the
-   index of any other dataset is not even loaded;
-2. inside each index, chunks of documents whose per-document ACL excludes the caller, and chunks holding
-   a field whose policy is no longer ALLOW, are masked out before any score is computed;
+Order of work (permissions before ranking), each rule from the policy-enforcing reader
+(``gateway/reader.py``):
+1. only datasets the caller may read (dataset ACL) are considered; the index of any other dataset is not
+   even loaded;
+2. inside each index, chunks of documents whose per-document ACL excludes the caller (the dataset's
+   row-level policy), and chunks holding a field whose policy is not ALLOW for the caller, are masked out
+   before any score is computed;
 3. BM25 scores the remaining chunks; the best ``k`` over all datasets are returned, best first.
 An index built under other field policies than the dataset's current ones is rebuilt first.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from chalicelib.core import clock
 from chalicelib.core.authz import Principal, require
-from chalicelib.core.http.errors import not_found, validation_error
-from chalicelib.core.ids import is_id
+from chalicelib.core.http.errors import validation_error
 from chalicelib.core.tenancy import region_of
+from chalicelib.gateway import reader
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge import dense, indexer, lexical, store
 from chalicelib.knowledge.chunking import DATASET, DOCUMENT, Chunk
-from chalicelib.knowledge.models import KIND_DOC_ACL, knowledge
 
 MAX_K = 50
 MAX_QUERY_CHARS = 2000
@@ -73,27 +72,35 @@ def _check(query: Any, k: Any, filters: Any) -> dict[str, Any]:
     return filters
 
 
-def doc_acl_allows(principal: Principal, acl: list[dict[str, str]]) -> bool:
-    if catalog.is_admin(principal):
-        return True
-    keys = catalog.principal_keys(principal)
-    return any(f"{a.get('type')}:{a.get('id')}" in keys for a in acl)
+MAX_MASKS = 32  # per loaded index
 
 
-def _allowed(principal: Principal, idx: store.Loaded, rec: catalog.DatasetRecord,
-             doc_acls: dict[str, list[dict[str, str]]]) -> np.ndarray | None:
-    """The mask of chunks the caller may read (None: all of them)."""
-    allow_fields = {f["name"] for f in rec.fields if f["policy"] == "ALLOW"}
+def _allowed(idx: store.Loaded, view: reader.View) -> np.ndarray | None:
+    """The mask of chunks the caller may read (None: all of them), kept on the index per distinct
+    (ALLOW fields, hidden documents): callers with the same view share it."""
+    allow_fields = frozenset(f["name"] for f in view.fields if f["policy"] == "ALLOW")
+    key = (allow_fields, view.hidden)
+    if key in idx.masks:
+        return idx.masks[key]
+    mask = _mask(idx, view, allow_fields)
+    if mask is not None:
+        mask.flags.writeable = False  # shared by every caller with this view
+    if len(idx.masks) >= MAX_MASKS:
+        idx.masks.clear()
+    idx.masks[key] = mask
+    return mask
+
+
+def _mask(idx: store.Loaded, view: reader.View, allow_fields: frozenset[str]) -> np.ndarray | None:
     mask: np.ndarray | None = None
     for fields, rows in (idx.by_fields or {}).items():
         if not allow_fields.issuperset(fields):
             mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
             mask[rows] = False
-    for doc, acl in doc_acls.items():
-        rows = idx.by_doc.get(doc)
-        if rows and not doc_acl_allows(principal, acl):
-            mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
-            mask[rows] = False
+    hidden = [i for doc in view.hidden for i in idx.by_doc.get(reader.document_ref(view.rec, doc), ())]
+    if hidden:
+        mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
+        mask[np.array(hidden, dtype=np.int64)] = False
     return mask
 
 
@@ -105,7 +112,7 @@ def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any]
     filters = _check(query, k, filters)
     ws = principal.workspace_id
     region = region_of(ws)
-    snap = catalog.snapshot(ws)
+    snap = catalog.snapshot(ws, store.trust_seconds())
     manifests = store.manifests(region, ws)
     wanted_ids = set(filters["dataset_ids"]) if filters.get("dataset_ids") is not None else None
     kinds = set(filters.get("kinds") or (DOCUMENT, DATASET))
@@ -125,7 +132,7 @@ def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any]
             if m is None:
                 continue
         idx = store.load(region, m.prefix)
-        allowed = _allowed(principal, idx, rec, manifests.doc_acls)
+        allowed = _allowed(idx, reader.view(principal, rec))
         scored = lexical.score(idx.model, lexical.query_ids(idx.model, query), allowed)
         if mode == "lexical" or idx.vectors is None or embedder is None:
             for i, s in lexical.top(*scored, k):
@@ -140,19 +147,3 @@ def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any]
             found.append(Hit(idx.chunks[i], s, rec.name))
     found.sort(key=lambda h: (-h.score, h.chunk.id))
     return found[:k]
-
-
-def set_document_acl(principal: Principal, dataset_id: str, document_id: str, acl: Any) -> dict[str, Any]:
-    """Narrow who may retrieve one document of a readable documents dataset (Admins: always)."""
-    rec = catalog.record(principal, dataset_id)
-    if not is_id(document_id, "doc"):
-        raise not_found("document")
-    if (not isinstance(acl, list) or len(acl) > 100
-            or not all(isinstance(a, dict) and set(a) == {"type", "id"} and a["type"] in ("role", "user")
-                       and isinstance(a["id"], str) and 1 <= len(a["id"]) <= 64 for a in acl)):
-        raise validation_error([{"field": "acl", "message": "must be a list of {type: role|user, id}"}])
-    region = region_of(principal.workspace_id)
-    knowledge(region)(principal.workspace_id, KIND_DOC_ACL + document_id, dataset_id=rec.id, acl=json.dumps(acl, separators=(",", ":")),
-                      updated_at=clock.iso()).save()
-    store.invalidate(principal.workspace_id)
-    return {"dataset_id": rec.id, "document_id": document_id, "acl": acl}

@@ -9,17 +9,17 @@ import gzip
 import io
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import bm25s
 import numpy as np
 
-from chalicelib.core import aws, clock
+from chalicelib.core import aws, clock, process_state
 from chalicelib.core.config import settings
 from chalicelib.knowledge import lexical
 from chalicelib.knowledge.chunking import Chunk
-from chalicelib.knowledge.models import KIND_DOC_ACL, KIND_INDEX, KnowledgeAttrs, knowledge
+from chalicelib.knowledge.models import KIND_INDEX, KnowledgeAttrs, knowledge
 
 BUCKET = "knowledge"
 CHUNKS = "chunks.json.gz"
@@ -37,13 +37,14 @@ class Loaded:
     by_doc: dict[str, list[int]]
     vectors: np.ndarray | None = None  # unit vectors, one row per chunk (hybrid retrieval)
     by_fields: dict[tuple[str, ...], np.ndarray] | None = None  # chunk indices per set of source fields
+    # readable-chunk masks per (ALLOW fields, hidden documents) of the callers so far (knowledge/service)
+    masks: dict[tuple[frozenset[str], frozenset[str]], np.ndarray | None] = field(default_factory=dict)
 
 
 @dataclass
 class Manifests:
     loaded_at: float
     indexes: dict[str, KnowledgeAttrs]  # dataset id -> manifest
-    doc_acls: dict[str, list[dict[str, str]]]  # document id -> acl
 
 
 _lock = threading.Lock()
@@ -55,6 +56,12 @@ def _ttl() -> float:
     return settings().knowledge_cache_seconds
 
 
+def trust_seconds() -> float:
+    """How long a search trusts what it read: the manifests here, and the catalog version it checked
+    (``catalog.snapshot(..., trust_seconds=...)``), one bound for both (docs/decisions.md)."""
+    return _ttl()
+
+
 def invalidate(workspace_id: str | None = None) -> None:
     with _lock:
         if workspace_id is None:
@@ -64,19 +71,19 @@ def invalidate(workspace_id: str | None = None) -> None:
             _manifests.pop(workspace_id, None)
 
 
+process_state.enrol("knowledge.store", invalidate)
+
+
 def manifests(region: str, workspace_id: str) -> Manifests:
     now = clock.now()
     with _lock:
         found = _manifests.get(workspace_id)
     if found is not None and now - found.loaded_at < _ttl():
         return found
-    indexes, acls = {}, {}
-    for item in knowledge(region).query(workspace_id):
-        if item.key.startswith(KIND_INDEX):
-            indexes[item.dataset_id] = item
-        elif item.key.startswith(KIND_DOC_ACL):
-            acls[item.key[len(KIND_DOC_ACL):]] = json.loads(item.acl or "[]")
-    found = Manifests(now, indexes, acls)
+    indexes = {}
+    for item in knowledge(region).query(workspace_id, knowledge(region).key.startswith(KIND_INDEX)):
+        indexes[item.dataset_id] = item
+    found = Manifests(now, indexes)
     with _lock:
         _manifests[workspace_id] = found
     return found

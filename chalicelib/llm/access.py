@@ -56,7 +56,7 @@ def set_allow_list(principal: Principal, body: Any, caller: CallerLike | None = 
     model_access(region)(principal.workspace_id, allow=json.dumps(allow, sort_keys=True), updated_at=clock.iso(),
                          updated_by=principal.user_id).save()
     audit.append(region, principal.workspace_id, "models.allow_list_updated",
-                 actor=Actor("user", principal.user_id, principal.email), target={"type": "workspace",
+                 actor=Actor.of(principal), target={"type": "workspace",
                                                                                   "id": principal.workspace_id},
                  details={"roles": allow}, caller=caller)
     return {"roles": allow}

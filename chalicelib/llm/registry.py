@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from chalicelib.core.config import settings
 from chalicelib.core.logs import get_logger
+from chalicelib.core.process_state import cached
 from chalicelib.core.regions import OPEN_REGIONS
 
 log = get_logger("models.registry")
@@ -159,7 +159,7 @@ def load_config(value: str) -> dict[str, Any]:
         raise ConfigError("the provider file is not valid JSON") from None
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1)
 def registry() -> Registry:
     """The deployment's registry (tests call ``registry.cache_clear()`` after changing ``MODEL_PROVIDERS``)."""
     return parse(load_config(settings().model_providers))

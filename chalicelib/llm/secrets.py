@@ -6,30 +6,21 @@ ciphertext to put in the provider file.
 """
 from __future__ import annotations
 
-import base64
 import sys
-from functools import lru_cache
 
-from chalicelib.core import aws
+from chalicelib.core.process_state import cached
+from chalicelib.core.store import kms
 
 PURPOSE = "model-provider-key"
 
 
-def _context(provider: str) -> dict[str, str]:
-    return {"aiplat:purpose": PURPOSE, "aiplat:provider": provider}
-
-
 def encrypt(region: str, provider: str, key: str) -> str:
-    out = aws.client("kms", region).encrypt(KeyId=aws.key_alias("data"), Plaintext=key.encode(),
-                                            EncryptionContext=_context(provider))
-    return base64.b64encode(out["CiphertextBlob"]).decode()
+    return kms.encrypt(region, "data", PURPOSE, key.encode(), provider=provider)
 
 
-@lru_cache(maxsize=64)
+@cached(maxsize=64)
 def decrypt(region: str, provider: str, ciphertext: str) -> str:
-    out = aws.client("kms", region).decrypt(CiphertextBlob=base64.b64decode(ciphertext),
-                                            EncryptionContext=_context(provider))
-    return bytes(out["Plaintext"]).decode()
+    return kms.decrypt(region, PURPOSE, ciphertext, provider=provider).decode()
 
 
 if __name__ == "__main__":  # pragma: no cover - operator tool

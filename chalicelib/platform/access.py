@@ -1,6 +1,6 @@
 """Authorization of platform calls beyond the route's permission: user-level actions and MFA.
 
-The route wrapper (``core.web``) has already replaced the token's roles with the caller's live membership
+The route wrapper (``core.http.api``) has already replaced the token's roles with the caller's live membership
 (``tenancy.live_principal``), checked the route's permission, and checked that a ``{workspace_id}`` in the
 path is the token's own workspace with the caller a member there (``tenancy.require_member``).
 """

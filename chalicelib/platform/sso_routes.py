@@ -66,7 +66,7 @@ CREATE_FIELDS = {
 
 def _audit(ctx: Ctx, workspace_id: str, action: str, domain: str, details: dict[str, Any] | None = None) -> None:
     audit.append(region_of(workspace_id), workspace_id, action,
-                 actor=audit.Actor("user", ctx.user.user_id, ctx.user.email),
+                 actor=audit.Actor.of(ctx.user),
                  target={"type": "sso_connection", "id": domain}, details=details or {}, caller=ctx.caller)
 
 

@@ -10,10 +10,13 @@ workspace any more). The request is recorded in the workspace's region (``access
 ``ACCESS_DEADLINE_SECONDS``.
 
 Exports are zip archives of JSON-lines files, one per region, each written to that region's
-``access-exports`` bucket (the part of a region never leaves it): the region of the request also holds
-``global.jsonl`` (the directory entry, sessions, API token records, passkeys; never password hashes,
-TOTP secrets or recovery-code hashes). ``get`` answers presigned download links valid
-``EXPORT_LINK_SECONDS``.
+``access-exports`` bucket (the part of a region never leaves it). Private content is delivered only to its
+subject: the user's own export also holds their chats, agent runs and agent memory, and, in the request's
+region, ``global.jsonl`` (the directory entry, sessions, API token records, passkeys; never password
+hashes, TOTP secrets or recovery-code hashes); an Admin's export about a member holds neither (a
+``withheld`` record names what was left out). Other people appear as pseudonyms
+(``residency/pseudonymised.py``). ``get`` answers presigned download links valid ``EXPORT_LINK_SECONDS``
+to the one person the export is for.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues
 from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.tenancy import memberships, region_of, workspaces_of
-from chalicelib.residency import erasure
+from chalicelib.residency import erasure, pseudonymised
 from chalicelib.residency.models import (
     ACCESS_DEADLINE_SECONDS,
     ACCESS_KINDS,
@@ -59,6 +62,11 @@ ACCOUNT, WORKSPACE = "account", "workspace"
 SECRET_ATTRS = frozenset({"password_hash", "totp_secret_enc", "secret_hash", "codes", "hashes", "pending_secret_enc",
                           "sid_hash", "public_key"})
 _des = TypeDeserializer()
+# content private to its author (``GET /v1/chats/{id}`` answers 404 to anyone else, Admins included): only
+# the subject's own export holds it; an Admin's export about a member withholds it (docs/residency.md)
+PRIVATE_TABLES = ("chats", "agent_runs", "agent_memory")
+WITHHELD_REASON = ("Private to the member: only an export the member requests about their own account "
+                   "holds it.")
 
 
 def to_dict(req: AccessRequestAttrs, *, links: bool = False) -> dict[str, Any]:
@@ -110,7 +118,7 @@ def create(user: Principal, body: Any, caller: audit.CallerLike) -> dict[str, An
                                   requested_by=user.user_id, requested_at=clock.iso(now),
                                   due_at=clock.iso(now + ACCESS_DEADLINE_SECONDS), status=QUEUED)
     req.save()
-    audit.append(region, ws, "access_request.created", actor=audit.Actor("user", user.user_id, user.email),
+    audit.append(region, ws, "access_request.created", actor=audit.Actor.of(user),
                  caller=caller, target={"type": "access_request", "id": req.id},
                  details={"kind": req.kind, "user_id": subject, "scope": scope, "due_at": req.due_at})
     queues.enqueue(JOBS_QUEUE, region, {"kind": "access_request", "workspace_id": ws, "request_id": req.id})
@@ -130,7 +138,11 @@ def _refuse_last_admin(subject: str, only: str | None) -> None:
 
 
 def get(user: Principal, request_id: str) -> dict[str, Any]:
-    """One request: visible to Admins of the workspace and to the member who made it or is its subject."""
+    """One request. A user's own export (account-wide) is visible to its subject only: to everyone else,
+    Admins included, it does not exist (404), whatever its id. Any other request (a workspace export, an
+    erasure: its result is counts) is visible to the workspace's Admins and to its requester and subject;
+    only the Admin who made a workspace export gets its download links, and only while still an Admin
+    (``user`` carries the live role)."""
     ws = user.workspace_id
     if not is_id(request_id, "dsr"):
         raise not_found("access request")
@@ -138,9 +150,23 @@ def get(user: Principal, request_id: str) -> dict[str, Any]:
         req = access_requests(region_of(ws)).get(ws, request_id, consistent_read=True)
     except DoesNotExist:
         raise not_found("access request") from None
-    if not _is_admin(user) and user.user_id not in (req.requested_by, req.subject):
+    if not visible_to(user, req):
         raise not_found("access request")
-    return to_dict(req, links=req.status == DONE)
+    return to_dict(req, links=req.status == DONE and may_download(user, req))
+
+
+def visible_to(user: Principal, req: AccessRequestAttrs) -> bool:
+    if req.scope == ACCOUNT and req.kind == EXPORT:
+        return user.user_id == req.subject
+    return _is_admin(user) or user.user_id in (req.requested_by, req.subject)
+
+
+def may_download(user: Principal, req: AccessRequestAttrs) -> bool:
+    """Who receives an export: its subject for an account-wide one; the requesting Admin, still an Admin,
+    for a workspace one (which holds no private content, see ``PRIVATE_TABLES``)."""
+    if req.scope == ACCOUNT:
+        return user.user_id == req.subject == req.requested_by
+    return user.user_id == req.requested_by and _is_admin(user)
 
 
 # --- the worker's part -------------------------------------------------------------------------------
@@ -211,28 +237,34 @@ def _global_records(user_id: str) -> Iterator[dict[str, Any]]:
             yield {"table": "auth_state", "item": _plain(item)}
 
 
-def _workspace_records(region: str, workspace_id: str, user_id: str, email: str) -> Iterator[dict[str, Any]]:
+def _workspace_records(region: str, workspace_id: str, user_id: str, email: str, *,
+                       private: bool) -> Iterator[dict[str, Any]]:
+    """The subject's records in one workspace. ``private`` (the subject's own export only) adds the content
+    private to the subject (``PRIVATE_TABLES``); otherwise one ``withheld`` record names what was left out."""
     m = aws.client("dynamodb", region).get_item(TableName=aws.table_name("memberships"), ConsistentRead=True,
                                                 Key={"workspace_id": {"S": workspace_id}, "user_id": {"S": user_id}})
     if m.get("Item"):
         yield {"table": "memberships", "item": _plain(m["Item"])}
-    for chat in erasure._query(region, "chats", "workspace_id", workspace_id):
-        if erasure._s(chat, "user_id") == user_id:
-            yield {"table": "chats", "item": _plain(chat)}
-    for run in erasure._query(region, "agent_runs", "workspace_id", workspace_id):
-        if erasure._s(run, "user_id") == user_id:
-            yield {"table": "agent_runs", "item": _plain(run)}
-    for item in erasure._scan(region, "agent_memory", FilterExpression="begins_with(#s, :p)",
-                              ExpressionAttributeNames={"#s": "scope"},
-                              ExpressionAttributeValues={":p": {"S": workspace_id + "#"}}):
-        if erasure._s(item, "scope").rsplit("#", 1)[-1] == user_id:
-            yield {"table": "agent_memory", "item": _plain(item)}
+    if private:
+        for chat in erasure._query(region, "chats", "workspace_id", workspace_id):
+            if erasure._s(chat, "user_id") == user_id:
+                yield {"table": "chats", "item": _plain(chat)}
+        for run in erasure._query(region, "agent_runs", "workspace_id", workspace_id):
+            if erasure._s(run, "user_id") == user_id:
+                yield {"table": "agent_runs", "item": _plain(run)}
+        for item in erasure._scan(region, "agent_memory", FilterExpression="begins_with(#s, :p)",
+                                  ExpressionAttributeNames={"#s": "scope"},
+                                  ExpressionAttributeValues={":p": {"S": workspace_id + "#"}}):
+            if erasure._s(item, "scope").rsplit("#", 1)[-1] == user_id:
+                yield {"table": "agent_memory", "item": _plain(item)}
+    else:
+        yield {"table": "withheld", "item": {"tables": list(PRIVATE_TABLES), "reason": WITHHELD_REASON}}
     for inv in erasure._query(region, "invitations", "workspace_id", workspace_id):
         if email and erasure._s(inv, "email").lower() == email:
-            yield {"table": "invitations", "item": _plain(inv)}
+            yield {"table": "invitations", "item": pseudonymised.invitation(_plain(inv), user_id)}
     for event in audit.iter_chain(region, workspace_id):
         if event["actor"].get("id") == user_id or event["target"].get("id") == user_id:
-            yield {"table": "audit_events", "item": event}
+            yield {"table": "audit_events", "item": pseudonymised.audit_event(event, user_id, email)}
 
 
 def _zip(files: dict[str, list[dict[str, Any]]]) -> bytes:
@@ -247,11 +279,15 @@ def _export(region: str, req: AccessRequestAttrs) -> dict[str, Any]:
     user = aws.client("dynamodb", settings().global_region).get_item(
         TableName=aws.table_name("users"), Key={"id": {"S": req.subject}}, ConsistentRead=True).get("Item") or {}
     email = erasure._s(user, "email").lower()
-    by_region: dict[str, dict[str, list[dict[str, Any]]]] = {region: {"global.jsonl": list(_global_records(req.subject))}}
+    own = req.scope == ACCOUNT and req.requested_by == req.subject
+    # the global store's records (sessions, API tokens of every workspace, sign-in state) are account-wide:
+    # only the subject's own export holds them, never a workspace's
+    by_region: dict[str, dict[str, list[dict[str, Any]]]] = \
+        {region: {"global.jsonl": list(_global_records(req.subject))}} if own else {}
     for m in _scope_workspaces(req, region):
         files = by_region.setdefault(m["region"], {})
         files[f"{m['region']}/{m['workspace_id']}.jsonl"] = list(
-            _workspace_records(m["region"], m["workspace_id"], req.subject, email))
+            _workspace_records(m["region"], m["workspace_id"], req.subject, email, private=own))
     parts = []
     for part_region, files in sorted(by_region.items()):
         key = f"exports/{req.workspace_id}/{req.id}/{part_region}.zip"

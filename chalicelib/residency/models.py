@@ -25,7 +25,8 @@ PREFIX_KEYED: dict[str, str] = {"agent_run_log": "run_key", "agent_memory": "sco
 # out of backups so that an erasure is final; the audit events themselves are never restored), and the
 # catalog version counter (a cache-coherence marker derived from the catalog, not content)
 NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests", "replication_state", "audit_personal",
-                                           "access_requests", "erasure_ledger", "catalog_versions"})
+                                           "access_requests", "erasure_ledger", "revocation_ledger",
+                                           "catalog_versions"})
 # backed up but never restored: the audit trail is append-only (the template denies deletes and updates);
 # memberships are who may act now: a restore must neither bring back a removed member nor drop the
 # Admins approving it, and the member count lives in the global directory
@@ -125,6 +126,21 @@ class ErasedUserAttrs(BaseModel):
     email_mac = UnicodeAttribute()
     erased_at = UnicodeAttribute()
     request_id = UnicodeAttribute()
+
+
+class RevocationAttrs(BaseModel):
+    """One revoked invitation, support grant or API token of a workspace: replayed after every restore so
+    that no restore brings it back (``residency/revocations.py``). Ids and times only."""
+
+    TABLE = "revocation_ledger"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    ref = UnicodeAttribute(range_key=True)  # <kind>#<id>
+    revoked_at = UnicodeAttribute()  # RFC 3339, as the revoked item records it
+    revoked_by = UnicodeAttribute(null=True)  # the acting user's id
+
+
+def revocation_ledger(region: str) -> type[RevocationAttrs]:
+    return regional(RevocationAttrs, region)
 
 
 def access_requests(region: str) -> type[AccessRequestAttrs]:

@@ -20,12 +20,13 @@ import math
 import sys
 from typing import Any
 
-from chalicelib.core import aws
+from chalicelib.core import aws, clock
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import is_id
 from chalicelib.core.regions import RESIDENCIES, region_for
 from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import workspaces
+from chalicelib.identity.models import ApiTokenAttrs
 from chalicelib.residency import content
 
 # Restore throughput measured by ``python -m bench residency`` (docs/benchmarks.md, "Backup and restore"):
@@ -82,8 +83,6 @@ def _buckets(region: str, workspace_id: str) -> list[dict[str, Any]]:
 def _api_tokens(workspace_id: str) -> list[dict[str, Any]]:
     """Active API tokens naming the workspace (global directory; the JWT names the workspace, and clients
     must move to the new region's addresses, so each is re-issued)."""
-    from chalicelib.core import clock
-    from chalicelib.identity.models import ApiTokenAttrs
 
     now = clock.now()
     model = global_model(ApiTokenAttrs)

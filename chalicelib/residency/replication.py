@@ -20,7 +20,6 @@ bodies are never read. Turning DR off stops the passes; the next run deletes the
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -36,6 +35,7 @@ from chalicelib.core import audit, aws, clock
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import DR_REGIONS, dr_copy_to, served_regions
+from chalicelib.core.store import kms
 from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
 from chalicelib.residency import content, sealing
 from chalicelib.residency.models import (
@@ -117,8 +117,7 @@ class _Keys:
     mac: bytes
 
 
-def _context(workspace_id: str) -> dict[str, str]:
-    return {"workspace_id": workspace_id, "purpose": "disaster-recovery"}
+DR_PURPOSE = "disaster-recovery"
 
 
 def _root(workspace_id: str) -> str:
@@ -140,7 +139,6 @@ def _derive(data_key: bytes) -> _Keys:
 
 def _keys(secondary: str, workspace_id: str, *, create: bool) -> _Keys | None:
     """The workspace's DR data key: unwrapped by the secondary's ``dr`` key, made on the first pass."""
-    kms = aws.client("kms", secondary)
     key_obj = _root(workspace_id) + "key.json"
     try:
         stored = json.loads(_s3(secondary).get_object(Bucket=_bucket(secondary), Key=key_obj)["Body"].read())
@@ -149,17 +147,15 @@ def _keys(secondary: str, workspace_id: str, *, create: bool) -> _Keys | None:
             raise
         stored = None
     if stored is not None:
-        plain = kms.decrypt(CiphertextBlob=base64.b64decode(stored["wrapped_key"]), KeyId=aws.key_alias(DR_KEY),
-                            EncryptionContext=_context(workspace_id))["Plaintext"]
-        return _derive(plain)
+        return _derive(kms.unwrap_data_key(secondary, DR_KEY, DR_PURPOSE, stored["wrapped_key"],
+                                           workspace_id=workspace_id))
     if not create:
         return None
-    made = kms.generate_data_key(KeyId=aws.key_alias(DR_KEY), KeySpec="AES_256",
-                                 EncryptionContext=_context(workspace_id))
+    plain, wrapped = kms.new_data_key(secondary, DR_KEY, DR_PURPOSE, workspace_id=workspace_id)
     body = json.dumps({"key": aws.key_alias(DR_KEY), "region": secondary, "created_at": clock.iso(),
-                       "wrapped_key": base64.b64encode(made["CiphertextBlob"]).decode()}).encode()
+                       "wrapped_key": wrapped}).encode()
     _put(secondary, key_obj, body, "application/json")
-    return _derive(made["Plaintext"])
+    return _derive(plain)
 
 
 def _mac(keys: _Keys, *parts: str | bytes) -> str:
@@ -321,8 +317,8 @@ def run(event: dict[str, Any] | None = None) -> dict[str, Any]:
             counts["objects_copied"] += done["copied"][OBJECTS]
             counts["deleted"] += done["deleted"][ITEMS] + done["deleted"][OBJECTS]
         for ws_id in sorted(held):
-            ws = directory.get(ws_id)
-            if ws is None or ws.replication != DR:
+            held_ws = directory.get(ws_id)
+            if held_ws is None or held_ws.replication != DR:
                 delete_copy(region, ws_id)
                 counts["copies_deleted"] += 1
         out[region] = counts

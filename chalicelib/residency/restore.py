@@ -2,13 +2,24 @@
 
 An Admin requests a restore of one of the workspace's backups; a different Admin approves it within
 ``RESTORE_WINDOW_SECONDS``. The requester cannot approve their own request and approvals are a set of
-user ids, so one person approving twice counts once. When ``REQUIRED_ADMINS`` distinct Admins agree the
-request becomes ``queued`` and a message goes to the region's ``residency-jobs`` queue; the worker
-(``residency/worker.py``) takes it (``queued`` -> ``restoring``, conditional, so a redelivered message
-runs nothing twice) and restores: every backed-up table (except the append-only audit trail) and every
-object under the workspace's prefixes is put back as it was at the backup, then the erasure ledger is
-replayed (``residency/erasure.py``) so no erased user comes back, and the counts of what changed are
-reported. Every step is audited: requested, approved, started, finished, failed.
+user ids, so one person approving twice counts once. Every Admin of the workspace is mailed when a
+restore is requested, so a restore nobody else wanted does not go unseen.
+
+Who counts (``counted_approvers``, docs/residency.md "Two-person restore"): an approval counts only while
+its Admin is, live, still an Admin of the workspace who has held that role since no later than the
+request (``role_since``, else ``joined_at``): an account invited or promoted after the request (a sock
+puppet of the requester) can never approve, and a removed or demoted approver stops counting. Requesting
+and approving need a sign-in with a second factor (the token's ``amr``, ``core.authz.mfa_used``). The
+count is taken again at every approval, at queueing, and by the worker before it restores.
+
+When ``REQUIRED_ADMINS`` approvals count the request becomes ``queued`` and a message goes to the
+region's ``residency-jobs`` queue; the worker (``residency/worker.py``) takes it (``queued`` ->
+``restoring``, conditional, so a redelivered message runs nothing twice) and restores: every backed-up
+table (except the append-only audit trail) and every object under the workspace's prefixes is put back
+as it was at the backup, then the erasure ledger is replayed (``residency/erasure.py``) so no erased user
+comes back, and the revocation ledger (``residency/revocations.py``) so no revoked invitation, support
+grant or API token does; the counts of what changed are reported. Every step is audited: requested,
+approved, started, finished, failed, refused.
 """
 from __future__ import annotations
 
@@ -18,8 +29,9 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from chalicelib.core import audit, clock
-from chalicelib.core.authz import Principal
+from chalicelib.core import audit, clock, mail
+from chalicelib.core.authz import Principal, Role, mfa_used
+from chalicelib.core.config import settings
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import validate
@@ -27,9 +39,9 @@ from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues
 from chalicelib.core.store.conditions import condition_failed
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import MembershipAttrs, forget_scopes, memberships, region_of
 from chalicelib.gateway.catalog import service as catalog
-from chalicelib.residency import backups, content, erasure
+from chalicelib.residency import backups, content, erasure, revocations
 from chalicelib.residency.models import (
     FAILED,
     JOBS_QUEUE,
@@ -47,10 +59,6 @@ from chalicelib.residency.models import (
 log = get_logger("residency.restore")
 
 
-def _actor(user: Principal) -> audit.Actor:
-    return audit.Actor("user", user.user_id, user.email)
-
-
 def to_dict(req: RestoreRequestAttrs) -> dict[str, Any]:
     status = req.status
     if status == PENDING and req.expires_at <= clock.now():
@@ -62,9 +70,43 @@ def to_dict(req: RestoreRequestAttrs) -> dict[str, Any]:
             "report": json.loads(req.report) if req.report else None, "error": req.error}
 
 
+def _require_second_factor(user: Principal) -> None:
+    if not mfa_used(user.amr):
+        raise ApiError(403, "mfa_required", "Requesting or approving a restore needs a sign-in with a second "
+                       "factor (an authenticator app, a security key or a passkey); sign in again with one.")
+
+
+def _admin_since(m: MembershipAttrs) -> str:
+    return m.role_since or m.joined_at
+
+
+def counted_approvers(region: str, req: RestoreRequestAttrs) -> set[str]:
+    """The approvals that count now: each approver, read live, is an Admin of the workspace and has been
+    one since no later than the request was made."""
+    admins = {m.user_id: m for m in memberships(region).query(req.workspace_id, consistent_read=True)
+              if m.role == Role.ADMIN.value}
+    return {uid for uid in (req.approvals or set())
+            if uid in admins and _admin_since(admins[uid]) <= req.requested_at}
+
+
+def _notify_admins(region: str, req: RestoreRequestAttrs, user: Principal) -> None:
+    """Mail every Admin of the workspace (the requester included) that a restore was requested."""
+    link = f"{settings().app_url}/settings"
+    for m in memberships(region).query(req.workspace_id, consistent_read=True):
+        if m.role != Role.ADMIN.value:
+            continue
+        mail.send(m.email, "A restore of your workspace was requested",
+                  f"{user.email} asked to restore the workspace {req.workspace_id} to its backup {req.backup_id} "
+                  f"(request {req.id}). Nothing changes until another Admin approves it, before "
+                  f"{clock.iso(req.expires_at)}. If you did not expect this, review the request and the "
+                  f"workspace's Admins now: {link}", region=region, tag="restore-requested")
+
+
 def request(user: Principal, backup_id: str, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
-    """Record a restore request by ``user`` (an Admin) for one of the workspace's backups."""
+    """Record a restore request by ``user`` (an Admin, signed in with a second factor) for one of the
+    workspace's backups, and mail every Admin about it."""
     validate(body, {})
+    _require_second_factor(user)
     ws = user.workspace_id
     region = region_of(ws)
     backups.manifest(region, ws, backup_id)  # 404 unless it is this workspace's backup
@@ -73,8 +115,9 @@ def request(user: Principal, backup_id: str, body: Any, caller: audit.CallerLike
                                    requested_at=clock.iso(now), expires_at=int(now + RESTORE_WINDOW_SECONDS),
                                    approvals={user.user_id}, status=PENDING)
     req.save()
-    audit.append(region, ws, "backup.restore_requested", actor=_actor(user), caller=caller,
+    audit.append(region, ws, "backup.restore_requested", actor=audit.Actor.of(user), caller=caller,
                  target={"type": "restore_request", "id": req.id}, details={"backup_id": backup_id})
+    _notify_admins(region, req, user)
     return to_dict(req)
 
 
@@ -114,6 +157,7 @@ def approve(user: Principal, backup_id: str, request_id: str, body: Any, caller:
     ws = user.workspace_id
     region = region_of(ws)
     req = _get(region, ws, backup_id, request_id)
+    _require_second_factor(user)
     if user.user_id == req.requested_by:
         raise ApiError(403, "own_restore_request", "The Admin who requested a restore cannot approve it; "
                        "another Admin of the workspace must.")
@@ -122,6 +166,9 @@ def approve(user: Principal, backup_id: str, request_id: str, body: Any, caller:
     if req.expires_at <= clock.now():
         raise conflict("restore_request_expired", "The restore request's approval window has passed; "
                        "request the restore again.")
+    if user.membership is None or _admin_since(user.membership) > req.requested_at:
+        raise ApiError(403, "approver_not_admin_before_request", "Only an Admin who was already an Admin when "
+                       "the restore was requested may approve it.")
     cls = restore_requests(region)
     if user.user_id not in (req.approvals or set()):
         try:
@@ -131,10 +178,10 @@ def approve(user: Principal, backup_id: str, request_id: str, body: Any, caller:
             if condition_failed(err):
                 raise conflict("restore_request_not_pending", "The restore request changed meanwhile.") from None
             raise
-        audit.append(region, ws, "backup.restore_approved", actor=_actor(user), caller=caller,
+        audit.append(region, ws, "backup.restore_approved", actor=audit.Actor.of(user), caller=caller,
                      target={"type": "restore_request", "id": req.id}, details={"backup_id": backup_id})
     req.refresh(consistent_read=True)
-    if len(req.approvals or set()) < REQUIRED_ADMINS:
+    if len(counted_approvers(region, req)) < REQUIRED_ADMINS:  # live, at queueing
         return to_dict(req)
     try:  # one approver wins the queueing
         req.update(actions=[cls.status.set(QUEUED)], condition=cls.status == PENDING)
@@ -167,11 +214,19 @@ def run_queued(region: str, workspace_id: str, request_id: str) -> dict[str, Any
 def _run(region: str, req: RestoreRequestAttrs) -> dict[str, Any]:
     ws, target = req.workspace_id, {"type": "restore_request", "id": req.id}
     cls = restore_requests(region)
+    counted = counted_approvers(region, req)
+    if len(counted) < REQUIRED_ADMINS:  # an approver was removed or demoted after the queueing
+        req.update(actions=[cls.status.set(FAILED), cls.error.set("approvals_no_longer_valid")])
+        audit.append(region, ws, "backup.restore_refused", actor=audit.SYSTEM, target=target,
+                     details={"backup_id": req.backup_id, "approvals": sorted(req.approvals),
+                              "counted": sorted(counted)})
+        return to_dict(req)
     audit.append(region, ws, "backup.restore_started", actor=audit.SYSTEM, target=target,
                  details={"backup_id": req.backup_id, "approvals": sorted(req.approvals)})
     try:
         report = apply(region, backups.manifest(region, ws, req.backup_id))
         report["erasures_replayed"] = erasure.replay(region, ws)
+        report["revocations_replayed"] = revocations.replay(region, ws)
         catalog.changed(ws, everything=True)  # cached catalogs in every container reload in full
     except Exception as exc:  # noqa: BLE001 - recorded and audited as the request's outcome
         log.exception("restore failed", extra={"workspace_id": ws, "request": req.id})
@@ -213,6 +268,7 @@ def apply(region: str, found: dict[str, Any]) -> dict[str, Any]:
                 content.delete_item(region, table, item)
                 counts["removed"] += 1
         report["tables"][table.name] = counts
+    forget_scopes()  # restored memberships apply in this container from its next request
     wanted_objects = {(o["bucket"], o["key"]): o for o in saved.objects}
     for bucket, prefix in content.prefixes(ws).items():
         counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0}

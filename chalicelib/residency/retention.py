@@ -1,5 +1,5 @@
 """Retention sweeps for expired invitations (regional) and e-mail sign-in codes (global). Each returns
-counts only. Agent memory and runs are swept in ``chalicelib/agents/reaper.py``, chats in
+counts only. Agent memory and runs are swept in ``chalicelib/agents/runtime/reaper.py``, chats in
 ``chalicelib/chat/expiry.py`` and backups in ``chalicelib/residency/backups.py``; audit events are never swept.
 """
 from __future__ import annotations

@@ -8,6 +8,7 @@ from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core import audit
 from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.core.http.validation import validate
 from chalicelib.core.tenancy import region_of
 from chalicelib.residency import access_requests, backups, restore
 
@@ -16,12 +17,11 @@ api = Api("platform")
 
 @api.route("/v1/backups", ["POST"], permission="backups.manage")
 def create_backup(ctx: Ctx) -> Response:
-    from chalicelib.core.http.validation import validate  # noqa: PLC0415
 
     validate(ctx.json(required=False), {})
     user = ctx.user
     found = backups.create(region_of(user.workspace_id), user.workspace_id,
-                           actor=audit.Actor("user", user.user_id, user.email), caller=ctx.caller)
+                           actor=audit.Actor.of(user), caller=ctx.caller)
     return json_response(backups.summary(found), 201)
 
 

@@ -3,30 +3,23 @@ under the region's ``backups`` KMS key (never the ``data`` key), bound to the wo
 KMS encryption context; each part's name is its AES-GCM associated data, so parts cannot be swapped."""
 from __future__ import annotations
 
-import base64
 import os
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from chalicelib.core import aws
+from chalicelib.core.store import kms
 from chalicelib.residency.models import BACKUP_KEY
 
-
-def _context(workspace_id: str, backup_id: str) -> dict[str, str]:
-    return {"workspace_id": workspace_id, "backup_id": backup_id}
+PURPOSE = "backup"
 
 
 def new_key(region: str, workspace_id: str, backup_id: str) -> tuple[bytes, str]:
     """(plaintext data key, wrapped key as base64 for the manifest)."""
-    out = aws.client("kms", region).generate_data_key(KeyId=aws.key_alias(BACKUP_KEY), KeySpec="AES_256",
-                                                      EncryptionContext=_context(workspace_id, backup_id))
-    return out["Plaintext"], base64.b64encode(out["CiphertextBlob"]).decode()
+    return kms.new_data_key(region, BACKUP_KEY, PURPOSE, workspace_id=workspace_id, backup_id=backup_id)
 
 
 def unwrap(region: str, workspace_id: str, backup_id: str, wrapped: str) -> bytes:
-    return aws.client("kms", region).decrypt(CiphertextBlob=base64.b64decode(wrapped),
-                                             KeyId=aws.key_alias(BACKUP_KEY),
-                                             EncryptionContext=_context(workspace_id, backup_id))["Plaintext"]
+    return kms.unwrap_data_key(region, BACKUP_KEY, PURPOSE, wrapped, workspace_id=workspace_id, backup_id=backup_id)
 
 
 def seal(key: bytes, part: str, plaintext: bytes) -> bytes:

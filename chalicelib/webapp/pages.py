@@ -10,11 +10,11 @@ import hashlib
 import html
 import re
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from string import Template
 
 from chalicelib.core.config import settings
+from chalicelib.core.process_state import cached
 from chalicelib.identity.pages.render import HTML_HEADERS
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -67,7 +67,7 @@ $body
 """)
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1, derived=True)
 def route_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
     """(compiled pattern, page name) for every page address in ``static/routes.js``."""
     source = (STATIC_DIR / "routes.js").read_text(encoding="utf-8")
@@ -126,7 +126,7 @@ def not_found_body() -> str:
             '<p><a class="button" href="/">Go to the overview</a></p>')
 
 
-@lru_cache(maxsize=64)
+@cached(maxsize=64, derived=True)
 def static_file(name: str) -> tuple[bytes, str, str] | None:
     """(content, content type, ETag) of a file in ``static/`` or ``static/pages/``; None otherwise."""
     folder, _, leaf = name.rpartition("/")

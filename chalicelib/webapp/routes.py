@@ -176,7 +176,7 @@ def _q(values: dict[str, str]) -> str:
 def session_signin(ctx: Ctx) -> Any:
     """Start a (fresh) sign-in for a page: after an MFA-required refusal ``fresh=1`` asks for a new
     sign-in at the identity service instead of reusing the one-factor session."""
-    path = shell.safe_path(ctx.query.get("path") or "/")
+    path = shell.return_path(ctx.query.get("path") or "/")
     return _signin_redirect(path, "login" if ctx.query.get("fresh") == "1" else None)
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import secrets
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from pynamodb.exceptions import PutError
 
@@ -24,8 +25,13 @@ from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import OAuthClientAttrs
 from chalicelib.identity.signin import flows
 from chalicelib.identity.sso import http_client
+from chalicelib.webapp import pages
 
 STATE_COOKIE = "app_state"
+MAX_PATH = 1024
+_VISIBLE_ASCII = re.compile(r"[\x21-\x7e]*")
+_SEGMENT_TEXT = re.compile(r"[A-Za-z0-9/:@!$&'()*+,;=._~-]*")  # a decoded page address: no '%', '?', space...
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0080-\u009f\\]")
 TOKEN_COOKIE = "app_at"
 FLOW_TTL = 600
 
@@ -55,10 +61,36 @@ def ensure_app_client() -> str:
 
 
 def safe_path(path: str) -> str:
-    """Only a local absolute path may be returned to (never ``//host`` or a scheme)."""
-    if not path.startswith("/") or path.startswith("//") or "\\" in path or len(path) > 1024:
+    """Only a local absolute path of visible ASCII (never ``//host``, a scheme, a backslash, whitespace or a
+    control character, which browsers strip or turn into ``/``) is kept; anything else becomes ``/``."""
+    if (not isinstance(path, str) or not path.startswith("/") or path.startswith("//") or "\\" in path
+            or len(path) > MAX_PATH or not _VISIBLE_ASCII.fullmatch(path)):
         return "/"
     return path
+
+
+def return_path(path: str) -> str:
+    """Where the browser may be sent after signing in: a page address the app knows (``pages.page_name``),
+    compared after normalisation (percent-escapes decoded, no empty, ``.`` or ``..`` segment, no
+    whitespace or control character anywhere, decoded or not), and written back in one canonical
+    encoding. Anything else is ``/``."""
+    path = safe_path(path)
+    bare, _, query = path.partition("?")
+    decoded = unquote(bare, errors="strict")
+    segments = decoded.split("/")[1:]
+    if decoded != "/" and decoded.endswith("/"):
+        segments = segments[:-1]
+    if (decoded != "/" and any(s in ("", ".", "..") for s in segments)) or not _SEGMENT_TEXT.fullmatch(decoded) \
+            or pages.page_name(decoded) is None:
+        return "/"
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query), errors="strict")
+    except (ValueError, UnicodeDecodeError):
+        return "/"
+    if any(_CONTROL.search(k + v) for k, v in pairs):
+        return "/"
+    canonical = quote(decoded, safe="/:@!$&'()*+,;=-._~")
+    return canonical + ("?" + urlencode(pairs) if pairs else "")
 
 
 def begin(path: str, prompt: str | None = None) -> tuple[str, str]:
@@ -68,7 +100,7 @@ def begin(path: str, prompt: str | None = None) -> tuple[str, str]:
     user signs in again with a second factor instead of reusing the first-factor session)."""
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-    state = flows.put("app", {"verifier": verifier, "path": safe_path(path)}, FLOW_TTL)
+    state = flows.put("app", {"verifier": verifier, "path": return_path(path)}, FLOW_TTL)
     query = urlencode({"response_type": "code", "client_id": client_id(), "redirect_uri": redirect_uri(),
                        "scope": "openid email", "state": state, "code_challenge": challenge,
                        "code_challenge_method": "S256", **({"prompt": prompt} if prompt else {})})
@@ -109,4 +141,4 @@ def abandon(state: str, cookie_state: str | None) -> str:
     if not state or not cookie_state or not secrets.compare_digest(state, cookie_state):
         return "/"
     flow = flows.take("app", state)
-    return safe_path(flow["path"]) if flow else "/"
+    return return_path(flow["path"]) if flow else "/"

@@ -80,7 +80,7 @@ def expire_chats(event: dict[str, Any]) -> dict[str, Any]:
 
 def reap_agent_runs(event: dict[str, Any]) -> dict[str, Any]:
     """Every minute: runs past their deadline become expired; runs whose worker is gone become failed."""
-    from chalicelib.agents import reaper
+    from chalicelib.agents.runtime import reaper
     from chalicelib.core.regions import served_regions
 
     return reaper.reap(served_regions())
@@ -88,7 +88,7 @@ def reap_agent_runs(event: dict[str, Any]) -> dict[str, Any]:
 
 def sweep_agent_data(event: dict[str, Any]) -> dict[str, Any]:
     """Hourly: agent memory older than 30 days and runs past their workspace's auto-expiry are deleted."""
-    from chalicelib.agents import reaper
+    from chalicelib.agents.runtime import reaper
     from chalicelib.core.regions import served_regions
 
     return reaper.sweep(served_regions())
@@ -155,7 +155,7 @@ def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
 
 def agent_runs(event: dict[str, Any]) -> dict[str, Any]:
     """Agent runs (``agent-runs`` queue)."""
-    from chalicelib.agents import worker
+    from chalicelib.agents.runtime import worker
 
     return worker.handle(event)
 

@@ -8,11 +8,9 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from chalicelib.core import aws, clock, tenancy, tokens
+from chalicelib.core import aws, clock, process_state
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS
-from chalicelib.core.store import tables as models
-from chalicelib.gateway.ingest import source_access
 from chalicelib.identity import users
 from chalicelib.identity.oauth import signing
 from chalicelib.identity.oauth.signing import issue_access_token
@@ -22,13 +20,9 @@ from infra.resources import BUCKETS, GLOBAL, QUEUES, TABLES
 
 
 def reset_process_state() -> None:
-    """Forget per-process caches that hold data (keys, verified tokens, regions, the clock offset)."""
-    settings.cache_clear()
-    tenancy.region_of.cache_clear()
-    tokens._verifier = None
-    signing._signer = None
+    """Forget every per-process cache (``core.process_state``) and the clock offset."""
+    process_state.reset_all()
     clock.reset()
-    source_access.forget()
 
 
 def _wipe() -> None:
@@ -64,13 +58,12 @@ def _moto() -> Iterator[None]:
     for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
         del os.environ[name]
     reset_process_state()
-    aws.reset_caches()
+    process_state.reset_all(derived=True)
     with mock_aws():
         bootstrap_all()
         yield
     # clients and bound models made under the mock must not outlive it (they would reach real AWS)
-    aws.reset_caches()
-    models.reset_models()
+    process_state.reset_all(derived=True)
     reset_process_state()
 
 

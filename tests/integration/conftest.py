@@ -2,6 +2,7 @@
 starts) in a subprocess, on free loopback ports with its own emulator and state directory."""
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -24,10 +25,23 @@ logging.getLogger("werkzeug").setLevel(logging.ERROR)
 START_TIMEOUT = 180  # both regions are seeded (two demo workspaces, four syncs)
 
 
+# Parallel test workers (pytest-xdist) each pick ports from a range of their own, below the kernel's
+# ephemeral range: two workers never hand out the same free port before its server has bound it.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+_PORTS = itertools.cycle(range(20000 + 1000 * (_WORKER % 12), 21000 + 1000 * (_WORKER % 12)))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on, from this worker's own range."""
+    for _ in range(1000):
+        port = next(_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port in this worker's range")
 
 
 @dataclass

@@ -13,8 +13,7 @@ from chalice.config import Config
 from chalice.local import create_local_server
 from moto.server import ThreadedMotoServer
 
-from chalicelib.core import aws
-from chalicelib.core.store import tables as models
+from chalicelib.core import process_state
 from chalicelib.groups import create_app
 from infra.bootstrap import bootstrap_all
 from tests.functional.conftest import reset_process_state
@@ -42,8 +41,7 @@ def live_stack(groups: tuple[str, ...], outbox: str, extra_env: dict[str, str] |
                        **({"BASE_URL": urls["platform"]} if "platform" in urls else {}),
                        **({"APP_URL": urls["app"]} if "app" in urls else {}), **(extra_env or {})})
     reset_process_state()
-    aws.reset_caches()  # clients and bound models are per endpoint
-    models.reset_models()
+    process_state.reset_all(derived=True)  # clients and bound models are per endpoint
     bootstrap_all()
     servers = []
     for group, port in ports.items():
@@ -64,5 +62,4 @@ def live_stack(groups: tuple[str, ...], outbox: str, extra_env: dict[str, str] |
             else:
                 os.environ[name] = value
         reset_process_state()
-        aws.reset_caches()
-        models.reset_models()
+        process_state.reset_all(derived=True)

@@ -6,7 +6,6 @@ import base64
 import json
 import secrets
 import shutil
-import socket
 import subprocess
 import threading
 from dataclasses import dataclass, field
@@ -18,14 +17,9 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlparse
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from infra.sso_demo import start_peer
+from tests.integration.conftest import free_port
 
 PEER_DIR = Path(__file__).parent / "peers" / "oidc-provider"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _b64(n: int) -> str:

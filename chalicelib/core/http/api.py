@@ -25,7 +25,7 @@ from chalicelib.core.http import json_body
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError, unauthorized
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import WORKSPACE, scoped
-from chalicelib.core.tenancy import ensure_served_here, live_principal, require_member
+from chalicelib.core.tenancy import RequestScope, ensure_served_here, live_principal, require_member, scope_of
 from chalicelib.core.tokens import bearer, verifier
 
 log = get_logger("web")
@@ -41,10 +41,6 @@ REALM = "aiplatform"
 # read another request's headers (its Authorization, Cookie, X-Requested-With) or body. The middleware
 # receives its own request, and views read it from here.
 _REQUEST: contextvars.ContextVar[Any] = contextvars.ContextVar("request", default=None)
-
-# (blueprint name, path, method) -> permission or "public"; read by tests and the OpenAPI check.
-ROUTE_PERMISSIONS: dict[tuple[str, str, str], str] = {}
-
 
 @dataclass(frozen=True)
 class Caller:
@@ -62,6 +58,13 @@ class Ctx:
     request: Any
     principal: Principal | None = None
     _body: Any = field(default=None, repr=False)
+    _scope: RequestScope | None = field(default=None, repr=False)
+
+    @property
+    def scope(self) -> RequestScope:
+        """The request scope resolved by the authorisation path (principal, region, directory entry)."""
+        assert self._scope is not None, "route is public"
+        return self._scope
 
     @property
     def caller(self) -> Caller:
@@ -172,8 +175,6 @@ class Api:
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.routes.append(_RouteDef(path, verbs, tuple(content_types or [JSON]), permission, public, fn, scope,
                                          audience, render_error))
-            for method in verbs:
-                ROUTE_PERMISSIONS[(self.name, path, method)] = "public" if public else str(permission)
             return fn
 
         return decorate
@@ -193,12 +194,19 @@ def missing_credentials() -> ApiError:
 
 def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE,
               params: dict[str, str] | None = None, audience: Audience = API) -> Principal:
+    """``resolve``'s principal (GraphQL resolvers and callers that need no more)."""
+    return resolve(authorization, permission, scope, params, audience).principal
+
+
+def resolve(authorization: str | None, permission: str, scope: str = WORKSPACE,
+            params: dict[str, str] | None = None, audience: Audience = API) -> RequestScope:
     """The one authorization path of every surface (REST views here, GraphQL in the gateway): verify the
     Bearer token, answer 421 when another region's deployment serves the workspace (before any regional
     store is read), replace its roles by the live membership (``core.tenancy.live_principal``: removed,
     demoted and ``enforce_mfa`` apply at once), check ``permission`` against the permission map, and check
     that a ``{workspace_id}`` in the path is the token's own workspace with the caller a member there.
-    ``audience`` (``core.audiences``) says which tokens the surface takes: the platform API's by default."""
+    ``audience`` (``core.audiences``) says which tokens the surface takes: the platform API's by default.
+    Returns the request's scope: what it read on the way (cached per container, ``core.tenancy``)."""
     if not authorization:
         raise missing_credentials()
     principal = verifier(audience).principal(bearer(authorization))
@@ -210,7 +218,7 @@ def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE
     require(principal, permission)
     if permission != AUTHENTICATED and "workspace_id" in (params or {}):
         require_member(principal, (params or {})["workspace_id"])  # a path names the token's own workspace only
-    return principal
+    return scope_of(principal)
 
 
 def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
@@ -218,8 +226,9 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
         ctx = Ctx(request=_REQUEST.get() or app.current_request)
         try:
             if not route.public:
-                ctx.principal = authorize(ctx.header("authorization"), route.permission or "", route.scope, params,
-                                          route.audience)
+                ctx._scope = resolve(ctx.header("authorization"), route.permission or "", route.scope, params,
+                                     route.audience)
+                ctx.principal = ctx._scope.principal
             result = route.fn(ctx, **params)
         except ApiError as err:
             return (route.render_error or problem_response)(err)

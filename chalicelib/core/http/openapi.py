@@ -2,20 +2,20 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from chalicelib.core.http.api import Response, json_response
+from chalicelib.core.process_state import cached
 
 
-@lru_cache(maxsize=8)
+@cached(maxsize=8, derived=True)
 def load(path: Path) -> dict[str, Any]:
     """The document at ``path`` (``.yaml`` or ``.json``)."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
         return json.loads(text)
-    import yaml  # only the groups with a YAML document ship PyYAML
+    import yaml  # noqa: PLC0415 - only the groups with a YAML document ship PyYAML
 
     return yaml.safe_load(text)
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from chalicelib.core.http.errors import ApiError, validation_error
+from chalicelib.core.process_state import cached
 
 EMAIL_RE = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$")
 
@@ -32,7 +32,7 @@ class F:
     pattern: str | None = None  # a JSON Schema pattern written ``^...$``, matched against the whole string
 
 
-@lru_cache(maxsize=64)
+@cached(maxsize=64, derived=True)
 def _whole(pattern: str) -> re.Pattern[str]:
     """``pattern`` as ECMA-262 reads ``^...$`` (Python's ``$`` would also match before a final newline)."""
     return re.compile(pattern.removeprefix("^").removesuffix("$"))

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from chalicelib.core import aws, correlation
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
+from chalicelib.core.process_state import cached
 
 log = get_logger(__name__)
 DEFAULT_MAX_RECEIVES = 5  # infra/resources.py's Queue.max_receive_count default
@@ -70,7 +70,7 @@ def receive_count(record: dict[str, Any]) -> int:
     return int((record.get("attributes") or {}).get("ApproximateReceiveCount", "1"))
 
 
-@lru_cache(maxsize=32)
+@cached(maxsize=32)
 def max_receives(queue: str, region: str, default: int = DEFAULT_MAX_RECEIVES) -> int:
     """The queue's ``maxReceiveCount`` (from its redrive policy); ``default`` when it cannot be read."""
     try:

@@ -5,7 +5,6 @@ A PynamoDB model class keeps its connection, so the region cannot change per cal
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import TypeVar
 
 from pynamodb.connection import Connection
@@ -13,6 +12,7 @@ from pynamodb.models import Model
 
 from chalicelib.core.aws import table_name
 from chalicelib.core.config import settings
+from chalicelib.core.process_state import cached
 from chalicelib.core.regions import check_client_region
 
 M = TypeVar("M", bound=Model)
@@ -24,7 +24,7 @@ class BaseModel(Model):
     TABLE = ""
 
 
-@lru_cache(maxsize=256)
+@cached(maxsize=256, derived=True)
 def _bind(base: type, region: str, table: str) -> type:
     meta = type("Meta", (), {"table_name": table, "region": region, "max_retry_attempts": 4})
     return type(f"{base.__name__}_{region.replace('-', '_')}", (base,), {"Meta": meta})
@@ -54,11 +54,8 @@ def global_connection() -> Connection:
     return _connection(region)
 
 
-@lru_cache(maxsize=8)
+@cached(maxsize=8, derived=True)
 def _connection(region: str) -> Connection:
     return Connection(region=region, max_retry_attempts=4)
 
 
-def reset_models() -> None:
-    _bind.cache_clear()
-    _connection.cache_clear()

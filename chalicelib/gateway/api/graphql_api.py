@@ -21,7 +21,6 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +46,11 @@ from graphql import (
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
+from chalicelib.core.process_state import cached
 from chalicelib.gateway.catalog import lineage, policies
 from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.ingest import connectors, sync
+from chalicelib.groups import route_permissions
 
 log = get_logger("gateway.graphql")
 
@@ -116,7 +118,6 @@ def _principal(info: Any) -> Principal:
 
 
 def _connectors(_root: Any, info: Any, status: str | None = None, category: str | None = None) -> Any:
-    from chalicelib.gateway.ingest import connectors
 
     return connectors.list_connectors(_principal(info), status=status, category=category)
 
@@ -149,7 +150,6 @@ def _policies(_root: Any, info: Any, scope: str | None = None) -> list[dict[str,
 
 
 def _sync_connector(_root: Any, info: Any, id: str, mode: str | None = None) -> dict[str, Any]:  # noqa: A002
-    from chalicelib.gateway.ingest import sync
 
     return sync.request_sync(_principal(info), id, mode=mode or "INCREMENTAL",
                              idempotency_key=info.context.get("idempotency_key"), caller=info.context.get("caller"))
@@ -175,13 +175,9 @@ ROOT_FIELDS: dict[tuple[str, str], tuple[tuple[str, str], Any]] = {
 
 
 def root_permission(type_name: str, field_name: str) -> str:
-    """The permission a root field checks: its REST twin's, read from the route table."""
-    import chalicelib.gateway.api.read_routes  # noqa: F401, PLC0415 - the route table of the twins  # noqa: F401, PLC0415 - the route table of the twins
-    import chalicelib.gateway.api.routes  # noqa: F401, PLC0415  # noqa: F401, PLC0415
-    from chalicelib.core.http.api import ROUTE_PERMISSIONS  # noqa: PLC0415
-
+    """The permission a root field checks: its REST twin's, read from the route-group table."""
     (method, path), _ = ROOT_FIELDS[(type_name, field_name)]
-    permission = ROUTE_PERMISSIONS.get(("gateway", path, method), "")
+    permission = route_permissions("gateway").get(("gateway", path, method), "")
     if permission in ("", "public"):
         raise RuntimeError(f"GraphQL field {type_name}.{field_name}: REST twin {method} {path} has no permission")
     return permission
@@ -195,7 +191,7 @@ def _guarded(permission: str, resolver: Any) -> Any:
     return resolve
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1, derived=True)
 def schema() -> GraphQLSchema:
     built = build_schema(sdl())
     roots = {t.name for t in (built.query_type, built.mutation_type, built.subscription_type) if t is not None}
@@ -275,7 +271,7 @@ def _measure(doc: DocumentNode) -> tuple[int, int, float]:
 _INTROSPECTION_ROOTS = {"__schema": "__Schema", "__type": "__Type"}
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1, derived=True)
 def _introspection_sizes() -> dict[tuple[str, str], int]:
     """How many items each introspection list holds at most in this schema (its real size)."""
     s = schema()

@@ -15,8 +15,11 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, authorize, json_response
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, query_int, validate
+from chalicelib.gateway.api import graphql_api as gql
+from chalicelib.gateway.api.graphql_api import sdl
 from chalicelib.gateway.catalog import lineage, policies
 from chalicelib.gateway.catalog import service as catalog
+from chalicelib.gateway.query import service as query
 
 api = Api("gateway")
 
@@ -67,7 +70,6 @@ def get_lineage(ctx: Ctx, dataset_id: str) -> dict[str, Any]:
 
 @api.route("/v1/query", ["POST"], permission="knowledge.read")
 def federated_query(ctx: Ctx) -> dict[str, Any]:
-    from chalicelib.gateway.query import service as query
 
     body = validate(ctx.json(), {"sql": F(str, required=True, min_len=1, max_len=query.MAX_SQL_CHARS),
                                  "limit": F(int, minimum=1, maximum=query.MAX_ROWS),
@@ -89,7 +91,6 @@ def openapi(ctx: Ctx) -> Response:
 
 
 def _sdl_response() -> Response:
-    from chalicelib.gateway.api.graphql_api import sdl
 
     return Response(body=sdl(), status_code=200, headers={"Content-Type": "text/plain; charset=utf-8"})
 
@@ -140,7 +141,6 @@ def graphql_post(ctx: Ctx) -> Response:
 
 
 def _graphql_post(ctx: Ctx) -> Response:
-    from chalicelib.gateway.api import graphql_api as gql
 
     try:  # the REST path: live membership, enforce_mfa; each field then checks its own permission
         principal = authorize(ctx.header("authorization"), GRAPHQL_DOOR)

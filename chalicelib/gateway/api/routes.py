@@ -11,7 +11,7 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.store import idempotency
-from chalicelib.gateway.ingest import connectors, sync
+from chalicelib.gateway.ingest import connectors, source_access, sync
 from chalicelib.gateway.vocabulary import INGESTION_MODES
 
 api = Api("gateway")
@@ -35,7 +35,6 @@ def create_connector(ctx: Ctx) -> Any:
 @api.route("/v1/connector-access", permission="connectors.manage")
 def connector_access(ctx: Ctx) -> Any:
     """What a role must trust for s3/dynamodb connectors: the platform principal and the ExternalId."""
-    from chalicelib.gateway.ingest import source_access
 
     return source_access.setup(ctx.user.workspace_id)
 

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from functools import lru_cache
 
 from chalicelib.core import aws
+from chalicelib.core.process_state import cached
 
 HASH_CONTEXT = "aiplat/field-hash/v1/"
 _BLOCK = 64  # SHA-256 block size
 
 
-@lru_cache(maxsize=1024)
+@cached(maxsize=1024)
 def workspace_hash_key(region: str, workspace_id: str) -> bytes:
     """The workspace's 32-byte HMAC key, derived in KMS from the region's field-hash key."""
     out = aws.client("kms", region).generate_mac(

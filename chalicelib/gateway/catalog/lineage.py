@@ -5,7 +5,9 @@ Edges live in the workspace's region, keyed ``<source_id>><target_id>`` (a range
 a node's downstream edges, the ``by_target`` index its upstream edges). The graph of a dataset walks
 upstream to its sources and downstream up to the answers, breadth first, newest edges first, at most
 ``depth`` hops each way (default 3, hard maximum 10) and ``MAX_NODES`` nodes; ``truncated`` says more
-exists beyond either limit. Nodes the caller may not see end the walk there and are never shown.
+exists beyond either limit. Nodes the caller may not see end the walk there and are never shown: unreadable
+datasets, and answers private to another user (a chat's answer is shown only to the user who asked;
+``gateway/reader.answer_visible``, from the ``user_id`` its edge records).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from chalicelib.core import clock
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http.errors import validation_error
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import models
+from chalicelib.gateway import models, reader
 from chalicelib.gateway.catalog import service as catalog
 
 DEFAULT_DEPTH = 3
@@ -78,6 +80,8 @@ class _Walk:
             conn = self.snap.connectors.get(node_id)
             return {"id": node_id, "type": "CONNECTOR", "name": conn["name"] if conn else details.get(name_key)}
         if node_type in NODE_TYPES:
+            if not reader.answer_visible(self.principal, node_type, details):
+                return None  # another user's private answer (a chat's): never shown, the walk ends
             return {"id": node_id, "type": node_type, "name": details.get(name_key)}
         return None
 

@@ -8,14 +8,16 @@ Read rules (the one place they live; REST, GraphQL, lineage, policies and the qu
 - A field under the ``DENY`` policy does not exist for non-admin callers (not listed, not searchable by
   name or classification, not loaded for queries). Admins see it in the schema with its policy.
 - Field policies apply to the *values* for everyone, Admins included; only ``ALLOW`` shows raw values.
+- Rows: a dataset's ``row_acl`` (per-document ACLs) hides rows from callers it does not match; the
+  policy-enforcing reader (``gateway/reader.py``) applies it, with the rules above, on every content path.
 
 Datasets and connectors of a workspace are kept as a per-process snapshot tagged with the workspace's
-catalog version (``gateway/catalog_versions.py``). Every read first checks the version (one consistent
+catalog version (``gateway/catalog/versions.py``). Every read first checks the version (one consistent
 ``GetItem``; ``CATALOG_CACHE_SECONDS``, default 0, lets a container trust a check for that long) and
 reloads only the datasets and connectors changed since; a full reload happens on the first read, after a
 gap in the change log, and at most every ``FULL_RELOAD_SECONDS`` as a safety net. Every writer calls
 ``changed`` after its write. Each snapshot carries the inverted index search answers from
-(``gateway/catalog_index.py``), built with a full load and updated with the changed datasets.
+(``gateway/catalog/index.py``), built with a full load and updated with the changed datasets.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import UpdateError
 
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, process_state
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal, Role, require
 from chalicelib.core.config import settings
@@ -37,14 +39,16 @@ from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import models
+from chalicelib.gateway.catalog import snapshots as stored_snapshots
 from chalicelib.gateway.catalog import versions as catalog_versions
+from chalicelib.gateway.ingest.connector_view import to_dict
 
 if TYPE_CHECKING:
     from chalicelib.gateway.catalog.index import CatalogIndex
 
 def _index_class() -> type[CatalogIndex]:
     """The search index, imported at the first snapshot: it needs NumPy, which a cold start should not load."""
-    from chalicelib.gateway.catalog.index import CatalogIndex
+    from chalicelib.gateway.catalog.index import CatalogIndex  # noqa: PLC0415 - the index loads NumPy: at first search, not at cold start
 
     return CatalogIndex
 
@@ -80,6 +84,9 @@ class DatasetRecord:
     _haystack: str = field(default="", repr=False)
     acl_keys: frozenset[str] = field(default=frozenset(), repr=False)  # "role:<id>" / "user:<id>"
     fresh_since: float = 0.0  # epoch seconds of last_synced_at (created_at when never synced)
+    row_acl: dict[str, list[dict[str, str]]] = field(default_factory=dict, repr=False)  # document id -> acl
+    # the documents hidden from each ACL key set (``gateway/reader.hidden_rows``), for this record's life
+    hidden_memo: dict[frozenset[str], frozenset[str]] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -103,6 +110,7 @@ class LoadStats:
     full_loads: int = 0
     partial_loads: int = 0
     records_read: int = 0  # dataset and connector items read by partial loads
+    snapshot_reads: int = 0  # first snapshots of this container taken from the stored object
 
 
 stats = LoadStats()
@@ -110,19 +118,33 @@ stats = LoadStats()
 
 _cache: dict[str, Snapshot] = {}
 _lock = threading.Lock()
+# Whose next read must load in full from DynamoDB, not from the stored snapshot (``invalidate``): these
+# workspaces, and every workspace not loaded in full since the last ``invalidate()`` of all.
+_reload_due: set[str] = set()
+_reload_all = [0]  # bumped by ``invalidate()``
+_loaded_in_full: dict[str, int] = {}  # workspace -> ``_reload_all`` at its last full load
 
 
 def _ttl() -> float:
     return settings().catalog_cache_seconds
 
 
-def invalidate(workspace_id: str | None = None) -> None:
-    """Forget this process's snapshot of one workspace (or all); the next read loads it in full."""
+def invalidate(workspace_id: str | None = None, *, keep_stored: bool = False) -> None:
+    """Forget this process's snapshot of one workspace (or all): the next read loads it in full from
+    DynamoDB. ``keep_stored``: only forget, as a new container would be, so the next read may start from
+    the stored snapshot object (``catalog/snapshots.py``)."""
     with _lock:
         if workspace_id is None:
             _cache.clear()
+            if not keep_stored:
+                _reload_all[0] += 1
         else:
             _cache.pop(workspace_id, None)
+            if not keep_stored:
+                _reload_due.add(workspace_id)
+
+
+process_state.enrol("gateway.catalog.snapshots", invalidate)
 
 
 def changed(workspace_id: str, *, datasets: tuple[str, ...] | list[str] = (),
@@ -173,8 +195,22 @@ def to_record(item: models.DatasetAttrs) -> DatasetRecord:
                                stored if stored in CLASSIFICATIONS else "INTERNAL"),
     )
     rec.acl_keys = frozenset(f"{a['type']}:{a['id']}" for a in acl)
+    rec.row_acl = _row_acl(getattr(item, "row_acl", None))
     rec.fresh_since = clock.parse_iso(rec.last_synced_at or rec.created_at).timestamp()
     return rec
+
+
+def _row_acl(raw: str | None) -> dict[str, list[dict[str, str]]]:
+    """Per-document ACLs (``gateway/reader``); an ACL that is not a list admits nobody but Admins."""
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        value = {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(doc): [{"type": str(a.get("type", "")), "id": str(a.get("id", ""))}
+                       for a in (acl if isinstance(acl, list) else []) if isinstance(a, dict)]
+            for doc, acl in value.items()}
 
 
 def _index(rec: DatasetRecord) -> DatasetRecord:
@@ -190,12 +226,41 @@ def _order_key(rec: DatasetRecord) -> tuple[str, str]:
 def _full_load(region: str, workspace_id: str, version: int, now: float) -> Snapshot:
     stats.full_loads += 1
     records = [_index(to_record(i)) for i in models.datasets(region).query(workspace_id)]
-    from chalicelib.gateway.ingest.connectors import to_dict  # the one public shape of a connector
-
     connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
     records.sort(key=_order_key)
-    return Snapshot(now, {r.id: r for r in records}, records, connectors, {r.name.lower(): r for r in records},
+    stored_snapshots.write(region, workspace_id, version, now, records, connectors)  # for the next new container
+    return _assemble(records, connectors, version, now, now)
+
+
+def _assemble(records: list[DatasetRecord], connectors: dict[str, dict[str, Any]], version: int, loaded_at: float,
+              now: float) -> Snapshot:
+    return Snapshot(loaded_at, {r.id: r for r in records}, records, connectors, {r.name.lower(): r for r in records},
                     version=version, checked_at=now, index=_index_class().build(records))
+
+
+def _from_stored(region: str, workspace_id: str, stored: catalog_versions.Changes,
+                 now: float) -> Snapshot | None:
+    """This container's first snapshot from the object a full load wrote (``catalog/snapshots.py``), brought
+    up to ``stored`` by version; None when the object cannot be used (then the caller loads in full)."""
+    found = stored_snapshots.read(region, workspace_id)
+    if found is None or found.version > stored.version or now - found.loaded_at >= FULL_RELOAD_SECONDS:
+        return None
+    delta = stored.since(found.version) if stored.version > found.version else (set(), set())
+    if delta is None:
+        return None
+    stats.snapshot_reads += 1
+    records = [_index(_record_of(raw)) for raw in found.records]
+    snap = _assemble(records, found.connectors, found.version, found.loaded_at, now)
+    if stored.version == found.version:
+        return snap
+    return _partial_load(snap, region, workspace_id, delta[0], delta[1], stored.version, now)
+
+
+def _record_of(raw: dict[str, Any]) -> DatasetRecord:
+    rec = DatasetRecord(**raw)
+    rec.acl_keys = frozenset(f"{a['type']}:{a['id']}" for a in rec.acl)
+    rec.fresh_since = clock.parse_iso(rec.last_synced_at or rec.created_at).timestamp()
+    return rec
 
 
 def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: set[str], connector_ids: set[str],
@@ -226,8 +291,6 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
         by_name[rec.name.lower()] = rec
     connectors = dict(snap.connectors)
     if connector_ids:
-        from chalicelib.gateway.ingest.connectors import to_dict  # the one public shape of a connector
-
         conn_cls = models.connectors(region)
         for connector_id in sorted(connector_ids):
             stats.records_read += 1
@@ -240,12 +303,14 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
                     index=snap.index.updated(removed, added))
 
 
-def snapshot(workspace_id: str) -> Snapshot:
-    """The workspace's catalog as of its current version (see the module docstring)."""
+def snapshot(workspace_id: str, trust_seconds: float | None = None) -> Snapshot:
+    """The workspace's catalog as of its current version (see the module docstring). ``trust_seconds``
+    (default ``CATALOG_CACHE_SECONDS``): how long a version check is trusted before the next one; a
+    caller that keeps its own data for a bound (knowledge search: its manifests) passes that bound."""
     now = clock.now()
     with _lock:
         snap = _cache.get(workspace_id)
-    if snap is not None and now - snap.checked_at < _ttl():
+    if snap is not None and now - snap.checked_at < (_ttl() if trust_seconds is None else trust_seconds):
         return snap
     region = region_of(workspace_id)
     stats.version_checks += 1
@@ -258,7 +323,19 @@ def snapshot(workspace_id: str) -> Snapshot:
         if delta is not None:
             fresh = _partial_load(snap, region, workspace_id, delta[0], delta[1], stored.version, now)
             return _keep(workspace_id, fresh)
-    return _keep(workspace_id, _full_load(region, workspace_id, stored.version, now))
+    with _lock:
+        due = workspace_id in _reload_due or (_reload_all[0] and _loaded_in_full.get(workspace_id, 0) < _reload_all[0])
+    if snap is None and not due:
+        first = _from_stored(region, workspace_id, stored, now)
+        if first is not None:
+            return _keep(workspace_id, first)
+    loaded = _full_load(region, workspace_id, stored.version, now)
+    with _lock:
+        _reload_due.discard(workspace_id)
+        if len(_loaded_in_full) > 10_000:
+            _loaded_in_full.clear()
+        _loaded_in_full[workspace_id] = _reload_all[0]
+    return _keep(workspace_id, loaded)
 
 
 def _keep(workspace_id: str, snap: Snapshot) -> Snapshot:
@@ -526,7 +603,7 @@ def set_field_policy(principal: Principal, dataset_id: str, field_name: str, pol
         raise ApiError(409, "concurrent_update", "The dataset changed while the policy was being set; retry.")
     changed(principal.workspace_id, datasets=[dataset_id])
     audit.append(region, principal.workspace_id, "dataset.field_policy_set",
-                 actor=Actor("user", principal.user_id, principal.email),
+                 actor=Actor.of(principal),
                  target={"type": "dataset", "id": dataset_id, "field": field_name},
                  details={"from": before, "to": policy}, caller=caller)
     return _norm_field(target)

@@ -19,12 +19,13 @@ from __future__ import annotations
 import ipaddress
 import re
 import unicodedata
-from functools import lru_cache
 from typing import Any
 
 import phonenumbers
 from stdnum import iban, luhn
 from stdnum.us import ssn
+
+from chalicelib.core.process_state import cached
 
 VALUE_SHARE = 0.8  # share of sampled values that must be PII values
 TEXT_SHARE = 0.3  # share of free-text values that must carry an e-mail address or phone number
@@ -111,10 +112,10 @@ _CARD_SHAPE = re.compile(r"^(?:\d[ -]?){12,18}\d$")
 _WORD = re.compile(r"^[^\W\d_]+(?:['-][^\W\d_]+)*\.?$")
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1, derived=True)
 def _person_names() -> tuple[frozenset[str], frozenset[str]]:
     """Given names and surnames from the lists ``zxcvbn`` ships (loaded on first use)."""
-    from zxcvbn.frequency_lists import FREQUENCY_LISTS
+    from zxcvbn.frequency_lists import FREQUENCY_LISTS  # noqa: PLC0415 - the frequency lists load at first use (megabytes), not at cold start
     given = frozenset(FREQUENCY_LISTS["male_names"]) | frozenset(FREQUENCY_LISTS["female_names"])
     return given, frozenset(FREQUENCY_LISTS["surnames"])
 

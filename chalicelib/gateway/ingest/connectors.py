@@ -18,17 +18,18 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.gateway import models
+from chalicelib.gateway import models, storage
+from chalicelib.gateway.catalog import lineage_edges
 from chalicelib.gateway.catalog import service as catalog
-from chalicelib.gateway.ingest import secrets, source_access, source_names
-from chalicelib.gateway.ingest.sources import SourceError, Src, module
+from chalicelib.gateway.ingest import secrets, source_names
+from chalicelib.gateway.ingest.connector_view import to_dict
+from chalicelib.gateway.ingest.sources import SourceError, Src, documents, module
 from chalicelib.gateway.vocabulary import CATEGORIES, CATEGORY_OF_KIND, KINDS, STATUSES
 
 NAME_MAX = 120
 DATASET_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 SECRET_MARK = "$secret"
 MAX_CONNECTORS = 200  # per workspace
-ROLE_KINDS = ("s3", "dynamodb")  # read as a role the workspace grants (gateway/source_access.py)
 
 CREATE_FIELDS = {
     "name": F(str, required=True, min_len=1, max_len=NAME_MAX),
@@ -43,10 +44,6 @@ UPDATE_FIELDS = {
     "description": F(str, max_len=2000),
     "paused": F(bool),
 }
-
-
-def actor_of(principal: Principal) -> Actor:
-    return Actor("user", principal.user_id, principal.email)
 
 
 def _dataset_name_default(name: str) -> str:
@@ -91,18 +88,6 @@ def _seal(region: str, workspace_id: str, connector_id: str, kind: str, config: 
     return stored
 
 
-def _public_config(kind: str, stored: dict[str, Any]) -> dict[str, Any]:
-    """The config as every role sees it: no secret, and a URL without its query values or user info."""
-    secret_names = set(module(kind).SECRETS)
-    out = {k: v for k, v in stored.items() if k not in secret_names}
-    if isinstance(out.get("url"), str):
-        from chalicelib.gateway.ingest.sources.http_api import public_url  # noqa: PLC0415
-
-        out["url"] = public_url(out["url"])
-    out["secrets_set"] = sorted(k for k in secret_names if k in stored)
-    return out
-
-
 def open_config(item: models.ConnectorAttrs, region: str) -> dict[str, Any]:
     """The connector's config with secrets decrypted (for readers only; never returned to callers)."""
     stored = json.loads(item.config or "{}")
@@ -115,35 +100,6 @@ def open_config(item: models.ConnectorAttrs, region: str) -> dict[str, Any]:
 
 def source_of(item: models.ConnectorAttrs, region: str) -> Src:
     return Src(region=region, workspace_id=item.workspace_id, connector_id=item.id, config=open_config(item, region))
-
-
-def to_dict(item: models.ConnectorAttrs, region: str | None = None) -> dict[str, Any]:
-    """The public shape of a connector (never a secret)."""
-    last_sync = None
-    if item.last_sync_id:
-        last_sync = {"id": item.last_sync_id, "status": None, "finished_at": None}
-        try:
-            run = models.sync_runs(region or tenancy.region_of(item.workspace_id)).get(item.workspace_id, item.last_sync_id)
-            last_sync.update(status=run.status, finished_at=run.finished_at)
-        except DoesNotExist:
-            pass
-    return {
-        "id": item.id,
-        "name": item.name,
-        "kind": item.kind,
-        "category": item.category,
-        "status": item.status,
-        "description": item.description or "",
-        "health": {"last_checked_at": item.last_checked_at, "last_error": item.last_error},
-        "last_sync": last_sync,
-        "dataset": {"id": item.dataset_id, "name": item.dataset_name},
-        "owner": item.owner,
-        "config": _public_config(item.kind, json.loads(item.config or "{}")),
-        # what the workspace's role must require in its trust policy (kinds read through a role)
-        "external_id": source_access.external_id(item.workspace_id) if item.kind in ROLE_KINDS else None,
-        "created_at": item.created_at,
-        "updated_at": item.updated_at,
-    }
 
 
 def load(principal: Principal, connector_id: str) -> tuple[models.ConnectorAttrs, str]:
@@ -240,7 +196,7 @@ def create_connector(principal: Principal, body: Any, caller: Any) -> dict:
         module(kind).prepare(source_of(item, region))
     health_check(item, region)
     item.refresh(consistent_read=True)
-    audit.append(region, principal.workspace_id, "connector.created", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.created", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"name": item.name, "kind": kind, "dataset_name": dataset_name}, caller=caller)
     return to_dict(item, region)
@@ -284,7 +240,7 @@ def update_connector(principal: Principal, connector_id: str, body: Any, caller:
     if new_config is not None or body.get("paused") is False:
         health_check(item, region)
         item.refresh(consistent_read=True)
-    audit.append(region, principal.workspace_id, "connector.updated", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.updated", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"fields": sorted(body), "config_fields": sorted((body.get("config") or {}).keys())},
                  caller=caller)
@@ -301,8 +257,6 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
         item.delete(condition=cls.lock_owner.does_not_exist() | (cls.lock_expires_at < int(now)))
     except DeleteError:
         raise conflict("sync_in_progress", "A sync of this connector is running; delete it when it ends.") from None
-    from chalicelib.gateway import storage
-    from chalicelib.gateway.catalog import lineage_edges  # noqa: PLC0415 - keeps list/get light
 
     removed_objects = 0
     if item.dataset_id:
@@ -315,7 +269,7 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
     catalog.changed(item.workspace_id, connectors=[item.id], datasets=[item.dataset_id] if item.dataset_id else [])
     if hasattr(module(item.kind), "cleanup"):
         removed_objects += module(item.kind).cleanup(Src(region, item.workspace_id, item.id, {}))
-    audit.append(region, principal.workspace_id, "connector.deleted", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.deleted", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"name": item.name, "dataset_id": item.dataset_id, "objects_removed": removed_objects},
                  caller=caller)
@@ -326,7 +280,6 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
 
 def create_upload(principal: Principal, connector_id: str, body: Any, caller: Any) -> dict:
     """A presigned PUT URL for one document of a ``documents`` connector (409 for other kinds)."""
-    from chalicelib.gateway.ingest.sources import documents  # noqa: PLC0415
 
     body = validate(body, documents.UPLOAD_FIELDS)
     if not documents.FILENAME_RE.match(body["file_name"]):
@@ -337,7 +290,7 @@ def create_upload(principal: Principal, connector_id: str, body: Any, caller: An
         raise conflict("not_a_documents_connector", "Uploads are only accepted by documents connectors.")
     upload = documents.presign_upload(Src(region, item.workspace_id, item.id, {}), body["file_name"],
                                       body.get("content_type"))
-    audit.append(region, principal.workspace_id, "connector.upload_created", actor=actor_of(principal),
+    audit.append(region, principal.workspace_id, "connector.upload_created", actor=Actor.of(principal),
                  target={"type": "connector", "id": connector_id},
                  details={"document_id": upload["document_id"], "file_name": body["file_name"]}, caller=caller)
     return upload

@@ -6,6 +6,7 @@ mixed -> STRING. A column seen once stays in the schema (later rows without it h
 """
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -109,8 +110,6 @@ def _text(value: Any) -> str:
     if isinstance(value, datetime):
         return value.isoformat(sep=" ")
     if isinstance(value, (bytes, bytearray)):
-        import base64
-
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
         return repr(value)

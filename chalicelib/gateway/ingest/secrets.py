@@ -2,23 +2,16 @@
 the encryption context, stored only as ciphertext and never returned by any route."""
 from __future__ import annotations
 
-import base64
+from chalicelib.core.store import kms
 
-from chalicelib.core import aws
-
-
-def _context(workspace_id: str, connector_id: str) -> dict[str, str]:
-    return {"workspace_id": workspace_id, "connector_id": connector_id, "purpose": "connector-secret"}
+PURPOSE = "connector-secret"
 
 
 def encrypt(region: str, workspace_id: str, connector_id: str, plaintext: str) -> str:
-    blob = aws.client("kms", region).encrypt(
-        KeyId=aws.key_alias("data"), Plaintext=plaintext.encode("utf-8"),
-        EncryptionContext=_context(workspace_id, connector_id))["CiphertextBlob"]
-    return base64.b64encode(blob).decode("ascii")
+    return kms.encrypt(region, "data", PURPOSE, plaintext.encode("utf-8"), workspace_id=workspace_id,
+                       connector_id=connector_id)
 
 
 def decrypt(region: str, workspace_id: str, connector_id: str, ciphertext: str) -> str:
-    out = aws.client("kms", region).decrypt(
-        CiphertextBlob=base64.b64decode(ciphertext), EncryptionContext=_context(workspace_id, connector_id))
-    return out["Plaintext"].decode("utf-8")
+    return kms.decrypt(region, PURPOSE, ciphertext, workspace_id=workspace_id,
+                       connector_id=connector_id).decode("utf-8")

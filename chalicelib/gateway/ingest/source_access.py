@@ -20,15 +20,15 @@ from __future__ import annotations
 import re
 import threading
 import time
-from functools import lru_cache
 from typing import Any
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.core import aws
+from chalicelib.core import aws, process_state
 from chalicelib.core.config import settings
+from chalicelib.core.process_state import cached
 from chalicelib.gateway.ingest.sources import SourceError, Src, aws_source_error
 
 ROLE_ARN_RE = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::(\d{12}):role/((?:[\w+=,.@-]+/)*)([\w+=,.@-]{1,64})$")
@@ -45,7 +45,7 @@ def external_id(workspace_id: str) -> str:
     return f"{settings().resource_prefix}-{workspace_id}"
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1)
 def platform_account() -> str:
     """The AWS account the platform runs in (the account of its own credentials)."""
     return aws.client("sts", settings().global_region).get_caller_identity()["Account"]
@@ -121,4 +121,6 @@ def forget() -> None:
     """Drop cached role sessions (tests switch emulators between runs)."""
     with _lock:
         _sessions.clear()
-    platform_account.cache_clear()
+
+
+process_state.enrol("gateway.ingest.source_access.sessions", forget)

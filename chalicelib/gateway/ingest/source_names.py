@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from chalicelib.core.config import settings
+from chalicelib.gateway.ingest.source_access import ROLE_ARN_RE
 
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 TABLE_RE = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
@@ -92,7 +93,6 @@ def table(value: Any, *, region: str, role_account: str | None) -> str:
 
 def role(value: Any, *, platform_account: str) -> str:
     """The role ARN, checked: a role of another account than the platform's."""
-    from chalicelib.gateway.ingest.source_access import ROLE_ARN_RE  # noqa: PLC0415
 
     if not isinstance(value, str):
         raise Refused("role_arn", "must be a string")

@@ -64,7 +64,7 @@ def request_sync(principal: Principal, connector_id: str, *, mode: str = "INCREM
                                        "connector_id": connector_id, "sync_id": run.id},
                        group_key=connector_id)
         audit.append(region, principal.workspace_id, "connector.sync_requested",
-                     actor=connectors.actor_of(principal), target={"type": "connector", "id": connector_id},
+                     actor=audit.Actor.of(principal), target={"type": "connector", "id": connector_id},
                      details={"sync_id": run.id, "mode": mode}, caller=caller)
         return 202, run_to_dict(run)
 

@@ -26,7 +26,7 @@ from chalicelib.core.http import openapi
 from chalicelib.core.http.api import Ctx
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import region_of, scope_of
 from chalicelib.gateway.api.read_routes import OPENAPI_PATH
 from chalicelib.gateway.catalog import lineage
 
@@ -222,7 +222,8 @@ def call(tool: ToolDef, arguments: dict[str, Any], principal: Principal, base: A
     """Run the tool's operation as ``principal`` and return its JSON answer (an ``ApiError`` for a 4xx)."""
     require(principal, permission(tool))  # listed only when allowed; checked again when called
     request, params = _request(tool, arguments, base)
-    result = _views()[(tool.method, tool.path)](Ctx(request=request, principal=principal), **params)
+    result = _views()[(tool.method, tool.path)](Ctx(request=request, principal=principal, _scope=scope_of(principal)),
+                                                **params)
     status = getattr(result, "status_code", 200)
     body = json.loads(result.body) if hasattr(result, "body") else result
     if status >= 400:

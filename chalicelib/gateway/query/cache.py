@@ -3,12 +3,13 @@
 A *sandbox* is an in-memory DuckDB database holding one table per dataset of a query, each already
 projected through the caller's field policies, and then locked down (no files, no network, no
 extensions, no configuration changes). Its key is the workspace plus, for each dataset, its id, name,
-``data_prefix`` (the snapshot: it changes with every sync) and the caller's visible fields with their
-policies and types. So:
+``data_prefix`` (the snapshot: it changes with every sync), the caller's visible fields with their
+policies and types, and the documents whose rows the caller may not read (``gateway/reader.View``). So:
 
 - everything in a sandbox is data every caller with that key may read, exactly as they may see it; a
-  caller whose readable datasets, visible fields or policies differ computes another key and never
-  reaches it (a role, ACL or field-policy change, or a new snapshot, is a key change);
+  caller whose readable datasets, visible fields, policies or hidden documents differ computes another
+  key and never reaches it (a role, ACL, document-ACL or field-policy change, or a new snapshot, is a
+  key change);
 - the caller's SQL runs on a fresh cursor of the sandbox and can only name what the sandbox holds.
 
 A sandbox holds the columns queries have read so far; a query that reads more builds a new one with

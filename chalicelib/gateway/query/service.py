@@ -7,7 +7,9 @@ Per query:
    read; only those can be loaded. DuckDB's binder then says which of their columns the statement reads
    (``query_columns``: the SQL is planned against empty stand-ins holding the caller's visible columns);
    only those columns are loaded, and each through its field policy (masked, hashed, redacted or left
-   out), so a policy costs only when its column is read. Internal ``_`` columns never load.
+   out), so a policy costs only when its column is read. Internal ``_`` columns never load. Datasets
+   and their row-level policy come from the policy-enforcing reader (``gateway/reader.py``): rows of a
+   document whose per-document ACL excludes the caller are not loaded at all.
 3. The projected tables live in a locked-down in-memory DuckDB (a *sandbox*, ``query_cache``) kept per
    container and keyed by the workspace and, per dataset, its snapshot (``data_prefix``), name and the
    caller's visible fields with their policies. A cold sandbox downloads the Parquet parts
@@ -51,7 +53,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tenancy import region_of
-from chalicelib.gateway import storage
+from chalicelib.gateway import reader, storage
 from chalicelib.gateway.catalog import fieldpolicy, lineage
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.query import cache as query_cache
@@ -89,7 +91,7 @@ def _bad_sql(code: str, detail: str) -> ApiError:
 
 def check_sql(sql: Any) -> str:
     """The SQL text when it is exactly one SELECT; a 400 naming the problem otherwise."""
-    import duckdb
+    import duckdb  # noqa: PLC0415 - DuckDB loads at first query, not at cold start
 
     if not isinstance(sql, str) or not sql.strip():
         raise _bad_sql("invalid_sql", "'sql' must be a non-empty string holding one SELECT statement.")
@@ -158,9 +160,10 @@ def _create_empty(con: Any, table: str, fields: list[dict[str, Any]]) -> None:
 
 
 def load_dataset(con: Any, rec: catalog.DatasetRecord, fields: list[dict[str, Any]], columns: frozenset[str],
-                 into: str) -> None:
+                 into: str, rows: reader.View | None = None) -> None:
     """Create table ``rec.name`` in ``con`` holding ``columns`` of the dataset, each through its policy in
-    ``fields`` (the caller's visible fields); the snapshot's files go to ``into`` (the caller deletes it)."""
+    ``fields`` (the caller's visible fields), without the rows ``rows`` (the caller's view) hides; the
+    snapshot's files go to ``into`` (the caller deletes it)."""
     region = region_of(rec.workspace_id)
     table = fieldpolicy.quote_ident(rec.name)
     source = storage.snapshot_source(region, rec.data_prefix, into) if rec.data_prefix else None
@@ -174,12 +177,14 @@ def load_dataset(con: Any, rec: catalog.DatasetRecord, fields: list[dict[str, An
     if not items:
         items = ["NULL AS \"_empty\""]
     needs_key = any(f["policy"] == "HASH" and f["name"] in present for f in chosen)
-    sql = f"CREATE TABLE {table} AS SELECT {', '.join(items)} FROM {source}"
+    where, params = rows.row_filter() if rows is not None else ("", {})
+    if where and reader.ROW_ACL_COLUMN not in present:
+        where, params = "", {}  # no document column: no row belongs to a restricted document
+    sql = f"CREATE TABLE {table} AS SELECT {', '.join(items)} FROM {source}{where}"
     if needs_key:
         ipad, opad = fieldpolicy.hmac_pads(fieldpolicy.workspace_hash_key(region, rec.workspace_id))
-        con.execute(sql, {"ipad": ipad, "opad": opad})
-    else:
-        con.execute(sql)
+        params = {**params, "ipad": ipad, "opad": opad}
+    con.execute(sql, params) if params else con.execute(sql)
 
 
 def _cheapest(fields: list[dict[str, Any]]) -> frozenset[str]:
@@ -219,7 +224,7 @@ def _connect() -> tuple[Any, str]:
     """A new sandbox DuckDB and its private work dir. From the start it has no file or network access except
     to ``<work>/data/``, which does not exist until ``_build`` downloads the raw Parquet into it and is deleted
     before any caller's SQL runs; so the caller's SQL may be bound on it first (``query_columns``)."""
-    import duckdb
+    import duckdb  # noqa: PLC0415 - DuckDB loads at first query, not at cold start
 
     work = tempfile.mkdtemp(prefix="gwq-")  # Lambda: only /tmp is writable; HOME may be unset
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
@@ -236,7 +241,8 @@ def _connect() -> tuple[Any, str]:
 
 
 def _build(key: query_cache.Key, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]],
-           wanted: dict[str, frozenset[str]], fresh: tuple[Any, str] | None = None) -> query_cache.Sandbox:
+           wanted: dict[str, frozenset[str]], fresh: tuple[Any, str] | None = None,
+           views: dict[str, reader.View] | None = None) -> query_cache.Sandbox:
     """A locked-down DuckDB (``fresh``, or a new one from ``_connect``) holding ``wanted`` columns of each used
     dataset (zero-row stand-ins for the datasets the SQL names but never scans); the raw files are deleted
     before it is returned."""
@@ -248,7 +254,8 @@ def _build(key: query_cache.Key, used: list[catalog.DatasetRecord], fields: dict
             for rec in used:
                 table = fieldpolicy.quote_ident(rec.name)
                 if rec.name in wanted:
-                    load_dataset(con, rec, fields[rec.name], wanted[rec.name], os.path.join(raw, rec.id))
+                    load_dataset(con, rec, fields[rec.name], wanted[rec.name], os.path.join(raw, rec.id),
+                                 (views or {}).get(rec.name))
                     loaded[rec.name] = (frozenset(f["name"] for f in fields[rec.name])
                                         if not rec.data_prefix else wanted[rec.name])
                 else:
@@ -372,11 +379,10 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
     skip = _cursor_offset(sql, after)
     names = _referenced(sql)
     check_functions(names)
-    used = catalog.readable_by_name(principal, names)
+    views = {v.rec.name: v for v in reader.by_name(principal, names)}
+    used = [v.rec for v in views.values()]
     fields = {r.name: visible_columns(principal, r) for r in used}
-    key = (principal.workspace_id, *((r.id, r.name, r.data_prefix,
-                                      tuple((f["name"], f["policy"], f["type"]) for f in fields[r.name]))
-                                     for r in used))
+    key = (principal.workspace_id, *(views[r.name].cache_key() for r in used))
     # A container's first query (no sandbox, no memoised binder answer) binds on the sandbox it must create
     # anyway rather than creating the process-wide binder's DuckDB too.
     spare: list[tuple[Any, str]] = []
@@ -385,7 +391,7 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
     try:
         needs, complete = columns_needed(sql, used, fields, spare[0][0] if spare else None)
         return _run(principal, sql, used, fields, key, needs, complete, spare, limit=limit, answer=answer,
-                    time_limit=time_limit, skip=skip)
+                    time_limit=time_limit, skip=skip, views=views)
     finally:
         for con, work in spare:  # not used: another query built the sandbox meanwhile
             con.close()
@@ -394,14 +400,16 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
 
 def _run(principal: Principal, sql: str, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]],
          key: query_cache.Key, needs: dict[str, frozenset[str]], complete: bool, spare: list[tuple[Any, str]], *,
-         limit: int, answer: dict[str, str] | None, time_limit: float | None, skip: int) -> dict[str, Any]:
-    import duckdb
+         limit: int, answer: dict[str, str] | None, time_limit: float | None, skip: int,
+         views: dict[str, reader.View] | None = None) -> dict[str, Any]:
+    import duckdb  # noqa: PLC0415 - DuckDB loads at first query, not at cold start
 
     query_id = new_id("q")
     limit_s = settings().query_time_limit_seconds
     while True:
         box = query_cache.acquire(key, needs, settings().query_cache_bytes,
-                                  lambda wanted: _build(key, used, fields, wanted, spare.pop() if spare else None))
+                                  lambda wanted: _build(key, used, fields, wanted, spare.pop() if spare else None,
+                                                        views))
         cur = box.con.cursor()
         timer = query_timer.arm(limit_s if time_limit is None else time_limit, cur.interrupt)
         try:
@@ -433,7 +441,8 @@ def _run(principal: Principal, sql: str, used: list[catalog.DatasetRecord], fiel
         ("dataset", r.id, "query", query_id, {**details, "source_name": r.name}) for r in used]
     if answer is not None and used:
         edges.append(("query", query_id, answer["type"].lower(), answer["id"],
-                      {"source_name": "query", "target_name": answer["type"].lower()}))
+                      {"source_name": "query", "target_name": answer["type"].lower(),
+                       "user_id": principal.user_id}))
     if edges:
         lineage.record_edges(principal.workspace_id, edges)
     log.info("federated query", extra={"query_id": query_id, "datasets": [r.id for r in used],

@@ -22,6 +22,7 @@ from chalicelib.identity.models import ApiTokenAttrs
 from chalicelib.identity.oauth.issuing import roles_for_safe
 from chalicelib.identity.oauth.revocation import revoke_jti
 from chalicelib.identity.oauth.signing import issue_access_token
+from chalicelib.residency import revocations
 
 DEFAULT_DAYS = 30
 MAX_ACTIVE_PER_USER = 50
@@ -74,6 +75,8 @@ def revoke(user_id: str, token_id: str) -> ApiTokenAttrs:
     if record.user_id != user_id:
         raise not_found("API token")
     if not record.revoked_at:
-        record.update(actions=[ApiTokenAttrs.revoked_at.set(int(clock.now()))])
-        revoke_jti(record.id, record.expires_at, "api_token_revoked", record.user_id)
+        now = int(clock.now())
+        record.update(actions=[ApiTokenAttrs.revoked_at.set(now)])
+        revoke_jti(record.id, record.expires_at, revocations.API_TOKEN_REASON, record.user_id)
+        revocations.record(record.workspace_id, revocations.API_TOKEN, record.id, clock.iso(now), user_id)
     return record

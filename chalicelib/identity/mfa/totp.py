@@ -9,16 +9,15 @@ codes (``recovery_codes``).
 """
 from __future__ import annotations
 
-import base64
 import hmac
-from typing import Any
 
 import pyotp
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from chalicelib.core import aws, clock
+from chalicelib.core import clock
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError, conflict
+from chalicelib.core.store import kms
 from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.store.tables import global_model
 from chalicelib.identity import users as users_mod
@@ -35,19 +34,13 @@ def _totp_state() -> type[TotpStateAttrs]:
     return global_model(TotpStateAttrs)
 
 
-def _kms() -> Any:
-    return aws.client("kms", settings().global_region)
-
 
 def _encrypt(user_id: str, secret: str) -> str:
-    blob = _kms().encrypt(KeyId=aws.key_alias("token-keys"), Plaintext=secret.encode(),
-                          EncryptionContext={"purpose": "totp", "user_id": user_id})["CiphertextBlob"]
-    return base64.b64encode(blob).decode()
+    return kms.encrypt(settings().global_region, "token-keys", "totp", secret.encode(), user_id=user_id)
 
 
 def _decrypt(user_id: str, enc: str) -> str:
-    return _kms().decrypt(CiphertextBlob=base64.b64decode(enc),
-                          EncryptionContext={"purpose": "totp", "user_id": user_id})["Plaintext"].decode()
+    return kms.decrypt(settings().global_region, "totp", enc, user_id=user_id).decode()
 
 
 def _matching_step(secret: str, code: str, now: float) -> int | None:

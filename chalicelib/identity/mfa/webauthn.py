@@ -77,12 +77,12 @@ def find_credential(credential_id: str) -> CredentialAttrs | None:
 
 def registration_options(user: UserAttrs, kind: str) -> dict[str, Any]:
     """Options for ``navigator.credentials.create`` plus the id of the stored challenge."""
-    from webauthn import (
+    from webauthn import (  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
         generate_registration_options,
         options_to_json,
     )
-    from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
-    from webauthn.helpers.structs import (
+    from webauthn.helpers import base64url_to_bytes, bytes_to_base64url  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
+    from webauthn.helpers.structs import (  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
         AuthenticatorSelectionCriteria,
         PublicKeyCredentialDescriptor,
         ResidentKeyRequirement,
@@ -114,9 +114,9 @@ def registration_options(user: UserAttrs, kind: str) -> dict[str, Any]:
 
 def verify_registration(user: UserAttrs, challenge_id: str, credential: dict[str, Any], name: str) -> CredentialAttrs:
     """Check the attestation against the stored challenge and save the credential."""
-    from webauthn import verify_registration_response
-    from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
-    from webauthn.helpers.exceptions import WebAuthnException
+    from webauthn import verify_registration_response  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
+    from webauthn.helpers import base64url_to_bytes, bytes_to_base64url  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
+    from webauthn.helpers.exceptions import WebAuthnException  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
 
     flow = flows.take("webauthn", challenge_id)
     if not flow or flow.get("purpose") != "register" or flow.get("user_id") != user.id:
@@ -159,12 +159,12 @@ def delete_credential(user_id: str, credential_id: str, kind: str) -> None:
 
 def authentication_options(kind: str, user_id: str | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Passkey: discoverable (no allow list, UV required). Security key: the user's keys as allow list."""
-    from webauthn import (
+    from webauthn import (  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
         generate_authentication_options,
         options_to_json,
     )
-    from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
-    from webauthn.helpers.structs import (
+    from webauthn.helpers import base64url_to_bytes, bytes_to_base64url  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
+    from webauthn.helpers.structs import (  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
         PublicKeyCredentialDescriptor,
         UserVerificationRequirement,
     )
@@ -198,9 +198,9 @@ class Authenticated:
 
 def verify_authentication(challenge_id: str, credential: dict[str, Any], kind: str) -> Authenticated:
     """Verify an assertion; returns who signed in. Every failure is the same 400."""
-    from webauthn import verify_authentication_response
-    from webauthn.helpers import base64url_to_bytes
-    from webauthn.helpers.exceptions import WebAuthnException
+    from webauthn import verify_authentication_response  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
+    from webauthn.helpers import base64url_to_bytes  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
+    from webauthn.helpers.exceptions import WebAuthnException  # noqa: PLC0415 - the webauthn library loads at first passkey use, not at cold start
 
     flow = flows.take("webauthn", challenge_id)
     if not flow or flow.get("purpose") != "authenticate" or flow.get("kind") != kind:

@@ -17,7 +17,15 @@ from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.store.tables import global_model
 from chalicelib.core.tokens import LEEWAY_SECONDS, revoke_key, verifier
-from chalicelib.identity.models import GRANT, REFRESH, FamilyAttrs, OAuthClientAttrs, RefreshAttrs, state_key
+from chalicelib.identity.models import (
+    GRANT,
+    REFRESH,
+    FamilyAttrs,
+    OAuthClientAttrs,
+    RefreshAttrs,
+    SessionAttrs,
+    state_key,
+)
 from chalicelib.identity.oauth.clients import calling_client
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.opaque import digest
@@ -38,6 +46,17 @@ def token_user(claims: dict[str, Any]) -> str | None:
 def revoke_session_tokens(session_id: str, reason: str, user_id: str) -> None:
     """Refuse every token of the user's session (its grants' and exchanged ones included)."""
     revoke_key(f"sid:{session_id}", clock.now() + settings().max_api_token_ttl, reason, user_id)
+
+
+def end_session(session_id: str, reason: str, user_id: str) -> None:
+    """End a sign-in session: refuse every token issued in it and delete its record, so the browser's
+    session cookie signs no one in any more (``/oauth2/authorize`` sends it to sign in again instead of
+    issuing codes from it). Every path that ends a session comes here: sign-out, session revocation, and
+    the reuse of a refresh token or authorization code (assumed theft)."""
+    revoke_session_tokens(session_id, reason, user_id)
+    cls = global_model(SessionAttrs)
+    for record in cls.by_user.query(user_id, cls.session_id == session_id):
+        cls(record.sid_hash).delete()
 
 
 def revoke_family(family_id: str, reason: str) -> None:

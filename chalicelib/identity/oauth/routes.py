@@ -94,8 +94,12 @@ def authorize(ctx: Ctx) -> Any:
         if raw is not None and any(len(raw.getlist(key)) > 1 for key in raw):
             raise oauth_error(400, "invalid_request", "A parameter is repeated.")
         params = ctx.query
-    result = authorize_mod.authorize(params, sessions.session_from_request(ctx), "/oauth2/authorize")
-    return _redirect(result.location)
+    session = sessions.session_from_request(ctx)
+    result = authorize_mod.authorize(params, session, "/oauth2/authorize")
+    response = _redirect(result.location)
+    if session is None and sessions.sid_from_cookie_header(ctx.header("cookie")):
+        response.headers["Set-Cookie"] = sessions.clear_cookie_header()  # an ended session's cookie goes too
+    return response
 
 
 @api.route("/oauth2/token", methods=["POST"], public=True, content_types=[FORM])

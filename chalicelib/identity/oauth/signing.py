@@ -8,7 +8,6 @@ it may have signed has expired: ``retire_at`` = rotation time + the longest toke
 """
 from __future__ import annotations
 
-import base64
 import json
 import threading
 from typing import Any
@@ -17,9 +16,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jose import jwk, jwt
 
-from chalicelib.core import aws, clock
+from chalicelib.core import clock, process_state
 from chalicelib.core.config import AUDIENCE, settings
 from chalicelib.core.ids import new_id
+from chalicelib.core.store import kms
 from chalicelib.core.store.tables import global_model
 from chalicelib.core.tokens import ALGORITHM, LEEWAY_SECONDS, SigningKeyAttrs, current_epochs, published
 
@@ -33,9 +33,6 @@ def _keys() -> type[SigningKeyAttrs]:
     return global_model(SigningKeyAttrs)
 
 
-def _kms() -> Any:
-    return aws.client("kms", settings().global_region)
-
 
 def create_key(status: str = "active") -> str:
     """Generate a key pair, store it (private part KMS-encrypted) and return its ``kid``."""
@@ -46,9 +43,8 @@ def create_key(status: str = "active") -> str:
     public = jwk.construct(private.public_key(), ALGORITHM).to_dict()
     public.update({"kid": kid, "use": "sig", "alg": ALGORITHM})
     public = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in public.items()}
-    blob = _kms().encrypt(KeyId=aws.key_alias("token-keys"), Plaintext=pem,
-                          EncryptionContext={"purpose": "token-signing", "kid": kid})["CiphertextBlob"]
-    _keys()(kid, status=status, public_jwk=json.dumps(public), private_blob=base64.b64encode(blob).decode(),
+    blob = kms.encrypt(settings().global_region, "token-keys", "token-signing", pem, kid=kid)
+    _keys()(kid, status=status, public_jwk=json.dumps(public), private_blob=blob,
             created_at=clock.now()).save(condition=SigningKeyAttrs.kid.does_not_exist())
     return kid
 
@@ -99,8 +95,7 @@ class Signer:
             raise RuntimeError("no active signing key; run the bootstrap")
         item = max(active, key=lambda k: k.created_at)
         if item.kid != self._kid:
-            pem = _kms().decrypt(CiphertextBlob=base64.b64decode(item.private_blob),
-                                 EncryptionContext={"purpose": "token-signing", "kid": item.kid})["Plaintext"]
+            pem = kms.decrypt(settings().global_region, "token-signing", item.private_blob, kid=item.kid)
             self._key = jwk.construct(serialization.load_pem_private_key(pem, password=None), ALGORITHM)
             self._kid = item.kid
         self._checked_at = clock.now()
@@ -130,6 +125,14 @@ def signer() -> Signer:
     if _signer is None:
         _signer = Signer()
     return _signer
+
+
+def _forget_signer() -> None:
+    global _signer
+    _signer = None
+
+
+process_state.enrol("identity.oauth.signing.signer", _forget_signer)
 
 
 def issue_access_token(

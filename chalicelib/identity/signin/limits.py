@@ -46,9 +46,9 @@ def hit(limit: Limit, subject: str) -> None:
     cls = global_model(RateLimitAttrs)
     key = f"{limit.name}#{digest(subject.strip().lower(), salt=limit.name)}#{window}"
     try:
-        cls(key).update(actions=[cls.count.set((cls.count | 0) + 1),
+        cls(key).update(actions=[cls.hits.set((cls.hits | 0) + 1),
                                  cls.expires_at.set(window + limit.window_seconds + 60)],
-                        condition=cls.count.does_not_exist() | (cls.count < limit.count * settings().signin_limit_factor))
+                        condition=cls.hits.does_not_exist() | (cls.hits < limit.count * settings().signin_limit_factor))
     except UpdateError as err:
         if not condition_failed(err):
             raise

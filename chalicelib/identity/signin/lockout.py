@@ -29,6 +29,7 @@ from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import workspaces_of
 from chalicelib.identity.models import LOCK, LockAttrs, state_key
+from chalicelib.identity.users import get_user
 
 MAX_FAILURES = 10
 LOCK_SECONDS = 15 * 60
@@ -144,7 +145,6 @@ def failed(reservation: Reservation, *, caller: Any = None) -> None:
 
 
 def _repeated_lockout_event(user_id: str, count: int, caller: Any) -> None:
-    from chalicelib.identity.users import get_user
 
     user = get_user(user_id)
     for ws in workspaces_of(user_id):

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
+
+from chalicelib.core.process_state import cached
 
 MIN_LENGTH = 12
 MAX_LENGTH = 256
@@ -25,9 +26,9 @@ RULE_TEXT = (f"Use at least {MIN_LENGTH} characters (at most {MAX_LENGTH}). Spac
              "passwords and ones containing your e-mail name are refused.")
 
 
-@lru_cache(maxsize=1)
+@cached(maxsize=1, derived=True)
 def _blocklist() -> frozenset[str]:
-    from zxcvbn.frequency_lists import FREQUENCY_LISTS
+    from zxcvbn.frequency_lists import FREQUENCY_LISTS  # noqa: PLC0415 - the frequency lists load at first use (megabytes), not at cold start
     return frozenset(FREQUENCY_LISTS["passwords"])
 
 

@@ -11,6 +11,7 @@ import json
 import time
 from urllib.parse import urlsplit
 
+from chalicelib.core import process_state
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import validation_error
 from chalicelib.core.store.tables import global_model
@@ -36,6 +37,9 @@ def _registered_targets() -> frozenset[str]:
 def forget_cache() -> None:
     global _cache
     _cache = (-1e18, frozenset())
+
+
+process_state.enrol("identity.signin.redirects", forget_cache)
 
 
 def is_safe_relative(value: str) -> bool:

@@ -45,7 +45,7 @@ def invalid_link() -> ApiError:
 def request_reset(email: str, *, caller: Any = None) -> None:
     """Store a link and send one message, whoever the address belongs to (the same work every time, so
     the answer's timing does not tell whether an account exists)."""
-    user = users_mod.find_by_email(email)
+    user = users_mod.find_by_email_evenly(email)
     token = new_secret()
     now = int(clock.now())
     known = user is not None and user.status == "active" and not user.idp

@@ -22,8 +22,9 @@ from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.store.tables import global_model
+from chalicelib.core.tokens import is_revoked
 from chalicelib.identity.models import SessionAttrs
-from chalicelib.identity.oauth.revocation import revoke_session_tokens
+from chalicelib.identity.oauth.revocation import end_session
 from chalicelib.identity.opaque import digest, new_secret
 
 if TYPE_CHECKING:  # routes pass their Ctx; this module only calls ctx.header()/ctx.request.method
@@ -57,7 +58,9 @@ def get_by_sid(sid: str) -> SessionAttrs | None:
         record = _model().get(digest(sid), consistent_read=True)
     except DoesNotExist:
         return None
-    return record if record.expires_at > clock.now() else None
+    if record.expires_at <= clock.now() or is_revoked(f"sid:{record.session_id}"):
+        return None  # expired, or ended (its tokens refused) by any path: the cookie signs no one in
+    return record
 
 
 def sid_from_cookie_header(cookie_header: str | None) -> str | None:
@@ -117,8 +120,7 @@ def revoke_session(session_id: str, user_id: str) -> bool:
     included); False when it is not theirs or does not exist."""
     cls = _model()
     for record in cls.by_user.query(user_id, cls.session_id == session_id):
-        revoke_session_tokens(record.session_id, "signed_out", user_id)
-        cls(record.sid_hash).delete()
+        end_session(record.session_id, "signed_out", user_id)
         return True
     return False
 
@@ -128,8 +130,7 @@ def revoke_all(user_id: str, *, keep_session_id: str | None = None) -> int:
     count = 0
     for record in cls.by_user.query(user_id):
         if record.session_id != keep_session_id:
-            revoke_session_tokens(record.session_id, "signed_out", user_id)
-            cls(record.sid_hash).delete()
+            end_session(record.session_id, "signed_out", user_id)
             count += 1
     return count
 

@@ -23,9 +23,10 @@ from typing import Any, Protocol
 
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
-from chalicelib.core import aws, clock
+from chalicelib.core import clock
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError, conflict, not_found
+from chalicelib.core.store import kms
 from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import SsoConnectionAttrs
@@ -81,20 +82,15 @@ def code_hosting_key(workspace_id: str) -> str:
     return f"code-hosting.{workspace_id.lower()}"
 
 
-def _kms() -> Any:
-    return aws.client("kms", settings().global_region)
-
 
 def encrypt_secret(domain: str, secret: str) -> str:
-    blob = _kms().encrypt(KeyId=aws.key_alias("directory-secrets"), Plaintext=secret.encode(),
-                          EncryptionContext={"purpose": "sso-client-secret", "domain": domain})["CiphertextBlob"]
-    return base64.b64encode(blob).decode()
+    return kms.encrypt(settings().global_region, "directory-secrets", "sso-client-secret", secret.encode(),
+                       domain=domain)
 
 
 def decrypt_secret(conn: SsoConnectionAttrs) -> str:
-    return _kms().decrypt(CiphertextBlob=base64.b64decode(conn.client_secret_enc),
-                          EncryptionContext={"purpose": "sso-client-secret", "domain": conn.domain})[
-        "Plaintext"].decode()
+    return kms.decrypt(settings().global_region, "sso-client-secret", conn.client_secret_enc,
+                       domain=conn.domain).decode()
 
 
 def get(domain: str) -> SsoConnectionAttrs | None:

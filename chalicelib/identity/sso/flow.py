@@ -23,13 +23,13 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from jose import jwt
 from jose.exceptions import JOSEError
 from pynamodb.exceptions import DoesNotExist, PutError
 
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, process_state
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.store.tables import global_model
@@ -49,6 +49,7 @@ REGISTERED_AMR = {"pwd", "otp", "mfa", "hwk", "swk", "sms", "face", "fpt", "user
 
 _discovery_cache: dict[str, tuple[float, dict[str, Any]]] = {}
 _cache_lock = threading.Lock()
+process_state.enrol("identity.sso.discovery", _discovery_cache.clear)
 
 
 def refused(code: str, detail: str) -> ApiError:
@@ -177,8 +178,6 @@ def _exchange(conn: SsoConnectionAttrs, meta: dict[str, Any], code: str, verifie
     if PRESETS[conn.kind].token_auth_method == "client_secret_post":
         form.update(client_id=conn.client_id, client_secret=secret)
     else:
-        from urllib.parse import quote
-
         basic = base64.b64encode(f"{quote(conn.client_id, safe='')}:{quote(secret, safe='')}".encode()).decode()
         headers["Authorization"] = f"Basic {basic}"
     try:

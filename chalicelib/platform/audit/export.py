@@ -34,6 +34,7 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import OPEN_REGIONS
 from chalicelib.core.store import queues
+from chalicelib.core.tenancy import region_of
 from chalicelib.platform.audit import digests as audit_digests
 from chalicelib.platform.audit.query import Filters, seq_bounds
 
@@ -283,7 +284,6 @@ def _check_against_chain_digests(report: Report, region: str, workspace_id: str,
 def verify_live(workspace_id: str) -> Report:
     """The live chain (hashes, links, seq from 1) and every signed chain digest of the workspace (head
     and count still present, digests signed by the digest key and linked)."""
-    from chalicelib.core.tenancy import region_of
 
     region = region_of(workspace_id)
     report = Report()

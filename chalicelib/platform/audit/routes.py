@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.core.audit import Actor
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.tenancy import region_of
 from chalicelib.platform.audit import export as audit_export
 from chalicelib.platform.audit import query as audit_query
-from chalicelib.platform.workspaces.routes import actor_of
 
 api = Api("platform")
 
@@ -29,7 +29,7 @@ def create_export(ctx: Ctx) -> Any:
     ws_id = ctx.user.workspace_id
     body = validate(ctx.json(required=False), EXPORT_FIELDS)
     filters = audit_query.parse_filters({k: v for k, v in body.items() if v is not None}, ("from", "to"))
-    result = audit_export.request_export(region_of(ws_id), ws_id, filters, actor=actor_of(ctx), caller=ctx.caller)
+    result = audit_export.request_export(region_of(ws_id), ws_id, filters, actor=Actor.of(ctx.user), caller=ctx.caller)
     return json_response(result, 202, headers={"Location": f"/v1/audit/exports/{result['id']}"})
 
 

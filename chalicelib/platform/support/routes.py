@@ -3,15 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.core.audit import Actor
 from chalicelib.core.authz import AUTHENTICATED
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import validate
 from chalicelib.core.regions import PATH
-from chalicelib.core.tenancy import get_workspace
 from chalicelib.platform.audit import query as audit_query
 from chalicelib.platform.support import service as support
-from chalicelib.platform.workspaces.routes import actor_of
 from chalicelib.platform.workspaces.service import to_public
 
 api = Api("platform")
@@ -20,19 +19,19 @@ api = Api("platform")
 @api.route("/v1/workspaces/{workspace_id}/support-grants", methods=["POST"], permission="support.grant")
 def create_grant(ctx: Ctx, workspace_id: str) -> Any:
     body = validate(ctx.json(), support.CREATE_FIELDS)
-    return json_response(support.create(get_workspace(workspace_id), body, actor=actor_of(ctx), caller=ctx.caller), 201)
+    return json_response(support.create(ctx.scope.entry(), body, actor=Actor.of(ctx.user), caller=ctx.caller), 201)
 
 
 @api.route("/v1/workspaces/{workspace_id}/support-grants", permission="support.grant")
 def list_grants(ctx: Ctx, workspace_id: str) -> Any:
     paging.check_params(ctx.query, ("limit", "after"))
-    return support.list_grants(get_workspace(workspace_id), paging.limit(ctx.query),
+    return support.list_grants(ctx.scope.entry(), paging.limit(ctx.query),
                                paging.decode("support_grants", ctx.query.get("after")))
 
 
 @api.route("/v1/workspaces/{workspace_id}/support-grants/{grant_id}", methods=["DELETE"], permission="support.grant")
 def revoke_grant(ctx: Ctx, workspace_id: str, grant_id: str) -> Any:
-    return support.revoke(get_workspace(workspace_id), grant_id, actor=actor_of(ctx), caller=ctx.caller)
+    return support.revoke(ctx.scope.entry(), grant_id, actor=Actor.of(ctx.user), caller=ctx.caller)
 
 
 @api.route("/v1/support/workspaces/{workspace_id}", permission=AUTHENTICATED, scope=PATH)

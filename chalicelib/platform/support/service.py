@@ -28,6 +28,7 @@ from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
 from chalicelib.identity import users
 from chalicelib.platform.access import mfa_used, require_user_token
 from chalicelib.platform.models import SupportGrantAttrs, support_grants, support_staff
+from chalicelib.residency import revocations
 
 MIN_GRANT = 15 * 60
 MAX_GRANT = 72 * 3600
@@ -106,11 +107,13 @@ def revoke(ws: WorkspaceAttrs, grant_id: str, *, actor: audit.Actor, caller: Any
     if status_of(g) != "active":
         raise conflict("grant_not_active", f"The grant is {status_of(g)}.")
     cls = support_grants(ws.region)
+    now = clock.iso()
     try:
-        g.update(actions=[cls.revoked_at.set(clock.iso()), cls.revoked_by.set(actor.id)],
+        g.update(actions=[cls.revoked_at.set(now), cls.revoked_by.set(actor.id)],
                  condition=cls.revoked_at.does_not_exist())
     except UpdateError:
         raise conflict("grant_not_active", "The grant was already revoked.") from None
+    revocations.record(ws.id, revocations.SUPPORT_GRANT, g.id, now, actor.id)
     audit.append(ws.region, ws.id, "support.access_revoked", actor=actor,
                  target={"type": "support_grant", "id": g.id, "support_user_id": g.support_user_id}, caller=caller)
     return to_public(get(ws, grant_id))

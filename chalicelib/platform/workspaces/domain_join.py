@@ -13,10 +13,11 @@ from chalicelib.core.authz import Role
 from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.store.tables import connection
 from chalicelib.core.tenancy import WorkspaceAttrs, membership, workspaces
+from chalicelib.core.workspace_settings import settings_of
 from chalicelib.identity import users
 from chalicelib.platform.models import domain_index
 from chalicelib.platform.workspaces import members
-from chalicelib.platform.workspaces.service import adjust_member_count, settings_of, token_exchange_hint
+from chalicelib.platform.workspaces.service import adjust_member_count, token_exchange_hint
 
 
 def verified_domain(user_id: str) -> str | None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.core.audit import Actor
 from chalicelib.core.authz import AUTHENTICATED
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
@@ -12,7 +13,7 @@ from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import region_of
 from chalicelib.platform.access import require_user_token
 from chalicelib.platform.workspaces import invitations
-from chalicelib.platform.workspaces.routes import actor_of, replayed_header
+from chalicelib.platform.workspaces.routes import replayed_header
 
 api = Api("platform")
 
@@ -22,7 +23,7 @@ def create_invitation(ctx: Ctx, workspace_id: str) -> Any:
     body = validate(ctx.json(), invitations.CREATE_FIELDS)
     status, result, replayed = idempotency.run(
         region_of(workspace_id), workspace_id, "invitations.create", ctx.header(idempotency.HEADER), body,
-        lambda: (201, invitations.create(workspace_id, body, actor=actor_of(ctx), caller=ctx.caller)))
+        lambda: (201, invitations.create(workspace_id, body, actor=Actor.of(ctx.user), caller=ctx.caller)))
     return json_response(result, status, {
         "Location": f"/v1/workspaces/{workspace_id}/invitations/{result['id']}", **replayed_header(replayed)})
 
@@ -43,7 +44,7 @@ def get_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
 @api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}", methods=["DELETE"],
            permission="invitations.manage")
 def revoke_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
-    return invitations.revoke(workspace_id, invitation_id, actor=actor_of(ctx), caller=ctx.caller)
+    return invitations.revoke(workspace_id, invitation_id, actor=Actor.of(ctx.user), caller=ctx.caller)
 
 
 @api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}/accept", methods=["POST"],

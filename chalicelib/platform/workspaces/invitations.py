@@ -33,6 +33,7 @@ from chalicelib.platform.models import (
 )
 from chalicelib.platform.workspaces import members
 from chalicelib.platform.workspaces.service import adjust_member_count, token_exchange_hint
+from chalicelib.residency import revocations
 
 INVITATION_TTL_SECONDS = 7 * 24 * 3600
 CREATE_FIELDS = {"email": F(str, required=True, max_len=254, check=email),
@@ -121,6 +122,7 @@ def revoke(workspace_id: str, invitation_id: str, *, actor: audit.Actor, caller:
                       condition=claims.invitation_id == inv.id)
     except TransactWriteError:
         raise _not_pending(get(workspace_id, invitation_id)) from None
+    revocations.record(workspace_id, revocations.INVITATION, inv.id, now, actor.id)
     audit.append(region, workspace_id, "invitation.revoked", actor=actor,
                  target={"type": "invitation", "id": inv.id, "email": inv.email}, caller=caller)
     return to_public(get(workspace_id, invitation_id))

@@ -5,11 +5,11 @@ from typing import Any
 
 from chalice import Response
 
+from chalicelib.core.audit import Actor
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx
 from chalicelib.core.http.validation import validate
 from chalicelib.platform.workspaces import members
-from chalicelib.platform.workspaces.routes import actor_of
 
 api = Api("platform")
 
@@ -23,11 +23,11 @@ def list_members(ctx: Ctx, workspace_id: str) -> Any:
 @api.route("/v1/workspaces/{workspace_id}/members/{user_id}", methods=["PATCH"], permission="members.manage")
 def change_role(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
     body = validate(ctx.json(), members.ROLE_FIELDS)
-    m = members.change_role(workspace_id, user_id, body["role"], actor=actor_of(ctx), caller=ctx.caller)
+    m = members.change_role(workspace_id, user_id, body["role"], actor=Actor.of(ctx.user), caller=ctx.caller)
     return members.to_public(m)
 
 
 @api.route("/v1/workspaces/{workspace_id}/members/{user_id}", methods=["DELETE"], permission="members.manage")
 def remove_member(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
-    members.remove_member(workspace_id, user_id, actor=actor_of(ctx), caller=ctx.caller)
+    members.remove_member(workspace_id, user_id, actor=Actor.of(ctx.user), caller=ctx.caller)
     return Response(body="", status_code=204)

@@ -33,15 +33,11 @@ def _target(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
     return member
 
 
-def _actor(ctx: Ctx) -> audit.Actor:
-    return audit.Actor("user", ctx.user.user_id, ctx.user.email)
-
-
 @api.route("/v1/workspaces/{workspace_id}/members/{user_id}/unlock", methods=["POST"], permission="members.manage")
 def unlock_member(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
     member = _target(ctx, workspace_id, user_id)
     was_locked = lockout.unlock(user_id)
-    audit.append(region_of(workspace_id), workspace_id, "member.unlocked", actor=_actor(ctx),
+    audit.append(region_of(workspace_id), workspace_id, "member.unlocked", actor=audit.Actor.of(ctx.user),
                  target={"type": "user", "id": user_id, "email": member.email},
                  details={"was_locked": was_locked}, caller=ctx.caller)
     return {"user_id": user_id, "locked": False, "was_locked": was_locked}
@@ -53,7 +49,7 @@ def reset_member_mfa(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
     had = mfa.methods(user_id)
     mfa.reset(user_id)
     bump_epoch(user_id)
-    audit.append(region_of(workspace_id), workspace_id, "member.mfa_reset", actor=_actor(ctx),
+    audit.append(region_of(workspace_id), workspace_id, "member.mfa_reset", actor=audit.Actor.of(ctx.user),
                  target={"type": "user", "id": user_id, "email": member.email},
                  details={"removed_methods": had}, caller=ctx.caller)
     return {"user_id": user_id, "mfa_methods": mfa.methods(user_id), "removed_methods": had}

@@ -17,7 +17,7 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F
 from chalicelib.core.store.tables import connection
-from chalicelib.core.tenancy import MembershipAttrs, memberships, region_of
+from chalicelib.core.tenancy import MembershipAttrs, forget_scopes, memberships, region_of
 from chalicelib.platform.workspaces.service import adjust_member_count
 
 ROLE_FIELDS = {"role": F(str, required=True, enum=ROLE_VALUES)}
@@ -70,6 +70,7 @@ def _guarded_write(workspace_id: str, target: MembershipAttrs, write: Any) -> No
                 write(tx)
                 if other is not None:
                     tx.condition_check(cls, workspace_id, other.user_id, condition=cls.role == Role.ADMIN.value)
+            forget_scopes()  # this container applies the change from its next request
             return
         except TransactWriteError:
             target = get_member(workspace_id, target.user_id)  # re-read and decide again
@@ -84,11 +85,11 @@ def change_role(workspace_id: str, user_id: str, role: str, *, actor: audit.Acto
     cls = memberships(region_of(workspace_id))
 
     def write(tx: TransactWrite) -> None:
-        tx.update(target, actions=[cls.role.set(role)], condition=cls.role == target.role)
+        tx.update(target, actions=[cls.role.set(role), cls.role_since.set(clock.iso())], condition=cls.role == target.role)
 
     if role == Role.ADMIN.value:  # a promotion can never remove the last Admin
         try:
-            target.update(actions=[cls.role.set(role)], condition=cls.user_id.exists())
+            target.update(actions=[cls.role.set(role), cls.role_since.set(clock.iso())], condition=cls.user_id.exists())
         except UpdateError:
             raise not_found("member") from None
     else:
@@ -116,5 +117,7 @@ def remove_member(workspace_id: str, user_id: str, *, actor: audit.Actor, caller
 def add_member_tx(tx: TransactWrite, workspace_id: str, user_id: str, email: str, role: str, via: str) -> None:
     """Add a membership inside ``tx`` (fails the transaction when the user already is a member)."""
     cls = memberships(region_of(workspace_id))
-    tx.save(cls(workspace_id, user_id, role=role, email=email, joined_at=clock.iso(), joined_via=via),
+    now = clock.iso()
+    tx.save(cls(workspace_id, user_id, role=role, email=email, joined_at=now, joined_via=via, role_since=now),
             condition=cls.user_id.does_not_exist())
+    forget_scopes()  # nothing reads the membership before the commit; every read after it is fresh

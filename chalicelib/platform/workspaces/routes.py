@@ -10,16 +10,11 @@ from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import validate
 from chalicelib.core.regions import GLOBAL, region_for
 from chalicelib.core.store import idempotency
-from chalicelib.core.tenancy import get_workspace
 from chalicelib.platform.access import require_user_token
 from chalicelib.platform.workspaces import domain_join
 from chalicelib.platform.workspaces import service as svc
 
 api = Api("platform")
-
-
-def actor_of(ctx: Ctx) -> Actor:
-    return Actor("user", ctx.user.user_id, ctx.user.email)
 
 
 def replayed_header(replayed: bool) -> dict[str, str]:
@@ -52,14 +47,14 @@ def list_workspaces(ctx: Ctx) -> Any:
 @api.route("/v1/workspaces/{workspace_id}", permission="workspace.read")
 def get_workspace_route(ctx: Ctx, workspace_id: str) -> Any:
     paging.check_params(ctx.query, ())
-    return svc.to_public(get_workspace(workspace_id))
+    return svc.to_public(ctx.scope.entry())  # the path's workspace is the token's (checked by the route wrapper)
 
 
 @api.route("/v1/workspaces/{workspace_id}", methods=["PATCH"], permission="workspace.update")
 def patch_workspace(ctx: Ctx, workspace_id: str) -> Any:
     body = svc.validate_patch(ctx.json())
     domain = domain_join.verified_domain(ctx.user.user_id) if "domain_join" in body else None
-    ws = svc.update_workspace(workspace_id, body, actor=actor_of(ctx), amr=ctx.user.amr,
+    ws = svc.update_workspace(workspace_id, body, actor=Actor.of(ctx.user), amr=ctx.user.amr,
                               verified_email_domain=domain, caller=ctx.caller)
     return svc.to_public(ws)
 

@@ -28,7 +28,9 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import DR_REGIONS, endpoints, region_for
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
-from chalicelib.core.tenancy import WorkspaceAttrs, memberships, workspaces, workspaces_of
+from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, workspaces, workspaces_of
+from chalicelib.core.workspace_settings import AUTO_EXPIRY_SETTINGS, settings_of
+from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 from chalicelib.residency import replication
 
@@ -79,7 +81,7 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
     else:
         raise RuntimeError("could not find a free slug")
     memberships(region)(ws_id, owner_id, role=Role.ADMIN.value, email=owner_email, joined_at=now,
-                        joined_via=joined_via).save()
+                        joined_via=joined_via, role_since=now).save()
     audit.append(region, ws_id, "workspace.created",
                  actor=audit.Actor("user", owner_id, owner_email),
                  target={"type": "workspace", "id": ws_id},
@@ -97,19 +99,11 @@ SECONDARY_REGION = {residency: regions[0] for residency, regions in DR_REGIONS.i
 NAME_MAX = 100
 
 
-def settings_of(ws: WorkspaceAttrs) -> dict[str, Any]:
-    try:
-        data = json.loads(ws.settings or "{}")
-    except ValueError:
-        data = {}
-    return data if isinstance(data, dict) else {}
-
-
 def public_settings(ws: WorkspaceAttrs) -> dict[str, Any]:
     s = settings_of(ws)
     dj = s.get("domain_join") or {}
     return {"domain_join": {"enabled": bool(dj.get("enabled")), "domain": dj.get("domain")},
-            "chat_auto_expiry": s.get("chat_auto_expiry"), "agent_run_auto_expiry": s.get("agent_run_auto_expiry")}
+            **{key: s.get(key) for key in AUTO_EXPIRY_SETTINGS}}
 
 
 def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
@@ -139,7 +133,6 @@ def served_at(region: str) -> dict[str, str]:
 
 def token_exchange_hint(workspace_id: str) -> dict[str, str]:
     """How to obtain a token for a workspace the caller belongs to (RFC 8693 at the identity service)."""
-    from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 
     return {"token_endpoint": settings().auth_url + "/oauth2/token", "grant_type": TOKEN_EXCHANGE,
             "subject_token_type": ACCESS_TOKEN_TYPE, "workspace_id": workspace_id}
@@ -326,9 +319,6 @@ def _set_domain_join(wanted: dict[str, Any], verified_email_domain: str | None, 
     patch.changes["domain_join"] = {"from": before, "to": new}
 
 
-AUTO_EXPIRY_SETTINGS = ("chat_auto_expiry", "agent_run_auto_expiry")
-
-
 def _set_auto_expiry(body: dict[str, Any], patch: _Patch) -> None:
     """Chat and agent-run auto-expiry (ISO 8601 durations, or null for "until deleted")."""
     for key in AUTO_EXPIRY_SETTINGS:
@@ -383,3 +373,4 @@ def _write_update(ws: WorkspaceAttrs, actions: list[Any], old_settings: str, ind
         if index_remove:
             tx.update(domain_index()(f"domain#{index_remove}"),
                       actions=[DomainJoinIndexAttrs.workspace_ids.delete({ws.id})])
+    forget_scopes()  # this container sees the change from its next read

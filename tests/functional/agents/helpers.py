@@ -8,7 +8,7 @@ from typing import Any
 
 from chalice.test import Client
 
-from chalicelib.agents import worker
+from chalicelib.agents.runtime import worker
 from chalicelib.core import aws
 from chalicelib.groups import create_app
 from infra.local_run import sqs_event

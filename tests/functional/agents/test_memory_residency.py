@@ -2,7 +2,8 @@
 definitions, runs, steps, events and memory exist only in eu-central-1 (queue included)."""
 from __future__ import annotations
 
-from chalicelib.agents import memory, models, reaper
+from chalicelib.agents import memory, models
+from chalicelib.agents.runtime import reaper
 from chalicelib.core import clock
 from chalicelib.gateway import demo
 from infra.resources import REGIONAL, TABLES

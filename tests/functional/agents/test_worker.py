@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from chalicelib.agents import models, reaper, worker
+from chalicelib.agents import models
+from chalicelib.agents.runtime import reaper, worker
 from chalicelib.core import audit, aws, clock
 from chalicelib.core.store import queues
 from chalicelib.gateway import demo

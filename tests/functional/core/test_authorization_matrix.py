@@ -1,5 +1,5 @@
 """The authorization matrix, generated: every workspace route of every group's route table and every
-GraphQL root field (``gateway/graphql_api.ROOT_FIELDS``) x every kind of caller, checked against the one
+GraphQL root field (``gateway/api/graphql_api.ROOT_FIELDS``) x every kind of caller, checked against the one
 permission map (``core/authz.PERMISSIONS``). A route or field added later is covered without edits.
 
 Callers: Admin, Member, Viewer; a removed member (token still valid, membership gone); a demoted member

@@ -1,4 +1,4 @@
-"""Conditional-write failure is detected one way (``core/conditions.py``), for single writes and for the
+"""Conditional-write failure is detected one way (``core/store/conditions.py``), for single writes and for the
 items of a cancelled transaction, against moto's DynamoDB."""
 from __future__ import annotations
 

@@ -16,13 +16,12 @@ import botocore.session
 import pytest
 from chalice.test import Client
 
-from chalicelib.core import aws
+from chalicelib.core import aws, process_state
 from chalicelib.core.config import settings
-from chalicelib.core.http.api import ROUTE_PERMISSIONS
 from chalicelib.core.regions import GLOBAL, RegionPinned
 from chalicelib.core.store import tables as models
 from chalicelib.core.tenancy import MembershipAttrs
-from chalicelib.groups import create_app
+from chalicelib.groups import create_app, route_permissions
 from infra.resources import GLOBAL as GLOBAL_SCOPE
 from infra.resources import TABLES
 from infra.template import CROSSING_TABLES
@@ -97,14 +96,12 @@ def pin(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             monkeypatch.delenv("REGION", raising=False)
         monkeypatch.setenv("REGIONAL_URLS", json.dumps(URLS))
         settings.cache_clear()
-        aws.reset_caches()
-        models.reset_models()
+        process_state.reset_all(derived=True)
 
     yield set_region
     monkeypatch.delenv("REGION", raising=False)
     settings.cache_clear()
-    aws.reset_caches()
-    models.reset_models()
+    process_state.reset_all(derived=True)
 
 
 def _routes(group: str) -> list[tuple[str, str]]:
@@ -327,7 +324,7 @@ def test_token_exchange_and_discovery_name_the_regional_urls(tenants: Tenants, p
 
 
 def test_every_route_has_a_known_scope() -> None:
-    assert ROUTE_PERMISSIONS  # routes registered
+    assert route_permissions()  # routes registered
     for group in ("platform", "gateway"):
         for path, method in _routes(group):
             assert _scope(group, path, method) in ("public", "workspace", "path", "global")

@@ -248,3 +248,108 @@ def test_a_token_issued_around_a_marker_reads_its_markers(tenant: Tenant) -> Non
     tokens.revoke_key(other["jti"], other["exp"], "t", tenant.user_id)
     assert _get_me(tenant.token).status_code == 200  # another token's marker refuses only that token
     _assert_refused(_get_me(_sign_with_our_key(other)))
+
+
+def _issue(user_id: str, workspace_id: str, **extra: Any) -> tuple[str, dict[str, Any]]:
+    return signing.issue_access_token(user_id=user_id, email=f"{user_id}@example.com", workspace_id=workspace_id,
+                                      roles=["admin"], amr=["pwd"], extra=extra or None)
+
+
+def test_fresh_tokens_of_many_users_cost_one_watermark_read(tenant: Tenant) -> None:
+    """The common case: nothing revoked for these users since their tokens' issue: one read of the
+    revocation watermark for all of them, no read per user."""
+    from chalicelib.core import tokens
+
+    tokens.revoke_key("tok_unrelated", clock.now() + 600, "t", "usr_someone_else")  # the watermark exists
+    fresh = [_issue(f"usr_many{i}", tenant.workspace_id)[0] for i in range(60)]
+    check = tokens.RevocationCheck()
+    verifier = tokens.TokenVerifier(revocations=check)
+    assert tokens.bucket_of("usr_someone_else") not in {tokens.bucket_of(f"usr_many{i}") for i in range(60)}
+    for token in fresh:
+        verifier.claims(token)
+    assert check.reads == 1
+
+
+def test_a_moved_bucket_costs_a_read_of_that_user_only_and_refuses_only_the_revoked(tenant: Tenant) -> None:
+    """A user whose watermark bucket moved after their token's issue is read; another user's revocation that
+    shares the bucket costs that read but refuses nothing of theirs."""
+    from chalicelib.core import tokens
+
+    target = tokens.bucket_of(tenant.user_id)
+    neighbour = next(f"usr_n{i}" for i in range(100_000) if tokens.bucket_of(f"usr_n{i}") == target)
+    bystander = next(f"usr_b{i}" for i in range(100_000) if tokens.bucket_of(f"usr_b{i}") != target)
+    mine = _issue(tenant.user_id, tenant.workspace_id)[0]
+    theirs, their_claims = _issue(neighbour, tenant.workspace_id)
+    other = _issue(bystander, tenant.workspace_id)[0]
+    check = tokens.RevocationCheck()
+    verifier = tokens.TokenVerifier(revocations=check)
+    tokens.revoke_key(their_claims["jti"], their_claims["exp"], "t", neighbour)
+    reads = check.reads
+    verifier.claims(other)
+    assert check.reads == reads + 1  # the watermark only
+    verifier.claims(mine)  # same bucket, moved: this user's item is read, nothing refuses the token
+    assert check.reads == reads + 2
+    with pytest.raises(Exception) as refused:
+        verifier.claims(theirs)
+    assert getattr(refused.value, "status", None) == 401
+
+
+def test_an_item_read_after_its_bucket_moved_is_trusted_past_the_bound(tenant: Tenant) -> None:
+    """A user's state read well after their bucket last moved needs no new read while the bucket stays;
+    a new move of the bucket makes the next check read it again."""
+    from chalicelib.core import tokens
+
+    target = tokens.bucket_of(tenant.user_id)
+    neighbours = [f"usr_n{i}" for i in range(200_000) if tokens.bucket_of(f"usr_n{i}") == target][:2]
+    with clock.frozen():
+        token = _issue(tenant.user_id, tenant.workspace_id)[0]
+        clock.advance(10)
+        _in_another_container(lambda: tokens.bump_epoch(neighbours[0]))  # moves the tenant's bucket after the issue
+        clock.advance(tokens.LEEWAY_SECONDS + 1)
+        check = tokens.RevocationCheck()
+        verifier = tokens.TokenVerifier(revocations=check)
+        verifier.claims(token)
+        assert check.reads == 2  # the watermark, then the tenant's item (the bucket moved after the issue)
+        for _ in range(3):
+            clock.advance(tokens.REVOCATION_CACHE_SECONDS)
+            verifier.claims(token)
+        assert check.reads == 5  # one watermark read per bound, the item trusted: read long after the move
+        _in_another_container(lambda: tokens.bump_epoch(neighbours[1]))
+        clock.advance(tokens.REVOCATION_CACHE_SECONDS)
+        verifier.claims(token)
+        assert check.reads == 7  # the bucket moved again: the watermark and the tenant's item
+
+
+def test_service_token_revoked_in_another_container_within_the_bound(tenant: Tenant) -> None:
+    from chalicelib.core import tokens
+
+    with clock.frozen():
+        token, claims = _issue("cli_svc", tenant.workspace_id, token_use="service")
+        clock.advance(tokens.LEEWAY_SECONDS + 1)
+        check = tokens.RevocationCheck()
+        verifier = tokens.TokenVerifier(revocations=check)
+        verifier.claims(token)
+        assert check.reads == 1  # the watermark; a service token's jti has no marker yet
+        _in_another_container(lambda: tokens.revoke_key(claims["jti"], claims["exp"], "t", None))
+        clock.advance(tokens.REVOCATION_CACHE_SECONDS - 1)
+        verifier.claims(token)  # within the bound
+        clock.advance(1)
+        with pytest.raises(Exception) as refused:
+            verifier.claims(token)
+        assert getattr(refused.value, "status", None) == 401
+
+
+def test_revocation_and_its_watermark_are_written_together(tenant: Tenant) -> None:
+    """The marker, the user's ``mrev`` and the watermark bucket land in one transaction."""
+    from chalicelib.core import aws, tokens
+
+    ddb = aws.client("dynamodb", settings().global_region)
+    table = aws.table_name("revoked_tokens")
+    with clock.frozen():
+        tokens.revoke_key("tok_pair", clock.now() + 600, "t", tenant.user_id)
+        now = clock.now()
+    mark = ddb.get_item(TableName=table, Key={"jti": {"S": tokens.WATERMARK_KEY}})["Item"]
+    assert float(mark[tokens.bucket_of(tenant.user_id)]["N"]) >= now
+    assert "Item" in ddb.get_item(TableName=table, Key={"jti": {"S": "tok_pair"}})
+    user = ddb.get_item(TableName=table, Key={"jti": {"S": f"user:{tenant.user_id}"}})["Item"]
+    assert float(user["mrev"]["N"]) >= now

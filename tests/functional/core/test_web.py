@@ -7,8 +7,7 @@ import logging
 import pytest
 from chalice.test import Client
 
-from chalicelib.core.http.api import ROUTE_PERMISSIONS
-from chalicelib.groups import GROUPS, create_app
+from chalicelib.groups import GROUPS, create_app, route_permissions
 from tests.functional.conftest import Tenant, bearer
 
 
@@ -80,8 +79,8 @@ def test_every_route_declares_a_known_permission_or_is_public() -> None:
 
     for group in GROUPS:
         create_app(group)
-    assert ROUTE_PERMISSIONS, "no routes registered"
-    for (group, path, method), permission in ROUTE_PERMISSIONS.items():
+    assert route_permissions(), "no routes registered"
+    for (group, path, method), permission in route_permissions().items():
         assert permission in {"public", AUTHENTICATED} or permission in PERMISSIONS, (group, path, method, permission)
 
 

@@ -1,4 +1,4 @@
-"""The indexed catalog search (``gateway/catalog_index.py``) answers exactly what the linear filter
+"""The indexed catalog search (``gateway/catalog/index.py``) answers exactly what the linear filter
 (``catalog._Criteria.select`` over the caller's readable list) answers: a randomized catalog, many filter
 combinations, Admin / role / user-ACL callers, every page walked by cursor, before and after changes
 reloaded by version (incremental index updates and the in-memory rebuild)."""

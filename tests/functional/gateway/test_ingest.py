@@ -1,4 +1,4 @@
-"""JSON Lines and Parquet objects take the native path (``gateway/ingest.py``) and give the dataset, rows,
+"""JSON Lines and Parquet objects take the native path (``gateway/ingest/typed_rows.py``) and give the dataset, rows,
 types, keys, hashes and classification that the equivalent CSV gives, and what the row-by-row reader gives
 for the same object."""
 from __future__ import annotations

@@ -8,9 +8,8 @@ import sys
 
 from chalice.test import Client
 
-from chalicelib.core.http.api import ROUTE_PERMISSIONS
 from chalicelib.gateway.api.read_routes import OPENAPI_PATH
-from chalicelib.groups import create_app
+from chalicelib.groups import create_app, route_permissions
 from tests.functional.core.test_openapi import refs
 
 
@@ -19,7 +18,7 @@ def test_openapi_document_matches_routes_and_permissions() -> None:
     doc = json.loads(OPENAPI_PATH.read_text())
     documented = {(path, method.upper()): op["x-permission"] for path, ops in doc["paths"].items()
                   for method, op in ops.items()}
-    registered = {(path, method): perm for (group, path, method), perm in ROUTE_PERMISSIONS.items()
+    registered = {(path, method): perm for (group, path, method), perm in route_permissions().items()
                   if group == "gateway"}
     assert documented == registered
     served = {(path, method) for path, entry in app.routes.items() for method in entry}

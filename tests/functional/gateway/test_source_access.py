@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from moto.core import set_initial_no_auth_action_count
 
-from chalicelib.core import aws
+from chalicelib.core import aws, process_state
 from chalicelib.core.config import settings
 from chalicelib.gateway import models
 from chalicelib.gateway.ingest import source_access
@@ -156,8 +156,7 @@ def test_another_workspaces_role_is_refused_by_its_external_id(tenant: Tenant, m
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_SECURITY_TOKEN", raising=False)
-    aws.reset_caches()
-    source_access.forget()
+    process_state.reset_all(derived=True)
 
     @set_initial_no_auth_action_count(0)
     def assume(workspace_id: str) -> Any:
@@ -169,7 +168,7 @@ def test_another_workspaces_role_is_refused_by_its_external_id(tenant: Tenant, m
             assume(attacker.workspace_id)  # B's ExternalId on A's role: refused by AWS (here: the emulator)
     finally:
         monkeypatch.undo()
-        aws.reset_caches()
+        process_state.reset_all(derived=True)
         source_access.forget()
 
 

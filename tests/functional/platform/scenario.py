@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core import aws, clock
-from chalicelib.core.http.api import ROUTE_PERMISSIONS
 from chalicelib.core.regions import OPEN_REGIONS
+from chalicelib.groups import route_permissions
 from chalicelib.platform.support import service as support
 from infra.resources import BUCKETS, GLOBAL, TABLES
 from tests.functional.conftest import Tenant, make_tenant
@@ -163,7 +163,7 @@ def owned_routes() -> set[tuple[str, str]]:
 
 
 def platform_routes() -> set[tuple[str, str]]:
-    return {(m, p) for (name, p, m) in ROUTE_PERMISSIONS if name == "platform"}
+    return {(m, p) for (name, p, m) in route_permissions() if name == "platform"}
 
 
 def snapshot() -> dict[str, Any]:

@@ -8,6 +8,7 @@ from chalice.test import Client
 
 from chalicelib.core import audit
 from chalicelib.core.tenancy import membership
+from chalicelib.core.workspace_settings import settings_of
 from chalicelib.groups import create_app
 from chalicelib.identity import users
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
@@ -231,4 +232,4 @@ def test_concurrent_settings_change_is_a_409_not_a_lost_update(tenant: Tenant, m
     status, body, _ = call(c, "PATCH", f"/v1/workspaces/{tenant.workspace_id}", tenant.token, {"chat_auto_expiry": "P1D"})
     assert status == 409
     assert body["code"] == "concurrent_update"
-    assert svc.settings_of(workspaces().get(tenant.workspace_id))["chat_auto_expiry"] == "P7D"
+    assert settings_of(workspaces().get(tenant.workspace_id))["chat_auto_expiry"] == "P7D"

@@ -251,4 +251,108 @@ def test_refusals_change_nothing(stack: None) -> None:
     rid = post(c, "/v1/access-requests", bob.token, {"kind": "export", "user_id": bob.user_id}).json_body["id"]
     assert get(c, f"/v1/access-requests/{rid}", eu.token).status_code == 404
     assert get(c, f"/v1/access-requests/{rid}", member.token).status_code == 404
-    assert get(c, f"/v1/access-requests/{rid}", us.token).status_code == 200
+    assert get(c, f"/v1/access-requests/{rid}", us.token).status_code == 404  # a member's own: hers only
+    assert get(c, f"/v1/access-requests/{rid}", bob.token).status_code == 200
+
+
+ADMIN_IP, ADMIN_UA = "198.51.100.9", "AdminBrowser/9.9"
+
+
+class _AdminCaller:
+    ip, user_agent, correlation_id = ADMIN_IP, ADMIN_UA, "cid-admin"
+
+
+def _zips(done: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    return {p["region"]: _read_zip(p["url"], p["region"]) for p in done["downloads"]}
+
+
+def test_an_admin_gets_nothing_of_a_members_own_export_whatever_the_id(stack: None) -> None:
+    """Bob exports his own account (his private chats in every tenant). The Admin of the workspace finds
+    the request id in the audit trail and asks for it: 404, no link, nothing of the archive."""
+    us, eu, bob, _ = _world()
+    c = client()
+    rid = post(c, "/v1/access-requests", bob.token, {"kind": "export", "user_id": bob.user_id}).json_body["id"]
+    run_residency_jobs()
+    listed = get(c, "/v1/audit/events?limit=1000", us.token).json_body["events"]
+    seen = {e["target"]["id"] for e in listed if e["action"].startswith("access_request.")}
+    assert rid in seen  # the attacker's starting point
+    second_admin = token_for(us.workspace_id, "admin")
+    for admin in (us.token, second_admin.token, eu.token):
+        res = get(c, f"/v1/access-requests/{rid}", admin)
+        assert res.status_code == 404, res.body
+        assert res.headers["Content-Type"].startswith("application/problem+json")
+        for secret in (US_SECRET, EU_SECRET, "Signature=", "access-exports"):
+            assert secret not in res.body.decode()
+    own = get(c, f"/v1/access-requests/{rid}", bob.token).json_body
+    assert own["status"] == "completed" and all(p["url"] for p in own["downloads"])
+
+
+def test_an_admins_export_about_a_member_holds_neither_account_wide_nor_private_records(stack: None) -> None:
+    """An Admin (who only had to get Bob to accept an invitation) exports Bob's data in the workspace:
+    no global store records (sessions with IP and user agent, API tokens of every workspace, sign-in
+    state), none of Bob's private content (chats, runs, agent memory: the same rule as
+    ``GET /v1/chats/{id}``, which answers the Admin 404), and nothing of his other workspaces."""
+    us, eu, bob, _ = _world()
+    put("us-east-1", "sessions", {"sid_hash": {"S": "h2"}, "session_id": {"S": "sess_bob2"},
+                                  "user_id": {"S": bob.user_id}, "ip": {"S": "192.0.2.55"},
+                                  "user_agent": {"S": "BobPhone/2"}, "expires_at": {"N": "9999999999"}})
+    c = client()
+    res = post(c, "/v1/access-requests", us.token, {"kind": "export", "user_id": bob.user_id})
+    assert res.status_code == 202 and res.json_body["scope"] == "workspace"
+    run_residency_jobs()
+    done = get(c, f"/v1/access-requests/{res.json_body['id']}", us.token).json_body
+    assert done["status"] == "completed"
+    zips = _zips(done)
+    assert set(zips) == {"us-east-1"}
+    files = zips["us-east-1"]
+    assert list(files) == [f"us-east-1/{us.workspace_id}.jsonl"]  # no global.jsonl
+    text = json.dumps(files)
+    for leaked in ("192.0.2.55", "BobPhone", "sess_bob", "tok_bob", "laptop", "Bob's key", "rc#", "totp#",
+                   US_SECRET, EU_SECRET, eu.workspace_id):
+        assert leaked not in text, leaked
+    rows = files[f"us-east-1/{us.workspace_id}.jsonl"]
+    tables = {r["table"] for r in rows}
+    assert not tables & {"chats", "agent_runs", "agent_memory", "sessions", "api_tokens", "auth_state"}
+    [withheld] = [r["item"] for r in rows if r["table"] == "withheld"]
+    assert withheld["tables"] == ["chats", "agent_runs", "agent_memory"]
+    assert {"memberships", "invitations", "audit_events"} <= tables
+    # the chat route says the same to the same Admin
+    assert get(c, "/v1/chats/chat_bob", us.token).status_code == 404
+    # the links go to the Admin who asked, while an Admin: not to another Admin, not to Bob
+    other_admin = token_for(us.workspace_id, "admin")
+    for caller in (other_admin.token, bob.token):
+        seen = get(c, f"/v1/access-requests/{done['id']}", caller).json_body
+        assert [p["url"] for p in seen["downloads"]] == [None], seen
+    memberships(us.region)(us.workspace_id, us.user_id).update(
+        actions=[memberships(us.region).role.set("member")])  # the requester is demoted
+    demoted = get(c, f"/v1/access-requests/{done['id']}", us.token)
+    assert demoted.status_code == 200
+    assert [p["url"] for p in demoted.json_body["downloads"]] == [None]
+
+
+def test_a_users_own_export_shows_other_people_only_as_pseudonyms(stack: None) -> None:
+    """Bob's own export holds the audit events about him; the Admin who acted on him appears under a
+    pseudonym, without her e-mail, IP address or user agent, and no other person's address is in it."""
+    us, _eu, bob, _ = _world()
+    audit.append(us.region, us.workspace_id, "member.role_changed", actor=audit.Actor("user", us.user_id, us.email),
+                 caller=_AdminCaller(), target={"type": "user", "id": bob.user_id, "email": BOB},
+                 details={"from": "viewer", "to": "member", "note": f"asked by {us.email}, cc {BOB}"})
+    c = client()
+    rid = post(c, "/v1/access-requests", bob.token, {"kind": "export", "user_id": bob.user_id}).json_body["id"]
+    run_residency_jobs()
+    zips = _zips(get(c, f"/v1/access-requests/{rid}", bob.token).json_body)
+    text = json.dumps(zips)
+    for other in (us.email, ADMIN_IP, ADMIN_UA, "eu-owner@example.com"):
+        assert other not in text, other
+    rows = zips["us-east-1"][f"us-east-1/{us.workspace_id}.jsonl"]
+    events = [r["item"] for r in rows if r["table"] == "audit_events"]
+    [changed] = [e for e in events if e["action"] == "member.role_changed" and e["ip"] == ""
+                 and e["details"].get("note")]
+    assert changed["actor"] == {"type": "user", "pseudonym": audit.pseudonym(us.user_id)}
+    assert changed["user_agent"] == ""
+    assert changed["target"]["email"] == BOB  # Bob's own values stay
+    assert BOB in changed["details"]["note"]
+    [own] = [e for e in events if e["action"] == "chat.created"]
+    assert own["actor"]["email"] == BOB and own["ip"] == "203.0.113.7" and own["user_agent"] == "BobBrowser/1.0"
+    [inv] = [r["item"] for r in rows if r["table"] == "invitations"]
+    assert json.loads(inv["invited_by"]) == {"type": "user", "pseudonym": audit.pseudonym(us.user_id)}

@@ -59,7 +59,7 @@ def test_backup_holds_exactly_the_workspace_content_sealed_under_the_backup_key(
     # the data key is wrapped by the backups key, not the data key, and bound to this backup
     kms = aws.client("kms", tenant.region)
     wrapped = base64.b64decode(manifest["wrapped_key"])
-    out = kms.decrypt(CiphertextBlob=wrapped, EncryptionContext={"workspace_id": tenant.workspace_id,
+    out = kms.decrypt(CiphertextBlob=wrapped, EncryptionContext={"purpose": "backup", "workspace_id": tenant.workspace_id,
                                                                   "backup_id": made["id"]})
     backups_key = kms.describe_key(KeyId=aws.key_alias("backups"))["KeyMetadata"]["Arn"]
     data_key = kms.describe_key(KeyId=aws.key_alias("data"))["KeyMetadata"]["Arn"]

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import audit, aws, clock
+from chalicelib.core import audit, aws, clock, process_state
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS, RegionPinned, dr_copy_to
-from chalicelib.core.store import tables as models
 from chalicelib.residency import content, replication
 from chalicelib.residency.models import (
     DR_BUCKET,
@@ -244,8 +243,7 @@ def test_a_pinned_worker_reaches_only_its_own_declared_secondary(monkeypatch: py
     assert set(DR_SECONDARIES).isdisjoint(OPEN_REGIONS)
     monkeypatch.setenv("REGION", "eu-central-1")
     settings.cache_clear()
-    aws.reset_caches()
-    models.reset_models()
+    process_state.reset_all(derived=True)
     with pytest.raises(RegionPinned):
         aws.client("s3", "eu-west-1")  # not outside a DR pass
     with dr_copy_to("eu-west-1"):

@@ -11,7 +11,7 @@ from chalice.test import Client
 from chalicelib.core.config import settings
 from chalicelib.groups import create_app
 from chalicelib.identity.signin import flows
-from chalicelib.webapp import pages, session, upstream
+from chalicelib.webapp import pages, session, shell, upstream
 from tests.functional.conftest import Tenant
 
 SAME = {"X-Requested-With": "app", "Content-Type": "application/json"}
@@ -121,6 +121,43 @@ def test_open_redirect_after_sign_in_is_refused(app: Client) -> None:
         r = app.http.get("/session/signin?path=" + evil)
         state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
         assert flows.take("app", state)["path"] == "/", evil
+
+
+EVIL_PATHS = [
+    "/%09/evil.example", "/%0d%0a/evil.example", "/%0aSet-Cookie:%20a=b", "%2F%2Fevil.example", "/%20/evil.example",
+    "/%5C/evil.example", "/%2509/evil.example", "/%252F%252Fevil.example", "/%2F/evil.example", "/audit/..//evil.example",
+    "/./audit", "/audit/%2E%2E/x", "/nope", "/chat/%0d%0aX:%20y", "/audit?x=%250d%250a", "/%E2%80%AE/evil.example",
+    "/%C0%AF/evil.example", "/audit%23frag", "https:evil.example", "/%00", "",
+]
+
+
+@pytest.mark.parametrize("evil", EVIL_PATHS)
+def test_a_return_path_the_app_does_not_know_ends_at_home(app: Client, evil: str) -> None:
+    """The sign-in link with the path answers the usual redirect to the identity service (never a 500),
+    and the address the browser returns to after signing in (the ``Location`` of /callback is the stored
+    flow's path) is ``/``; a refused round trip's "sign in again" link goes there too."""
+    r = app.http.get("/session/signin?path=" + evil)
+    assert r.status_code == 302, (evil, r.status_code)
+    assert r.headers["Location"].startswith(settings().auth_url + "/oauth2/authorize?"), evil
+    state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
+    refused = app.http.get(f"/callback?error=access_denied&state={state}",
+                           headers={"Cookie": f"{shell.STATE_COOKIE}={state}"})
+    assert "/session/signin?path=%2F&amp;fresh=1" in refused.body.decode(), evil
+    r = app.http.get("/session/signin?path=" + evil)
+    state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
+    assert flows.take("app", state)["path"] == "/", evil
+
+
+@pytest.mark.parametrize("known,expected", [
+    ("/audit", "/audit"), ("%2Faudit", "/audit"), ("/audit/", "/audit/"), ("/chat/chat_01ABC", "/chat/chat_01ABC"),
+    ("/knowledge/datasets/ds_1%3Ftab%3Dschema", "/knowledge/datasets/ds_1?tab=schema"),
+    ("/invitations/accept%3Ftoken%3Da%252Bb", "/invitations/accept?token=a%2Bb"),
+    ("/%61udit", "/audit"),
+])
+def test_a_known_page_is_returned_to_in_one_canonical_spelling(app: Client, known: str, expected: str) -> None:
+    r = app.http.get("/session/signin?path=" + known)
+    state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
+    assert flows.take("app", state)["path"] == expected
 
 
 def test_session_calls_refuse_cross_site_requests(app: Client, tenant: Tenant) -> None:

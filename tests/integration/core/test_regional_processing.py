@@ -24,9 +24,8 @@ US, EU = "us-east-1", "eu-central-1"
 def user_token(platform: RunningPlatform) -> Iterator[str]:
     """An interactive user token of the demo user (for the US demo workspace), signed by the stack's own
     identity key in its emulator, as a browser sign-in would obtain it."""
-    from chalicelib.core import aws
+    from chalicelib.core import process_state
     from chalicelib.core.config import settings
-    from chalicelib.core.store import tables as models
     from chalicelib.identity.oauth import signing
 
     env = {"AWS_ENDPOINT_URL": platform.urls["aws_endpoint"], "AWS_ACCESS_KEY_ID": "local",
@@ -34,9 +33,7 @@ def user_token(platform: RunningPlatform) -> Iterator[str]:
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     settings.cache_clear()
-    aws.reset_caches()
-    models.reset_models()
-    signing._signer = None
+    process_state.reset_all(derived=True)
     try:
         token, _ = signing.issue_access_token(user_id=platform.demo["user_id"], email=platform.demo["email"],
                                               workspace_id=platform.demo["workspace_id"], roles=["admin"],
@@ -49,9 +46,7 @@ def user_token(platform: RunningPlatform) -> Iterator[str]:
             else:
                 os.environ[k] = v
         settings.cache_clear()
-        aws.reset_caches()
-        models.reset_models()
-        signing._signer = None
+        process_state.reset_all(derived=True)
 
 
 def _auth(token: str) -> dict[str, str]:

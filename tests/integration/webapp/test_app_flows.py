@@ -425,3 +425,24 @@ def test_dr_lag_after_a_real_replication_pass(platform: Any, browser: Any) -> No
     page.wait_for_selector("#dr-lag[data-replicated=false]")
     assert not refused, refused
     context.close()
+
+
+@pytest.mark.parametrize("evil", ["/%09/evil.example", "/%09/%09evil.example/x", "/%0d%0a/evil.example"])
+def test_a_sign_in_link_with_a_foreign_return_path_lands_on_the_app(platform: Any, browser: Any, evil: str) -> None:
+    """The open redirect, attacked in a real browser: Chromium strips a tab from ``/\\t/evil.example`` and
+    reads ``//evil.example``, another host. The sign-in link with such a path (a tab, or CR/LF, which
+    answered 500) signs the user in and lands on the app's home page, on the app's own origin."""
+    app, auth = platform.urls["app"], platform.urls["identity"]
+    demo = platform.demo
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    seen: list[str] = []
+    page.on("request", lambda req: seen.append(req.url))
+    resp = page.goto(app + "/session/signin?path=" + evil)
+    assert resp is not None and resp.status < 500
+    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    page.wait_for_url(app + "/")
+    ready(page)
+    assert page.text_content("#who") == demo["email"]
+    assert not [u for u in seen if "evil.example" in u.split("?", 1)[0]], seen
+    context.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.agents import templates
-from chalicelib.agents.answering import parse_action
+from chalicelib.agents.runtime.answering import parse_action
 
 SCOPE = {"input": {"q": "orders", "n": 3}, "steps": {"find": {"output": {"datasets": [{"id": "ds_1", "n": 2}]}}}}
 

@@ -1,4 +1,4 @@
-"""The consumer side shared by every SQS worker (``core/queues.py``)."""
+"""The consumer side shared by every SQS worker (``core/store/queues.py``)."""
 from __future__ import annotations
 
 import json

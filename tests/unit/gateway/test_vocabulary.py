@@ -33,12 +33,6 @@ def _connector_enums(node: Any, prop: str) -> list[list[str]]:
     return found
 
 
-def test_every_kind_has_a_source_module() -> None:
-    assert set(sources._MODULES) == set(vocabulary.KINDS)
-    for kind in vocabulary.KINDS:
-        assert sources.module(kind).__name__.startswith("chalicelib.gateway.ingest.sources.")
-
-
 def test_categories_derive_from_kinds() -> None:
     assert set(vocabulary.CATEGORY_OF_KIND) == set(vocabulary.KINDS)
     assert set(vocabulary.CATEGORIES) == set(vocabulary.CATEGORY_OF_KIND.values())
@@ -64,3 +58,12 @@ def test_openapi_enums_equal_the_declaration(prop: str, values: tuple[str, ...])
 def test_graphql_enums_equal_the_declaration(enum: str, values: tuple[str, ...]) -> None:
     schema = build_schema((GATEWAY / "schema.graphql").read_text())
     assert tuple(schema.type_map[enum].values) == values  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kind", sorted(vocabulary.CONNECTOR_KINDS))
+def test_every_connector_kind_has_a_reader_module(kind: str) -> None:
+    reader = sources.module(kind)
+    assert reader.__name__ == f"chalicelib.gateway.ingest.sources.{vocabulary.CONNECTOR_KINDS[kind].module}"
+    assert isinstance(reader.FIELDS, dict) and isinstance(reader.SECRETS, tuple)
+    assert callable(reader.health) and callable(reader.read)
+    assert vocabulary.CONNECTOR_KINDS[kind].access in ("role", "url", "upload")

@@ -9,7 +9,7 @@ TEXT = "Refunds are paid within 14 days. Store credit never expires."
 
 
 def _hit(text: str = TEXT, start: int = 100) -> Hit:
-    c = Chunk(chunk_id("ds_1", "doc_1", start, start + len(text), text), DOCUMENT, "ds_1", "doc_1", "v1",
+    c = Chunk(chunk_id(lambda *parts: "|".join(parts), "doc_1", start, start + len(text), text), DOCUMENT, "ds_1", "doc_1", "v1",
               "refunds.md", start, start + len(text), text, ("text",))
     return Hit(c, 1.0, "docs")
 

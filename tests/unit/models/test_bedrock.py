@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from botocore.stub import ANY, Stubber
 
-from chalicelib.core import aws
+from chalicelib.core import aws, process_state
 from chalicelib.llm.prompt import Passage, Prompt
 from chalicelib.llm.providers import bedrock
 from chalicelib.llm.providers.openai_http import ProviderError
@@ -28,9 +28,9 @@ def _creds(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    aws.reset_caches()
+    process_state.reset_all(derived=True)
     yield
-    aws.reset_caches()
+    process_state.reset_all(derived=True)
 
 
 def _prompt() -> Prompt:

@@ -1,6 +1,6 @@
 """Source readers, one module per connector kind. Each module provides:
 
-- ``FIELDS``: the config fields (``core.validation.F``) and ``SECRETS``: which of them are secrets;
+- ``FIELDS``: the config fields (``core.http.validation.F``) and ``SECRETS``: which of them are secrets;
 - ``check_config(config) -> list[{field, message}]``: checks beyond types (optional);
 - ``health(src) -> None``: raises ``SourceError`` when the source cannot be reached;
 - ``read(src, cursor, mode) -> Batch``: what changed since ``cursor`` (INCREMENTAL) or everything.
@@ -13,10 +13,10 @@ import pickle
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, cast
 
 from chalicelib.gateway.ingest.normalize import column_name
+from chalicelib.gateway.vocabulary import CONNECTOR_KINDS
 
 
 class SourceError(Exception):
@@ -115,7 +115,7 @@ class RecordSpool:
 @dataclass
 class CsvFile:
     """A CSV, JSON Lines or Parquet object downloaded to local disk, to be parsed, typed and keyed natively
-    (see ``gateway/ingest.py``). ``fallback`` parses it row by row into Records exactly as the reader would
+    (see ``gateway/ingest/typed_rows.py``). ``fallback`` parses it row by row into Records exactly as the reader would
     have (used when the native reader refuses the file: ragged rows, bad encoding, duplicate headers, values
     whose Python typing the native rules do not reproduce)."""
 
@@ -147,11 +147,22 @@ def missing_key(key: str, line: int, missing: list[str]) -> SourceError:
     return SourceError(f"{key} row {line} has no value for primary key {', '.join(missing)}", permanent=True)
 
 
-_MODULES = {"s3": "s3_objects", "dynamodb": "dynamodb_table", "http": "http_api", "documents": "documents"}
+class SourceReader(Protocol):
+    """What a reader module of ``sources/`` provides. Optional hooks, called when present:
+    ``canonical(config, region)`` (the config in canonical form), ``check_config(config)`` (problems beyond
+    ``FIELDS``), ``prepare(src)`` (after create), ``cleanup(src)`` (after delete; objects removed)."""
+
+    FIELDS: dict[str, Any]  # the config's fields (core.http.validation)
+    SECRETS: tuple[str, ...]  # config fields kept as KMS ciphertext and never returned
+
+    def health(self, src: Src) -> None: ...
+
+    def read(self, src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch: ...
 
 
-def module(kind: str) -> ModuleType:
-    return importlib.import_module(f"chalicelib.gateway.ingest.sources.{_MODULES[kind]}")
+def module(kind: str) -> SourceReader:
+    """The reader of connector ``kind`` (``vocabulary.CONNECTOR_KINDS``)."""
+    return cast(SourceReader, importlib.import_module(f"{__name__}.{CONNECTOR_KINDS[kind].module}"))
 
 
 def resolve_columns(names: list[str], headers: Iterable[str]) -> list[str]:

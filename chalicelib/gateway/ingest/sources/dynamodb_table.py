@@ -1,5 +1,5 @@
 """``dynamodb`` connector: one table of the workspace's region, read as the role the workspace grants
-(``role_arn``; see ``gateway/source_access.py``).
+(``role_arn``; see ``gateway/ingest/source_access.py``).
 
 Two ways to be incremental:
 - with ``updated_at_attribute`` (a string such as an ISO timestamp, or a number that grows on every
@@ -21,6 +21,7 @@ from boto3.dynamodb.types import Binary, TypeDeserializer
 from botocore.exceptions import ClientError
 
 from chalicelib.core.http.validation import F
+from chalicelib.gateway.ingest import source_access, source_names
 from chalicelib.gateway.ingest.sources import Batch, Record, RecordSpool, Src, aws_source_error
 
 FIELDS = {
@@ -34,10 +35,6 @@ _deser = TypeDeserializer()
 
 def canonical(config: dict[str, Any], region: str) -> dict[str, Any]:
     """The config with ``role_arn`` and ``table`` in canonical form (``source_names.Refused`` otherwise)."""
-    from chalicelib.gateway.ingest import (
-        source_access,
-        source_names,  # noqa: PLC0415
-    )
 
     role = source_names.role(config["role_arn"], platform_account=source_access.platform_account())
     return {**config, "role_arn": role,
@@ -45,7 +42,6 @@ def canonical(config: dict[str, Any], region: str) -> dict[str, Any]:
 
 
 def _ddb(src: Src) -> Any:
-    from chalicelib.gateway.ingest import source_access  # noqa: PLC0415
 
     return source_access.client(src, "dynamodb")
 

@@ -1,5 +1,5 @@
 """``s3`` connector: CSV, JSON Lines and Parquet objects under a bucket/prefix of the workspace's region,
-read as the role the workspace grants (``role_arn``; see ``gateway/source_access.py``).
+read as the role the workspace grants (``role_arn``; see ``gateway/ingest/source_access.py``).
 
 Incremental by object: the cursor holds each object's ETag; a sync reads new and changed objects only,
 drops the rows of changed and deleted objects and adds the new ones. Without ``primary_key`` a row's
@@ -19,6 +19,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core.http.validation import F
+from chalicelib.gateway.ingest import source_access, source_names
 from chalicelib.gateway.ingest.sources import (
     Batch,
     CsvFile,
@@ -29,6 +30,7 @@ from chalicelib.gateway.ingest.sources import (
     missing_key,
     resolve_columns,
 )
+from chalicelib.gateway.storage import connect
 
 FORMATS = ("auto", "csv", "jsonl", "parquet")
 EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
@@ -48,10 +50,6 @@ SECRETS: tuple[str, ...] = ()
 
 def canonical(config: dict[str, Any], region: str) -> dict[str, Any]:
     """The config with ``role_arn`` and ``bucket`` in canonical form (``source_names.Refused`` otherwise)."""
-    from chalicelib.gateway.ingest import (
-        source_access,
-        source_names,  # noqa: PLC0415
-    )
 
     return {**config, "role_arn": source_names.role(config["role_arn"], platform_account=source_access.platform_account()),
             "bucket": source_names.bucket(config["bucket"])}
@@ -70,7 +68,6 @@ def _client_error(err: ClientError, what: str) -> SourceError:
 
 
 def _s3(src: Src) -> Any:
-    from chalicelib.gateway.ingest import source_access  # noqa: PLC0415
 
     return source_access.client(src, "s3")
 
@@ -163,7 +160,6 @@ def parse_jsonl(data: bytes, key: str) -> list[dict[str, Any]]:
 
 
 def parse_parquet(data: bytes) -> list[dict[str, Any]]:
-    from chalicelib.gateway.storage import connect  # noqa: PLC0415 - duckdb only in the worker
 
     with tempfile.TemporaryDirectory(prefix="gwpq-") as tmp:
         path = os.path.join(tmp, "object.parquet")

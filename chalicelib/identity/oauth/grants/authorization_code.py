@@ -22,7 +22,7 @@ from chalicelib.identity.oauth.clients import calling_client
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.issuing import issue
 from chalicelib.identity.oauth.resources import same_resource
-from chalicelib.identity.oauth.revocation import revoke_family, revoke_session_tokens
+from chalicelib.identity.oauth.revocation import end_session, revoke_family
 from chalicelib.identity.opaque import digest, same
 
 NAME = "authorization_code"
@@ -47,7 +47,7 @@ def _consume_code(code: str) -> CodeAttrs:
     except UpdateError as err:
         if condition_failed(err):  # second use: revoke everything issued from this code
             revoke_family(item.family_id, "code_reuse")
-            revoke_session_tokens(item.session_id, "code_reuse", item.user_id)
+            end_session(item.session_id, "code_reuse", item.user_id)
             raise oauth_error(400, "invalid_grant", "The authorization code was already used; the tokens issued "
                                                     "from it have been revoked.") from None
         raise

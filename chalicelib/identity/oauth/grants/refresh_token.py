@@ -19,7 +19,7 @@ from chalicelib.identity.oauth.clients import calling_client
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.issuing import issue
 from chalicelib.identity.oauth.resources import same_resource
-from chalicelib.identity.oauth.revocation import revoke_family, revoke_session_tokens
+from chalicelib.identity.oauth.revocation import end_session, revoke_family
 from chalicelib.identity.opaque import digest
 
 NAME = "refresh_token"
@@ -40,7 +40,7 @@ def _rotate(rt: str, client_id: str) -> RefreshAttrs:
     except UpdateError as err:
         if condition_failed(err):  # a rotated token came back: assume theft, revoke the whole family
             revoke_family(item.family_id, "refresh_reuse")
-            revoke_session_tokens(item.session_id, "refresh_reuse", item.user_id)
+            end_session(item.session_id, "refresh_reuse", item.user_id)
             raise oauth_error(400, "invalid_grant", "The refresh token was already used; the grant has been "
                                                     "revoked. Sign in again.") from None
         raise

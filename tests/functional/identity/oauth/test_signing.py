@@ -11,9 +11,10 @@ import pytest
 from chalice.test import Client
 from jose import jwt
 
-from chalicelib.core import clock, tokens
+from chalicelib.core import clock, process_state, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError
+from chalicelib.core.store import kms
 from chalicelib.core.store.tables import global_model
 from chalicelib.groups import create_app
 from chalicelib.identity.oauth import signing
@@ -86,14 +87,14 @@ def test_private_key_is_stored_encrypted(stack: None) -> None:
 
 def test_signer_loads_private_key_once(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    real = signing._kms
+    real = kms.decrypt
 
-    def counting() -> Any:
+    def counting(*args: Any, **kwargs: Any) -> bytes:
         calls.append(1)
-        return real()
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(signing, "_kms", counting)
-    signing._signer = None
+    monkeypatch.setattr(kms, "decrypt", counting)
+    process_state.reset_all()
     for _ in range(5):
         signing.issue_access_token(user_id=tenant.user_id, email=tenant.email, workspace_id=tenant.workspace_id,
                                    roles=["admin"], amr=["pwd"])

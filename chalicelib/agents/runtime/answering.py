@@ -16,7 +16,13 @@ import json
 import re
 from typing import Any, Protocol
 
+from chalicelib.agents.runtime.errors import StepFailed
+from chalicelib.agents.tools import TOOLS
 from chalicelib.core.http.errors import ApiError
+from chalicelib.llm import routing, service
+from chalicelib.llm.prompt import Passage, Prompt, claims, render
+from chalicelib.llm.registry import EXTRACTIVE, Registry, registry
+from chalicelib.llm.routing import Routing
 
 MAX_RESULT_CHARS = 8000
 MAX_PASSAGES = 40
@@ -45,8 +51,6 @@ def declared_plan(agent: dict[str, Any], run_input: dict[str, Any]) -> list[dict
 
 def tool_model(state: StateLike) -> Any | None:
     """The routing of a tool-capable model for this run, or None when there is none."""
-    from chalicelib.llm import routing
-    from chalicelib.llm.registry import Registry, registry
 
     reg = registry()
     capable = Registry(tuple(m for m in reg.models if m.tool_use), reg.preference)
@@ -60,7 +64,6 @@ def tool_model(state: StateLike) -> Any | None:
 
 def run_agent(state: StateLike, steps: Steps) -> dict[str, Any]:
     """Run the agent and return ``{"output": {...}, "input_tokens", "output_tokens"}``."""
-    from chalicelib.agents.worker import StepFailed
 
     chosen = tool_model(state)
     if chosen is not None:
@@ -102,10 +105,6 @@ def _passages(output: Any) -> list[str]:
 
 def extractive_answer(state: StateLike) -> dict[str, Any]:
     """The built-in extractive provider's answer over the step outputs, with its citations."""
-    from chalicelib.llm import service
-    from chalicelib.llm.prompt import Passage, Prompt, claims, render
-    from chalicelib.llm.registry import EXTRACTIVE
-    from chalicelib.llm.routing import Routing
 
     passages: list[Passage] = []
     origin: dict[int, str] = {}
@@ -127,7 +126,6 @@ def extractive_answer(state: StateLike) -> dict[str, Any]:
 
 
 def _tool_help(state: StateLike) -> str:
-    from chalicelib.agents.tools import TOOLS
 
     lines = []
     for name in state.agent["tools"]:
@@ -155,9 +153,6 @@ def parse_action(text: str) -> dict[str, Any] | None:
 
 def model_loop(state: StateLike, steps: Steps, chosen: Any) -> dict[str, Any]:
     """The tool-capable model chooses tool calls (see the module docstring)."""
-    from chalicelib.agents.worker import StepFailed
-    from chalicelib.llm import service
-    from chalicelib.llm.prompt import Prompt
 
     limits = state.agent["limits"]
     system = (f"{state.agent.get('instructions') or ''}\n\nYou can call these tools:\n{_tool_help(state)}\n\n"

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.agents import lifecycle, memory, models, runs
+from chalicelib.agents import memory, models, runs
 from chalicelib.agents.models import ACTIVE_MARK, EXPIRED, FAILED, IN_PROGRESS
+from chalicelib.agents.runtime import lifecycle
 from chalicelib.core import clock
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import OPEN_REGIONS

@@ -11,6 +11,7 @@ finished but not finalized run (a crash in between) records them again.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.exceptions import UpdateError
@@ -20,8 +21,22 @@ from chalicelib.agents.models import ACTIVE_STATUSES, IN_PROGRESS, QUEUED
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.logs import get_logger
+from chalicelib.gateway.catalog import lineage
 
 log = get_logger("agents.lifecycle")
+
+
+@dataclass(frozen=True)
+class RunCaller:
+    """The starting request, as audit events of the run name it."""
+
+    ip: str
+    user_agent: str
+    correlation_id: str
+
+
+def starting_caller(run: models.RunAttrs) -> RunCaller:
+    return RunCaller(run.ip or "", run.user_agent or "", run.correlation_id)
 LEASE_S = 60  # a delivery holds a run this long past its last heartbeat
 
 
@@ -98,8 +113,6 @@ def record_finish(region: str, run: models.RunAttrs) -> None:
     """The finish's event, audit event and lineage (see the module docstring); safe to repeat."""
     if run.finalized:
         return
-    from chalicelib.agents.runs import starting_caller
-
     data: dict[str, Any] = {"status": run.status}
     if run.error:
         data["error"] = json.loads(run.error)
@@ -112,8 +125,6 @@ def record_finish(region: str, run: models.RunAttrs) -> None:
                  caller=starting_caller(run))
     read = json.loads(run.read or "[]")
     if read:
-        from chalicelib.gateway.catalog import lineage
-
         agent = json.loads(run.agent)
         lineage.record_edges(run.workspace_id, [
             ("dataset", ds, "agent_run", run.id, {"agent_id": run.agent_id, "target_name": agent.get("name"),

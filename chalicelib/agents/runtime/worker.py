@@ -27,8 +27,10 @@ from typing import Any
 from pynamodb.exceptions import PutError, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.agents import answering, events, lifecycle, models, templates, tools
+from chalicelib.agents import events, models, templates, tools
 from chalicelib.agents.models import CANCELLED, COMPLETED, EXPIRED, FAILED, TERMINAL_STATUSES
+from chalicelib.agents.runtime import answering, lifecycle
+from chalicelib.agents.runtime.errors import StepFailed
 from chalicelib.core import clock, tenancy
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
@@ -164,12 +166,6 @@ def execute(workspace_id: str, run_id: str, delivery_id: str, *, after_step: Aft
         lifecycle.finish(run, FAILED, attempt=attempt, error=failed.error, usage=state.usage,
                          read=sorted(state.ctx.read))
     return "done"
-
-
-class StepFailed(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.error = {"code": code, "message": message}
 
 
 class StepRunner:

@@ -1,0 +1,32 @@
+"""A workspace's settings (the JSON ``settings`` of its directory entry): the one reader, and the names of
+the settings other contexts read."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chalicelib.core.durations import parse_duration
+from chalicelib.core.tenancy import WorkspaceAttrs, get_workspace
+
+DOMAIN_JOIN = "domain_join"
+CHAT_AUTO_EXPIRY = "chat_auto_expiry"  # ISO 8601 duration, or absent for "until deleted"
+AGENT_RUN_AUTO_EXPIRY = "agent_run_auto_expiry"
+AUTO_EXPIRY_SETTINGS = (CHAT_AUTO_EXPIRY, AGENT_RUN_AUTO_EXPIRY)
+
+
+def settings_of(ws: WorkspaceAttrs) -> dict[str, Any]:
+    """The settings object (empty when unset or unreadable)."""
+    try:
+        data = json.loads(ws.settings or "{}")
+    except ValueError:
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def auto_expiry_seconds(workspace_id: str, setting: str) -> int | None:
+    """Seconds of the workspace's auto-expiry ``setting`` (one of ``AUTO_EXPIRY_SETTINGS``), or None."""
+    value = settings_of(get_workspace(workspace_id)).get(setting)
+    try:
+        return parse_duration(value) if value else None
+    except ValueError:
+        return None

@@ -1,0 +1,59 @@
+"""The generated leak matrix: field policy {ALLOW, MASK, HASH, REDACT, DENY} x column role {key, non-key} x
+document ACL {open, restricted} x every reading surface (``surfaces.SURFACES``). Each case has planted a
+unique marker value in that cell of the matrix datasets (``world.py``) and scans the whole of what the
+surface gave the Member, and the stored artefacts, for it:
+
+- a value under a policy other than ALLOW, or a row of a document restricted from the Member, must not be
+  anywhere in it;
+- an ALLOW value of an open row must be there on surfaces that return row values (so a surface that
+  silently returned nothing cannot pass).
+
+The workspace is built once for the module; each surface is read once and every case only scans.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from chalicelib.identity.oauth import signing
+from tests.functional.conftest import _wipe, reset_process_state
+from tests.functional.reader import world as matrix
+from tests.functional.reader.surfaces import SURFACES, Surface, read
+
+
+@pytest.fixture(scope="module")
+def world(_moto: None) -> Iterator[matrix.World]:
+    _wipe()
+    reset_process_state()
+    signing.ensure_key()
+    yield matrix.build()
+    reset_process_state()
+
+
+def _cases() -> Iterator[object]:
+    for surface in SURFACES:
+        for policy in matrix.POLICIES:
+            for role in matrix.ROLES:
+                for acl in matrix.ACLS:
+                    hidden = policy != "ALLOW" or (acl == "restricted" and surface.acl_applies)
+                    if not hidden and not surface.shows_values:
+                        continue  # nothing this surface must show or hide in this cell
+                    yield pytest.param(surface, policy, role, acl, hidden,
+                                       id=f"{surface.name}-{policy.lower()}-{role}-{acl}")
+
+
+@pytest.mark.parametrize(("surface", "policy", "role", "acl", "hidden"), list(_cases()))
+def test_marker(world: matrix.World, surface: Surface, policy: str, role: str, acl: str, hidden: bool) -> None:
+    seen = read(world, surface)
+    value = world.markers[(role, policy, acl)]
+    if hidden:
+        assert value not in seen, f"{surface.name} gave the Member a {policy} {role} value of a {acl} document"
+    else:
+        assert value in seen, f"{surface.name} did not return the ALLOW {role} value of an {acl} document"
+
+
+def test_every_surface_is_in_the_matrix() -> None:
+    """The list names each surface once (a copy-paste would make one surface count twice)."""
+    names = [s.name for s in SURFACES]
+    assert len(names) == len(set(names)) >= 10
