@@ -25,7 +25,7 @@ def main() -> None:
 def _run() -> None:
     from chalice.test import Client
 
-    from chalicelib.core.audiences import mcp_resource
+    from chalicelib.core.tokens import mcp_resource
     from chalicelib.gateway import demo
     from chalicelib.groups import create_app
     from chalicelib.identity.oauth.signing import issue_access_token

@@ -19,14 +19,13 @@ from urllib.parse import parse_qs
 from chalice import Chalice, Response
 
 from chalicelib.core import correlation
-from chalicelib.core.audiences import API, Audience
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
 from chalicelib.core.http import json_body
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError, unauthorized
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import WORKSPACE, scoped
 from chalicelib.core.tenancy import RequestScope, ensure_served_here, live_principal, require_member, scope_of
-from chalicelib.core.tokens import bearer, verifier
+from chalicelib.core.tokens import API, Audience, bearer, verifier
 
 log = get_logger("web")
 MAX_BODY_BYTES = 256 * 1024
@@ -139,7 +138,7 @@ class _RouteDef:
     public: bool
     fn: Callable[..., Any]
     scope: str = WORKSPACE  # core.regions: which regional deployment serves the route
-    audience: Audience = API  # core.audiences: which tokens the route accepts
+    audience: Audience = API  # core.tokens: which tokens the route accepts
     render_error: Callable[[ApiError], Response] | None = None  # a protocol's own error shape (default problem+json)
 
 
@@ -205,7 +204,7 @@ def resolve(authorization: str | None, permission: str, scope: str = WORKSPACE,
     store is read), replace its roles by the live membership (``core.tenancy.live_principal``: removed,
     demoted and ``enforce_mfa`` apply at once), check ``permission`` against the permission map, and check
     that a ``{workspace_id}`` in the path is the token's own workspace with the caller a member there.
-    ``audience`` (``core.audiences``) says which tokens the surface takes: the platform API's by default.
+    ``audience`` (``core.tokens``) says which tokens the surface takes: the platform API's by default.
     Returns the request's scope: what it read on the way (cached per container, ``core.tenancy``)."""
     if not authorization:
         raise missing_credentials()

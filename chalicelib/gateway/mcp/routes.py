@@ -2,7 +2,7 @@
 resource metadata (RFC 9728) at {gateway_url}/.well-known/oauth-protected-resource/mcp.
 
 The endpoint is a resource server of the identity service: it accepts only access tokens issued for its
-own resource (RFC 8707 ``resource`` = ``{gateway_url}/mcp``; ``core.audiences.MCP``), never the platform
+own resource (RFC 8707 ``resource`` = ``{gateway_url}/mcp``; ``core.tokens.MCP``), never the platform
 API's, and passes every request through ``core.http.api.authorize`` (421 for another region's workspace,
 the caller's live membership, ``enforce_mfa``). A 401 names the metadata in ``WWW-Authenticate``; a
 workspace that enforces MFA answers a token without a second factor with the step-up challenge
@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 from chalice import Response  # type: ignore[attr-defined]
 
-from chalicelib.core.audiences import MCP, mcp_resource
 from chalicelib.core.config import settings
 from chalicelib.core.http.api import REALM, Api, Ctx, json_response, problem_response
 from chalicelib.core.http.errors import ApiError
+from chalicelib.core.tokens import MCP, mcp_resource
 
 api = Api("gateway")
 MCP_DOOR = "workspace.read"  # any live member; each tool checks its operation's own permission
@@ -72,7 +72,7 @@ def _origin_allowed(origin: str | None) -> bool:
 def mcp_post(ctx: Ctx) -> Response:
     if not _origin_allowed(ctx.header("origin")):
         raise ApiError(403, "origin_not_allowed", "Requests from this origin are not accepted.")
-    from chalicelib.gateway.mcp import protocol  # pydantic and the MCP wire types load at the first MCP call
+    from chalicelib.gateway.mcp import protocol  # noqa: PLC0415 - pydantic and the MCP types load at the first call
 
     headers = {k.lower(): v for k, v in ctx.request.headers.items()}
     answer = protocol.handle(ctx.raw_body(), headers, ctx.user, ctx.request, ctx.caller)

@@ -16,11 +16,10 @@ import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 from urllib.parse import quote
 
-from chalicelib.core import audit, correlation
+from chalicelib.core import audit, correlation, process_state
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http import openapi
 from chalicelib.core.http.api import Ctx
@@ -96,7 +95,7 @@ class _Inputs:
     where: dict[str, str]  # argument -> "path" | "query" | "header:<Name>" | "body"
 
 
-@cache
+@process_state.cached(maxsize=None, derived=True)
 def inputs(name: str) -> _Inputs:
     """The tool's input schema and where each argument goes in the operation's request."""
     tool = BY_NAME[name]
@@ -171,7 +170,7 @@ class _Request:
     context: dict[str, Any]
 
 
-@cache
+@process_state.cached(maxsize=None, derived=True)
 def _views() -> dict[tuple[str, str], Callable[..., Any]]:
     out: dict[tuple[str, str], Callable[..., Any]] = {}
     for module in ROUTE_MODULES:

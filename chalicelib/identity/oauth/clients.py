@@ -15,9 +15,9 @@ from chalicelib.core import clock
 from chalicelib.core.ids import new_id
 from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import OAuthClientAttrs
-from chalicelib.identity.oauth import client_metadata
 from chalicelib.identity.oauth.errors import invalid_client, oauth_error
-from chalicelib.identity.oauth.redirect_uris import redirect_uri_problem
+from chalicelib.identity.oauth.registration import metadata_documents as client_metadata
+from chalicelib.identity.oauth.registration.redirect_uris import redirect_uri_problem
 
 
 def _digest(secret: str) -> str:
@@ -71,7 +71,7 @@ def register_client(name: str, *, confidential: bool, redirect_uris: list[str] |
 
 
 def get_client(client_id: str) -> OAuthClientAttrs | None:
-    """A registered client, or the client a Client ID Metadata Document URL names (``client_metadata.py``)."""
+    """A registered client, or the client a Client ID Metadata Document URL names (``registration/metadata_documents.py``)."""
     if isinstance(client_id, str) and client_id.startswith("https://"):
         return client_metadata.client(client_id)
     if not isinstance(client_id, str) or not client_id or len(client_id) > 64:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.audiences import mcp_resources
 from chalicelib.core.config import settings
 from chalicelib.core.regions import public_endpoints
+from chalicelib.core.tokens import mcp_resources
 from chalicelib.identity.oauth.authorize import SCOPES
 from chalicelib.identity.oauth.token_endpoint import GRANTS
 
@@ -19,7 +19,7 @@ ENDPOINTS: dict[str, str] = {
     "userinfo_endpoint": "/userinfo",
     "revocation_endpoint": "/oauth2/revoke",
     "end_session_endpoint": "/oauth2/logout",
-    "registration_endpoint": "/oauth2/register",  # RFC 7591 (oauth/registration.py)
+    "registration_endpoint": "/oauth2/register",  # RFC 7591 (oauth/registration/dynamic.py)
 }
 
 
@@ -34,7 +34,7 @@ def discovery() -> dict[str, Any]:
         "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
         "code_challenge_methods_supported": ["S256"],
         "scopes_supported": list(SCOPES),
-        "client_id_metadata_document_supported": True,  # oauth/client_metadata.py
+        "client_id_metadata_document_supported": True,  # oauth/registration/metadata_documents.py
         "resource_parameter_supported": True,  # RFC 8707 (oauth/resources.py): the MCP endpoints
         "resource_indicators": sorted(mcp_resources()),
         "response_modes_supported": ["query"],

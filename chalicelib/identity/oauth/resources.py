@@ -1,14 +1,14 @@
 """RFC 8707 resource indicators: the ``resource`` an authorization or token request names.
 
 The only resources the identity service issues audience-restricted tokens for are the regional MCP
-endpoints (``core.audiences.mcp_resources``); a request without ``resource`` gets a ``service-api`` token
+endpoints (``core.tokens.mcp_resources``); a request without ``resource`` gets a ``service-api`` token
 as before. A resource is compared exactly (scheme, host, port and path as published in each MCP
 endpoint's protected resource metadata): no normalisation a client could use to name another address.
 A grant keeps its resource: its code, its refresh tokens and every access token issued from them.
 """
 from __future__ import annotations
 
-from chalicelib.core.audiences import mcp_resources
+from chalicelib.core.tokens import mcp_resources
 from chalicelib.identity.oauth.errors import oauth_error
 
 MAX_RESOURCE_LEN = 512

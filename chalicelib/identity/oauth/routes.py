@@ -17,11 +17,12 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tokens import bearer, verifier
 from chalicelib.identity.oauth import authorize as authorize_mod
-from chalicelib.identity.oauth import discovery, introspection, registration, revocation, token_endpoint
+from chalicelib.identity.oauth import discovery, introspection, revocation, token_endpoint
 from chalicelib.identity.oauth import logout as rp_logout
 from chalicelib.identity.oauth import userinfo as userinfo_mod
 from chalicelib.identity.oauth.clients import authenticate
 from chalicelib.identity.oauth.errors import NO_STORE, error_response, invalid_client, oauth_error
+from chalicelib.identity.oauth.registration import dynamic as registration
 from chalicelib.identity.pages.render import HTML_HEADERS, render
 from chalicelib.identity.signin import sessions
 
@@ -62,7 +63,7 @@ def authorization_server_metadata(ctx: Ctx) -> Any:
 
 @api.route("/oauth2/register", methods=["POST"], public=True)
 def register(ctx: Ctx) -> Any:
-    """RFC 7591 dynamic client registration (``oauth/registration.py``): 201 with the client's metadata."""
+    """RFC 7591 dynamic client registration (``oauth/registration/dynamic.py``): 201 with the client's metadata."""
     try:
         return json_response(registration.register(ctx.json(), ctx.caller.ip), 201, headers=NO_STORE)
     except ApiError as err:

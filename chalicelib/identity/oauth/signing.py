@@ -151,7 +151,7 @@ def issue_access_token(
     """Sign an access token for one workspace; returns the token and its claims.
 
     ``audience``: ``service-api``, or the MCP resource a client named with RFC 8707 ``resource``
-    (``core.audiences``): such a token is accepted by that MCP endpoint only.
+    (``core.tokens``): such a token is accepted by that MCP endpoint only.
 
     Every user token belongs to a session (``sid``; a new one when none is given) and, when it comes
     from an OAuth grant, to that grant (``grant_id``); it carries the user's revocation epochs

@@ -10,7 +10,7 @@ import pytest
 
 from chalicelib.chat.models import chats
 from chalicelib.core import audit
-from chalicelib.core.audiences import mcp_resource
+from chalicelib.core.tokens import mcp_resource
 from chalicelib.identity.oauth.signing import issue_access_token
 from tests.functional.chat import helpers
 from tests.functional.chat.helpers import post

@@ -20,9 +20,9 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core import clock
-from chalicelib.core.audiences import API, mcp_resource
 from chalicelib.core.authz import AUTHENTICATED, PERMISSIONS
 from chalicelib.core.tenancy import get_workspace, memberships
+from chalicelib.core.tokens import API, mcp_resource
 from chalicelib.gateway.api import graphql_api
 from chalicelib.groups import GROUPS, HTTP_GROUPS, create_app
 from chalicelib.identity import users

@@ -10,8 +10,8 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core import audit
-from chalicelib.core.audiences import mcp_resource
 from chalicelib.core.tenancy import memberships, region_of, workspaces
+from chalicelib.core.tokens import mcp_resource
 from chalicelib.gateway import demo
 from chalicelib.gateway.mcp import routes as mcp_routes
 from chalicelib.gateway.mcp import tools

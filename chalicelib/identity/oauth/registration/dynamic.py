@@ -1,5 +1,5 @@
 """Dynamic client registration (RFC 7591) at ``/oauth2/register``: how an MCP client that has no Client ID
-Metadata Document registers itself (``client_metadata.py`` is the preferred way).
+Metadata Document registers itself (``metadata_documents.py`` is the preferred way).
 
 What a registration may ask for (anything else is refused with ``invalid_client_metadata``, nothing stored):
 
@@ -21,7 +21,7 @@ from typing import Any
 from chalicelib.core import clock
 from chalicelib.identity.oauth.clients import register_client
 from chalicelib.identity.oauth.errors import oauth_error
-from chalicelib.identity.oauth.redirect_uris import redirect_uri_problem
+from chalicelib.identity.oauth.registration.redirect_uris import redirect_uri_problem
 from chalicelib.identity.signin import limits
 
 REGISTER_PER_IP = limits.Limit("register-ip", 30, 3600)

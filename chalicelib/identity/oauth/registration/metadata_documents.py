@@ -21,9 +21,9 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
-from chalicelib.core import clock
+from chalicelib.core import clock, process_state
 from chalicelib.identity.models import OAuthClientAttrs
-from chalicelib.identity.oauth.redirect_uris import redirect_uri_problem
+from chalicelib.identity.oauth.registration.redirect_uris import redirect_uri_problem
 
 MAX_BYTES = 5 * 1024
 MAX_URL = 512
@@ -126,3 +126,6 @@ def client(url: str) -> OAuthClientAttrs | None:
 
 def forget() -> None:
     _cache.clear()
+
+
+process_state.enrol(f"{__name__}._cache", forget)
