@@ -171,10 +171,11 @@ def test_eu_token_at_us_deployment_is_421_before_any_eu_call(tenants: Tenants, r
     client = Client(create_app(group))
     routes = _regional_routes(group)
     assert len(routes) > 5
+    tokens = {(path, method): _token(group, path, method, tenants.eu) for path, method in routes}
     recorder.clear()
     for path, method in routes:
-        status, body, headers = call(client, method, _fill(path, tenants.eu.workspace_id),
-                                     _token(group, path, method, tenants.eu), body={})
+        status, body, headers = call(client, method, _fill(path, tenants.eu.workspace_id), tokens[(path, method)],
+                                     body={})
         assert status == 421, (method, path, status, body)
         assert headers["Content-Type"] == ("application/json" if "error" in body else "application/problem+json")
         body = _problem(body)
@@ -205,10 +206,11 @@ def test_us_token_at_eu_deployment_is_421_and_reads_only_the_directory(tenants: 
                                                                         pin: Any, group: str) -> None:
     pin(EU)
     client = Client(create_app(group))
+    tokens = {(path, method): _token(group, path, method, tenants.us) for path, method in _regional_routes(group)}
     recorder.clear()
     for path, method in _regional_routes(group):
-        status, body, _ = call(client, method, _fill(path, tenants.us.workspace_id),
-                               _token(group, path, method, tenants.us), body={})
+        status, body, _ = call(client, method, _fill(path, tenants.us.workspace_id), tokens[(path, method)],
+                               body={})
         assert status == 421, (path, body)
         body = _problem(body)
         assert body["region"] == US, (path, body)
