@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run token test test-unit test-functional test-integration bench lint package templates clean system-deps screenshots
+.PHONY: run reset status token test test-unit test-functional test-integration bench lint package templates clean system-deps screenshots
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m venv $(VENV)
@@ -20,6 +20,19 @@ system-deps:
 
 run: $(STAMP)
 	$(BIN)/python -m infra.local_run
+
+# Forget everything `make run` kept (the emulator's state, the demo tenant, the outbox): the next run starts
+# fresh. Refused while a `make run` holds the state directory.
+LOCAL_STATE_DIR ?= .local
+reset:
+	@if [ -e "$(LOCAL_STATE_DIR)/emulator/lock" ] && ! flock -n "$(LOCAL_STATE_DIR)/emulator/lock" true; then \
+	  echo "$(LOCAL_STATE_DIR) is in use by a running make run: stop it first"; exit 1; fi
+	rm -rf "$(LOCAL_STATE_DIR)"
+	@echo "local state deleted: the next make run starts fresh"
+
+# Worker health and the emulator's state snapshots of a running `make run`.
+status:
+	@$(BIN)/python -m infra.local.status
 
 # A fresh 15-minute access token for the demo user of a running `make run` (TOKEN=$$(make -s token)); needs the venv `make run` made.
 token:
@@ -36,6 +49,12 @@ verify-audit: $(STAMP)
 .PHONY: support-staff
 support-staff: $(STAMP)
 	@$(BIN)/python -m infra.support_staff $(ARGS)
+
+# Dead-letter queues (operator command): make dead-letters (ARGS=list, the default) or
+# ARGS='peek sync-jobs --region eu-central-1'. Exit 1 when a list finds messages waiting. Same targeting.
+.PHONY: dead-letters
+dead-letters: $(STAMP)
+	@$(BIN)/python -m infra.dead_letters $(or $(ARGS),list)
 
 # Test files run in parallel worker processes (pytest-xdist), each file whole on one worker so its module
 # fixtures (a stack, a browser) start once; each worker starts its own session stack on free ports.

@@ -41,8 +41,10 @@ MODULES: tuple[str, ...] = (
     "bench_reader",
     "bench_protocols",
     "bench_webapp",
+    "bench_uploads",
     "bench_agents",
     "bench_residency",
+    "bench_local_state",
 )
 
 

@@ -46,7 +46,7 @@ def _in_process() -> list[str]:
     from chalicelib.identity.oauth.signing import issue_access_token
     from chalicelib.platform.workspaces.service import create_workspace
     from infra.bootstrap import bootstrap_all
-    from infra.local_run import sqs_event
+    from infra.local.workers import sqs_event
     from tests.functional.aws_calls import counting
 
     settings.cache_clear()

@@ -1,6 +1,7 @@
 """Residency in operation: backup and restore time per 10k items and per 100 MB of objects (the services
 in ``chalicelib/residency/``: ``backups.create`` and ``restore.apply``), each beside the raw read or
-write of the same content in the same run; and the cross-region DR replication lag under a steady write
+write of the same content in the same run, and the restore rates against the spec's 15-minute RTO; and
+the cross-region DR replication lag under a steady write
 load, beside the raw copy rate of the same items to the same secondary bucket (no sealing, no
 fingerprints). Everything runs against moto in process on this machine, so the absolute figures are the
 emulator's; the ratios are what carries over. Logging is off while measuring."""
@@ -21,6 +22,7 @@ OBJECT_SIZE = 2 * 1024 * 1024  # 50 objects of 2 MiB
 BASE_ITEMS = 1_000  # the DR workspace's content before the steady load
 WRITE_RATE = 50  # items/s of the steady load
 LOAD_SECONDS = 12
+RTO_SECONDS = 15 * 60  # the spec: in-region-multi-az, RTO under 15 minutes
 
 
 def _timed(fn: Any) -> tuple[float, Any]:
@@ -61,7 +63,7 @@ def _rows(title: str, rows: list[tuple[str, float, str, float, str]]) -> str:
     return out
 
 
-def _items_phase(region: str, ws: str) -> None:
+def _items_phase(region: str, ws: str) -> float:
     from chalicelib.residency import backups, content, restore
 
     chats = next(t for t in content.backed_up_tables() if t.name == "chats")
@@ -82,9 +84,10 @@ def _items_phase(region: str, ws: str) -> None:
          t_write, "raw `PutItem` of the same items"),
     ])
     print(f"Per 10k items: backup {t_backup * 10_000 / ITEMS:.1f} s, restore {t_restore * 10_000 / ITEMS:.1f} s.\n")
+    return t_restore * 10_000 / ITEMS
 
 
-def _objects_phase(region: str, ws: str) -> None:
+def _objects_phase(region: str, ws: str) -> float:
     from chalicelib.residency import backups, content, restore
 
     n = OBJECT_MB * 1024 * 1024 // OBJECT_SIZE
@@ -107,6 +110,26 @@ def _objects_phase(region: str, ws: str) -> None:
         ("restore (`restore.apply`)", t_restore, f"{mb / t_restore:.1f} MB/s", t_write, "raw `PutObject` of the same objects"),
     ])
     print(f"Per 100 MB: backup {t_backup * 100 / mb:.1f} s, restore {t_restore * 100 / mb:.1f} s.\n")
+    return t_restore * 100 / mb
+
+
+def _rto_table(per_10k_items: float, per_100_mb: float) -> None:
+    """The measured restore rates against the spec's RTO (15 minutes) and the workers function's timeout."""
+    timeout = 300  # infra/template.py GROUP_SETTINGS["workers"]["lambda_timeout"]: one restore is one invocation
+    lines = ["### Restore against the RTO", "",
+             f"The spec's RTO for `in-region-multi-az` is {RTO_SECONDS // 60} minutes; a restore runs in one invocation of "
+             f"the workers function ({timeout} s timeout). From the rates above (this machine, the emulator):", "",
+             "| workspace | restore time | of the RTO | fits the worker timeout |", "|---|---:|---:|---|"]
+    for items, mb in ((10_000, 100), (100_000, 1_000), (250_000, 2_000), (1_000_000, 5_000)):
+        secs = items / 10_000 * per_10k_items + mb / 100 * per_100_mb
+        lines.append(f"| {items:,} items + {mb:,} MB | {secs:,.0f} s | {secs / RTO_SECONDS:.0%} | "
+                     f"{'yes' if secs <= timeout else 'no'} |")
+    max_items = RTO_SECONDS / per_10k_items * 10_000
+    max_mb = RTO_SECONDS / per_100_mb * 100
+    lines += ["", f"Within the RTO at these rates: about {max_items:,.0f} items alone, or {max_mb:,.0f} MB of objects "
+              f"alone (restore time adds up: items/10k × {per_10k_items:.1f} s + MB/100 × {per_100_mb:.1f} s). "
+              "The drill that measures a real workspace: docs/operations.md, \"Restore drill\".", ""]
+    print("\n".join(lines), flush=True)
 
 
 def _replication_phase(region: str, ws_id: str) -> None:
@@ -206,8 +229,9 @@ def main() -> None:
                                         enforce_mfa=False)
 
             items_ws, objects_ws, dr_ws = ws("Bench items"), ws("Bench objects"), ws("Bench DR")
-            _items_phase(items_ws.region, items_ws.id)
-            _objects_phase(objects_ws.region, objects_ws.id)
+            per_10k_items = _items_phase(items_ws.region, items_ws.id)
+            per_100_mb = _objects_phase(objects_ws.region, objects_ws.id)
+            _rto_table(per_10k_items, per_100_mb)
             _replication_phase(dr_ws.region, dr_ws.id)
     finally:
         logging.disable(logging.NOTSET)

@@ -5,13 +5,20 @@ the port LocalStack uses, so LocalStack or real AWS is only a change of environm
 both regions, seeds a demo tenant (a US and an EU workspace) and serves the global groups (identity,
 app) itself. Each open region gets its own process (``python -m infra.local_run --region R``), pinned
 to that region as a regional deployment is (``REGION``; only its own ``BASE_URL``/``GATEWAY_URL``): it
-serves that region's platform and gateway, runs a worker loop that feeds that region's SQS messages to
-the handler functions Lambda would call, and a scheduler for the scheduled handlers that run there.
-Details go to stdout and ``.local/run.json``. Ctrl-C stops everything it started.
+serves that region's platform and gateway, runs the queue workers that feed that region's SQS messages
+to the handler functions Lambda would call (``infra/local/workers.py``: several threads per queue, each
+retrying the emulator with backoff), and a scheduler for the scheduled handlers that run there.
+Details go to stdout and ``.local/run.json``; worker health and the state's snapshots to
+``.local/status.json`` (``make status``). Ctrl-C stops everything it started within ``STOP_BUDGET``.
+
+The emulator's state persists in ``.local/emulator/`` (``infra/emulator/server.py``): a restart finds
+every table, object, key, queue message and secret as it was, and the demo tenant seeded the first time
+(``.local/demo.json``). ``make reset`` deletes the state directory.
 
 Environment: ``LOCAL_HOST`` (127.0.0.1), ``LOCAL_PORTS`` (``platform=8000,gateway=8001,identity=8002,
 app=8003,platform-eu-central-1=8010,gateway-eu-central-1=8011``), ``EMULATOR_PORT`` (4566),
-``LOCAL_STATE_DIR`` (.local).
+``LOCAL_STATE_DIR`` (.local), ``LOCAL_PERSIST`` (1; 0 keeps the emulator's state in memory only),
+``LOCAL_SNAPSHOT_SECONDS`` (1), ``LOCAL_WORKERS`` (threads per queue, ``agent-runs=4,sync-jobs=2``).
 """
 from __future__ import annotations
 
@@ -27,6 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from infra.local.status import health_file
+from infra.local.workers import Health, start_workers
+
 GLOBAL_REGION = "us-east-1"
 GLOBAL_GROUPS = ("identity", "app")  # served by this process
 REGION_GROUPS = ("platform", "gateway")  # served by each region's process
@@ -35,6 +45,8 @@ DEFAULT_PORTS = {"platform": 8000, "gateway": 8001, "identity": 8002, "app": 800
 QUERY = re.compile(r"\?[^\s'\"]*")
 URL_VARS = {"platform": "BASE_URL", "gateway": "GATEWAY_URL", "identity": "AUTH_URL", "app": "APP_URL"}
 READY_TIMEOUT = 60
+STOP_BUDGET = 4.5  # seconds from Ctrl-C to the end, whatever the state's size
+DEMO_FILE = "demo.json"  # the seeded demo tenant's details, reused while the state holds it
 
 
 def port_name(group: str, region: str) -> str:
@@ -50,20 +62,6 @@ def _ports() -> dict[str, int]:
             raise SystemExit(f"LOCAL_PORTS: unknown group {name!r}")
         ports[name.strip()] = int(value)
     return ports
-
-
-def sqs_event(messages: list[dict[str, Any]], region: str, queue_arn: str) -> dict[str, Any]:
-    """The event Lambda's SQS integration delivers, built from ReceiveMessage results."""
-    records = []
-    for m in messages:
-        attrs = {k: {"stringValue": v.get("StringValue"), "dataType": v.get("DataType", "String")}
-                 for k, v in (m.get("MessageAttributes") or {}).items()}
-        records.append({
-            "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-            "attributes": m.get("Attributes", {}), "messageAttributes": attrs, "md5OfBody": m.get("MD5OfBody", ""),
-            "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": region,
-        })
-    return {"Records": records}
 
 
 def redact(message: str) -> str:
@@ -97,6 +95,17 @@ def _request_handler(group: str | None = None) -> type:
             if name.startswith("do_"):
                 return self._generic_handle
             raise AttributeError(name)
+
+        def _generic_handle(self) -> None:
+            """Chalice's emulation of API Gateway's answer to an address no route serves quotes the
+            Authorization header encoded as ASCII, so a non-ASCII header raised before any answer and
+            the connection dropped; that request gets the same 404 problem as any unknown address."""
+            try:
+                super()._generic_handle()
+            except UnicodeEncodeError:
+                self._send_error_response(ForbiddenError({}, b""))
+
+        do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
 
         def _send_error_response(self, error: Any) -> None:
             """An address no route serves: Chalice's emulation answers 403 "Missing Authentication Token"
@@ -132,51 +141,17 @@ def _agent_step_hold(index: int) -> None:
         time.sleep(0.1)
 
 
-class WorkerLoop(threading.Thread):
-    """Receives from the served region's handled queues and calls the handlers, as Lambda's poller would
-    (the agent-run handler with ``_agent_step_hold`` after each step)."""
+def queue_handlers() -> dict[str, Any]:
+    """The handler of each queue, as Lambda would call it (the agent-run handler with ``_agent_step_hold``
+    after each step)."""
+    from functools import partial
 
-    def __init__(self, stop: threading.Event) -> None:
-        super().__init__(name="worker-loop", daemon=True)
-        self.stop = stop
+    from chalicelib.agents.runtime import worker as agent_worker
+    from chalicelib.workers.jobs import QUEUE_HANDLERS
 
-    def run(self) -> None:
-        from functools import partial
-
-        from chalicelib.agents.runtime import worker as agent_worker
-        from chalicelib.core import aws
-        from chalicelib.core.logs import get_logger
-        from chalicelib.core.regions import served_regions
-        from chalicelib.workers.jobs import QUEUE_HANDLERS
-
-        log = get_logger("local.worker")
-        while not self.stop.is_set():
-            if not QUEUE_HANDLERS:
-                self.stop.wait(1)
-                continue
-            for region in served_regions():  # a region's process: that region's queues only
-                for queue, handler in QUEUE_HANDLERS.items():
-                    if self.stop.is_set():
-                        return
-                    sqs = aws.client("sqs", region)
-                    url = aws.queue_url(queue, region)
-                    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
-                                              AttributeNames=["All"], MessageAttributeNames=["All"])
-                    messages = got.get("Messages", [])
-                    if not messages:
-                        continue
-                    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-                    if queue == agent_worker.QUEUE:
-                        handler = partial(agent_worker.handle, after_step=_agent_step_hold)
-                    try:
-                        result = handler(sqs_event(messages, region, arn)) or {}
-                    except Exception:  # Lambda would retry the whole batch after the visibility timeout
-                        log.exception("queue handler failed", extra={"queue": queue, "region": region})
-                        continue
-                    failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
-                    for m in messages:
-                        if m["MessageId"] not in failed:
-                            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    handlers = dict(QUEUE_HANDLERS)
+    handlers[agent_worker.QUEUE] = partial(agent_worker.handle, after_step=_agent_step_hold)
+    return handlers
 
 
 def run_now_file(job: str, region: str) -> str:
@@ -280,17 +255,18 @@ class LocalPlatform:
         if not endpoint:
             import logging
 
-            from moto.server import ThreadedMotoServer
-
             from infra.emulator import serialise_writes
+            from infra.emulator.server import PersistentEmulator
 
-            serialise_writes()  # conditional writes atomic, as on DynamoDB (see infra/emulator.py)
+            serialise_writes()  # conditional writes atomic, as on DynamoDB (see infra/emulator/)
             # S3 answers another account's bucket only to a grant, as AWS does (connectors read as the
             # workspace's role, in its own account: chalicelib/gateway/ingest/source_access.py)
             os.environ.setdefault("MOTO_S3_ALLOW_CROSSACCOUNT_ACCESS", "false")
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
-            self._emulator = ThreadedMotoServer(ip_address=self.host, port=self.emulator_port, verbose=False)
+            persist = os.environ.get("LOCAL_PERSIST", "1") != "0"
+            self._emulator = PersistentEmulator(self.host, self.emulator_port, self.state_dir if persist else None,
+                                                interval=float(os.environ.get("LOCAL_SNAPSHOT_SECONDS", "1")))
             self._emulator.start()
             endpoint = f"http://{self.host}:{self.emulator_port}"
             os.environ["AWS_ENDPOINT_URL"] = endpoint
@@ -325,17 +301,49 @@ class LocalPlatform:
             for group in REGION_GROUPS:
                 _wait_for_port(self.host, self.ports[port_name(group, region)], proc, deadline)
 
+    def _seeded_demo(self, previous: dict[str, Any] | None) -> dict[str, Any]:
+        """The demo tenant: the one seeded before when the restored state still holds it (same user,
+        password, authenticator secret and API tokens), otherwise seeded now and saved at once."""
+        from infra.seed import DEMO_EMAIL, seed_demo
+
+        if previous and self._emulator is not None and self._emulator.restored["generation"]:
+            from chalicelib.identity import users
+
+            found = users.find_by_email(DEMO_EMAIL)
+            if found is not None and found.id == previous.get("user_id"):
+                return previous
+        demo = seed_demo()
+        path = self.state_dir / DEMO_FILE
+        path.write_text(json.dumps(demo, indent=2))
+        path.chmod(0o600)
+        if self._emulator is not None:
+            self._emulator.save()  # the seeded tenant is on disk before run.json says it exists
+        return demo
+
     def start(self) -> dict[str, Any]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / "run.json").unlink(missing_ok=True)  # written again once everything is up
+        for stale in [self.state_dir / "status.json", *self.state_dir.glob("health-*.json")]:
+            stale.unlink(missing_ok=True)  # the last run's: this run's processes write their own
+        try:
+            previous = json.loads((self.state_dir / DEMO_FILE).read_text())
+        except (OSError, ValueError):
+            previous = None
         endpoint = self._environment()
         from chalicelib.core.config import settings
+        from chalicelib.core.regions import OPEN_REGIONS
         from infra.bootstrap import bootstrap_all
-        from infra.seed import seed_demo
+        from infra.local.status import StatusReporter
 
         bootstrap_all()
-        demo = seed_demo()
+        demo = self._seeded_demo(previous)
         self._servers = _serve_groups({g: self.ports[g] for g in GLOBAL_GROUPS}, self.host)
         self._start_regions()
+        emulator = self._emulator
+        self.status = StatusReporter(self.state_dir, OPEN_REGIONS,
+                                     lambda: emulator.status() if emulator is not None else {}, self.stop_event,
+                                     out=lambda line: print(line, flush=True))
+        self.status.start()
         regions = {region: {"platform": urls["base_url"] + "/v1", "gateway": urls["gateway_url"]}
                    for region, urls in self.regional_urls().items()}
         info = {
@@ -346,26 +354,35 @@ class LocalPlatform:
             "outbox": os.environ["MAIL_OUTBOX_DIR"],
             "resource_prefix": settings().resource_prefix,  # operator commands name the same tables
             "pid": os.getpid(),
+            "state": emulator.status() if emulator is not None else {"persistent": False},
         }
         path = self.state_dir / "run.json"
-        path.write_text(json.dumps(info, indent=2))
-        path.chmod(0o600)
+        tmp = self.state_dir / "run.json.tmp"
+        tmp.write_text(json.dumps(info, indent=2))
+        tmp.chmod(0o600)
+        os.replace(tmp, path)
         return info
 
-    def stop(self) -> None:
+    def stop(self) -> dict[str, Any]:
+        """Stop everything in at most ``STOP_BUDGET`` seconds, whatever the state's size; returns how the
+        emulator's last snapshot went (written, or still being written by a background writer)."""
+        deadline = time.monotonic() + STOP_BUDGET
         self.stop_event.set()
         for child in self._children:
             child.terminate()
-        for child in self._children:
-            try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
         for server in self._servers:
             server.server.shutdown()
             server.server.server_close()
+        for child in self._children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic() - 2.5))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
         if self._emulator is not None:
-            self._emulator.stop()
+            self._emulator.stop_budget = max(1.0, deadline - time.monotonic())
+            return self._emulator.stop()
+        return {}
 
 
 def serve_region(region: str) -> None:
@@ -380,16 +397,31 @@ def serve_region(region: str) -> None:
     ports = _ports()
     servers = _serve_groups({g: ports[port_name(g, region)] for g in REGION_GROUPS}, host)
     stop = threading.Event()
-    for thread in (WorkerLoop(stop), Scheduler(stop)):
-        thread.start()
+    health = Health()
+    start_workers(region, queue_handlers(), stop, health)
+    Scheduler(stop).start()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     parent = os.getppid()
+    state_dir = Path(os.environ.get("LOCAL_STATE_DIR", ".local")).resolve()
     while not stop.wait(0.5):
+        health.write(health_file(state_dir, region))
         if os.getppid() != parent:
             stop.set()
     for server in servers:
         server.server.shutdown()
+
+
+def busy_ports(host: str, ports: dict[str, int]) -> list[tuple[str, int]]:
+    """The (name, port) pairs something already listens on, checked before anything starts."""
+    busy = []
+    for name, port in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                busy.append((name, port))
+    return busy
 
 
 def main() -> None:
@@ -398,6 +430,18 @@ def main() -> None:
         return
     started = time.monotonic()
     platform = LocalPlatform()
+    wanted = dict(platform.ports)
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        wanted["emulator"] = platform.emulator_port
+    busy = busy_ports(platform.host, wanted)
+    if busy:
+        names = ", ".join(f"{port} ({name})" for name, port in busy)
+        fix = ",".join(f"{name}={port + 100}" for name, port in busy if name != "emulator")
+        print(f"could not start: port {names} already in use on {platform.host}. Stop what listens there "
+              f"(`ss -ltnp` names it), or choose free ports: LOCAL_PORTS={fix or 'platform=8100'}"
+              f"{' EMULATOR_PORT=' + str(platform.emulator_port + 100) if any(n == 'emulator' for n, _ in busy) else ''}"
+              " make run", file=sys.stderr)
+        raise SystemExit(1)
     try:
         info = platform.start()
     except OSError as err:
@@ -405,7 +449,13 @@ def main() -> None:
         platform.stop()
         raise SystemExit(1) from None
     demo = info["demo"]
+    state = info["state"]
     print(f"\naiplat is running ({time.monotonic() - started:.1f}s)\n")
+    if state.get("persistent") and state["restored"]["generation"]:
+        print(f"  state         restored from {state['directory']} ({state['restored']['seconds']:.1f}s); "
+              "`make reset` starts fresh")
+    elif state.get("persistent"):
+        print(f"  state         new, kept in {state['directory']} across restarts; `make reset` starts fresh")
     for name, url in info["urls"].items():
         print(f"  {name:<13} {url}")
     for region, urls in info["regions"].items():
@@ -418,7 +468,8 @@ def main() -> None:
     print(f"\nE-mail outbox (sign-in codes, reset links, invitations): {info['outbox']}")
     print(f"Try (a 15-minute access token of the demo user): TOKEN=$(make -s token); "
           f"curl -s -H \"Authorization: Bearer $TOKEN\" {info['urls']['platform']}/me"
-          "\n\nCtrl-C stops everything.", flush=True)
+          "\nWorker health and state snapshots: `make status` (changes are printed here).\n\nCtrl-C stops everything.",
+          flush=True)
     done = threading.Event()
     # explicit handlers: a SIGINT inherited as ignored (started in the background) must still stop us
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -426,7 +477,20 @@ def main() -> None:
     while not done.wait(0.5):
         pass
     print("\nstopping...", flush=True)
-    platform.stop()
+    stopping = time.monotonic()
+    saved = platform.stop()
+    took = time.monotonic() - stopping
+    if saved.get("saved"):
+        print(f"stopped in {took:.1f}s; state saved in {platform.state_dir} (make reset starts fresh)", flush=True)
+    elif saved.get("background_pid"):
+        print(f"stopped in {took:.1f}s; the last state snapshot is still being written (pid "
+              f"{saved['background_pid']}); the next `make run` waits for it", flush=True)
+    else:
+        print(f"stopped in {took:.1f}s", flush=True)
+    # Everything is stopped and saved: skip the interpreter's teardown, which spends seconds freeing the
+    # emulator's objects one by one (the stop budget is for the whole exit, whatever the state's size).
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@ us-east workspace and an eu-central workspace where they are Admin, an API token
 workspace two synced connectors over that region's own demo data, whose datasets carry PII fields under
 policies (``chalicelib/gateway/demo.py``).
 
-Idempotent: against a persistent endpoint (LocalStack) a second run reuses the user, workspace and data,
-and issues fresh secrets. Secrets are generated at run time, never stored in the repo.
+Idempotent: against an endpoint that still holds an earlier seed (a LocalStack container that kept
+running, or an AWS sandbox) a second run reuses the user, workspace and data, and issues fresh secrets.
+`make run`'s own emulator keeps its state across restarts and does not call this again while the state
+holds the demo user (``infra/local_run.py``, ``.local/demo.json``). LocalStack Community keeps nothing
+across a container restart. Secrets are generated at run time, never stored in the repo.
 """
 from __future__ import annotations
 

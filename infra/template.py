@@ -140,6 +140,24 @@ def dr_resources_template(region: str) -> dict[str, Any]:
             "Resources": res}
 
 
+ALARM_TOPIC = "OperatorAlarmsTopic"  # operators subscribe (e-mail, paging) to the alarms of a region
+
+
+def dead_letter_alarm(queue: str, dlq_logical: str) -> dict[str, Any]:
+    """An alarm as soon as a queue's dead-letter queue holds a message (a job that failed every retry),
+    sent to the region's operator topic; back to OK when the queue is empty again. Operators list and read
+    the messages with ``make dead-letters`` (docs/operations.md)."""
+    return {"Type": "AWS::CloudWatch::Alarm", "Properties": {
+        "AlarmName": f"{PREFIX}-{queue}-dlq-not-empty",
+        "AlarmDescription": f"Messages of {queue} failed every retry and wait in {PREFIX}-{queue}-dlq "
+                            "(make dead-letters; docs/operations.md).",
+        "Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+        "Dimensions": [{"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_logical, "QueueName"]}}],
+        "Statistic": "Maximum", "Period": 60, "EvaluationPeriods": 1, "Threshold": 0,
+        "ComparisonOperator": "GreaterThanThreshold", "TreatMissingData": "notBreaching",
+        "AlarmActions": [{"Ref": ALARM_TOPIC}], "OKActions": [{"Ref": ALARM_TOPIC}]}}
+
+
 def resources_template(region: str) -> dict[str, Any]:
     """The CloudFormation template of everything declared for ``region``."""
     if region in DR_ONLY_REGIONS:
@@ -163,6 +181,10 @@ def resources_template(region: str) -> dict[str, Any]:
             "QueueName": f"{PREFIX}-{q.name}", "VisibilityTimeout": q.visibility_timeout,
             "KmsMasterKeyId": {"Ref": "DataKey"},
             "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": [dlq, "Arn"]}, "maxReceiveCount": q.max_receive_count}}}
+        res[_logical(q.name, "dlq", "alarm")] = dead_letter_alarm(q.name, dlq)
+    # not KMS-encrypted: CloudWatch could publish only with a key policy naming it, and an alarm carries
+    # names and counts, never content
+    res[ALARM_TOPIC] = {"Type": "AWS::SNS::Topic", "Properties": {"TopicName": f"{PREFIX}-operator-alarms"}}
     for b in BUCKETS:
         res[_logical(b.name, "bucket")] = _bucket(b, region)
         res[_logical(b.name, "bucket", "policy")] = _own_account_only(_logical(b.name, "bucket"))
@@ -321,6 +343,12 @@ def iam_policy(group: str, region: str | None = None, *, job: str | None = None)
                     "s3:PutBucketPolicy", "s3:PutLifecycleConfiguration", "s3:DeleteBucket"],
          "Resource": [r for b in guarded for r in (f"arn:aws:s3:::{PREFIX}-{b.name}-*", f"arn:aws:s3:::{PREFIX}-{b.name}-*/*")]},
     ]
+    if group == "platform" and region == GLOBAL_REGION:  # GET /v1/support/dead-letters: counts of every region
+        statements.append({"Sid": "DeadLetterCounts", "Effect": "Allow",
+                           "Action": ["sqs:GetQueueUrl", "sqs:GetQueueAttributes"],
+                           "Resource": [f"arn:aws:sqs:{r}:*:{PREFIX}-*-dlq" for r in OPEN_REGIONS]})
+        statements.append({"Sid": "ListQueues", "Effect": "Allow", "Action": ["sqs:ListQueues"],
+                           "Resource": [f"arn:aws:sqs:{r}:*:*" for r in OPEN_REGIONS]})
     others = [b for b in guarded if b.writer != job]
     if others:
         statements.append({"Sid": "AuditBucketsWrittenOnlyByTheirJob", "Effect": "Deny",

@@ -3,7 +3,8 @@ same place gives the same id on every re-index), its source (document or dataset
 came from, a character span in its source and its text.
 
 - Documents (the ``documents`` connector's dataset): each stored passage is a chunk; its span is the
-  passage's place in the uploaded document (``char_start``/``char_end``).
+  passage's place in the uploaded document (``char_start``/``char_end``); a passage of a PDF page is
+  titled with its page ("terms.pdf, page 3"), so citations name it.
 - Other datasets: each row is a chunk whose text is ``field: value; ...`` over the fields under the
   ``ALLOW`` policy only; the span is within that text. Fields under MASK, HASH, REDACT or DENY never
   enter a chunk, so their clear values are never written into an index.
@@ -82,6 +83,9 @@ def document_chunks(dataset_id: str, version: str, fields: list[dict[str, Any]],
         doc = doc_ref(raw_doc)
         start, end = int(row[col["char_start"]] or 0), int(row[col["char_end"]] or len(text))
         title = str(row[col["file_name"]]) if title_ok else doc
+        page = row[col["page"]] if "page" in col else None
+        if page is not None and str(page).strip():
+            title = f"{title}, page {int(page)}"
         used = ("text",) + (("file_name",) if title_ok else ()) + ((DOC_COLUMN,) if doc == raw_doc else ())
         out.append(Chunk(chunk_id(ident, raw_doc, start, end, text), DOCUMENT, dataset_id, doc, version, title,
                          start, end, text, used))

@@ -20,9 +20,9 @@ def create_backup(ctx: Ctx) -> Response:
 
     validate(ctx.json(required=False), {})
     user = ctx.user
-    found = backups.create(region_of(user.workspace_id), user.workspace_id,
-                           actor=audit.Actor.of(user), caller=ctx.caller)
-    return json_response(backups.summary(found), 201)
+    job = backups.request(region_of(user.workspace_id), user.workspace_id,
+                          actor=audit.Actor.of(user), caller=ctx.caller)
+    return json_response(job, 202, {"Location": f"/v1/backups/{job['id']}"})
 
 
 @api.route("/v1/backups", permission="backups.manage")
@@ -33,7 +33,7 @@ def list_backups(ctx: Ctx) -> dict[str, Any]:
 @api.route("/v1/backups/{backup_id}", permission="backups.manage")
 def read_backup(ctx: Ctx, backup_id: str) -> dict[str, Any]:
     ws = ctx.user.workspace_id
-    return backups.summary(backups.manifest(region_of(ws), ws, backup_id))
+    return backups.describe(region_of(ws), ws, backup_id)
 
 
 @api.route("/v1/backups/{backup_id}/restore-requests", ["POST"], permission="backups.manage")

@@ -1,8 +1,13 @@
-"""The ``residency-jobs`` queue handler (Lambda SQS event shape): approved restores and access requests.
+"""The ``residency-jobs`` queue handler (Lambda SQS event shape): approved restores, access requests and
+backups.
 
-Messages: ``{"kind": "restore", "workspace_id", "request_id", "approved_by"}`` (``restore.run_queued``)
-and ``{"kind": "access_request", "workspace_id", "request_id"}`` (``access_requests.run``). Each is
-idempotent: the request's status moves from ``queued`` once, so a redelivered message does nothing.
+Messages: ``{"kind": "restore", "workspace_id", "request_id", "approved_by"}`` (``restore.run_queued``),
+``{"kind": "access_request", "workspace_id", "request_id"}`` (``access_requests.run``) and
+``{"kind": "backup", "workspace_id", "backup_id", "actor"}`` (``backups.run_job``, one per workspace,
+queued by ``POST /v1/backups`` and by the daily schedule). Each is idempotent: the request's status
+moves from ``queued`` once and a completed backup is not taken again, so a redelivered message does
+nothing twice. A backup that fails is raised, so the queue retries it (the delivery count says which
+attempt is the last before the dead-letter queue).
 """
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ from typing import Any
 
 from chalicelib.core.store import queues
 from chalicelib.core.tenancy import region_of
-from chalicelib.residency import access_requests, restore
+from chalicelib.residency import access_requests, backups, restore
+from chalicelib.residency.models import JOBS_QUEUE
 
 
 def handle_one(message: dict[str, Any]) -> dict[str, Any]:
@@ -30,5 +36,16 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _handle_record(record: dict[str, Any]) -> bool:
-    handle_one(json.loads(record.get("body") or ""))
+    message = json.loads(record.get("body") or "")
+    if isinstance(message, dict) and message.get("kind") == "backup":
+        job = queues.parse_body(record, workspace_id="ws", backup_id="bkp")
+        if job is None:
+            raise ValueError("malformed backup job")
+        region = region_of(job["workspace_id"])
+        attempt = queues.receive_count(record)
+        actor = job.get("actor") if isinstance(job.get("actor"), dict) else {}
+        backups.run_job(region, job["workspace_id"], job["backup_id"], actor, attempt=attempt,
+                        last_attempt=attempt >= queues.max_receives(JOBS_QUEUE, region))
+        return True
+    handle_one(message)
     return True

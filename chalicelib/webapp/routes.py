@@ -6,14 +6,16 @@ import html
 import json
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.config import settings
 from chalicelib.core.http.api import JSON, Api, Ctx, json_response
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
+from chalicelib.gateway.ingest.sources import document_text
 from chalicelib.identity.sso import http_client
-from chalicelib.webapp import pages, session, shell, upstream
+from chalicelib.webapp import markdown, pages, session, shell, upstream
 
 api = Api("app")
 OCTET = "application/octet-stream"
@@ -270,18 +272,23 @@ for _depth in range(1, PROXY_DEPTH + 1):
 
 @api.route("/api/upload/{connector_id}", methods=["POST"], public=True, content_types=[OCTET])
 def upload(ctx: Ctx, connector_id: str) -> Any:
-    """Upload one document to a documents connector: the gateway issues a presigned URL, the app PUTs
-    the bytes there (so the page's CSP keeps ``connect-src 'self'``). Capped at 5 MiB."""
+    """Upload one document to a documents connector: the file is read first (``document_text``: a file
+    that cannot be indexed is refused with its reason, 422, and nothing is stored), then the gateway
+    issues a presigned URL and the app PUTs the bytes there (so the page's CSP keeps
+    ``connect-src 'self'``). Capped at 5 MiB. ``X-File-Name`` is percent-encoded (non-ASCII names)."""
     _csrf(ctx)
     token = session.read_cookies(ctx.header("cookie")).get(session.ACCESS)
     if not session.valid_claims(token):
         raise ApiError(401, "session_expired", "The session's access token expired; refresh it.")
-    name = ctx.header("x-file-name") or ""
+    name = unquote(ctx.header("x-file-name") or "")
     data = ctx.request.raw_body or b""
-    if not data:
-        raise ApiError(400, "invalid_body", "Send the document's bytes.")
     if len(data) > upstream.MAX_UPLOAD_BYTES:
-        raise ApiError(413, "body_too_large", "Documents uploaded from the app are limited to 5 MiB.")
+        raise ApiError(413, "too_large", f"{name or 'The file'} is {len(data) / 1048576:.1f} MiB; documents "
+                                         "uploaded from the app are limited to 5 MiB.")
+    try:  # the same reader the sync uses: an unreadable file is refused now, by name, and never stored
+        document_text.extract(name or "document", data, upstream.MAX_UPLOAD_BYTES)
+    except document_text.Unreadable as err:
+        raise ApiError(422, err.code, err.message) from None
     url = upstream.url_for("gateway", ["v1", "connectors", connector_id, "uploads"], None)
     if url is None:
         raise ApiError(404, "not_found", "No such connector.")
@@ -300,6 +307,22 @@ def upload(ctx: Ctx, connector_id: str) -> Any:
     if status >= 300:
         raise ApiError(502, "upload_failed", f"Storing the document failed (HTTP {status}).")
     return json_response({k: v for k, v in grant.items() if k not in ("upload_url", "url", "fields", "headers")}, 201)
+
+
+@api.route("/api/render", methods=["POST"], public=True)
+def render_markdown(ctx: Ctx) -> Any:
+    """Model answers (Markdown) as sanitised HTML for the chat page: ``{"items": [text, ...]}`` ->
+    ``{"html": [html, ...]}`` (``webapp/markdown.py``). Signed-in pages only (CSRF header, valid session)."""
+    _csrf(ctx)
+    if not session.valid_claims(session.read_cookies(ctx.header("cookie")).get(session.ACCESS)):
+        raise ApiError(401, "session_expired", "The session's access token expired; refresh it.")
+    body = ctx.json()
+    items = body.get("items") if isinstance(body, dict) else None
+    if (not isinstance(items, list) or not 1 <= len(items) <= markdown.MAX_ITEMS
+            or not all(isinstance(i, str) and len(i) <= markdown.MAX_CHARS for i in items)):
+        raise ApiError(400, "validation_failed", f"Send items: a list of 1 to {markdown.MAX_ITEMS} texts of at most "
+                                                 f"{markdown.MAX_CHARS} characters.")
+    return {"html": [markdown.render(i) for i in items]}
 
 
 @api.route("/session/claims", public=True)

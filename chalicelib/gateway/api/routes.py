@@ -54,6 +54,12 @@ def delete_connector(ctx: Ctx, connector_id: str) -> Any:
     return connectors.delete_connector(ctx.user, connector_id, ctx.caller)
 
 
+@api.route("/v1/connectors/{connector_id}/check", methods=["POST"], permission="connectors.manage")
+def check_connector(ctx: Ctx, connector_id: str) -> Any:
+    """Check the source now (the role-grant step's "check access"): the connector with its health."""
+    return connectors.check_connector(ctx.user, connector_id)
+
+
 @api.route("/v1/connectors/{connector_id}/sync", methods=["POST"], permission="connectors.manage")
 def request_sync(ctx: Ctx, connector_id: str) -> Any:
     body = validate(ctx.json(required=False), SYNC_FIELDS)

@@ -166,6 +166,14 @@ def health_check(item: models.ConnectorAttrs, region: str) -> str | None:
     return error
 
 
+def check_connector(principal: Principal, connector_id: str) -> dict:
+    """Probe the connector's source now (assume the role, list or describe it) and record the result."""
+    item, region = load(principal, connector_id)
+    health_check(item, region)
+    item.refresh(consistent_read=True)
+    return to_dict(item, region)
+
+
 def create_connector(principal: Principal, body: Any, caller: Any) -> dict:
     """Validate, store (secrets encrypted), health-check and audit a new connector."""
     body = validate(body, CREATE_FIELDS)

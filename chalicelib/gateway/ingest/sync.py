@@ -40,6 +40,7 @@ def run_to_dict(run: models.SyncRunAttrs) -> dict[str, Any]:
         "attempts": int(run.attempts or 0),
         "error": run.error,
         "schema_drift": details.get("drift"),
+        "skipped": list(details.get("skipped") or []),
     }
 
 

@@ -101,7 +101,16 @@ def start_setup(user_id: str, email: str) -> dict[str, str]:
         cls.pending_secret_enc.set(_encrypt(user_id, secret)),
         cls.pending_expires_at.set(int(clock.now()) + SETUP_TTL_SECONDS)])
     uri = pyotp.TOTP(secret, digits=DIGITS, interval=INTERVAL).provisioning_uri(name=email, issuer_name=ISSUER_NAME)
-    return {"secret": secret, "otpauth_uri": uri, "digits": str(DIGITS), "period": str(INTERVAL)}
+    return {"secret": secret, "otpauth_uri": uri, "digits": str(DIGITS), "period": str(INTERVAL),
+            "qr_svg": qr_svg(uri)}
+
+
+def qr_svg(uri: str) -> str:
+    """The otpauth URI as a QR code (``segno``), an inline SVG of paths only (no text, no script, no style
+    attribute), for the security settings page to show; error correction M, 4 px modules."""
+    import segno  # noqa: PLC0415 - loaded when someone sets up an authenticator app
+
+    return segno.make(uri, error="m").svg_inline(scale=4, border=4, dark="#000", light="#fff", title="QR code to scan")
 
 
 def confirm_setup(user_id: str, code: str) -> list[str]:

@@ -11,6 +11,7 @@ import html
 from pathlib import Path
 from string import Template
 
+from chalicelib.core.config import settings
 from chalicelib.identity.signin import password_policy as password_rule
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -53,6 +54,7 @@ SIGNIN = Template("""<div id="signin" data-return-to="$return_to" data-condition
   </form>
   <p class="divider">or</p>
   <button id="passkey-button" type="button" class="secondary">Sign in with a passkey</button>
+  <p class="note" id="signup-hint">New here? Enter your e-mail address and continue: you can create your account with a code we e-mail you.</p>
 </section>
 <section id="step-sso" aria-label="Single sign-on" hidden>
   <p>Your organisation signs in <strong class="who"></strong> with its identity provider.</p>
@@ -71,6 +73,7 @@ SIGNIN = Template("""<div id="signin" data-return-to="$return_to" data-condition
     <p class="note"><a href="/signin/reset">Forgot your password?</a></p>
   </form>
   <button id="method-code" type="button" class="secondary">E-mail me a sign-in code</button>
+  <p class="note" id="signup-note">New here? &ldquo;E-mail me a sign-in code&rdquo; creates your account with this address.</p>
   <button type="button" class="secondary" data-back>Use another e-mail address</button>
 </section>
 <section id="step-code" aria-label="E-mailed code" hidden>
@@ -116,7 +119,8 @@ RESET_CONFIRM = Template("""<p id="error" class="error" role="alert" hidden></p>
   <button type="submit">Set new password</button>
 </form>""")
 
-ACCOUNT = Template("""<p>Signed in as <strong id="account-email">$email</strong>.</p>
+ACCOUNT = Template("""<p><a id="back-to-app" href="$app_url">&larr; Back to the workspace app</a></p>
+<p>Signed in as <strong id="account-email">$email</strong>.</p>
 <p id="status" class="note" role="status" aria-live="polite" hidden></p>
 <section aria-labelledby="h-passkeys"><h2 id="h-passkeys">Passkeys</h2>
   <ul id="passkeys" class="items"></ul>
@@ -127,7 +131,10 @@ ACCOUNT = Template("""<p>Signed in as <strong id="account-email">$email</strong>
 <section aria-labelledby="h-totp"><h2 id="h-totp">Authenticator app</h2><p id="totp-state" class="note"></p>
   <button id="totp-start" type="button" class="secondary" hidden>Set up an authenticator app</button>
   <form id="totp-form" novalidate hidden>
-    <p class="note">Add this key to your authenticator app: <code id="totp-secret"></code></p>
+    <p class="note">Scan this code with your authenticator app:</p>
+    <div id="totp-qr" class="qr" role="img" aria-label="QR code of your authenticator app key"></div>
+    <p class="note">On this device: <a id="totp-link" href="#">open it in your authenticator app</a>.
+      Or type this key into the app: <code id="totp-secret"></code></p>
     <label for="totp-code">6-digit code from the app</label>
     <input id="totp-code" name="code" type="text" inputmode="numeric" autocomplete="one-time-code" required
            aria-describedby="totp-code-error">
@@ -212,7 +219,9 @@ def reset_page(token: str | None) -> str:
 
 
 def account_page(email: str) -> str:
-    return render("Security settings", ACCOUNT.substitute(email=html.escape(email), **_rule()), ("webauthn.js", "account.js"),
+    app_url = html.escape(settings().app_url.rstrip("/") + "/", quote=True)
+    return render("Security settings", ACCOUNT.substitute(email=html.escape(email), app_url=app_url, **_rule()),
+                  ("webauthn.js", "account.js"),
                   wide=True)
 
 

@@ -19,7 +19,8 @@ from chalicelib.core import audit
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import validation_error
 
-PARAMS = ("from", "to", "action", "actor", "limit", "after")
+PARAMS = ("from", "to", "action", "actor", "limit", "after", "order")
+ORDERS = ("oldest", "newest")  # chain order (the default), or newest first
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_SCANNED = 5000
@@ -118,21 +119,33 @@ def _filter(cls: Any, f: Filters, region: str = "", workspace_id: str = "") -> A
     return cond
 
 
-def query_events(region: str, workspace_id: str, f: Filters, limit: int, after: int | None) -> dict[str, Any]:
-    """One page of events in chain (= time) order."""
+def order_of(query: dict[str, str]) -> bool:
+    """True for ``order=newest`` (newest first); chain order otherwise."""
+    order = query.get("order", "oldest")
+    if order not in ORDERS:
+        raise validation_error([{"field": "order", "message": "must be oldest or newest"}])
+    return order == "newest"
+
+
+def query_events(region: str, workspace_id: str, f: Filters, limit: int, after: int | None,
+                 newest: bool = False) -> dict[str, Any]:
+    """One page of events in chain (= time) order, or newest first (``after`` then means "older than")."""
     empty = {"events": [], "has_more": False, "next_cursor": None}
     bounds = seq_bounds(region, workspace_id, f)
     if bounds is None:
         return empty
     lo, hi = bounds
-    if after is not None:
+    if after is not None and newest:
+        hi = min(hi, after - 1)
+    elif after is not None:
         lo = max(lo, after + 1)
     if lo > hi:
         return empty
     cls = audit.model(region)
     cond = _filter(cls, f, region, workspace_id)
     size = limit + 1 if cond is None else min(MAX_SCANNED, max(limit + 1, 500))
-    pages = cls.query(workspace_id, cls.seq.between(lo, hi), filter_condition=cond, page_size=size).page_iter
+    pages = cls.query(workspace_id, cls.seq.between(lo, hi), filter_condition=cond, page_size=size,
+                      scan_index_forward=not newest).page_iter
     found: list[Any] = []
     scanned = 0
     resume: int | None = None

@@ -21,7 +21,8 @@ def list_events(ctx: Ctx) -> Any:
     ws_id = ctx.user.workspace_id
     filters = audit_query.parse_filters(ctx.query)
     limit = paging.limit(ctx.query, audit_query.DEFAULT_LIMIT, audit_query.MAX_LIMIT)
-    return audit_query.query_events(region_of(ws_id), ws_id, filters, limit, audit_query.decode_after(ctx.query))
+    return audit_query.query_events(region_of(ws_id), ws_id, filters, limit, audit_query.decode_after(ctx.query),
+                                    audit_query.order_of(ctx.query))
 
 
 @api.route("/v1/audit/exports", methods=["POST"], permission="audit.export")

@@ -8,8 +8,9 @@ from chalicelib.core.authz import AUTHENTICATED
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import validate
-from chalicelib.core.regions import PATH
+from chalicelib.core.regions import GLOBAL, PATH
 from chalicelib.platform.audit import query as audit_query
+from chalicelib.platform.support import dead_letters
 from chalicelib.platform.support import service as support
 from chalicelib.platform.workspaces.service import to_public
 
@@ -48,3 +49,9 @@ def support_read_audit(ctx: Ctx, workspace_id: str) -> Any:
     after = audit_query.decode_after(ctx.query)
     ws, _ = support.authorize(ctx.user, workspace_id, "audit.events", caller=ctx.caller)
     return audit_query.query_events(ws.region, ws.id, filters, limit, after)
+
+
+@api.route("/v1/support/dead-letters", permission=AUTHENTICATED, scope=GLOBAL)
+def support_dead_letters(ctx: Ctx) -> Any:
+    paging.check_params(ctx.query, ())
+    return dead_letters.for_operator(ctx.user)

@@ -47,6 +47,13 @@ def revoke_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
     return invitations.revoke(workspace_id, invitation_id, actor=Actor.of(ctx.user), caller=ctx.caller)
 
 
+@api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}/preview", permission=AUTHENTICATED, scope=GLOBAL)
+def preview_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:
+    require_user_token(ctx.user)
+    paging.check_params(ctx.query, ())
+    return invitations.preview(workspace_id, invitation_id, ctx.user)
+
+
 @api.route("/v1/workspaces/{workspace_id}/invitations/{invitation_id}/accept", methods=["POST"],
            permission=AUTHENTICATED, scope=GLOBAL)
 def accept_invitation(ctx: Ctx, workspace_id: str, invitation_id: str) -> Any:

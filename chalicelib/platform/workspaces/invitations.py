@@ -21,6 +21,7 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F, email
 from chalicelib.core.ids import new_id
+from chalicelib.core.store.conditions import item_condition_failed
 from chalicelib.core.store.tables import connection
 from chalicelib.core.tenancy import get_workspace, membership, region_of
 from chalicelib.identity import users
@@ -87,9 +88,13 @@ def create(workspace_id: str, body: dict[str, Any], *, actor: audit.Actor, calle
         with TransactWrite(connection=connection(region)) as tx:
             tx.save(claim, condition=claims.id.does_not_exist() | (claims.expires_at <= int(now)))
             tx.save(inv, condition=invitations(region).id.does_not_exist())
-    except TransactWriteError:
-        raise conflict("invitation_pending", f"A pending invitation for {address} already exists; revoke it "
-                                             "or wait until it expires.") from None
+    except TransactWriteError as err:
+        if item_condition_failed(err, 0):  # the address's claim is held by a live invitation
+            raise conflict("invitation_pending", f"A pending invitation for {address} already exists; revoke it "
+                                                 "or wait until it expires.") from None
+        # a conflicting concurrent transaction, throttling, a service error: nothing was written
+        raise ApiError(503, "unavailable", "The invitation could not be saved just now; nothing was changed. "
+                                         "Try again.", headers={"Retry-After": "1"}) from err
     ws = get_workspace(workspace_id)
     link = f"{settings().app_url}/invitations/accept?workspace_id={workspace_id}&invitation_id={inv.id}"
     mail.send(address, f"You are invited to {ws.name}",
@@ -126,6 +131,24 @@ def revoke(workspace_id: str, invitation_id: str, *, actor: audit.Actor, caller:
     audit.append(region, workspace_id, "invitation.revoked", actor=actor,
                  target={"type": "invitation", "id": inv.id, "email": inv.email}, caller=caller)
     return to_public(get(workspace_id, invitation_id))
+
+
+def preview(workspace_id: str, invitation_id: str, principal: Principal) -> dict[str, Any]:
+    """What the invited person sees before accepting: the workspace's name and residency, who invited
+    them, the role and when the invitation ends. Only the invited address may read it (another address
+    gets the same 404 as an unknown invitation), so it tells no one else anything."""
+    try:
+        region_of(workspace_id)
+    except ApiError:
+        raise not_found("invitation") from None
+    inv = get(workspace_id, invitation_id)
+    if users.normalise_email(principal.email or "") != inv.email:
+        raise not_found("invitation")
+    ws = get_workspace(workspace_id)
+    inviter = json.loads(inv.invited_by or "{}")
+    return {"id": inv.id, "workspace": {"id": workspace_id, "name": ws.name, "residency": ws.residency},
+            "role": inv.role, "status": status_of(inv), "expires_at": clock.iso(inv.expires_at),
+            "invited_by": {"email": inviter.get("email")}, "email": inv.email}
 
 
 def accept(workspace_id: str, invitation_id: str, principal: Principal, *, caller: Any = None) -> dict[str, Any]:

@@ -53,9 +53,10 @@ export async function raw(url, init = {}, retried = false) {
   return resp;
 }
 
-export async function call(surface, path, { method = "GET", body, query, headers = {}, stream = false } = {}) {
+export async function call(surface, path, { method = "GET", body, query, headers = {}, stream = false, signal } = {}) {
   const q = query ? "?" + new URLSearchParams(Object.entries(query).filter(([, v]) => v !== "" && v !== null && v !== undefined)) : "";
   const init = { method, headers: { ...headers } };
+  if (signal) init.signal = signal;
   if (body !== undefined) { init.body = JSON.stringify(body); init.headers["Content-Type"] = "application/json"; }
   if (stream) init.headers.Accept = "text/event-stream";
   const resp = await raw(`/api/${surface}${path}${q === "?" ? "" : q}`, init);

@@ -64,6 +64,19 @@ export function badge(text, kind = "") {
 
 export const when = (iso) => (iso ? new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }) : "—");
 
+// An ISO 8601 duration in words: PT2M31S -> "2 min 31 s", P30D -> "30 days".
+export function humanDuration(iso) {
+  const m = /^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$/.exec(String(iso || ""));
+  if (!m || !iso || iso === "P" || iso === "PT") return iso ? String(iso) : "none";
+  const [, d, hh, mm, ss] = m;
+  const parts = [];
+  if (d) parts.push(`${Number(d)} day${Number(d) === 1 ? "" : "s"}`);
+  if (hh) parts.push(`${Number(hh)} h`);
+  if (mm) parts.push(`${Number(mm)} min`);
+  if (ss) parts.push(`${Math.round(Number(ss))} s`);
+  return parts.join(" ") || "0 s";
+}
+
 const live = () => document.getElementById("live");
 export function announce(text) {
   const el = live();

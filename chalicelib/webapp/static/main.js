@@ -3,7 +3,7 @@
 import { claims, ApiError } from "./api.js";
 import { h, problemBox } from "./dom.js";
 import { match } from "./routes.js";
-import { loadWorkspaces, renderHeader, renderNav, markCurrent } from "./shell.js";
+import { loadWorkspaces, renderHeader, renderNav, markCurrent, allowed } from "./shell.js";
 
 const PAGES = {
   home: () => import("./pages/home.js"), workspace_new: () => import("./pages/workspace_new.js"),
@@ -15,6 +15,22 @@ const PAGES = {
   members: () => import("./pages/members.js"), accept: () => import("./pages/accept.js"),
   audit: () => import("./pages/audit.js"), settings: () => import("./pages/settings.js"),
 };
+
+// Pages only some roles may use (the navigation hides them; an address typed by hand gets a page that
+// says so instead of forms full of refusals).
+const NEEDS = { members: "admin", settings: "admin", audit: "audit", chat: "member", query: "member", agent_edit: "member" };
+const NEED_WORDS = { admin: ["Admins only", "This page is for the workspace's Admins."],
+  audit: ["Admins and Viewers only", "The audit trail is for the workspace's Admins and Viewers."],
+  member: ["Members and Admins only", "This page is for the workspace's Members and Admins; Viewers read."] };
+
+function refused(main, need) {
+  const [title, why] = NEED_WORDS[need];
+  const roles = (state.me.roles || []).join(", ") || "no role";
+  main.replaceChildren(h("h1", { id: "role-refused" }, title),
+    h("p", {}, `${why} You are signed in as ${state.me.email || "this account"} with the role ${roles} here; an Admin can change your role on the Members page.`),
+    h("p", {}, h("a", { class: "button", href: "/" }, "Go to the overview")));
+  document.title = `${title} · AI Platform`;
+}
 
 const state = { me: null, workspaces: [], authUrl: document.body.dataset.authUrl || "" };
 let generation = 0;
@@ -35,6 +51,8 @@ export async function render() {
   try {
     if (!found || !PAGES[found.name]) {
       notFound(main);
+    } else if (NEEDS[found.name] && state.me && state.me.workspace_id && !allowed(state.me, NEEDS[found.name])) {
+      refused(main, NEEDS[found.name]);
     } else {
       const mod = await PAGES[found.name]();
       const view = h("div", { class: "page" }, h("p", { class: "loading", role: "status" }, "Loading…"));

@@ -11,7 +11,7 @@ from chalice.test import Client
 from chalicelib.agents.runtime import worker
 from chalicelib.core import aws
 from chalicelib.groups import create_app
-from infra.local_run import sqs_event
+from infra.local.workers import sqs_event
 from tests.functional.platform.helpers import User, add_member, call
 
 QUEUE = "agent-runs"

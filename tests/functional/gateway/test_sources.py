@@ -225,7 +225,8 @@ def test_documents_presigned_upload_and_passages(tenant: Tenant) -> None:
         run = _sync(c, tenant, conn["id"])
         assert run["status"] == "SUCCEEDED", run
         cols, rows = rows_of(tenant, conn["dataset"]["id"])
-        assert cols == ["document_id", "file_name", "passage_no", "text", "char_start", "char_end", "uploaded_at"]
+        assert cols == ["document_id", "file_name", "passage_no", "page", "text", "char_start", "char_end",
+                        "uploaded_at"]
         passages = [dict(zip(cols, r, strict=True)) for r in rows]
         assert {p["document_id"] for p in passages} == {up["document_id"]}
         assert len(passages) >= 6
@@ -233,7 +234,8 @@ def test_documents_presigned_upload_and_passages(tenant: Tenant) -> None:
         assert all(text[p["char_start"]:p["char_end"]].strip() == p["text"] for p in passages)
         assert "Paragraph 5." in " ".join(p["text"] for p in passages)
         run_row = models.sync_runs(tenant.region).get(tenant.workspace_id, run["id"])
-        assert json.loads(run_row.details)["skipped"] == ["blob.bin"]
+        assert json.loads(run_row.details)["skipped"] == [
+            "blob.bin: .bin files are not supported. Upload PDF, Word (.docx), HTML, Markdown or plain text (.txt)."]
         # an upload URL only for documents connectors, and only plain file names
         assert call(c, "POST", f"/v1/connectors/{conn['id']}/uploads", tenant.token,
                     {"file_name": "../../etc/passwd"})[0] == 400

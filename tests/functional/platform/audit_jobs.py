@@ -6,7 +6,7 @@ from typing import Any
 
 from chalicelib.core import aws
 from chalicelib.workers import jobs
-from infra.local_run import sqs_event
+from infra.local.workers import sqs_event
 
 
 def run_export_job(region: str) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from typing import Any
 
 from chalicelib.core import aws
 from chalicelib.workers import jobs
-from infra.local_run import sqs_event
+from infra.local.workers import sqs_event
 
 
 def run_residency_jobs(*regions: str) -> list[dict[str, Any]]:

@@ -6,6 +6,8 @@ import gzip
 import hashlib
 import json
 
+import pytest
+
 from chalicelib.core import audit, aws, clock
 from chalicelib.residency import backups, content, models, sealing
 from chalicelib.residency.models import BACKED_UP_TABLES, BACKUP_BUCKET, NOT_BACKED_UP, PREFIX_KEYED
@@ -13,6 +15,7 @@ from infra.resources import BACKUP_RETENTION_DAYS, REGIONAL, TABLES
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.gateway.data import token_for
 from tests.functional.residency.helpers import SECRET, client, get, post, seed
+from tests.functional.residency.jobs import run_residency_jobs
 
 DAY = 24 * 3600
 
@@ -36,9 +39,15 @@ def test_backup_holds_exactly_the_workspace_content_sealed_under_the_backup_key(
     other = make_tenant("other@example.com", name="Other")
     seed(tenant.workspace_id, tenant.region, "a")
     seed(other.workspace_id, other.region, "b")
-    res = post(client(), "/v1/backups", tenant.token)
-    assert res.status_code == 201, res.body
-    made = res.json_body
+    c = client()
+    res = post(c, "/v1/backups", tenant.token)
+    assert res.status_code == 202, res.body  # queued: the worker writes it
+    assert res.json_body["status"] == "queued"
+    assert res.headers["Location"] == f"/v1/backups/{res.json_body['id']}"
+    assert get(c, f"/v1/backups/{res.json_body['id']}", tenant.token).json_body["status"] == "queued"
+    run_residency_jobs(tenant.region)
+    made = get(c, f"/v1/backups/{res.json_body['id']}", tenant.token).json_body
+    assert made["status"] == "completed" and made["attempts"] == 1 and made["trigger"] == "api"
     assert made["tables"]["chats"] == 2
     assert made["tables"]["agents"] == 1
     assert made["tables"]["datasets"] == 1
@@ -51,6 +60,8 @@ def test_backup_holds_exactly_the_workspace_content_sealed_under_the_backup_key(
                                "knowledge": {"objects": 1, "bytes": 6}}
     stored = _objects(tenant.region, f"workspaces/{tenant.workspace_id}/{made['id']}/")
     manifest = json.loads(stored.pop(f"workspaces/{tenant.workspace_id}/{made['id']}/manifest.json"))
+    job = json.loads(stored.pop(f"workspaces/{tenant.workspace_id}/{made['id']}/status.json"))
+    assert job["requested_by"]["type"] == "user" and SECRET.encode() not in json.dumps(job).encode()
     assert len(stored) == 4  # items.enc + three objects
     for key, body in stored.items():
         assert SECRET.encode() not in body  # sealed, not clear
@@ -73,8 +84,9 @@ def test_backup_holds_exactly_the_workspace_content_sealed_under_the_backup_key(
     assert sorted(content.canonical(i) for i in found.items["chats"]) == sorted(
         content.canonical(i) for i in content.items(tenant.region, next(t for t in BACKED_UP_TABLES if t.name == "chats"),
                                                     tenant.workspace_id))
-    actions = [e["action"] for e in audit.iter_chain(tenant.region, tenant.workspace_id)]
-    assert actions[-1] == "backup.created"
+    events = list(audit.iter_chain(tenant.region, tenant.workspace_id))
+    assert [e["action"] for e in events][-2:] == ["backup.requested", "backup.created"]
+    assert events[-1]["actor"]["type"] == "user"  # written by the worker on behalf of the Admin who asked
 
 
 def test_eu_backup_stays_in_its_region(stack: None) -> None:
@@ -126,3 +138,60 @@ def test_sweep_removes_exactly_the_backups_35_days_old(tenant: Tenant) -> None:
     assert len(_objects(tenant.region, f"workspaces/{tenant.workspace_id}/{young}/")) == 2
     # audit events are never swept
     assert [e["action"] for e in audit.iter_chain(tenant.region, tenant.workspace_id)].count("backup.created") == 2
+
+
+def test_the_schedule_queues_one_job_per_workspace_and_the_worker_runs_each(stack: None) -> None:
+    us = make_tenant("us@example.com", name="US")
+    eu = make_tenant("eu@example.com", residency="eu-central", name="EU")
+    report = backups.backup_all({})
+    assert report == {"queued": {"us-east-1": 1, "eu-central-1": 1}, "failed": {}}
+    assert backups.list_backups(us.region, us.workspace_id, {})["backups"][0]["status"] == "queued"
+    run_residency_jobs()
+    for t in (us, eu):
+        (found,) = backups.list_backups(t.region, t.workspace_id, {})["backups"]
+        assert found["status"] == "completed" and found["trigger"] == "schedule"
+        assert found["item_count"] >= 1 and found["region"] == t.region
+
+
+def test_one_failing_workspace_is_retried_and_reported_without_stopping_the_others(stack: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = make_tenant("good@example.com", name="Good")
+    bad = make_tenant("bad@example.com", name="Bad")
+    real = backups.create
+
+    def create(region: str, workspace_id: str, **kwargs: object) -> dict[str, object]:
+        if workspace_id == bad.workspace_id:
+            raise RuntimeError("simulated storage failure")
+        return real(region, workspace_id, **kwargs)
+
+    monkeypatch.setattr(backups, "create", create)
+    assert backups.backup_all({})["queued"] == {"us-east-1": 2}
+    results = run_residency_jobs(good.region)
+    assert sum(len(r["batchItemFailures"]) for r in results) == 1  # the bad job goes back to its queue
+    (ok,) = backups.list_backups(good.region, good.workspace_id, {})["backups"]
+    assert ok["status"] == "completed"
+    (retrying,) = backups.list_backups(bad.region, bad.workspace_id, {})["backups"]
+    assert retrying["status"] == "retrying" and retrying["error"] == "RuntimeError" and retrying["attempts"] == 1
+    # the last delivery the redrive policy allows marks it failed (and audits it) before the dead-letter queue
+    with pytest.raises(RuntimeError):
+        backups.run_job(bad.region, bad.workspace_id, retrying["id"], {"type": "system", "id": "system"},
+                        attempt=5, last_attempt=True)
+    (failed,) = backups.list_backups(bad.region, bad.workspace_id, {})["backups"]
+    assert failed["status"] == "failed" and failed["attempts"] == 5
+    assert [e["action"] for e in audit.iter_chain(bad.region, bad.workspace_id)][-1] == "backup.failed"
+    monkeypatch.setattr(backups, "create", real)
+    assert backups.run_job(good.region, good.workspace_id, ok["id"], {}, attempt=2, last_attempt=False)[
+        "status"] == "completed"  # a redelivered completed job runs nothing again
+    assert len(backups.list_backups(good.region, good.workspace_id, {})["backups"]) == 1
+
+
+def test_a_job_the_queue_refuses_is_failed_and_answered_503(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chalicelib.core.store import queues
+
+    def refuse(*args: object, **kwargs: object) -> str:
+        raise RuntimeError("queue unavailable")
+
+    monkeypatch.setattr(queues, "enqueue", refuse)
+    res = post(client(), "/v1/backups", tenant.token)
+    assert res.status_code == 503 and res.json_body["code"] == "backup_not_queued"
+    (job,) = backups.list_backups(tenant.region, tenant.workspace_id, {})["backups"]
+    assert job["status"] == "failed"

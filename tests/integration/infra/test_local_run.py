@@ -58,3 +58,21 @@ def test_requests_with_secrets_in_the_query_leave_no_trace(platform: RunningPlat
 def test_redact_removes_every_query_string() -> None:
     line = "code 400, message Bad request syntax ('GET /cb?code=abc&state=x HTTP/1.1 extra') /a?token=t"
     assert redact(line) == "code 400, message Bad request syntax ('GET /cb?[query omitted] HTTP/1.1 extra') /a?[query omitted]"
+
+
+def test_a_non_ascii_authorization_header_on_an_unknown_address_gets_the_404_problem(platform: RunningPlatform) -> None:
+    """Chalice's local gateway encoded the header as ASCII for its unknown-address answer and dropped the
+    connection; API Gateway answers, and so does `make run`."""
+    for base in (platform.urls["platform"], platform.urls["gateway"], platform.urls["identity"]):
+        host, port = urlsplit(base).hostname, urlsplit(base).port
+        for path in ("/no-such-route", "/v1/no/such/route"):
+            with socket.create_connection((host, port), timeout=30) as s:
+                s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                          f"Authorization: Bearer caf\u00e9\u20ac\r\n\r\n".encode())
+                answer = b""
+                while chunk := s.recv(4096):
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.split(b"\r\n", 1)[0].endswith(b" 404 Not Found"), (base, path, head)
+            assert b"application/problem+json" in head
+            assert json.loads(body)["status"] == 404

@@ -28,15 +28,15 @@ def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -
     page.wait_for_selector("a:has-text('Demo order analyst')")
     check_page(page, "agents")
     page.click("a:has-text('New agent')")
-    page.wait_for_selector("fieldset legend:has-text('Allowed tools')")
+    page.wait_for_selector("fieldset legend:has-text('What it may do')")
     check_page(page, "agent-new")
     page.go_back()
     ready(page)
     page.click("a:has-text('Demo order analyst')")
     page.wait_for_selector("#start-run")
-    assert '"question"' in page.input_value("#run-input")  # the plan's {{input.question}} is offered
+    assert page.is_visible("#run-question")  # the plan's {{input.question}} is asked in words, not JSON
     check_page(page, "agent")
-    page.fill("#run-input", '{"question": "Which country brings the most paid revenue?"}')
+    page.fill("#run-question", "Which country brings the most paid revenue?")
     page.click("#start-run")
     page.wait_for_url("**/runs/run_*")
     page.wait_for_selector("#run-status .badge:text-is('completed')", timeout=90000)
@@ -55,7 +55,7 @@ def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -
     queue = next(u for u in sqs.list_queues()["QueueUrls"] if u.endswith("-agent-runs"))
     sqs.set_queue_attributes(QueueUrl=queue, Attributes={"DelaySeconds": "60"})
     try:
-        page.fill("#run-input", '{"question": "Which country brings the most paid revenue?"}')
+        page.fill("#run-question", "Which country brings the most paid revenue?")
         page.click("#start-run")
         page.wait_for_url("**/runs/run_*")
         page.wait_for_selector("#run-status .badge:text-is('queued')")
@@ -90,7 +90,7 @@ def test_cancel_a_run_in_progress(platform: Any, browser: Any) -> None:
     page.wait_for_selector("#start-run")
     hold.touch()
     try:
-        page.fill("#run-input", '{"question": "Which country brings the most paid revenue?"}')
+        page.fill("#run-question", "Which country brings the most paid revenue?")
         page.click("#start-run")
         page.wait_for_url("**/runs/run_*")
         page.wait_for_selector("#run-steps li[data-status=completed]", timeout=60000)  # step 1 done, step 2 held

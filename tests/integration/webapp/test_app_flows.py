@@ -111,6 +111,13 @@ def test_journey(platform: Any, browser: Any) -> None:
     mpage.click("#accept")
     mpage.wait_for_selector("#ws-name:text-is('Research EU')")
     assert "member" in mpage.text_content("#me-roles")
+    # a Member sees no admin page in the navigation, and one opened by address says who it is for
+    assert mpage.locator("#nav a[href='/members'], #nav a[href='/settings']").count() == 0
+    for admin_page in ("/members", "/settings"):
+        _goto(mpage, app + admin_page)
+        assert mpage.text_content("#role-refused") == "Admins only"
+        assert "member" in mpage.text_content("#main") and "Forbidden" not in mpage.text_content("#main")
+    check_page(mpage, "admins-only")
     mate.close()
 
     # the Admin requires MFA in the EU workspace; the teammate's one-factor sign-in (e-mailed code) is
@@ -182,7 +189,8 @@ def test_journey(platform: Any, browser: Any) -> None:
     _goto(page, app + "/chat")
     page.wait_for_selector(chat_link)
     page.once("dialog", lambda dialog: dialog.accept())
-    page.locator(".chat-list li", has=page.locator(chat_link.removeprefix(".chat-list "))).locator("button").click()
+    page.locator(".chat-list li", has=page.locator(chat_link.removeprefix(".chat-list "))).locator(
+        "button:has-text('Delete')").click()
     page.wait_for_selector(chat_link, state="detached")
 
     # catalog search -> dataset page with the lineage graph

@@ -1,8 +1,10 @@
 """``documents`` connector: files uploaded through presigned S3 PUT URLs into the region's
 ``documents`` bucket (``uploads/<workspace>/<connector>/<document id>/<file name>``). A sync splits each
-new or changed text document into passages (dataset rows ``document_id, file_name, passage_no, text,
-char_start, char_end, uploaded_at``) for retrieval; rows of changed or deleted documents are replaced.
-Files that are not UTF-8 text are skipped and named in the run's details.
+new or changed document (PDF, Word, HTML, Markdown, text: ``document_text``) into passages (dataset rows
+``document_id, file_name, passage_no, page, text, char_start, char_end, uploaded_at``; ``page`` is the PDF
+page the passage is on, null for formats without pages) for retrieval; rows of changed or deleted
+documents are replaced. A file that cannot be read (scanned, encrypted, damaged, a zip bomb, ...) is
+skipped whole and named with the reason in the run's details: a document is never half indexed.
 """
 from __future__ import annotations
 
@@ -13,14 +15,16 @@ from typing import Any
 from chalicelib.core import aws, clock
 from chalicelib.core.http.validation import F
 from chalicelib.core.ids import new_id
-from chalicelib.gateway.ingest.sources import Batch, Record, SourceError, Src
+from chalicelib.gateway.ingest.sources import Batch, Record, SourceError, Src, document_text
 from chalicelib.gateway.ingest.sources.s3_objects import diff, fetch, list_objects
 
 BUCKET = "documents"
 UPLOAD_TTL_S = 900
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+MAX_UPLOAD_BYTES = document_text.MAX_BYTES
 TEXT_TYPES = {".txt": "text/plain", ".md": "text/markdown", ".markdown": "text/markdown", ".csv": "text/csv",
-              ".json": "application/json", ".html": "text/html", ".htm": "text/html", ".log": "text/plain"}
+              ".json": "application/json", ".html": "text/html", ".htm": "text/html", ".log": "text/plain",
+              ".pdf": "application/pdf",
+              ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"}
 FILENAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,199}$")
 FIELDS = {
     "max_passage_chars": F(int, minimum=200, maximum=8000),
@@ -98,6 +102,24 @@ def split_passages(text: str, max_chars: int = 1000, overlap: int = 100) -> list
     return out
 
 
+def document_records(doc_id: str, file_name: str, key: str, uploaded: str, pages: list[document_text.Page],
+                     max_chars: int, overlap: int) -> list[Record]:
+    """The rows of one document: passages split page by page, their character spans in the document's
+    whole text (pages joined by a blank line), each with its page number (PDF)."""
+    records: list[Record] = []
+    offset = 0
+    n = 0
+    for page in pages:
+        for start, end, passage in split_passages(page.text, max_chars, overlap):
+            n += 1
+            records.append(Record(f"{doc_id}#{n}", {
+                "document_id": doc_id, "file_name": file_name, "passage_no": n, "page": page.number,
+                "text": passage, "char_start": offset + start, "char_end": offset + end, "uploaded_at": uploaded},
+                source=key))
+        offset += len(page.text) + 2
+    return records
+
+
 def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     bucket = aws.bucket_name(BUCKET, src.region)
     base = prefix(src.workspace_id, src.connector_id)
@@ -109,22 +131,18 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     skipped: list[str] = []
     for key in changed:
         doc_id, _, file_name = key[len(base):].partition("/")
-        if listing[key]["size"] > MAX_UPLOAD_BYTES:  # the presigned PUT cannot cap the size: skip, named
-            skipped.append(file_name or key)
-            continue
         try:
-            text = fetch(aws.client("s3", src.region), bucket, key).decode("utf-8-sig")
-        except UnicodeDecodeError:
-            skipped.append(file_name or key)
-            continue
-        if "\x00" in text:
-            skipped.append(file_name or key)
+            size = listing[key]["size"]
+            if size > MAX_UPLOAD_BYTES:  # the presigned PUT cannot cap the size: named, never downloaded
+                raise document_text.Unreadable("too_large", f"{file_name or key} is {size / 1048576:.1f} MiB; the "
+                                               f"limit is {MAX_UPLOAD_BYTES / 1048576:.0f} MiB.")
+            data = fetch(aws.client("s3", src.region), bucket, key)
+            pages = document_text.extract(file_name or key, data, MAX_UPLOAD_BYTES)
+        except document_text.Unreadable as err:
+            skipped.append(err.message[:300])  # the message names the file
             continue
         uploaded = listing[key]["last_modified"].strftime("%Y-%m-%d %H:%M:%S")
-        for n, (start, end, passage) in enumerate(split_passages(text, max_chars, overlap), start=1):
-            records.append(Record(f"{doc_id}#{n}", {
-                "document_id": doc_id, "file_name": file_name, "passage_no": n, "text": passage,
-                "char_start": start, "char_end": end, "uploaded_at": uploaded}, source=key))
+        records.extend(document_records(doc_id, file_name, key, uploaded, pages, max_chars, overlap))
     return Batch(records=records, cursor={"objects": {k: m["etag"] for k, m in listing.items()}},
                  rows_read=len(records), complete=(mode == "FULL_REFRESH"),
                  replaced_sources=set(changed) | set(deleted), primary_key=["document_id", "passage_no"],

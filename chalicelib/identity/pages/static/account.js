@@ -117,6 +117,11 @@
     const res = await postJSON('/account/totp/setup', {});
     if (!res.ok) { status((res.data && res.data.detail) || 'Could not start.', true); return; }
     $('totp-secret').textContent = res.data.secret;
+    const uri = String(res.data.otpauth_uri || '');
+    if (uri.startsWith('otpauth://')) $('totp-link').setAttribute('href', uri);
+    const qr = document.createElement('template');
+    qr.innerHTML = String(res.data.qr_svg || ''); // the server's segno SVG: paths only
+    $('totp-qr').replaceChildren(...[...qr.content.childNodes].filter((n) => n.nodeName.toLowerCase() === 'svg'));
     $('totp-form').hidden = false;
     $('totp-code').focus();
   });

@@ -2,7 +2,7 @@
 // A new user arrives here after signing up at the identity service (the deep link survives sign-in);
 // an existing user after signing in. Accepting needs the invited, verified address.
 import { platform, sessionCall } from "../api.js";
-import { h, problemBox } from "../dom.js";
+import { h, problemBox, when } from "../dom.js";
 import { switchWorkspace } from "../shell.js";
 
 export async function render({ view, query, me, reloadFrame, navigate }) {
@@ -31,12 +31,32 @@ export async function render({ view, query, me, reloadFrame, navigate }) {
       other.addEventListener("click", async () => { location.assign((await sessionCall("/session/signout", {})).redirect_to); });
       result.replaceChildren(problemBox(err), code === "email_mismatch" || err.status === 403
         ? h("p", {}, `You are signed in as ${me.email}. The invitation is for another address: sign in with that address to accept.`, " ", other)
-        : null);
+        : "");
       accept.disabled = false;
     }
   });
+  let inv = null;
+  try {
+    inv = await platform(`/v1/workspaces/${workspaceId}/invitations/${invitationId}/preview`);
+  } catch (err) {
+    if (err.status !== 404) throw err;
+  }
+  if (!inv) {
+    const other = h("button", { type: "button", class: "secondary", id: "use-other" }, "Sign out and use another account");
+    other.addEventListener("click", async () => { location.assign((await sessionCall("/session/signout", {})).redirect_to); });
+    parts.push(h("section", { "aria-label": "Invitation" },
+      h("p", { id: "invite-not-found" }, "You are signed in as ", h("strong", { id: "accept-as" }, me.email || ""),
+        ". No invitation at this link is open for this address: it may be for another address, revoked, or already used."), other));
+    view.replaceChildren(...parts);
+    return;
+  }
+  const pending = inv.status === "pending";
+  parts[0] = h("h1", {}, `Join ${inv.workspace.name}`);
   parts.push(h("section", { "aria-label": "Invitation" },
-    h("p", {}, "You are signed in as ", h("strong", { id: "accept-as" }, me.email || ""), ". Accept the invitation to join the workspace with the role the inviter chose."),
-    accept, result));
+    h("p", { id: "invite-summary" }, `${inv.invited_by.email || "An Admin"} invited you to `, h("strong", { id: "invite-workspace" }, inv.workspace.name),
+      ` (data kept in ${inv.workspace.residency}) as `, h("strong", { id: "invite-role" }, inv.role), "."),
+    h("p", {}, "You are signed in as ", h("strong", { id: "accept-as" }, me.email || ""), ". ",
+      pending ? `The invitation is open until ${when(inv.expires_at)}.` : `This invitation is ${inv.status}: ask ${inv.invited_by.email || "an Admin"} for a new one.`),
+    pending ? accept : "", result));
   view.replaceChildren(...parts);
 }

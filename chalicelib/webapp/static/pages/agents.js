@@ -1,8 +1,8 @@
 // Agents: list, create/edit definitions, start a run with input, watch its steps live (SSE),
 // cancel it, and see past runs. Pages: agents, agent, agent_edit, run.
-import { missing } from "../api.js";
+import { missing, platform } from "../api.js";
 import * as agents from "../agents_api.js";
-import { h, field, form, table, section, badge, when, problemBox, empty } from "../dom.js";
+import { h, field, form, table, section, badge, when, problemBox, empty, humanDuration } from "../dom.js";
 import { allowed } from "../shell.js";
 
 const message = (e) => (e && typeof e === "object" ? e.message || e.code || JSON.stringify(e) : e);
@@ -25,57 +25,95 @@ export async function render(ctx) {
 async function list({ view, me }) {
   const page = await agents.listAgents();
   view.replaceChildren(h("h1", {}, "Agents"),
-    allowed(me, "member") ? h("p", {}, h("a", { class: "button", href: "/agents/new" }, "New agent")) : null,
+    allowed(me, "member") ? h("p", {}, h("a", { class: "button", href: "/agents/new" }, "New agent")) : "",
     section("Definitions", table("Agents", ["Name", "Model", "Tools", "Updated"], (page.agents || []).map((a) => [
       h("a", { href: `/agents/${encodeURIComponent(a.id)}` }, a.name), a.model, (a.tools || []).join(", "), when(a.updated_at || a.created_at)]), "No agents yet.")));
 }
 
+const TOOL_WORDS = {
+  knowledge_search: ["Search documents and data", "Finds passages in the workspace's documents and datasets you may read."],
+  query: ["Run SQL queries", "Reads datasets with SQL; field policies mask sensitive columns."],
+  catalog_search: ["Search the catalog", "Finds datasets by name, owner and classification."],
+  dataset_schema: ["Read a dataset's columns", "Looks up a dataset's fields and their policies."],
+  memory_read: ["Read its notes", "Reads what earlier runs of this agent wrote down."],
+  memory_write: ["Write notes", "Keeps a short note for later runs."],
+};
+const DEADLINES = [["PT30S", "30 seconds"], ["PT1M", "1 minute"], ["PT2M", "2 minutes"], ["PT5M", "5 minutes"], ["PT15M", "15 minutes"], ["PT1H", "1 hour"]];
+
+// The builder: name, instructions, model, tools ticked, limits in words; the plan editor is advanced.
 async function edit({ view, params, navigate }) {
   const current = params.agent_id ? await agents.getAgent(params.agent_id) : { name: "", instructions: "", model: "auto", tools: ["knowledge_search"], limits: {} };
   const limits = current.limits || {};
-  const tools = agents.TOOLS.map((t) => h("input", { type: "checkbox", name: "tools", value: t, checked: (current.tools || []).includes(t) }));
-  const plan = h("textarea", { name: "plan", rows: "5" }, current.plan ? JSON.stringify(current.plan, null, 2) : "");
+  let models = [];
+  try { models = (await platform("/v1/models")).items || []; } catch { models = []; }
+  const model = h("select", { name: "model", id: "agent-model" }, h("option", { value: "auto" }, "auto (chosen for each run)"),
+    models.map((m) => h("option", { value: m.id, selected: m.id === current.model }, `${m.name || m.id} · ${m.provider}`)),
+    current.model && current.model !== "auto" && !models.some((m) => m.id === current.model) ? h("option", { value: current.model, selected: true }, current.model) : "");
+  const tools = agents.TOOLS.map((t) => field((TOOL_WORDS[t] || [t])[0], h("input", { type: "checkbox", name: "tools", value: t, checked: (current.tools || []).includes(t) }), (TOOL_WORDS[t] || [])[1]));
+  const plan = h("textarea", { name: "plan", id: "agent-plan", rows: "6" }, current.plan ? JSON.stringify(current.plan, null, 2) : "");
+  const deadline = h("select", { name: "deadline" }, h("option", { value: "" }, "the platform's default"),
+    DEADLINES.map(([v, w]) => h("option", { value: v, selected: limits.deadline === v }, w)));
   view.replaceChildren(h("h1", {}, params.agent_id ? `Edit ${current.name}` : "New agent"), h("section", { "aria-label": "Definition" }, form(async (data) => {
-    const body = { name: String(data.get("name")).trim(), instructions: String(data.get("instructions")), model: String(data.get("model")).trim() || "auto",
-      tools: data.getAll("tools"), limits: { max_steps: Number(data.get("max_steps")) || undefined, deadline: String(data.get("deadline")) || undefined, max_tokens: Number(data.get("max_tokens")) || undefined } };
-    if (String(data.get("plan")).trim()) body.plan = JSON.parse(String(data.get("plan")));
+    const body = { name: String(data.get("name")).trim(), instructions: String(data.get("instructions")), model: String(data.get("model")) || "auto",
+      tools: data.getAll("tools"), limits: {} };
+    if (!body.name) throw new Error("Give the agent a name.");
+    if (!body.tools.length) throw new Error("Tick at least one thing the agent may do.");
+    if (Number(data.get("max_steps"))) body.limits.max_steps = Number(data.get("max_steps"));
+    if (data.get("deadline")) body.limits.deadline = String(data.get("deadline"));
+    if (Number(data.get("max_tokens"))) body.limits.max_tokens = Number(data.get("max_tokens"));
+    const planText = String(data.get("plan") || "").trim();
+    if (planText) {
+      try { body.plan = JSON.parse(planText); } catch (err) { throw new Error(`The plan is not valid JSON (${err.message}). Leave it empty to let the agent choose its steps.`); }
+    } else if (params.agent_id && current.plan) body.plan = null;
     const saved = await agents.saveAgent(params.agent_id, body);
     await navigate(`/agents/${encodeURIComponent(saved.id || params.agent_id)}`);
-  }, field("Name", h("input", { name: "name", value: current.name, required: true })),
-  field("Instructions", h("textarea", { name: "instructions" }, current.instructions || "")),
-  field("Model (a model id or auto)", h("input", { name: "model", value: current.model || "auto" })),
-  h("fieldset", {}, h("legend", {}, "Allowed tools"), tools.map((t) => field(t.value, t))),
-  field("Declared plan (JSON list of tool steps, optional)", plan),
-  h("div", { class: "row" }, field("Max steps", h("input", { type: "number", name: "max_steps", value: limits.max_steps ?? "" })),
-    field("Deadline (ISO 8601 duration)", h("input", { name: "deadline", value: limits.deadline ?? "" })),
-    field("Max tokens", h("input", { type: "number", name: "max_tokens", value: limits.max_tokens ?? "" }))),
-  h("button", { type: "submit" }, "Save"))));
+  }, field("Name", h("input", { name: "name", value: current.name, required: true, maxlength: "100" })),
+  field("Instructions", h("textarea", { name: "instructions", id: "agent-instructions" }, current.instructions || ""), "What the agent is for and how it should answer, in plain words."),
+  field("Model", model, "Only models allowed for this workspace and your role are listed."),
+  h("fieldset", {}, h("legend", {}, "What it may do"), h("p", { class: "hint" }, "It acts with your access rights: it reads only the data you may read."), tools),
+  h("div", { class: "row" }, field("Most steps per run", h("input", { type: "number", min: "1", name: "max_steps", value: limits.max_steps ?? "" }), "Empty: the platform's default."),
+    field("Time limit per run", deadline),
+    field("Token budget per run", h("input", { type: "number", min: "1", name: "max_tokens", value: limits.max_tokens ?? "" }))),
+  h("details", { class: "advanced" }, h("summary", {}, "Advanced: a fixed plan of steps"),
+    field("Plan (JSON list of steps; empty: the agent chooses)", plan, 'Each step: {"name": "search", "tool": "knowledge_search", "input": {"query": "{{input.question}}"}}.')),
+  h("button", { type: "submit", id: "save-agent" }, "Save"))));
 }
 
 async function one({ view, params, me, navigate }) {
   const a = await agents.getAgent(params.agent_id);
   const runs = await agents.listRuns(params.agent_id);
   const templated = JSON.stringify(a.plan || []).match(/\{\{input\.(\w+)\}\}/g) || [];
-  const example = Object.fromEntries([...new Set(templated)].map((t) => [t.slice(8, -2), ""]));
-  const input = h("textarea", { name: "input", id: "run-input", rows: "4" }, JSON.stringify(example));
+  const names = [...new Set(templated.map((t) => t.slice(8, -2)))].filter((n) => n !== "question");
+  const question = h("textarea", { name: "question", id: "run-question", rows: "3", required: true });
+  const extra = names.map((n) => field(n.replace(/_/g, " "), h("input", { name: `input.${n}`, "data-input": n })));
   const canRun = allowed(me, "member");
   view.replaceChildren(h("h1", {}, a.name),
     section("Definition", h("dl", { class: "facts" }, h("dt", {}, "Model"), h("dd", {}, a.model), h("dt", {}, "Tools"), h("dd", {}, (a.tools || []).join(", ")),
       h("dt", {}, "Instructions"), h("dd", {}, a.instructions || "—"),
       h("dt", {}, "Plan"), h("dd", {}, a.plan && a.plan.length ? h("ol", {}, a.plan.map((p) => h("li", {}, `${p.name}: ${p.tool}`))) : "the model chooses the tools"),
-      h("dt", {}, "Limits"), h("dd", {}, a.limits ? `${a.limits.max_steps} steps, deadline ${a.limits.deadline}, ${a.limits.max_tokens} tokens` : "—")),
+      h("dt", {}, "Limits"), h("dd", {}, a.limits ? `at most ${a.limits.max_steps} steps, ${humanDuration(a.limits.deadline)}, ${a.limits.max_tokens} tokens` : "the platform's defaults")),
     canRun ? h("p", {}, h("a", { class: "button secondary", href: `/agents/${encodeURIComponent(a.id)}/edit` }, "Edit"),
       h("button", { type: "button", class: "danger", onclick: async () => {
         if (!confirm(`Delete the agent ${a.name}? Its runs stay until deleted.`)) return;
         await agents.deleteAgent(a.id);
         await navigate("/agents");
       } }, "Delete")) : null),
-    canRun ? section("Start a run", form(async (data) => {
-      const started = await agents.startRun(a.id, JSON.parse(String(data.get("input") || "{}")));
+    canRun ? section("Ask the agent", form(async (data, out) => {
+      const input = { question: String(data.get("question") || "").trim() };
+      if (!input.question) throw new Error("Type a question first.");
+      for (const n of names) input[n] = String(data.get(`input.${n}`) || "");
+      const advanced = String(data.get("input_json") || "").trim();
+      if (advanced) {
+        try { Object.assign(input, JSON.parse(advanced)); } catch (err) { throw new Error(`The extra input is not valid JSON (${err.message}).`); }
+      }
+      const started = await agents.startRun(a.id, input);
+      out.replaceChildren();
       await navigate(`/agents/${encodeURIComponent(a.id)}/runs/${encodeURIComponent(started.id)}`);
-    }, field("Input (JSON object)", input, "Values the plan's {{input.…}} templates use."), h("button", { type: "submit", id: "start-run" }, "Start run"))) : null,
+    }, field("Question", question), extra,
+    h("details", { class: "advanced" }, h("summary", {}, "Advanced: more input as JSON"), field("Extra input (JSON object, optional)", h("textarea", { name: "input_json", id: "run-input", rows: "3" }))),
+    h("button", { type: "submit", id: "start-run" }, "Run"))) : "",
     section("Past runs", table("Runs", ["Run", "Status", "Started", "Finished"], (runs.runs || runs.items || []).map((r) => [
-      h("a", { href: `/agents/${encodeURIComponent(a.id)}/runs/${encodeURIComponent(r.id)}` }, r.id), runBadge(r.status), when(r.created_at || r.queued_at), when(r.finished_at)]), "No runs yet.")));
+      h("a", { href: `/agents/${encodeURIComponent(a.id)}/runs/${encodeURIComponent(r.id)}`, "aria-label": `Run started ${when(r.created_at || r.queued_at)}` }, `Run of ${when(r.created_at || r.queued_at)}`), runBadge(r.status), when(r.created_at || r.queued_at), when(r.finished_at)]), "No runs yet.")));
 }
 
 const TERMINAL = ["completed", "failed", "cancelled", "expired"];

@@ -3,6 +3,16 @@ import { platform } from "../api.js";
 import { h, field, form, table, section, when, problemBox, loading, badge } from "../dom.js";
 import { isAdmin } from "../shell.js";
 
+// What an event acted on, by name when the event names it (the id stays in the tooltip).
+function targetName(e) {
+  const t = e.target || {};
+  const d = e.details || {};
+  const name = t.name || t.email || d.name || d.email || d.file_name || d.dataset_name || d.title;
+  const kind = (t.type || "").replace(/_/g, " ");
+  if (!t.type && !t.id) return "";
+  return h("span", { title: t.id || "" }, name ? `${kind} ${name}` : `${kind} (${String(t.id || "").slice(-6) || "unnamed"})`);
+}
+
 const iso = (local) => (local ? new Date(local).toISOString() : "");
 
 export async function render({ view, me, query, navigate }) {
@@ -13,13 +23,13 @@ export async function render({ view, me, query, navigate }) {
   async function draw(after) {
     list.replaceChildren(loading());
     try {
-      const page = await platform("/v1/audit/events", { query: { ...filters, limit: 50, after } });
+      const page = await platform("/v1/audit/events", { query: { ...filters, order: "newest", limit: 50, after } });
       const pager = h("div", { class: "pager" },
-        cursors.length > 1 ? h("button", { type: "button", class: "secondary", onclick: () => { cursors.pop(); draw(cursors[cursors.length - 1]); } }, "Previous page") : null,
-        page.has_more ? h("button", { type: "button", class: "secondary", id: "next-page", onclick: () => { cursors.push(page.next_cursor); draw(page.next_cursor); } }, "Next page") : null);
+        cursors.length > 1 ? h("button", { type: "button", class: "secondary", onclick: () => { cursors.pop(); draw(cursors[cursors.length - 1]); } }, "Newer events") : null,
+        page.has_more ? h("button", { type: "button", class: "secondary", id: "next-page", onclick: () => { cursors.push(page.next_cursor); draw(page.next_cursor); } }, "Older events") : null);
       list.replaceChildren(table("Audit events", ["#", "When", "Actor", "Action", "Target", "Correlation ID"], page.events.map((e) => [
         String(e.seq), when(e.occurred_at), e.actor ? (e.actor.email || e.actor.id) : "", h("code", {}, e.action),
-        e.target ? `${e.target.type || ""} ${e.target.id || ""}` : "", h("code", { class: "cid" }, e.correlation_id)])), "No events match these filters.", pager);
+        targetName(e), h("code", { class: "cid" }, e.correlation_id)]), "No events match these filters."), pager);
     } catch (err) { list.replaceChildren(problemBox(err)); }
   }
 
@@ -36,7 +46,7 @@ export async function render({ view, me, query, navigate }) {
 
   const parts = [h("h1", {}, "Audit trail"), section("Filter", filterForm)];
   if (isAdmin(me)) parts.push(section("Export", exportForm()));
-  parts.push(section("Events", list));
+  parts.push(section("Events", h("p", { class: "note" }, "Newest first; each event names what it acted on (its id in the tooltip)."), list));
   view.replaceChildren(...parts);
   await draw("");
 }

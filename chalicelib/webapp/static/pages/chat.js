@@ -1,30 +1,134 @@
-// Chat: model selector (with why a model is or is not offered), streamed answers, citations that
-// open the cited passage or record, conversation list with delete, and the routing explanation.
+// Chat: answers rendered from Markdown (sanitised by the app's server), shown as they stream with a
+// Stop button; copy, thumbs up/down, regenerate, edit and resend; citations numbered in order of use,
+// each opening its passage (with its page) in a side panel; sentences the grounding marks unsupported
+// are flagged; conversations renamed, searched (server side) and deleted; documents attached from the
+// chat box go to the workspace's knowledge.
 import { missing } from "../api.js";
-import { listModels, listChats, getChat, deleteChat, ask } from "../chat_api.js";
-import { h, field, form, section, problemBox, loading, badge, empty, announce } from "../dom.js";
+import { listModels, listChats, searchChats, getChat, deleteChat, renameChat, rate, ask, renderMarkdown } from "../chat_api.js";
+import { h, field, form, section, problemBox, loading, badge, empty, announce, action } from "../dom.js";
+import { isAdmin } from "../shell.js";
+import { ACCEPT, uploadConnector, uploadFiles } from "../uploads.js";
 
-export function citationView(c, i) {
+// Citations renumbered 1, 2, 3 in the order the answer first uses them (each source once), and the
+// answer's markers rewritten to match; citations the text never names come last.
+export function numberCitations(content, citations) {
+  const byRef = new Map();
+  for (const c of citations || []) if (!byRef.has(c.ref)) byRef.set(c.ref, c);
+  const order = new Map();
+  for (const m of String(content || "").matchAll(/\[(\d+)\]/g)) {
+    const ref = Number(m[1]);
+    if (byRef.has(ref) && !order.has(ref)) order.set(ref, order.size + 1);
+  }
+  for (const ref of byRef.keys()) if (!order.has(ref)) order.set(ref, order.size + 1);
+  const text = String(content || "").replace(/\[(\d+)\]/g, (all, n) => (order.has(Number(n)) ? `[${order.get(Number(n))}]` : all));
+  const list = [...order.entries()].sort((a, b) => a[1] - b[1]).map(([ref, n]) => ({ ...byRef.get(ref), n }));
+  return { text, list };
+}
+
+const sourceTitle = (c) => c.title || (c.source && (c.source.dataset_name || "source")) || "source";
+
+// The passage of one citation in the side panel: title (with page), the verified quote, its dataset.
+function openPassage(panel, c) {
   const src = c.source || {};
-  const n = c.ref || i + 1;
   const datasetId = src.dataset_id || (src.kind === "dataset" ? src.id : "");
-  const span = c.span ? `${c.span.start}–${c.span.end}` : "";
-  return h("details", { class: "citation", id: `citation-${n}` },
-    h("summary", {}, `[${n}] ${c.title || src.dataset_name || src.id || ""}`, " ", badge(src.kind || "source"),
-      c.verified ? [" ", badge("quote verified", "good")] : null),
+  const close = h("button", { type: "button", class: "small secondary", id: "close-passage" }, "Close");
+  close.addEventListener("click", () => { panel.hidden = true; panel.replaceChildren(); });
+  panel.replaceChildren(h("h2", { id: "passage-title", tabindex: "-1" }, `[${c.n}] ${sourceTitle(c)}`),
+    h("p", {}, badge(src.kind === "document" ? "document" : "dataset row"), c.verified ? [" ", badge("quote verified", "good")] : ""),
+    h("blockquote", { class: "quote", id: "passage-quote" }, c.quote || ""),
+    datasetId ? h("p", {}, h("a", { href: `/knowledge/datasets/${encodeURIComponent(datasetId)}` }, `Open ${src.dataset_name || "the dataset"}`)) : "",
+    close);
+  panel.hidden = false;
+  panel.querySelector("#passage-title").focus();
+}
+
+export function citationView(c, panel) {
+  const src = c.source || {};
+  const datasetId = src.dataset_id || (src.kind === "dataset" ? src.id : "");
+  const open = h("button", { type: "button", class: "small secondary" }, "Show passage");
+  open.addEventListener("click", () => openPassage(panel, c));
+  return h("details", { class: "citation", id: `citation-${c.n}` },
+    h("summary", {}, `[${c.n}] ${sourceTitle(c)}`, " ", badge(src.kind === "document" ? "document" : "dataset row"),
+      c.verified ? [" ", badge("quote verified", "good")] : ""),
     h("blockquote", { class: "quote" }, c.quote || ""),
-    h("p", { class: "meta" }, `${src.kind || ""} ${src.id || ""} · snapshot ${c.version || "—"} · chunk ${c.chunk_id || "—"} · characters ${span}`),
-    datasetId ? h("p", {}, h("a", { href: `/knowledge/datasets/${encodeURIComponent(datasetId)}` }, `Open ${src.dataset_name || "the dataset"}`)) : null);
+    h("p", {}, open, datasetId ? [" ", h("a", { href: `/knowledge/datasets/${encodeURIComponent(datasetId)}` }, `Open ${src.dataset_name || "the dataset"}`)] : ""));
 }
 
 function routingView(r) {
-  if (!r) return null;
-  return h("details", { class: "routing" }, h("summary", {}, `Routed to ${r.chosen || "?"}`),
+  if (!r) return "";
+  return h("details", { class: "routing" }, h("summary", {}, `Answered by ${r.chosen || "the chosen model"}: why`),
     h("p", {}, r.reason || ""),
-    r.excluded && r.excluded.length ? h("ul", {}, r.excluded.map((x) => h("li", {}, `${x.model}: ${x.reason}`))) : null);
+    r.excluded && r.excluded.length ? h("ul", {}, r.excluded.map((x) => h("li", {}, `${x.model}: ${x.reason}`))) : "");
 }
 
-export async function render({ view, params, navigate }) {
+// Sentences without support, from the answer's grounding when it carries them per sentence.
+function unsupportedSentences(grounding) {
+  if (!grounding) return [];
+  const out = [];
+  if (Array.isArray(grounding.unsupported)) for (const u of grounding.unsupported) out.push(typeof u === "string" ? u : u && u.text);
+  if (Array.isArray(grounding.sentences)) {
+    for (const s of grounding.sentences) if (s && (s.supported === false || s.grounded === false)) out.push(s.text);
+  }
+  return out.filter((t) => typeof t === "string" && t.trim().length > 3);
+}
+
+// Walk the rendered answer's text: [n] becomes a button opening passage n; unsupported sentences are marked.
+function decorate(root, list, panel, unsupported) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const nodes = [];
+  while (walker.nextNode()) if (!walker.currentNode.parentElement.closest("pre,code")) nodes.push(walker.currentNode);
+  for (const node of nodes) {
+    const text = node.nodeValue;
+    if (!/\[\d+\]/.test(text)) continue;
+    const frag = document.createDocumentFragment();
+    let last = 0;
+    for (const m of text.matchAll(/\[(\d+)\]/g)) {
+      const c = list.find((x) => x.n === Number(m[1]));
+      if (!c) continue;
+      frag.append(text.slice(last, m.index));
+      const btn = h("button", { type: "button", class: "cite", "aria-label": `Source ${c.n}: ${sourceTitle(c)}` }, `[${c.n}]`);
+      btn.addEventListener("click", () => openPassage(panel, c));
+      frag.append(btn);
+      last = m.index + m[0].length;
+    }
+    frag.append(text.slice(last));
+    node.replaceWith(frag);
+  }
+  for (const sentence of unsupported) {
+    const w = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    while (w.nextNode()) {
+      const node = w.currentNode;
+      const at = node.nodeValue.indexOf(sentence.trim());
+      if (at < 0) continue;
+      const rest = node.splitText(at);
+      rest.splitText(sentence.trim().length);
+      const mark = h("mark", { class: "unsupported", title: "No cited source supports this sentence" }, rest.nodeValue);
+      rest.replaceWith(mark);
+      break;
+    }
+  }
+  if (unsupported.length) root.append(h("p", { class: "note unsupported-note" }, `${unsupported.length} sentence${unsupported.length > 1 ? "s are" : " is"} not supported by a cited source (marked).`));
+  for (const pre of root.querySelectorAll("pre")) {
+    const copy = h("button", { type: "button", class: "small secondary copy-code" }, "Copy code");
+    copy.addEventListener("click", () => copyText(pre.textContent, copy));
+    pre.before(h("div", { class: "code-tools" }, copy));
+  }
+}
+
+async function copyText(text, btn) {
+  const label = btn.textContent;
+  try { await navigator.clipboard.writeText(text); btn.textContent = "Copied"; } catch { btn.textContent = "Copy failed: select the text"; }
+  setTimeout(() => { btn.textContent = label; }, 1500);
+}
+
+// Sanitised HTML from the server into a node: parsed inert (a template), then moved into the page.
+function htmlNode(html) {
+  const t = document.createElement("template");
+  t.innerHTML = html;
+  return t.content;
+}
+
+export async function render({ view, params, navigate, me }) {
   const chatId = params.chat_id || "";
   view.replaceChildren(h("h1", {}, "Chat"), loading());
   let models;
@@ -36,65 +140,200 @@ export async function render({ view, params, navigate }) {
       : problemBox(err));
     return;
   }
-  const select = h("select", { name: "model", id: "model" }, h("option", { value: "auto" }, "auto — choose for me"),
-    models.map((m) => h("option", { value: m.id }, `${m.name || m.id} · ${m.provider} · ${m.region}${m.kind === "extractive" ? " (extractive, quotes sources)" : ""}`)));
+  const select = h("select", { name: "model", id: "model" }, h("option", { value: "auto" }, "auto (chosen for you)"),
+    models.map((m) => h("option", { value: m.id }, `${m.name || m.id} · ${m.provider} · ${m.region}${m.kind === "extractive" ? " (quotes your sources)" : ""}`)));
+  const panel = h("aside", { class: "passage-panel", id: "passage-panel", "aria-label": "Cited passage", hidden: true });
   const thread = h("ol", { class: "messages", id: "messages", "aria-live": "polite" });
-  const history = [];
   let current = chatId;
-  if (chatId) {
-    const chat = await getChat(chatId);
-    for (const m of chat.messages || []) {
-      history.push({ role: m.role, content: m.content });
-      thread.append(h("li", { class: m.role }, m.content, (m.citations || []).length ? h("div", { class: "citations" }, m.citations.map(citationView)) : null));
-    }
+  let messages = []; // the chat as stored: [{id, role, content, citations, grounding, feedback, ...}]
+  let busy = null; // the AbortController of the answer streaming now
+
+  // One assistant answer: rendered Markdown, numbered citations, its tools.
+  async function fillAnswer(li, m, html) {
+    const { text, list } = numberCitations(m.content, m.citations);
+    const body = h("div", { class: "answer md" });
+    body.append(htmlNode(html ?? (await renderMarkdown([text]))[0]));
+    decorate(body, list, panel, unsupportedSentences(m.grounding));
+    const up = h("button", { type: "button", class: "small secondary thumb", "aria-pressed": String((m.feedback || {}).rating === "up"), "aria-label": "Good answer" }, "Good");
+    const down = h("button", { type: "button", class: "small secondary thumb", "aria-pressed": String((m.feedback || {}).rating === "down"), "aria-label": "Bad answer" }, "Bad");
+    const rateStatus = h("span", { class: "meta", role: "status" });
+    const setRating = async (rating) => {
+      if (!m.id || !current) return;
+      const next = (m.feedback || {}).rating === rating ? null : rating;
+      try {
+        const saved = await rate(current, m.id, next);
+        m.feedback = saved.feedback;
+        up.setAttribute("aria-pressed", String(next === "up"));
+        down.setAttribute("aria-pressed", String(next === "down"));
+        rateStatus.textContent = next ? "Thanks: feedback saved." : "Feedback removed.";
+      } catch (err) { rateStatus.replaceChildren(problemBox(err)); }
+    };
+    up.addEventListener("click", () => setRating("up"));
+    down.addEventListener("click", () => setRating("down"));
+    const copy = h("button", { type: "button", class: "small secondary copy-answer" }, "Copy");
+    copy.addEventListener("click", () => copyText(m.content.replace(/\[\d+\]/g, ""), copy));
+    const isLast = messages[messages.length - 1] === m;
+    const regen = isLast && current ? h("button", { type: "button", class: "small secondary", id: "regenerate" }, "Regenerate") : "";
+    if (regen) regen.addEventListener("click", () => send({ regenerate: true }));
+    li.replaceChildren(body,
+      list.length ? h("div", { class: "citations" }, h("h3", {}, "Sources"), list.map((c) => citationView(c, panel))) : "",
+      h("div", { class: "msg-tools" }, copy, up, down, regen, rateStatus),
+      routingView(m.routing),
+      h("p", { class: "meta" }, [m.model, m.region].filter(Boolean).join(" · "),
+        m.grounding && typeof m.grounding.ratio === "number" ? ` · ${Math.round(m.grounding.ratio * 100)}% of sentences backed by a verified quote` : ""));
   }
-  const prompt = h("textarea", { name: "prompt", id: "prompt", rows: "3", required: true });
-  const composer = form(async (data, status) => {
+
+  function questionView(li, m) {
+    const edit = h("button", { type: "button", class: "small secondary edit-question" }, "Edit");
+    edit.addEventListener("click", () => {
+      const box = h("textarea", { rows: "3", "aria-label": "Edit your question" });
+      box.value = m.content;
+      const save = h("button", { type: "button", class: "small" }, "Save and resend");
+      const cancel = h("button", { type: "button", class: "small secondary" }, "Cancel");
+      cancel.addEventListener("click", () => questionView(li, m));
+      save.addEventListener("click", () => { const v = box.value.trim(); if (v) send({ edit: { messageId: m.id, content: v } }); });
+      li.replaceChildren(box, h("div", { class: "msg-tools" }, save, cancel));
+      box.focus();
+    });
+    li.replaceChildren(h("div", { class: "question" }, m.content), m.id && current && !busy ? h("div", { class: "msg-tools" }, edit) : "");
+  }
+
+  async function drawThread() {
+    const answers = messages.filter((m) => m.role === "assistant");
+    const html = await renderMarkdown(answers.map((m) => numberCitations(m.content, m.citations).text));
+    const items = [];
+    for (const m of messages) {
+      if (m.role === "system") continue;
+      const li = h("li", { class: m.role, "data-id": m.id || "" });
+      if (m.role === "assistant") await fillAnswer(li, m, html[answers.indexOf(m)]);
+      else questionView(li, m);
+      items.push(li);
+    }
+    thread.replaceChildren(...items);
+    emptyNote.hidden = items.length > 0;
+  }
+
+  if (chatId) messages = (await getChat(chatId)).messages || [];
+
+  const prompt = h("textarea", { name: "prompt", id: "prompt", rows: "3", required: true, "aria-describedby": "prompt-hint" });
+  const stop = h("button", { type: "button", id: "stop", class: "secondary", hidden: true }, "Stop");
+  const status = h("div", { class: "form-status", role: "status", id: "chat-status" });
+  stop.addEventListener("click", () => { if (busy) busy.abort(); });
+
+  // Ask (a new question, regenerate, or an edited question), streaming the answer into the thread.
+  async function send({ text = "", regenerate = false, edit = null } = {}) {
+    if (busy) return;
+    status.replaceChildren();
+    let keep = messages.length;
+    if (regenerate) keep = messages.map((m) => m.role).lastIndexOf("user") + 1;
+    if (edit) keep = messages.findIndex((m) => m.id === edit.messageId);
+    const before = messages;
+    messages = messages.slice(0, keep);
+    if (edit) messages.push({ role: "user", content: edit.content });
+    if (text) messages.push({ role: "user", content: text });
+    await drawThread();
+    const answerLi = h("li", { class: "assistant streaming", "aria-busy": "true" });
+    const live = h("div", { class: "answer streaming-text" });
+    answerLi.append(live);
+    thread.append(answerLi);
+    busy = new AbortController();
+    stop.hidden = false;
+    sendBtn.disabled = true;
+    status.replaceChildren(h("span", { class: "loading" }, "Answering…"));
+    try {
+      const reply = await ask({ model: select.value, messages: messages.map(({ role, content }) => ({ role, content })), chatId: current, regenerate, edit, signal: busy.signal },
+        (ev) => { if (ev.type === "content_delta") live.textContent = ev.reply.content; });
+      const m = { id: reply.id, role: "assistant", content: reply.content, citations: reply.citations, grounding: reply.grounding, routing: reply.routing, model: reply.model, region: reply.region };
+      messages.push(m);
+      if (!current && reply.chat_id) { current = reply.chat_id; window.history.replaceState(null, "", `/chat/${encodeURIComponent(current)}`); }
+      if (current) messages = (await getChat(current)).messages || messages; // ids of the stored question
+      status.replaceChildren();
+      announce("Answer complete.");
+    } catch (err) {
+      if (err.name === "AbortError") {
+        status.replaceChildren(h("p", { class: "note", id: "stopped" }, "Stopped. The partial answer is not kept; ask again or regenerate."));
+        if (current) { try { messages = (await getChat(current)).messages || before; } catch { messages = before; } } else messages = before;
+      } else {
+        messages = before;
+        status.replaceChildren(problemBox(err));
+      }
+    } finally {
+      busy = null;
+      stop.hidden = true;
+      sendBtn.disabled = false;
+    }
+    await drawThread();
+    drawList();
+  }
+
+  const sendBtn = h("button", { type: "submit", id: "send" }, "Send");
+  const composer = form(async (data) => {
     const text = String(data.get("prompt") || "").trim();
     if (!text) return;
-    history.push({ role: "user", content: text });
-    if (emptyNote) emptyNote.remove();
-    thread.append(h("li", { class: "user" }, text));
-    const answer = h("p", { class: "answer" });
-    const extra = h("div", {});
-    thread.append(h("li", { class: "assistant" }, answer, extra));
     prompt.value = "";
-    status.replaceChildren(h("span", { class: "loading" }, "Answering…"));
-    const reply = await ask({ model: select.value, messages: history, chatId: current }, (ev) => {
-      if (ev.type === "content_delta") answer.textContent = ev.reply.content;
-    }).catch((err) => { history.pop(); answer.replaceChildren(problemBox(err)); throw err; });
-    answer.textContent = reply.content;
-    history.push({ role: "assistant", content: reply.content });
-    extra.replaceChildren(
-      reply.citations.length ? h("div", { class: "citations" }, h("h3", {}, "Sources"), reply.citations.map(citationView)) : null,
-      routingView(reply.routing),
-      h("p", { class: "meta" }, [reply.model, reply.provider, reply.region].filter(Boolean).join(" · "),
-        reply.grounding && reply.grounding.ratio !== undefined ? ` · ${Math.round(reply.grounding.ratio * 100)}% of sentences backed by a verified quote` : ""));
-    status.replaceChildren();
-    announce("Answer complete.");
-    if (!current && reply.chat_id) { current = reply.chat_id; window.history.replaceState(null, "", `/chat/${encodeURIComponent(current)}`); drawList(); }
+    await send({ text });
   }, field("Model", select, "Only models allowed for this workspace's residency and your role are offered."),
-  field("Message", prompt), h("button", { type: "submit", id: "send" }, "Send"));
+  field("Message", prompt), h("p", { class: "hint", id: "prompt-hint" }, "Answers cite your workspace's data and documents."),
+  h("div", { class: "row-actions" }, sendBtn, stop, attachControl(me)), status);
+  prompt.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) composer.requestSubmit(); });
 
-  const emptyNote = thread.children.length ? null : empty("Ask about your workspace's data and documents.");
-  const list = h("div", {}, loading());
+  const emptyNote = empty("No messages yet: ask about your workspace's data and documents.");
+  const list = h("div", { id: "chat-list-box" }, loading());
+  const searchBox = h("input", { type: "search", name: "q", id: "chat-search", placeholder: "Words in a title or message" });
+  const results = h("div", { id: "search-results", "aria-live": "polite" });
+  const searchForm = form(async (data) => {
+    const q = String(data.get("q") || "").trim();
+    if (!q) { results.replaceChildren(); return; }
+    const page = await searchChats(q);
+    results.replaceChildren(page.items.length ? h("ul", { class: "search-hits" }, page.items.map((c) => h("li", {},
+      h("a", { href: `/chat/${encodeURIComponent(c.id)}` }, c.title), h("div", { class: "meta" }, c.match === "message" ? c.snippet : "title matches"))))
+      : empty(`No conversation mentions "${q}".`));
+  }, field("Search conversations", searchBox), h("button", { type: "submit", class: "small", id: "search-chats" }, "Search"));
+
+  function chatItem(c) {
+    const link = h("a", { href: `/chat/${encodeURIComponent(c.id)}`, "aria-current": c.id === current ? "page" : null }, c.title || "Untitled");
+    const li = h("li", {}, link);
+    const rename = h("button", { type: "button", class: "small secondary", "aria-label": `Rename ${c.title}` }, "Rename");
+    rename.addEventListener("click", () => {
+      const input = h("input", { value: c.title, "aria-label": "New title", maxlength: "120" });
+      const save = action("Save", async () => { const s = await renameChat(c.id, input.value); c.title = s.title; li.replaceWith(chatItem(c)); }, { class: "small" });
+      li.replaceChildren(input, save);
+      input.focus();
+    });
+    const del = h("button", { type: "button", class: "small secondary", "aria-label": `Delete ${c.title}` }, "Delete");
+    del.addEventListener("click", async () => {
+      if (!confirm("Delete this conversation?")) return;
+      await deleteChat(c.id);
+      if (c.id === current) await navigate("/chat"); else drawList();
+    });
+    li.append(h("span", { class: "chat-tools" }, rename, del));
+    return li;
+  }
   async function drawList() {
     try {
       const page = await listChats();
       const chats = page.items || [];
-      list.replaceChildren(chats.length ? h("ul", { class: "chat-list" }, chats.map((c) => h("li", {},
-        h("a", { href: `/chat/${encodeURIComponent(c.id)}`, "aria-current": c.id === current ? "page" : null }, c.title || c.id), " ",
-        h("button", { type: "button", class: "small secondary", "aria-label": `Delete ${c.title || c.id}`, onclick: async () => {
-          if (!confirm("Delete this conversation?")) return;
-          await deleteChat(c.id);
-          if (c.id === current) await navigate("/chat"); else drawList();
-        } }, "Delete")))) : empty("No conversations yet."));
+      list.replaceChildren(chats.length ? h("ul", { class: "chat-list" }, chats.map(chatItem)) : empty("No conversations yet."));
     } catch (err) { list.replaceChildren(problemBox(err)); }
   }
+  await drawThread();
   view.replaceChildren(h("h1", {}, "Chat"), h("div", { class: "chat" },
-    section("Conversations", h("a", { href: "/chat", class: "button secondary" }, "New conversation"), list),
-    h("div", {}, section("Conversation", emptyNote, thread, composer),
+    section("Conversations", h("a", { href: "/chat", class: "button secondary" }, "New conversation"), searchForm, results, list),
+    h("div", { class: "chat-main" }, section("Conversation", emptyNote, thread, composer), panel,
       section("Models offered here", h("ul", { id: "models" }, models.map((m) => h("li", {}, h("strong", {}, m.name || m.id), ` (${m.provider}, ${m.region}): ${m.available_because || ""}`))),
-        h("p", { class: "note" }, "Models without an endpoint in this workspace's region, or not on your role's allow-list, are not offered; each answer's routing note names the models it excluded and why."))))); 
+        h("p", { class: "note" }, "Models without an endpoint in this workspace's region, or not on your role's allow-list, are not offered; each answer's routing note names the models it excluded and why.")))));
   await drawList();
+}
+
+// Attach documents from the chat box: they go to the workspace's knowledge (Admins add sources).
+function attachControl(me) {
+  if (!isAdmin(me)) return "";
+  const input = h("input", { type: "file", multiple: true, accept: ACCEPT, id: "chat-attach", class: "sr-only" });
+  const uploads = h("ul", { class: "uploads", id: "chat-uploads", "aria-live": "polite" });
+  input.addEventListener("change", () => {
+    const files = [...input.files];
+    input.value = "";
+    uploadFiles(files, uploadConnector, uploads).catch((err) => uploads.append(h("li", { class: "error" }, err.message)));
+  });
+  return h("span", { class: "attach" }, h("label", { for: "chat-attach", class: "button secondary" }, "Attach documents"), input, uploads);
 }

@@ -1,11 +1,25 @@
 // Overview: the current workspace and the signed-in account; without a workspace, the ways to get one.
 import { platform } from "../api.js";
-import { h, section, badge, when, problemBox } from "../dom.js";
+import { h, section, badge, when, problemBox, action } from "../dom.js";
 import { drStatus } from "../replication.js";
+import { switchWorkspace } from "../shell.js";
 
-export async function render({ view, me }) {
+// How the session was signed in, in words (the token's amr values).
+const AMR_WORDS = { pwd: "password", otp: "authenticator code", hwk: "security key", swk: "passkey", mfa: "two factors",
+  email: "e-mailed code", mca: "several factors", fed: "single sign-on", sms: "text message", face: "face", fpt: "fingerprint", pin: "PIN" };
+export const signInWords = (amr) => {
+  const words = [...new Set((amr || []).filter((a) => a !== "user").map((a) => AMR_WORDS[a] || a))];
+  return words.length ? words.join(", ") : "not reported";
+};
+
+export async function render({ view, me, workspaces = [], reloadFrame, navigate }) {
   const parts = [h("h1", {}, "Overview")];
-  if (!me.workspace_id) {
+  if (!me.workspace_id && workspaces.length) {
+    parts.push(section("Choose a workspace",
+      h("p", {}, "You belong to these workspaces; open one to start."),
+      h("ul", { class: "chat-list" }, workspaces.map((w) => h("li", {}, `${w.name} (${w.residency}) `,
+        action(`Open ${w.name}`, async () => { await switchWorkspace(w.id); if (reloadFrame) await reloadFrame(); if (navigate) await navigate("/"); }, { class: "small" }))))));
+  } else if (!me.workspace_id) {
     parts.push(section("You have no workspace yet",
       h("p", {}, "Create a workspace, or accept an invitation from the link in your e-mail."),
       h("a", { class: "button", href: "/workspaces/new" }, "Create a workspace")));
@@ -29,6 +43,6 @@ export async function render({ view, me }) {
     h("dl", { class: "facts" },
       h("dt", {}, "E-mail"), h("dd", { id: "me-email" }, me.email || ""),
       h("dt", {}, "Roles"), h("dd", { id: "me-roles" }, (me.roles || []).map((r) => badge(r))),
-      h("dt", {}, "Signed in with"), h("dd", { id: "me-amr" }, (me.amr || []).join(", ")))));
+      h("dt", {}, "Signed in with"), h("dd", { id: "me-amr" }, signInWords(me.amr)))));
   view.replaceChildren(...parts);
 }

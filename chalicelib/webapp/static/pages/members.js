@@ -57,7 +57,7 @@ export async function render({ view, me }) {
           action("Revoke", async () => { await platform(`/v1/workspaces/${ws}/invitations/${i.id}`, { method: "DELETE" }); await drawInvites(); }, { class: "small danger" })]),
         "No pending invitations."),
         past.length ? h("details", {}, h("summary", {}, `Earlier invitations (${past.length})`),
-          table("Earlier invitations", ["E-mail", "Role", "Status", "Created"], past.map((i) => [i.email, i.role, badge(i.status), when(i.created_at)]))) : null);
+          table("Earlier invitations", ["E-mail", "Role", "Status", "Created"], past.map((i) => [i.email, i.role, badge(i.status), when(i.created_at)]))) :"");
     } catch (err) { invitesBox.replaceChildren(problemBox(err)); }
   }
 

@@ -36,7 +36,7 @@ export async function render({ view, query }) {
       })));
       results.replaceChildren(
         h("p", { class: "meta" }, `${res.row_count} rows${res.truncated ? " (truncated)" : ""} · query `, h("code", {}, res.query_id || "")),
-        masked.size ? h("p", { class: "note", id: "masked-note" }, `Columns under a field policy: ${[...masked.keys()].join(", ")}. Their clear values never leave the gateway.`) : null,
+        masked.size ? h("p", { class: "note", id: "masked-note" }, `Columns under a field policy: ${[...masked.keys()].join(", ")}. Their clear values never leave the gateway.`) : "",
         h("div", { class: "table-wrap", role: "region", "aria-label": "Query results", tabindex: "0" },
           h("table", { id: "result-table" }, h("caption", {}, "Results"), h("thead", {}, h("tr", {}, head)), h("tbody", {}, body))),
         h("p", { class: "meta" }, "Datasets read: ", (res.datasets || []).map((d, i) => [i ? ", " : "",

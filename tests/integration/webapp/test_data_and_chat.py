@@ -1,0 +1,277 @@
+"""Bringing data in from the browser and a chat that reads well, in Debian's Chromium against the real
+local platform, every page axe-clean under the app's CSP, screenshots at 1280 and 375 px:
+
+- a documents connector is added from the page, several files are dropped at once: the text PDF is
+  indexed, and a scanned PDF, an encrypted PDF, a zip bomb, a 0-byte file, a PDF named .txt and an
+  oversized file each get their own clear message (nothing of them is stored);
+- a question whose answer needs the PDF: its citation [1] opens the passage with its page in the side
+  panel; regenerate, rename, server-side search; a streaming answer stopped with Stop;
+- a model answer holding <script>, <img onerror>, javascript: links and raw HTML renders inert;
+- an s3 connector added through the role-grant step (trust policy and ExternalId shown), "Check access";
+- every page at 1280 and 375 px: no "null", no sideways scroll.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.fixtures import documents
+from tests.integration.webapp.browser import (
+    AXE,
+    CHROMIUM,
+    SHOTS,
+    check_page,
+    csp_watch,
+    ready,
+    sign_in_with_password_and_totp,
+)
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif((not os.path.exists(CHROMIUM) or not AXE.exists()) and not os.environ.get("CI"),
+                                 reason="run `make system-deps` (Debian chromium, npm axe-core)")]
+DONE = ("indexed", "refused", "failed")
+TAG = uuid.uuid4().hex[:6]
+PDF_PAGES = [f"Zephyr{TAG} handbook. Orders of zephyr gadgets ship within two days.",
+             f"Refund requests for zephyr{TAG} gadgets are answered within nine business days."]
+
+
+@pytest.fixture(scope="module")
+def admin(platform: Any, browser: Any) -> Any:
+    """The demo Admin signed in once for the module (1280 px); tests reuse the page."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.refused = csp_watch(page)
+    page.goto(platform.urls["app"] + "/knowledge/connectors")
+    demo = platform.demo
+    sign_in_with_password_and_totp(page, platform.urls["identity"], demo["email"], demo["password"], demo["totp_secret"])
+    page.wait_for_url(platform.urls["app"] + "/knowledge/connectors")
+    ready(page)
+    yield page
+    assert page.refused == [], page.refused
+    context.close()
+
+
+def _goto(page: Any, url: str) -> None:
+    page.goto(url)
+    ready(page)
+
+
+def _api(page: Any, path: str) -> Any:
+    return page.evaluate("""async (p) => (await fetch(p, {headers: {"X-Requested-With": "app"}})).json()""", path)
+
+
+def _file(name: str, data: bytes, mime: str = "application/octet-stream") -> dict[str, Any]:
+    return {"name": name, "mimeType": mime, "buffer": data}
+
+
+def test_upload_documents_then_ask_with_cited_page(platform: Any, admin: Any) -> None:
+    app, page = platform.urls["app"], admin
+    _goto(page, app + "/knowledge/connectors")
+    page.fill("input[name=name]", f"Policies {TAG}")
+    page.click("#create-connector")
+    page.wait_for_url(re.compile(re.escape(app) + r"/knowledge/connectors/conn_\w+"))
+    ready(page)
+    page.wait_for_selector("#dropzone")
+    bad = {
+        "scan.pdf": (documents.scanned_pdf(), "no text layer"),
+        "locked.pdf": (documents.encrypted_pdf(), "password-protected"),
+        "bomb.docx": (documents.zip_bomb(250), "zip bomb"),
+        "empty.txt": (b"", "0 bytes"),
+        "renamed.txt": (documents.pdf(["Renamed."]), "holds a PDF"),
+        "huge.txt": (b"a" * (5 * 1024 * 1024 + 10), "limited to 5 MiB"),
+    }
+    files = [_file("policy.pdf", documents.pdf(PDF_PAGES), "application/pdf"),
+             _file("notes.md", f"# Notes\n\nThe zephyr{TAG} office opens at 8.".encode(), "text/markdown"),
+             *[_file(n, d) for n, (d, _) in bad.items()]]
+    page.set_input_files("#upload-files", files)
+    page.wait_for_function("""([n, done]) => { const l = [...document.querySelectorAll('#upload-list li.upload')];
+        return l.length === n && l.every((x) => done.includes(x.dataset.state)); }""", arg=[len(files), list(DONE)],
+                           timeout=90000)
+    states = {li.get_attribute("data-file"): (li.get_attribute("data-state"), li.text_content())
+              for li in page.query_selector_all("#upload-list li.upload")}
+    assert states["policy.pdf"][0] == "indexed", states
+    assert states["notes.md"][0] == "indexed", states
+    for name, (_, words) in bad.items():
+        assert states[name][0] == "refused" and words in states[name][1], (name, states[name])
+    check_page(page, "connector-upload")
+    connector_id = page.url.rsplit("/", 1)[-1]
+    syncs = _api(page, f"/api/gateway/v1/connectors/{connector_id}/syncs")["syncs"]
+    assert syncs[0]["status"] == "SUCCEEDED" and syncs[0]["skipped"] == []  # refused files never reached it
+
+    # ask: the answer needs the PDF's second page; citation [1] opens it in the side panel
+    _goto(page, app + "/chat")
+    page.fill("#prompt", f"How fast are refund requests for zephyr{TAG} gadgets answered?")
+    page.click("#send")
+    page.wait_for_url(re.compile(re.escape(app) + r"/chat/chat_\w+"))
+    page.wait_for_selector("#messages li.assistant:not(.streaming) .answer button.cite", timeout=60000)
+    assert page.locator("#messages li.assistant .answer button.cite").first.text_content() == "[1]"
+    page.locator("#messages li.assistant .answer button.cite").first.click()
+    page.wait_for_selector("#passage-panel:not([hidden])")
+    assert "policy.pdf, page 2" in page.text_content("#passage-title")
+    assert "nine business days" in page.text_content("#passage-quote")
+    assert page.evaluate("document.activeElement.id") == "passage-title"
+    check_page(page, "chat-cited-page")
+
+    # regenerate: a new answer replaces the last one
+    first_id = page.get_attribute("#messages li.assistant", "data-id")
+    page.click("#regenerate")
+    page.wait_for_function("(old) => { const li = document.querySelector('#messages li.assistant:not(.streaming)');"
+                           " return li && li.dataset.id && li.dataset.id !== old; }", arg=first_id, timeout=60000)
+    assert page.locator("#messages li.assistant").count() == 1
+    # thumbs up is stored on the answer
+    page.click("#messages li.assistant .thumb[aria-label='Good answer']")
+    page.wait_for_selector("#messages li.assistant .thumb[aria-label='Good answer'][aria-pressed=true]")
+    chat_id = page.url.rsplit("/", 1)[-1]
+    stored = _api(page, f"/api/platform/v1/chats/{chat_id}")
+    assert stored["messages"][-1]["feedback"]["rating"] == "up"
+
+    # rename, then find it by the server-side search
+    item = page.locator(".chat-list li", has=page.locator(f"a[href='/chat/{chat_id}']"))
+    item.locator("button:has-text('Rename')").click()
+    page.fill(".chat-list input[aria-label='New title']", f"Refund timing {TAG}")
+    page.click(".chat-list button:has-text('Save')")
+    page.wait_for_selector(f".chat-list a:text-is('Refund timing {TAG}')")
+    page.fill("#chat-search", f"refund timing {TAG}")
+    page.click("#search-chats")
+    page.wait_for_selector(f"#search-results a[href='/chat/{chat_id}']")
+
+    # Stop: the answer's request is held in the network until Stop is pressed
+    held: list[Any] = []
+    page.route("**/api/platform/v1/chats/*/messages", lambda route: held.append(route))
+    page.fill("#prompt", "And how fast do orders ship?")
+    page.click("#send")
+    page.wait_for_selector("#stop:not([hidden])")
+    page.click("#stop")
+    page.wait_for_selector("#stopped")
+    page.wait_for_selector("#send:enabled")
+    assert page.is_hidden("#stop")
+    page.unroute("**/api/platform/v1/chats/*/messages")
+    for route in held:
+        try:
+            route.abort()
+        except Exception:  # noqa: BLE001 - the browser already cancelled it
+            pass
+
+
+def _sse(events: list[tuple[str, dict[str, Any]]]) -> str:
+    return "".join(f"id: {n}\nevent: {e}\ndata: {json.dumps({'sequence': n, **d})}\n\n"
+                   for n, (e, d) in enumerate(events, start=1))
+
+
+def test_a_hostile_answer_renders_inert(platform: Any, admin: Any) -> None:
+    """The model's answer is scripted here (a real model cannot be made to answer this deterministically);
+    everything after the network (the page, the app's renderer, the CSP) is the real one."""
+    app, page = platform.urls["app"], admin
+    hostile = ("Here is **bold** and `code`.\n\n<script>window.pwned = 1</script>\n\n"
+               '<img src="x" onerror="window.pwned = 2">\n\n[click me](javascript:window.pwned=3)\n\n'
+               '<a href="javascript:window.pwned=4">raw link</a> <b>raw bold</b> <iframe src="/"></iframe>\n\n'
+               "```html\n<script>window.pwned = 5</script>\n```\n")
+    body = _sse([("message_start", {"id": "msg_x", "chat_id": None, "model": "builtin/extractive", "routing": None}),
+                 ("content_delta", {"text": hostile}),
+                 ("citations", {"citations": [], "grounding": {"ratio": 0}}),
+                 ("message_stop", {"usage": {}})])
+    page.route("**/api/platform/v1/chats", lambda route: route.fulfill(
+        status=201, headers={"Content-Type": "text/event-stream"}, body=body) if route.request.method == "POST"
+        else route.continue_())
+    try:
+        _goto(page, app + "/chat")
+        page.fill("#prompt", "Say something dangerous")
+        page.click("#send")
+        page.wait_for_selector("#messages li.assistant:not(.streaming) .answer strong")
+    finally:
+        page.unroute("**/api/platform/v1/chats")
+    answer = page.locator("#messages li.assistant .answer")
+    assert page.evaluate("window.pwned") is None
+    for selector in ("script", "img", "iframe", "a[href^='javascript']", "[onerror]", "b"):
+        assert answer.locator(selector).count() == 0, selector
+    text = answer.text_content()
+    assert "<script>window.pwned = 1</script>" in text and "<b>raw bold</b>" in text
+    assert answer.locator("pre code").text_content().startswith("<script>")
+    assert page.locator("#messages li.assistant .copy-code").count() == 1
+    check_page(page)
+
+
+def test_s3_connector_through_the_role_grant_step(platform: Any, admin: Any) -> None:
+    app, page = platform.urls["app"], admin
+    demo_s3 = next(c for c in _api(page, "/api/gateway/v1/connectors")["connectors"] if c["kind"] == "s3")
+    _goto(page, app + "/knowledge/connectors")
+    page.select_option("#connector-kind", "s3")
+    page.wait_for_selector("#trust-policy")
+    external_id = page.text_content("#external-id")
+    assert external_id == demo_s3["external_id"]
+    policy = json.loads(page.text_content("#trust-policy"))
+    assert policy["Statement"][0]["Condition"]["StringEquals"]["sts:ExternalId"] == external_id
+    check_page(page, "connector-new-s3")
+    page.fill("input[name=name]", f"Orders copy {TAG}")
+    page.fill("input[name='config.role_arn']", demo_s3["config"]["role_arn"])
+    page.fill("input[name='config.bucket']", demo_s3["config"]["bucket"])
+    if demo_s3["config"].get("prefix"):
+        page.fill("input[name='config.prefix']", demo_s3["config"]["prefix"])
+    page.click("#create-connector")
+    page.wait_for_url(re.compile(re.escape(app) + r"/knowledge/connectors/conn_\w+"))
+    ready(page)
+    page.click("#check-access")
+    page.wait_for_selector("#check-result")
+    assert page.text_content("#check-result") == "Access works."
+    # pause, then delete it
+    page.click("#pause-toggle")
+    page.wait_for_selector("#connector-status .badge:text-is('paused')")
+    page.check("#confirm-delete")
+    page.click("#delete-connector")
+    page.wait_for_url(app + "/knowledge/connectors")
+    ready(page)
+    assert page.locator(f"a:text-is('Orders copy {TAG}')").count() == 0
+
+
+def test_build_an_agent_without_json_and_run_it(platform: Any, admin: Any) -> None:
+    app, page = platform.urls["app"], admin
+    _goto(page, app + "/agents/new")
+    page.fill("input[name=name]", f"Refund helper {TAG}")
+    page.fill("#agent-instructions", "Answer questions about refunds from the handbook.")
+    assert page.is_checked("input[name=tools][value=knowledge_search]")
+    page.check("input[name=tools][value=catalog_search]")
+    assert page.locator("#agent-model option").count() >= 2  # auto and the offered models
+    assert not page.is_visible("#agent-plan")  # the plan editor is an advanced option, folded away
+    check_page(page, "agent-builder")
+    page.click("#save-agent")
+    page.wait_for_url(re.compile(re.escape(app) + r"/agents/agt_\w+$"))
+    ready(page)
+    page.fill("#run-question", f"How fast are refund requests for zephyr{TAG} gadgets answered?")
+    page.click("#start-run")
+    page.wait_for_url(re.compile(r".*/runs/run_\w+"))
+    page.wait_for_selector("#run-status .badge:text-is('completed')", timeout=90000)
+    assert page.locator("#run-steps li[data-status=completed]").count() >= 1
+    assert page.text_content("#run-answer").strip()
+
+
+PAGES = ["/", "/chat", "/knowledge", "/knowledge/query", "/knowledge/connectors", "/agents", "/members", "/audit",
+         "/settings", "/workspaces/new"]
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_every_page_reads_clean(platform: Any, admin: Any, width: int) -> None:
+    """No "null", no "undefined", and no sideways scroll, on every page (and a dataset and a connector)."""
+    app, page = platform.urls["app"], admin
+    page.set_viewport_size({"width": width, "height": 900})
+    try:
+        conns = _api(page, "/api/gateway/v1/connectors")["connectors"]
+        extra = [f"/knowledge/connectors/{c['id']}" for c in conns[:6]]
+        extra += [f"/knowledge/datasets/{c['dataset']['id']}" for c in conns[:1]]
+        for path in PAGES + extra:
+            _goto(page, app + path)
+            page.wait_for_selector("#main .loading", state="detached")  # lists drawn after the page is ready
+            text = page.text_content("#main")
+            assert not re.search(r"\bnull\b|\bundefined\b|NaN", text), (path, text[:400])
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= width, (path, wide)
+            name = "home" if path == "/" else path.strip("/").replace("/", "-")
+            name = re.sub(r"conn_\w+", f"one-{extra.index(path) if path in extra else 0}", re.sub(r"ds_\w+", "one", name))
+            check_page(page, f"{'mobile-' if width == 375 else ''}{name}")
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
+    assert SHOTS.exists()
