@@ -25,7 +25,7 @@ from chalicelib.gateway.catalog import service as catalog
 DEFAULT_DEPTH = 3
 MAX_DEPTH = 10
 MAX_NODES = 200
-NODE_TYPES = ("CONNECTOR", "DATASET", "QUERY", "SAVED_QUERY", "CHAT_ANSWER", "AGENT_RUN")
+NODE_TYPES = ("CONNECTOR", "DATASET", "QUERY", "SAVED_QUERY", "CHAT_ANSWER", "AGENT_RUN", "MCP_TOOL_CALL")
 
 
 def record_edges(workspace_id: str, edges: Iterable[tuple[str, str, str, str, dict[str, Any]]]) -> None:
