@@ -259,7 +259,7 @@ def test_me_names_every_workspaces_base_urls(tenants: Tenants, pin: Any) -> None
 
 # the fields a global operation writes into another region, by table (docs/residency.md, "What crosses")
 CROSSING_FIELDS = {
-    "memberships": {"workspace_id", "user_id", "role", "email", "joined_at", "joined_via"},
+    "memberships": {"workspace_id", "user_id", "role", "email", "joined_at", "joined_via", "role_since"},
     "audit_events": {"workspace_id", "seq", "id", "occurred_at", "actor", "action", "target",
                             "correlation_id", "ip", "user_agent", "details", "prev_hash", "hash", "v", "personal"},
     "audit_personal": {"workspace_id", "ref", "subject", "email", "nonce", "values"},

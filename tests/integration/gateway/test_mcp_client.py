@@ -10,10 +10,8 @@ import asyncio
 import base64
 import json
 import os
-import re
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,7 +19,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx2
-import pyotp
 import pytest
 import requests
 from mcp import Client
@@ -31,6 +28,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from mcp.shared.exceptions import MCPError
 
 from tests.integration.conftest import ROOT, RunningPlatform
+from tests.integration.sessions import email_code_session
 
 pytestmark = pytest.mark.integration
 REDIRECT = "http://127.0.0.1:9/callback"  # never visited: the redirect's Location is read
@@ -49,29 +47,6 @@ user = users.find_by_email(email) or users.create_user(email, email_verified=Tru
 memberships(region_of(ws))(ws, user.id, role=role, email=email, joined_at=clock.iso()).save()
 print(json.dumps({"user_id": user.id}))
 """
-
-
-def email_code_session(platform: RunningPlatform, email: str) -> str:
-    """A signed-in browser session of ``email`` (e-mail code sign-in, then TOTP for the demo user), as a Cookie
-    header value. The code is read from the message's subject (its other fields hold random digit runs)."""
-    identity = platform.urls["identity"]
-    headers = {"Content-Type": "application/json", "X-Requested-With": "test"}
-    before = len(platform.outbox_messages(email))
-    r = requests.post(identity + "/signin/email-code", json={"email": email}, headers=headers, timeout=30)
-    assert r.status_code == 202, r.text
-    messages = platform.outbox_messages(email)
-    assert len(messages) > before
-    code = re.search(r"(\d{6,8})", messages[-1]["subject"]).group(1)  # type: ignore[union-attr]
-    r = requests.post(identity + "/signin/email-code/verify", json={"email": email, "code": code},
-                      headers=headers, timeout=30)
-    assert r.status_code == 200, r.text
-    if r.json().get("mfa_required"):
-        totp = pyotp.TOTP(platform.demo["totp_secret"]).at(time.time() + 30)
-        r = requests.post(identity + "/signin/mfa", json={"mfa_token": r.json()["mfa_token"], "code": totp},
-                          headers=headers, timeout=30)
-        assert r.status_code == 200, r.text
-    assert r.cookies, "no session cookie"
-    return "; ".join(f"{k}={v}" for k, v in r.cookies.items())
 
 
 def add_member(platform: RunningPlatform, role: str) -> dict[str, str]:
