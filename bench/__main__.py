@@ -40,6 +40,7 @@ MODULES: tuple[str, ...] = (
     "bench_chat",
     "bench_models",
     "bench_reader",
+    "bench_protocols",
     "bench_webapp",
     "bench_uploads",
     "bench_agents",

@@ -18,10 +18,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
                  "chalicelib.platform.workspaces.member_routes", "chalicelib.platform.workspaces.invitation_routes",
                  "chalicelib.platform.audit.routes", "chalicelib.platform.support.routes",
                  "chalicelib.platform.workspaces.member_security_routes", "chalicelib.platform.sso_routes",
-                 "chalicelib.llm.routes", "chalicelib.chat.routes",
+                 "chalicelib.llm.routes", "chalicelib.chat.routes", "chalicelib.chat.openai_compat.routes",
                  "chalicelib.agents.agent_routes", "chalicelib.agents.run_routes",
                  "chalicelib.residency.routes"),
-    "gateway": ("chalicelib.gateway.api.routes", "chalicelib.gateway.api.read_routes", "chalicelib.knowledge.routes"),
+    "gateway": ("chalicelib.gateway.api.routes", "chalicelib.gateway.api.read_routes", "chalicelib.knowledge.routes",
+                "chalicelib.gateway.mcp.routes"),
     "app": ("chalicelib.webapp.routes",),
     "workers": (),
 }

@@ -1,6 +1,7 @@
 """Access-token verification for every API call (DESIGN.md section 4, "Tokens").
 
-RS256 only; ``iss`` = {auth_url}; ``aud`` = ``service-api``; ``kid`` looked up only among our own
+RS256 only; ``iss`` = {auth_url}; ``aud`` = ``service-api`` (the MCP endpoint's verifier: an MCP resource,
+``core.tokens``, "audiences"); ``kid`` looked up only among our own
 published keys (the ``signing_keys`` table, the same source the JWKS endpoint serves). Verified tokens
 are cached until they expire, so a repeated token costs a dictionary lookup.
 
@@ -24,6 +25,7 @@ import hashlib
 import json
 import math
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -36,6 +38,7 @@ from chalicelib.core import aws, clock, process_state
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import AUDIENCE, settings
 from chalicelib.core.http.errors import unauthorized
+from chalicelib.core.regions import OPEN_REGIONS, endpoints
 from chalicelib.core.store.tables import BaseModel, global_model
 
 ALGORITHM = "RS256"
@@ -52,6 +55,57 @@ REVOCATION_CACHE_SECONDS = 5.0
 # make an unrelated revocation share a user's bucket rarely (one in 4,096 per revocation).
 WATERMARK_KEY = "watermark:revocations"
 WATERMARK_BUCKETS = 4096
+
+
+# --- audiences: who a token is for (RFC 8707 resource indicators, RFC 9068 ``aud``) --------------------
+# Two kinds of protected resource accept the platform's access tokens, and neither accepts the other's (no
+# token passthrough, docs/security.md "Token audiences"): ``service-api`` (the platform API, the gateway's
+# REST and GraphQL routes, userinfo, introspection, token exchange: every token issued without ``resource``)
+# and the MCP resource of each regional gateway, ``{gateway_url}/mcp``, accepted only by the MCP endpoint. A
+# regional MCP endpoint verifies a token issued for any region's MCP resource, so that another region's
+# workspace is answered 421 with its address (as REST does), and acts only on tokens for its own resource.
+
+MCP_PATH = "/mcp"
+
+
+def mcp_resource() -> str:
+    """This deployment's MCP resource identifier (its canonical URL)."""
+    return settings().gateway_url + MCP_PATH
+
+
+@process_state.cached(maxsize=8, derived=True)
+def _mcp_resources(gateway_url: str, regional_urls: str) -> frozenset[str]:
+    json.loads(regional_urls or "{}")  # the cache key; endpoints() reads the same setting
+    return frozenset({gateway_url + MCP_PATH} | {endpoints(r)["gateway_url"] + MCP_PATH for r in OPEN_REGIONS})
+
+
+def mcp_resources() -> frozenset[str]:
+    """Every region's MCP resource: the values the identity service accepts as ``resource``."""
+    s = settings()
+    return _mcp_resources(s.gateway_url, s.regional_urls)
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Which ``aud`` values a surface verifies, and which one it acts on (``home``)."""
+
+    name: str
+
+    def accepts(self, aud: Any) -> bool:
+        if self.name == API.name:
+            return aud == AUDIENCE or (isinstance(aud, list) and AUDIENCE in aud)
+        return isinstance(aud, str) and aud in mcp_resources()
+
+    def home(self) -> str:
+        return AUDIENCE if self.name == API.name else mcp_resource()
+
+    def is_home(self, aud: Any) -> bool:
+        home = self.home()
+        return aud == home or (self.name == API.name and isinstance(aud, list) and home in aud)
+
+
+API = Audience("service-api")
+MCP = Audience("mcp")
 
 
 class SigningKeyAttrs(BaseModel):
@@ -393,9 +447,8 @@ _NUMBER = (int, float)
 ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")  # RFC 9068 section 2.1, compared case-insensitively
 
 
-def _claims_valid(c: dict[str, Any], now: float) -> bool:
+def _claims_valid(c: dict[str, Any], now: float, audience: Audience = API) -> bool:
     """Issuer, audience, lifetime (platform clock) and the claims every access token carries."""
-    aud = c.get("aud")
     exp: Any = c.get("exp")
     iat: Any = c.get("iat")
     nbf: Any = c.get("nbf", iat)
@@ -403,7 +456,7 @@ def _claims_valid(c: dict[str, Any], now: float) -> bool:
         return False
     return (
         c.get("iss") == settings().issuer
-        and (aud == AUDIENCE or (isinstance(aud, list) and AUDIENCE in aud))
+        and audience.accepts(c.get("aud"))
         and exp > now
         and iat <= now + LEEWAY_SECONDS
         and nbf <= now + LEEWAY_SECONDS
@@ -415,7 +468,9 @@ def _claims_valid(c: dict[str, Any], now: float) -> bool:
 class TokenVerifier:
     """Verifies access tokens into ``Principal``s; every refusal is the same 401 problem."""
 
-    def __init__(self, keyring: KeyRing | None = None, revocations: RevocationCheck | None = None) -> None:
+    def __init__(self, keyring: KeyRing | None = None, revocations: RevocationCheck | None = None,
+                 audience: Audience = API) -> None:
+        self.audience = audience  # the ``aud`` values this verifier accepts
         self.keyring = keyring or KeyRing()
         self.revocations = revocations or RevocationCheck()
         # token -> (claims, exp, until when it counts as not revoked, local revocation generation then)
@@ -471,7 +526,7 @@ class TokenVerifier:
             claims = _json_object(_b64url_raw(raw[dot1 + 1:dot2]))
         except (InvalidSignature, ValueError):
             raise unauthorized("The access token is not valid.") from None
-        if not isinstance(claims, dict) or not _claims_valid(claims, now):
+        if not isinstance(claims, dict) or not _claims_valid(claims, now, self.audience):
             raise unauthorized("The access token is expired, not yet valid, or not for this service.")
         return claims
 
@@ -513,14 +568,20 @@ class TokenVerifier:
 
 
 _verifier: TokenVerifier | None = None
+_others: dict[str, TokenVerifier] = {}  # audience name -> verifier sharing ``_verifier``'s keys and revocations
 
 
-def verifier() -> TokenVerifier:
-    """The process-wide verifier (keys and cache live as long as the Lambda container)."""
+def verifier(audience: Audience = API) -> TokenVerifier:
+    """The process-wide verifier of ``audience`` (keys and cache live as long as the Lambda container)."""
     global _verifier
     if _verifier is None:
         _verifier = TokenVerifier()
-    return _verifier
+    if audience == API:
+        return _verifier
+    other = _others.get(audience.name)
+    if other is None or other.keyring is not _verifier.keyring:
+        other = _others[audience.name] = TokenVerifier(_verifier.keyring, _verifier.revocations, audience)
+    return other
 
 
 def _forget_verifier() -> None:

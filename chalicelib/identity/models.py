@@ -295,6 +295,7 @@ class CodeAttrs(BaseModel):
     code_expires_at = NumberAttribute()
     used = BooleanAttribute(null=True)
     expires_at = NumberAttribute()  # TTL: kept a while after expiry so a reuse is still recognised
+    resource = UnicodeAttribute(null=True)  # RFC 8707: the MCP resource the tokens are for (None: service-api)
 
 
 class FamilyAttrs(BaseModel):
@@ -322,6 +323,7 @@ class RefreshAttrs(BaseModel):
     auth_time = NumberAttribute()
     session_id = UnicodeAttribute()
     user_epoch = NumberAttribute(null=True)  # the user's revocation epoch when the grant began
+    resource = UnicodeAttribute(null=True)  # RFC 8707: kept for the grant's refreshed tokens
     used = BooleanAttribute(null=True)
     expires_at = NumberAttribute()  # = the family's end; TTL
 

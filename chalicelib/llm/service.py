@@ -28,7 +28,8 @@ NO_GENERATIVE_MODEL = (
 
 
 def available(principal: Principal) -> dict[str, Any]:
-    """``GET /v1/models``: the models this caller may choose, in preference order, and why each is there."""
+    """``GET /v1/models``: the models this caller may choose, in preference order, and why each is there
+    (``items``), and the same list in OpenAI's shape (``object: list``, ``data``, with ``auto`` first)."""
     item = access.settings_item(principal.workspace_id)
     reg = workspace_registry(principal.workspace_id, item)
     region = region_of(principal.workspace_id)
@@ -46,9 +47,12 @@ def available(principal: Principal) -> dict[str, Any]:
                                  + ("on your role's allow-list" if restricted else "your role has no allow-list"),
         })
     generative = any(i["kind"] == "generative" for i in items)
+    # the OpenAI list shape beside ours (docs/decisions.md, "OpenAI-compatible API"): ``data`` lists the same models
+    data = [{"id": "auto", "object": "model", "created": 0, "owned_by": "aiplat"}] if items else []
+    data += [{"id": m["id"], "object": "model", "created": 0, "owned_by": m["provider"]} for m in items]
     return {"items": items, "auto": "model 'auto' picks the first of these that fits the request",
             "region": region, "generative_available": generative,
-            **({} if generative else {"notice": NO_GENERATIVE_MODEL})}
+            **({} if generative else {"notice": NO_GENERATIVE_MODEL}), "object": "list", "data": data}
 
 
 def route(principal: Principal, requested: str, need: Need) -> Routing:

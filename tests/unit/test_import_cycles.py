@@ -42,6 +42,7 @@ DEFERRED = {
     "chalicelib.knowledge.grounding": "imports the knowledge service (NumPy): at first use",
     "chalicelib.knowledge.indexer": "a sync that changed data indexes it; bm25s loads only then",
     "chalicelib.gateway.catalog.index": "the catalog index loads NumPy: at the first search",
+    "chalicelib.gateway.mcp.protocol": "loads pydantic and the MCP wire types: at the first MCP request",
     "chalicelib.gateway.api.graphql_api": "loads graphql-core: at the first GraphQL request, not at cold start",
 }
 # modules whose imports inside functions are all deliberate

@@ -21,11 +21,11 @@ from chalice import Chalice, Response
 from chalicelib.core import correlation
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
 from chalicelib.core.http import json_body
-from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
+from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError, unauthorized
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import WORKSPACE, scoped
 from chalicelib.core.tenancy import RequestScope, ensure_served_here, live_principal, require_member, scope_of
-from chalicelib.core.tokens import bearer, verifier
+from chalicelib.core.tokens import API, Audience, bearer, verifier
 
 log = get_logger("web")
 MAX_BODY_BYTES = 256 * 1024
@@ -138,6 +138,8 @@ class _RouteDef:
     public: bool
     fn: Callable[..., Any]
     scope: str = WORKSPACE  # core.regions: which regional deployment serves the route
+    audience: Audience = API  # core.tokens: which tokens the route accepts
+    render_error: Callable[[ApiError], Response] | None = None  # a protocol's own error shape (default problem+json)
 
 
 class Api:
@@ -162,13 +164,16 @@ class Api:
         public: bool = False,
         content_types: list[str] | None = None,
         scope: str = WORKSPACE,
+        audience: Audience = API,
+        render_error: Callable[[ApiError], Response] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         if not public and not permission:
             raise ValueError(f"route {path} needs a permission or public=True")
         verbs = tuple(m.upper() for m in methods)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.routes.append(_RouteDef(path, verbs, tuple(content_types or [JSON]), permission, public, fn, scope))
+            self.routes.append(_RouteDef(path, verbs, tuple(content_types or [JSON]), permission, public, fn, scope,
+                                         audience, render_error))
             return fn
 
         return decorate
@@ -187,23 +192,26 @@ def missing_credentials() -> ApiError:
 
 
 def authorize(authorization: str | None, permission: str, scope: str = WORKSPACE,
-              params: dict[str, str] | None = None) -> Principal:
+              params: dict[str, str] | None = None, audience: Audience = API) -> Principal:
     """``resolve``'s principal (GraphQL resolvers and callers that need no more)."""
-    return resolve(authorization, permission, scope, params).principal
+    return resolve(authorization, permission, scope, params, audience).principal
 
 
 def resolve(authorization: str | None, permission: str, scope: str = WORKSPACE,
-            params: dict[str, str] | None = None) -> RequestScope:
+            params: dict[str, str] | None = None, audience: Audience = API) -> RequestScope:
     """The one authorization path of every surface (REST views here, GraphQL in the gateway): verify the
     Bearer token, answer 421 when another region's deployment serves the workspace (before any regional
     store is read), replace its roles by the live membership (``core.tenancy.live_principal``: removed,
     demoted and ``enforce_mfa`` apply at once), check ``permission`` against the permission map, and check
     that a ``{workspace_id}`` in the path is the token's own workspace with the caller a member there.
+    ``audience`` (``core.tokens``) says which tokens the surface takes: the platform API's by default.
     Returns the request's scope: what it read on the way (cached per container, ``core.tenancy``)."""
     if not authorization:
         raise missing_credentials()
-    principal = verifier().principal(bearer(authorization))
+    principal = verifier(audience).principal(bearer(authorization))
     ensure_served_here(principal, scope, params or {})
+    if not audience.is_home(principal.claims.get("aud")):  # another region's resource: 421 above, else refused
+        raise unauthorized("The access token was issued for another resource.")
     if permission != AUTHENTICATED:  # workspace routes act with the live role
         principal = live_principal(principal)
     require(principal, permission)
@@ -217,14 +225,16 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
         ctx = Ctx(request=_REQUEST.get() or app.current_request)
         try:
             if not route.public:
-                ctx._scope = resolve(ctx.header("authorization"), route.permission or "", route.scope, params)
+                ctx._scope = resolve(ctx.header("authorization"), route.permission or "", route.scope, params,
+                                     route.audience)
                 ctx.principal = ctx._scope.principal
             result = route.fn(ctx, **params)
         except ApiError as err:
-            return problem_response(err)
+            return (route.render_error or problem_response)(err)
         except Exception:  # never leak internals: log the type, answer a plain 500
             log.exception("unhandled error", extra={"path": route.path})
-            return problem_response(ApiError(500, "internal_error", "An internal error occurred."))
+            return (route.render_error or problem_response)(ApiError(500, "internal_error",
+                                                                     "An internal error occurred."))
         if isinstance(result, Response):
             return result
         return json_response(result)

@@ -34,7 +34,7 @@ MAX_NODES = 200
 QUERY_LINEAGE_DAYS = 90  # query lineage edges live this long after their day (TTL)
 MAX_EDGES_PER_QUERY = 100  # one transaction
 log = get_logger("gateway.lineage")
-NODE_TYPES = ("CONNECTOR", "DATASET", "QUERY", "SAVED_QUERY", "CHAT_ANSWER", "AGENT_RUN")
+NODE_TYPES = ("CONNECTOR", "DATASET", "QUERY", "SAVED_QUERY", "CHAT_ANSWER", "AGENT_RUN", "MCP_TOOL_CALL")
 
 
 Edge = tuple[str, str, str, str, dict[str, Any]]  # (source_type, source_id, target_type, target_id, details)

@@ -14,6 +14,10 @@ Decisions (docs/decisions.md, "Identity"):
 * ``prompt``: ``none``, ``login`` (forces a fresh sign-in), ``consent`` and ``select_account``
   (accepted, nothing to show: a first-party platform has no consent screen); ``max_age`` is honoured.
 * A workspace with ``enforce_mfa`` needs a sign-in whose ``amr`` shows MFA.
+* ``resource`` (RFC 8707, ``oauth/resources.py``): an MCP endpoint's URL makes the grant's tokens for that
+  resource alone; any other value is ``invalid_target``.
+* ``mfa`` scope: the step-up an MCP endpoint asks for (``insufficient_scope``) when the workspace enforces
+  MFA: a session without a second factor is sent to sign in again (``prompt=login``).
 """
 from __future__ import annotations
 
@@ -32,10 +36,12 @@ from chalicelib.identity.models import AUTH_CODE, CodeAttrs, OAuthClientAttrs, S
 from chalicelib.identity.oauth.clients import get_client
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.issuing import roles_for_safe
+from chalicelib.identity.oauth.resources import resource_problem
 from chalicelib.identity.opaque import digest, new_secret
 
 CODE_TTL_SECONDS = 60
-SCOPES = ("openid", "email", "profile", "offline_access")
+SCOPES = ("openid", "email", "profile", "offline_access", "mfa")
+STEP_UP_SCOPE = "mfa"  # asks for a sign-in with a second factor (MCP step-up, docs/api/mcp.md)
 PROMPTS = ("none", "login", "consent", "select_account")
 MAX_PARAM_LEN = 512
 _CHALLENGE_RE = re.compile(r"^[A-Za-z0-9\-_]{43}$")
@@ -61,6 +67,7 @@ class AuthRequest:
     nonce: str | None
     prompt: list[str]
     max_age: int | None
+    resource: str | None = None  # RFC 8707
 
 
 def _with_params(url: str, params: dict[str, str]) -> str:
@@ -164,8 +171,11 @@ def _validated_request(params: dict[str, str]) -> AuthRequest:
     max_age = params.get("max_age")
     if _max_age_problem(max_age):
         raise fail("invalid_request", "max_age must be a non-negative integer.")
+    resource = params.get("resource")
+    if resource is not None and resource_problem(resource):
+        raise fail("invalid_target", resource_problem(resource) or "")
     return AuthRequest(client, redirect_uri, state, params.get("code_challenge"), scopes, nonce, prompt,
-                       int(max_age) if max_age is not None else None)
+                       int(max_age) if max_age is not None else None, resource)
 
 
 def _fail(request: AuthRequest, error: str, description: str) -> Redirect:
@@ -175,9 +185,11 @@ def _fail(request: AuthRequest, error: str, description: str) -> Redirect:
 # --- who is signed in ---------------------------------------------------------------------------------
 
 def _fresh_sign_in_needed(request: AuthRequest, session: SessionAttrs | None) -> bool:
-    """``prompt=login``, or a session older than ``max_age``."""
+    """``prompt=login``, a session older than ``max_age``, or the ``mfa`` step-up scope with a session that
+    used no second factor."""
     return "login" in request.prompt or (
-        session is not None and request.max_age is not None and clock.now() - session.created_at > request.max_age)
+        session is not None and request.max_age is not None and clock.now() - session.created_at > request.max_age
+    ) or (session is not None and STEP_UP_SCOPE in request.scopes and not mfa_used(session.amr))
 
 
 def _signin_needed(request: AuthRequest, params: dict[str, str], session: SessionAttrs | None,
@@ -221,7 +233,7 @@ def _issue_code(request: AuthRequest, session: SessionAttrs, workspace_id: str) 
         user_id=session.user_id, workspace_id=workspace_id, amr_json=json.dumps(session.amr),
         scope=" ".join(request.scopes), nonce=request.nonce, code_challenge=request.challenge,
         auth_time=int(session.created_at), session_id=session.session_id, family_id=new_id("grant"),
-        code_expires_at=now + CODE_TTL_SECONDS, expires_at=now + 3600).save()
+        code_expires_at=now + CODE_TTL_SECONDS, expires_at=now + 3600, resource=request.resource).save()
     out = {"code": code, "iss": settings().issuer}
     if request.state is not None:
         out["state"] = request.state

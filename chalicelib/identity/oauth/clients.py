@@ -7,7 +7,7 @@ import hashlib
 import hmac
 import json
 import secrets
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import unquote_plus
 
 from pynamodb.exceptions import DoesNotExist
 
@@ -16,6 +16,8 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import OAuthClientAttrs
 from chalicelib.identity.oauth.errors import invalid_client, oauth_error
+from chalicelib.identity.oauth.registration import metadata_documents as client_metadata
+from chalicelib.identity.oauth.registration.redirect_uris import redirect_uri_problem
 
 
 def _digest(secret: str) -> str:
@@ -36,16 +38,6 @@ def create_client(name: str, *, confidential: bool = True, grant_types: list[str
 
 
 SUPPORTED_GRANTS = ("authorization_code", "refresh_token", "client_credentials")
-
-
-def redirect_uri_problem(uri: str) -> str | None:
-    """Why ``uri`` cannot be registered: absolute https (or http on a loopback host), no fragment."""
-    parts = urlsplit(uri)
-    if parts.scheme not in ("https", "http") or not parts.hostname or parts.fragment or "*" in uri:
-        return "must be an absolute http(s) URL without a fragment or wildcard"
-    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
-        return "must use https (http is allowed only on a loopback host)"
-    return None
 
 
 def register_client(name: str, *, confidential: bool, redirect_uris: list[str] | None = None,
@@ -79,6 +71,9 @@ def register_client(name: str, *, confidential: bool, redirect_uris: list[str] |
 
 
 def get_client(client_id: str) -> OAuthClientAttrs | None:
+    """A registered client, or the client a Client ID Metadata Document URL names (``registration/metadata_documents.py``)."""
+    if isinstance(client_id, str) and client_id.startswith("https://"):
+        return client_metadata.client(client_id)
     if not isinstance(client_id, str) or not client_id or len(client_id) > 64:
         return None
     try:

@@ -1,10 +1,13 @@
-"""The OpenID Connect discovery document (``/.well-known/openid-configuration``)."""
+"""The OpenID Connect discovery document (``/.well-known/openid-configuration``), also served as the RFC 8414
+authorization server metadata (``/.well-known/oauth-authorization-server``) that MCP clients read."""
 from __future__ import annotations
 
 from typing import Any
 
 from chalicelib.core.config import settings
 from chalicelib.core.regions import public_endpoints
+from chalicelib.core.tokens import mcp_resources
+from chalicelib.identity.oauth.authorize import SCOPES
 from chalicelib.identity.oauth.token_endpoint import GRANTS
 
 # Endpoints that exist, by discovery field (all served by ``oauth.routes``).
@@ -16,6 +19,7 @@ ENDPOINTS: dict[str, str] = {
     "userinfo_endpoint": "/userinfo",
     "revocation_endpoint": "/oauth2/revoke",
     "end_session_endpoint": "/oauth2/logout",
+    "registration_endpoint": "/oauth2/register",  # RFC 7591 (oauth/registration/dynamic.py)
 }
 
 
@@ -29,7 +33,10 @@ def discovery() -> dict[str, Any]:
         "introspection_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
         "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
         "code_challenge_methods_supported": ["S256"],
-        "scopes_supported": ["openid", "email", "profile", "offline_access"],
+        "scopes_supported": list(SCOPES),
+        "client_id_metadata_document_supported": True,  # oauth/registration/metadata_documents.py
+        "resource_parameter_supported": True,  # RFC 8707 (oauth/resources.py): the MCP endpoints
+        "resource_indicators": sorted(mcp_resources()),
         "response_modes_supported": ["query"],
         "prompt_values_supported": ["none", "login", "consent", "select_account"],
         "authorization_response_iss_parameter_supported": True,

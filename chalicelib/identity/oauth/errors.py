@@ -15,10 +15,11 @@ from chalice import Response
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tenancy import endpoints_of
 
-# The error codes of RFC 6749 section 5.2, RFC 7009 section 2.2.1 and RFC 8693 section 2.2.2.
+# The error codes of RFC 6749 section 5.2, RFC 7009 section 2.2.1, RFC 8693 section 2.2.2 and RFC 7591.
 RFC_CODES = frozenset({
     "invalid_request", "invalid_client", "invalid_grant", "unauthorized_client", "unsupported_grant_type",
     "invalid_scope", "unsupported_token_type", "invalid_target", "server_error", "temporarily_unavailable",
+    "invalid_redirect_uri", "invalid_client_metadata",  # RFC 7591 section 3.2.2
 })
 # No cache may keep a token response or an error about one (RFC 6749 section 5.1).
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}

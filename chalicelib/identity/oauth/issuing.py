@@ -12,7 +12,7 @@ from pynamodb.exceptions import UpdateError
 
 from chalicelib.core import clock
 from chalicelib.core.authz import mfa_used
-from chalicelib.core.config import settings
+from chalicelib.core.config import AUDIENCE, settings
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.store.tables import global_model
@@ -65,12 +65,13 @@ def _record_in_grant(family_id: str, claims: dict[str, Any]) -> None:
 
 
 def _new_refresh_token(*, family_id: str, client_id: str, user_id: str, workspace_id: str, amr: list[str],
-                       scope: str, auth_time: int, session_id: str, family_ends_at: int, user_epoch: int) -> str:
+                       scope: str, auth_time: int, session_id: str, family_ends_at: int, user_epoch: int,
+                       resource: str | None) -> str:
     rt = new_secret("rt_")
     global_model(RefreshAttrs)(state_key(REFRESH, digest(rt)), family_id=family_id, client_id=client_id,
                                user_id=user_id, workspace_id=workspace_id, amr_json=json.dumps(amr), scope=scope,
                                auth_time=auth_time, session_id=session_id, user_epoch=user_epoch,
-                               expires_at=family_ends_at).save()
+                               resource=resource, expires_at=family_ends_at).save()
     return rt
 
 
@@ -104,10 +105,11 @@ def _check_grant_not_revoked(family_id: str, user_id: str, session_id: str, user
 
 def issue(*, client_id: str, family_id: str, user_id: str, workspace_id: str, amr: list[str], scope: str,
           auth_time: int, session_id: str, nonce: str | None, refresh: bool, family_ends_at: int,
-          user_epoch: int | None = None) -> dict[str, Any]:
+          user_epoch: int | None = None, resource: str | None = None) -> dict[str, Any]:
     """The token response of a grant: access token, refresh token when ``refresh``, ID token for ``openid``.
 
     ``user_epoch``: the user's revocation epoch recorded when the grant began (None for a new grant).
+    ``resource``: the RFC 8707 resource of the grant (an MCP resource); its access tokens are for it alone.
     """
     user_epoch = _check_grant_not_revoked(family_id, user_id, session_id, user_epoch)
     roles = _roles_and_check(user_id, workspace_id, amr)
@@ -116,14 +118,14 @@ def issue(*, client_id: str, family_id: str, user_id: str, workspace_id: str, am
         raise oauth_error(400, "invalid_grant", "The user account is not active.")
     token, claims = issue_access_token(user_id=user_id, email=user.email, workspace_id=workspace_id, roles=roles,
                                        amr=amr, extra={"client_id": client_id, "scope": scope},
-                                       session_id=session_id, grant_id=family_id)
+                                       session_id=session_id, grant_id=family_id, audience=resource or AUDIENCE)
     _record_in_grant(family_id, claims)
     extra: dict[str, Any] = {"scope": scope}
     if refresh:
         extra["refresh_token"] = _new_refresh_token(
             family_id=family_id, client_id=client_id, user_id=user_id, workspace_id=workspace_id, amr=amr,
             scope=scope, auth_time=auth_time, session_id=session_id, family_ends_at=family_ends_at,
-            user_epoch=user_epoch)
+            user_epoch=user_epoch, resource=resource)
     if "openid" in scope.split():
         extra["id_token"] = _id_token(user=user, client_id=client_id, scope=scope, amr=amr, auth_time=auth_time,
                                       session_id=session_id, workspace_id=workspace_id, roles=roles, nonce=nonce,

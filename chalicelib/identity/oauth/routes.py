@@ -22,6 +22,7 @@ from chalicelib.identity.oauth import logout as rp_logout
 from chalicelib.identity.oauth import userinfo as userinfo_mod
 from chalicelib.identity.oauth.clients import authenticate
 from chalicelib.identity.oauth.errors import NO_STORE, error_response, invalid_client, oauth_error
+from chalicelib.identity.oauth.registration import dynamic as registration
 from chalicelib.identity.pages.render import HTML_HEADERS, render
 from chalicelib.identity.signin import sessions
 
@@ -52,6 +53,21 @@ def _redirect(location: str) -> Response:
 @api.route("/.well-known/openid-configuration", public=True)
 def openid_configuration(ctx: Ctx) -> Any:
     return json_response(discovery.discovery(), headers={"Cache-Control": "public, max-age=300"})
+
+
+@api.route("/.well-known/oauth-authorization-server", public=True)
+def authorization_server_metadata(ctx: Ctx) -> Any:
+    """RFC 8414: the same document as OpenID discovery (MCP clients look here first)."""
+    return json_response(discovery.discovery(), headers={"Cache-Control": "public, max-age=300"})
+
+
+@api.route("/oauth2/register", methods=["POST"], public=True)
+def register(ctx: Ctx) -> Any:
+    """RFC 7591 dynamic client registration (``oauth/registration/dynamic.py``): 201 with the client's metadata."""
+    try:
+        return json_response(registration.register(ctx.json(), ctx.caller.ip), 201, headers=NO_STORE)
+    except ApiError as err:
+        return error_response(err)
 
 
 @api.route("/v1/openapi.json", public=True)

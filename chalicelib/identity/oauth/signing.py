@@ -146,8 +146,12 @@ def issue_access_token(
     extra: dict[str, Any] | None = None,
     session_id: str | None = None,
     grant_id: str | None = None,
+    audience: str = AUDIENCE,
 ) -> tuple[str, dict[str, Any]]:
     """Sign an access token for one workspace; returns the token and its claims.
+
+    ``audience``: ``service-api``, or the MCP resource a client named with RFC 8707 ``resource``
+    (``core.tokens``): such a token is accepted by that MCP endpoint only.
 
     Every user token belongs to a session (``sid``; a new one when none is given) and, when it comes
     from an OAuth grant, to that grant (``grant_id``); it carries the user's revocation epochs
@@ -159,7 +163,7 @@ def issue_access_token(
         raise ValueError("token lifetime out of bounds")
     claims: dict[str, Any] = {
         "iss": settings().issuer,
-        "aud": AUDIENCE,
+        "aud": audience,
         "sub": user_id,
         "workspace_id": workspace_id,
         "roles": list(roles),

@@ -4,7 +4,9 @@ permission map (``core/authz.PERMISSIONS``). A route or field added later is cov
 
 Callers: Admin, Member, Viewer; a removed member (token still valid, membership gone); a demoted member
 (token says admin, membership says viewer); another workspace's Admin (path ids of this workspace); and
-an Admin token without a second factor after the workspace turned ``enforce_mfa`` on.
+an Admin token without a second factor after the workspace turned ``enforce_mfa`` on. A route that takes
+tokens of another audience (the MCP endpoint) is called with that audience's tokens; a route with its own
+error shape (OpenAI's ``error`` object) has its ``code`` read from there.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from chalice.test import Client
 from chalicelib.core import clock
 from chalicelib.core.authz import AUTHENTICATED, PERMISSIONS
 from chalicelib.core.tenancy import get_workspace, memberships
+from chalicelib.core.tokens import API, mcp_resource
 from chalicelib.gateway.api import graphql_api
 from chalicelib.groups import GROUPS, HTTP_GROUPS, create_app
 from chalicelib.identity import users
@@ -37,6 +40,7 @@ class Row:
     method: str
     path: str
     permission: str
+    audience: str = API.name
 
 
 def workspace_routes() -> list[Row]:
@@ -47,7 +51,8 @@ def workspace_routes() -> list[Row]:
             for route in importlib.import_module(module).api.routes:
                 if route.public or route.permission == AUTHENTICATED:
                     continue
-                rows.extend(Row(group, m, route.path, route.permission or "") for m in route.methods)
+                rows.extend(Row(group, m, route.path, route.permission or "", route.audience.name)
+                            for m in route.methods)
     return rows
 
 
@@ -65,18 +70,21 @@ class World:
     region: str
     tokens: dict[str, str]
     mfa_ws: str
+    mcp_tokens: dict[str, str]
     connector: str
     dataset: str
 
 
-def _user_token(ws: str, role_in_membership: str | None, token_roles: list[str], amr: list[str]) -> str:
+def _user_token(ws: str, role_in_membership: str | None, token_roles: list[str], amr: list[str],
+                audience: str | None = None) -> str:
     email = f"{'-'.join(token_roles)}-{clock.iso()[-9:-1].replace(':', '').replace('.', '')}-{id(amr)}@example.com"
     user = users.create_user(email, email_verified=True)
     region = get_workspace(ws).region
     memberships(region)(ws, user.id, role=role_in_membership or "member", email=email, joined_at=clock.iso()).save()
     if role_in_membership is None:  # removed after the token was issued
         memberships(region)(ws, user.id).delete()
-    token, _ = issue_access_token(user_id=user.id, email=email, workspace_id=ws, roles=token_roles, amr=amr)
+    token, _ = issue_access_token(user_id=user.id, email=email, workspace_id=ws, roles=token_roles, amr=amr,
+                                  **({"audience": audience} if audience else {}))
     return token
 
 
@@ -85,20 +93,27 @@ def build() -> World:
     other = make_tenant("matrix-other@example.com", name="Matrix B")
     strict = make_tenant("matrix-strict@example.com", name="Matrix MFA", enforce_mfa=True)
     mfa = ["pwd", "otp", "mfa"]
-    tokens = {
-        "admin": a.token,
-        "member": _user_token(a.workspace_id, "member", ["member"], mfa),
-        "viewer": _user_token(a.workspace_id, "viewer", ["viewer"], mfa),
-        "removed": _user_token(a.workspace_id, None, ["admin"], mfa),
-        "demoted": _user_token(a.workspace_id, "viewer", ["admin"], mfa),
-        "other_admin": other.token,
-        "no_mfa": issue_access_token(user_id=strict.user_id, email=strict.email, workspace_id=strict.workspace_id,
-                                     roles=["admin"], amr=["pwd"])[0],
-    }
+
+    def tokens_for(audience: str | None) -> dict[str, str]:
+        aud = {"audience": audience} if audience else {}
+        return {
+            "admin": issue_access_token(user_id=a.user_id, email=a.email, workspace_id=a.workspace_id,
+                                        roles=["admin"], amr=mfa, **aud)[0],
+            "member": _user_token(a.workspace_id, "member", ["member"], mfa, audience),
+            "viewer": _user_token(a.workspace_id, "viewer", ["viewer"], mfa, audience),
+            "removed": _user_token(a.workspace_id, None, ["admin"], mfa, audience),
+            "demoted": _user_token(a.workspace_id, "viewer", ["admin"], mfa, audience),
+            "other_admin": issue_access_token(user_id=other.user_id, email=other.email, workspace_id=other.workspace_id,
+                                              roles=["admin"], amr=mfa, **aud)[0],
+            "no_mfa": issue_access_token(user_id=strict.user_id, email=strict.email, workspace_id=strict.workspace_id,
+                                         roles=["admin"], amr=["pwd"], **aud)[0],
+        }
+
+    tokens = tokens_for(None)
     conn = put_connector(a.workspace_id, a.region, "matrix")
     ds = put_dataset(a.workspace_id, a.region, "matrix_rows", [field("id", "INTEGER"), field("email", "STRING", "PII")],
                      [(1, "a@example.com")], connector_id=conn, acl=[{"type": "role", "id": "member"}])
-    return World(a.workspace_id, a.region, tokens, strict.workspace_id, conn, ds)
+    return World(a.workspace_id, a.region, tokens, strict.workspace_id, tokens_for(mcp_resource()), conn, ds)
 
 
 def _path(template: str, w: World, caller: str) -> str:
@@ -146,8 +161,9 @@ def test_rest_route(world: World, row: Row) -> None:
     client = Client(APPS[row.group])
     problems = []
     for caller in CALLERS:
-        status, body = _call(client, row.method, _path(row.path, world, caller), world.tokens[caller])
-        code = body.get("code")
+        tokens = world.tokens if row.audience == API.name else world.mcp_tokens
+        status, body = _call(client, row.method, _path(row.path, world, caller), tokens[caller])
+        code = body.get("code") or (body["error"].get("code") if isinstance(body.get("error"), dict) else None)
         expect_role = {"demoted": "viewer"}.get(caller, caller)
         if status >= 500 or status == 401:
             problems.append((caller, status, body))
@@ -186,7 +202,7 @@ def _documents(w: World) -> dict[tuple[str, str], str]:
 
 
 def test_every_graphql_field_has_a_document() -> None:
-    w = World("ws", "r", {}, "ws", "conn", "ds")
+    w = World("ws", "r", {}, "ws", {}, "conn", "ds")
     assert set(_documents(w)) == set(graphql_api.ROOT_FIELDS)
     schema = graphql_api.schema()
     roots = {("Query", f) for f in schema.query_type.fields} | {("Mutation", f) for f in schema.mutation_type.fields}

@@ -32,6 +32,14 @@ def json_routes() -> list[tuple[str, str, str]]:
 
 
 ROUTES = json_routes()
+# Surfaces whose protocol fixes the error shape: GraphQL ``errors``, RFC 7591 ``error``, JSON-RPC ``error``
+# (or problem+json for its HTTP-level refusals: 401, 405), OpenAI's ``error`` object.
+OWN_ERROR_SHAPES = {
+    "/graphql": lambda body: bool(body["errors"]),
+    "/oauth2/register": lambda body: isinstance(body["error"], str),
+    "/mcp": lambda body: isinstance(body.get("error"), dict) or bool(body.get("code") and body.get("correlation_id")),
+    "/v1/chat/completions": lambda body: isinstance(body["error"]["message"], str),
+}
 
 
 def test_the_route_table_has_json_routes() -> None:
@@ -53,8 +61,8 @@ def test_nested_json_is_400_on_every_json_route(tenant: Tenant, authenticated: b
                     assert r.status_code < 500, (where, r.status_code, r.body[:200])
                     if r.status_code < 400:  # a route that never reads its body (e.g. passkey options)
                         answered.setdefault("ignored", []).append(where)
-                    elif path == "/graphql":  # the GraphQL surface answers in its own error shape
-                        assert json.loads(r.body)["errors"], where
+                    elif path in OWN_ERROR_SHAPES:  # protocols that answer in their own error shape
+                        assert OWN_ERROR_SHAPES[path](json.loads(r.body)), (where, r.body[:200])
                     else:
                         assert r.headers["Content-Type"] == PROBLEM_CONTENT_TYPE, where
                         problem = json.loads(r.body)

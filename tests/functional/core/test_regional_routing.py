@@ -126,6 +126,35 @@ def _fill(path: str, workspace_id: str) -> str:
                   path)
 
 
+def _audience(group: str, path: str, method: str) -> str:
+    from importlib import import_module
+
+    from chalicelib.groups import GROUPS
+
+    for module in GROUPS[group]:
+        for route in import_module(module).api.routes:
+            if route.path == path and method in route.methods:
+                return route.audience.name
+    raise AssertionError(f"{method} {path} not declared")
+
+
+def _token(group: str, path: str, method: str, tenant: Tenant) -> str:
+    """The tenant's token for the route: an MCP route takes tokens issued for an MCP resource (its region's)."""
+    if _audience(group, path, method) == "service-api":
+        return tenant.token
+    from chalicelib.core.regions import endpoints
+    from chalicelib.identity.oauth.signing import issue_access_token
+
+    return issue_access_token(user_id=tenant.user_id, email=tenant.email, workspace_id=tenant.workspace_id,
+                              roles=["admin"], amr=["pwd", "otp", "mfa"],
+                              audience=endpoints(tenant.region)["gateway_url"] + "/mcp")[0]
+
+
+def _problem(body: dict[str, Any]) -> dict[str, Any]:
+    """The problem members of an answer (OpenAI-shaped routes carry them in their ``error`` object)."""
+    return body["error"] if isinstance(body.get("error"), dict) else body
+
+
 def _regional_routes(group: str) -> list[tuple[str, str]]:
     out = []
     for path, method in _routes(group):
@@ -142,11 +171,14 @@ def test_eu_token_at_us_deployment_is_421_before_any_eu_call(tenants: Tenants, r
     client = Client(create_app(group))
     routes = _regional_routes(group)
     assert len(routes) > 5
+    tokens = {(path, method): _token(group, path, method, tenants.eu) for path, method in routes}
     recorder.clear()
     for path, method in routes:
-        status, body, headers = call(client, method, _fill(path, tenants.eu.workspace_id), tenants.eu.token, body={})
+        status, body, headers = call(client, method, _fill(path, tenants.eu.workspace_id), tokens[(path, method)],
+                                     body={})
         assert status == 421, (method, path, status, body)
-        assert headers["Content-Type"] == "application/problem+json"
+        assert headers["Content-Type"] == ("application/json" if "error" in body else "application/problem+json")
+        body = _problem(body)
         assert body["code"] == "wrong_region"
         assert body["region"] == EU
         assert body["residency"] == "eu-central"
@@ -174,10 +206,13 @@ def test_us_token_at_eu_deployment_is_421_and_reads_only_the_directory(tenants: 
                                                                         pin: Any, group: str) -> None:
     pin(EU)
     client = Client(create_app(group))
+    tokens = {(path, method): _token(group, path, method, tenants.us) for path, method in _regional_routes(group)}
     recorder.clear()
     for path, method in _regional_routes(group):
-        status, body, _ = call(client, method, _fill(path, tenants.us.workspace_id), tenants.us.token, body={})
+        status, body, _ = call(client, method, _fill(path, tenants.us.workspace_id), tokens[(path, method)],
+                               body={})
         assert status == 421, (path, body)
+        body = _problem(body)
         assert body["region"] == US, (path, body)
         assert body["api_base_url"] == "http://us.test/v1", (path, body)
     us_calls = [c for c in recorder.calls if c[0] == US]

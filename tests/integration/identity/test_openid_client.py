@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import pyotp
 import pytest
-import requests
 
 from tests.integration.conftest import ROOT, RunningPlatform
+from tests.integration.sessions import email_code_session
 
 pytestmark = pytest.mark.integration
 PEER = Path(__file__).resolve().parents[1] / "peers" / "openid-client"
@@ -46,30 +43,6 @@ def register_confidential_client(platform: RunningPlatform) -> dict[str, str]:
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
-
-
-def email_code_session(platform: RunningPlatform, email: str) -> str:
-    """A signed-in browser session of ``email`` (e-mail code sign-in), as a Cookie header value."""
-    identity = platform.urls["identity"]
-    headers = {"Content-Type": "application/json", "X-Requested-With": "test"}
-    before = len(platform.outbox_messages(email))
-    r = requests.post(identity + "/signin/email-code", json={"email": email}, headers=headers, timeout=30)
-    assert r.status_code == 202, r.text
-    messages = platform.outbox_messages(email)
-    assert len(messages) > before
-    code = re.search(r"\b(\d{6,8})\b", json.dumps(messages[-1])).group(1)  # type: ignore[union-attr]
-    r = requests.post(identity + "/signin/email-code/verify", json={"email": email, "code": code},
-                      headers=headers, timeout=30)
-    assert r.status_code == 200, r.text
-    if r.json().get("mfa_required"):  # the demo user has TOTP: the code was the first factor
-        # the next step's code (accepted within the +-1 step window) so another test's sign-in in the same
-        # 30 s cannot have used it already
-        totp = pyotp.TOTP(platform.demo["totp_secret"]).at(time.time() + 30)
-        r = requests.post(identity + "/signin/mfa", json={"mfa_token": r.json()["mfa_token"], "code": totp},
-                          headers=headers, timeout=30)
-        assert r.status_code == 200, r.text
-    assert r.cookies, "no session cookie"
-    return "; ".join(f"{k}={v}" for k, v in r.cookies.items())
 
 
 @pytest.fixture(scope="module")

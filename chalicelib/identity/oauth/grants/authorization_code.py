@@ -21,6 +21,7 @@ from chalicelib.identity.models import AUTH_CODE, GRANT, CodeAttrs, FamilyAttrs,
 from chalicelib.identity.oauth.clients import calling_client
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.issuing import issue
+from chalicelib.identity.oauth.resources import same_resource
 from chalicelib.identity.oauth.revocation import end_session, revoke_family
 from chalicelib.identity.opaque import digest, same
 
@@ -80,10 +81,11 @@ def grant(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str, An
         raise oauth_error(400, "invalid_request", "code is required.")
     item = _consume_code(code)
     _check_code_binding(item, caller.client_id, form)
+    resource = same_resource(item.resource, form)
     ends = int(clock.now()) + REFRESH_FAMILY_TTL_SECONDS
     global_model(FamilyAttrs)(state_key(GRANT, item.family_id), client_id=caller.client_id, user_id=item.user_id,
                               ends_at=ends, expires_at=ends + 3600).save(condition=FamilyAttrs.pk.does_not_exist())
     return issue(client_id=caller.client_id, family_id=item.family_id, user_id=item.user_id,
                  workspace_id=item.workspace_id, amr=list(json.loads(item.amr_json)), scope=item.scope,
                  auth_time=int(item.auth_time), session_id=item.session_id, nonce=item.nonce,
-                 refresh="refresh_token" in caller.grants, family_ends_at=ends)
+                 refresh="refresh_token" in caller.grants, family_ends_at=ends, resource=resource)

@@ -18,6 +18,7 @@ from chalicelib.identity.models import GRANT, REFRESH, FamilyAttrs, OAuthClientA
 from chalicelib.identity.oauth.clients import calling_client
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.issuing import issue
+from chalicelib.identity.oauth.resources import same_resource
 from chalicelib.identity.oauth.revocation import end_session, revoke_family
 from chalicelib.identity.opaque import digest
 
@@ -75,7 +76,8 @@ def grant(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str, An
     item = _rotate(rt, caller.client_id)
     _check_grant_live(item.family_id)
     scope = _narrowed_scope(item.scope, form.get("scope"))
+    resource = same_resource(item.resource, form)
     return issue(client_id=caller.client_id, family_id=item.family_id, user_id=item.user_id,
                  workspace_id=item.workspace_id, amr=list(json.loads(item.amr_json)), scope=scope,
                  auth_time=int(item.auth_time), session_id=item.session_id, nonce=None, refresh=True,
-                 family_ends_at=int(item.expires_at), user_epoch=int(item.user_epoch or 0))
+                 family_ends_at=int(item.expires_at), user_epoch=int(item.user_epoch or 0), resource=resource)

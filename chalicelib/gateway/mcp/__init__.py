@@ -1,0 +1,2 @@
+"""The gateway's remote MCP server: the protocol exchange (``protocol``), the tools generated from the
+gateway's OpenAPI document (``tools``) and the HTTP routes with their OAuth challenges (``routes``)."""
