@@ -42,8 +42,11 @@ def chat_completions(ctx: Ctx) -> Response:
     def work() -> tuple[int, Any]:
         return 200, service.answer(user, chat_body, ctx.caller).reply
 
-    _, reply, replayed = idempotency.run(region_of(user.workspace_id), user.workspace_id,
-                                         f"chat.completions:{user.user_id}", ctx.header(idempotency.HEADER), body, work)
+    _, reply, replayed = idempotency.run(
+        region_of(user.workspace_id), user.user_id, f"{user.workspace_id}#chat.completions",
+        ctx.header(idempotency.HEADER), body, work,
+        ref_of=lambda r: {"type": "chat_message", "chat_id": r["chat_id"], "id": r["id"]},
+        replay=lambda ref: (200, service.replay(user, ref)))
     headers = {"Idempotent-Replayed": "true"} if replayed else {}
     if chat_body["stream"]:
         return Response(body=translate.encode_sse(translate.chunks(reply, include_usage)), status_code=200,

@@ -194,6 +194,49 @@ def lineage(w: World) -> str:
     return "\n".join(out)
 
 
+def mcp_tools(w: World) -> str:
+    """The gateway's MCP server, called as the Member with an MCP token in both protocol revisions: every
+    tool that reads datasets (query, knowledge search, dataset search and schema, lineage)."""
+    from chalicelib.core.tokens import mcp_resource
+    from chalicelib.identity.oauth.signing import issue_access_token
+    from tests.functional.gateway.test_mcp import rpc
+
+    token, _ = issue_access_token(user_id=w.member.user_id, email=w.member.email,
+                                  workspace_id=w.tenant.workspace_id, roles=["member"], amr=["pwd", "mfa"],
+                                  audience=mcp_resource())
+    _chats(w)  # chat answers are lineage nodes
+    calls = [("search_knowledge", {"q": TOPIC, "k": 50}), ("search_datasets", {})]
+    for policy in POLICIES:
+        calls += [("query", {"sql": f"SELECT * FROM {w.name(policy)}"}),
+                  ("get_dataset_schema", {"dataset_id": w.datasets[policy]}),
+                  ("get_lineage", {"dataset_id": w.datasets[policy], "depth": 2})]
+    out = []
+    with Client(create_app("gateway")) as c:
+        for modern in (True, False):
+            for rid, (name, arguments) in enumerate(calls, start=1):
+                r = rpc(c, token, "tools/call", {"name": name, "arguments": arguments}, modern=modern, rid=rid)
+                _ok(r.status_code, r.body, f"mcp {name}")
+                body = json.loads(r.body)
+                assert "error" not in body and body["result"]["isError"] is False, (name, body)
+                out.append(r.body.decode())
+    return "\n".join(out)
+
+
+def openai_chat_completions(w: World) -> str:
+    """``POST /v1/chat/completions`` as the Member, plain and streamed (every chunk), per matrix policy."""
+    out = []
+    with Client(create_app("platform")) as c:
+        for policy in POLICIES:
+            for stream in (False, True):
+                body = {"model": "auto", "messages": [{"role": "user", "content": _question(policy)}],
+                        "stream": stream, **({"stream_options": {"include_usage": True}} if stream else {})}
+                r = c.http.post("/v1/chat/completions", body=json.dumps(body),
+                                headers={"Authorization": f"Bearer {w.member.token}", "Content-Type": "application/json"})
+                _ok(r.status_code, r.body, "chat completions")
+                out.append(r.body.decode())
+    return "\n".join(out)
+
+
 SURFACES: list[Surface] = [
     Surface("rest_query", rest_query, shows_values=True),
     Surface("graphql", graphql),
@@ -205,6 +248,8 @@ SURFACES: list[Surface] = [
     Surface("index_objects", index_objects, acl_applies=False, shows_values=True),
     Surface("access_request_export", access_request_export),
     Surface("lineage", lineage),
+    Surface("mcp_tools", mcp_tools, shows_values=True),
+    Surface("openai_chat_completions", openai_chat_completions),
 ]
 
 
