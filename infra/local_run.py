@@ -351,14 +351,15 @@ class LocalPlatform:
 
     def start(self) -> dict[str, Any]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        (self.state_dir / "run.json").unlink(missing_ok=True)  # written again once everything is up
-        for stale in [self.state_dir / "status.json", *self.state_dir.glob("health-*.json")]:
-            stale.unlink(missing_ok=True)  # the last run's: this run's processes write their own
         try:
             previous = json.loads((self.state_dir / DEMO_FILE).read_text())
         except (OSError, ValueError):
             previous = None
-        endpoint = self._environment()
+        endpoint = self._environment()  # refuses to start while another `make run` holds this state
+        # only now (this run owns the state directory): the last run's files, written again once everything is up
+        (self.state_dir / "run.json").unlink(missing_ok=True)
+        for stale in [self.state_dir / "status.json", *self.state_dir.glob("health-*.json")]:
+            stale.unlink(missing_ok=True)  # the last run's: this run's processes write their own
         from chalicelib.core.config import settings
         from chalicelib.core.regions import OPEN_REGIONS
         from infra.bootstrap import bootstrap_all

@@ -131,6 +131,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", WS + "/invitations/{inv}", roles=ADMIN_ONLY),
     Route("DELETE", WS + "/invitations/{inv}", roles=ADMIN_ONLY),
     Route("POST", WS + "/invitations/{inv}/accept", roles={"admin": 404, "member": 404, "viewer": 404}),
+    Route("GET", WS + "/invitations/{inv}/preview", roles={"admin": 404, "member": 404, "viewer": 404}),
     Route("GET", "/v1/audit/events", roles={"admin": 200, "member": 403, "viewer": 200}, foreign=None),
     Route("POST", "/v1/audit/exports", {}, roles={"admin": 202, "member": 403, "viewer": 403}, foreign=None,
           bad=(("bad from", {"from": "last week"}, 400), ("no offset", {"from": "2026-01-01T00:00:00"}, 400),
@@ -147,6 +148,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/support/workspaces/{ws}", roles={"admin": 403, "member": 403, "viewer": 403}, foreign=(403,)),
     Route("GET", "/v1/support/workspaces/{ws}/audit/events", roles={"admin": 403, "member": 403, "viewer": 403},
           foreign=(403,)),
+    Route("GET", "/v1/support/dead-letters", roles={"admin": 403, "member": 403, "viewer": 403}, foreign=(403,)),
 )
 
 

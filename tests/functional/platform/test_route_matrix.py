@@ -43,7 +43,7 @@ def test_role_matrix(stack: None, route: Route) -> None:
         status, body, headers = call(client, route.method, s.path(route.template), s.token(role), route.body)
         assert status == 403, (role, status, body)
         assert headers["Content-Type"] == "application/problem+json"
-        assert body["code"] in ("forbidden", "support_access_denied")
+        assert body["code"] in ("forbidden", "support_access_denied", "operators_only")
     if refused:
         assert scenario.snapshot() == before
     for role in allowed:
