@@ -214,10 +214,13 @@ class StepRunner:
         if self.index >= limit:
             raise StepFailed("max_steps_exceeded", f"The run needed more than {limit} steps.")
 
-    def _cancelled(self) -> None:
+    def _cancelled(self, index: int | None = None) -> None:
+        """Finish the run ``cancelled`` before the step at ``index`` (0-based; the next one by default):
+        a step discarded at its commit was never recorded, so the run stopped before it."""
         s = self.state
+        number = (self.index if index is None else index) + 1
         lifecycle.finish(s.run, CANCELLED, attempt=s.attempt, usage=s.usage, read=sorted(s.ctx.read), log_=s.log,
-                         error={"code": "cancelled", "message": f"Cancelled on request before step {self.index + 1}."})
+                         error={"code": "cancelled", "message": f"Cancelled on request before step {number}."})
         raise Stop()
 
     def run(self, name: str, tool: str, raw_input: Any, *, render: bool = True,
@@ -270,8 +273,8 @@ class StepRunner:
                                                "message": f"The tool's output exceeds {MAX_OUTPUT_CHARS} characters."}
         duration = round((time.perf_counter() - t0) * 1000, 2)
         read = sorted(s.ctx.read - before)
-        s.usage["tool_calls"] += 1
         self._record(index, name, tool, args, started_at, output=text, error=error, duration_ms=duration, read=read)
+        s.usage["tool_calls"] += 1  # counted once recorded: a step discarded by a cancel is not in the run
         if error is not None:
             raise StepFailed(error["code"], f"Step '{name}' ({tool}) failed: {error['message']}")
         self._account(name, output)
@@ -314,7 +317,7 @@ class StepRunner:
                     if s.run.status == models.IN_PROGRESS and int(s.run.attempt) == s.attempt \
                             and s.run.cancel_requested_at:
                         s.log.pending = [e for e in s.log.pending if not e[0].startswith("step.")]
-                        self._cancelled()
+                        self._cancelled(index)
                     raise Stop() from None  # superseded or finished elsewhere: this result is dropped
                 if "step" in refused.tags:
                     raise Stop() from None  # recorded by another delivery

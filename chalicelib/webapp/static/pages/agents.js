@@ -113,16 +113,18 @@ async function one({ view, params, me, navigate }) {
     h("details", { class: "advanced" }, h("summary", {}, "Advanced: more input as JSON"), field("Extra input (JSON object, optional)", h("textarea", { name: "input_json", id: "run-input", rows: "3" }))),
     h("button", { type: "submit", id: "start-run" }, "Run"))) : "",
     section("Past runs", table("Runs", ["Run", "Status", "Started", "Finished"], (runs.runs || runs.items || []).map((r) => [
-      h("a", { href: `/agents/${encodeURIComponent(a.id)}/runs/${encodeURIComponent(r.id)}`, "aria-label": `Run started ${when(r.created_at || r.queued_at)}` }, `Run of ${when(r.created_at || r.queued_at)}`), runBadge(r.status), when(r.created_at || r.queued_at), when(r.finished_at)]), "No runs yet.")));
+      h("a", { href: `/agents/${encodeURIComponent(a.id)}/runs/${encodeURIComponent(r.id)}` }, `Run of ${when(r.created_at || r.queued_at)}`), runBadge(r.status), when(r.created_at || r.queued_at), when(r.finished_at)]), "No runs yet.")));
 }
 
 const TERMINAL = ["completed", "failed", "cancelled", "expired"];
 
+const count = (n, word) => `${n ?? 0} ${(n ?? 0) === 1 ? word : word + "s"}`;
+
 // the run's usage is written when it finishes; until then the steps done so far are counted
 function usageText(r) {
-  if (TERMINAL.includes(r.status) && r.usage) return `${r.usage.steps ?? 0} steps, ${r.usage.tool_calls ?? 0} tool calls`;
+  if (TERMINAL.includes(r.status) && r.usage) return `${count(r.usage.steps, "step")}, ${count(r.usage.tool_calls, "tool call")}`;
   const done = (r.steps || []).filter((s) => s.status === "completed").length;
-  return r.status === "in_progress" ? `${done} ${done === 1 ? "step" : "steps"} done so far` : "";
+  return r.status === "in_progress" ? `${count(done, "step")} done so far` : "";
 }
 
 async function run({ view, params }) {
