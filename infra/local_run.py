@@ -294,7 +294,8 @@ class LocalPlatform:
         for region in OPEN_REGIONS:
             env = {**os.environ, "REGION": region, "BASE_URL": self.url(port_name("platform", region)),
                    "GATEWAY_URL": self.url(port_name("gateway", region)),
-                   "LOCAL_PORTS": ",".join(f"{k}={v}" for k, v in self.ports.items()), **models.get(region, {})}
+                   "LOCAL_PORTS": ",".join(f"{k}={v}" for k, v in self.ports.items()), **models.get(region, {}),
+                   "LOCAL_PARENT_PID": str(os.getpid())}
             self._children.append(subprocess.Popen(
                 [sys.executable, "-m", "infra.local_run", "--region", region], env=env,
                 cwd=str(Path(__file__).resolve().parent.parent)))
@@ -419,9 +420,28 @@ class LocalPlatform:
         return {}
 
 
+def die_with_parent() -> None:
+    """Be killed by the kernel the moment the parent `make run` dies, however it dies (``kill -9``
+    included): its region processes must not outlive it holding their ports (the next `make run`, on
+    the same ports, would find them in use). Linux's ``PR_SET_PDEATHSIG``; elsewhere, and for a parent
+    that died before this call, the parent watch of ``serve_region`` and the check below."""
+    expected = os.environ.get("LOCAL_PARENT_PID")
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if expected and os.getppid() != int(expected):  # the parent died before the death signal was set
+        os._exit(0)
+
+
 def serve_region(region: str) -> None:
     """A region's process: its platform and gateway, its worker loop and scheduler, until SIGTERM or
-    until the parent `make run` goes away."""
+    until the parent `make run` goes away (killed with it: ``die_with_parent``)."""
+    die_with_parent()
     from chalicelib.core.config import settings
 
     settings.cache_clear()
@@ -447,10 +467,15 @@ def serve_region(region: str) -> None:
 
 
 def busy_ports(host: str, ports: dict[str, int]) -> list[tuple[str, int]]:
-    """The (name, port) pairs something already listens on, checked before anything starts."""
+    """The (name, port) pairs something already listens on, checked before anything starts.
+
+    The probe binds as the servers do (``SO_REUSEADDR``): a port whose last connections are still in
+    ``TIME_WAIT`` (a run just killed with ``kill -9``, whose emulator closed its connections first) is
+    free for them, and only a listening socket makes it busy."""
     busy = []
     for name, port in ports.items():
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind((host, port))
             except OSError:

@@ -23,7 +23,7 @@ from chalicelib.core.http.validation import F, email
 from chalicelib.core.ids import new_id
 from chalicelib.core.store import idempotency
 from chalicelib.core.store.tables import connection
-from chalicelib.core.store.transact import Refused, Tx
+from chalicelib.core.store.transact import Conflict, Refused, Tx
 from chalicelib.core.tenancy import get_workspace, membership, region_of
 from chalicelib.identity import users
 from chalicelib.platform.models import (
@@ -97,10 +97,12 @@ def create(workspace_id: str, body: dict[str, Any], *, actor: audit.Actor, calle
                      details={"role": inv.role, "expires_at": clock.iso(inv.expires_at)}, caller=caller,
                      effects=effects)
     except Refused as refused:
-        if "claim" not in refused.tags:
-            raise
+        if "claim" not in refused.tags:  # another item's condition (the id, the idempotency record)
+            raise _unavailable() from None
         raise conflict("invitation_pending", f"A pending invitation for {address} already exists; revoke it "
                                              "or wait until it expires.") from None
+    except (Conflict, audit.AuditAppendFailed):  # a conflicting transaction, throttling: nothing written
+        raise _unavailable() from None
     ws = get_workspace(workspace_id)
     link = f"{settings().app_url}/invitations/accept?workspace_id={workspace_id}&invitation_id={inv.id}"
     mail.send(address, f"You are invited to {ws.name}",
@@ -108,6 +110,11 @@ def create(workspace_id: str, body: dict[str, Any], *, actor: audit.Actor, calle
               f"Sign in with {address} and accept: {link}\n\n"
               f"This invitation expires at {clock.iso(inv.expires_at)}.\n", region=region, tag="invitation")
     return to_public(inv)
+
+
+def _unavailable() -> ApiError:
+    return ApiError(503, "unavailable", "The invitation could not be stored; nothing was written. Try again.",
+                    headers={"Retry-After": "1"})
 
 
 def _not_pending(inv: InvitationAttrs) -> ApiError:

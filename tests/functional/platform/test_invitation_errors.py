@@ -1,7 +1,9 @@
 """Only a live invitation for the same address is ``409 invitation_pending``; any other failure of the
 invitation's transaction (a conflicting transaction, throttling) is ``503 unavailable`` with nothing
 written. DynamoDB's transient cancellations cannot be produced on the emulator on demand, so the
-transaction is made to fail with the reasons DynamoDB returns."""
+transaction is made to fail with the reasons DynamoDB returns. The invitation's transaction is the
+audit's (``audit.append(effects=...)`` through ``core/store/transact.Tx``): items 0 and 1 are the address
+claim and the invitation."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,9 +13,9 @@ from chalice.test import Client
 from pynamodb.exceptions import CancellationReason, TransactWriteError, VerboseClientError
 
 from chalicelib.core import audit
+from chalicelib.core.store import transact
 from chalicelib.groups import create_app
 from chalicelib.platform.models import invitations
-from chalicelib.platform.workspaces import invitations as invitation_service
 from tests.functional.conftest import Tenant
 from tests.functional.platform.helpers import call
 
@@ -28,6 +30,8 @@ def _failing_transaction(reasons: list[CancellationReason | None], code: str = "
 
         def save(self, *args: Any, **kwargs: Any) -> None:
             pass
+
+        update = delete = condition_check = save
 
         def __exit__(self, *exc: Any) -> None:
             cause = VerboseClientError({"Error": {"Code": code, "Message": "cancelled"}}, "TransactWriteItems",
@@ -52,7 +56,7 @@ def test_a_transient_failure_is_503_not_invitation_pending(tenant: Tenant, monke
                                                            reasons: list[CancellationReason | None], code: str) -> None:
     client = Client(create_app("platform"))
     before = [e["action"] for e in audit.iter_chain(tenant.region, tenant.workspace_id)]
-    monkeypatch.setattr(invitation_service, "TransactWrite", _failing_transaction(reasons, code))
+    monkeypatch.setattr(transact, "TransactWrite", _failing_transaction(reasons, code))
     status, body, headers = _invite(client, tenant, "busy@example.com")
     assert status == 503, body
     assert body["code"] == "unavailable"
@@ -66,7 +70,7 @@ def test_only_a_live_invitation_for_the_address_is_409(tenant: Tenant, monkeypat
     assert _invite(client, tenant, "twice@example.com")[0] == 201
     status, body, _ = _invite(client, tenant, "twice@example.com")  # the real claim condition fails
     assert status == 409 and body["code"] == "invitation_pending"
-    monkeypatch.setattr(invitation_service, "TransactWrite", _failing_transaction(
+    monkeypatch.setattr(transact, "TransactWrite", _failing_transaction(
         [CancellationReason(code="ConditionalCheckFailed"), None]))
     status, body, _ = _invite(client, tenant, "other@example.com")
     assert status == 409 and body["code"] == "invitation_pending"

@@ -300,5 +300,16 @@ def test_regional_policy_reaches_only_its_region(group: str) -> None:
 def test_us_platform_crosses_only_into_the_minimal_records() -> None:
     from infra.template import CROSSING_TABLES
 
-    eu = [a for a in _allowed_resources(iam_policy("platform", "us-east-1")) if "eu-central-1" in a]
-    assert eu and {a.split("/")[1] for a in eu} == {f"aiplat-{t}" for t in CROSSING_TABLES}
+    policy = iam_policy("platform", "us-east-1")
+    eu = [a for a in _allowed_resources(policy) if "eu-central-1" in a]
+    tables = [a for a in eu if a.startswith("arn:aws:dynamodb:")]
+    assert tables and {a.split("/")[1] for a in tables} == {f"aiplat-{t}" for t in CROSSING_TABLES}
+    # besides those records, only the dead-letter queues' counts (GET /v1/support/dead-letters,
+    # docs/decisions.md "Dead-letter queues"): their attributes, never their messages
+    others = {a for a in eu if a not in tables}
+    assert others == {"arn:aws:sqs:eu-central-1:*:aiplat-*-dlq", "arn:aws:sqs:eu-central-1:*:*"}
+    for statement in policy["Statement"]:
+        resources = statement.get("Resource")
+        resources = resources if isinstance(resources, list) else [resources]
+        if statement["Effect"] == "Allow" and others & set(resources):
+            assert set(statement["Action"]) <= {"sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:ListQueues"}
