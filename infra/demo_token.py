@@ -1,4 +1,5 @@
-"""`make token`: print a fresh access token for the demo user of a running `make run`.
+"""`make token`: print a fresh access token for the demo user of a running `make run` (``--mcp``: one for
+the gateway's MCP endpoint, whose audience is its resource ``{gateway_url}/mcp``).
 
 It reads ``.local/run.json`` (``LOCAL_STATE_DIR``), points this process at the same AWS endpoint and
 issuer as the running platform, and signs the token with the identity service's active signing key,
@@ -43,24 +44,26 @@ def point_at(info: dict[str, Any]) -> None:
     settings.cache_clear()
 
 
-def demo_access_token(info: dict[str, Any]) -> str:
-    """Sign an access token for the demo user in the demo workspace."""
+def demo_access_token(info: dict[str, Any], mcp: bool = False) -> str:
+    """Sign an access token for the demo user in the demo workspace (``mcp``: for the gateway's MCP
+    resource, ``{gateway_url}/mcp``, the only audience the MCP endpoint accepts)."""
     from chalicelib.core.tenancy import roles_for
-    from chalicelib.identity.oauth.signing import issue_access_token
+    from chalicelib.core.tokens import mcp_resource
+    from chalicelib.identity.oauth.signing import AUDIENCE, issue_access_token
 
     demo = info["demo"]
     roles = roles_for(demo["workspace_id"], demo["user_id"])
     if not roles:
         raise SystemExit("the demo user is no longer a member of the demo workspace")
     token, _ = issue_access_token(user_id=demo["user_id"], email=demo["email"], workspace_id=demo["workspace_id"],
-                                  roles=roles, amr=SIGN_IN_AMR)
+                                  roles=roles, amr=SIGN_IN_AMR, audience=mcp_resource() if mcp else AUDIENCE)
     return token
 
 
 def main() -> None:
     info = load_run_info()
     point_at(info)
-    sys.stdout.write(demo_access_token(info) + "\n")
+    sys.stdout.write(demo_access_token(info, mcp="--mcp" in sys.argv[1:]) + "\n")
 
 
 if __name__ == "__main__":

@@ -36,11 +36,12 @@ def own_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPl
         yield running
 
 
-def demo_access_token(platform: RunningPlatform) -> str:
-    """A fresh access token of the demo Admin, signed by the stack's identity service."""
+def demo_access_token(platform: RunningPlatform, *options: str) -> str:
+    """A fresh access token of the demo Admin, signed by the stack's identity service (``options``: of
+    ``infra.demo_token``, e.g. ``--mcp`` for the gateway's MCP resource)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
     env["LOCAL_STATE_DIR"] = str(platform.state_dir)
-    done = subprocess.run([sys.executable, "-m", "infra.demo_token"], cwd=ROOT, env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "infra.demo_token", *options], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60, check=True)
     return done.stdout.strip()
 

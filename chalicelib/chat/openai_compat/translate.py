@@ -80,7 +80,7 @@ def _messages(value: Any) -> list[dict[str, str]]:
             raise invalid(f"Unrecognized message field: {unknown[0][:64]}.", f"{where}.{unknown[0][:64]}",
                           "unknown_parameter")
         role = m.get("role")
-        if role not in ROLE_MAP:
+        if not isinstance(role, str) or role not in ROLE_MAP:  # an object or array is no role (and unhashable)
             raise invalid("role must be system, developer, user or assistant (tool messages need tools, which are "
                           "not supported).", f"{where}.role")
         out.append({"role": ROLE_MAP[role], "content": _content(m.get("content"), where)})

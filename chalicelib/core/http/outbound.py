@@ -83,7 +83,7 @@ def resolve(host: str, port: int, policy: Policy = Policy()) -> str:
     except ValueError:
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)  # type: ignore[assignment]
-        except OSError:
+        except (OSError, UnicodeError):
             raise Refused(f"cannot resolve {host}", "unresolvable") from None
     if not infos:
         raise Refused(f"cannot resolve {host}", "unresolvable")
@@ -125,6 +125,10 @@ def split_url(url: str) -> tuple[urllib.parse.SplitResult, str, int]:
         raise Refused("the URL is malformed", "malformed") from None
     if split.scheme not in ("http", "https") or not split.hostname:
         raise Refused("the URL must be an absolute http(s) URL", "malformed")
+    try:  # a host name no resolver can take (lone surrogates, an empty or over-long label) is malformed
+        split.hostname.encode("idna")
+    except UnicodeError:
+        raise Refused("the URL's host name is malformed", "malformed") from None
     return split, split.hostname, port
 
 

@@ -8,7 +8,11 @@ from urllib.parse import urlsplit
 
 def redirect_uri_problem(uri: str) -> str | None:
     """Why ``uri`` cannot be registered: absolute https (or http on a loopback host), no fragment."""
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - a port that is not a number is malformed (ValueError)
+    except ValueError:  # an unbalanced IPv6 bracket, a port out of range
+        return "must be an absolute http(s) URL without a fragment or wildcard"
     if parts.scheme not in ("https", "http") or not parts.hostname or parts.fragment or "*" in uri:
         return "must be an absolute http(s) URL without a fragment or wildcard"
     if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
