@@ -28,6 +28,7 @@ NOT_PASTEABLE = {
     "api/platform.md": "reference examples with placeholder ids (ws_01J..., usr_01J..., inv_01J...)",
     "api/models.md": "starts a second `make run` with a GGUF model file (LOCAL_MODEL=/path/model.gguf)",
     "api/mcp.md": "an MCP token comes from an MCP client's browser sign-in (authorization code + PKCE)",
+    "api/openai.md": "the Open WebUI and LibreChat blocks start containers (Docker)",
 }
 # curl fails on an HTTP error status unless the line after it says which error it shows (# 4xx / # 5xx)
 PRELUDE = "set -euo pipefail\ncurl() { command curl --fail-with-body \"$@\"; }\n"
