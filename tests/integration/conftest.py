@@ -120,6 +120,18 @@ def running_platform(state_dir: Path) -> Iterator[RunningPlatform]:
         stop_platform(running)
 
 
+def _forget_a_leaked_running_loop() -> None:
+    """An asyncio client test earlier on this worker can leave its loop marked as running in this thread;
+    Playwright's sync API then refuses to start. No loop runs while a sync fixture runs: clear the mark."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    asyncio.events._set_running_loop(None)
+
+
 CHROMIUM = "/usr/bin/chromium"  # Debian's package (infra/scripts/system_deps.sh): nothing downloads a browser
 
 
@@ -128,6 +140,7 @@ def browser() -> Iterator[Any]:
     """A headless Chromium for the module's tests (Playwright driving Debian's package)."""
     from playwright.sync_api import sync_playwright
 
+    _forget_a_leaked_running_loop()
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         yield b
