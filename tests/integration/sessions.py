@@ -9,6 +9,18 @@ import requests
 
 from tests.integration.conftest import RunningPlatform
 
+_used_totp: set[str] = set()
+
+
+def fresh_totp(secret: str) -> str:
+    """An authenticator code no test of this worker has used (the identity service refuses a replayed
+    code): every sign-in of a worker's shared stack takes its codes here."""
+    totp = pyotp.TOTP(secret)
+    while (code := totp.now()) in _used_totp:
+        time.sleep(1)
+    _used_totp.add(code)
+    return code
+
 
 def email_code_session(platform: RunningPlatform, email: str) -> str:
     """A signed-in browser session of ``email`` (e-mail code sign-in, then TOTP for the demo user), as a Cookie
@@ -25,9 +37,7 @@ def email_code_session(platform: RunningPlatform, email: str) -> str:
                       headers=headers, timeout=30)
     assert r.status_code == 200, r.text
     if r.json().get("mfa_required"):  # the demo user has TOTP: the code was the first factor
-        # the next step's code (accepted within the +-1 step window) so another test's sign-in in the same
-        # 30 s cannot have used it already
-        totp = pyotp.TOTP(platform.demo["totp_secret"]).at(time.time() + 30)
+        totp = fresh_totp(platform.demo["totp_secret"])
         r = requests.post(identity + "/signin/mfa", json={"mfa_token": r.json()["mfa_token"], "code": totp},
                           headers=headers, timeout=30)
         assert r.status_code == 200, r.text

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.conftest import CHROMIUM  # noqa: F401 - re-exported for the web-app tests and bench
+from tests.integration.sessions import fresh_totp
 
 ROOT = Path(__file__).resolve().parents[3]
 AXE = ROOT / "tests/integration/peers/axe-core/node_modules/axe-core/axe.min.js"
@@ -59,20 +60,6 @@ def read_mail(outbox: Path, to: str, pattern: str, after: float, timeout: float 
                     return found.group(1) if found.groups() else found.group(0)
         time.sleep(0.2)
     raise AssertionError(f"no mail to {to} matching {pattern}")
-
-
-_used_totp: set[str] = set()
-
-
-def fresh_totp(secret: str) -> str:
-    """An authenticator code not used before in this run (the identity service refuses a replayed code)."""
-    import pyotp
-
-    totp = pyotp.TOTP(secret)
-    while (code := totp.now()) in _used_totp:
-        time.sleep(1)
-    _used_totp.add(code)
-    return code
 
 
 def sign_in_with_password_and_totp(page: Any, auth: str, email: str, password: str, totp_secret: str) -> None:
