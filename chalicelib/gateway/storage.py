@@ -4,7 +4,7 @@ Layout: ``datasets/<workspace>/<dataset>/<sync id>-a<attempt>/``. Each successfu
 prefix of its own and the commit switches ``DatasetAttrs.data_prefix`` to it, so every content change
 changes ``data_prefix``. A prefix holds ``manifest.json`` naming the snapshot's files:
 
-- ``base``: Parquet parts sorted by ``_source`` then ``_key`` (``PART_ROWS`` rows each), possibly under an
+- ``base``: Parquet parts sorted by ``_source`` then ``_key`` (about ``PART_ROWS`` rows each), possibly under an
   older prefix, and ``parts``: each part's digest (key range and sources) for change detection;
 - ``layers``: in order, each an upsert file (new or changed rows) and/or a delete file (``_key`` only).
 
@@ -35,7 +35,7 @@ from chalicelib.core import aws
 from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 
 BUCKET = "data"
-PART_ROWS = 250_000  # rows per Parquet part
+PART_ROWS = 250_000  # rows per Parquet part (rounded up to DuckDB's 2,048-row chunks)
 INTERNAL = ("_key", "_source", "_hash")
 MANIFEST = "manifest.json"
 MAX_LAYERS = 8  # an incremental sync that would add a ninth layer compacts instead
@@ -63,6 +63,9 @@ class SnapshotResult:
     rows_deleted: int
     parts: int  # objects written
     compacted: bool = True
+    incoming_rows: int = 0  # unique keys that arrived (``rows_written`` of them new or changed)
+    keys: list[str] = field(default_factory=list)  # the snapshot's files (its manifest's)
+    old_keys: list[str] = field(default_factory=list)  # the files of the snapshot it replaces
 
 
 @dataclass
@@ -173,28 +176,59 @@ def merged_source(manifest: Manifest, local: dict[str, str]) -> str | None:
 def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str, attempt: int,
                    schema: list[dict[str, Any]], stage: Any, *, old_prefix: str | None, complete: bool,
                    replaced_sources: set[str], compact: bool = False) -> SnapshotResult:
-    """Write the new snapshot from table ``incoming`` of ``stage`` (an ``ingest.Stage``: typed rows,
-    unique keys). Unless ``complete``, old rows stay except those with a key that arrived again or from a
-    replaced source. As a layer on the old snapshot when possible, else (``compact``, ``complete``, no or
-    a legacy old snapshot, layers grown too big) as a new base.
+    """Write the new snapshot from the typed rows of ``stage`` (an ``ingest.Stage``: ``incoming_sql``, or
+    table ``incoming`` once materialized). Unless ``complete``, old rows stay except those with a key that
+    arrived again or from a replaced source. As a layer on the old snapshot when possible, else (``compact``,
+    ``complete``, no or a legacy old snapshot, layers grown too big) as a new base.
 
-    A layer whose rows all come from replaced sources reads, of the old snapshot, only its layers and the
-    base parts whose digest (``Manifest.parts``) says they hold a replaced source's rows or an incoming
-    key: O(changed rows + parts touched + layers + manifest), not O(snapshot)."""
-    spec = {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR",
-            **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
+    A new base of a ``complete`` batch is ONE ``COPY (SELECT ... ORDER BY _source, _key)`` straight from
+    the stage's relation (a CSV is typed, keyed and hashed as the file is read) into Parquet parts; the
+    counts then come from the parts' ``_key``/``_hash`` columns. A layer whose rows all come from replaced
+    sources reads, of the old snapshot, only its layers and the base parts whose digest (``Manifest.parts``)
+    says they hold a replaced source's rows or an incoming key: O(changed rows + parts touched + layers +
+    manifest), not O(snapshot). The prefix is new per attempt and never listed: files a crashed try of the
+    same attempt left there are overwritten or, unreferenced, removed by ``prune``."""
     prefix = snapshot_prefix(workspace_id, dataset_id, sync_id, attempt)
-    stale = _list_keys(region, prefix + "/")
-    if stale:  # files of an earlier try of this very attempt
-        _delete_keys(region, stale)
-    con, tmp = stage.con, stage.workdir
+    con = stage.con
     old = read_manifest(region, old_prefix) if old_prefix else Manifest(base=[], base_rows=0)
     con.execute("CREATE TABLE replaced (src VARCHAR)")
     if replaced_sources:
         con.executemany("INSERT INTO replaced VALUES (?)", [[s] for s in sorted(replaced_sources)])
     layerable = (not compact and not complete and bool(old_prefix) and old.base_rows >= 0
                  and len(old.layers) < MAX_LAYERS)
-    touched = _touched_parts(con, old, replaced_sources) if layerable else None
+    if layerable:
+        result = _try_layer(region, prefix, schema, stage, old, replaced_sources)
+        if result is not None:
+            return result
+    return _write_base(region, prefix, schema, stage, old, complete)
+
+
+def _spec(schema: list[dict[str, Any]]) -> dict[str, str]:
+    return {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR",
+            **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
+
+
+def _old_view(con: Any, region: str, tmp: str, old: Manifest, spec: dict[str, str]) -> None:
+    """View ``old``: the whole old snapshot's current rows in the new schema's types."""
+    local = _download(region, old.keys(), os.path.join(tmp, "old-all"))
+    source = merged_source(old, local)
+    present = ({r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()} if source else set())
+    select = ", ".join(
+        (f"CAST({_ident(n)} AS {t}) AS {_ident(n)}" if n in present else f"CAST(NULL AS {t}) AS {_ident(n)}")
+        for n, t in spec.items())
+    if source:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW old AS SELECT {select} FROM {source}")
+    else:
+        con.execute("CREATE OR REPLACE TEMP VIEW old AS SELECT " + ", ".join(
+            f"CAST(NULL AS {t}) AS {_ident(n)}" for n, t in spec.items()) + " WHERE false")
+
+
+def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: Any, old: Manifest,
+               replaced_sources: set[str]) -> SnapshotResult | None:
+    """The sync as a layer on ``old``, or None when the layers would grow too big (compact instead)."""
+    con, tmp = stage.con, stage.workdir
+    incoming = stage.materialize()
+    touched = _touched_parts(con, old, replaced_sources)
     if touched is not None:  # the touched base parts and the layers only: their current rows' keys and hashes
         part = Manifest(base=[old.base[i] for i in touched], layers=old.layers)
         source = merged_source(part, _download(region, part.keys(), os.path.join(tmp, "old")))
@@ -204,59 +238,93 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
                     "CREATE TABLE old_index (_key VARCHAR, _source VARCHAR, _hash VARCHAR)")
         old_rows = old.row_count
     else:
-        local = _download(region, old.keys(), os.path.join(tmp, "old"))
-        source = merged_source(old, local)
-        present = ({r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()} if source else set())
-        select = ", ".join(
-            (f"CAST({_ident(n)} AS {t}) AS {_ident(n)}" if n in present else f"CAST(NULL AS {t}) AS {_ident(n)}")
-            for n, t in spec.items())
-        if source:
-            con.execute(f"CREATE TEMP VIEW old AS SELECT {select} FROM {source}")
-        else:
-            con.execute("CREATE TEMP VIEW old AS SELECT " + ", ".join(
-                f"CAST(NULL AS {t}) AS {_ident(n)}" for n, t in spec.items()) + " WHERE false")
+        _old_view(con, region, tmp, old, _spec(schema))
         con.execute("CREATE TABLE old_index AS SELECT _key, _source, _hash FROM old")
         old_rows = con.execute("SELECT count(*) FROM old_index").fetchone()[0]
     written = con.execute("SELECT count(*) FROM incoming i LEFT JOIN old_index o ON o._key = i._key "
                           "WHERE o._hash IS DISTINCT FROM i._hash").fetchone()[0]
-    if complete:
-        deleted = con.execute("SELECT count(*) FROM old_index WHERE _key NOT IN (SELECT _key FROM incoming)").fetchone()[0]
-    else:
-        deleted = con.execute("SELECT count(*) FROM old_index o WHERE o._source IN (SELECT src FROM replaced) "
-                              "AND o._key NOT IN (SELECT _key FROM incoming)").fetchone()[0]
+    deleted = con.execute("SELECT count(*) FROM old_index o WHERE o._source IN (SELECT src FROM replaced) "
+                          "AND o._key NOT IN (SELECT _key FROM incoming)").fetchone()[0]
     added = con.execute("SELECT count(*) FROM incoming WHERE _key NOT IN (SELECT _key FROM old_index)").fetchone()[0]
-    layer_rows = sum(int(layer.get("rows", 0)) for layer in old.layers)
-    incoming = con.execute("SELECT count(*) FROM incoming").fetchone()[0]
-    grown = layer_rows + incoming + deleted
-    as_layer = layerable and (grown <= COMPACT_MIN_ROWS or grown <= COMPACT_FRACTION * old.base_rows)
-    if touched is not None and not as_layer:  # compacting after all: the whole old snapshot is needed
-        con.execute("DROP TABLE replaced")
+    grown = sum(int(layer.get("rows", 0)) for layer in old.layers) + incoming + deleted
+    if not (grown <= COMPACT_MIN_ROWS or grown <= COMPACT_FRACTION * old.base_rows):
         con.execute("DROP TABLE old_index")
-        return write_snapshot(region, workspace_id, dataset_id, sync_id, attempt, schema, stage, old_prefix=old_prefix,
-                              complete=complete, replaced_sources=replaced_sources, compact=True)
-    cols = ", ".join(_ident(n) for n in spec)
-    if as_layer:
-        manifest, objects = _write_layer(con, region, tmp, prefix, old, cols, deleted)
-        total = old_rows + added - deleted
-        manifest.row_count = int(total)
-    else:
-        keep = ("false" if complete else
-                "o._key NOT IN (SELECT _key FROM incoming) AND (o._source IS NULL OR o._source NOT IN (SELECT src FROM replaced))")
-        kept_rows = 0 if complete else con.execute(f"SELECT count(*) FROM old o WHERE {keep}").fetchone()[0]
-        total = kept_rows + incoming
-        con.execute(f"CREATE TABLE merged AS SELECT {cols} FROM (SELECT {cols} FROM old o WHERE {keep} "
-                    f"UNION ALL SELECT {cols} FROM incoming) ORDER BY _source NULLS FIRST, _key")
-        con.execute("DROP TABLE incoming")
-        keys = _upload_parts(con, region, tmp, prefix, "merged", total)
-        parts = [{"lo": lo, "hi": hi, "sources": sorted(srcs)} for _, lo, hi, srcs in con.execute(
-            f"SELECT rowid // {PART_ROWS} AS p, min(_key), max(_key), list(DISTINCT coalesce(_source, '')) "
-            "FROM merged GROUP BY p ORDER BY p").fetchall()]
-        manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total),
-                            parts=parts if len(parts) == len(keys) else None)
-        objects = len(keys)
+        return None
+    cols = ", ".join(_ident(n) for n in _spec(schema))
+    manifest, objects = _write_layer(con, region, tmp, prefix, old, cols, deleted)
+    total = old_rows + added - deleted
+    manifest.row_count = int(total)
     _put_manifest(region, prefix, manifest)
     return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
-                          parts=objects + 1, compacted=not as_layer)
+                          parts=objects + 1, compacted=False, incoming_rows=incoming, keys=manifest.keys(),
+                          old_keys=old.keys())
+
+
+def _copy_sorted(con: Any, body: str, out: str) -> list[str]:
+    """ONE ``COPY (body ORDER BY _source, _key)`` into Parquet parts of one row group each under ``out``: about
+    ``PART_ROWS`` rows, cut where DuckDB's 2,048-row chunks pass it; the parts' paths in order (at least one,
+    empty when there are no rows)."""
+    shutil.rmtree(out, ignore_errors=True)
+    con.execute(f"COPY ({body} ORDER BY _source NULLS FIRST, _key) TO '{out}' (FORMAT PARQUET, COMPRESSION ZSTD, "
+                f"ROW_GROUP_SIZE {PART_ROWS}, ROW_GROUPS_PER_FILE 1, FILENAME_PATTERN 'part-{{i}}')")
+    files = sorted(os.listdir(out) if os.path.isdir(out) else [], key=lambda n: int(n[5:].split(".")[0]))
+    if not files:
+        os.makedirs(out, exist_ok=True)
+        con.execute(f"COPY ({body} LIMIT 0) TO '{out}/part-0.parquet' (FORMAT PARQUET, COMPRESSION ZSTD)")
+        files = ["part-0.parquet"]
+    return [os.path.join(out, n) for n in files]
+
+
+def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: Any, old: Manifest,
+                complete: bool) -> SnapshotResult:
+    """A new base: the kept old rows (none when ``complete``) and the incoming ones, sorted, in one COPY."""
+    con, tmp = stage.con, stage.workdir
+    spec = _spec(schema)
+    cols = ", ".join(_ident(n) for n in spec)
+    _old_view(con, region, tmp, old, spec)
+    con.execute("CREATE OR REPLACE TABLE old_index AS SELECT _key, _source, _hash FROM old")
+    out = os.path.join(tmp, "base")
+    direct = complete and stage.incoming_rows is None  # straight from the files, keys possibly repeated
+
+    def body() -> str:
+        rows = f"SELECT {cols} FROM ({stage.incoming_sql})" if direct else f"SELECT {cols} FROM incoming"
+        if complete:
+            return rows
+        return (f"SELECT {cols} FROM old o WHERE o._key NOT IN (SELECT _key FROM incoming) AND "
+                f"(o._source IS NULL OR o._source NOT IN (SELECT src FROM replaced)) UNION ALL {rows}")
+
+    if not direct:
+        stage.materialize()
+    paths = _copy_sorted(con, body(), out)
+    con.execute(f"CREATE OR REPLACE TABLE new_index AS SELECT _key, _source, _hash FROM read_parquet({_files_sql(paths)})")
+    if direct and stage.may_repeat and con.execute(
+            "SELECT count(*) - count(DISTINCT _key) FROM new_index").fetchone()[0]:
+        direct = False  # the same key in several rows: the last one wins (``Stage.materialize``), written again
+        stage.materialize()
+        paths = _copy_sorted(con, body(), out)
+        con.execute(f"CREATE OR REPLACE TABLE new_index AS SELECT _key, _source, _hash "
+                    f"FROM read_parquet({_files_sql(paths)})")
+    total = con.execute("SELECT count(*) FROM new_index").fetchone()[0]
+    written = con.execute("SELECT count(*) FROM new_index n LEFT JOIN old_index o ON o._key = n._key "
+                          "WHERE o._hash IS DISTINCT FROM n._hash").fetchone()[0]
+    deleted = con.execute("SELECT count(*) FROM old_index WHERE _key NOT IN (SELECT _key FROM new_index)").fetchone()[0]
+    digests = {os.path.basename(f): (lo, hi, srcs) for f, lo, hi, srcs in con.execute(
+        "SELECT filename, min(_key), max(_key), list(DISTINCT coalesce(_source, '')) "
+        f"FROM read_parquet({_files_sql(paths)}, filename = true) GROUP BY filename").fetchall()}
+    keys, parts = [], []
+    for p, path in enumerate(paths):
+        lo, hi, srcs = digests.get(os.path.basename(path), (None, None, []))
+        if lo is not None:
+            parts.append({"lo": lo, "hi": hi, "sources": sorted(srcs)})
+        key = f"{prefix}/part-{p:05d}.parquet"
+        _upload(region, path, key)
+        keys.append(key)
+    manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total),
+                        parts=parts if len(parts) == len(keys) else None)
+    _put_manifest(region, prefix, manifest)
+    return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
+                          parts=len(keys) + 1, incoming_rows=int(total) if complete else stage.incoming_rows,
+                          keys=manifest.keys(), old_keys=old.keys())
 
 
 def _touched_parts(con: Any, old: Manifest, replaced: set[str]) -> list[int] | None:
@@ -313,21 +381,6 @@ def _upload(region: str, path: str, key: str) -> None:
     _part_written(key)
 
 
-def _upload_parts(con: Any, region: str, tmp: str, prefix: str, table: str, total: int) -> list[str]:
-    """Rows of ``table`` (in its order, a table held in DuckDB's limited memory or spilled) uploaded as
-    Parquet parts of ``PART_ROWS``; their keys."""
-    parts = max(1, -(-total // PART_ROWS))
-    keys = []
-    for p in range(parts):
-        path = os.path.join(tmp, f"part-{p:05d}.parquet")
-        con.execute(f"COPY (SELECT * FROM {table} WHERE rowid >= {p * PART_ROWS} AND rowid < {(p + 1) * PART_ROWS}) "
-                    f"TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)")
-        key = f"{prefix}/part-{p:05d}.parquet"
-        _upload(region, path, key)
-        keys.append(key)
-    return keys
-
-
 def _put_manifest(region: str, prefix: str, manifest: Manifest) -> None:
     key = f"{prefix}/{MANIFEST}"
     aws.client("s3", region).put_object(Bucket=aws.bucket_name(BUCKET, region), Key=key,
@@ -335,14 +388,18 @@ def _put_manifest(region: str, prefix: str, manifest: Manifest) -> None:
     _part_written(key)
 
 
-def prune(region: str, workspace_id: str, dataset_id: str, keep: set[str]) -> int:
-    """Delete every object of the dataset except the files of the snapshots in ``keep`` (prefixes);
-    returns objects removed."""
+def prune(region: str, workspace_id: str, dataset_id: str, keep: set[str],
+          known: dict[str, list[str]] | None = None) -> int:
+    """Delete every object of the dataset except the files of the snapshots in ``keep`` (prefixes) and their
+    manifests; returns objects removed. ``known``: files of some of those snapshots the caller already
+    has (prefix -> keys), whose manifests are then not read again."""
     root = dataset_root(workspace_id, dataset_id)
-    kept_prefixes = {p[len(root):] for p in keep if p}
-    referenced = {k for p in keep if p for k in read_manifest(region, p).keys()}
-    doomed = [k for k in _list_keys(region, root)
-              if k[len(root):].split("/", 1)[0] not in kept_prefixes and k not in referenced]
+    known = known or {}
+    referenced = {f"{p}/{MANIFEST}" for p in keep if p}
+    for p in keep:
+        if p:
+            referenced.update(known[p] if p in known else read_manifest(region, p).keys())
+    doomed = [k for k in _list_keys(region, root) if k not in referenced]
     if doomed:
         _delete_keys(region, doomed)
     return len(doomed)

@@ -227,11 +227,10 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
         unchanged = (dataset is not None and dataset.data_prefix and not batch.complete and not stage.rows_read
                      and not batch.replaced_sources and drift is None and schema == old_schema)
         if unchanged:  # nothing to merge: keep the current snapshot, commit cursor and freshness only
-            kept = 0
             snap = storage.SnapshotResult(prefix=dataset.data_prefix, row_count=int(dataset.row_count), rows_written=0,
                                           rows_deleted=0, parts=0)
         else:
-            kept = incoming.build(schema, names)
+            incoming.build(schema, names)
             snap = storage.write_snapshot(region, ws, dataset_id, run.id, attempt, schema, stage,
                                           old_prefix=dataset.data_prefix if dataset else None,
                                           complete=batch.complete, replaced_sources=batch.replaced_sources,
@@ -240,12 +239,14 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
         stage.close()
         batch.cleanup()
     rows_read = stage.rows_read
-    details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": kept - snap.rows_written,
+    details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": snap.incoming_rows - snap.rows_written,
                "parts": snap.parts, "drift": drift, "skipped": batch.skipped[:50]}
     _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, rows_read, progress.objects)
     catalog.changed(ws, datasets=[dataset_id], connectors=[conn.id])  # other containers reload just these
     if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
-        storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
+        old_prefix = dataset.data_prefix if dataset else ""
+        storage.prune(region, ws, dataset_id, {snap.prefix, old_prefix}, known={snap.prefix: snap.keys,
+                                                                                 old_prefix: snap.old_keys})
     lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,
                               {"connector_kind": conn.kind})
     if not unchanged:

@@ -1,16 +1,22 @@
-"""A sync's incoming rows as one typed DuckDB table, built natively where the source allows it.
+"""A sync's incoming rows as one typed row relation, built natively where the source allows it.
 
-CSV objects (``sources.CsvFile``) are parsed by DuckDB's CSV reader into all-text tables; their column
-types are inferred by one aggregate per object (the rules of ``normalize.infer`` written as SQL, so a
-value gets the same type either way), and typing, keying and the change hash are SQL too: no Python work
-per row. JSON Lines and Parquet objects (the same ``CsvFile`` with another ``format``) become a table of
-each member's text and JSON type, typed by the same rules for JSON values (``_load_json``). Rows that
-readers hand over as ``Record`` objects (DynamoDB and HTTP through a ``RecordSpool``, documents, an object
-the native reader refuses) are coerced in Python and streamed to DuckDB as JSON lines.
+CSV objects (``sources.CsvFile``) are never copied into a text table: DuckDB's sniffer (``sniff_csv``)
+proposes each column's type, and ONE validation aggregate over the file (DuckDB's CSV reader, every value
+as text) checks each proposal against the project's typing rules (``normalize.infer`` written as SQL), so
+a column gets exactly the type those rules give; where the two differ (a proposal a later value breaks,
+a text column the rules would type), the rules win. Typing, keying and the change hash are SQL too, read
+straight from the file by the snapshot writer's single ``COPY (SELECT ... ORDER BY ...)`` (see
+``storage.write_snapshot``): no Python work per row, no intermediate table. JSON Lines and Parquet objects
+(the same ``CsvFile`` with another ``format``) become a table of each member's text and JSON type, typed
+by the same rules for JSON values (``_load_json``). Rows that readers hand over as ``Record`` objects
+(DynamoDB and HTTP through a ``RecordSpool``, documents, an object the native reader refuses) are coerced
+in Python and streamed to DuckDB as JSON lines.
 
-The result is table ``incoming``: ``_key``, ``_source``, ``_hash`` and the schema's columns, one row per
-key (the last row of the last object wins). DuckDB runs on one thread with a memory limit and spills to
-the stage's directory, so memory stays bounded whatever the row count (see ``docs/architecture.md``).
+The result is ``Stage.incoming_sql``: a query of ``_key``, ``_source``, ``_hash``, the schema's columns and
+``_ord`` (row order; the last row of the last object wins per key). ``Stage.materialize`` turns it into
+table ``incoming`` (one row per key) for the writers that read it more than once. DuckDB runs on one
+thread with a memory limit and spills to the stage's directory, so memory stays bounded whatever the row
+count (see ``docs/architecture.md``).
 """
 from __future__ import annotations
 
@@ -50,7 +56,28 @@ class Stage:
     con: Any
     workdir: str
     rows_read: int = 0
+    incoming_sql: str | None = None  # the typed rows (``Incoming.build``); keys may repeat when ``may_repeat``
+    may_repeat: bool = False
+    incoming_rows: int | None = None  # rows of table ``incoming`` once materialized (unique keys)
     _tmp: Any = field(default=None, repr=False)
+
+    def materialize(self) -> int:
+        """Table ``incoming`` from ``incoming_sql``, one row per key (the last by ``_ord``); its row count.
+        Idempotent."""
+        if self.incoming_rows is not None:
+            return self.incoming_rows
+        con = self.con
+        con.execute(f"CREATE TABLE incoming AS {self.incoming_sql}")
+        total = distinct = con.execute("SELECT count(*) FROM incoming").fetchone()[0]
+        if self.may_repeat:
+            distinct = con.execute("SELECT count(DISTINCT _key) FROM incoming").fetchone()[0]
+        if total != distinct:  # the same key in several rows: the last one wins
+            con.execute("CREATE TABLE deduped AS SELECT * FROM incoming "
+                        "QUALIFY row_number() OVER (PARTITION BY _key ORDER BY _ord DESC) = 1")
+            con.execute("DROP TABLE incoming")
+            con.execute("ALTER TABLE deduped RENAME TO incoming")
+        self.incoming_rows = int(distinct)
+        return self.incoming_rows
 
     def close(self) -> None:
         try:
@@ -136,14 +163,22 @@ def _json_str(v: str) -> str:
     """SQL: ``json.dumps(v)`` for a text value (Python only for values needing escapes)."""
     return f"CASE WHEN regexp_full_match({v}, {_lit(_PLAIN_JSON)}) THEN '\"' || {v} || '\"' ELSE py_json_str({v}) END"
 
-
 @dataclass
 class _Native:
     file: CsvFile
-    table: str
+    scan: str  # a table expression of the object's rows: columns ``c<i>`` (text), file order
     headers: list[str]
     rows: int
     json_kinds: list[set[str]] | None = None  # JSON Lines/Parquet: each column's JSON value types (``t<i>``)
+    proposed: list[str | None] | None = None  # CSV: the sniffer's proposal per column (project type names)
+    key_missing: bool = False  # CSV: some row has no value for part of the primary key
+
+    @property
+    def numbered(self) -> str:
+        """``scan`` with ``_rn``, the row's position from 0."""
+        if self.json_kinds is not None:
+            return f"(SELECT *, rowid AS _rn FROM {self.scan})"
+        return f"(SELECT *, row_number() OVER () - 1 AS _rn FROM {self.scan})"
 
 
 def _headers(path: str, delimiter: str) -> list[str] | None:
@@ -155,9 +190,33 @@ def _headers(path: str, delimiter: str) -> list[str] | None:
         return None
 
 
+def _dialect(f: CsvFile) -> str:
+    return f"{_lit(f.path)}, delim = {_lit(f.delimiter)}, quote = '\"', escape = '\"', header = true"
+
+
+# DuckDB's sniffed types as the project's (None: no proposal, the full rules decide)
+_SNIFFED = {"BIGINT": "INTEGER", "INTEGER": "INTEGER", "SMALLINT": "INTEGER", "TINYINT": "INTEGER",
+            "DOUBLE": "FLOAT", "FLOAT": "FLOAT", "BOOLEAN": "BOOLEAN", "DATE": "DATE", "TIMESTAMP": "TIMESTAMP",
+            "TIMESTAMP WITH TIME ZONE": "TIMESTAMP", "VARCHAR": "STRING"}
+
+
+def _sniff(stage: Stage, f: CsvFile, width: int) -> list[str | None]:
+    """DuckDB's type proposal for each of the ``width`` columns (from its sample of the file)."""
+    import duckdb  # noqa: PLC0415
+
+    try:
+        found = stage.con.execute(f"SELECT Columns FROM sniff_csv({_dialect(f)}, sample_size = {SNIFF_ROWS})"
+                                  ).fetchone()[0]
+    except duckdb.Error:
+        return [None] * width
+    if len(found) != width:
+        return [None] * width
+    return [_SNIFFED.get(str(c["type"])) for c in found]
+
+
 def _load(stage: Stage, f: CsvFile, n: int) -> _Native | None:
-    """The CSV as an all-text table ``raw_<n>`` (columns ``c0``...), or None when the native reader
-    cannot read it exactly as Python's csv module would (the caller falls back to records)."""
+    """The object as a native part, or None when the native reader cannot read it exactly as the row-by-row
+    reader would (the caller falls back to records). A CSV is only sniffed here: its rows stay in the file."""
     import duckdb  # noqa: PLC0415
 
     if f.format != "csv":
@@ -170,20 +229,12 @@ def _load(stage: Stage, f: CsvFile, n: int) -> _Native | None:
     headers = _headers(f.path, f.delimiter)
     if headers is None or len(set(headers)) != len(headers):
         return None
-    table = f"raw_{n}"
     if not headers:
-        return _Native(f, table, [], 0)
+        return _Native(f, "(SELECT 1 AS _none WHERE false)", [], 0)
     cols = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(headers))) + "}"
-    try:
-        stage.con.execute(
-            f"CREATE TABLE {table} AS SELECT * FROM read_csv(?, delim = ?, quote = '\"', escape = '\"', header = true, "
-            f"auto_detect = false, null_padding = true, strict_mode = true, parallel = false, columns = {cols})",
-            [f.path, f.delimiter])
-    except duckdb.Error:
-        stage.con.execute(f"DROP TABLE IF EXISTS {table}")
-        return None
-    rows = stage.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-    return _Native(f, table, headers, int(rows))
+    scan = (f"read_csv({_dialect(f)}, auto_detect = false, null_padding = true, strict_mode = true, "
+            f"parallel = false, columns = {cols})")
+    return _Native(f, scan, headers, -1, proposed=_sniff(stage, f, len(headers)))
 
 
 # DuckDB column types whose ``to_json`` rendering reads back as the value Python's Parquet reader gives
@@ -281,7 +332,7 @@ def _json_sample(value: str | None, kind: str | None) -> Any:
 def _observe_json(stage: Stage, part: _Native, observer: normalize.Observer) -> None:
     if not part.rows:
         return
-    con, t = stage.con, part.table
+    con, t = stage.con, part.scan
     n = len(part.headers)
     got = con.execute("SELECT " + ", ".join([f"count(c{i})" for i in range(n)]
                                             + [f"bit_or(1 << {_json_category(f'c{i}', f't{i}')})" for i in range(n)])
@@ -294,44 +345,68 @@ def _observe_json(stage: Stage, part: _Native, observer: normalize.Observer) -> 
         observer.add_column(h, _type_of(got[n + i]), part.rows, got[i] < part.rows, samples)
     observer.add_count(part.rows)
 
+def _pk_columns(part: _Native) -> list[str]:
+    pk = part.file.primary_key or []
+    return pk if all(k in part.headers for k in pk) else resolve_columns(pk, part.headers)
+
 
 def _observe_native(stage: Stage, part: _Native, observer: normalize.Observer) -> None:
-    """Types, nulls and samples of the object's columns, fed to ``observer``."""
+    """Types, nulls and samples of the object's columns, fed to ``observer``. For a CSV: the sniffer's
+    proposals checked by one aggregate over the file (a proposal it refutes, or a column without one,
+    gets the full rules), its row count and whether a primary key value is missing."""
     if part.json_kinds is not None:
         _observe_json(stage, part, observer)
         return
-    if not part.rows:
+    if not part.headers:
         return
-    con, t = stage.con, part.table
+    con, t = stage.con, part.scan
     cols = [f"c{i}" for i in range(len(part.headers))]
-    if part.rows > SNIFF_ROWS:
-        sniff = con.execute("SELECT " + ", ".join(f"bit_or(1 << {_category(c)})" for c in cols)
-                            + f" FROM (SELECT * FROM {t} LIMIT {SNIFF_ROWS})").fetchone()
-    else:
-        sniff = (None,) * len(cols)
-    full = [c for c, h, m in zip(cols, part.headers, sniff, strict=True)
-            if _type_of(m) != "STRING" and observer.type_of(h) != "STRING"]
-    masks: dict[str, int | None] = {c: (1 << 6 if c not in full else None) for c in cols}
-    # a column whose first rows gave one type: one test per value confirms it (else the full rules)
-    guess = {c: _type_of(m) for c, m in zip(cols, sniff, strict=True) if c in full and _type_of(m) is not None}
-    slow = [c for c in full if c not in guess]
-    counts = con.execute("SELECT " + ", ".join([f"count({c})" for c in cols]
-                                               + [f"bool_and({c} IS NULL OR {_is(c, guess[c])})" for c in guess]
-                                               + [f"bit_or(1 << {_category(c)})" for c in slow]) + f" FROM {t}").fetchone()
-    confirmed = dict(zip(guess, counts[len(cols):len(cols) + len(guess)], strict=True))
-    masks.update(zip(slow, counts[len(cols) + len(guess):], strict=True))
-    for c, ok in confirmed.items():
-        if ok:
-            masks[c] = 1 << next(code for code, name in _CODES.items() if name == guess[c])
-    redo = [c for c, ok in confirmed.items() if not ok]
+    proposed = part.proposed or [None] * len(cols)
+    known = {c for c, h in zip(cols, part.headers, strict=True) if observer.type_of(h) == "STRING"}
+    # a text proposal: text by our rules too when the sniffer's sample already widens to STRING
+    texts = [c for c, p in zip(cols, proposed, strict=True) if p == "STRING" and c not in known]
+    if texts:
+        got = con.execute("SELECT " + ", ".join(f"bit_or(1 << {_category(c)})" for c in texts)
+                          + f" FROM (SELECT {', '.join(texts)} FROM {t} LIMIT {SNIFF_ROWS})").fetchone()
+        known.update(c for c, m in zip(texts, got, strict=True) if _type_of(m) == "STRING")
+    guess = {c: p for c, p in zip(cols, proposed, strict=True) if c not in known and p not in (None, "STRING")}
+    slow = [c for c in cols if c not in known and c not in guess]
+    index = {h: f"c{i}" for i, h in enumerate(part.headers)}
+    keys = [index[k] for k in _pk_columns(part) if k in index] if part.file.primary_key else []
+    # the validation aggregate: one pass over the file
+    items = ["count(*)"] + [f"count({c})" for c in cols]
+    items += [f"bool_and({c} IS NULL OR {_is(c, typ)})" for c, typ in guess.items()]
+    narrower = {"FLOAT": f"regexp_full_match(#, {_lit(_INT)})", "TIMESTAMP": "length(#) = 10"}
+    items += [f"bool_and({narrower[typ].replace('#', c)})" if typ in narrower else "NULL" for c, typ in guess.items()]
+    items += [f"bit_or(1 << {_category(c)})" for c in slow]
+    items.append("bool_or(" + " OR ".join(f"({c} IS NULL OR {c} = '')" for c in keys) + ")" if keys else "false")
+    got = con.execute("SELECT " + ", ".join(items) + f" FROM {t}").fetchone()
+    part.rows = int(got[0])
+    counts = got[1:1 + len(cols)]
+    at = 1 + len(cols)
+    checks = got[at:at + len(guess)]
+    narrow = got[at + len(guess):at + 2 * len(guess)]
+    masks: dict[str, int | None] = {c: 1 << 6 for c in known}
+    masks.update(zip(slow, got[at + 2 * len(guess):at + 2 * len(guess) + len(slow)], strict=True))
+    part.key_missing = bool(got[-1])
+    code = {name: c for c, name in _CODES.items()}
+    redo = []
+    present = dict(zip(cols, counts, strict=True))
+    for (c, typ), ok, only_narrow in zip(guess.items(), checks, narrow, strict=True):
+        if not present[c]:  # no value at all
+            masks[c] = None
+        elif ok:
+            name = {"FLOAT": "INTEGER", "TIMESTAMP": "DATE"}[typ] if only_narrow else typ
+            masks[c] = 1 << code[name]
+        else:  # the proposal is refuted by a value the sniffer did not see: the full rules decide
+            redo.append(c)
     if redo:
         masks.update(zip(redo, con.execute("SELECT " + ", ".join(f"bit_or(1 << {_category(c)})" for c in redo)
                                            + f" FROM {t}").fetchone(), strict=True))
     for i, (c, h) in enumerate(zip(cols, part.headers, strict=True)):
         samples: list[Any] = []
-        if h not in observer.by_source:  # a new column: classified from its first values
-            samples = [r[0] for r in con.execute(f"SELECT {c} FROM {t} WHERE {c} IS NOT NULL ORDER BY rowid LIMIT 200")
-                       .fetchall()]
+        if h not in observer.by_source and counts[i]:  # a new column: classified from its first values
+            samples = [r[0] for r in con.execute(f"SELECT {c} FROM {t} WHERE {c} IS NOT NULL LIMIT 200").fetchall()]
         observer.add_column(h, _type_of(masks[c]), part.rows, counts[i] < part.rows, samples)
     observer.add_count(part.rows)
 
@@ -339,24 +414,21 @@ def _observe_native(stage: Stage, part: _Native, observer: normalize.Observer) -
 def _check_key(stage: Stage, part: _Native) -> list[str]:
     """The primary key's columns (``c<i>``) in the object; raises for the first row missing a value."""
     pk = part.file.primary_key or []
-    pk_cols = pk if all(k in part.headers for k in pk) else resolve_columns(pk, part.headers)
+    pk_cols = _pk_columns(part)
     index = {h: f"c{i}" for i, h in enumerate(part.headers)}
     if not part.rows:
         return []
     if any(col not in index for col in pk_cols):
         raise missing_key(part.file.source, 1, [k for k, col in zip(pk, pk_cols, strict=True) if col not in index])
     cols = [index[col] for col in pk_cols]
+    if part.json_kinds is None and not part.key_missing:
+        return cols  # the validation aggregate found every key value
     gone = [f"({c} IS NULL OR {c} = '')" for c in cols]  # as the row-by-row reader: null or empty is missing
-    hit = stage.con.execute(f"SELECT rowid + 1, {', '.join(gone)} FROM {part.table} "
-                            f"WHERE {' OR '.join(gone)} ORDER BY rowid LIMIT 1").fetchone()
+    hit = stage.con.execute(f"SELECT _rn + 1, {', '.join(gone)} FROM {part.numbered} "
+                            f"WHERE {' OR '.join(gone)} ORDER BY _rn LIMIT 1").fetchone()
     if hit:
         raise missing_key(part.file.source, int(hit[0]), [k for k, gone in zip(pk, hit[1:], strict=True) if gone])
     return cols
-
-
-def _spec(schema: list[dict[str, Any]]) -> dict[str, str]:
-    return {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR",
-            **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
 
 
 def _digest(schema: list[dict[str, Any]]) -> str:
@@ -367,9 +439,17 @@ def _digest(schema: list[dict[str, Any]]) -> str:
     return f"CAST(hash({', '.join(_q(f['name']) for f in schema)}) AS VARCHAR)"
 
 
-def _insert_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], names: dict[str, str]) -> None:
+def _ordered(schema: list[dict[str, Any]], inner: str) -> str:
+    """SQL: the rows of ``inner`` (typed columns, ``_key``, ``_source``, ``_ord``) with their hash, columns in
+    the order every part of ``incoming_sql`` shares."""
+    names = ", ".join(["_key", "_source", "_hash", *(_q(f["name"]) for f in schema), "_ord"])
+    return f"SELECT {names} FROM (SELECT t.*, {_digest(schema)} AS _hash FROM ({inner}) t)"
+
+
+def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], names: dict[str, str]) -> str | None:
+    """SQL: the object's typed, keyed and hashed rows (read from the file itself for a CSV)."""
     if not part.rows:
-        return
+        return None
     key_cols = _check_key(stage, part) if part.file.primary_key else []
     by_col = {names[h]: i for i, h in enumerate(part.headers)}
     items = []
@@ -385,18 +465,15 @@ def _insert_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
     if key_cols:
         key = "'[' || " + " || ', ' || ".join(_json_str(c) for c in key_cols) + " || ']'"
     else:
-        key = f"{_lit(part.file.source + '#')} || CAST(rowid + 1 AS VARCHAR)"
+        key = f"{_lit(part.file.source + '#')} || CAST(_rn + 1 AS VARCHAR)"
     order = part.file.order << ORD_SHIFT
-    typed = ", ".join(items)
-    stage.con.execute(f"INSERT INTO incoming BY NAME SELECT t.*, {_digest(schema)} AS _hash FROM "
-                      f"(SELECT {key} AS _key, {_lit(part.file.source)} AS _source, {typed}, "
-                      f"{order} + rowid AS _ord FROM {part.table}) t")
-    stage.con.execute(f"DROP TABLE {part.table}")
+    typed = ", ".join(items + [f"{order} + _rn AS _ord"])
+    return _ordered(schema, f"SELECT {key} AS _key, {_lit(part.file.source)} AS _source, {typed} FROM {part.numbered}")
 
 
-def _insert_records(stage: Stage, records: Iterable[tuple[int, Record]], schema: list[dict[str, Any]],
-                    names: dict[str, str]) -> None:
-    """Records coerced in Python, streamed to a JSON-lines file and read by DuckDB."""
+def _select_records(stage: Stage, records: Iterable[tuple[int, Record]], schema: list[dict[str, Any]],
+                    names: dict[str, str]) -> str | None:
+    """Records coerced in Python, streamed to a JSON-lines file in the stage; SQL reading it back."""
     types = {f["name"]: f["type"] for f in schema}
     plan_of = {src: (col, types[col]) for src, col in names.items()}
     coerce = normalize.coerce
@@ -415,25 +492,25 @@ def _insert_records(stage: Stage, records: Iterable[tuple[int, Record]], schema:
             fh.write("\n")
     if not written:
         os.remove(path)
-        return
+        return None
     loaded = {"_key": "VARCHAR", "_source": "VARCHAR", "_ord": "BIGINT",
               **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
     struct = "{" + ", ".join(f"{_lit(n)}: '{t}'" for n, t in loaded.items()) + "}"
-    stage.con.execute(f"INSERT INTO incoming BY NAME SELECT t.*, {_digest(schema)} AS _hash FROM "
-                      f"(SELECT * FROM read_json(?, format = 'newline_delimited', columns = {struct}, "
-                      f"maximum_object_size = 67108864)) t", [path])
-    os.remove(path)
+    return _ordered(schema, f"SELECT * FROM read_json({_lit(path)}, format = 'newline_delimited', "
+                            f"columns = {struct}, maximum_object_size = 67108864)")
 
 
 class Incoming:
-    """The batch's rows in a stage: ``observe`` (loads CSV objects, feeds the schema observer) then
-    ``build`` (table ``incoming``, typed by the planned schema)."""
+    """The batch's rows in a stage: ``observe`` (sniffs and validates CSV objects, loads the others, feeds
+    the schema observer) then ``build`` (``Stage.incoming_sql``, typed by the planned schema)."""
 
     def __init__(self, stage: Stage, batch: Batch, report: Callable[[int, int], None] | None = None) -> None:
         self.stage, self.batch, self.report = stage, batch, report
         self.parts: list[tuple[int, Any]] = []  # (order, _Native | list[(ord, Record)])
 
     def observe(self, observer: normalize.Observer) -> None:
+        import duckdb  # noqa: PLC0415
+
         batch = self.batch
         if isinstance(batch.records, RecordSpool):  # streamed twice (here and in ``build``), never held
             self.parts = [(-1, batch.records)]
@@ -449,20 +526,22 @@ class Incoming:
         self.parts += sorted(groups.items(), key=lambda p: p[0])
         for n, f in enumerate(batch.files):
             native = _load(self.stage, f, n)
-            if native is None:
-                recs = f.fallback()
-                self.parts.append((f.order, [((f.order << ORD_SHIFT) + i, r) for i, r in enumerate(recs)]))
-            else:
-                self.parts.append((f.order, native))
+            self.parts.append((f.order, native if native is not None else self._fallback(f)))
         self.parts.sort(key=lambda p: p[0])
         rows = len(batch.records)
-        for objects, (_, part) in enumerate(self.parts, start=1):
+        for objects, (order, part) in enumerate(self.parts, start=1):
             if isinstance(part, _Native):
-                _observe_native(self.stage, part, observer)
-                rows += part.rows
-                if self.report is not None:
-                    self.report(objects, rows)
-            elif isinstance(part, list):
+                try:
+                    _observe_native(self.stage, part, observer)
+                except duckdb.Error:  # the CSV reader refused a row the sniffer did not see: row by row
+                    part = self._fallback(part.file)
+                    self.parts[objects - 1] = (order, part)
+                else:
+                    rows += part.rows
+                    if self.report is not None:
+                        self.report(objects, rows)
+                    continue
+            if isinstance(part, list):
                 observer.add_rows((r.values, r.untyped) for _, r in part)
                 if part and part[0][1].source in {f.source for f in batch.files}:
                     rows += len(part)
@@ -470,27 +549,30 @@ class Incoming:
                         self.report(objects, rows)
         self.stage.rows_read = rows
 
-    def build(self, schema: list[dict[str, Any]], names: dict[str, str]) -> int:
-        """Create table ``incoming``; returns its row count (unique keys)."""
-        con = self.stage.con
-        spec = {**_spec(schema), "_ord": "BIGINT"}
-        con.execute("CREATE TABLE incoming (" + ", ".join(f"{_q(n)} {t}" for n, t in spec.items()) + ")")
+    @staticmethod
+    def _fallback(f: CsvFile) -> list[tuple[int, Record]]:
+        return [((f.order << ORD_SHIFT) + i, r) for i, r in enumerate(f.fallback())]
+
+    def build(self, schema: list[dict[str, Any]], names: dict[str, str]) -> None:
+        """Set ``Stage.incoming_sql``: every part's typed rows (keys may repeat: see ``Stage.materialize``)."""
+        selects: list[str] = []
         records: list[Iterable[tuple[int, Record]]] = []
         for _, part in self.parts:
             if isinstance(part, _Native):
-                _insert_native(self.stage, part, schema, names)
+                sql = _select_native(self.stage, part, schema, names)
+                if sql is not None:
+                    selects.append(sql)
             elif isinstance(part, RecordSpool):
                 records.append(((-1 << ORD_SHIFT) + i, r) for i, r in enumerate(part))
             else:
                 records.append(part)
-        _insert_records(self.stage, itertools.chain.from_iterable(records), schema, names)
-        total = distinct = con.execute("SELECT count(*) FROM incoming").fetchone()[0]
+        sql = _select_records(self.stage, itertools.chain.from_iterable(records), schema, names)
+        if sql is not None:
+            selects.append(sql)
+        if not selects:  # no rows: an empty relation of the right columns
+            selects.append(_ordered(schema, "SELECT CAST(NULL AS VARCHAR) AS _key, CAST(NULL AS VARCHAR) AS _source, "
+                                    + "".join(f"CAST(NULL AS {DUCKDB_TYPES[f['type']]}) AS {_q(f['name'])}, "
+                                              for f in schema) + "CAST(NULL AS BIGINT) AS _ord WHERE false"))
+        self.stage.incoming_sql = " UNION ALL ".join(selects)
         spooled = isinstance(self.batch.records, RecordSpool)  # not deduplicated while observed
-        if spooled or any(f.primary_key for f in self.batch.files):  # keys from values may repeat
-            distinct = con.execute("SELECT count(DISTINCT _key) FROM incoming").fetchone()[0]
-        if total != distinct:  # the same key in several rows: the last one wins
-            con.execute("CREATE TABLE deduped AS SELECT * FROM incoming "
-                        "QUALIFY row_number() OVER (PARTITION BY _key ORDER BY _ord DESC) = 1")
-            con.execute("DROP TABLE incoming")
-            con.execute("ALTER TABLE deduped RENAME TO incoming")
-        return int(distinct)
+        self.stage.may_repeat = spooled or any(f.primary_key for f in self.batch.files)  # keys from values

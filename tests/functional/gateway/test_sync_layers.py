@@ -2,6 +2,8 @@
 full sync of the same data gives."""
 from __future__ import annotations
 
+import sys
+
 from chalicelib.core import aws
 from chalicelib.gateway import storage
 from tests.functional.conftest import Tenant
@@ -135,7 +137,9 @@ def test_a_key_moving_to_another_object_is_counted_once_and_stays_when_its_old_o
                                                                                           monkeypatch) -> None:
     """Digests of the objects whose key range holds an incoming key are read too: a key that moves from
     object 00 to object 01 is an update, not an addition, and deleting object 00 later keeps it."""
-    monkeypatch.setattr(storage, "PART_ROWS", 100)  # 15 base parts: their digests decide which are read
+    monkeypatch.setattr(storage, "PART_ROWS", 2048)  # parts are cut at 2,048-row chunks: one object per part,
+    monkeypatch.setattr(sys.modules[__name__], "PER_OBJECT", 2048)  # so the part digests decide which are read
+    monkeypatch.setattr(storage, "COMPACT_MIN_ROWS", 10_000)  # an object's change stays a layer
     bucket = new_bucket(tenant.region)
     for o in range(3):
         put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
@@ -166,7 +170,7 @@ def test_a_key_moving_to_another_object_is_counted_once_and_stays_when_its_old_o
 def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant: Tenant, monkeypatch) -> None:
     """Change detection reads the part digests in the manifest, then only the base parts holding the
     changed object's rows or its keys (here one of five), never the whole snapshot."""
-    monkeypatch.setattr(storage, "PART_ROWS", 400)
+    monkeypatch.setattr(storage, "PART_ROWS", 2048)  # one part per two objects (parts are cut at 2,048-row chunks)
     downloaded: list[str] = []  # what the snapshot writer downloads (not the readers after the sync)
     real_download, real_write, writing = storage._download, storage.write_snapshot, []
 
@@ -186,7 +190,7 @@ def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant
     monkeypatch.setattr(storage, "write_snapshot", write)
 
     def rows(obj: int, version: int) -> str:
-        return "code,amount\n" + "".join(f"u{i:06d},{i + version}\n" for i in range(obj * 200, (obj + 1) * 200))
+        return "code,amount\n" + "".join(f"u{i:06d},{i + version}\n" for i in range(obj * 1024, (obj + 1) * 1024))
 
     bucket = new_bucket(tenant.region)
     for o in range(10):
@@ -203,15 +207,15 @@ def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant
         put(tenant.region, bucket, "rows/07.csv", rows(7, 1))
         downloaded.clear()
         run = _sync(c, tenant, conn, "INCREMENTAL")
-        assert (run["rows_read"], run["rows_written"], run["rows_deleted"]) == (200, 200, 0), run
+        assert (run["rows_read"], run["rows_written"], run["rows_deleted"]) == (1024, 1024, 0), run
         assert downloaded == [before.base[3]]  # objects 06 and 07, sorted by source: the fourth part
         after = dataset(tenant, ds_id)
         assert len(_objects(tenant, ds_id) - objects_before) == 2  # the layer's upserts and the manifest
         names, got = storage.read_rows(tenant.region, after.data_prefix)
-        assert after.row_count == len(got) == 2000
+        assert after.row_count == len(got) == 10 * 1024
         amounts = {r[0]: r[1] for r in got}
-        assert amounts["u001400"] == 1401
-        assert amounts["u001399"] == 1399
+        assert amounts["u007168"] == 7169
+        assert amounts["u007167"] == 7167
 
 
 def test_an_incremental_change_too_big_for_a_layer_compacts_with_the_same_rows(tenant: Tenant, monkeypatch) -> None:
