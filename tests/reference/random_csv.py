@@ -80,7 +80,7 @@ def table(seed: int, *, long_rows: int = 0, blank_key: bool = False) -> Table:
     for o in range(rng.randint(1, 3)):
         count = long_rows if (o == 0 and long_rows) else rng.randint(0, 300)
         rows = []
-        for i in range(count):
+        for _ in range(count):
             row = []
             if keyed:
                 k = rng.randint(0, max(1, int(count * 0.8)))  # repeats within and across objects
