@@ -26,16 +26,14 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
-from pynamodb.transactions import TransactWrite
+from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import audit, clock, tenancy
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions
 from chalicelib.core.store import queues
-from chalicelib.core.store import tables as core_models
-from chalicelib.core.store.conditions import cancellation_codes, item_condition_failed
+from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.gateway import models, storage
 from chalicelib.gateway.catalog import lineage_edges
 from chalicelib.gateway.catalog import service as catalog
@@ -103,15 +101,21 @@ def _run(region: str, workspace_id: str, sync_id: str) -> models.SyncRunAttrs | 
         return None
 
 
-def _acquire(conn: models.ConnectorAttrs, sync_id: str) -> None:
-    C = models.ConnectorAttrs
+def _acquire(conn: models.ConnectorAttrs, run: models.SyncRunAttrs, attempt: int) -> None:
+    """The connector's lease and the run's RUNNING state in one transaction."""
+    C, R = models.ConnectorAttrs, models.SyncRunAttrs
     now = int(clock.now())
+    tx = Tx(tenancy.region_of(conn.workspace_id))
+    tx.update(conn, actions=[C.lock_owner.set(run.id), C.lock_expires_at.set(now + LEASE_S), C.status.set("SYNCING")],
+              condition=C.id.exists() & (C.lock_owner.does_not_exist() | (C.lock_owner == run.id)
+                                         | (C.lock_expires_at < now)), tag="lease")
+    tx.update(run, actions=[R.status.set("RUNNING"), R.attempts.set(attempt),
+                            R.started_at.set(run.started_at or clock.iso())], tag="run")
     try:
-        conn.update(actions=[C.lock_owner.set(sync_id), C.lock_expires_at.set(now + LEASE_S), C.status.set("SYNCING")],
-                    condition=C.id.exists() & (C.lock_owner.does_not_exist() | (C.lock_owner == sync_id)
-                                               | (C.lock_expires_at < now)))
-    except UpdateError:
+        tx.commit()
+    except Refused:
         raise Busy() from None
+    run.status, run.attempts, run.started_at = "RUNNING", attempt, run.started_at or clock.iso()
 
 
 def _release(region: str, workspace_id: str, connector_id: str, sync_id: str, status: str, error: str | None) -> None:
@@ -179,13 +183,11 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
         return Outcome("done", "connector paused")
     previous_owner = conn.lock_owner
     try:
-        _acquire(conn, sync_id)
+        _acquire(conn, run, attempt)
     except Busy:
         return Outcome("busy")
     if previous_owner and previous_owner != sync_id:  # took over an expired lease: that worker was lost
         _mark_lost(region, workspace_id, previous_owner)
-    R = models.SyncRunAttrs
-    run.update(actions=[R.status.set("RUNNING"), R.attempts.set(attempt), R.started_at.set(run.started_at or clock.iso())])
     try:
         result = _sync(region, conn, run, attempt)
     except Exception as err:  # noqa: BLE001 - every failure is recorded on the run
@@ -247,16 +249,10 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
         old_prefix = dataset.data_prefix if dataset else ""
         storage.prune(region, ws, dataset_id, {snap.prefix, old_prefix}, known={snap.prefix: snap.keys,
                                                                                  old_prefix: snap.old_keys})
-    lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,
-                              {"connector_kind": conn.kind})
     if not unchanged:
         from chalicelib.knowledge import indexer  # noqa: PLC0415 - loads bm25s only when a sync ran
 
         indexer.on_sync(region, ws, dataset_id)
-    audit.append(region, ws, "connector.sync_succeeded", actor=SYSTEM, target={"type": "connector", "id": conn.id},
-                 details={"sync_id": run.id, "dataset_id": dataset_id, "rows_read": rows_read,
-                          "rows_written": snap.rows_written, "rows_deleted": snap.rows_deleted,
-                          "schema_drift": bool(drift)})
     return {"rows_read": rows_read, "rows_written": snap.rows_written, "row_count": snap.row_count}
 
 
@@ -297,64 +293,78 @@ def _merge_schema(current: list[dict[str, Any]], planned: list[dict[str, Any]]) 
 def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, dataset_id: str,
             schema: list[dict[str, Any]], drift: dict[str, Any] | None, snap: storage.SnapshotResult,
             cursor: dict[str, Any], details: dict[str, Any], rows_read: int, objects_read: int = 0) -> None:
-    """Dataset + connector cursor + SyncRun in one transaction, conditional on the lease, the dataset's
+    """Dataset + connector cursor + SyncRun + the connector -> dataset lineage edge + the
+    ``connector.sync_succeeded`` audit event in ONE transaction, conditional on the lease, the dataset's
     previous data_prefix and schema (a concurrent field-policy change is merged in, then retried)."""
-    D, C, R = models.DatasetAttrs, models.ConnectorAttrs, models.SyncRunAttrs
+    D, C, R, E = models.DatasetAttrs, models.ConnectorAttrs, models.SyncRunAttrs, models.LineageEdgeAttrs
     ws = conn.workspace_id
-    connection = core_models.connection(region)
     for _ in range(COMMIT_ATTEMPTS):
-        now = clock.iso()
         try:
             current = models.datasets(region).get(ws, dataset_id, consistent_read=True)
         except DoesNotExist:
             current = None
         final_schema = _merge_schema(json.loads(current.schema) if current else [], schema)
         classification = highest_classification([f["classification"] for f in final_schema])
+
+        def effects(tx: Tx, current: models.DatasetAttrs | None = current, final_schema: list = final_schema,
+                    classification: str = classification) -> None:
+            now = clock.iso()
+            if current is None:
+                item = models.datasets(region)(
+                    ws, dataset_id, name=conn.dataset_name or dataset_id, connector_id=conn.id,
+                    owner=conn.owner or "", description=conn.description or "", classification=classification,
+                    schema=json.dumps(final_schema), acl=json.dumps(DEFAULT_ACL), schema_version=1,
+                    schema_drift="[]", data_prefix=snap.prefix, row_count=snap.row_count,
+                    last_synced_at=now, created_at=now, updated_at=now)
+                tx.save(item, condition=D.id.does_not_exist(), tag="dataset")
+            else:
+                drift_log = json.loads(current.schema_drift or "[]")
+                actions = [D.schema.set(json.dumps(final_schema)), D.classification.set(classification),
+                           D.data_prefix.set(snap.prefix), D.row_count.set(snap.row_count),
+                           D.last_synced_at.set(now), D.updated_at.set(now)]
+                if drift:
+                    drift_log.append(drift)
+                    actions += [D.schema_version.set(int(current.schema_version) + 1),
+                                D.schema_drift.set(json.dumps(drift_log[-100:]))]
+                elif not json.loads(current.schema or "[]") and final_schema:
+                    actions.append(D.schema_version.set(max(1, int(current.schema_version))))
+                prev = current.data_prefix
+                cond = (D.schema == current.schema) & (
+                    (D.data_prefix == prev) if prev else D.data_prefix.does_not_exist())
+                tx.update(current, actions=actions, condition=cond, tag="dataset")
+            tx.update(models.connectors(region)(ws, conn.id),
+                      actions=[C.cursor.set(json.dumps(cursor)), C.status.set("HEALTHY"), C.last_error.remove(),
+                               C.last_checked_at.set(now), C.lock_owner.remove(), C.lock_expires_at.remove(),
+                               C.updated_at.set(now)],
+                      condition=C.lock_owner == run.id, tag="lease")
+            tx.update(models.sync_runs(region)(ws, run.id),
+                      actions=[R.status.set("SUCCEEDED"), R.finished_at.set(now), R.rows_read.set(rows_read),
+                               R.objects_read.set(objects_read),
+                               R.rows_written.set(snap.rows_written), R.error.remove(),
+                               R.details.set(json.dumps(details)), R.dataset_id.set(dataset_id)],
+                      condition=R.status == "RUNNING", tag="run")
+            # the connector -> dataset edge, written once (a later sync leaves its creation time)
+            tx.update(models.lineage_edges(region)(ws, lineage_edges.edge_key(conn.id, dataset_id)),
+                      actions=[E.source_id.set(conn.id), E.source_type.set(LINEAGE_CONNECTOR),
+                               E.target_id.set(dataset_id), E.target_type.set(LINEAGE_DATASET),
+                               E.created_at.set(E.created_at | now),
+                               E.details.set(json.dumps({"connector_kind": conn.kind}))], tag="lineage")
+
         try:
-            with TransactWrite(connection=connection) as tx:
-                if current is None:
-                    item = models.datasets(region)(
-                        ws, dataset_id, name=conn.dataset_name or dataset_id, connector_id=conn.id,
-                        owner=conn.owner or "", description=conn.description or "", classification=classification,
-                        schema=json.dumps(final_schema), acl=json.dumps(DEFAULT_ACL), schema_version=1,
-                        schema_drift="[]", data_prefix=snap.prefix, row_count=snap.row_count,
-                        last_synced_at=now, created_at=now, updated_at=now)
-                    tx.save(item, condition=D.id.does_not_exist())
-                else:
-                    drift_log = json.loads(current.schema_drift or "[]")
-                    actions = [D.schema.set(json.dumps(final_schema)), D.classification.set(classification),
-                               D.data_prefix.set(snap.prefix), D.row_count.set(snap.row_count),
-                               D.last_synced_at.set(now), D.updated_at.set(now)]
-                    if drift:
-                        drift_log.append(drift)
-                        actions += [D.schema_version.set(int(current.schema_version) + 1),
-                                    D.schema_drift.set(json.dumps(drift_log[-100:]))]
-                    elif not json.loads(current.schema or "[]") and final_schema:
-                        actions.append(D.schema_version.set(max(1, int(current.schema_version))))
-                    prev = current.data_prefix
-                    cond = (D.schema == current.schema) & (
-                        (D.data_prefix == prev) if prev else D.data_prefix.does_not_exist())
-                    tx.update(current, actions=actions, condition=cond)
-                tx.update(models.connectors(region)(ws, conn.id),
-                          actions=[C.cursor.set(json.dumps(cursor)), C.status.set("HEALTHY"), C.last_error.remove(),
-                                   C.last_checked_at.set(now), C.lock_owner.remove(), C.lock_expires_at.remove(),
-                                   C.updated_at.set(now)],
-                          condition=C.lock_owner == run.id)
-                tx.update(models.sync_runs(region)(ws, run.id),
-                          actions=[R.status.set("SUCCEEDED"), R.finished_at.set(now), R.rows_read.set(rows_read),
-                                   R.objects_read.set(objects_read),
-                                   R.rows_written.set(snap.rows_written), R.error.remove(),
-                                   R.details.set(json.dumps(details)), R.dataset_id.set(dataset_id)],
-                          condition=R.status == "RUNNING")
+            audit.append(region, ws, "connector.sync_succeeded", actor=SYSTEM,
+                         target={"type": "connector", "id": conn.id},
+                         details={"sync_id": run.id, "dataset_id": dataset_id, "rows_read": rows_read,
+                                  "rows_written": snap.rows_written, "rows_deleted": snap.rows_deleted,
+                                  "schema_drift": bool(drift)}, effects=effects)
             return
-        except TransactWriteError as err:
-            log.warning("sync commit conflict", extra={"sync_id": run.id, "reasons": cancellation_codes(err)})
+        except Refused as refused:
+            log.warning("sync commit conflict", extra={"sync_id": run.id, "refused": sorted(refused.tags)})
             fresh = _run(region, ws, run.id)
             if fresh is not None and fresh.status != "RUNNING":
                 raise RuntimeError("the run was finished by another attempt") from None
-            if item_condition_failed(err, 1):  # the connector item: its lease
+            if "lease" in refused.tags:
                 raise RuntimeError("the connector lease was lost") from None
-            if current is not None and item_condition_failed(err, 0):  # the dataset item
+            if current is not None and "dataset" in refused.tags:
                 latest = models.datasets(region).get(ws, dataset_id, consistent_read=True)
                 if latest.data_prefix != current.data_prefix:
                     raise RuntimeError("the dataset changed under this sync") from None

@@ -232,8 +232,8 @@ def _load(stage: Stage, f: CsvFile, n: int) -> _Native | None:
     if not headers:
         return _Native(f, "(SELECT 1 AS _none WHERE false)", [], 0)
     cols = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(headers))) + "}"
-    scan = (f"read_csv({_dialect(f)}, auto_detect = false, null_padding = true, strict_mode = true, "
-            f"parallel = false, columns = {cols})")
+    # (the stage's one thread reads in file order; ``parallel = false`` would buffer the whole file)
+    scan = f"read_csv({_dialect(f)}, auto_detect = false, null_padding = true, strict_mode = true, columns = {cols})"
     return _Native(f, scan, headers, -1, proposed=_sniff(stage, f, len(headers)))
 
 
