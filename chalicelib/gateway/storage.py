@@ -4,7 +4,7 @@ Layout: ``datasets/<workspace>/<dataset>/<sync id>-a<attempt>/``. Each successfu
 prefix of its own and the commit switches ``DatasetAttrs.data_prefix`` to it, so every content change
 changes ``data_prefix``. A prefix holds ``manifest.json`` naming the snapshot's files:
 
-- ``base``: Parquet parts sorted by ``_source`` then ``_key`` (about ``PART_ROWS`` rows each), possibly under an
+- ``base``: Parquet parts, each sorted by ``_source`` then ``_key`` (about ``PART_ROWS`` rows each), possibly under an
   older prefix, and ``parts``: each part's digest (key range and sources) for change detection;
 - ``layers``: in order, each an upsert file (new or changed rows) and/or a delete file (``_key`` only).
 
@@ -262,17 +262,27 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
 
 def _copy_sorted(con: Any, body: str, out: str) -> list[str]:
     """ONE ``COPY (body ORDER BY _source, _key)`` into Parquet parts of one row group each under ``out``: about
-    ``PART_ROWS`` rows, cut where DuckDB's 2,048-row chunks pass it; the parts' paths in order (at least one,
-    empty when there are no rows)."""
+    ``PART_ROWS`` rows, cut where DuckDB's 2,048-row chunks pass it; the parts' paths in order (none when
+    there are no rows)."""
     shutil.rmtree(out, ignore_errors=True)
     con.execute(f"COPY ({body} ORDER BY _source NULLS FIRST, _key) TO '{out}' (FORMAT PARQUET, COMPRESSION ZSTD, "
                 f"ROW_GROUP_SIZE {PART_ROWS}, ROW_GROUPS_PER_FILE 1, FILENAME_PATTERN 'part-{{i}}')")
     files = sorted(os.listdir(out) if os.path.isdir(out) else [], key=lambda n: int(n[5:].split(".")[0]))
-    if not files:
-        os.makedirs(out, exist_ok=True)
-        con.execute(f"COPY ({body} LIMIT 0) TO '{out}/part-0.parquet' (FORMAT PARQUET, COMPRESSION ZSTD)")
-        files = ["part-0.parquet"]
     return [os.path.join(out, n) for n in files]
+
+
+def _groups(parts: list[tuple[str, int]]) -> list[list[str]]:
+    """The relation's parts (query, rows) in runs of at most ``PART_ROWS`` rows (a bigger part alone). Each run
+    is sorted by one COPY: a sort fed by several scans holds more memory than one fed by a single scan."""
+    groups: list[list[str]] = []
+    rows = 0
+    for sql, n in parts:
+        if not groups or rows + n > PART_ROWS:
+            groups.append([])
+            rows = 0
+        groups[-1].append(sql)
+        rows += n
+    return groups
 
 
 def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: Any, old: Manifest,
@@ -293,27 +303,40 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
         return (f"SELECT {cols} FROM old o WHERE o._key NOT IN (SELECT _key FROM incoming) AND "
                 f"(o._source IS NULL OR o._source NOT IN (SELECT src FROM replaced)) UNION ALL {rows}")
 
-    if not direct:
-        stage.materialize()
-    paths = _copy_sorted(con, body(), out)
-    con.execute(f"CREATE OR REPLACE TABLE new_index AS SELECT _key, _source, _hash FROM read_parquet({_files_sql(paths)})")
+    def write() -> list[str]:
+        if not direct:
+            stage.materialize()
+            paths = _copy_sorted(con, body(), out)
+        else:  # straight from the objects, in runs (one COPY each): parts sorted within, by source across
+            paths = []
+            os.makedirs(out, exist_ok=True)
+            for g, sqls in enumerate(_groups(stage.incoming_parts)):
+                paths += _copy_sorted(con, " UNION ALL ".join(f"SELECT {cols} FROM ({sql})" for sql in sqls),
+                                      os.path.join(out, f"g{g:05d}"))
+        if not paths:  # no rows: one empty part holds the schema
+            os.makedirs(out, exist_ok=True)
+            paths = [os.path.join(out, "empty.parquet")]
+            con.execute(f"COPY (SELECT {cols} FROM old WHERE false) TO '{paths[0]}' (FORMAT PARQUET, COMPRESSION ZSTD)")
+        con.execute(f"CREATE OR REPLACE TABLE new_index AS SELECT _key, _source, _hash "
+                    f"FROM read_parquet({_files_sql(paths)})")
+        return paths
+
+    paths = write()
     if direct and stage.may_repeat and con.execute(
             "SELECT count(*) - count(DISTINCT _key) FROM new_index").fetchone()[0]:
         direct = False  # the same key in several rows: the last one wins (``Stage.materialize``), written again
-        stage.materialize()
-        paths = _copy_sorted(con, body(), out)
-        con.execute(f"CREATE OR REPLACE TABLE new_index AS SELECT _key, _source, _hash "
-                    f"FROM read_parquet({_files_sql(paths)})")
+        shutil.rmtree(out, ignore_errors=True)
+        paths = write()
     total = con.execute("SELECT count(*) FROM new_index").fetchone()[0]
     written = con.execute("SELECT count(*) FROM new_index n LEFT JOIN old_index o ON o._key = n._key "
                           "WHERE o._hash IS DISTINCT FROM n._hash").fetchone()[0]
     deleted = con.execute("SELECT count(*) FROM old_index WHERE _key NOT IN (SELECT _key FROM new_index)").fetchone()[0]
-    digests = {os.path.basename(f): (lo, hi, srcs) for f, lo, hi, srcs in con.execute(
+    digests = {f: (lo, hi, srcs) for f, lo, hi, srcs in con.execute(
         "SELECT filename, min(_key), max(_key), list(DISTINCT coalesce(_source, '')) "
         f"FROM read_parquet({_files_sql(paths)}, filename = true) GROUP BY filename").fetchall()}
     keys, parts = [], []
     for p, path in enumerate(paths):
-        lo, hi, srcs = digests.get(os.path.basename(path), (None, None, []))
+        lo, hi, srcs = digests.get(path, (None, None, []))
         if lo is not None:
             parts.append({"lo": lo, "hi": hi, "sources": sorted(srcs)})
         key = f"{prefix}/part-{p:05d}.parquet"

@@ -57,6 +57,7 @@ class Stage:
     workdir: str
     rows_read: int = 0
     incoming_sql: str | None = None  # the typed rows (``Incoming.build``); keys may repeat when ``may_repeat``
+    incoming_parts: list[tuple[str, int]] = field(default_factory=list)  # its parts: (query, rows), in order
     may_repeat: bool = False
     incoming_rows: int | None = None  # rows of table ``incoming`` once materialized (unique keys)
     _tmp: Any = field(default=None, repr=False)
@@ -472,8 +473,8 @@ def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
 
 
 def _select_records(stage: Stage, records: Iterable[tuple[int, Record]], schema: list[dict[str, Any]],
-                    names: dict[str, str]) -> str | None:
-    """Records coerced in Python, streamed to a JSON-lines file in the stage; SQL reading it back."""
+                    names: dict[str, str]) -> tuple[str | None, int]:
+    """Records coerced in Python, streamed to a JSON-lines file in the stage; SQL reading it back and its rows."""
     types = {f["name"]: f["type"] for f in schema}
     plan_of = {src: (col, types[col]) for src, col in names.items()}
     coerce = normalize.coerce
@@ -492,12 +493,12 @@ def _select_records(stage: Stage, records: Iterable[tuple[int, Record]], schema:
             fh.write("\n")
     if not written:
         os.remove(path)
-        return None
+        return None, 0
     loaded = {"_key": "VARCHAR", "_source": "VARCHAR", "_ord": "BIGINT",
               **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
     struct = "{" + ", ".join(f"{_lit(n)}: '{t}'" for n, t in loaded.items()) + "}"
     return _ordered(schema, f"SELECT * FROM read_json({_lit(path)}, format = 'newline_delimited', "
-                            f"columns = {struct}, maximum_object_size = 67108864)")
+                            f"columns = {struct}, maximum_object_size = 67108864)"), written
 
 
 class Incoming:
@@ -555,24 +556,25 @@ class Incoming:
 
     def build(self, schema: list[dict[str, Any]], names: dict[str, str]) -> None:
         """Set ``Stage.incoming_sql``: every part's typed rows (keys may repeat: see ``Stage.materialize``)."""
-        selects: list[str] = []
+        selects: list[tuple[str, int]] = []
         records: list[Iterable[tuple[int, Record]]] = []
         for _, part in self.parts:
             if isinstance(part, _Native):
                 sql = _select_native(self.stage, part, schema, names)
                 if sql is not None:
-                    selects.append(sql)
+                    selects.append((sql, part.rows))
             elif isinstance(part, RecordSpool):
                 records.append(((-1 << ORD_SHIFT) + i, r) for i, r in enumerate(part))
             else:
                 records.append(part)
-        sql = _select_records(self.stage, itertools.chain.from_iterable(records), schema, names)
+        sql, rows = _select_records(self.stage, itertools.chain.from_iterable(records), schema, names)
         if sql is not None:
-            selects.append(sql)
+            selects.append((sql, rows))
         if not selects:  # no rows: an empty relation of the right columns
-            selects.append(_ordered(schema, "SELECT CAST(NULL AS VARCHAR) AS _key, CAST(NULL AS VARCHAR) AS _source, "
-                                    + "".join(f"CAST(NULL AS {DUCKDB_TYPES[f['type']]}) AS {_q(f['name'])}, "
-                                              for f in schema) + "CAST(NULL AS BIGINT) AS _ord WHERE false"))
-        self.stage.incoming_sql = " UNION ALL ".join(selects)
+            selects.append((_ordered(schema, "SELECT CAST(NULL AS VARCHAR) AS _key, CAST(NULL AS VARCHAR) AS _source, "
+                                     + "".join(f"CAST(NULL AS {DUCKDB_TYPES[f['type']]}) AS {_q(f['name'])}, "
+                                               for f in schema) + "CAST(NULL AS BIGINT) AS _ord WHERE false"), 0))
+        self.stage.incoming_parts = selects
+        self.stage.incoming_sql = " UNION ALL ".join(sql for sql, _ in selects)
         spooled = isinstance(self.batch.records, RecordSpool)  # not deduplicated while observed
         self.stage.may_repeat = spooled or any(f.primary_key for f in self.batch.files)  # keys from values
