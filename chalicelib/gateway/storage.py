@@ -241,11 +241,12 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
         _old_view(con, region, tmp, old, _spec(schema))
         con.execute("CREATE TABLE old_index AS SELECT _key, _source, _hash FROM old")
         old_rows = con.execute("SELECT count(*) FROM old_index").fetchone()[0]
-    written = con.execute("SELECT count(*) FROM incoming i LEFT JOIN old_index o ON o._key = i._key "
-                          "WHERE o._hash IS DISTINCT FROM i._hash").fetchone()[0]
-    deleted = con.execute("SELECT count(*) FROM old_index o WHERE o._source IN (SELECT src FROM replaced) "
-                          "AND o._key NOT IN (SELECT _key FROM incoming)").fetchone()[0]
-    added = con.execute("SELECT count(*) FROM incoming WHERE _key NOT IN (SELECT _key FROM old_index)").fetchone()[0]
+    written, added, deleted = con.execute(
+        "SELECT (SELECT count(*) FROM incoming i LEFT JOIN old_index o ON o._key = i._key "
+        "WHERE o._hash IS DISTINCT FROM i._hash), "
+        "(SELECT count(*) FROM incoming WHERE _key NOT IN (SELECT _key FROM old_index)), "
+        "(SELECT count(*) FROM old_index o WHERE o._source IN (SELECT src FROM replaced) "
+        "AND o._key NOT IN (SELECT _key FROM incoming))").fetchone()
     grown = sum(int(layer.get("rows", 0)) for layer in old.layers) + incoming + deleted
     if not (grown <= COMPACT_MIN_ROWS or grown <= COMPACT_FRACTION * old.base_rows):
         con.execute("DROP TABLE old_index")

@@ -8,7 +8,8 @@ One message = one SyncRun. The worker:
 3. normalises the records to the dataset's schema (widening types and recording drift);
 4. writes a complete new Parquet snapshot under a prefix of its own (``<sync>-a<attempt>``);
 5. commits dataset (schema, data_prefix, row_count, freshness), connector (cursor, health, lease
-   released) and SyncRun (SUCCEEDED) in ONE DynamoDB transaction, then records lineage.
+   released), SyncRun (SUCCEEDED), the connector -> dataset lineage edge and the audit event in ONE
+   DynamoDB transaction (step 1 takes the lease and marks the run RUNNING in one too).
 Nothing is visible before step 5, so a crash anywhere loses nothing and duplicates nothing: the
 redelivered message starts again from the old cursor. On the last allowed receive
 (``ApproximateReceiveCount`` = the queue's ``maxReceiveCount``) a failure marks the run FAILED and the
@@ -243,7 +244,8 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
     rows_read = stage.rows_read
     details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": snap.incoming_rows - snap.rows_written,
                "parts": snap.parts, "drift": drift, "skipped": batch.skipped[:50]}
-    _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, rows_read, progress.objects)
+    _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, rows_read, progress.objects,
+            _Read(dataset))
     catalog.changed(ws, datasets=[dataset_id], connectors=[conn.id])  # other containers reload just these
     if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
         old_prefix = dataset.data_prefix if dataset else ""
@@ -290,19 +292,30 @@ def _merge_schema(current: list[dict[str, Any]], planned: list[dict[str, Any]]) 
     return out
 
 
+@dataclass(frozen=True)
+class _Read:
+    """The dataset item as a sync read it at its start (None: not created yet)."""
+
+    dataset: models.DatasetAttrs | None
+
+
 def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, dataset_id: str,
             schema: list[dict[str, Any]], drift: dict[str, Any] | None, snap: storage.SnapshotResult,
-            cursor: dict[str, Any], details: dict[str, Any], rows_read: int, objects_read: int = 0) -> None:
+            cursor: dict[str, Any], details: dict[str, Any], rows_read: int, objects_read: int = 0,
+            read: _Read | None = None) -> None:
     """Dataset + connector cursor + SyncRun + the connector -> dataset lineage edge + the
     ``connector.sync_succeeded`` audit event in ONE transaction, conditional on the lease, the dataset's
     previous data_prefix and schema (a concurrent field-policy change is merged in, then retried)."""
     D, C, R, E = models.DatasetAttrs, models.ConnectorAttrs, models.SyncRunAttrs, models.LineageEdgeAttrs
     ws = conn.workspace_id
-    for _ in range(COMMIT_ATTEMPTS):
-        try:
-            current = models.datasets(region).get(ws, dataset_id, consistent_read=True)
-        except DoesNotExist:
-            current = None
+    for attempt in range(COMMIT_ATTEMPTS):
+        if attempt or read is None:  # the dataset as the sync read it first; read again after a refusal
+            try:
+                current = models.datasets(region).get(ws, dataset_id, consistent_read=True)
+            except DoesNotExist:
+                current = None
+        else:
+            current = read.dataset
         final_schema = _merge_schema(json.loads(current.schema) if current else [], schema)
         classification = highest_classification([f["classification"] for f in final_schema])
 
