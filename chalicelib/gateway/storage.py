@@ -293,7 +293,6 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
     spec = _spec(schema)
     cols = ", ".join(_ident(n) for n in spec)
     _old_view(con, region, tmp, old, spec)
-    con.execute("CREATE OR REPLACE TABLE old_index AS SELECT _key, _source, _hash FROM old")
     out = os.path.join(tmp, "base")
     direct = complete and stage.incoming_rows is None  # straight from the files, keys possibly repeated
 
@@ -318,20 +317,26 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
             os.makedirs(out, exist_ok=True)
             paths = [os.path.join(out, "empty.parquet")]
             con.execute(f"COPY (SELECT {cols} FROM old WHERE false) TO '{paths[0]}' (FORMAT PARQUET, COMPRESSION ZSTD)")
-        con.execute(f"CREATE OR REPLACE TABLE new_index AS SELECT _key, _source, _hash "
-                    f"FROM read_parquet({_files_sql(paths)})")
         return paths
 
+    def counts(paths: list[str]) -> tuple[int, int, int, int]:
+        """(rows, distinct keys, rows new or changed against the old snapshot, old keys gone): one join of
+        the parts' keys and hashes with the old snapshot's."""
+        distinct = "count(DISTINCT n._key)" if direct and stage.may_repeat else "count(n._key)"
+        return con.execute(
+            f"SELECT count(n._key), {distinct}, "
+            "count(*) FILTER (WHERE n._key IS NOT NULL AND o._hash IS DISTINCT FROM n._hash), "
+            "count(*) FILTER (WHERE n._key IS NULL) "
+            f"FROM (SELECT _key, _hash FROM read_parquet({_files_sql(paths)})) n "
+            "FULL OUTER JOIN (SELECT _key, _hash FROM old) o ON o._key = n._key").fetchone()
+
     paths = write()
-    if direct and stage.may_repeat and con.execute(
-            "SELECT count(*) - count(DISTINCT _key) FROM new_index").fetchone()[0]:
+    total, distinct, written, deleted = counts(paths)
+    if total != distinct:
         direct = False  # the same key in several rows: the last one wins (``Stage.materialize``), written again
         shutil.rmtree(out, ignore_errors=True)
         paths = write()
-    total = con.execute("SELECT count(*) FROM new_index").fetchone()[0]
-    written = con.execute("SELECT count(*) FROM new_index n LEFT JOIN old_index o ON o._key = n._key "
-                          "WHERE o._hash IS DISTINCT FROM n._hash").fetchone()[0]
-    deleted = con.execute("SELECT count(*) FROM old_index WHERE _key NOT IN (SELECT _key FROM new_index)").fetchone()[0]
+        total, _, written, deleted = counts(paths)
     digests = {f: (lo, hi, srcs) for f, lo, hi, srcs in con.execute(
         "SELECT filename, min(_key), max(_key), list(DISTINCT coalesce(_source, '')) "
         f"FROM read_parquet({_files_sql(paths)}, filename = true) GROUP BY filename").fetchall()}
