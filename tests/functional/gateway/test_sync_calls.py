@@ -1,0 +1,56 @@
+"""The fixed cost of a sync in AWS calls: an incremental sync of one changed object takes the lease and marks
+the run RUNNING in one transaction, commits dataset, connector, run, lineage edge and audit event in one
+more, reads the dataset once, and lists the snapshot store once (to prune), never the new prefix."""
+from __future__ import annotations
+
+from collections import Counter
+
+import botocore.client
+
+from chalicelib.core import aws
+from chalicelib.gateway import storage
+from tests.functional.conftest import Tenant
+from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, dataset, drain, new_bucket, put
+
+
+def test_an_incremental_sync_costs_two_transactions_one_dataset_read_and_one_listing(tenant: Tenant,
+                                                                                     monkeypatch) -> None:
+    from chalicelib.knowledge import indexer
+
+    monkeypatch.setattr(indexer, "on_sync", lambda *a, **k: None)
+    bucket = new_bucket(tenant.region)
+    for o in range(3):
+        put(tenant.region, bucket, f"c/{o}.csv", "id,v\n" + "".join(f"{i},{i}\n" for i in range(o * 100, o * 100 + 100)))
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Counted", "kind": "s3", "config": {
+            "role_arn": READER_ROLE, "bucket": bucket, "prefix": "c/", "primary_key": ["id"]}})
+        assert st == 201, conn
+        call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "FULL_REFRESH"})
+        drain(tenant.region)
+        put(tenant.region, bucket, "c/1.csv", "id,v\n" + "".join(f"{i},{i + 1}\n" for i in range(100, 200)))
+        st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "INCREMENTAL"})
+        assert st == 202, run
+
+        calls: Counter = Counter()
+        data_bucket = aws.bucket_name(storage.BUCKET, tenant.region)
+        real = botocore.client.BaseClient._make_api_call
+
+        def counting(self, operation, params):
+            service = self.meta.service_model.service_name
+            where = "data" if params.get("Bucket") == data_bucket else ""
+            calls[(service, operation, where)] += 1
+            return real(self, operation, params)
+
+        monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counting)
+        drain(tenant.region)
+        monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", real)
+        got = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+    assert (got["status"], got["rows_read"], got["rows_written"]) == ("SUCCEEDED", 100, 100), got
+    assert calls[("dynamodb", "TransactWriteItems", "")] == 2, calls
+    assert calls[("dynamodb", "PutItem", "")] == 0, calls  # no separate lineage or audit write
+    assert calls[("dynamodb", "UpdateItem", "")] <= 3, calls  # a progress report, the catalog version (2)
+    assert calls[("dynamodb", "GetItem", "")] <= 3, calls  # the run, the connector, the dataset
+    assert calls[("s3", "ListObjectsV2", "data")] == 1, calls  # the prune's; never the new prefix
+    assert calls[("s3", "GetObject", "data")] == 2, calls  # the old manifest and the one part the change touches
+    ds = dataset(tenant, conn["dataset"]["id"])
+    assert ds.row_count == 300
