@@ -26,7 +26,7 @@ import socket
 import ssl
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
@@ -203,7 +203,7 @@ class Stream:
         self._max, self._timeouts, self._deadline = max_bytes, timeouts, deadline
         self._read = 0
         self.status: int = resp.status
-        self.headers: Mapping[str, str] = resp.headers
+        self.headers: http.client.HTTPMessage = resp.headers
 
     def read(self) -> bytes:
         """The rest of the body (``too_large`` past ``max_bytes``)."""
@@ -226,10 +226,10 @@ class Stream:
         if self._read > self._max:
             raise OutboundError(f"{self._host} answered more than {self._max} bytes", "too_large")
 
-    def _call(self, read: object) -> bytes:
+    def _call(self, read: Callable[[], bytes]) -> bytes:
         _arm(self._conn, self._timeouts, self._deadline, self._host)
         try:
-            return read()  # type: ignore[operator,no-any-return]
+            return read()
         except TimeoutError:
             raise _timeout(self._host, self._timeouts) from None
         except (OSError, http.client.HTTPException) as err:
@@ -249,7 +249,7 @@ class Stream:
 @dataclass(frozen=True)
 class Response:
     status: int
-    headers: Mapping[str, str]
+    headers: http.client.HTTPMessage  # case-insensitive lookups
     body: bytes
 
 

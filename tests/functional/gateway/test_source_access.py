@@ -213,11 +213,21 @@ def test_worker_iam_policy_reads_no_source_directly() -> None:
 
 class _Api:
     def __init__(self) -> None:
+        self.paths: list[str] = []
+        paths = self.paths
+
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802
+                paths.append(self.path.split("?", 1)[0])
+                if self.path.startswith("/moved"):  # a redirect to the instance-metadata address
+                    self.send_response(302)
+                    self.send_header("Location", "http://169.254.169.254/latest/meta-data/iam/security-credentials/")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = json.dumps({"items": [{"id": 1, "updated_at": "2024-01-01T00:00:00Z"}], "next": None}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -275,6 +285,30 @@ def test_dns_rebinding_cannot_redirect_the_request(tenant: Tenant, api: _Api, mo
     assert run["status"] == "FAILED", run
     assert "forbidden address" in run["error"], run
     assert "169.254.169.254" not in connected  # the rebound answer was checked, never connected to
+
+
+def test_a_redirect_to_the_metadata_address_is_not_followed(tenant: Tenant, api: _Api,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    connected: list[str] = []
+    real_connect = socket.create_connection
+
+    def recording(address: Any, *args: Any, **kwargs: Any) -> Any:
+        connected.append(address[0])
+        return real_connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", recording)
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Moved", "kind": "http", "config": {
+            "url": f"http://127.0.0.1:{api.port}/moved"}})
+        assert st == 201, conn
+        assert conn["status"] != "HEALTHY", conn
+        _, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
+        drain(tenant.region)
+        _, run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)
+    assert run["status"] == "FAILED", run
+    assert "redirect" in run["error"], run
+    assert set(connected) <= {"127.0.0.1"} and "169.254.169.254" not in connected
+    assert api.paths and set(api.paths) == {"/moved"}
 
 
 @pytest.mark.parametrize("address", ["169.254.169.254", "::ffff:169.254.169.254", "fd00:ec2::254", "169.254.170.2",
