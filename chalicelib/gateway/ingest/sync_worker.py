@@ -266,16 +266,17 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
 
 
 class _Progress:
-    """The ``Src.progress`` callback of a run: writes objects and rows read so far to the RUNNING run (the
-    first report at once, then at most every ``PROGRESS_EVERY_S`` seconds; best effort)."""
+    """The ``Src.progress`` callback of a run: writes objects and rows read so far to the RUNNING run, at most
+    every ``PROGRESS_EVERY_S`` seconds from the sync's start (a sync that reads faster writes none: its
+    counts come with the commit; best effort)."""
 
     def __init__(self, region: str, run: models.SyncRunAttrs) -> None:
-        self.region, self.run, self.objects, self._written_at = region, run, 0, None
+        self.region, self.run, self.objects, self._written_at = region, run, 0, clock.now()
 
     def __call__(self, objects: int, rows: int) -> None:
         self.objects = objects
         now = clock.now()
-        if self._written_at is not None and now - self._written_at < PROGRESS_EVERY_S:
+        if now - self._written_at < PROGRESS_EVERY_S:
             return
         self._written_at = now
         R = models.SyncRunAttrs
