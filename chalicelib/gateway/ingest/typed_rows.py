@@ -57,7 +57,8 @@ class Stage:
     workdir: str
     rows_read: int = 0
     incoming_sql: str | None = None  # the typed rows (``Incoming.build``); keys may repeat when ``may_repeat``
-    incoming_parts: list[tuple[str, int]] = field(default_factory=list)  # its parts: (query, rows), in order
+    # its parts (query, rows) in order, for a writer that keeps every row (``_ord`` may be 0: no last-wins)
+    incoming_parts: list[tuple[str, int]] = field(default_factory=list)
     may_repeat: bool = False
     incoming_rows: int | None = None  # rows of table ``incoming`` once materialized (unique keys)
     _tmp: Any = field(default=None, repr=False)
@@ -447,12 +448,15 @@ def _ordered(schema: list[dict[str, Any]], inner: str) -> str:
     return f"SELECT {names} FROM (SELECT t.*, {_digest(schema)} AS _hash FROM ({inner}) t)"
 
 
-def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], names: dict[str, str]) -> str | None:
-    """SQL: the object's typed, keyed and hashed rows (read from the file itself for a CSV)."""
+def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], names: dict[str, str],
+                   numbered: bool = True) -> str | None:
+    """SQL: the object's typed, keyed and hashed rows (read from the file itself for a CSV). Not ``numbered``
+    (a keyed object): ``_ord`` is 0 and the rows are not counted, for a writer that needs no order."""
     if not part.rows:
         return None
     key_cols = _check_key(stage, part) if part.file.primary_key else []
     by_col = {names[h]: i for i, h in enumerate(part.headers)}
+    types = {f"c{i}": next(f["type"] for f in schema if f["name"] == names[h]) for i, h in enumerate(part.headers)}
     items = []
     for f in schema:
         typ = DUCKDB_TYPES[f["type"]]
@@ -464,12 +468,17 @@ def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
                  _json_typed(f"c{i}", f"t{i}", f["type"]))
         items.append(f"CAST({value} AS {typ}) AS {_q(f['name'])}")
     if key_cols:
-        key = "'[' || " + " || ', ' || ".join(_json_str(c) for c in key_cols) + " || ']'"
+        # a CSV value of a column typed other than text matched that type's ASCII pattern: no escaping needed
+        key = "'[' || " + " || ', ' || ".join(
+            f"'\"' || {c} || '\"'" if part.json_kinds is None and types[c] not in ("STRING", "JSON") else _json_str(c)
+            for c in key_cols) + " || ']'"
     else:
         key = f"{_lit(part.file.source + '#')} || CAST(_rn + 1 AS VARCHAR)"
+        numbered = True
     order = part.file.order << ORD_SHIFT
-    typed = ", ".join(items + [f"{order} + _rn AS _ord"])
-    return _ordered(schema, f"SELECT {key} AS _key, {_lit(part.file.source)} AS _source, {typed} FROM {part.numbered}")
+    typed = ", ".join(items + [f"{order} + _rn AS _ord" if numbered else "0 AS _ord"])
+    return _ordered(schema, f"SELECT {key} AS _key, {_lit(part.file.source)} AS _source, {typed} "
+                            f"FROM {part.numbered if numbered else part.scan}")
 
 
 def _select_records(stage: Stage, records: Iterable[tuple[int, Record]], schema: list[dict[str, Any]],
@@ -557,12 +566,14 @@ class Incoming:
     def build(self, schema: list[dict[str, Any]], names: dict[str, str]) -> None:
         """Set ``Stage.incoming_sql``: every part's typed rows (keys may repeat: see ``Stage.materialize``)."""
         selects: list[tuple[str, int]] = []
+        direct: list[tuple[str, int]] = []  # the same without row numbers where they serve no key
         records: list[Iterable[tuple[int, Record]]] = []
         for _, part in self.parts:
             if isinstance(part, _Native):
                 sql = _select_native(self.stage, part, schema, names)
                 if sql is not None:
                     selects.append((sql, part.rows))
+                    direct.append((_select_native(self.stage, part, schema, names, numbered=False) or sql, part.rows))
             elif isinstance(part, RecordSpool):
                 records.append(((-1 << ORD_SHIFT) + i, r) for i, r in enumerate(part))
             else:
@@ -570,11 +581,12 @@ class Incoming:
         sql, rows = _select_records(self.stage, itertools.chain.from_iterable(records), schema, names)
         if sql is not None:
             selects.append((sql, rows))
+            direct.append((sql, rows))
         if not selects:  # no rows: an empty relation of the right columns
             selects.append((_ordered(schema, "SELECT CAST(NULL AS VARCHAR) AS _key, CAST(NULL AS VARCHAR) AS _source, "
                                      + "".join(f"CAST(NULL AS {DUCKDB_TYPES[f['type']]}) AS {_q(f['name'])}, "
                                                for f in schema) + "CAST(NULL AS BIGINT) AS _ord WHERE false"), 0))
-        self.stage.incoming_parts = selects
+        self.stage.incoming_parts = direct or selects
         self.stage.incoming_sql = " UNION ALL ".join(sql for sql, _ in selects)
         spooled = isinstance(self.batch.records, RecordSpool)  # not deduplicated while observed
         self.stage.may_repeat = spooled or any(f.primary_key for f in self.batch.files)  # keys from values
