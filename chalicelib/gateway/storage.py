@@ -261,29 +261,31 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
                           old_keys=old.keys())
 
 
-def _copy_sorted(con: Any, body: str, out: str) -> list[str]:
+def _copy_sorted(con: Any, body: str, out: str, one_source: bool = False) -> list[str]:
     """ONE ``COPY (body ORDER BY _source, _key)`` into Parquet parts of one row group each under ``out``: about
     ``PART_ROWS`` rows, cut where DuckDB's 2,048-row chunks pass it; the parts' paths in order (none when
-    there are no rows)."""
+    there are no rows). ``one_source``: every row has the same ``_source``, sorted by ``_key`` alone."""
     shutil.rmtree(out, ignore_errors=True)
-    con.execute(f"COPY ({body} ORDER BY _source NULLS FIRST, _key) TO '{out}' (FORMAT PARQUET, COMPRESSION ZSTD, "
+    order = "_key" if one_source else "_source NULLS FIRST, _key"
+    con.execute(f"COPY ({body} ORDER BY {order}) TO '{out}' (FORMAT PARQUET, COMPRESSION ZSTD, "
                 f"ROW_GROUP_SIZE {PART_ROWS}, ROW_GROUPS_PER_FILE 1, FILENAME_PATTERN 'part-{{i}}')")
     files = sorted(os.listdir(out) if os.path.isdir(out) else [], key=lambda n: int(n[5:].split(".")[0]))
     return [os.path.join(out, n) for n in files]
 
 
-def _groups(parts: list[tuple[str, int]]) -> list[list[str]]:
-    """The relation's parts (query, rows) in runs of at most ``PART_ROWS`` rows (a bigger part alone). Each run
-    is sorted by one COPY: a sort fed by several scans holds more memory than one fed by a single scan."""
-    groups: list[list[str]] = []
+def _groups(parts: list[tuple[str, int, bool]]) -> list[tuple[list[str], bool]]:
+    """The relation's parts (query, rows, of one source) in runs of at most ``PART_ROWS`` rows (a bigger part
+    alone), each with whether it is one part of one source. Each run is sorted by one COPY: a sort fed by
+    several scans holds more memory than one fed by a single scan."""
+    groups: list[list[tuple[str, bool]]] = []
     rows = 0
-    for sql, n in parts:
+    for sql, n, single in parts:
         if not groups or rows + n > PART_ROWS:
             groups.append([])
             rows = 0
-        groups[-1].append(sql)
+        groups[-1].append((sql, single))
         rows += n
-    return groups
+    return [([sql for sql, _ in g], len(g) == 1 and g[0][1]) for g in groups]
 
 
 def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: Any, old: Manifest,
@@ -310,9 +312,9 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
         else:  # straight from the objects, in runs (one COPY each): parts sorted within, by source across
             paths = []
             os.makedirs(out, exist_ok=True)
-            for g, sqls in enumerate(_groups(stage.incoming_parts)):
+            for g, (sqls, one_source) in enumerate(_groups(stage.incoming_parts)):
                 paths += _copy_sorted(con, " UNION ALL ".join(f"SELECT {cols} FROM ({sql})" for sql in sqls),
-                                      os.path.join(out, f"g{g:05d}"))
+                                      os.path.join(out, f"g{g:05d}"), one_source)
         if not paths:  # no rows: one empty part holds the schema
             os.makedirs(out, exist_ok=True)
             paths = [os.path.join(out, "empty.parquet")]

@@ -57,8 +57,9 @@ class Stage:
     workdir: str
     rows_read: int = 0
     incoming_sql: str | None = None  # the typed rows (``Incoming.build``); keys may repeat when ``may_repeat``
-    # its parts (query, rows) in order, for a writer that keeps every row (``_ord`` may be 0: no last-wins)
-    incoming_parts: list[tuple[str, int]] = field(default_factory=list)
+    # its parts (query, rows, whether all of one source) in order, for a writer that keeps every row
+    # (``_ord`` may be 0 there: no last-wins)
+    incoming_parts: list[tuple[str, int, bool]] = field(default_factory=list)
     may_repeat: bool = False
     incoming_rows: int | None = None  # rows of table ``incoming`` once materialized (unique keys)
     _tmp: Any = field(default=None, repr=False)
@@ -566,14 +567,15 @@ class Incoming:
     def build(self, schema: list[dict[str, Any]], names: dict[str, str]) -> None:
         """Set ``Stage.incoming_sql``: every part's typed rows (keys may repeat: see ``Stage.materialize``)."""
         selects: list[tuple[str, int]] = []
-        direct: list[tuple[str, int]] = []  # the same without row numbers where they serve no key
+        direct: list[tuple[str, int, bool]] = []  # the same without row numbers where they serve no key
         records: list[Iterable[tuple[int, Record]]] = []
         for _, part in self.parts:
             if isinstance(part, _Native):
                 sql = _select_native(self.stage, part, schema, names)
                 if sql is not None:
                     selects.append((sql, part.rows))
-                    direct.append((_select_native(self.stage, part, schema, names, numbered=False) or sql, part.rows))
+                    direct.append((_select_native(self.stage, part, schema, names, numbered=False) or sql, part.rows,
+                                   True))
             elif isinstance(part, RecordSpool):
                 records.append(((-1 << ORD_SHIFT) + i, r) for i, r in enumerate(part))
             else:
@@ -581,12 +583,12 @@ class Incoming:
         sql, rows = _select_records(self.stage, itertools.chain.from_iterable(records), schema, names)
         if sql is not None:
             selects.append((sql, rows))
-            direct.append((sql, rows))
+            direct.append((sql, rows, False))
         if not selects:  # no rows: an empty relation of the right columns
             selects.append((_ordered(schema, "SELECT CAST(NULL AS VARCHAR) AS _key, CAST(NULL AS VARCHAR) AS _source, "
                                      + "".join(f"CAST(NULL AS {DUCKDB_TYPES[f['type']]}) AS {_q(f['name'])}, "
                                                for f in schema) + "CAST(NULL AS BIGINT) AS _ord WHERE false"), 0))
-        self.stage.incoming_parts = direct or selects
+        self.stage.incoming_parts = direct or [(sql, rows, False) for sql, rows in selects]
         self.stage.incoming_sql = " UNION ALL ".join(sql for sql, _ in selects)
         spooled = isinstance(self.batch.records, RecordSpool)  # not deduplicated while observed
         self.stage.may_repeat = spooled or any(f.primary_key for f in self.batch.files)  # keys from values
