@@ -1,11 +1,12 @@
-"""Every shell block of docs/ (```bash and ```sh), pasted in order into one bash shell per document against
-a running `make run` stack (the session's, on free ports: the default ports and `.local/` are rewritten
-as tests/integration/test_readme.py does for the README). A block fails the document when a command
-fails or a curl answers an HTTP error it does not say it expects (a `# 4xx` comment on the next line).
+"""Every shell block of docs/ (```bash and ```sh, also indented in a list), pasted in order into one bash
+shell per document against a running `make run` stack (the session's, on free ports: the default ports
+and `.local/` are rewritten as tests/integration/test_readme.py does for the README). A block fails the
+document when a command fails or a curl answers an HTTP error it does not say it expects (a `# 4xx`
+comment on the next line).
 
-Documents whose blocks are still reference material (placeholders such as `ws_01J...`, a deployment's
-AWS profile, a second stack) are listed in ``NOT_PASTEABLE`` with the reason; they are expected to fail
-(strict: once one passes, the list must lose it)."""
+A block that cannot run against `make run` (it needs Docker, a deployment's AWS account, a real identity
+provider, a second stack) is preceded by ``<!-- not-pasteable: <reason> -->`` on the line before its
+fence; it is left out, the rest of its page still runs."""
 from __future__ import annotations
 
 import os
@@ -20,23 +21,30 @@ from tests.integration.conftest import ROOT
 from tests.integration.test_readme import on_stack
 
 pytestmark = pytest.mark.integration
-DOCS = sorted(p for p in (ROOT / "docs").rglob("*.md") if re.search(r"^```(bash|sh)$", p.read_text(), re.M))
-NOT_PASTEABLE = {
-    "operations.md": "LocalStack (docker compose), a deployment's AWS profiles and audit ids written as ws_...",
-    "residency.md": "the planner's examples name a workspace as ws_01H...",
-    "api/identity.md": "sign-in examples with placeholder passwords, codes and client ids",
-    "api/platform.md": "reference examples with placeholder ids (ws_01J..., usr_01J..., inv_01J...)",
-    "api/models.md": "starts a second `make run` with a GGUF model file (LOCAL_MODEL=/path/model.gguf)",
-    "api/mcp.md": "an MCP token comes from an MCP client's browser sign-in (authorization code + PKCE)",
-    "api/openai.md": "the Open WebUI and LibreChat blocks start containers (Docker)",
-}
+FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?:bash|sh)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
+MARKER = re.compile(r"<!--\s*not-pasteable:(?P<reason>.*?)-->")
+DOCS = sorted(p for p in (ROOT / "docs").rglob("*.md") if FENCE.search(p.read_text()))
 # curl fails on an HTTP error status unless the line after it says which error it shows (# 4xx / # 5xx)
 PRELUDE = "set -euo pipefail\ncurl() { command curl --fail-with-body \"$@\"; }\n"
 EXPECTS_ERROR = re.compile(r"^\s*#\s*(?:->\s*)?[45]\d\d\b")
 
 
+def shell_blocks(text: str) -> list[tuple[str, str | None]]:
+    """Each shell block (dedented) with the reason of its ``not-pasteable`` marker, or None."""
+    out = []
+    for m in FENCE.finditer(text):
+        line_before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        marker = MARKER.search(line_before)
+        indent = len(m["indent"])
+        body = "".join(line[indent:] if line[:indent].strip() == "" else line
+                       for line in m["body"].splitlines(keepends=True))
+        out.append((body, marker["reason"].strip() if marker else None))
+    return out
+
+
 def blocks(path: Path) -> list[str]:
-    return re.findall(r"^```(?:bash|sh)\n(.*?)^```", path.read_text(), flags=re.S | re.M)
+    """The blocks of ``path`` that are meant to run when pasted."""
+    return [body for body, reason in shell_blocks(path.read_text()) if reason is None]
 
 
 def allow_shown_errors(block: str) -> str:
@@ -55,15 +63,20 @@ def allow_shown_errors(block: str) -> str:
 
 def test_docs_have_shell_blocks() -> None:
     assert DOCS, "no document with a shell block"
-    for name in NOT_PASTEABLE:
-        assert (ROOT / "docs" / name).exists(), name
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT / "docs")))
-def test_doc_blocks_work_as_pasted(doc: Path, platform: Any, request: pytest.FixtureRequest) -> None:
+def test_every_excluded_block_says_why(doc: Path) -> None:
+    text = doc.read_text()
+    marked = [reason for _, reason in shell_blocks(text) if reason is not None]
+    assert len(marked) == len(MARKER.findall(text)), "a not-pasteable marker not directly before a shell block"
+    assert all(len(reason) >= 10 for reason in marked), marked
+    assert blocks(doc), "every block of the page is excluded"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT / "docs")))
+def test_doc_blocks_work_as_pasted(doc: Path, platform: Any) -> None:
     name = str(doc.relative_to(ROOT / "docs"))
-    if name in NOT_PASTEABLE:
-        request.applymarker(pytest.mark.xfail(reason=NOT_PASTEABLE[name], strict=True))
     script = PRELUDE + "\n".join(f"echo '--- {name} block {i}'\n{allow_shown_errors(on_stack(b, platform))}"
                                  for i, b in enumerate(blocks(doc)))
     env = {**os.environ, "LOCAL_STATE_DIR": str(platform.state_dir), "RESOURCE_PREFIX": "aiplat"}
