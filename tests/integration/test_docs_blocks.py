@@ -81,5 +81,12 @@ def test_doc_blocks_work_as_pasted(doc: Path, platform: Any) -> None:
                                  for i, b in enumerate(blocks(doc)))
     env = {**os.environ, "LOCAL_STATE_DIR": str(platform.state_dir), "RESOURCE_PREFIX": "aiplat"}
     env = {k: v for k, v in env.items() if not k.startswith("AWS_ENDPOINT_URL")}
+    before = _work_tree_status()
     done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{name}\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
+    assert _work_tree_status() == before, "the blocks left files in the work tree"
+
+
+def _work_tree_status() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout
