@@ -1,8 +1,9 @@
 """Every shell block of docs/ (```bash and ```sh, also indented in a list), pasted in order into one bash
 shell per document against a running `make run` stack (the session's, on free ports: the default ports
-and `.local/` are rewritten as tests/integration/test_readme.py does for the README). A block fails the
-document when a command fails or a curl answers an HTTP error it does not say it expects (a `# 4xx`
-comment on the next line).
+and `.local/` are rewritten as tests/integration/test_readme.py does for the README); a ```python block
+runs in that shell's place with the virtualenv's Python (it sees what the blocks before it exported). A
+block fails the document when a command fails or a curl answers an HTTP error it does not say it expects
+(a `# 4xx` comment on the next line). No block may leave files in the work tree.
 
 A block that cannot run against `make run` (it needs Docker, a deployment's AWS account, a real identity
 provider, a second stack) is preceded by ``<!-- not-pasteable: <reason> -->`` on the line before its
@@ -21,7 +22,7 @@ from tests.integration.conftest import ROOT
 from tests.integration.test_readme import on_stack
 
 pytestmark = pytest.mark.integration
-FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?:bash|sh)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
+FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>bash|sh|python)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
 MARKER = re.compile(r"<!--\s*not-pasteable:(?P<reason>.*?)-->")
 DOCS = sorted(p for p in (ROOT / "docs").rglob("*.md") if FENCE.search(p.read_text()))
 # curl fails on an HTTP error status unless the line after it says which error it shows (# 4xx / # 5xx)
@@ -29,8 +30,9 @@ PRELUDE = "set -euo pipefail\ncurl() { command curl --fail-with-body \"$@\"; }\n
 EXPECTS_ERROR = re.compile(r"^\s*#\s*(?:->\s*)?[45]\d\d\b")
 
 
-def shell_blocks(text: str) -> list[tuple[str, str | None]]:
-    """Each shell block (dedented) with the reason of its ``not-pasteable`` marker, or None."""
+def code_blocks(text: str) -> list[tuple[str, str | None]]:
+    """Each block as a shell script (a Python block as a here-document for the virtualenv's Python), with
+    the reason of its ``not-pasteable`` marker, or None."""
     out = []
     for m in FENCE.finditer(text):
         line_before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
@@ -38,13 +40,15 @@ def shell_blocks(text: str) -> list[tuple[str, str | None]]:
         indent = len(m["indent"])
         body = "".join(line[indent:] if line[:indent].strip() == "" else line
                        for line in m["body"].splitlines(keepends=True))
+        if m["lang"] == "python":
+            body = f".venv/bin/python - <<'PYTHON_BLOCK'\n{body}PYTHON_BLOCK\n"
         out.append((body, marker["reason"].strip() if marker else None))
     return out
 
 
 def blocks(path: Path) -> list[str]:
     """The blocks of ``path`` that are meant to run when pasted."""
-    return [body for body, reason in shell_blocks(path.read_text()) if reason is None]
+    return [body for body, reason in code_blocks(path.read_text()) if reason is None]
 
 
 def allow_shown_errors(block: str) -> str:
@@ -68,8 +72,8 @@ def test_docs_have_shell_blocks() -> None:
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT / "docs")))
 def test_every_excluded_block_says_why(doc: Path) -> None:
     text = doc.read_text()
-    marked = [reason for _, reason in shell_blocks(text) if reason is not None]
-    assert len(marked) == len(MARKER.findall(text)), "a not-pasteable marker not directly before a shell block"
+    marked = [reason for _, reason in code_blocks(text) if reason is not None]
+    assert len(marked) == len(MARKER.findall(text)), "a not-pasteable marker not directly before a code block"
     assert all(len(reason) >= 10 for reason in marked), marked
     assert blocks(doc), "every block of the page is excluded"
 
@@ -89,4 +93,4 @@ def test_doc_blocks_work_as_pasted(doc: Path, platform: Any) -> None:
 
 def _work_tree_status() -> str:
     return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True,
-                          text=True, check=True).stdout
+                          text=True).stdout
