@@ -1,24 +1,25 @@
 """Every shell block of docs/ (```bash and ```sh, also indented in a list), pasted in order into one bash
-shell per document against a running `make run` stack (the session's, on free ports: the default ports
-and `.local/` are rewritten as tests/integration/test_readme.py does for the README); a ```python block
-runs in that shell's place with the virtualenv's Python (it sees what the blocks before it exported). A
-block fails the document when a command fails or a curl answers an HTTP error it does not say it expects
-(a `# 4xx` comment on the next line). No block may leave files in the work tree.
+shell per document against a running `make run` stack, the module's own (the blocks add users, workspaces
+and support staff and restore a backup: not on the stack other test files share), on free ports: the
+default ports and `.local/` are rewritten as tests/integration/test_readme.py does for the README. A
+```python block runs in that shell with the virtualenv's Python (it sees what earlier blocks exported).
+A block fails the document when a command fails or a curl answers an HTTP error it does not say it
+expects (a `# 4xx` comment on the next line). No block may leave files in the work tree.
 
-A block that cannot run against `make run` (it needs Docker, a deployment's AWS account, a real identity
-provider, a second stack) is preceded by ``<!-- not-pasteable: <reason> -->`` on the line before its
-fence; it is left out, the rest of its page still runs."""
+A block that cannot run against `make run` (it needs Docker, a deployment's AWS account, a person in a
+browser, a second stack) is preceded by ``<!-- not-pasteable: <reason> -->`` on the line before its
+fence; it is left out, and the rest of its page still runs."""
 from __future__ import annotations
 
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.integration.conftest import ROOT
+from tests.integration.conftest import ROOT, RunningPlatform, running_platform
 from tests.integration.test_readme import on_stack
 
 pytestmark = pytest.mark.integration
@@ -65,6 +66,12 @@ def allow_shown_errors(block: str) -> str:
     return "\n".join(out)
 
 
+@pytest.fixture(scope="module")
+def docs_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatform]:
+    with running_platform(tmp_path_factory.mktemp("docs-platform")) as running:
+        yield running
+
+
 def test_docs_have_shell_blocks() -> None:
     assert DOCS, "no document with a shell block"
 
@@ -79,7 +86,8 @@ def test_every_excluded_block_says_why(doc: Path) -> None:
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT / "docs")))
-def test_doc_blocks_work_as_pasted(doc: Path, platform: Any) -> None:
+def test_doc_blocks_work_as_pasted(doc: Path, docs_platform: RunningPlatform) -> None:
+    platform = docs_platform
     name = str(doc.relative_to(ROOT / "docs"))
     script = PRELUDE + "\n".join(f"echo '--- {name} block {i}'\n{allow_shown_errors(on_stack(b, platform))}"
                                  for i, b in enumerate(blocks(doc)))
