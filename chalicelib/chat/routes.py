@@ -51,6 +51,7 @@ def _respond(ctx: Ctx, chat_id: str | None,
                                      {**SSE_HEADERS, "Idempotent-Replayed": "true"})
         try:
             answering = live()
+            answering.open_stream()  # the model's first piece: a model that cannot answer is this request's error
         except BaseException:
             held.release()
             raise

@@ -10,6 +10,7 @@ write) and the request's idempotency record.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -202,6 +203,7 @@ class Live:
     created_at: str = field(default_factory=clock.iso)
     committing: Callable[[], ContextManager[list[Any]]] | None = None  # around the store (Idempotency-Key)
     correlation_id: str = field(default_factory=correlation.current)  # the request's, for a late error event
+    _opened: tuple[Iterator[str | Completion], str | Completion, float] | None = None
 
     def _failed(self) -> None:
         if self.on_fail is not None:
@@ -231,6 +233,21 @@ class Live:
             raise
         return Answer(reply, deltas, self.timings)
 
+    def open_stream(self) -> None:
+        """Ask the model and wait for its first piece: a model that cannot answer at all (unreachable,
+        refused, past its timeout) is the request's own error status (502, 504), not a stream event."""
+        started = time.perf_counter()
+        parts = models.stream(self.routing, self.prompt)
+        try:
+            first = next(parts)
+        except ProviderError as err:
+            self._failed()
+            raise _provider_failure(err) from None
+        except Exception:
+            self._failed()
+            raise
+        self._opened = (parts, first, started)
+
     def events(self) -> Generator[dict[str, Any], None, None]:
         """``message_start``, ``content_delta``... as the model writes, ``citations``, ``message_stop``
         (or one ``error`` event: the problem, nothing stored); each with ``sequence``."""
@@ -241,13 +258,15 @@ class Live:
             sequence += 1
             return {"event": name, "data": {"sequence": sequence, **data}}
 
+        if self._opened is None:
+            self.open_stream()
+        assert self._opened is not None
+        parts, first, started = self._opened
         yield event("message_start", self._head())
-        started = time.perf_counter()
         deltas: list[str] = []
-        parts = models.stream(self.routing, self.prompt)
         try:
             completion: Completion | None = None
-            for part in parts:
+            for part in itertools.chain([first], parts):
                 if isinstance(part, Completion):
                     completion = part
                 else:
