@@ -117,11 +117,11 @@ def _request_handler(group: str | None = None) -> type:
         def _stream(self, code: int, headers: Any, chunks: Any) -> None:
             """Each chunk as one chunked-transfer piece, written and flushed as soon as it is produced. A
             client that went away (a write fails) closes the producer, which stops its work."""
-            self.send_response(code)
             headers = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "transfer-encoding")}
             headers["Transfer-Encoding"] = "chunked"
-            self._send_headers(headers)
             try:
+                self.send_response(code)
+                self._send_headers(headers)
                 for chunk in chunks:
                     data = chunk.encode("utf-8") if isinstance(chunk, str) else chunk
                     if data:
@@ -132,9 +132,7 @@ def _request_handler(group: str | None = None) -> type:
             except OSError:  # BrokenPipe, ConnectionReset: the reader stopped
                 self.close_connection = True
             finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+                chunks.close()
 
         do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
 

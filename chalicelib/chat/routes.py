@@ -56,7 +56,14 @@ def _respond(ctx: Ctx, chat_id: str | None,
             held.release()
             raise
         answering.committing = lambda: held.committing(ref_of)
-        return StreamingResponse(_sse(answering, held), status, SSE_HEADERS)
+
+        def ended() -> None:  # the reader went away (the answer stops, its partial text is kept) or it ended
+            try:
+                answering.close()
+            finally:
+                held.release()  # a no-op once the answer committed
+
+        return StreamingResponse(_sse(answering.events()), status, SSE_HEADERS, on_close=ended)
 
     replies, answered, replayed = idempotency.run(region, user.user_id, scope_key, key, request,
                                                   lambda: (status, live().finish().reply), ref_of=ref_of,
@@ -64,14 +71,9 @@ def _respond(ctx: Ctx, chat_id: str | None,
     return json_response(answered, replies, {"Idempotent-Replayed": "true"} if replayed else {})
 
 
-def _sse(answering: service.Live, held: idempotency.Hold) -> Iterator[str]:
-    events = answering.events()
-    try:
-        for event in events:
-            yield service.encode_sse([event])
-    finally:
-        events.close()  # a reader that went away: the answer stops and its partial text is stored
-        held.release()  # no-op once the answer committed
+def _sse(events: Iterator[dict[str, Any]]) -> Iterator[str]:
+    for event in events:
+        yield service.encode_sse([event])
 
 
 @api.route("/v1/chats", ["POST"], permission="chat.use")

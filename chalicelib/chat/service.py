@@ -10,6 +10,7 @@ write) and the request's idempotency record.
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import time
@@ -204,6 +205,7 @@ class Live:
     committing: Callable[[], ContextManager[list[Any]]] | None = None  # around the store (Idempotency-Key)
     correlation_id: str = field(default_factory=correlation.current)  # the request's, for a late error event
     _opened: tuple[Iterator[str | Completion], str | Completion, float] | None = None
+    _events: Generator[dict[str, Any], None, None] | None = None
 
     def _failed(self) -> None:
         if self.on_fail is not None:
@@ -248,7 +250,20 @@ class Live:
             raise
         self._opened = (parts, first, started)
 
+    def close(self) -> None:
+        """End the answer: a started event stream is closed (a partial answer is stored, marked
+        stopped); a model stream opened but never read is closed (the model stops; nothing was shown)."""
+        if self._events is not None and inspect.getgeneratorstate(self._events) != inspect.GEN_CREATED:
+            self._events.close()
+        elif self._opened is not None:
+            getattr(self._opened[0], "close", lambda: None)()
+            self._failed()
+
     def events(self) -> Generator[dict[str, Any], None, None]:
+        self._events = self._event_stream()
+        return self._events
+
+    def _event_stream(self) -> Generator[dict[str, Any], None, None]:
         """``message_start``, ``content_delta``... as the model writes, ``citations``, ``message_stop``
         (or one ``error`` event: the problem, nothing stored); each with ``sequence``."""
         sequence = 0

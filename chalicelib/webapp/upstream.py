@@ -4,14 +4,18 @@ The app's own origin serves ``/api/platform/...`` and ``/api/gateway/...``; each
 ``{base_url}`` or ``{gateway_url}`` with ``Authorization: Bearer <access token from the HttpOnly
 cookie>``. Only ``/v1/...`` (and ``/graphql`` on the gateway) may be reached, every path segment is
 re-quoted (no ``..``, no empty segment, no scheme or host from the browser), redirects are not
-followed, and only a fixed set of request and response headers passes.
+followed, and only a fixed set of request and response headers passes. An event stream
+(``text/event-stream``: a chat answer being generated) is passed on as it arrives, not read whole.
 """
 from __future__ import annotations
 
+import codecs
+import http.client
 import json
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -19,7 +23,7 @@ from urllib.parse import quote, urlencode
 from chalicelib.core import regions
 from chalicelib.core.config import settings
 
-TIMEOUT_SECONDS = 60  # SSE answers of chats and runs are read to the end
+TIMEOUT_SECONDS = 60  # also the longest wait between two pieces of an event stream
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 SEGMENT_RE = re.compile(r"^[A-Za-z0-9._~:@!$'()*+,;=-]{1,256}$")
@@ -45,6 +49,7 @@ class Answer:
     status: int
     body: bytes
     headers: dict[str, str]
+    stream: Iterator[str] | None = None  # an event stream, passed on as it arrives (``body`` is empty)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -63,7 +68,10 @@ def send(method: str, url: str, token: str | None, body: bytes | None, headers: 
         out["Authorization"] = f"Bearer {token}"
     req = urllib.request.Request(url, data=body if body else None, method=method, headers=out)
     try:
-        with _opener.open(req, timeout=TIMEOUT_SECONDS) as resp:  # noqa: S310 (fixed configured bases)
+        resp = _opener.open(req, timeout=TIMEOUT_SECONDS)  # noqa: S310 (fixed configured bases)
+        if str(resp.headers.get("Content-Type") or "").startswith("text/event-stream"):
+            return Answer(resp.status, b"", _kept(resp.headers), _relay(resp))
+        with resp:
             return Answer(resp.status, resp.read(MAX_RESPONSE_BYTES), _kept(resp.headers))
     except urllib.error.HTTPError as err:
         return Answer(err.code, err.read(MAX_RESPONSE_BYTES), _kept(err.headers))
@@ -71,6 +79,31 @@ def send(method: str, url: str, token: str | None, body: bytes | None, headers: 
         return Answer(502, b'{"type":"about:blank","title":"Bad Gateway","status":502,"code":"upstream_unreachable",'
                            b'"detail":"The service behind this page is not reachable.","correlation_id":""}',
                       {"Content-Type": "application/problem+json"})
+
+
+def _relay(resp: Any) -> Iterator[str]:
+    """An upstream event stream, piece by piece as it arrives (``read1``: what the socket has, never
+    waiting for a full buffer), capped at ``MAX_RESPONSE_BYTES``. Closing the iterator (the browser went
+    away) closes the upstream connection, which stops the answer there."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    total = 0
+    try:
+        while total < MAX_RESPONSE_BYTES:
+            try:
+                data = resp.read1(64 * 1024)
+            except (OSError, http.client.HTTPException):
+                return
+            if not data:
+                break
+            total += len(data)
+            text = decoder.decode(data)
+            if text:
+                yield text
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield tail
+    finally:
+        resp.close()
 
 
 def _kept(headers: Any) -> dict[str, str]:

@@ -6,7 +6,6 @@ days per year. Unused days expire in March." (tests/functional/chat/helpers.py).
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator
 from typing import Any
 
