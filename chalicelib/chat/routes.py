@@ -6,7 +6,7 @@ answer (the partial answer is stored, marked stopped); behind API Gateway's Lamb
 same events arrive in one body when the answer is complete (docs/api/chat.md, docs/decisions.md)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from chalice import Response  # type: ignore[attr-defined]
@@ -49,31 +49,13 @@ def _respond(ctx: Ctx, chat_id: str | None,
         if held.replayed is not None:
             return StreamingResponse(iter([service.encode_sse(service.sse_events(held.replayed[1]))]), status,
                                      {**SSE_HEADERS, "Idempotent-Replayed": "true"})
-        try:
-            answering = live()
-            answering.open_stream()  # the model's first piece: a model that cannot answer is this request's error
-        except BaseException:
-            held.release()
-            raise
-        answering.committing = lambda: held.committing(ref_of)
-
-        def ended() -> None:  # the reader went away (the answer stops, its partial text is kept) or it ended
-            try:
-                answering.close()
-            finally:
-                held.release()  # a no-op once the answer committed
-
-        return StreamingResponse(_sse(answering.events()), status, SSE_HEADERS, on_close=ended)
+        chunks, ended = service.stream_sse(live, held, ref_of)
+        return StreamingResponse(chunks, status, SSE_HEADERS, on_close=ended)
 
     replies, answered, replayed = idempotency.run(region, user.user_id, scope_key, key, request,
                                                   lambda: (status, live().finish().reply), ref_of=ref_of,
                                                   replay=replay)
     return json_response(answered, replies, {"Idempotent-Replayed": "true"} if replayed else {})
-
-
-def _sse(events: Iterator[dict[str, Any]]) -> Iterator[str]:
-    for event in events:
-        yield service.encode_sse([event])
 
 
 @api.route("/v1/chats", ["POST"], permission="chat.use")

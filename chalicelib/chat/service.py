@@ -176,6 +176,29 @@ def start(principal: Principal, body: Any, caller: CallerLike | None = None, cha
                 on_fail, chat_id=existing.id if existing is not None else new_id("chat"))
 
 
+def stream_sse(begin: Callable[[], Live], held: idempotency.Hold,
+               ref_of: Callable[[Any], dict[str, Any]]) -> tuple[Iterator[str], Callable[[], None]]:
+    """An answer streamed while the model writes: its SSE chunks, and what ends it (called by whoever
+    sends the chunks, when they end or the reader goes away: the answer stops and keeps its partial
+    text; the ``Idempotency-Key`` claim is given back unless the answer was stored). Refusals and a
+    model that cannot answer at all are raised here, before anything is sent."""
+    try:
+        live = begin()
+        live.open_stream()
+    except BaseException:
+        held.release()
+        raise
+    live.committing = lambda: held.committing(ref_of)
+
+    def ended() -> None:
+        try:
+            live.close()
+        finally:
+            held.release()  # a no-op once the answer committed
+
+    return (encode_sse([e]) for e in live.events()), ended
+
+
 def answer(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None) -> Answer:
     """Answer one chat request (a new chat, or a continuation when ``chat_id`` is given), whole."""
     return start(principal, body, caller, chat_id).finish()
