@@ -28,9 +28,8 @@ from chalicelib.agents.tools import TOOL_NAMES, TOOLS
 from chalicelib.core import audit, clock, durations
 from chalicelib.core.authz import Principal
 from chalicelib.core.http import paging
-from chalicelib.core.http.errors import not_found, validation_error
+from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.http.validation import F, problem, validate
-from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway.catalog import service as catalog
