@@ -34,6 +34,8 @@ def test_tick_a_dataset_save_reload_and_see_it_ticked(platform: Any, browser: An
     assert "orders" in names and "customers" in names, names
     assert ticked(page) == []  # a new agent: none ticked (every dataset the runner may read)
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    heights = page.eval_on_selector_all("#agent-datasets label", "els => els.map(e => e.getBoundingClientRect().height)")
+    assert max(heights) < 2 * min(heights) + 1 and max(heights) < 40, heights  # each name on one line, unbroken
     check_page(page, "agent-new-datasets-375")
 
     page.fill("input[name=name]", "Orders only")
