@@ -46,8 +46,8 @@ ROW_ACL_COLUMN = "document_id"  # the column whose value a per-document ACL is k
 OPAQUE_CONTEXT = b"aiplat/opaque-id/v1\x1f"
 MAX_ROW_ACL_BYTES = 128 * 1024  # of JSON per dataset (the catalog item holds it; DynamoDB caps items at 400 KB)
 MAX_ACL_ENTRIES = 100
-# answer nodes that belong to one user (chats and their answers are private)
-PRIVATE_ANSWERS = ("CHAT_ANSWER",)
+# answer nodes that belong to one user (chats, agent runs and MCP tool calls are private to their user)
+PRIVATE_ANSWERS = ("CHAT_ANSWER", "AGENT_RUN", "MCP_TOOL_CALL")
 
 
 @dataclass(frozen=True)
@@ -206,8 +206,8 @@ def set_document_acl(principal: Principal, dataset_id: str, document_id: str, ac
 # --- lineage ---------------------------------------------------------------------------------------------
 
 def answer_visible(principal: Principal, node_type: str, details: dict[str, Any]) -> bool:
-    """Whether a lineage answer node may be shown: a private answer (a chat's) only to its own user;
-    one recorded without its user is shown to nobody."""
+    """Whether a lineage answer node may be shown: a private answer (a chat's, an agent run, an MCP tool
+    call) only to its own user; one recorded without its user is shown to nobody."""
     if node_type.upper() not in PRIVATE_ANSWERS:
         return True
     return isinstance(details.get("user_id"), str) and details["user_id"] == principal.user_id

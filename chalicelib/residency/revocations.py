@@ -1,4 +1,5 @@
-"""The revocation ledger: no restore brings back a revoked invitation, support grant or API token.
+"""The revocation ledger: no restore brings back a revoked invitation, support grant, API token or
+connector secret.
 
 A backup holds invitations and support grants as they were then; restoring it would turn an invitation
 revoked since back into a pending one (its invitee could join with its role) and a revoked grant back
@@ -7,9 +8,15 @@ the workspace's region, never backed up, holding only ids and times), and ``repl
 restore, as the erasure ledger is (``residency/restore.py``): each entry's item is revoked again when a
 restore brought it back. API tokens live in the global store, which a workspace restore does not touch;
 their entries are replayed all the same (the token's record and its revocation marker are rewritten when
-missing), so a restore of the global store is answered by the same replay.
+missing), so a restore of the global store is answered by the same replay. A connector secret that was
+replaced or whose connector was deleted is recorded by the digest of its ciphertext (never the secret):
+when a restore brings that ciphertext back, it is removed and the connector paused with a message
+asking for the credentials again.
 """
 from __future__ import annotations
+
+import hashlib
+import json
 
 from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, UpdateError
 
@@ -18,6 +25,7 @@ from chalicelib.core.logs import get_logger
 from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.tokens import RevokedTokenAttrs
+from chalicelib.gateway.models import connectors
 from chalicelib.identity.models import ApiTokenAttrs
 from chalicelib.identity.oauth.revocation import revoke_jti
 from chalicelib.platform.models import EMAIL_CLAIM_PREFIX, invitation_claims, invitations, support_grants
@@ -25,8 +33,24 @@ from chalicelib.residency.models import revocation_ledger
 
 log = get_logger("residency.revocations")
 INVITATION, SUPPORT_GRANT, API_TOKEN = "invitation", "support_grant", "api_token"
-KINDS = (INVITATION, SUPPORT_GRANT, API_TOKEN)
+CONNECTOR_SECRET = "connector_secret"
+KINDS = (INVITATION, SUPPORT_GRANT, API_TOKEN, CONNECTOR_SECRET)
 API_TOKEN_REASON = "api_token_revoked"
+SECRET_MARK = "$secret"  # how a stored connector config holds a secret: {"$secret": ciphertext}
+REVOKED_SECRET_ERROR = ("A credential of this connector was replaced or revoked after the backup this "
+                        "workspace was restored from; enter the connector's credentials again, then resume it.")
+
+
+def secret_ref(connector_id: str, ciphertext: str) -> str:
+    """The ledger id of one stored connector secret: its connector and the digest of its ciphertext."""
+    return f"{connector_id}:{hashlib.sha256(ciphertext.encode()).hexdigest()[:32]}"
+
+
+def sealed_secrets(config_json: str | None) -> dict[str, str]:
+    """Field name -> ciphertext of every secret in a stored connector config."""
+    stored = json.loads(config_json or "{}")
+    return {name: value[SECRET_MARK] for name, value in stored.items()
+            if isinstance(value, dict) and isinstance(value.get(SECRET_MARK), str)}
 
 
 def record(workspace_id: str, kind: str, item_id: str, revoked_at: str, revoked_by: str | None) -> None:
@@ -48,7 +72,8 @@ def replay(region: str, workspace_id: str) -> dict[str, int]:
     counts = {kind: 0 for kind in KINDS}
     for entry in revocation_ledger(region).query(workspace_id, consistent_read=True):
         kind, _, item_id = entry.ref.partition("#")
-        again = {INVITATION: _invitation, SUPPORT_GRANT: _support_grant, API_TOKEN: _api_token}[kind]
+        again = {INVITATION: _invitation, SUPPORT_GRANT: _support_grant, API_TOKEN: _api_token,
+                 CONNECTOR_SECRET: _connector_secret}[kind]
         if again(region, workspace_id, item_id, entry.revoked_at, entry.revoked_by):
             counts[kind] += 1
             log.info("revocation replayed", extra={"workspace_id": workspace_id, "kind": kind, "id": item_id})
@@ -100,3 +125,22 @@ def _api_token(_region: str, _ws: str, item_id: str, revoked_at: str, _by: str |
         revoke_jti(token.id, token.expires_at, API_TOKEN_REASON, token.user_id)
         changed = token.expires_at > clock.now() or changed
     return changed
+
+
+def _connector_secret(region: str, ws: str, item_id: str, _at: str, _by: str | None) -> bool:
+    connector_id = item_id.partition(":")[0]
+    cls = connectors(region)
+    try:
+        item = cls.get(ws, connector_id, consistent_read=True)
+    except DoesNotExist:
+        return False
+    stored = json.loads(item.config or "{}")
+    revoked = [name for name, cipher in sealed_secrets(item.config).items()
+               if secret_ref(connector_id, cipher) == item_id]
+    if not revoked:
+        return False
+    for name in revoked:
+        stored.pop(name)
+    item.update(actions=[cls.config.set(json.dumps(stored)), cls.status.set("PAUSED"),
+                         cls.last_error.set(REVOKED_SECRET_ERROR), cls.updated_at.set(clock.iso())])
+    return True

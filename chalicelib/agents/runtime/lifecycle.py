@@ -161,7 +161,8 @@ def _edges(run: models.RunAttrs, datasets: list[str], status: str) -> list[Any]:
         agent = {}
     return lineage.edge_items(run.workspace_id, [
         ("dataset", ds, "agent_run", run.id, {"agent_id": run.agent_id, "target_name": agent.get("name"),
-                                              "status": status}) for ds in datasets], expires_at=run.expires_at)
+                                              "status": status, "user_id": run.user_id})
+        for ds in datasets], expires_at=run.expires_at)
 
 
 def record_finish(region: str, run: models.RunAttrs) -> None:

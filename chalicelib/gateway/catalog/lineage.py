@@ -9,8 +9,9 @@ a node's downstream edges, the ``by_target`` index its upstream edges). The grap
 upstream to its sources and downstream up to the answers, breadth first, newest edges first, at most
 ``depth`` hops each way (default 3, hard maximum 10) and ``MAX_NODES`` nodes; ``truncated`` says more
 exists beyond either limit. Nodes the caller may not see end the walk there and are never shown: unreadable
-datasets, and answers private to another user (a chat's answer is shown only to the user who asked;
-``gateway/reader.answer_visible``, from the ``user_id`` its edge records).
+datasets, and answers private to another user (a chat's answer, an agent run and an MCP tool call are
+shown only to the user who asked, ran or called; ``gateway/reader.answer_visible``, from the ``user_id``
+its edge records).
 """
 from __future__ import annotations
 

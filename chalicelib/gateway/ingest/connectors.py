@@ -25,10 +25,11 @@ from chalicelib.gateway.ingest import secrets, source_names
 from chalicelib.gateway.ingest.connector_view import to_dict
 from chalicelib.gateway.ingest.sources import SourceError, Src, documents, module
 from chalicelib.gateway.vocabulary import CATEGORIES, CATEGORY_OF_KIND, KINDS, STATUSES
+from chalicelib.residency import revocations
 
 NAME_MAX = 120
 DATASET_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
-SECRET_MARK = "$secret"
+SECRET_MARK = revocations.SECRET_MARK
 MAX_CONNECTORS = 200  # per workspace
 
 CREATE_FIELDS = {
@@ -244,6 +245,8 @@ def update_connector(principal: Principal, connector_id: str, body: Any, caller:
         item.update(actions=actions, condition=models.ConnectorAttrs.id.exists())
     except UpdateError:
         raise not_found("connector") from None
+    if new_config is not None:
+        _record_dropped_secrets(item, previous, new_config, principal.user_id)
     catalog.changed(principal.workspace_id, connectors=[connector_id])
     if new_config is not None or body.get("paused") is False:
         health_check(item, region)
@@ -253,6 +256,18 @@ def update_connector(principal: Principal, connector_id: str, body: Any, caller:
                  details={"fields": sorted(body), "config_fields": sorted((body.get("config") or {}).keys())},
                  caller=caller)
     return to_dict(item, region)
+
+
+def _record_dropped_secrets(item: models.ConnectorAttrs, before: dict[str, Any], after: dict[str, Any],
+                            user_id: str) -> None:
+    """Ledger entries for the stored secrets ``before`` holds and ``after`` no longer does, so that no
+    restore of an older backup brings a replaced (or deleted) credential back into use."""
+    kept = set(revocations.sealed_secrets(json.dumps(after)).values())
+    now = clock.iso()
+    for cipher in revocations.sealed_secrets(json.dumps(before)).values():
+        if cipher not in kept:
+            revocations.record(item.workspace_id, revocations.CONNECTOR_SECRET,
+                               revocations.secret_ref(item.id, cipher), now, user_id)
 
 
 def delete_connector(principal: Principal, connector_id: str, caller: Any) -> dict:
@@ -266,6 +281,7 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
     except DeleteError:
         raise conflict("sync_in_progress", "A sync of this connector is running; delete it when it ends.") from None
 
+    _record_dropped_secrets(item, json.loads(item.config or "{}"), {}, principal.user_id)
     removed_objects = 0
     if item.dataset_id:
         try:

@@ -269,7 +269,8 @@ def record(tool: ToolDef, principal: Principal, answer: dict[str, Any] | None, e
     region = region_of(principal.workspace_id)
     if datasets:
         lineage.record_edges(principal.workspace_id, [
-            ("DATASET", ds, "MCP_TOOL_CALL", call_id, {"target_name": f"MCP {tool.name}", "tool": tool.name})
+            ("DATASET", ds, "MCP_TOOL_CALL", call_id, {"target_name": f"MCP {tool.name}", "tool": tool.name,
+                                                       "user_id": principal.user_id})
             for ds in datasets])
     details = {"call_id": call_id, "tool": tool.name, "datasets": datasets, "row_count": rows,
                "outcome": "error" if error else "ok", "protocol_version": protocol_version, "client": client[:100]}

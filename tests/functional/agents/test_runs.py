@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from chalice.test import Client
 
 from chalicelib.core import audit
 from chalicelib.gateway import demo
+from chalicelib.groups import create_app
 from tests.functional.agents.helpers import (
     DEMO_PLAN_AGENT,
     create_agent,
@@ -95,19 +97,16 @@ def test_run_goes_queued_in_progress_completed_through_the_queue(seeded: Tenant)
     assert {e["correlation_id"] for e in chain} == {"start-run-corr-0001"}
     assert chain[1]["details"]["status"] == "completed"
 
-    # lineage: the run is an AGENT_RUN node downstream of the datasets it read
-    with platform_client() as c:
-        pass
-    from chalice.test import Client
-
-    from chalicelib.groups import create_app
-
+    # lineage: the run is an AGENT_RUN node downstream of the datasets it read, shown only to the user who
+    # ran it (runs are private, from Admins too)
     with Client(create_app("gateway")) as g:
         customers = next(d for d in demo.seed(seeded.workspace_id, seeded.region, seeded.email)["datasets"]
                          if d["name"] == "customers")["id"]
-        r = g.http.get(f"/v1/lineage/{customers}", headers={"Authorization": f"Bearer {seeded.token}"})
-        graph = json.loads(r.body)
-        assert any(n["type"] == "AGENT_RUN" and n["id"] == run["id"] for n in graph["nodes"]), graph
+        graphs = {who: json.loads(g.http.get(f"/v1/lineage/{customers}",
+                                             headers={"Authorization": f"Bearer {token}"}).body)
+                  for who, token in (("runner", user.token), ("admin", seeded.token))}
+    assert any(n["type"] == "AGENT_RUN" and n["id"] == run["id"] for n in graphs["runner"]["nodes"]), graphs
+    assert run["id"] not in json.dumps(graphs["admin"])
 
 
 def test_idempotency_key_replays_the_first_run(seeded: Tenant) -> None:

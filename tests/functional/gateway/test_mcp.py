@@ -202,6 +202,10 @@ def test_calls_are_audited_without_arguments_and_in_lineage(tenant: Tenant, worl
         assert recorded["datasets"] == [world["customers"]] and recorded["correlation_id"] == "mcp-audit-check-1"
         graph = json.loads(c.http.get(f"/v1/lineage/{world['customers']}", headers=bearer(tenant.token)).body)
         assert any(n["type"] == "MCP_TOOL_CALL" and n["id"] == recorded["call_id"] for n in graph["nodes"])
+        # a tool call is private to its caller, as a chat answer is: another reader of the dataset never sees it
+        member = world["member_user"].token
+        other = json.loads(c.http.get(f"/v1/lineage/{world['customers']}", headers=bearer(member)).body)
+        assert other["nodes"] and recorded["call_id"] not in json.dumps(other)
     events = [e for e in audit.iter_chain(tenant.region, tenant.workspace_id) if e["action"] == "mcp.tool_called"]
     assert len(events) == 1
     assert "zz-literal" not in json.dumps(events) and "SELECT" not in json.dumps(events)

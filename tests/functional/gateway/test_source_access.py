@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -20,6 +17,7 @@ from chalicelib.gateway.ingest import source_access
 from chalicelib.gateway.ingest.sources import SourceError, Src
 from chalicelib.gateway.ingest.sources.http_api import check_address, public_url
 from tests.functional.conftest import Tenant, make_tenant
+from tests.functional.gateway.local_api import LocalApi
 from tests.functional.gateway.sync_helpers import (
     READER_ROLE,
     SOURCE_ACCOUNT,
@@ -211,37 +209,7 @@ def test_worker_iam_policy_reads_no_source_directly() -> None:
 
 # --- http: DNS rebinding and secrets in the URL -----------------------------------------------------
 
-class _Api:
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802
-                body = json.dumps({"items": [{"id": 1, "updated_at": "2024-01-01T00:00:00Z"}], "next": None}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def api() -> Iterator[_Api]:
-    a = _Api()
-    yield a
-    a.close()
-
-
-def test_dns_rebinding_cannot_redirect_the_request(tenant: Tenant, api: _Api, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dns_rebinding_cannot_redirect_the_request(tenant: Tenant, api: LocalApi, monkeypatch: pytest.MonkeyPatch) -> None:
     """The attacker's DNS answers a harmless address once, then the metadata address."""
     lookups: list[str] = []
     connected: list[str] = []
@@ -301,7 +269,7 @@ def test_private_addresses_are_refused_outside_the_local_stage(monkeypatch: pyte
         settings.cache_clear()
 
 
-def test_secrets_in_a_connector_url_are_never_shown(tenant: Tenant, api: _Api) -> None:
+def test_secrets_in_a_connector_url_are_never_shown(tenant: Tenant, api: LocalApi) -> None:
     url = f"http://127.0.0.1:{api.port}/people?access_token=tok-s3cr3t-value&region=eu"
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Tokened", "kind": "http",

@@ -1,6 +1,7 @@
 """Two-person restore, attacked: a sock-puppet Admin, a promoted member, a removed, a demoted and an
 MFA-less approver never make the second person; every Admin hears of a request; and a restore never
-brings back a revoked invitation, support grant or API token (the revocation ledger is replayed)."""
+brings back a revoked invitation, support grant, API token or connector secret (the revocation ledger is
+replayed)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,13 +10,16 @@ from chalice.test import Client
 
 from chalicelib.core import audit, aws, process_state, tokens
 from chalicelib.core.store.tables import global_model
+from chalicelib.gateway import models as gateway_models
+from chalicelib.gateway.ingest.connectors import open_config
 from chalicelib.groups import create_app
 from chalicelib.identity.models import ApiTokenAttrs
 from chalicelib.identity.oauth.signing import issue_access_token
 from chalicelib.platform.models import invitation_claims
 from chalicelib.platform.support import service as support
-from chalicelib.residency import backups
+from chalicelib.residency import backups, revocations
 from tests.functional.conftest import Tenant, bearer, make_tenant
+from tests.functional.gateway.local_api import LocalApi
 from tests.functional.identity.account.test_routes import call as account_call
 from tests.functional.identity.account.test_routes import sign_in
 from tests.functional.identity.helpers import body, make_password_user
@@ -198,7 +202,8 @@ def test_a_restore_never_brings_back_a_revoked_invitation_grant_or_api_token(ten
     state = _state(p, tenant, backup_id, rid)
     assert state["status"] == "restored", state
     assert state["report"]["tables"]["invitations"]["updated"] >= 1  # the pending invitation came back ...
-    assert state["report"]["revocations_replayed"] == {"invitation": 1, "support_grant": 1, "api_token": 1}
+    assert state["report"]["revocations_replayed"] == {"invitation": 1, "support_grant": 1, "api_token": 1,
+                                                      "connector_secret": 0}
     # ... and is revoked again: the invitee cannot join
     got = call(p, "GET", f"/v1/workspaces/{ws}/invitations/{inv['id']}", tenant.token)[1]
     assert got["status"] == "revoked"
@@ -215,3 +220,38 @@ def test_a_restore_never_brings_back_a_revoked_invitation_grant_or_api_token(ten
     assert (status, out["code"]) == (403, "support_access_denied")
     # the token is refused again
     assert p.http.get("/v1/me", headers=bearer(api_token)).status_code == 401
+
+
+def test_a_restore_never_brings_back_a_replaced_or_deleted_connector_secret(tenant: Tenant) -> None:
+    """Two ``http`` connectors hold an API key at the backup; after it one key is replaced and the other
+    connector deleted. The restore writes both old keys back, and the replayed ledger removes each again:
+    both connectors are paused and ask for their credentials; no old key is used or stored."""
+    ws = tenant.workspace_id
+    g, p = Client(create_app("gateway")), Client(create_app("platform"))
+    with LocalApi() as api:
+        url = f"http://127.0.0.1:{api.port}/people"
+        kept = call(g, "POST", "/v1/connectors", tenant.token,
+                    {"name": "Kept", "kind": "http", "config": {"url": url, "api_key": "key-one"}})[1]
+        gone = call(g, "POST", "/v1/connectors", tenant.token,
+                    {"name": "Gone", "kind": "http", "config": {"url": url, "api_key": "key-gone"}})[1]
+        backup_id = str(backups.create(tenant.region, ws)["id"])
+        status, out, _ = call(g, "PATCH", f"/v1/connectors/{kept['id']}", tenant.token,
+                              {"config": {"api_key": "key-two"}})
+        assert status == 200, out
+        assert call(g, "DELETE", f"/v1/connectors/{gone['id']}", tenant.token)[0] == 200
+        second = add_member(ws, "second@example.com", "admin")
+        rid = _request(p, tenant, backup_id, tenant.token)
+        assert _approve(p, backup_id, rid, second.token)[0] == 202
+        run_residency_jobs(tenant.region)
+    state = _state(p, tenant, backup_id, rid)
+    assert state["status"] == "restored", state
+    assert state["report"]["revocations_replayed"]["connector_secret"] == 2
+    table = gateway_models.connectors(tenant.region)
+    for conn in (kept, gone):
+        item = table.get(ws, conn["id"], consistent_read=True)  # the restore wrote it back ...
+        assert revocations.sealed_secrets(item.config) == {}  # ... without the revoked key
+        assert "api_key" not in open_config(item, tenant.region)
+        shown = call(g, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]
+        assert shown["status"] == "PAUSED" and "credentials again" in shown["health"]["last_error"], shown
+    # a second replay finds nothing left to revoke
+    assert revocations.replay(tenant.region, ws)["connector_secret"] == 0

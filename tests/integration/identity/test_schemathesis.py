@@ -48,6 +48,9 @@ def test_signin_and_account_endpoints_conform_to_their_document(signin_platform:
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCHEMATHESIS_HOOKS", str(HERE / "schemathesis_hooks.py"))
     monkeypatch.setenv("IDENTITY_FUZZ_RUN_JSON", str(signin_platform.state_dir / "run.json"))
+    hooks_log = tmp_path / "hooks.log"
+    monkeypatch.setenv("IDENTITY_FUZZ_LOG", str(hooks_log))
     done = run_schemathesis(signin_platform.urls["identity"] + "/v1/openapi.json", CONFIG, None, tmp_path,
                             "--exclude-path-regex", OAUTH_PATHS)
-    assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-2000:]
+    log = hooks_log.read_text() if hooks_log.exists() else "(the hooks never signed in)"
+    assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-2000:] + "\nThe hooks' log:\n" + log
