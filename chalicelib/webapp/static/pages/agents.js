@@ -55,7 +55,7 @@ const SEARCH_FROM = 8; // more datasets than this: a filter box above the list
 
 // The datasets fieldset: one labelled checkbox per readable dataset, ticked ones first kept as they are;
 // an id the definition holds that the user cannot see (deleted, or out of the user's reach) stays ticked.
-function datasetChoices(readable, chosen) {
+function datasetChoices(readable, chosen, failed) {
   const ticked = new Set(chosen);
   const box = (id, label, hint) => field(label, h("input", { type: "checkbox", name: "datasets", value: id, checked: ticked.has(id) }), hint);
   const rows = [...readable.values()].sort((x, y) => x.name.localeCompare(y.name)).map((d) => {
@@ -72,8 +72,9 @@ function datasetChoices(readable, chosen) {
   });
   return h("fieldset", {}, h("legend", {}, "Datasets it may read"),
     h("p", { class: "hint" }, "Tick the datasets this agent may use. None ticked: every dataset the person running it may read. Either way it never reads what that person may not."),
+    failed ? problemBox(failed) : "",
     rows.length > SEARCH_FROM ? field("Filter datasets", filter) : "",
-    rows.length || unseen.length ? list : empty("You may read no dataset in this workspace yet."));
+    rows.length || unseen.length ? list : failed ? "" : empty("You may read no dataset in this workspace yet."));
 }
 
 const DEADLINES = [["PT30S", "30 seconds"], ["PT1M", "1 minute"], ["PT2M", "2 minutes"], ["PT5M", "5 minutes"], ["PT15M", "15 minutes"], ["PT1H", "1 hour"]];
@@ -88,7 +89,10 @@ async function edit({ view, params, navigate }) {
     models.map((m) => h("option", { value: m.id, selected: m.id === current.model }, `${m.name || m.id} · ${m.provider}`)),
     current.model && current.model !== "auto" && !models.some((m) => m.id === current.model) ? h("option", { value: current.model, selected: true }, current.model) : "");
   const tools = agents.TOOLS.map((t) => field((TOOL_WORDS[t] || [t])[0], h("input", { type: "checkbox", name: "tools", value: t, checked: (current.tools || []).includes(t) }), (TOOL_WORDS[t] || [])[1]));
-  const datasets = datasetChoices(await readableDatasets(), current.datasets || []);
+  let readable = new Map();
+  let failed = null;
+  try { readable = await readableDatasets(); } catch (err) { failed = err; } // the ticked ones stay ticked
+  const datasets = datasetChoices(readable, current.datasets || [], failed);
   const plan = h("textarea", { name: "plan", id: "agent-plan", rows: "6" }, current.plan ? JSON.stringify(current.plan, null, 2) : "");
   const deadline = h("select", { name: "deadline" }, h("option", { value: "" }, "the platform's default"),
     DEADLINES.map(([v, w]) => h("option", { value: v, selected: limits.deadline === v }, w)));
@@ -123,7 +127,7 @@ async function one({ view, params, me, navigate }) {
   const a = await agents.getAgent(params.agent_id);
   const runs = await agents.listRuns(params.agent_id);
   const named = a.datasets || [];
-  const readable = named.length ? await readableDatasets() : new Map();
+  const readable = named.length ? await readableDatasets().catch(() => new Map()) : new Map();
   const datasetNames = named.length ? h("ul", { id: "agent-dataset-list" }, named.map((id) => h("li", {}, readable.has(id) ? readable.get(id).name : `a dataset you cannot see (${id})`)))
     : "every dataset the person running it may read";
   const templated = JSON.stringify(a.plan || []).match(/\{\{input\.(\w+)\}\}/g) || [];
