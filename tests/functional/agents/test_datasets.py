@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from chalicelib.core.authz import Principal
+from chalicelib.core.http.errors import ApiError
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.ingest import connectors
 from chalicelib.gateway.models import connectors as connector_table
@@ -211,3 +214,30 @@ def test_knowledge_search_reads_only_the_ticked_datasets(seeded: Tenant, model: 
     model.turns = [{"tool": "knowledge_search", "input": {"query": "refunds"}}, {"answer": "5 days"}]
     done = run_once(region, user.token, agent(["knowledge_search"]), {"question": "refunds?"})
     assert "marker-unticked-4471" in str(done["steps"][0]["output"])
+
+
+# --- the scope in the reader itself -------------------------------------------------------------------
+
+def test_a_dataset_scope_narrows_every_reader_entry_point_and_never_widens(seeded: Tenant) -> None:
+    from dataclasses import replace
+
+    from chalicelib.gateway import reader
+
+    payroll = put_dataset(seeded.workspace_id, seeded.region, "payroll", [field("salary", "INTEGER")], [(1,)],
+                          acl=[{"type": "role", "id": "admin"}])
+    orders, customers = dataset_id(seeded, "orders"), dataset_id(seeded, "customers")
+    user = Principal(user_id="usr_scoped", workspace_id=seeded.workspace_id, roles=("member",), email="m@example.com",
+                     amr=("pwd",), token_id="t")
+    scoped = replace(user, datasets=frozenset({orders, payroll, "ds_01ARZ3NDEKTSV4RRFFQ69G5FAV"}))
+    assert [v.rec.id for v in reader.readable(scoped)] == [orders]  # payroll: the ACL still says no
+    assert [v.rec.name for v in reader.by_name(scoped, {"orders", "customers", "payroll"})] == ["orders"]
+    assert catalog.record(scoped, orders).id == orders
+    for hidden in (customers, payroll):
+        with pytest.raises(ApiError) as refused:
+            catalog.record(scoped, hidden)
+        assert refused.value.status == 404
+    page = catalog.search(scoped, catalog.SearchFilters())
+    assert [d["id"] for d in page["items"]] == [orders] and page["total_count"] == 1
+    assert catalog.search(user, catalog.SearchFilters())["total_count"] >= 2  # unscoped: the same user sees more
+    nothing = replace(user, datasets=frozenset({"ds_01ARZ3NDEKTSV4RRFFQ69G5FAV"}))  # every ticked dataset gone
+    assert reader.readable(nothing) == [] and catalog.search(nothing, catalog.SearchFilters())["total_count"] == 0
