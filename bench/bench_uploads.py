@@ -45,6 +45,7 @@ def main() -> None:
     from chalicelib.identity import users
     from chalicelib.knowledge import service as knowledge
     from chalicelib.platform.workspaces.service import create_workspace
+    from chalicelib.workers.jobs import index_changed_dataset
     from infra.bootstrap import bootstrap_global, bootstrap_region
 
     settings.cache_clear()
@@ -75,7 +76,7 @@ def main() -> None:
                 put = requests.put(up["upload_url"], data=data, headers=up["headers"], timeout=60)
                 assert put.status_code == 200, put.text
                 run = sync.request_sync(principal, conn["id"], mode="INCREMENTAL")
-                out = sync_worker.run_sync(ws.id, run["id"])
+                out = sync_worker.run_sync(ws.id, run["id"], on_changed=index_changed_dataset)
                 assert out.status == "done", out
                 hits = knowledge.search(principal, f"last page marker {marker}", 3)
                 total_s.append(time.perf_counter() - t0)

@@ -24,6 +24,7 @@ from chalicelib.identity.account import api_tokens
 from chalicelib.identity.demo_seed import seed_signin_demo
 from chalicelib.platform.workspaces.service import create_workspace
 from chalicelib.webapp.shell import ensure_app_client
+from chalicelib.workers.jobs import index_changed_dataset
 
 DEMO_EMAIL = "demo@example.com"
 DEMO_WORKSPACE = "Demo Workspace"
@@ -49,7 +50,7 @@ def seed_demo() -> dict[str, Any]:
     per_region: dict[str, Any] = {}
     for workspace_id, token in ((us_id, demo["api_token"]), (eu_id, eu_token)):
         region = region_of(workspace_id)
-        data = gateway_demo.seed(workspace_id, region, user.email)
+        data = gateway_demo.seed(workspace_id, region, user.email, on_changed=index_changed_dataset)
         per_region[region] = {"workspace_id": workspace_id, "api_token": token,
                               "datasets": [d["name"] for d in data["datasets"]]}
     us_region = region_of(us_id)

@@ -113,9 +113,14 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _policy_restricted(ctx: ToolContext, dataset_ids: list[str]) -> bool:
-    """Whether a dataset the query read has a field the user sees under a policy other than ALLOW (then
-    every value of the answer counts as restricted: it may never reach a writing tool)."""
+    """Whether a dataset the query read has a field the user sees under a policy other than ALLOW, or
+    documents with their own access list (then every value of the answer counts as restricted: it may
+    never reach a writing tool)."""
+    datasets = catalog.snapshot(ctx.principal.workspace_id).datasets if dataset_ids else {}
     for ds in dataset_ids:
+        rec = datasets.get(ds)
+        if rec is not None and any((rec.row_acl or {}).values()):
+            return True
         schema = catalog.schema_of(ctx.principal, ds)
         if any(str(f.get("policy") or "ALLOW").upper() != "ALLOW" for f in schema["fields"]):
             return True

@@ -20,20 +20,24 @@ _session: boto3.session.Session | None = None
 _BOTO_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5, read_timeout=30)
 
 
-def client(service: str, region: str) -> Any:
+def client(service: str, region: str, *, read_timeout: float | None = None) -> Any:
     """A boto3 client for ``service`` in ``region``; created once per process. A deployment pinned to a
-    region gets clients for its own region and the global one only (``core.regions``)."""
+    region gets clients for its own region and the global one only (``core.regions``). ``read_timeout``
+    (seconds): a client of its own that waits that long for an answer and does not retry (a model call
+    with its own timeout)."""
     check_client_region(region, regional=False)
-    return _client(service, region)
+    return _client(service, region, read_timeout)
 
 
 @cached(maxsize=64, derived=True)
-def _client(service: str, region: str) -> Any:
+def _client(service: str, region: str, read_timeout: float | None = None) -> Any:
     global _session
+    config = _BOTO_CONFIG if read_timeout is None else _BOTO_CONFIG.merge(
+        Config(read_timeout=read_timeout, retries={"total_max_attempts": 1, "mode": "standard"}))
     with _lock:  # one session: its loaded service models are shared by every client
         if _session is None:
             _session = boto3.session.Session()
-        return _session.client(service, region_name=region, config=_BOTO_CONFIG)
+        return _session.client(service, region_name=region, config=config)
 
 
 def table_name(name: str) -> str:

@@ -114,8 +114,10 @@ def _set_policies(region: str, workspace_id: str, dataset_id: str, policies: dic
               condition=models.DatasetAttrs.schema == ds.schema)
 
 
-def seed(workspace_id: str, region: str, admin_email: str) -> dict[str, Any]:
-    """Create and sync the demo connectors (see the module docstring); returns what exists."""
+def seed(workspace_id: str, region: str, admin_email: str,
+         on_changed: sync_worker.OnChanged | None = None) -> dict[str, Any]:
+    """Create and sync the demo connectors (see the module docstring); returns what exists. ``on_changed``
+    is the sync worker's reaction to changed data (the composition root's ``index_changed_dataset``)."""
 
     user = users.find_by_email(admin_email)
     principal = Principal(user_id=user.id if user else "usr_demo", workspace_id=workspace_id, roles=("admin",),
@@ -144,7 +146,7 @@ def seed(workspace_id: str, region: str, admin_email: str) -> dict[str, Any]:
             pass
         if not synced:
             run = sync.request_sync(principal, conn.id, mode="FULL_REFRESH", idempotency_key=f"demo-seed-{conn.id}")
-            sync_worker.run_sync(workspace_id, run["id"], attempt=1)
+            sync_worker.run_sync(workspace_id, run["id"], attempt=1, on_changed=on_changed)
             out["sync_runs"].append(sync.get_sync_run(principal, run["id"]))
             if policies:
                 _set_policies(region, workspace_id, conn.dataset_id, policies)

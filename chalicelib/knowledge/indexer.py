@@ -1,5 +1,5 @@
-"""Building a dataset's index: after each successful sync (``gateway/ingest/sync_worker.py`` calls
-``on_sync``), and again whenever its field policies differ from those the index was built under (a
+"""Building a dataset's index: after each successful sync that changed data (the composition root,
+``workers/jobs.py``, hands ``on_sync`` to the sync worker), and again whenever its field policies differ from those the index was built under (a
 search finds that and rebuilds before using it), so a value put under MASK/HASH/REDACT/DENY leaves the
 index files at the latest at the next search."""
 from __future__ import annotations

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from chalicelib.core.config import settings
+from chalicelib.core.http import outbound
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tokens import verifier
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
@@ -95,7 +96,8 @@ class SessionError(Exception):
 
 
 def _token_call(form: dict[str, str]) -> dict[str, Any]:
-    status, body = http_client.request("POST", settings().auth_url + "/oauth2/token", form=form)
+    status, body = http_client.request("POST", settings().auth_url + "/oauth2/token", form=form,
+                                       policy=outbound.TRUSTED)
     try:
         import json  # noqa: PLC0415
 
@@ -144,7 +146,7 @@ def sign_out(cookies: dict[str, str]) -> str:
     if rt:
         try:
             http_client.request("POST", settings().auth_url + "/oauth2/revoke",
-                                form={"token": rt, "client_id": shell.client_id()})
+                                form={"token": rt, "client_id": shell.client_id()}, policy=outbound.TRUSTED)
         except http_client.ProviderError:
             pass  # the end-session step below still ends the identity session
     query = {"client_id": shell.client_id(), "post_logout_redirect_uri": settings().app_url + "/signed-out",

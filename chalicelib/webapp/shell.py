@@ -21,6 +21,7 @@ from pynamodb.exceptions import PutError
 
 from chalicelib.core import clock
 from chalicelib.core.config import settings
+from chalicelib.core.http import outbound
 from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import OAuthClientAttrs
 from chalicelib.identity.signin import flows
@@ -129,7 +130,7 @@ def finish(state: str, cookie_state: str | None, code: str) -> Finished:
     try:
         tokens = http_client.post_form(settings().auth_url + "/oauth2/token", {
             "grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri(),
-            "client_id": client_id(), "code_verifier": flow["verifier"]})
+            "client_id": client_id(), "code_verifier": flow["verifier"]}, policy=outbound.TRUSTED)
     except http_client.ProviderError as err:
         raise ShellError(f"The identity service refused the sign-in code ({err}).") from None
     return Finished(tokens["access_token"], int(tokens.get("expires_in", 900)), flow["path"],

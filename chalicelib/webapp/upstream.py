@@ -4,22 +4,25 @@ The app's own origin serves ``/api/platform/...`` and ``/api/gateway/...``; each
 ``{base_url}`` or ``{gateway_url}`` with ``Authorization: Bearer <access token from the HttpOnly
 cookie>``. Only ``/v1/...`` (and ``/graphql`` on the gateway) may be reached, every path segment is
 re-quoted (no ``..``, no empty segment, no scheme or host from the browser), redirects are not
-followed, and only a fixed set of request and response headers passes.
+followed (a 3xx is passed back as it is), and only a fixed set of request and response headers passes.
+The calls go through the one outbound client (``core/http/outbound.py``) with ``outbound.TRUSTED``: the
+addresses are the deployment's own (its configuration, or an upload address its gateway issued).
 """
 from __future__ import annotations
 
 import json
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from chalicelib.core import regions
 from chalicelib.core.config import settings
+from chalicelib.core.http import outbound
 
-TIMEOUT_SECONDS = 60  # SSE answers of chats and runs are read to the end
+TIMEOUT_SECONDS = 60  # between two reads: SSE answers of chats and runs are read to the end
+TOTAL_SECONDS = 600  # for one call, from connect to its last byte
+TIMEOUTS = outbound.Timeouts(connect=10, read=TIMEOUT_SECONDS, total=TOTAL_SECONDS)
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 SEGMENT_RE = re.compile(r"^[A-Za-z0-9._~:@!$'()*+,;=-]{1,256}$")
@@ -47,27 +50,17 @@ class Answer:
     headers: dict[str, str]
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirect)
-
-
 def send(method: str, url: str, token: str | None, body: bytes | None, headers: dict[str, str]) -> Answer:
     """One upstream call; network failures become a 502 problem the page can show."""
     out = {k: v for k, v in headers.items() if k.lower() in FORWARDED_REQUEST_HEADERS and v}
     out["User-Agent"] = "aiplat-webapp/1"
     if token:
         out["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(url, data=body if body else None, method=method, headers=out)
     try:
-        with _opener.open(req, timeout=TIMEOUT_SECONDS) as resp:  # noqa: S310 (fixed configured bases)
-            return Answer(resp.status, resp.read(MAX_RESPONSE_BYTES), _kept(resp.headers))
-    except urllib.error.HTTPError as err:
-        return Answer(err.code, err.read(MAX_RESPONSE_BYTES), _kept(err.headers))
-    except (urllib.error.URLError, OSError, ValueError):
+        resp = outbound.request(method, url, headers=out, body=body or None, policy=outbound.TRUSTED,
+                                timeouts=TIMEOUTS, max_bytes=MAX_RESPONSE_BYTES, redirects="return")
+        return Answer(resp.status, resp.body, _kept(resp.headers))
+    except outbound.OutboundError:
         return Answer(502, b'{"type":"about:blank","title":"Bad Gateway","status":502,"code":"upstream_unreachable",'
                            b'"detail":"The service behind this page is not reachable.","correlation_id":""}',
                       {"Content-Type": "application/problem+json"})
@@ -106,11 +99,8 @@ def regional_retry(surface: str, answer: Answer, url: str) -> str | None:
 def put_presigned(url: str, data: bytes, content_type: str) -> int:
     """PUT an uploaded document to the presigned URL the gateway issued (server side, so the browser's
     Content-Security-Policy stays ``connect-src 'self'``)."""
-    req = urllib.request.Request(url, data=data, method="PUT", headers={"Content-Type": content_type})
     try:
-        with _opener.open(req, timeout=TIMEOUT_SECONDS) as resp:  # noqa: S310 (URL issued by our gateway)
-            return int(resp.status)
-    except urllib.error.HTTPError as err:
-        return int(err.code)
-    except (urllib.error.URLError, OSError, ValueError):
+        return outbound.request("PUT", url, headers={"Content-Type": content_type}, body=data,
+                                policy=outbound.TRUSTED, timeouts=TIMEOUTS, redirects="return").status
+    except outbound.OutboundError:
         return 502

@@ -2,6 +2,10 @@
 ``QUEUE_HANDLERS`` (queue, handler). ``app.py`` derives one Lambda handler per entry, and the local runner
 (``infra/local_run.py``) calls these same functions with Lambda-shaped events.
 
+It is also the composition root for reactions across contexts: a sync that changed a dataset's data
+rebuilds its knowledge index (``index_changed_dataset``, passed to the sync worker), so the gateway never
+imports the knowledge context.
+
 Workers must not import graphql or duckdb at module level.
 """
 from __future__ import annotations
@@ -156,11 +160,19 @@ SCHEDULED: tuple[Scheduled, ...] = (
 )
 
 
+def index_changed_dataset(region: str, workspace_id: str, dataset_id: str) -> None:
+    """A sync changed a dataset's data: its knowledge index is rebuilt (never fails the sync; bm25s loads
+    only now, not at the sync worker's cold start)."""
+    from chalicelib.knowledge import indexer
+
+    indexer.on_sync(region, workspace_id, dataset_id)
+
+
 def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     """Connector sync runs (``sync-jobs`` queue); the worker module loads duckdb only when it runs."""
     from chalicelib.gateway.ingest import sync_worker
 
-    return sync_worker.handle(event)
+    return sync_worker.handle(event, on_changed=index_changed_dataset)
 
 
 def agent_runs(event: dict[str, Any]) -> dict[str, Any]:

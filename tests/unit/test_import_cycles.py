@@ -40,7 +40,6 @@ def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
 DEFERRED = {
     "chalicelib.knowledge.service": "loads NumPy and bm25s: at first use, not at a group's cold start",
     "chalicelib.knowledge.grounding": "imports the knowledge service (NumPy): at first use",
-    "chalicelib.knowledge.indexer": "a sync that changed data indexes it; bm25s loads only then",
     "chalicelib.gateway.catalog.index": "the catalog index loads NumPy: at the first search",
     "chalicelib.gateway.mcp.protocol": "loads pydantic and the MCP wire types: at the first MCP request",
     "chalicelib.gateway.api.graphql_api": "loads graphql-core: at the first GraphQL request, not at cold start",

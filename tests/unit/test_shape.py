@@ -2,11 +2,13 @@
 
 - No package has more than ``MAX_MODULES`` modules at its top level: a bigger context gets sub-packages
   along its seams (``gateway/api``, ``gateway/ingest``, ...), each with a README saying what goes where.
+- Only ``core/http/outbound.py`` opens outbound HTTP connections (no other module imports an HTTP client).
 - ``core`` imports nothing of the contexts; no context imports the composition root (``workers``) or the
   web app. (``groups`` is the route-group table: GraphQL reads its REST twins' permissions there.)
 """
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -62,4 +64,24 @@ def test_every_cache_of_chalicelib_enrols_in_the_process_registry() -> None:
     offenders = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
                        if p.name != "process_state.py" and ("lru_cache" in p.read_text()
                                                             or "functools import cache" in p.read_text()))
+    assert offenders == []
+
+
+OUTBOUND_CLIENT = PACKAGE / "core" / "http" / "outbound.py"
+HTTP_CLIENT_MODULES = ("http.client", "urllib.request", "urllib3", "requests", "httpx", "aiohttp")
+
+
+def test_only_the_outbound_client_opens_http_connections() -> None:
+    """Every request to another server goes through ``core/http/outbound.py`` (address checks, pinning,
+    timeouts, size limit, no redirect): no other module imports an HTTP client or opens a socket."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if path == OUTBOUND_CLIENT:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == m or n.startswith(m + ".") for n in names for m in (*HTTP_CLIENT_MODULES, "socket")):
+                offenders.append(f"{path.relative_to(PACKAGE)}: {', '.join(names)}")
     assert offenders == []

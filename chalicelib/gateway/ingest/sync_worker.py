@@ -18,11 +18,16 @@ assumed role, bad configuration, an unreadable file) marks the run FAILED at onc
 acknowledged: no retry can fix it. While a run is RUNNING, readers report objects and rows read so far
 (``Src.report``), stored on the run at most every ``PROGRESS_EVERY_S`` seconds.
 
+A run that changed a dataset's data then calls ``on_changed(region, workspace_id, dataset_id)``: the reaction
+other contexts have to a sync (rebuilding the knowledge index) is passed in by the composition root
+(``workers/jobs.py``), so this module imports none of them.
+
 DuckDB is imported lazily (inside ``storage``); importing this module loads neither duckdb nor graphql.
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,6 +58,7 @@ COMMIT_ATTEMPTS = 5
 PROGRESS_EVERY_S = 2.0  # how often a running sync's progress counts are written to its run
 ACTIVE = ("QUEUED", "RUNNING", "RETRYING")  # a run that may still be worked on
 DEFAULT_ACL = [{"type": "role", "id": "admin"}, {"type": "role", "id": "member"}]
+OnChanged = Callable[[str, str, str], None]  # (region, workspace_id, dataset_id) of data a sync changed
 
 
 class Busy(Exception):
@@ -65,12 +71,12 @@ class Outcome:
     detail: str = ""
 
 
-def handle(event: dict[str, Any]) -> dict[str, Any]:
+def handle(event: dict[str, Any], on_changed: OnChanged | None = None) -> dict[str, Any]:
     """Lambda SQS handler with partial batch failures."""
-    return queues.handle_batch(event, _handle_record, what="sync")
+    return queues.handle_batch(event, lambda record: _handle_record(record, on_changed), what="sync")
 
 
-def _handle_record(record: dict[str, Any]) -> bool:
+def _handle_record(record: dict[str, Any], on_changed: OnChanged | None = None) -> bool:
     body = queues.parse_body(record, workspace_id="ws", sync_id="sync", connector_id="conn")
     if body is None:
         log.error("poison sync message (unparseable)", extra={"message_id": record.get("messageId")})
@@ -81,7 +87,8 @@ def _handle_record(record: dict[str, Any]) -> bool:
         return False
     receives = queues.receive_count(record)
     last = receives >= queues.max_receives(QUEUE, region)
-    outcome = run_sync(body["workspace_id"], body["sync_id"], attempt=receives, last_attempt=last)
+    outcome = run_sync(body["workspace_id"], body["sync_id"], attempt=receives, last_attempt=last,
+                       on_changed=on_changed)
     if outcome.status == "busy":
         waits = int(body.get("waits", 0)) + 1
         if not last and record.get("receiptHandle"):
@@ -158,7 +165,8 @@ def _mark_lost(region: str, workspace_id: str, sync_id: str) -> None:
         pass
 
 
-def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt: bool = False) -> Outcome:
+def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt: bool = False,
+             on_changed: OnChanged | None = None) -> Outcome:
     """Run one SyncRun (see the module docstring); safe to call again for the same run."""
     region = tenancy.region_of(workspace_id)
     run = _run(region, workspace_id, sync_id)
@@ -187,7 +195,7 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
     R = models.SyncRunAttrs
     run.update(actions=[R.status.set("RUNNING"), R.attempts.set(attempt), R.started_at.set(run.started_at or clock.iso())])
     try:
-        result = _sync(region, conn, run, attempt)
+        result = _sync(region, conn, run, attempt, on_changed)
     except Exception as err:  # noqa: BLE001 - every failure is recorded on the run
         error = str(err) if isinstance(err, SourceError) else f"sync failed ({type(err).__name__})"
         if not isinstance(err, SourceError):
@@ -200,7 +208,8 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
     return Outcome("done", json.dumps(result))
 
 
-def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, attempt: int) -> dict[str, Any]:
+def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, attempt: int,
+          on_changed: OnChanged | None) -> dict[str, Any]:
     ws = conn.workspace_id
     dataset_id = conn.dataset_id or ""
     try:
@@ -248,10 +257,8 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
         storage.prune(region, ws, dataset_id, {snap.prefix, dataset.data_prefix if dataset else ""})
     lineage_edges.record_edge(region, ws, conn.id, LINEAGE_CONNECTOR, dataset_id, LINEAGE_DATASET,
                               {"connector_kind": conn.kind})
-    if not unchanged:
-        from chalicelib.knowledge import indexer  # noqa: PLC0415 - loads bm25s only when a sync ran
-
-        indexer.on_sync(region, ws, dataset_id)
+    if not unchanged and on_changed is not None:
+        on_changed(region, ws, dataset_id)
     audit.append(region, ws, "connector.sync_succeeded", actor=SYSTEM, target={"type": "connector", "id": conn.id},
                  details={"sync_id": run.id, "dataset_id": dataset_id, "rows_read": rows_read,
                           "rows_written": snap.rows_written, "rows_deleted": snap.rows_deleted,

@@ -1,13 +1,18 @@
 """Amazon Bedrock through ``bedrock-runtime`` ``Converse`` / ``ConverseStream``, called in the
 workspace's own region with a single-region model id (the registry never offers cross-region inference
 profiles). With tools, the request carries ``toolConfig`` and the model's ``toolUse`` blocks come back as
-``ToolCall``s; tool results go back as ``toolResult`` blocks. moto does not implement Converse; the tests
-check these requests with botocore's Stubber."""
+``ToolCall``s; tool results go back as ``toolResult`` blocks. Each model's timeout (``ModelSpec.timeout_s``)
+bounds the wait for an answer (a client of its own, no retries) and, streamed, the whole answer: past it,
+a ``ProviderError`` with code ``timeout``. moto does not implement Converse; the tests check these
+requests with botocore's Stubber."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
+
+from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
 
 from chalicelib.core import aws
 from chalicelib.llm.prompt import Completion, Prompt, ToolCall, estimate_tokens, prompt_tokens
@@ -49,15 +54,22 @@ def request(spec: ModelSpec, region: str, prompt: Prompt) -> dict[str, Any]:
     return body
 
 
-def _client(region: str) -> Any:
-    return aws.client("bedrock-runtime", region)
+def client(spec: ModelSpec, region: str) -> Any:
+    """The region's ``bedrock-runtime`` client that waits at most the model's timeout."""
+    return aws.client("bedrock-runtime", region, read_timeout=spec.timeout_s)
+
+
+def _timed_out(spec: ModelSpec) -> ProviderError:
+    return ProviderError(f"{spec.id} did not answer within {spec.timeout_s:g} s", "timeout")
 
 
 def complete(spec: ModelSpec, region: str, prompt: Prompt) -> Completion:
     try:
-        out = _client(region).converse(**request(spec, region, prompt))
+        out = client(spec, region).converse(**request(spec, region, prompt))
     except ProviderError:
         raise
+    except (ReadTimeoutError, ConnectTimeoutError):
+        raise _timed_out(spec) from None
     except Exception as err:  # noqa: BLE001 - botocore errors carry no secrets, but keep the type only
         raise ProviderError(f"{spec.id} failed ({type(err).__name__})") from None
     blocks = ((out.get("output") or {}).get("message") or {}).get("content") or []
@@ -71,15 +83,30 @@ def complete(spec: ModelSpec, region: str, prompt: Prompt) -> Completion:
 
 
 def stream(spec: ModelSpec, region: str, prompt: Prompt) -> Iterator[str | Completion]:
+    deadline = time.monotonic() + spec.timeout_s
     try:
-        out = _client(region).converse_stream(**request(spec, region, prompt))
+        out = client(spec, region).converse_stream(**request(spec, region, prompt))
     except ProviderError:
         raise
+    except (ReadTimeoutError, ConnectTimeoutError):
+        raise _timed_out(spec) from None
     except Exception as err:  # noqa: BLE001
         raise ProviderError(f"{spec.id} failed ({type(err).__name__})") from None
     parts: list[str] = []
     usage: dict[str, Any] = {}
-    for event in out.get("stream") or []:
+    events = iter(out.get("stream") or [])
+    while True:
+        try:
+            event = next(events)
+        except StopIteration:
+            break
+        except (ReadTimeoutError, ConnectTimeoutError):
+            raise _timed_out(spec) from None
+        if time.monotonic() > deadline:
+            close = getattr(out.get("stream"), "close", None)
+            if close is not None:
+                close()  # stop reading: the model's answer is abandoned, not waited for
+            raise ProviderError(f"{spec.id} did not finish within {spec.timeout_s:g} s", "timeout")
         delta = ((event.get("contentBlockDelta") or {}).get("delta") or {}).get("text")
         if delta:
             parts.append(delta)

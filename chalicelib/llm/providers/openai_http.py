@@ -2,8 +2,8 @@
 server-sent events, and with ``tools`` the model answers ``tool_calls``), ``POST {base_url}/v1/embeddings``
 and ``GET {base_url}/v1/models``, reached in the workspace's region only (an endpoint per region).
 
-Every request goes through ``core/http/outbound.py``: the host is resolved once and the connection made to the
-checked address. An endpoint a workspace declared (a model connection) may reach only public addresses
+Every request goes through the one outbound client (``core/http/outbound.py``): the host is resolved once and
+the connection made to the checked address; redirects are refused and answers are size-capped. An endpoint a workspace declared (a model connection) may reach only public addresses
 and those the deployment declares (``OUTBOUND_ALLOW``); the deployment's own provider file is trusted.
 Each model has a timeout for the whole answer (``ModelSpec.timeout_s``): past it the request is closed
 and a ``ProviderError`` says so. The key is decrypted from KMS and sent as a Bearer token; error
@@ -11,9 +11,7 @@ messages never carry it or the response body.
 """
 from __future__ import annotations
 
-import http.client
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,13 +43,23 @@ def key_of(spec: ModelSpec, region: str, ep: Endpoint) -> str | None:
     return secrets.decrypt(region, ep.key_context or spec.provider, ep.api_key_ciphertext)
 
 
+def failure(name: str, err: outbound.OutboundError, timeout: float) -> ProviderError:
+    """The provider error for a failed exchange (its ``code`` names the failure)."""
+    if isinstance(err, outbound.Refused):
+        return ProviderError(f"{name} may not be reached: {err}", "endpoint_refused")
+    if err.kind == "timeout":
+        return ProviderError(f"{name} did not answer within {timeout:g} s", "timeout")
+    if err.kind == "too_large":
+        return ProviderError(f"{name} sent an answer larger than {MAX_ANSWER_BYTES} bytes", "too_large")
+    if err.kind == "redirect":
+        return ProviderError(f"{name} answered a redirect, which is not followed", "http_error")
+    return ProviderError(f"{name} is unreachable or broke off its answer ({err})", "unreachable")
+
+
 def send(name: str, ep: Endpoint, key: str | None, method: str, path: str, payload: Any, timeout: float
-         ) -> http.client.HTTPResponse:
-    """One request to the endpoint; the open response when it answered 200, a ``ProviderError`` otherwise."""
-    try:
-        conn, target = outbound.pinned_connection(ep.base_url + path, timeout, policy(ep))
-    except outbound.Refused as err:
-        raise ProviderError(f"{name} may not be reached: {err}", "endpoint_refused") from None
+         ) -> outbound.Stream:
+    """One request to the endpoint; the open answer when it was 200, a ``ProviderError`` otherwise. The
+    whole exchange, reading included, is bounded by ``timeout``."""
     headers = {"Accept": "application/json, text/event-stream", "User-Agent": "aiplat-models/1"}
     body = None
     if payload is not None:
@@ -60,22 +68,27 @@ def send(name: str, ep: Endpoint, key: str | None, method: str, path: str, paylo
     if key:
         headers["Authorization"] = "Bearer " + key
     try:
-        conn.request(method, target, body=body, headers=headers)
-        resp = conn.getresponse()
-    except TimeoutError:
-        conn.close()
-        raise ProviderError(f"{name} did not answer within {timeout:g} s", "timeout") from None
-    except (OSError, http.client.HTTPException) as err:
-        conn.close()
-        raise ProviderError(f"{name} is unreachable ({type(err).__name__})", "unreachable") from None
+        resp = outbound.open_stream(method, ep.base_url + path, headers=headers, body=body, policy=policy(ep),
+                                    timeouts=outbound.Timeouts.within(timeout), max_bytes=MAX_ANSWER_BYTES)
+    except outbound.OutboundError as err:
+        raise failure(name, err, timeout) from None
     if resp.status != 200:
-        conn.close()
+        resp.close()
         code = {401: "unauthorized", 403: "unauthorized", 404: "not_found"}.get(resp.status, "http_error")
         raise ProviderError(f"{name} answered HTTP {resp.status}", code)
     return resp
 
 
-def _request(spec: ModelSpec, region: str, path: str, payload: dict[str, Any]) -> http.client.HTTPResponse:
+def _read(name: str, resp: outbound.Stream, timeout: float) -> bytes:
+    try:
+        return resp.read()
+    except outbound.OutboundError as err:
+        raise failure(name, err, timeout) from None
+    finally:
+        resp.close()
+
+
+def _request(spec: ModelSpec, region: str, path: str, payload: dict[str, Any]) -> outbound.Stream:
     ep = spec.endpoints.get(region)
     if ep is None:  # the router never gets here; a second guard against leaving the region
         raise ProviderError(f"{spec.id} has no endpoint in {region}")
@@ -127,18 +140,8 @@ def parse_tool_calls(raw: Any) -> list[ToolCall]:
 
 
 def complete(spec: ModelSpec, region: str, prompt: Prompt) -> Completion:
-    started = time.monotonic()
     resp = _request(spec, region, "/v1/chat/completions", payload(spec, prompt, False))
-    try:
-        raw = resp.read(MAX_ANSWER_BYTES + 1)
-    except TimeoutError:
-        raise ProviderError(f"{spec.id} did not answer within {spec.timeout_s:g} s", "timeout") from None
-    except (OSError, http.client.HTTPException) as err:
-        raise ProviderError(f"{spec.id} broke off its answer ({type(err).__name__})", "unreachable") from None
-    finally:
-        resp.close()
-    if time.monotonic() - started > spec.timeout_s:
-        raise ProviderError(f"{spec.id} did not answer within {spec.timeout_s:g} s", "timeout")
+    raw = _read(spec.id, resp, spec.timeout_s)
     try:
         data = json.loads(raw)
         message = data["choices"][0]["message"]
@@ -157,18 +160,13 @@ def stream(spec: ModelSpec, region: str, prompt: Prompt) -> Iterator[str | Compl
     """Content deltas as they arrive, then the ``Completion``; past the model's timeout, a ``ProviderError``."""
     parts: list[str] = []
     usage: dict[str, Any] = {}
-    deadline = time.monotonic() + spec.timeout_s
     resp = _request(spec, region, "/v1/chat/completions", payload(spec, prompt, True))
     try:
         while True:
             try:
-                raw = resp.readline(MAX_ANSWER_BYTES)
-            except TimeoutError:
-                raise ProviderError(f"{spec.id} did not answer within {spec.timeout_s:g} s", "timeout") from None
-            except (OSError, http.client.HTTPException) as err:
-                raise ProviderError(f"{spec.id} broke off its answer ({type(err).__name__})", "unreachable") from None
-            if time.monotonic() > deadline:
-                raise ProviderError(f"{spec.id} did not finish within {spec.timeout_s:g} s", "timeout")
+                raw = resp.readline()
+            except outbound.OutboundError as err:
+                raise failure(spec.id, err, spec.timeout_s) from None
             if not raw:
                 break
             line = raw.decode("utf-8", "replace").strip()
@@ -196,28 +194,21 @@ def stream(spec: ModelSpec, region: str, prompt: Prompt) -> Iterator[str | Compl
 
 
 def embed(spec: ModelSpec, region: str, texts: list[str]) -> list[list[float]]:
-    resp = _request(spec, region, "/v1/embeddings", {"model": spec.model, "input": texts})
+    raw = _read(spec.id, _request(spec, region, "/v1/embeddings", {"model": spec.model, "input": texts}),
+                spec.timeout_s)
     try:
-        data = json.loads(resp.read(MAX_ANSWER_BYTES))["data"]
+        data = json.loads(raw)["data"]
         return [list(map(float, d["embedding"])) for d in sorted(data, key=lambda d: d["index"])]
     except (ValueError, KeyError, TypeError):
         raise ProviderError(f"{spec.id} sent an answer that is not an embedding list", "not_openai") from None
-    except TimeoutError:
-        raise ProviderError(f"{spec.id} did not answer within {spec.timeout_s:g} s", "timeout") from None
-    finally:
-        resp.close()
 
 
 def list_models(name: str, ep: Endpoint, key: str | None, timeout: float) -> list[str]:
     """``GET /v1/models``: the model ids the endpoint serves (``ProviderError`` with a code otherwise)."""
-    resp = send(name, ep, key, "GET", "/v1/models", None, timeout)
+    raw = _read(name, send(name, ep, key, "GET", "/v1/models", None, timeout), timeout)
     try:
-        data = json.loads(resp.read(MAX_ANSWER_BYTES))["data"]
+        data = json.loads(raw)["data"]
         return [str(d["id"]) for d in data if isinstance(d, dict) and isinstance(d.get("id"), str)]
     except (ValueError, KeyError, TypeError):
         raise ProviderError(f"{name} did not answer like an OpenAI-compatible API (GET /v1/models)",
                             "not_openai") from None
-    except TimeoutError:
-        raise ProviderError(f"{name} did not answer within {timeout:g} s", "timeout") from None
-    finally:
-        resp.close()

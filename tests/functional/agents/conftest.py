@@ -10,6 +10,7 @@ import pytest
 from chalicelib.core.config import settings
 from chalicelib.gateway import demo
 from chalicelib.llm.registry import registry
+from chalicelib.workers import jobs
 from tests.functional.agents.scripted_model import ScriptedModel
 from tests.functional.conftest import Tenant
 
@@ -32,5 +33,5 @@ def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedModel]:
 
 @pytest.fixture
 def seeded(tenant: Tenant) -> Tenant:
-    demo.seed(tenant.workspace_id, tenant.region, tenant.email)
+    demo.seed(tenant.workspace_id, tenant.region, tenant.email, on_changed=jobs.index_changed_dataset)
     return tenant

@@ -11,14 +11,25 @@ import pytest
 
 
 class LocalApi:
-    """A JSON API on a loopback port for ``http`` connectors: one page of one item."""
+    """A JSON API on a loopback port for ``http`` connectors: one page of one item; ``/moved`` redirects to
+    the instance-metadata address. ``paths`` records every path asked for."""
 
     def __init__(self) -> None:
+        self.paths: list[str] = []
+        paths = self.paths
+
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802
+                paths.append(self.path.split("?", 1)[0])
+                if self.path.startswith("/moved"):
+                    self.send_response(302)
+                    self.send_header("Location", "http://169.254.169.254/latest/meta-data/iam/security-credentials/")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = json.dumps({"items": [{"id": 1, "updated_at": "2024-01-01T00:00:00Z"}], "next": None}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

@@ -12,10 +12,10 @@ from chalicelib.core import aws, clock
 from chalicelib.core.ids import new_id
 from chalicelib.core.tenancy import memberships
 from chalicelib.gateway import models, storage
-from chalicelib.gateway.ingest.sync_worker import handle
 from chalicelib.groups import create_app
 from chalicelib.identity import users
 from chalicelib.identity.oauth.signing import issue_access_token
+from chalicelib.workers.jobs import sync_jobs as handle  # the Lambda handler: the worker and its reactions
 from tests.functional.conftest import Tenant, bearer
 
 QUEUE = "sync-jobs"

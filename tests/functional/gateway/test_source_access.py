@@ -245,6 +245,30 @@ def test_dns_rebinding_cannot_redirect_the_request(tenant: Tenant, api: LocalApi
     assert "169.254.169.254" not in connected  # the rebound answer was checked, never connected to
 
 
+def test_a_redirect_to_the_metadata_address_is_not_followed(tenant: Tenant, api: LocalApi,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    connected: list[str] = []
+    real_connect = socket.create_connection
+
+    def recording(address: Any, *args: Any, **kwargs: Any) -> Any:
+        connected.append(address[0])
+        return real_connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", recording)
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Moved", "kind": "http", "config": {
+            "url": f"http://127.0.0.1:{api.port}/moved"}})
+        assert st == 201, conn
+        assert conn["status"] != "HEALTHY", conn
+        _, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
+        drain(tenant.region)
+        _, run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)
+    assert run["status"] == "FAILED", run
+    assert "redirect" in run["error"], run
+    assert set(connected) <= {"127.0.0.1"} and "169.254.169.254" not in connected
+    assert api.paths and set(api.paths) == {"/moved"}
+
+
 @pytest.mark.parametrize("address", ["169.254.169.254", "::ffff:169.254.169.254", "fd00:ec2::254", "169.254.170.2",
                                      "0.0.0.0", "224.0.0.1", "fe80::1"])
 def test_metadata_and_link_local_addresses_are_refused_in_every_stage(address: str) -> None:

@@ -1,15 +1,16 @@
-"""A sync indexes what it wrote: a documents connector's upload is searchable after the sync worker ran
-(no explicit index call), with the passage's place in the file as its span; a re-sync of changed text
+"""A sync indexes what it wrote: a documents connector's upload is searchable after the sync job ran
+(the composition root hands the indexer to the sync worker; no explicit index call), with the passage's place in the file as its span; a re-sync of changed text
 publishes a new build and retires the old one."""
 from __future__ import annotations
 
 from chalicelib.core import aws
 from chalicelib.core.authz import Principal
 from chalicelib.gateway import models
-from chalicelib.gateway.ingest import connectors, sync, sync_worker
+from chalicelib.gateway.ingest import connectors, sync
 from chalicelib.gateway.ingest.sources import documents
 from chalicelib.knowledge import service, store
 from tests.functional.conftest import Tenant
+from tests.functional.gateway.sync_helpers import drain
 
 TEXT = "# Office\n\nThe office plant is watered every Tuesday by the facilities team.\n"
 
@@ -24,7 +25,9 @@ def _upload_and_sync(t: Tenant, conn_id: str, key_suffix: str, text: str, n: int
     aws.client("s3", t.region).put_object(Bucket=aws.bucket_name(documents.BUCKET, t.region), Key=key,
                                           Body=text.encode())
     run = sync.request_sync(_admin(t), conn_id, mode="INCREMENTAL", idempotency_key=f"hook-{n}")
-    assert sync_worker.run_sync(t.workspace_id, run["id"]).status == "done"
+    delivered = drain(t.region)  # the queued message, through the sync job (``workers/jobs.sync_jobs``)
+    assert delivered and not any(out["batchItemFailures"] for out in delivered), delivered
+    assert sync.get_sync_run(_admin(t), run["id"])["status"] == "SUCCEEDED"
 
 
 def test_sync_indexes_documents(tenant: Tenant) -> None:

@@ -67,3 +67,30 @@ def test_loopback_providers_only_in_local_and_test_stages(monkeypatch: pytest.Mo
     finally:
         monkeypatch.delenv("STAGE")
         settings.cache_clear()
+
+
+@pytest.mark.parametrize("address", ["10.0.0.7", "127.0.0.1", "169.254.169.254"])
+def test_a_provider_host_resolving_to_a_private_address_is_refused_before_connecting(
+        monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    """An Admin's provider (discovery, token, keys) or domain-proof URL on an https name that resolves inside
+    the platform's network: refused outside the local and test stages, and nothing is connected to."""
+    import socket
+
+    from chalicelib.core.config import settings
+
+    connected: list[object] = []
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **k: [
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))])
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: connected.append(a) or None)
+    monkeypatch.setenv("STAGE", "prod")
+    settings.cache_clear()
+    try:
+        with pytest.raises(http_client.ProviderError, match="private address|forbidden address"):
+            http_client.get_json("https://idp.corp.example/.well-known/openid-configuration")
+        with pytest.raises(http_client.ProviderError, match="private address|forbidden address"):
+            http_client.post_form("https://idp.corp.example/token", {"grant_type": "authorization_code"})
+        assert http_client.get_text("https://corp.example/.well-known/aiplat-domain-verification.txt") is None
+    finally:
+        monkeypatch.delenv("STAGE")
+        settings.cache_clear()
+    assert connected == []

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from botocore.stub import ANY, Stubber
 
-from chalicelib.core import aws, process_state
+from chalicelib.core import process_state
 from chalicelib.llm.prompt import Passage, Prompt
 from chalicelib.llm.providers import bedrock
 from chalicelib.llm.providers.openai_http import ProviderError
@@ -52,7 +52,7 @@ def test_cross_region_profiles_are_never_offered() -> None:
 @pytest.mark.parametrize("region", ["eu-central-1", "us-east-1"])
 def test_converse_runs_in_the_workspace_region(region: str) -> None:
     spec = parse(CONFIG).get("bedrock/anthropic.claude-3-haiku-20240307-v1:0")
-    client = aws.client("bedrock-runtime", region)
+    client = bedrock.client(spec, region)
     assert client.meta.region_name == region
     expected = {
         "modelId": "anthropic.claude-3-haiku-20240307-v1:0",
@@ -77,7 +77,7 @@ def test_converse_runs_in_the_workspace_region(region: str) -> None:
 def test_converse_refuses_a_region_the_model_does_not_serve() -> None:
     spec = parse({"providers": [{"id": "bedrock", "kind": "bedrock", "regions": ["us-east-1"],
                                  "models": [{"id": "amazon.nova-lite-v1:0"}]}]}).get("bedrock/amazon.nova-lite-v1:0")
-    client = aws.client("bedrock-runtime", "eu-central-1")
+    client = bedrock.client(spec, "eu-central-1")
     with Stubber(client) as stub:  # no response queued: any call would fail the stubber
         with pytest.raises(ProviderError):
             complete(Routing(spec, "eu-central-1", "test"), _prompt())
@@ -90,7 +90,7 @@ def test_converse_stream_request_shape_and_region() -> None:
     from chalicelib.llm.service import stream
 
     spec = parse(CONFIG).get("bedrock/anthropic.claude-3-haiku-20240307-v1:0")
-    client = aws.client("bedrock-runtime", "eu-central-1")
+    client = bedrock.client(spec, "eu-central-1")
     expected = {"modelId": "anthropic.claude-3-haiku-20240307-v1:0", "system": [{"text": ANY}, {"text": "Be brief."}],
                 "messages": [{"role": "user", "content": [{"text": "Vacation days?"}]}],
                 "inferenceConfig": {"maxTokens": 256, "temperature": 0.0}}
@@ -112,7 +112,7 @@ def test_converse_tool_config_and_tool_use_round_trip() -> None:
         "bedrock/anthropic.claude-3-haiku-20240307-v1:0")
     tool = {"name": "query", "description": "Run SQL.",
             "parameters": {"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]}}
-    client = aws.client("bedrock-runtime", "eu-central-1")
+    client = bedrock.client(spec, "eu-central-1")
     first = Prompt([{"role": "system", "content": "Use tools."}, {"role": "user", "content": "How many orders?"}],
                    tools=[tool], max_tokens=1000)
     call = ToolCall("tu_1", "query", {"sql": "SELECT count(*) FROM orders"}, '{"sql": "SELECT count(*) FROM orders"}')
@@ -147,3 +147,36 @@ def test_converse_tool_config_and_tool_use_round_trip() -> None:
     assert [(c.id, c.name, c.arguments) for c in asked.tool_calls] == [
         ("tu_1", "query", {"sql": "SELECT count(*) FROM orders"})]
     assert answered.text == "72 orders." and answered.tool_calls == []
+
+
+def test_each_model_waits_its_own_timeout_and_a_timeout_is_a_clear_error() -> None:
+    """The client of a model waits that model's ``timeout_seconds`` and does not retry; a read timeout
+    (Converse or ConverseStream) is a ``ProviderError`` with code ``timeout``, never a hung request."""
+    from botocore.exceptions import ReadTimeoutError
+
+    from chalicelib.llm.service import stream
+
+    reg = parse({"providers": [{"id": "bedrock", "kind": "bedrock", "regions": ["eu-central-1"], "models": [
+        {"id": "amazon.nova-lite-v1:0", "timeout_seconds": 7},
+        {"id": "amazon.nova-pro-v1:0", "timeout_seconds": 120}]}]})
+    lite, pro = reg.get("bedrock/amazon.nova-lite-v1:0"), reg.get("bedrock/amazon.nova-pro-v1:0")
+    fast, slow = bedrock.client(lite, "eu-central-1"), bedrock.client(pro, "eu-central-1")
+    assert (fast.meta.config.read_timeout, slow.meta.config.read_timeout) == (7, 120)
+    assert fast.meta.config.retries["total_max_attempts"] == 1  # one attempt: no retry doubles the wait
+    assert bedrock.client(lite, "eu-central-1") is fast  # one client per model timeout and region
+
+    def times_out(**_: object) -> None:
+        raise ReadTimeoutError(endpoint_url="https://bedrock-runtime.eu-central-1.amazonaws.com")
+
+    for call in ("converse", "converse_stream"):
+        original = getattr(fast, call)
+        setattr(fast, call, times_out)
+        try:
+            with pytest.raises(ProviderError) as err:
+                if call == "converse":
+                    complete(Routing(lite, "eu-central-1", "test"), _prompt())
+                else:
+                    list(stream(Routing(lite, "eu-central-1", "test"), _prompt()))
+            assert err.value.code == "timeout" and "7 s" in str(err.value)
+        finally:
+            setattr(fast, call, original)

@@ -7,15 +7,14 @@ as strings, so use ISO 8601 UTC timestamps or zero-padded values). The API key (
 ``api_key_header``; it is stored encrypted and never returned. Outside the local stage, the URL must be
 https and must not resolve to a private, loopback or link-local address.
 
-The host is resolved once per request; every address it resolves to is checked, and the connection is
-made to that checked address (``chalicelib/core/http/outbound.py``, shared with model connections), so a DNS
-answer that changes between check and connect (DNS rebinding) cannot redirect the request.
-Instance-metadata addresses are refused in every stage. Redirects are not followed. The URL is shown back with its
+Every page is fetched by the one outbound client (``chalicelib/core/http/outbound.py``): the host is resolved
+once per request, every address it resolves to is checked, and the connection is made to that checked
+address, so a DNS answer that changes between check and connect (DNS rebinding) cannot redirect the request.
+Instance-metadata addresses are refused in every stage. A redirect fails the sync (never followed). The URL is shown back with its
 query values and any user information replaced (``public_url``): tokens in a query string stay hidden.
 """
 from __future__ import annotations
 
-import http.client
 import ipaddress
 import json
 import urllib.parse
@@ -26,7 +25,8 @@ from chalicelib.core.http import outbound
 from chalicelib.core.http.validation import F
 from chalicelib.gateway.ingest.sources import Batch, Record, RecordSpool, SourceError, Src, resolve_columns
 
-TIMEOUT_S = 15
+TIMEOUT_S = 15  # to connect, and between two reads
+TOTAL_S = 120  # for one page, from connect to its last byte
 MAX_PAGE_BYTES = 16 * 1024 * 1024
 _NAME = F(str, min_len=1, max_len=128)
 FIELDS = {
@@ -93,14 +93,6 @@ def check_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) 
         raise SourceError(str(err), permanent=True) from None
 
 
-def resolve(host: str, port: int) -> str:
-    """The one address to connect to: the host resolved once, every answer checked (``core/http/outbound.py``)."""
-    try:
-        return outbound.resolve(host, port, _policy())
-    except outbound.Refused as err:
-        raise SourceError(str(err), permanent=err.kind in ("forbidden", "private")) from None
-
-
 def _cfg(src: Src) -> dict[str, Any]:
     return {**DEFAULTS, **src.config}
 
@@ -108,31 +100,26 @@ def _cfg(src: Src) -> dict[str, Any]:
 def _get(cfg: dict[str, Any], params: dict[str, Any]) -> Any:
     split = urllib.parse.urlsplit(cfg["url"])
     host = split.hostname or ""
-    port = split.port or (443 if split.scheme == "https" else 80)
-    address = resolve(host, port)
     query = urllib.parse.parse_qsl(split.query) + [(k, str(v)) for k, v in params.items() if v is not None]
-    target = urllib.parse.urlunsplit(("", "", split.path or "/", urllib.parse.urlencode(query), ""))
+    url = urllib.parse.urlunsplit((split.scheme, split.netloc, split.path, urllib.parse.urlencode(query), ""))
     headers = {"Accept": "application/json", "User-Agent": "aiplat-gateway-sync/1"}
     if cfg.get("api_key"):
         headers[cfg["api_key_header"]] = cfg["api_key"]
-    conn_cls = outbound.PinnedHTTPS if split.scheme == "https" else outbound.PinnedHTTP
-    conn = conn_cls(host, port, address, TIMEOUT_S)
     try:
-        conn.request("GET", target, headers=headers)
-        resp = conn.getresponse()
-        if resp.status != 200:  # redirects included: never followed
-            # a client error other than timeout/rate limit will not heal by itself; 5xx may
-            raise SourceError(f"{host} answered HTTP {resp.status}",
-                              permanent=300 <= resp.status < 500 and resp.status not in (408, 429))
-        body = resp.read(MAX_PAGE_BYTES + 1)
-    except (OSError, http.client.HTTPException) as err:
-        raise SourceError(f"cannot reach {host} ({type(err).__name__})") from None
-    finally:
-        conn.close()
-    if len(body) > MAX_PAGE_BYTES:
-        raise SourceError("a page is larger than 16 MiB")
+        resp = outbound.request("GET", url, headers=headers, policy=_policy(), max_bytes=MAX_PAGE_BYTES,
+                                timeouts=outbound.Timeouts(connect=TIMEOUT_S, read=TIMEOUT_S, total=TOTAL_S))
+    except outbound.Refused as err:  # an address that is not allowed stays so; a name may resolve later
+        raise SourceError(str(err), permanent=err.kind in ("forbidden", "private")) from None
+    except outbound.OutboundError as err:
+        if err.kind == "too_large":
+            raise SourceError("a page is larger than 16 MiB") from None
+        # a redirect is refused every time; timeouts and broken connections may heal
+        raise SourceError(str(err), permanent=err.kind == "redirect") from None
+    if resp.status != 200:  # a client error other than timeout/rate limit will not heal by itself; 5xx may
+        raise SourceError(f"{host} answered HTTP {resp.status}",
+                          permanent=400 <= resp.status < 500 and resp.status not in (408, 429))
     try:
-        return json.loads(body)
+        return json.loads(resp.body)
     except ValueError:
         raise SourceError(f"{host} did not answer JSON") from None
 

@@ -5,23 +5,24 @@ the identity service fetches instead of looking the client up in ``oauth_clients
 The document must be served at exactly that URL (no redirect), as JSON of at most ``MAX_BYTES``, and say
 ``client_id`` = the URL, ``redirect_uris`` (checked like a registration's), ``token_endpoint_auth_method``
 ``none`` (a public client: PKCE is always required); ``grant_types`` may add ``refresh_token``. Fetching is
-SSRF-guarded: https only, port 443, a host name (not an address literal) that resolves only to public
-addresses, a 3-second timeout. A fetched document is trusted for ``CACHE_SECONDS`` per container; a fetch
-that fails answers ``invalid_request`` (unknown client) and is not cached.
+SSRF-guarded: https only, port 443, a host name (not an address literal), fetched by the one outbound
+client (``core/http/outbound.py``), which resolves it once, refuses it unless every address is public
+(``OUTBOUND_ALLOW`` does not apply), connects to the checked address and refuses redirects; 3 seconds in
+all. A fetched document is trusted for ``CACHE_SECONDS`` per container; a fetch that fails answers
+``invalid_request`` (unknown client) and is not cached.
 """
 from __future__ import annotations
 
 import ipaddress
 import json
-import socket
 import ssl
 import threading
 import time
-import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
 from chalicelib.core import clock, process_state
+from chalicelib.core.http import outbound
 from chalicelib.identity.models import OAuthClientAttrs
 from chalicelib.identity.oauth.registration.redirect_uris import redirect_uri_problem
 
@@ -46,44 +47,34 @@ def is_metadata_url(client_id: str) -> bool:
         and not parts.password
 
 
-def _public_host(host: str, port: int) -> bool:
-    """The host is a name resolving only to public addresses (or private ones where tests allow them)."""
+def _is_name(host: str) -> bool:
+    """An address literal is never a client's identity: only host names are fetched."""
     try:
         ipaddress.ip_address(host)
-        return False  # an address literal is never a client's identity
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
         return False
-    addresses = {ipaddress.ip_address(info[4][0]) for info in infos}
-    return bool(addresses) and (PRIVATE_ADDRESSES_ALLOWED or all(a.is_global for a in addresses))
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # the document must be at the client_id itself
+    except ValueError:
+        return bool(host)
 
 
 def _fetch(url: str) -> dict[str, Any] | None:
     parts = urlsplit(url)
-    port = parts.port or 443
-    if (port != 443 and not PRIVATE_ADDRESSES_ALLOWED) or not _public_host(parts.hostname or "", port):
-        return None
-    opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=SSL_CONTEXT))
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
     try:
-        with opener.open(request, timeout=TIMEOUT_SECONDS) as response:
-            if response.status != 200:
-                return None
-            raw = response.read(MAX_BYTES + 1)
-    except (OSError, ValueError):
+        port = parts.port or 443
+    except ValueError:
         return None
-    if len(raw) > MAX_BYTES:
+    if parts.scheme != "https" or (port != 443 and not PRIVATE_ADDRESSES_ALLOWED) or not _is_name(parts.hostname or ""):
         return None
     try:
-        doc = json.loads(raw)
+        answer = outbound.request("GET", url, headers={"Accept": "application/json", "User-Agent": "aiplat-identity/1"},
+                                  policy=outbound.Policy(private=PRIVATE_ADDRESSES_ALLOWED, declared=False),
+                                  timeouts=outbound.Timeouts.within(TIMEOUT_SECONDS), max_bytes=MAX_BYTES,
+                                  tls=SSL_CONTEXT)
+    except outbound.OutboundError:  # refused, unreachable, too slow, too large, or a redirect: no client
+        return None
+    if answer.status != 200:
+        return None
+    try:
+        doc = json.loads(answer.body)
     except ValueError:
         return None
     return doc if isinstance(doc, dict) else None

@@ -184,8 +184,8 @@ def test_wrong_nonce_is_refused(env: dict[str, Any], idp: Any) -> None:
 def _tamper_token_response(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
     real = http_client.post_form
 
-    def post_form(url: str, form: dict[str, str], headers: dict[str, str] | None = None) -> Any:
-        answer = real(url, form, headers)
+    def post_form(url: str, form: dict[str, str], headers: dict[str, str] | None = None, **kw: Any) -> Any:
+        answer = real(url, form, headers, **kw)
         if "id_token" in answer:
             answer["id_token"] = change(answer["id_token"])
         return answer
