@@ -31,6 +31,7 @@ class AgentAttrs(BaseModel):
     model = UnicodeAttribute(default="auto")
     tools = UnicodeAttribute(default="[]")  # JSON list of tool names
     plan = UnicodeAttribute(null=True)  # JSON list of {name, tool, input}
+    datasets = UnicodeAttribute(null=True)  # JSON list of dataset ids it may read; absent or [] = all the user may
     limits = UnicodeAttribute(default="{}")  # JSON {max_steps, deadline, max_tokens}
     version = NumberAttribute(default=1)
     created_by = UnicodeAttribute()
