@@ -186,7 +186,8 @@ def to_public(item: models.AgentAttrs) -> dict[str, Any]:
             "model": item.model, "tools": json.loads(item.tools), "plan": json.loads(item.plan) if item.plan else None,
             "datasets": json.loads(item.datasets or "[]"), "limits": json.loads(item.limits),
             "version": int(item.version), "created_by": item.created_by,
-            "created_at": item.created_at, "updated_at": item.updated_at}
+            "created_at": item.created_at, "updated_at": item.updated_at,
+            "updated_by": {"user_id": item.updated_by or item.created_by, "email": item.updated_by_email}}
 
 
 def get_item(workspace_id: str, agent_id: str) -> models.AgentAttrs:
@@ -210,7 +211,8 @@ def create(principal: Principal, body: dict[str, Any], caller: Any = None) -> di
                                  plan=json.dumps(d["plan"]) if d["plan"] is not None else None,
                                  datasets=json.dumps(d["datasets"]),
                                  limits=json.dumps(d["limits"]), version=1, created_by=principal.user_id,
-                                 created_at=now, updated_at=now)
+                                 created_at=now, updated_at=now, updated_by=principal.user_id,
+                                 updated_by_email=principal.email)
     item.save(condition=models.AgentAttrs.id.does_not_exist())
     audit.append(region, principal.workspace_id, "agent.created", actor=audit.Actor.of(principal),
                  target={"type": "agent", "id": item.id}, details={"name": d["name"], "tools": d["tools"], "datasets": d["datasets"]},
@@ -228,7 +230,8 @@ def update(principal: Principal, agent_id: str, body: dict[str, Any], caller: An
                          A.tools.set(json.dumps(d["tools"])),
                          A.plan.set(json.dumps(d["plan"])) if d["plan"] is not None else A.plan.remove(),
                          A.datasets.set(json.dumps(d["datasets"])),
-                         A.limits.set(json.dumps(d["limits"])), A.version.add(1), A.updated_at.set(clock.iso())],
+                         A.limits.set(json.dumps(d["limits"])), A.version.add(1), A.updated_at.set(clock.iso()),
+                         A.updated_by.set(principal.user_id), A.updated_by_email.set(principal.email)],
                 condition=A.version == item.version)
     audit.append(region_of(principal.workspace_id), principal.workspace_id, "agent.updated", actor=audit.Actor.of(principal),
                  target={"type": "agent", "id": agent_id}, details={"fields": sorted(body)}, caller=caller)

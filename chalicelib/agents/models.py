@@ -37,6 +37,8 @@ class AgentAttrs(BaseModel):
     created_by = UnicodeAttribute()
     created_at = UnicodeAttribute()
     updated_at = UnicodeAttribute()
+    updated_by = UnicodeAttribute(null=True)  # usr_... of the last edit (the creator until then)
+    updated_by_email = UnicodeAttribute(null=True)
 
 
 class _ByAgent(LocalSecondaryIndex):

@@ -140,7 +140,8 @@ async function one({ view, params, me, navigate }) {
       h("dt", {}, "Datasets"), h("dd", {}, datasetNames),
       h("dt", {}, "Instructions"), h("dd", {}, a.instructions || "—"),
       h("dt", {}, "Plan"), h("dd", {}, a.plan && a.plan.length ? h("ol", {}, a.plan.map((p) => h("li", {}, `${p.name}: ${p.tool}`))) : "the model chooses the tools"),
-      h("dt", {}, "Limits"), h("dd", {}, a.limits ? `at most ${a.limits.max_steps} steps, ${humanDuration(a.limits.deadline)}, ${a.limits.max_tokens} tokens` : "the platform's defaults")),
+      h("dt", {}, "Limits"), h("dd", {}, a.limits ? `at most ${a.limits.max_steps} steps, ${humanDuration(a.limits.deadline)}, ${a.limits.max_tokens} tokens` : "the platform's defaults"),
+      h("dt", {}, "Last edited"), h("dd", { id: "agent-edited" }, `${when(a.updated_at || a.created_at)} by ${(a.updated_by && a.updated_by.email) || "its creator"} (version ${a.version})`)),
     canRun ? h("p", {}, h("a", { class: "button secondary", href: `/agents/${encodeURIComponent(a.id)}/edit` }, "Edit"),
       h("button", { type: "button", class: "danger", onclick: async () => {
         if (!confirm(`Delete the agent ${a.name}? Its runs stay until deleted.`)) return;
@@ -155,7 +156,7 @@ async function one({ view, params, me, navigate }) {
       if (advanced) {
         try { Object.assign(input, JSON.parse(advanced)); } catch (err) { throw new Error(`The extra input is not valid JSON (${err.message}).`); }
       }
-      const started = await agents.startRun(a.id, input);
+      const started = await agents.startRun(a.id, input, a.version);  // refused if edited since this page was read
       out.replaceChildren();
       await navigate(`/agents/${encodeURIComponent(a.id)}/runs/${encodeURIComponent(started.id)}`);
     }, field("Question", question), extra,
