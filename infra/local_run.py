@@ -77,6 +77,7 @@ def _request_handler(group: str | None = None) -> type:
     404 problem, or, for a page of the ``app`` group, the app's 404 page."""
     from chalice.local import ChaliceRequestHandler, ForbiddenError
 
+    from chalicelib.core.http import streaming
     from chalicelib.core.http.api import unknown_route_response
     from chalicelib.core.logs import get_logger
 
@@ -99,11 +100,39 @@ def _request_handler(group: str | None = None) -> type:
         def _generic_handle(self) -> None:
             """Chalice's emulation of API Gateway's answer to an address no route serves quotes the
             Authorization header encoded as ASCII, so a non-ASCII header raised before any answer and
-            the connection dropped; that request gets the same 404 problem as any unknown address."""
+            the connection dropped; that request gets the same 404 problem as any unknown address.
+            A route answering a ``StreamingResponse`` is streamed (``_send_http_response``)."""
             try:
-                super()._generic_handle()
+                with streaming.accepting():
+                    super()._generic_handle()
             except UnicodeEncodeError:
                 self._send_error_response(ForbiddenError({}, b""))
+
+        def _send_http_response(self, code: int, headers: Any, body: Any) -> None:
+            chunks = streaming.take()
+            if chunks is None:
+                return super()._send_http_response(code, headers, body)
+            self._stream(code, headers, chunks)
+
+        def _stream(self, code: int, headers: Any, chunks: Any) -> None:
+            """Each chunk as one chunked-transfer piece, written and flushed as soon as it is produced. A
+            client that went away (a write fails) closes the producer, which stops its work."""
+            headers = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "transfer-encoding")}
+            headers["Transfer-Encoding"] = "chunked"
+            try:
+                self.send_response(code)
+                self._send_headers(headers)
+                for chunk in chunks:
+                    data = chunk.encode("utf-8") if isinstance(chunk, str) else chunk
+                    if data:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                        self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except OSError:  # BrokenPipe, ConnectionReset: the reader stopped
+                self.close_connection = True
+            finally:
+                chunks.close()
 
         do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
 

@@ -1,5 +1,15 @@
 """Agent definitions: name, instructions, model (an id or ``auto``), allowed tools, an optional declared
-plan and limits. Stored in the workspace's region; Members and Admins write, everyone reads.
+plan, the datasets it may read and limits. Stored in the workspace's region; Members and Admins write,
+everyone reads.
+
+``datasets`` (at most ``MAX_DATASETS`` ids of the agent's workspace) limits what the agent's tools read:
+absent or empty, every dataset the running user may read; otherwise only those of them the running user
+may read (the run's principal carries them as its dataset scope, which the policy-enforcing reader
+applies: ``gateway/reader.py``). Each id is canonicalised (``ds_`` + upper-case ULID, repeats dropped);
+an id the definition did not hold yet must name a dataset of the workspace that the editing user may read
+(one answer for unknown, unreadable and other workspaces' ids). Ids it already held are kept as they are
+(a dataset deleted later is skipped at run time), so an edit by someone who cannot read one of them
+neither fails nor drops it.
 
 A declared plan is an ordered list of steps ``{name, tool, input}``; each step's tool must be allowed,
 its input may only name the tool's fields, each of the field's type or one template (``plan_schema.py``:
@@ -18,13 +28,15 @@ from chalicelib.agents.tools import TOOL_NAMES, TOOLS
 from chalicelib.core import audit, clock, durations
 from chalicelib.core.authz import Principal
 from chalicelib.core.http import paging
-from chalicelib.core.http.errors import not_found, validation_error
+from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.http.validation import F, problem, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
+from chalicelib.gateway.catalog import service as catalog
 from chalicelib.llm.registry import registry
 
 MAX_PLAN_STEPS = 50
+MAX_DATASETS = 50
 DEFAULT_LIMITS = {"max_steps": 10, "deadline": "PT5M", "max_tokens": 4000}
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/\-]{0,127}$")
 
@@ -44,6 +56,7 @@ FIELDS = {
     "model": F(str, max_len=128, check=_model),
     "tools": F(list, required=True, min_len=1, max_len=len(TOOL_NAMES)),
     "plan": F(list, nullable=True, max_len=MAX_PLAN_STEPS),
+    "datasets": F(list, max_len=MAX_DATASETS),
     "limits": F(dict),
 }
 PATCH_FIELDS = {k: F(v.type, min_len=v.min_len, max_len=v.max_len, check=v.check, nullable=v.nullable)
@@ -98,8 +111,49 @@ def check_plan(plan: list[Any], tools: list[str], max_steps: int) -> list[dict[s
     return errors
 
 
-def normalise(body: dict[str, Any], current: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The complete definition ``body`` describes (merged over ``current`` for updates), or a 400."""
+def canonical_dataset_id(value: Any) -> str | None:
+    """``ds_`` + the upper-case ULID of a dataset id written in any case with blanks around it; None when
+    ``value`` is not a dataset id."""
+    if not isinstance(value, str):
+        return None
+    prefix, sep, rest = value.strip().partition("_")
+    ref = f"{prefix.lower()}{sep}{rest.upper()}"
+    return ref if is_id(ref, "ds") else None
+
+
+def check_datasets(principal: Principal, value: list[Any], held: list[str]) -> list[str]:
+    """The canonical dataset ids of ``value`` (see the module docstring), or a 400 naming each bad one."""
+    out: list[str] = []
+    errors: list[dict[str, str]] = []
+    unknown: list[str] = []
+    for i, raw in enumerate(value):
+        ref = canonical_dataset_id(raw)
+        if ref is None:
+            errors.append({"field": f"datasets[{i}]", "message": "must be a dataset id (ds_...)"})
+            continue
+        if ref in out:
+            continue
+        if ref not in held:
+            try:
+                catalog.record(principal, ref)
+            except ApiError:
+                unknown.append(ref)
+                errors.append({"field": f"datasets[{i}]",
+                               "message": f"{ref} is not a dataset of this workspace that you may read"})
+                continue
+        out.append(ref)
+    if errors:
+        detail = ("The agent's datasets must be datasets of this workspace that you may read: "
+                  + (", ".join(unknown) + " is not." if len(unknown) == 1 else ", ".join(unknown) + " are not.")
+                  if unknown else "The agent's datasets must be dataset ids (ds_...).")
+        raise ApiError(400, "validation_failed", detail, errors=errors)
+    return out
+
+
+def normalise(body: dict[str, Any], current: dict[str, Any] | None = None,
+              principal: Principal | None = None) -> dict[str, Any]:
+    """The complete definition ``body`` describes (merged over ``current`` for updates), or a 400.
+    ``principal``: the editing user, whose read access new dataset ids are checked against."""
     merged = {**(current or {}), **{k: v for k, v in body.items()}}
     limits = {**DEFAULT_LIMITS, **((current or {}).get("limits") or {})}
     if "limits" in body:
@@ -116,15 +170,24 @@ def normalise(body: dict[str, Any], current: dict[str, Any] | None = None) -> di
         errors += check_plan(plan, tools, limits["max_steps"])
     if errors:
         raise validation_error(errors)
+    held = list((current or {}).get("datasets") or [])
+    datasets = held
+    if "datasets" in body:
+        if principal is None:
+            raise ValueError("checking datasets needs the editing principal")
+        datasets = check_datasets(principal, body["datasets"], held)
     return {"name": merged["name"], "instructions": merged.get("instructions") or "",
-            "model": merged.get("model") or "auto", "tools": list(tools), "plan": plan, "limits": limits}
+            "model": merged.get("model") or "auto", "tools": list(tools), "plan": plan, "datasets": datasets,
+            "limits": limits}
 
 
 def to_public(item: models.AgentAttrs) -> dict[str, Any]:
     return {"id": item.id, "workspace_id": item.workspace_id, "name": item.name, "instructions": item.instructions,
             "model": item.model, "tools": json.loads(item.tools), "plan": json.loads(item.plan) if item.plan else None,
-            "limits": json.loads(item.limits), "version": int(item.version), "created_by": item.created_by,
-            "created_at": item.created_at, "updated_at": item.updated_at}
+            "datasets": json.loads(item.datasets or "[]"), "limits": json.loads(item.limits),
+            "version": int(item.version), "created_by": item.created_by,
+            "created_at": item.created_at, "updated_at": item.updated_at,
+            "updated_by": {"user_id": item.updated_by or item.created_by, "email": item.updated_by_email}}
 
 
 def get_item(workspace_id: str, agent_id: str) -> models.AgentAttrs:
@@ -140,17 +203,20 @@ def get_item(workspace_id: str, agent_id: str) -> models.AgentAttrs:
 
 def create(principal: Principal, body: dict[str, Any], caller: Any = None) -> dict[str, Any]:
     validate(body, FIELDS)
-    d = normalise(body)
+    d = normalise(body, principal=principal)
     region = region_of(principal.workspace_id)
     now = clock.iso()
     item = models.agents(region)(principal.workspace_id, new_id("agt"), name=d["name"], instructions=d["instructions"],
                                  model=d["model"], tools=json.dumps(d["tools"]),
                                  plan=json.dumps(d["plan"]) if d["plan"] is not None else None,
+                                 datasets=json.dumps(d["datasets"]),
                                  limits=json.dumps(d["limits"]), version=1, created_by=principal.user_id,
-                                 created_at=now, updated_at=now)
+                                 created_at=now, updated_at=now, updated_by=principal.user_id,
+                                 updated_by_email=principal.email)
     item.save(condition=models.AgentAttrs.id.does_not_exist())
     audit.append(region, principal.workspace_id, "agent.created", actor=audit.Actor.of(principal),
-                 target={"type": "agent", "id": item.id}, details={"name": d["name"], "tools": d["tools"]}, caller=caller)
+                 target={"type": "agent", "id": item.id}, details={"name": d["name"], "tools": d["tools"], "datasets": d["datasets"]},
+                 caller=caller)
     return to_public(item)
 
 
@@ -158,12 +224,14 @@ def update(principal: Principal, agent_id: str, body: dict[str, Any], caller: An
     validate(body, PATCH_FIELDS)
     item = get_item(principal.workspace_id, agent_id)
     current = to_public(item)
-    d = normalise(body, current)
+    d = normalise(body, current, principal)
     A = models.AgentAttrs
     item.update(actions=[A.name.set(d["name"]), A.instructions.set(d["instructions"]), A.model.set(d["model"]),
                          A.tools.set(json.dumps(d["tools"])),
                          A.plan.set(json.dumps(d["plan"])) if d["plan"] is not None else A.plan.remove(),
-                         A.limits.set(json.dumps(d["limits"])), A.version.add(1), A.updated_at.set(clock.iso())],
+                         A.datasets.set(json.dumps(d["datasets"])),
+                         A.limits.set(json.dumps(d["limits"])), A.version.add(1), A.updated_at.set(clock.iso()),
+                         A.updated_by.set(principal.user_id), A.updated_by_email.set(principal.email)],
                 condition=A.version == item.version)
     audit.append(region_of(principal.workspace_id), principal.workspace_id, "agent.updated", actor=audit.Actor.of(principal),
                  target={"type": "agent", "id": agent_id}, details={"fields": sorted(body)}, caller=caller)

@@ -31,11 +31,14 @@ class AgentAttrs(BaseModel):
     model = UnicodeAttribute(default="auto")
     tools = UnicodeAttribute(default="[]")  # JSON list of tool names
     plan = UnicodeAttribute(null=True)  # JSON list of {name, tool, input}
+    datasets = UnicodeAttribute(null=True)  # JSON list of dataset ids it may read; absent or [] = all the user may
     limits = UnicodeAttribute(default="{}")  # JSON {max_steps, deadline, max_tokens}
     version = NumberAttribute(default=1)
     created_by = UnicodeAttribute()
     created_at = UnicodeAttribute()
     updated_at = UnicodeAttribute()
+    updated_by = UnicodeAttribute(null=True)  # usr_... of the last edit (the creator until then)
+    updated_by_email = UnicodeAttribute(null=True)
 
 
 class _ByAgent(LocalSecondaryIndex):

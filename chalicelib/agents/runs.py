@@ -18,7 +18,7 @@ from chalicelib.agents.runtime.lifecycle import starting_caller
 from chalicelib.core import audit, clock, correlation, durations
 from chalicelib.core.authz import Principal, Role
 from chalicelib.core.http import paging
-from chalicelib.core.http.errors import ApiError, not_found, validation_error
+from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
@@ -32,13 +32,18 @@ log = get_logger("agents.runs")
 QUEUE = "agent-runs"
 MESSAGE_VERSION = 1
 MAX_INPUT_BYTES = 32 * 1024
-RUN_FIELDS = {"input": F(dict)}
+RUN_FIELDS = {"input": F(dict), "agent_version": F(int, minimum=1)}
 
 
 def check_input(agent: dict[str, Any], body: Any) -> dict[str, Any]:
-    """The run's ``input`` object, or a 4xx: a non-object, an oversized one, or one missing a value
-    the declared plan names."""
+    """The run's ``input`` object, or a 4xx: a non-object, an oversized one, one missing a value the
+    declared plan names, or (409) an ``agent_version`` the caller saw that is no longer the agent's."""
     body = validate(body, RUN_FIELDS)
+    seen = body.get("agent_version")
+    if seen is not None and seen != agent["version"]:
+        editor = agent["updated_by"]["email"] or "another member"
+        raise conflict("agent_changed", f"This agent was changed by {editor} at {agent['updated_at']} (version "
+                       f"{agent['version']}; you saw version {seen}). Review it, then run it again.")
     run_input = body.get("input", {})
     if len(json.dumps(run_input)) > MAX_INPUT_BYTES:
         raise ApiError(413, "input_too_large", f"'input' may hold at most {MAX_INPUT_BYTES} bytes of JSON.")
@@ -132,6 +137,16 @@ def step_views(region: str, workspace_id: str, run_id: str) -> list[dict[str, An
     return out
 
 
+def _definition_run(run: models.RunAttrs) -> dict[str, Any]:
+    """Which definition the run used: its version and who had last edited it."""
+    try:
+        agent = json.loads(run.agent or "{}")
+    except ValueError:
+        agent = {}
+    return {"version": agent.get("version"), "updated_at": agent.get("updated_at"),
+            "updated_by": agent.get("updated_by") or {"user_id": agent.get("created_by"), "email": None}}
+
+
 def view(run: models.RunAttrs, *, with_steps: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": run.id, "agent_id": run.agent_id, "workspace_id": run.workspace_id, "status": run.status,
@@ -141,7 +156,7 @@ def view(run: models.RunAttrs, *, with_steps: bool = False) -> dict[str, Any]:
         "output": json.loads(run.output) if run.output else None, "error": json.loads(run.error) if run.error else None,
         "usage": json.loads(run.usage or "{}"), "attempts": int(run.attempt or 0),
         "expires_at": clock.iso(int(run.expires_at)) if run.expires_at else None,
-        "correlation_id": run.correlation_id,
+        "correlation_id": run.correlation_id, "agent": _definition_run(run),
     }
     if with_steps:
         out["steps"] = step_views(region_of(run.workspace_id), run.workspace_id, run.id)

@@ -5,8 +5,11 @@ Every tool calls the same service the user's own request would reach (``gateway.
 membership. The data-reading tools (``query``, ``knowledge_search``) read only through the
 policy-enforcing reader behind those services (``gateway/reader.py``), so dataset ACLs, per-document
 ACLs, DENY fields and MASK/HASH/REDACT policies (key columns included) apply exactly as they do for the
-user directly; a user who left the workspace makes the tool refuse. Tool outputs are JSON and are what
-the step ledger stores.
+user directly; a user who left the workspace makes the tool refuse. An agent whose definition names
+datasets runs with them as the principal's dataset scope (``dataset_scope``): the reader then shows every
+tool only those of them the user may read, so a query naming another dataset fails as a tool error
+(``dataset_not_allowed``) and a named dataset deleted since is skipped with a note
+(``skipped_datasets``). Tool outputs are JSON and are what the step ledger stores.
 
 ``TOOLS`` is the one list of tool names and their input fields (explicit, no import-time registration);
 ``plan_schema.py`` derives the OpenAPI document's step schemas from those fields.
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.agents import memory
@@ -61,14 +64,52 @@ class Tool:
     writes: bool = False  # changes state (or would send data out): guarded in model-chosen runs
 
 
+SKIPPED = "skipped: it no longer exists or the user running the agent may not read it"
+
+
+def dataset_scope(agent: dict[str, Any]) -> frozenset[str] | None:
+    """The dataset scope of a run of ``agent`` (a definition as ``definitions.to_public`` gives it): its
+    datasets, or None (every dataset the user may read) when it names none."""
+    named = agent.get("datasets") or []
+    return frozenset(named) if named else None
+
+
+def _skipped(ctx: ToolContext) -> dict[str, Any]:
+    """``{"skipped_datasets": [...]}`` naming each dataset of the agent the user cannot read now (deleted
+    since it was ticked, or out of the user's reach); {} when there is none."""
+    scope = ctx.principal.datasets
+    if not scope:
+        return {}
+    known = catalog.snapshot(ctx.principal.workspace_id).datasets
+    gone = [ds for ds in sorted(scope) if ds not in known or not catalog.can_read(ctx.principal, known[ds])]
+    return {"skipped_datasets": [{"id": ds, "message": f"Dataset {ds} is {SKIPPED}."} for ds in gone]} if gone else {}
+
+
+def _out_of_scope(ctx: ToolContext, sql: str) -> list[str]:
+    """Names of datasets the SQL names that the user may read but the agent may not."""
+    if ctx.principal.datasets is None:
+        return []
+    unscoped = replace(ctx.principal, datasets=None)
+    return [r.name for r in catalog.readable_by_name(unscoped, query.referenced(sql))
+            if r.id not in ctx.principal.datasets]
+
+
 def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
-    result = query.run(ctx.principal, args["sql"], limit=args.get("limit", 50),
-                       answer={"type": "AGENT_RUN", "id": ctx.run_id})
+    try:
+        result = query.run(ctx.principal, args["sql"], limit=args.get("limit", 50),
+                           answer={"type": "AGENT_RUN", "id": ctx.run_id})
+    except ApiError as err:
+        outside = _out_of_scope(ctx, args["sql"]) if err.code == "sql_error" else []
+        if not outside:
+            raise
+        mine = sorted(r.name for r in catalog.readable(ctx.principal))
+        raise ToolError("dataset_not_allowed", f"This agent may not read {', '.join(outside)}; it may read only "
+                        + (", ".join(mine) if mine else "no dataset now") + ".") from None
     ctx.read.update(d["id"] for d in result["datasets"])
     return {"columns": result["columns"], "rows": result["rows"], "row_count": result["row_count"],
             "truncated": result["truncated"], "datasets": [{"id": d["id"], "name": d["name"]} for d in result["datasets"]],
-            "policy_restricted": _policy_restricted(ctx, [d["id"] for d in result["datasets"]])}
+            "policy_restricted": _policy_restricted(ctx, [d["id"] for d in result["datasets"]]), **_skipped(ctx)}
 
 
 def _policy_restricted(ctx: ToolContext, dataset_ids: list[str]) -> bool:
@@ -93,7 +134,7 @@ def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"datasets": [{"id": d["id"], "name": d["name"], "description": d["description"],
                           "classification": d["classification"], "row_count": d["row_count"],
                           "fields": [f["name"] for f in d["schema"]]} for d in page["items"]],
-            "total_count": page["total_count"]}
+            "total_count": page["total_count"], **_skipped(ctx)}
 
 
 def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -102,7 +143,8 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     if not ref.startswith("ds_"):  # a name: resolve among the datasets the user may read
         found = catalog.readable_by_name(ctx.principal, {ref.lower()})
         if not found:
-            raise ApiError(404, "not_found", "The dataset does not exist or is not visible to this user.")
+            raise ApiError(404, "not_found", "The dataset does not exist or is not visible to this user"
+                           + (" among the agent's datasets." if ctx.principal.datasets is not None else "."))
         ref = found[0].id
     schema = catalog.schema_of(ctx.principal, ref)
     ctx.read.add(schema["dataset_id"])
@@ -121,7 +163,7 @@ def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         return h.chunk.kind == DOCUMENT and rec is not None and bool((rec.row_acl or {}).get(h.chunk.doc))
 
     return {"passages": [{"text": h.chunk.text, "title": h.chunk.title, "score": round(h.score, 6),
-                          "citation": h.citation(), "restricted": restricted(h)} for h in hits]}
+                          "citation": h.citation(), "restricted": restricted(h)} for h in hits], **_skipped(ctx)}
 
 
 def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:

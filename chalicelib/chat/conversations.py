@@ -4,8 +4,8 @@ last question again (regenerate) and change an earlier question and ask it again
 
 Every function works on the caller's own chat only (``service._own``: another user's chat, Admins
 included, is 404). Regenerate and edit keep the messages before the point they change, then answer
-through ``service.answer`` as a continuation; if that answer fails (provider error, routing refusal, bad
-input) the chat is put back as it was, so nothing is lost.
+through ``service.start`` as a continuation; if that answer fails (provider error, routing refusal, bad
+input, a model failing mid-stream) the chat is put back as it was, so nothing is lost.
 """
 from __future__ import annotations
 
@@ -166,8 +166,9 @@ def feedback(principal: Principal, chat_id: str, message_id: str, body: Any,
 
 
 def _answer_from(principal: Principal, item: ChatAttrs, keep: int, question: str, body: dict[str, Any],
-                 caller: CallerLike | None) -> service.Answer:
-    """Answer ``question`` after the chat's first ``keep`` messages; the chat is restored on failure."""
+                 caller: CallerLike | None) -> service.Live:
+    """Answer ``question`` after the chat's first ``keep`` messages; the chat is restored when the answer
+    fails (before or while the model writes)."""
     original = item.messages
     original_count = item.message_count
     kept = json.loads(original)[:keep]
@@ -177,14 +178,18 @@ def _answer_from(principal: Principal, item: ChatAttrs, keep: int, question: str
     request = {"model": body.get("model"), "messages": [{"role": "user", "content": question}]}
     if "stream" in body:
         request["stream"] = body["stream"]
-    try:
-        return service.answer(principal, request, caller, item.id)
-    except Exception:
+
+    def restore() -> None:
         item.update(actions=[ChatAttrs.messages.set(original), ChatAttrs.message_count.set(original_count)])
+
+    try:
+        return service.start(principal, request, caller, item.id, on_fail=restore)
+    except Exception:
+        restore()
         raise
 
 
-def regenerate(principal: Principal, chat_id: str, body: Any, caller: CallerLike | None = None) -> service.Answer:
+def regenerate(principal: Principal, chat_id: str, body: Any, caller: CallerLike | None = None) -> service.Live:
     """Answer the chat's last question again (``model``, ``stream`` as for a new message); the answers
     after that question are replaced by the new one."""
     require(principal, "chat.use")
@@ -198,7 +203,7 @@ def regenerate(principal: Principal, chat_id: str, body: Any, caller: CallerLike
 
 
 def edit(principal: Principal, chat_id: str, message_id: str, body: Any,
-         caller: CallerLike | None = None) -> service.Answer:
+         caller: CallerLike | None = None) -> service.Live:
     """Replace one of the caller's questions with ``content`` and answer it; everything after the
     question is dropped (the conversation continues from the edited question)."""
     require(principal, "chat.use")

@@ -1,8 +1,9 @@
 """Chat routes at {base_url}/v1 (platform group). Thin: every view calls a service.
 
-``stream: true`` answers ``text/event-stream``. Chalice (and API Gateway's Lambda proxy integration)
-return one complete response body, so the events are delivered together when the answer is complete
-(a buffered stream); each still carries its sequence number (see docs/api/chat.md)."""
+``stream: true`` answers ``text/event-stream`` as a ``StreamingResponse``: where the server in front can
+stream (``make run``), each event is sent as the model writes it, and a reader that goes away stops the
+answer (the partial answer is stored, marked stopped); behind API Gateway's Lambda proxy integration the
+same events arrive in one body when the answer is complete (docs/api/chat.md, docs/decisions.md)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -13,35 +14,48 @@ from chalice import Response  # type: ignore[attr-defined]
 from chalicelib.chat import conversations, service, usage
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.paging import check_params
+from chalicelib.core.http.streaming import StreamingResponse
 from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import region_of
 
 api = Api("platform")
+SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-store",
+               "X-Accel-Buffering": "no"}
 
 
 def _respond(ctx: Ctx, chat_id: str | None,
-             answer: Callable[[Any], service.Answer] | None = None, scope: str = "") -> Response:
-    """One answer as JSON or SSE, with Idempotency-Key replays; ``answer`` (regenerate, edit) replaces
+             begin: Callable[[Any], service.Live] | None = None, scope: str = "") -> Response:
+    """One answer as JSON or SSE, with Idempotency-Key replays; ``begin`` (regenerate, edit) replaces
     the plain new-or-continued answer."""
     body = ctx.json()
     user = ctx.user
+    status = 200 if chat_id or begin is not None else 201
 
-    def work() -> tuple[int, Any]:
-        if answer is not None:
-            return 200, answer(body).reply
-        return (200 if chat_id else 201), service.answer(user, body, ctx.caller, chat_id).reply
+    def live() -> service.Live:
+        return begin(body) if begin is not None else service.start(user, body, ctx.caller, chat_id)
 
-    status, reply, replayed = idempotency.run(
-        region_of(user.workspace_id), user.user_id, f"{user.workspace_id}#chats", ctx.header(idempotency.HEADER),
-        {"body": body, "chat_id": chat_id, "scope": scope}, work,
-        ref_of=lambda r: {"type": "chat_message", "chat_id": r["chat_id"], "id": r["id"]},
-        replay=lambda ref: ((200 if chat_id or answer is not None else 201), service.replay(user, ref)))
-    headers = {"Idempotent-Replayed": "true"} if replayed else {}
-    if isinstance(body, dict) and body.get("stream") is True and status < 300:
-        return Response(body=service.encode_sse(service.sse_events(reply)), status_code=status,
-                        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-store",
-                                 **headers})
-    return json_response(reply, status, headers)
+    region, key = region_of(user.workspace_id), ctx.header(idempotency.HEADER)
+    request = {"body": body, "chat_id": chat_id, "scope": scope}
+    scope_key = f"{user.workspace_id}#chats"
+
+    def ref_of(reply: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "chat_message", "chat_id": reply["chat_id"], "id": reply["id"]}
+
+    def replay(ref: dict[str, Any]) -> tuple[int, Any]:
+        return status, service.replay(user, ref)
+
+    if isinstance(body, dict) and body.get("stream") is True:
+        held = idempotency.hold(region, user.user_id, scope_key, key, request, replay)
+        if held.replayed is not None:
+            return StreamingResponse(iter([service.encode_sse(service.sse_events(held.replayed[1]))]), status,
+                                     {**SSE_HEADERS, "Idempotent-Replayed": "true"})
+        chunks, ended = service.stream_sse(live, held, ref_of)
+        return StreamingResponse(chunks, status, SSE_HEADERS, on_close=ended)
+
+    replies, answered, replayed = idempotency.run(region, user.user_id, scope_key, key, request,
+                                                  lambda: (status, live().finish().reply), ref_of=ref_of,
+                                                  replay=replay)
+    return json_response(answered, replies, {"Idempotent-Replayed": "true"} if replayed else {})
 
 
 @api.route("/v1/chats", ["POST"], permission="chat.use")

@@ -10,9 +10,13 @@ write) and the request's idempotency record.
 """
 from __future__ import annotations
 
+import inspect
+import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,19 +24,20 @@ from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.chat import usage
 from chalicelib.chat.models import ChatAttrs, chats
-from chalicelib.core import audit, clock
+from chalicelib.core import audit, clock, correlation
 from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency
 from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.workspace_settings import CHAT_AUTO_EXPIRY, auto_expiry_seconds
 from chalicelib.gateway.catalog import lineage
 from chalicelib.llm import service as models
-from chalicelib.llm.prompt import Completion, Passage, Prompt, prompt_tokens
+from chalicelib.llm.prompt import Completion, Passage, Prompt, estimate_tokens, prompt_tokens
 from chalicelib.llm.providers.openai_http import ProviderError
 
 if TYPE_CHECKING:
@@ -47,6 +52,7 @@ RETRIEVE_K = 5
 MAX_ANSWER_TOKENS = 1024
 BODY_FIELDS = {"model", "messages", "stream"}
 LIST_KIND = "chats"
+log = get_logger("chat")
 
 
 @dataclass
@@ -135,10 +141,19 @@ def _sources(hits: list[Hit], cited: list[dict[str, Any]]) -> list[dict[str, Any
              "chunk_id": h.chunk.id, "cited": h.chunk.id in used} for h in hits]
 
 
-def answer(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None) -> Answer:
-    """Answer one chat request (a new chat, or a continuation when ``chat_id`` is given)."""
+def _provider_failure(err: ProviderError) -> ApiError:
+    if err.code == "timeout":
+        return ApiError(504, "model_timeout", f"The model did not answer in time: {err}. Nothing was stored; "
+                        "ask again, or ask an Admin to raise its timeout or pick a faster model.")
+    return ApiError(502, "provider_error", f"The model provider failed: {err}", extra={"failure": err.code})
+
+
+def start(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None,
+          on_fail: Callable[[], None] | None = None) -> Live:
+    """Everything before the model writes: validate, retrieve, route. Every refusal is raised here,
+    before a byte of the answer is sent; ``on_fail`` undoes the caller's preparation when a later step
+    fails (an edited chat is restored)."""
     # retrieval (numpy, bm25s) loads on the first answer, not at the platform group's cold start
-    from chalicelib.knowledge import grounding  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
     from chalicelib.knowledge import service as knowledge  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
     require(principal, "chat.use")
@@ -157,101 +172,268 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
     need = models.Need(context_tokens=prompt_tokens(prompt) + MAX_ANSWER_TOKENS, streaming=stream)
     routing = models.route(principal, model_id, need)
     prompt.max_tokens = min(MAX_ANSWER_TOKENS, routing.chosen.max_answer_tokens)
+    return Live(principal, caller, existing, new_messages, question, hits, prompt, routing, stream, timings,
+                on_fail, chat_id=existing.id if existing is not None else new_id("chat"))
 
-    started = time.perf_counter()
-    deltas: list[str] = []
+
+def stream_sse(begin: Callable[[], Live], held: idempotency.Hold,
+               ref_of: Callable[[Any], dict[str, Any]]) -> tuple[Iterator[str], Callable[[], None]]:
+    """An answer streamed while the model writes: its SSE chunks, and what ends it (called by whoever
+    sends the chunks, when they end or the reader goes away: the answer stops and keeps its partial
+    text; the ``Idempotency-Key`` claim is given back unless the answer was stored). Refusals and a
+    model that cannot answer at all are raised here, before anything is sent."""
     try:
-        if stream:
+        live = begin()
+        live.open_stream()
+    except BaseException:
+        held.release()
+        raise
+    live.committing = lambda: held.committing(ref_of)
+
+    def ended() -> None:
+        try:
+            live.close()
+        finally:
+            held.release()  # a no-op once the answer committed
+
+    return (encode_sse([e]) for e in live.events()), ended
+
+
+def answer(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None) -> Answer:
+    """Answer one chat request (a new chat, or a continuation when ``chat_id`` is given), whole."""
+    return start(principal, body, caller, chat_id).finish()
+
+
+@dataclass
+class Live:
+    """One answer between routing and storing. ``finish`` generates and stores it whole; ``events``
+    yields its server-sent events while the model writes (``content_delta`` carries the model's text as
+    it arrives; the ``citations`` event carries the verified ``content`` that replaces it). When the
+    reader goes away (the ``events`` generator is closed), the model stream is closed, so the model stops
+    generating, and the partial answer is stored marked ``stopped``, billed for what was generated."""
+    principal: Principal
+    caller: CallerLike | None
+    existing: ChatAttrs | None
+    new_messages: list[dict[str, str]]
+    question: str
+    hits: list[Hit]
+    prompt: Prompt
+    routing: Any
+    stream: bool
+    timings: Timings
+    on_fail: Callable[[], None] | None
+    chat_id: str
+    message_id: str = field(default_factory=lambda: new_id("msg"))
+    created_at: str = field(default_factory=clock.iso)
+    committing: Callable[[], ContextManager[list[Any]]] | None = None  # around the store (Idempotency-Key)
+    correlation_id: str = field(default_factory=correlation.current)  # the request's, for a late error event
+    _opened: tuple[Iterator[str | Completion], str | Completion, float] | None = None
+    _events: Generator[dict[str, Any], None, None] | None = None
+
+    def _failed(self) -> None:
+        if self.on_fail is not None:
+            self.on_fail()
+
+    def finish(self) -> Answer:
+        started = time.perf_counter()
+        deltas: list[str] = []
+        try:
+            try:
+                if self.stream:
+                    completion: Completion | None = None
+                    for part in models.stream(self.routing, self.prompt):
+                        if isinstance(part, Completion):
+                            completion = part
+                        else:
+                            deltas.append(part)
+                    assert completion is not None
+                else:
+                    completion = models.complete(self.routing, self.prompt)
+            except ProviderError as err:
+                raise _provider_failure(err) from None
+            self.timings.model_ms = (time.perf_counter() - started) * 1000
+            reply = self._store(completion)
+        except Exception:
+            self._failed()
+            raise
+        return Answer(reply, deltas, self.timings)
+
+    def open_stream(self) -> None:
+        """Ask the model and wait for its first piece: a model that cannot answer at all (unreachable,
+        refused, past its timeout) is the request's own error status (502, 504), not a stream event."""
+        started = time.perf_counter()
+        parts = models.stream(self.routing, self.prompt)
+        try:
+            first = next(parts)
+        except ProviderError as err:
+            self._failed()
+            raise _provider_failure(err) from None
+        except Exception:
+            self._failed()
+            raise
+        self._opened = (parts, first, started)
+
+    def close(self) -> None:
+        """End the answer: a started event stream is closed (a partial answer is stored, marked
+        stopped); a model stream opened but never read is closed (the model stops; nothing was shown)."""
+        if self._events is not None and inspect.getgeneratorstate(self._events) != inspect.GEN_CREATED:
+            self._events.close()
+        elif self._opened is not None:
+            getattr(self._opened[0], "close", lambda: None)()
+            self._failed()
+
+    def events(self) -> Generator[dict[str, Any], None, None]:
+        self._events = self._event_stream()
+        return self._events
+
+    def _event_stream(self) -> Generator[dict[str, Any], None, None]:
+        """``message_start``, ``content_delta``... as the model writes, ``citations``, ``message_stop``
+        (or one ``error`` event: the problem, nothing stored); each with ``sequence``."""
+        sequence = 0
+
+        def event(name: str, data: dict[str, Any]) -> dict[str, Any]:
+            nonlocal sequence
+            sequence += 1
+            return {"event": name, "data": {"sequence": sequence, **data}}
+
+        if self._opened is None:
+            self.open_stream()
+        assert self._opened is not None
+        parts, first, started = self._opened
+        yield event("message_start", self._head())
+        deltas: list[str] = []
+        try:
             completion: Completion | None = None
-            for part in models.stream(routing, prompt):
+            for part in itertools.chain([first], parts):
                 if isinstance(part, Completion):
                     completion = part
                 else:
                     deltas.append(part)
+                    yield event("content_delta", {"text": part})
             assert completion is not None
-        else:
-            completion = models.complete(routing, prompt)
-    except ProviderError as err:
-        if err.code == "timeout":
-            raise ApiError(504, "model_timeout", f"The model did not answer in time: {err}. Nothing was stored; "
-                           "ask again, or ask an Admin to raise its timeout or pick a faster model.") from None
-        raise ApiError(502, "provider_error", f"The model provider failed: {err}",
-                       extra={"failure": err.code}) from None
-    timings.model_ms = (time.perf_counter() - started) * 1000
-
-    started = time.perf_counter()
-    spec = routing.chosen
-    checked = grounding.ground(completion.text, hits, routing.region, generative=spec.kind == "generative",
-                               question=question)
-    timings.grounding_ms = (time.perf_counter() - started) * 1000
-    notes = _notes(spec.kind, checked)
-    now = clock.iso()
-    message_id = new_id("msg")
-    assistant = {"id": message_id, "role": "assistant", "content": checked.content, "created_at": now,
-                 "model": spec.id, "provider": spec.provider, "region": routing.region,
-                 "routing": routing.as_dict(), "usage": {"input_tokens": completion.input_tokens,
-                                                         "output_tokens": completion.output_tokens},
-                 "citations": checked.citations, "grounding": checked.grounding,
-                 "kind": spec.kind, **notes}
-    stored_new = [{"id": new_id("msg"), **m, "created_at": now} for m in new_messages]
-
-    started = time.perf_counter()
-    region = routing.region
-    ttl = auto_expiry_seconds(principal.workspace_id, CHAT_AUTO_EXPIRY)
-    expires = int(clock.now()) + ttl if ttl else None
-    cls = chats(region)
-    if existing is None:
-        chat_id = new_id("chat")
-        title = question.strip().splitlines()[0][:80]
-        messages = stored_new + [assistant]
-        item = cls(principal.workspace_id, chat_id, user_id=principal.user_id, title=title, created_at=now)
-    else:
-        item = existing
-        messages = json.loads(existing.messages) + stored_new + [assistant]
-    raw = json.dumps(messages, separators=(",", ":"))
-    if len(raw.encode()) > MAX_CHAT_BYTES:
-        raise ApiError(413, "chat_too_long", "This chat is too long to continue; start a new chat.")
-    prior = existing.updated_at if existing is not None else None  # the version this answer continues
-    item.messages, item.message_count, item.updated_at, item.expires_at = raw, len(messages), now, expires
-    assert chat_id is not None
-    datasets = sorted({c["source"]["dataset_id"] for c in checked.citations} | {h.chunk.dataset_id for h in hits})
-    counted = False
-
-    def effects(tx: Tx) -> None:
-        # the chat, its lineage (kept as long as the chat), the usage counter and the idempotency record
-        nonlocal counted
-        tx.save(item, condition=cls.id.does_not_exist() if prior is None else cls.updated_at == prior)
-        for edge in lineage.edge_items(principal.workspace_id, [
-                ("DATASET", ds, "CHAT_ANSWER", message_id, {"target_name": f"chat answer {message_id}",
-                                                            "chat_id": chat_id, "model": spec.id,
-                                                            "user_id": principal.user_id})
-                for ds in datasets], expires_at=expires):
-            tx.save(edge)
-        counted = usage.add_in(tx, principal.workspace_id, spec.id, completion.input_tokens, completion.output_tokens)
-        idempotency.complete_in(tx, {"type": "chat_message", "chat_id": chat_id, "id": message_id})
-
-    try:
-        audit.append(region, principal.workspace_id, "chat.answered",
-                     actor=Actor.of(principal),
-                     target={"type": "chat", "id": chat_id},
-                     details={"message_id": message_id, "model": spec.id, "provider": spec.provider, "region": region,
-                              "routing_reason": routing.reason, "sources": _sources(hits, checked.citations),
-                              "citations_dropped": len(checked.dropped), "usage": assistant["usage"],
-                              "grounding": checked.grounding["ratio"]}, caller=caller, effects=effects)
-    except Refused as refused:
-        if refused.tags != {"effect"}:
+            self.timings.model_ms = (time.perf_counter() - started) * 1000
+            reply = self._store(completion)
+        except GeneratorExit:  # the reader went away: stop the model, keep what it wrote
+            getattr(parts, "close", lambda: None)()
+            self._store_stopped("".join(deltas))
             raise
-        raise ApiError(409, "chat_changed", "The chat changed while this answer was written; send the message "
-                       "again.") from None
-    if not counted:  # the counters live in another region than the chat: one more write
-        usage.add(principal.workspace_id, spec.id, completion.input_tokens, completion.output_tokens)
-    timings.storage_ms = (time.perf_counter() - started) * 1000
+        except ProviderError as err:
+            self._failed()
+            yield event("error", _provider_failure(err).to_problem(self.correlation_id))
+            return
+        except ApiError as err:
+            self._failed()
+            yield event("error", err.to_problem(self.correlation_id))
+            return
+        except Exception:  # headers are sent: the failure is the stream's last event, never internals
+            log.exception("answer failed while streaming", extra={"chat_id": self.chat_id})
+            self._failed()
+            yield event("error", ApiError(500, "internal_error", "An internal error occurred.")
+                        .to_problem(self.correlation_id))
+            return
+        yield event("citations", {"content": reply["message"]["content"], "citations": reply["citations"],
+                                  "grounding": reply["grounding"],
+                                  **{k: reply[k] for k in ("notice", "unverified_answer") if k in reply}})
+        yield event("message_stop", {"usage": reply["usage"], "stop_reason": "end_turn"})
 
-    reply = {"id": message_id, "chat_id": chat_id, "message": {"role": "assistant", "content": checked.content},
-             "model": spec.id, "provider": spec.provider, "region": region, "routing": routing.as_dict(),
-             "usage": assistant["usage"], "citations": checked.citations, "grounding": checked.grounding,
-             "kind": spec.kind, "created_at": now, **notes}
-    return Answer(reply, deltas, timings)
+    def _head(self) -> dict[str, Any]:
+        spec = self.routing.chosen
+        return {"id": self.message_id, "chat_id": self.chat_id, "model": spec.id, "provider": spec.provider,
+                "region": self.routing.region, "routing": self.routing.as_dict(), "kind": spec.kind,
+                "created_at": self.created_at}
+
+    def _store_stopped(self, text: str) -> None:
+        """The partial answer of a stopped stream, billed for the tokens generated (an estimate: the
+        provider's own count comes only with a finished answer). A failure here is logged: the reader
+        is gone."""
+        completion = Completion(text, prompt_tokens(self.prompt), estimate_tokens(text))
+        try:
+            self._store(completion, stopped=True)
+        except Exception:  # noqa: BLE001 - nobody is left to answer; keep the service alive
+            log.warning("stopped answer not stored", extra={"chat_id": self.chat_id}, exc_info=True)
+            self._failed()
+
+    def _store(self, completion: Completion, *, stopped: bool = False) -> dict[str, Any]:
+        """Verify the answer's citations and store it (one transaction, module docstring)."""
+        from chalicelib.knowledge import grounding  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
+
+        principal, routing, hits, existing = self.principal, self.routing, self.hits, self.existing
+        started = time.perf_counter()
+        spec = routing.chosen
+        checked = grounding.ground(completion.text, hits, routing.region, generative=spec.kind == "generative",
+                                   question=self.question)
+        self.timings.grounding_ms = (time.perf_counter() - started) * 1000
+        notes = _notes(spec.kind, checked)
+        now, message_id, chat_id = self.created_at, self.message_id, self.chat_id
+        ended = {"stopped": True} if stopped else {}
+        assistant = {"id": message_id, "role": "assistant", "content": checked.content, "created_at": now,
+                     "model": spec.id, "provider": spec.provider, "region": routing.region,
+                     "routing": routing.as_dict(), "usage": {"input_tokens": completion.input_tokens,
+                                                             "output_tokens": completion.output_tokens},
+                     "citations": checked.citations, "grounding": checked.grounding,
+                     "kind": spec.kind, **notes, **ended}
+        stored_new = [{"id": new_id("msg"), **m, "created_at": now} for m in self.new_messages]
+
+        started = time.perf_counter()
+        region = routing.region
+        ttl = auto_expiry_seconds(principal.workspace_id, CHAT_AUTO_EXPIRY)
+        expires = int(clock.now()) + ttl if ttl else None
+        cls = chats(region)
+        if existing is None:
+            title = self.question.strip().splitlines()[0][:80]
+            messages = stored_new + [assistant]
+            item = cls(principal.workspace_id, chat_id, user_id=principal.user_id, title=title, created_at=now)
+        else:
+            item = existing
+            messages = json.loads(existing.messages) + stored_new + [assistant]
+        raw = json.dumps(messages, separators=(",", ":"))
+        if len(raw.encode()) > MAX_CHAT_BYTES:
+            raise ApiError(413, "chat_too_long", "This chat is too long to continue; start a new chat.")
+        prior = existing.updated_at if existing is not None else None  # the version this answer continues
+        item.messages, item.message_count, item.expires_at = raw, len(messages), expires
+        item.updated_at = clock.iso()
+        datasets = sorted({c["source"]["dataset_id"] for c in checked.citations} | {h.chunk.dataset_id for h in hits})
+        counted = False
+
+        def effects(tx: Tx) -> None:
+            # the chat, its lineage (kept as long as the chat), the usage counter and the idempotency record
+            nonlocal counted
+            tx.save(item, condition=cls.id.does_not_exist() if prior is None else cls.updated_at == prior)
+            for edge in lineage.edge_items(principal.workspace_id, [
+                    ("DATASET", ds, "CHAT_ANSWER", message_id, {"target_name": f"chat answer {message_id}",
+                                                                "chat_id": chat_id, "model": spec.id,
+                                                                "user_id": principal.user_id})
+                    for ds in datasets], expires_at=expires):
+                tx.save(edge)
+            counted = usage.add_in(tx, principal.workspace_id, spec.id, completion.input_tokens,
+                                   completion.output_tokens)
+            idempotency.complete_in(tx, {"type": "chat_message", "chat_id": chat_id, "id": message_id})
+
+        reply = {"id": message_id, "chat_id": chat_id, "message": {"role": "assistant", "content": checked.content},
+                 "model": spec.id, "provider": spec.provider, "region": region, "routing": routing.as_dict(),
+                 "usage": assistant["usage"], "citations": checked.citations, "grounding": checked.grounding,
+                 "kind": spec.kind, "created_at": now, **notes, **ended}
+        with (self.committing() if self.committing is not None else nullcontext([])) as made:
+            try:
+                audit.append(region, principal.workspace_id, "chat.answered",
+                             actor=Actor.of(principal),
+                             target={"type": "chat", "id": chat_id},
+                             details={"message_id": message_id, "model": spec.id, "provider": spec.provider,
+                                      "region": region, "routing_reason": routing.reason,
+                                      "sources": _sources(hits, checked.citations),
+                                      "citations_dropped": len(checked.dropped), "usage": assistant["usage"],
+                                      "grounding": checked.grounding["ratio"], **ended},
+                             caller=self.caller, effects=effects)
+            except Refused as refused:
+                if refused.tags != {"effect"}:
+                    raise
+                raise ApiError(409, "chat_changed", "The chat changed while this answer was written; send the "
+                               "message again.") from None
+            made.append(reply)
+        if not counted:  # the counters live in another region than the chat: one more write
+            usage.add(principal.workspace_id, spec.id, completion.input_tokens, completion.output_tokens)
+        self.timings.storage_ms = (time.perf_counter() - started) * 1000
+        return reply
 
 
 def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
@@ -262,22 +444,26 @@ def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
             return {"id": m["id"], "chat_id": item.id, "message": {"role": "assistant", "content": m["content"]},
                     **{k: m.get(k) for k in ("model", "provider", "region", "routing", "usage", "citations",
                                              "grounding", "kind", "created_at")},
+                    **({"stopped": True} if m.get("stopped") else {}),
                     **({"notice": {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}}
                        if m.get("kind") == "extractive" else {})}
     raise not_found("chat message")
 
 
 def sse_events(reply: dict[str, Any]) -> list[dict[str, Any]]:
-    """The server-sent events of one answer: message_start, content_delta..., citations, message_stop;
-    each carries ``sequence`` (1, 2, ...). Deltas are the rendered answer in line-sized pieces."""
+    """The server-sent events of a stored answer (an ``Idempotency-Key`` replay): message_start,
+    content_delta..., citations, message_stop; each carries ``sequence`` (1, 2, ...). Deltas are the
+    verified answer in line-sized pieces; ``Live.events`` sends the same events while the model writes."""
     content = reply["message"]["content"]
     pieces = [p for p in content.splitlines(keepends=True) if p] or [""]
     events: list[dict[str, Any]] = [{"event": "message_start", "data": {
         k: reply[k] for k in ("id", "chat_id", "model", "provider", "region", "routing", "kind", "created_at")}}]
     events += [{"event": "content_delta", "data": {"text": p}} for p in pieces]
-    events.append({"event": "citations", "data": {"citations": reply["citations"], "grounding": reply["grounding"],
+    events.append({"event": "citations", "data": {"content": content, "citations": reply["citations"],
+                                                  "grounding": reply["grounding"],
                                                   **{k: reply[k] for k in ("notice", "unverified_answer") if k in reply}}})
-    events.append({"event": "message_stop", "data": {"usage": reply["usage"], "stop_reason": "end_turn"}})
+    events.append({"event": "message_stop", "data": {"usage": reply["usage"],
+                                                     "stop_reason": "stopped" if reply.get("stopped") else "end_turn"}})
     for n, e in enumerate(events, start=1):
         e["data"] = {"sequence": n, **e["data"]}
     return events

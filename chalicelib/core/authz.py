@@ -75,6 +75,10 @@ class Principal:
     token_id: str
     claims: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     membership: Any = field(default=None, compare=False, repr=False)  # the live record, once read
+    # The dataset scope: when set, the only dataset ids this principal may read (an agent limited to the
+    # datasets its builder ticked). It narrows the dataset ACL (``catalog.can_read``), never widens it;
+    # an empty set reads nothing. ``None``: every dataset the ACL lets the user read.
+    datasets: frozenset[str] | None = None
 
     def can(self, permission: str) -> bool:
         if permission == AUTHENTICATED:

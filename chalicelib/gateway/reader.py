@@ -1,7 +1,9 @@
 """The one policy-enforcing reader: every path that returns dataset content asks it what the caller may
 read, and nothing else decides. It applies, in this order:
 
-1. the dataset ACL (``catalog.can_read``): an unreadable dataset does not exist for the caller;
+1. the dataset ACL (``catalog.can_read``): an unreadable dataset does not exist for the caller. A
+   principal with a dataset scope (``Principal.datasets``: an agent limited to the datasets its builder
+   ticked) reads only the datasets of its scope that the ACL lets it read: the scope narrows, never widens;
 2. the row-level policy: a row whose ``document_id`` names a document with a per-document ACL that does
    not match the caller (``row_acl`` of the dataset) is absent, as if it had never been synced. Admins
    read every row. The ACL lives on the dataset's catalog item, so every container sees a change at its

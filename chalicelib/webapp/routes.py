@@ -13,6 +13,7 @@ from chalice import Response  # type: ignore[attr-defined]
 from chalicelib.core.config import settings
 from chalicelib.core.http.api import JSON, Api, Ctx, json_response
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
+from chalicelib.core.http.streaming import StreamingResponse
 from chalicelib.gateway.ingest.sources import document_text
 from chalicelib.identity.sso import http_client
 from chalicelib.webapp import markdown, pages, session, shell, upstream
@@ -252,6 +253,8 @@ def _forward(ctx: Ctx, surface: str, segments: list[str]) -> Response:
     content_type = out.get("Content-Type") or out.get("content-type") or ""
     if content_type.startswith("text/event-stream"):
         out["X-Accel-Buffering"] = "no"
+    if answer.stream is not None:  # passed on as the API writes it (core/http/streaming.py)
+        return StreamingResponse(answer.stream, answer.status, out)
     return Response(body=answer.body.decode("utf-8", "replace"), status_code=answer.status, headers=out)
 
 

@@ -6,12 +6,16 @@ cookie>``. Only ``/v1/...`` (and ``/graphql`` on the gateway) may be reached, ev
 re-quoted (no ``..``, no empty segment, no scheme or host from the browser), redirects are not
 followed (a 3xx is passed back as it is), and only a fixed set of request and response headers passes.
 The calls go through the one outbound client (``core/http/outbound.py``) with ``outbound.TRUSTED``: the
-addresses are the deployment's own (its configuration, or an upload address its gateway issued).
+addresses are the deployment's own (its configuration, or an upload address its gateway issued). An
+event stream (``text/event-stream``: a chat answer being generated) is passed on as it arrives, not
+read whole.
 """
 from __future__ import annotations
 
+import codecs
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -20,7 +24,7 @@ from chalicelib.core import regions
 from chalicelib.core.config import settings
 from chalicelib.core.http import outbound
 
-TIMEOUT_SECONDS = 60  # between two reads: SSE answers of chats and runs are read to the end
+TIMEOUT_SECONDS = 60  # between two reads (also between two pieces of an event stream)
 TOTAL_SECONDS = 600  # for one call, from connect to its last byte
 TIMEOUTS = outbound.Timeouts(connect=10, read=TIMEOUT_SECONDS, total=TOTAL_SECONDS)
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
@@ -48,6 +52,7 @@ class Answer:
     status: int
     body: bytes
     headers: dict[str, str]
+    stream: Iterator[str] | None = None  # an event stream, passed on as it arrives (``body`` is empty)
 
 
 def send(method: str, url: str, token: str | None, body: bytes | None, headers: dict[str, str]) -> Answer:
@@ -57,13 +62,39 @@ def send(method: str, url: str, token: str | None, body: bytes | None, headers: 
     if token:
         out["Authorization"] = f"Bearer {token}"
     try:
-        resp = outbound.request(method, url, headers=out, body=body or None, policy=outbound.TRUSTED,
-                                timeouts=TIMEOUTS, max_bytes=MAX_RESPONSE_BYTES, redirects="return")
-        return Answer(resp.status, resp.body, _kept(resp.headers))
+        resp = outbound.open_stream(method, url, headers=out, body=body or None, policy=outbound.TRUSTED,
+                                    timeouts=TIMEOUTS, max_bytes=MAX_RESPONSE_BYTES, redirects="return")
+        if str(resp.headers.get("Content-Type") or "").startswith("text/event-stream"):
+            return Answer(resp.status, b"", _kept(resp.headers), _relay(resp))
+        with resp:
+            return Answer(resp.status, resp.read(), _kept(resp.headers))
     except outbound.OutboundError:
         return Answer(502, b'{"type":"about:blank","title":"Bad Gateway","status":502,"code":"upstream_unreachable",'
                            b'"detail":"The service behind this page is not reachable.","correlation_id":""}',
                       {"Content-Type": "application/problem+json"})
+
+
+def _relay(resp: outbound.Stream) -> Iterator[str]:
+    """An upstream event stream, piece by piece as it arrives (never waiting for a full buffer), within
+    the call's size and time limits. Closing the iterator (the browser went away) closes the upstream
+    connection, which stops the answer there."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    try:
+        while True:
+            try:
+                data = resp.read_some()
+            except outbound.OutboundError:
+                return
+            if not data:
+                break
+            text = decoder.decode(data)
+            if text:
+                yield text
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield tail
+    finally:
+        resp.close()
 
 
 def _kept(headers: Any) -> dict[str, str]:

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Installs the non-Python packages the tests need, only when they are missing:
-# Debian's Chromium (real-browser tests) and the npm packages of the test peers.
+# Installs the non-Python packages the tests need, only when they are missing: Debian's Chromium
+# (real-browser tests), jq (the README's and docs' shell blocks pick ids out of answers with it) and the
+# npm packages of the test peers.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then
+MISSING=""
+if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then MISSING="chromium"; fi
+if ! command -v jq >/dev/null 2>&1; then MISSING="$MISSING jq"; fi
+if [ -n "$MISSING" ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  echo "installing Debian's chromium (browser tests)"
+  echo "installing Debian's$MISSING (browser tests, docs blocks)"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  # shellcheck disable=SC2086 # one word per package
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $MISSING >/dev/null
 fi
 
 for dir in tests/integration/peers/*/; do

@@ -26,9 +26,12 @@ START_TIMEOUT = 180  # both regions are seeded (two demo workspaces, four syncs)
 
 
 # Parallel test workers (pytest-xdist) each pick ports from a range of their own, below the kernel's
-# ephemeral range: two workers never hand out the same free port before its server has bound it.
-_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-_PORTS = itertools.cycle(range(20000 + 1000 * (_WORKER % 12), 21000 + 1000 * (_WORKER % 12)))
+# ephemeral range: two workers never hand out the same free port before its server has bound it. A run
+# without workers takes one of twelve ranges below those by its process id, so that test runs started
+# side by side (a developer's, an editor's) rarely pick the same port either.
+_XDIST = os.environ.get("PYTEST_XDIST_WORKER")
+_BASE = 20000 + 1000 * (int(_XDIST.removeprefix("gw") or 0) % 12) if _XDIST else 8000 + 1000 * (os.getpid() % 12)
+_PORTS = itertools.cycle(range(_BASE, _BASE + 1000))
 
 
 def free_port() -> int:

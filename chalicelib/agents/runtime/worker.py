@@ -20,7 +20,8 @@ A worker that dies (crash, out of memory, timeout) stops renewing its lease; the
 run again and the next delivery resumes it from its ledger (``reaper.py``, ``core/store/work_timing.py``).
 A message that cannot be parsed, or whose processing keeps raising, is returned to the queue until its
 ``maxReceiveCount`` sends it to the dead-letter queue; on that last delivery the run is marked ``failed``
-with the reason. Tools act as the user who started the run (``tools.py``).
+with the reason. Tools act as the user who started the run (``tools.py``), limited to the agent's datasets
+when its definition names some (the principal's dataset scope).
 """
 from __future__ import annotations
 
@@ -116,12 +117,14 @@ def fail_run(region: str, workspace_id: str, run_id: str, code: str, message: st
 
 
 def starting_principal(run: models.RunAttrs) -> Principal | None:
-    """The user who started the run, with the role their membership has *now* (None if they left)."""
+    """The user who started the run, with the role their membership has *now* (None if they left),
+    limited to the agent's datasets when the definition the run was started with names some."""
     m = tenancy.membership(run.workspace_id, run.user_id)
     if m is None:
         return None
     return Principal(user_id=run.user_id, workspace_id=run.workspace_id, roles=(m.role,), email=run.user_email,
-                     amr=("agent_run",), token_id=run.id, membership=m)
+                     amr=("agent_run",), token_id=run.id, membership=m,
+                     datasets=tools.dataset_scope(json.loads(run.agent)))
 
 
 def execute(workspace_id: str, run_id: str, delivery_id: str, *, after_step: AfterStep | None = None) -> str:

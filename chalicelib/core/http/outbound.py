@@ -215,6 +215,13 @@ class Stream:
             parts.append(chunk)
             self._count(len(chunk))
 
+    def read_some(self) -> bytes:
+        """What the connection has now (at least one byte, at most 64 KiB; ``b""`` at the end): a stream
+        passed on as it arrives (``read`` would wait for a full buffer)."""
+        chunk = self._call(lambda: self._resp.read1(min(_CHUNK, self._max + 1 - self._read)))
+        self._count(len(chunk))
+        return chunk
+
     def readline(self) -> bytes:
         """The next line of the body, ``b""`` at its end (a line counts towards ``max_bytes`` too)."""
         line = self._call(lambda: self._resp.readline(self._max + 1 - self._read))

@@ -26,7 +26,8 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -166,17 +167,9 @@ def _finish(cls: type[IdempotencyAttrs], claim: Claim, ref: dict[str, Any]) -> N
         log.warning("idempotency claim lost before it was marked done", extra={"key": claim.key})
 
 
-def run(region: str, user_id: str, scope: str, key: str | None, request: Any,
-        work: Callable[[], tuple[int, Any]], *, ref_of: Callable[[Any], dict[str, Any]],
-        replay: Callable[[dict[str, Any]], tuple[int, Any]]) -> tuple[int, Any, bool]:
-    """Run ``work`` once per (caller, scope, key); returns ``(status, body, replayed)``.
-
-    ``request`` identifies the call (body and path parameters); ``ref_of(body)`` is the reference the
-    record keeps; ``replay(ref)`` answers a replay by re-reading the resource.
-    """
-    if key is None:
-        status, body = work()
-        return status, body, False
+def _acquire(region: str, user_id: str, scope: str, key: str, request: Any,
+             replay: Callable[[dict[str, Any]], tuple[int, Any]]) -> tuple[Any, Claim | None, tuple[int, Any] | None]:
+    """``(table, claim, None)`` once this call holds the key, or ``(table, None, replayed answer)``."""
     _validate_key(key)
     digest = fingerprint(request)
     cls = model(region)
@@ -190,8 +183,7 @@ def run(region: str, user_id: str, scope: str, key: str | None, request: Any,
         if prior.request_hash != digest:
             raise _reused()
         if prior.state == DONE and prior.ref:
-            status, body = replay(json.loads(prior.ref))
-            return status, body, True
+            return cls, None, replay(json.loads(prior.ref))
         if int(prior.claimed_until) < clock.now():
             claim = _take_over(cls, prior)
             if claim is not None:
@@ -200,6 +192,24 @@ def run(region: str, user_id: str, scope: str, key: str | None, request: Any,
             raise _in_progress()
         time.sleep(POLL_S)
         prior = _read(cls, user_id, record_key)
+    return cls, claim, None
+
+
+def run(region: str, user_id: str, scope: str, key: str | None, request: Any,
+        work: Callable[[], tuple[int, Any]], *, ref_of: Callable[[Any], dict[str, Any]],
+        replay: Callable[[dict[str, Any]], tuple[int, Any]]) -> tuple[int, Any, bool]:
+    """Run ``work`` once per (caller, scope, key); returns ``(status, body, replayed)``.
+
+    ``request`` identifies the call (body and path parameters); ``ref_of(body)`` is the reference the
+    record keeps; ``replay(ref)`` answers a replay by re-reading the resource.
+    """
+    if key is None:
+        status, body = work()
+        return status, body, False
+    cls, claim, replayed = _acquire(region, user_id, scope, key, request, replay)
+    if claim is None:
+        assert replayed is not None
+        return replayed[0], replayed[1], True
     reset = _current.set(claim)
     try:
         status, body = work()
@@ -216,6 +226,56 @@ def run(region: str, user_id: str, scope: str, key: str | None, request: Any,
     if not claim.completed:
         _finish(cls, claim, ref_of(body))
     return status, body, False
+
+
+@dataclass
+class Hold:
+    """A claimed key whose work happens later, in steps (an answer streamed while it is generated): the
+    work's commit runs inside ``committing`` (so ``complete_in`` joins its transaction); ``release``
+    gives the key back when the work ends without a commit. Without a key every call is a no-op."""
+    cls: Any = None
+    claim: Claim | None = None
+    replayed: tuple[int, Any] | None = None
+    ended: bool = False
+
+    @contextmanager
+    def committing(self, ref_of: Callable[[Any], dict[str, Any]]) -> Iterator[list[Any]]:
+        """Around the commit: the block appends what it made to the yielded list (for ``ref_of``)."""
+        made: list[Any] = []
+        if self.claim is None:
+            yield made
+            return
+        reset = _current.set(self.claim)
+        try:
+            yield made
+        except Refused as refused:
+            self.release()
+            if "idempotency" in refused.tags:
+                raise _in_progress() from None
+            raise
+        except BaseException:
+            self.release()
+            raise
+        finally:
+            _current.reset(reset)
+        if not self.claim.completed and made:
+            _finish(self.cls, self.claim, ref_of(made[-1]))
+        self.ended = True
+
+    def release(self) -> None:
+        if self.claim is not None and not self.ended:
+            _release(self.cls, self.claim)
+        self.ended = True
+
+
+def hold(region: str, user_id: str, scope: str, key: str | None, request: Any,
+         replay: Callable[[dict[str, Any]], tuple[int, Any]]) -> Hold:
+    """Claim the key before a stepped work starts; ``Hold.replayed`` is set when an earlier call with the
+    key already finished (its answer, re-read), and the work must not run."""
+    if key is None:
+        return Hold()
+    cls, claim, replayed = _acquire(region, user_id, scope, key, request, replay)
+    return Hold(cls, claim, replayed)
 
 
 def erase(region: str, user_id: str, prefix: str | None = None) -> int:

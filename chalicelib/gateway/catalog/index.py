@@ -339,6 +339,15 @@ class CatalogIndex:
             bits |= self.postings.get(("acl", k), 0)
         return bits & self.alive
 
+    def of_ids(self, ids: Iterable[str]) -> int:
+        """The live datasets among ``ids`` (a principal's dataset scope; unknown ids are ignored)."""
+        bits = 0
+        for i in ids:
+            slot = self.slot_of.get(i)
+            if slot is not None:
+                bits |= 1 << slot
+        return bits & self.alive
+
     def term(self, term: str) -> int:
         """The datasets whose search text contains ``term`` (lower-case, no whitespace); freed slots may be
         set (callers intersect with readable datasets, which are alive)."""

@@ -357,10 +357,20 @@ def principal_keys(principal: Principal) -> frozenset[str]:
     return frozenset([f"role:{r}" for r in principal.roles] + [f"user:{principal.user_id}"])
 
 
-def can_read(principal: Principal, rec: DatasetRecord) -> bool:
+def _acl_admits(principal: Principal, rec: DatasetRecord) -> bool:
     if rec.workspace_id != principal.workspace_id:
         return False
     return is_admin(principal) or not rec.acl_keys.isdisjoint(principal_keys(principal))
+
+
+def in_scope(principal: Principal, dataset_id: str) -> bool:
+    """Whether the principal's dataset scope (``Principal.datasets``) holds the dataset (no scope: yes)."""
+    return principal.datasets is None or dataset_id in principal.datasets
+
+
+def can_read(principal: Principal, rec: DatasetRecord) -> bool:
+    """The dataset ACL, narrowed by the principal's dataset scope (a scope never widens the ACL)."""
+    return _acl_admits(principal, rec) and in_scope(principal, rec.id)
 
 
 def visible_fields(principal: Principal, rec: DatasetRecord) -> list[dict[str, Any]]:
@@ -376,9 +386,11 @@ def readable(principal: Principal, snap: Snapshot | None = None) -> list[Dataset
     keys = frozenset(["*admin*"]) if is_admin(principal) else principal_keys(principal)
     found = snap._readable.get(keys)
     if found is None:
-        found = [r for r in snap.ordered if can_read(principal, r)]
+        found = [r for r in snap.ordered if _acl_admits(principal, r)]
         if len(snap._readable) < 256:
             snap._readable[keys] = found
+    if principal.datasets is not None:
+        return [r for r in found if r.id in principal.datasets]
     return found
 
 
@@ -542,6 +554,8 @@ def search(principal: Principal, filters: SearchFilters, *, limit: int = DEFAULT
     snap = snapshot(principal.workspace_id)
     now = clock.now()
     bits = criteria.bitmap(snap.index, principal, now)
+    if principal.datasets is not None:
+        bits &= snap.index.of_ids(principal.datasets)
     page, following = snap.index.page(bits, start, limit)
     total = bits.bit_count()
     has_more = following > limit

@@ -130,7 +130,7 @@ def check_functions(identifiers: set[str]) -> None:
 _IDENT = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*)')
 
 
-def _referenced(sql: str) -> set[str]:
+def referenced(sql: str) -> set[str]:
     """Lower-cased identifiers of the SQL (quoted or not): a superset of the tables it can name.
 
     Only readable datasets among them are loaded, so a column or literal that happens to share a
@@ -378,7 +378,7 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
             raise ApiError(400, "validation_failed", "'answer' must be {type, id} with type one of "
                            + ", ".join(ANSWER_TYPES) + ".", errors=[{"field": "answer", "message": "is invalid"}])
     skip = _cursor_offset(sql, after)
-    names = _referenced(sql)
+    names = referenced(sql)
     check_functions(names)
     views = {v.rec.name: v for v in reader.by_name(principal, names)}
     used = [v.rec for v in views.values()]

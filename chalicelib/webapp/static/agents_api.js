@@ -8,7 +8,7 @@ export const getAgent = (id) => platform(a(id));
 export const saveAgent = (id, body) => (id ? platform(a(id), { method: "PATCH", body }) : platform("/v1/agents", { method: "POST", body }));
 export const deleteRun = (id, runId) => platform(`${a(id)}/runs/${encodeURIComponent(runId)}`, { method: "DELETE" });
 export const deleteAgent = (id) => platform(a(id), { method: "DELETE" });
-export const startRun = (id, input) => platform(`${a(id)}/runs`, { method: "POST", body: { input }, headers: { "Idempotency-Key": idempotencyKey() } });
+export const startRun = (id, input, agentVersion) => platform(`${a(id)}/runs`, { method: "POST", body: agentVersion ? { input, agent_version: agentVersion } : { input }, headers: { "Idempotency-Key": idempotencyKey() } });
 export const listRuns = (id, status = "") => platform(`${a(id)}/runs`, { query: { limit: 25, status } });
 export const getRun = (id, runId) => platform(`${a(id)}/runs/${encodeURIComponent(runId)}`);
 export const cancelRun = (id, runId) => platform(`${a(id)}/runs/${encodeURIComponent(runId)}/cancel`, { method: "POST", body: {} });

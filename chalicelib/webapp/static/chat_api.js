@@ -21,7 +21,9 @@ export async function renderMarkdown(texts) {
 
 // Streams one answer. A new chat sends the whole conversation; a continued chat only the new
 // message (the server puts the stored history before it); ``regenerate`` answers the last question
-// again; ``edit`` replaces one question. onEvent sees each event in sequence order; ``signal`` stops it.
+// again; ``edit`` replaces one question. onEvent sees each event in sequence order, as the model writes
+// (content_delta: its text so far; the citations event brings the verified text); ``signal`` stops it,
+// and the server then stops the model and keeps the partial answer, marked stopped.
 export async function ask({ model, messages, chatId, regenerate = false, edit = null, signal }, onEvent) {
   let path = chatId ? `${chatPath(chatId)}/messages` : "/v1/chats";
   let body = { model, stream: true, messages: chatId ? messages.slice(-1) : messages };
@@ -45,7 +47,7 @@ export async function ask({ model, messages, chatId, regenerate = false, edit = 
     }
     if (ev.event === "message_start") Object.assign(reply, { id: data.id, chat_id: data.chat_id || reply.chat_id, routing: data.routing, model: data.model, provider: data.provider, region: data.region, kind: data.kind });
     else if (ev.event === "content_delta") reply.content += data.text ?? "";
-    else if (ev.event === "citations") Object.assign(reply, { citations: data.citations || [], grounding: data.grounding || null, notice: data.notice || null, unverified_answer: data.unverified_answer || null });
+    else if (ev.event === "citations") Object.assign(reply, typeof data.content === "string" ? { content: data.content } : {}, { citations: data.citations || [], grounding: data.grounding || null, notice: data.notice || null, unverified_answer: data.unverified_answer || null });
     else if (ev.event === "message_stop") reply.usage = data.usage || null;
     else if (ev.event === "error") throw Object.assign(new Error(data.detail || "The answer failed."), { problem: data });
     onEvent({ type: ev.event, data, reply });

@@ -139,6 +139,9 @@ def test_a_token_of_another_workspace_gets_404_for_the_agent_and_its_runs(seeded
     ({"input": {"topic": "x"}}, 400, "missing_input"),  # the plan names input.sql
     ({"input": {"topic": "x", "sql": "SELECT 1", "pad": "x" * 40_000}}, 413, "input_too_large"),
     ({"input": {"topic": "x", "sql": "SELECT 1"}, "extra": 1}, 400, "validation_failed"),
+    ({"input": {"topic": "x", "sql": "SELECT 1"}, "agent_version": 0}, 400, "validation_failed"),
+    ({"input": {"topic": "x", "sql": "SELECT 1"}, "agent_version": "1"}, 400, "validation_failed"),
+    ({"input": {"topic": "x", "sql": "SELECT 1"}, "agent_version": 7}, 409, "agent_changed"),
 ])
 def test_bad_run_input_is_a_problem_and_stores_nothing(seeded: Tenant, body: dict, status: int, code: str) -> None:
     user = member(seeded.workspace_id)
@@ -199,3 +202,30 @@ def test_a_step_template_naming_a_missing_output_fails_the_run_with_a_clear_reas
     assert done["status"] == "failed"
     assert done["error"]["code"] == "template_value_missing"
     assert "steps.find.output.datasets.0.id" in done["error"]["message"]
+
+
+def test_a_run_names_the_last_edit_and_refuses_a_definition_changed_since_it_was_reviewed(seeded: Tenant) -> None:
+    """A Member edits an agent an Admin runs: the definition says who edited it last; an Admin who
+    reviewed version 1 and starts it after the edit gets 409 naming the editor, and nothing runs; started
+    with the version she then reviewed, the run records the definition it used."""
+    author = member(seeded.workspace_id)
+    with platform_client() as c:
+        agent = create_agent(c, seeded.token)
+        assert agent["version"] == 1 and agent["updated_by"]["email"] == seeded.email
+        status, edited, _ = call(c, "PATCH", f"/v1/agents/{agent['id']}", author.token,
+                                 {"instructions": "Answer in the voice of a pirate."})
+        assert status == 200, edited
+        assert edited["version"] == 2
+        assert edited["updated_by"] == {"user_id": author.user_id, "email": author.email}
+        body = {"input": {"topic": "customers", "sql": "SELECT 1"}, "agent_version": 1}
+        status, refused, _ = call(c, "POST", f"/v1/agents/{agent['id']}/runs", seeded.token, body)
+        assert (status, refused["code"]) == (409, "agent_changed"), refused
+        assert author.email in refused["detail"] and "version 2" in refused["detail"]
+        assert list(models.runs(seeded.region).query(seeded.workspace_id)) == []
+        assert queue_depth(seeded.region, QUEUE) == 0
+        status, run, _ = call(c, "POST", f"/v1/agents/{agent['id']}/runs", seeded.token, {**body, "agent_version": 2})
+        assert status == 202, run
+        assert run["agent"]["version"] == 2 and run["agent"]["updated_by"]["email"] == author.email
+        # a later edit does not change what the queued run will do or what it says it used
+        assert call(c, "PATCH", f"/v1/agents/{agent['id']}", seeded.token, {"instructions": "Be brief."})[0] == 200
+        assert get_run(c, seeded.token, agent["id"], run["id"])["agent"]["version"] == 2

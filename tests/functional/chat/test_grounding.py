@@ -5,6 +5,7 @@ provider, attribution and storage are the real code. The handbook says: "Employe
 days per year. Unused days expire in March." (tests/functional/chat/helpers.py)."""
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -144,9 +145,15 @@ def test_a_slow_endpoint_past_its_timeout(world: helpers.World, peer: scripted_p
 
 
 def test_a_malformed_stream(world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    """The break comes after the answer's text: the stream has begun, so the failure is its last event
+    (the problem, with the failure), and nothing is stored."""
     peer.malformed = True
     r = answer(world, "How many vacation days?", stream=True)
-    assert r.status_code == 502 and r.json_body["failure"] == "malformed_stream"
+    blocks = [dict(line.split(": ", 1) for line in b.splitlines()) for b in r.body.decode().strip().split("\n\n")]
+    assert r.status_code == 201 and [b["event"] for b in blocks][0] == "message_start"
+    assert blocks[-1]["event"] == "error" and "citations" not in [b["event"] for b in blocks]
+    problem = json.loads(blocks[-1]["data"])
+    assert problem["status"] == 502 and problem["failure"] == "malformed_stream"
     assert _no_chats(world)
 
 

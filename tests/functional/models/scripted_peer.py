@@ -6,7 +6,12 @@ injections obeyed, malformed streams, slowness). Each test sets what it answers:
 - ``models``: what ``GET /v1/models`` lists (``None``: answer 404 there, as a non-OpenAI server would);
 - ``key``: the Bearer key it requires (``None``: none); a wrong or missing key answers 401;
 - ``delay``: seconds to wait before answering; ``malformed``: stream a broken event; ``html``: answer a
-  web page instead of JSON.
+  web page instead of JSON;
+- ``gate`` and ``gate_after``: a streamed answer sends its first ``gate_after`` pieces, then waits until
+  the test sets ``gate`` (so "the first pieces arrived, the answer is not complete" is a state, not a
+  race); ``pace``: seconds between the pieces after the gate (a model still writing). ``ended`` is set
+  when the stream ends, ``broken`` when the client closed it first (the platform stopped the model),
+  ``pieces_sent`` counts what was written.
 Every request is recorded (path, Authorization header, body).
 """
 from __future__ import annotations
@@ -28,6 +33,12 @@ class ScriptedPeer:
     malformed: bool = False
     html: bool = False
     tool_calls: list[dict[str, Any]] | None = None
+    gate: threading.Event | None = None
+    gate_after: int = 0
+    pace: float = 0.0
+    ended: threading.Event = field(default_factory=threading.Event)
+    broken: bool = False
+    pieces_sent: int = 0
     calls: list[dict[str, Any]] = field(default_factory=list)
     server: Any = None
     url: str = ""
@@ -95,13 +106,25 @@ def start(**script: Any) -> ScriptedPeer:
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
             text = peer.answer
-            for i in range(0, len(text), 11):
-                chunk = {"choices": [{"index": 0, "delta": {"content": text[i:i + 11]}}]}
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            try:
+                for n, i in enumerate(range(0, len(text), 11)):
+                    if peer.gate is not None and n == peer.gate_after:
+                        peer.gate.wait(60)
+                    if peer.gate is not None and n >= peer.gate_after and peer.pace:
+                        time.sleep(peer.pace)
+                    chunk = {"choices": [{"index": 0, "delta": {"content": text[i:i + 11]}}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    peer.pieces_sent += 1
+                if peer.malformed:
+                    self.wfile.write(b"data: {not json\n\n")
+                self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
-            if peer.malformed:
-                self.wfile.write(b"data: {not json\n\n")
-            self.wfile.write(b"data: [DONE]\n\n")
+            except OSError:  # the client closed the stream: stop writing, as a model server does
+                peer.broken = True
+                self.close_connection = True
+            finally:
+                peer.ended.set()
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -122,15 +122,18 @@ def stored_chat(w: World) -> str:
     return "\n".join(out)
 
 
-def agent_run(w: World) -> str:
+def agent_run(w: World, scoped: bool = False) -> str:
     """An agent (created by the Admin) whose plan searches and queries every matrix dataset, run by the
-    Member: every step's input and output and the run's answer."""
+    Member: every step's input and output and the run's answer. ``scoped``: the agent is limited to the
+    matrix datasets (its ticked datasets), which must narrow nothing of the policies."""
     plan = [{"name": "search", "tool": "knowledge_search", "input": {"query": TOPIC, "limit": 20}}]
     plan += [{"name": f"rows_{p.lower()}", "tool": "query", "input": {"sql": f"SELECT * FROM {w.name(p)}"}}
              for p in POLICIES]
     agent = {"name": "Matrix reader", "instructions": "Read the books.", "model": "auto",
              "tools": ["knowledge_search", "query"], "plan": plan,
              "limits": {"max_steps": 8, "deadline": "PT10M", "max_tokens": 4000}}
+    if scoped:
+        agent["datasets"] = sorted(w.datasets.values())
     with Client(create_app("platform")) as c:
         status, created, _ = call(c, "POST", "/v1/agents", w.tenant.token, agent)
         _ok(status, created, "create agent")
@@ -245,6 +248,7 @@ SURFACES: list[Surface] = [
     Surface("chat_streamed", chat_streamed),
     Surface("stored_chat", stored_chat),
     Surface("agent_run", agent_run, shows_values=True),
+    Surface("agent_run_scoped", lambda w: agent_run(w, scoped=True), shows_values=True),
     Surface("index_objects", index_objects, acl_applies=False, shows_values=True),
     Surface("access_request_export", access_request_export),
     Surface("lineage", lineage),

@@ -59,4 +59,4 @@ def test_check_sql_refuses_everything_else(sql: object) -> None:
 
 
 def test_referenced_identifiers() -> None:
-    assert query._referenced('SELECT * FROM Customers c JOIN "Order ""X""" o USING (id)') >= {"customers", 'order "x"'}
+    assert query.referenced('SELECT * FROM Customers c JOIN "Order ""X""" o USING (id)') >= {"customers", 'order "x"'}

@@ -1,6 +1,6 @@
 // Agents: list, create/edit definitions, start a run with input, watch its steps live (SSE),
 // cancel it, and see past runs. Pages: agents, agent, agent_edit, run.
-import { missing, platform } from "../api.js";
+import { gateway, missing, platform } from "../api.js";
 import * as agents from "../agents_api.js";
 import { h, field, form, table, section, badge, when, problemBox, empty, humanDuration } from "../dom.js";
 import { allowed } from "../shell.js";
@@ -38,11 +38,50 @@ const TOOL_WORDS = {
   memory_read: ["Read its notes", "Reads what earlier runs of this agent wrote down."],
   memory_write: ["Write notes", "Keeps a short note for later runs."],
 };
+// The workspace's datasets the user may read, by id (paged through the catalog; at most a few pages).
+async function readableDatasets() {
+  const found = new Map();
+  let after;
+  for (let i = 0; i < 10; i += 1) {
+    const page = await gateway("/v1/catalog/datasets", { query: { limit: 100, after } });
+    for (const d of page.items || []) found.set(d.id, d);
+    if (!page.has_more || !page.next_cursor) break;
+    after = page.next_cursor;
+  }
+  return found;
+}
+
+const SEARCH_FROM = 8; // more datasets than this: a filter box above the list
+
+// The datasets fieldset: one labelled checkbox per readable dataset, ticked ones first kept as they are;
+// an id the definition holds that the user cannot see (deleted, or out of the user's reach) stays ticked.
+function datasetChoices(readable, chosen, failed) {
+  const ticked = new Set(chosen);
+  const box = (id, label, hint) => field(label, h("input", { type: "checkbox", name: "datasets", value: id, checked: ticked.has(id) }), hint);
+  const rows = [...readable.values()].sort((x, y) => x.name.localeCompare(y.name)).map((d) => {
+    const row = box(d.id, d.name, [d.classification, d.description].filter(Boolean).join(" · ") || null);
+    row.dataset.name = d.name.toLowerCase();
+    return row;
+  });
+  const unseen = chosen.filter((id) => !readable.has(id)).map((id) => box(id, `A dataset you cannot see (${id})`, "Deleted, or you may not read it. Untick it to remove it; while it stays, runs skip it."));
+  const list = h("div", { class: "choices", id: "agent-datasets" }, rows, unseen);
+  const filter = h("input", { type: "search", id: "agent-datasets-filter", placeholder: "Type part of a name" });
+  filter.addEventListener("input", () => {
+    const q = filter.value.trim().toLowerCase();
+    for (const row of rows) row.hidden = !!q && !row.dataset.name.includes(q);
+  });
+  return h("fieldset", {}, h("legend", {}, "Datasets it may read"),
+    h("p", { class: "hint" }, "Tick the datasets this agent may use. None ticked: every dataset the person running it may read. Either way it never reads what that person may not."),
+    failed ? problemBox(failed) : "",
+    rows.length > SEARCH_FROM ? field("Filter datasets", filter) : "",
+    rows.length || unseen.length ? list : failed ? "" : empty("You may read no dataset in this workspace yet."));
+}
+
 const DEADLINES = [["PT30S", "30 seconds"], ["PT1M", "1 minute"], ["PT2M", "2 minutes"], ["PT5M", "5 minutes"], ["PT15M", "15 minutes"], ["PT1H", "1 hour"]];
 
 // The builder: name, instructions, model, tools ticked, limits in words; the plan editor is advanced.
 async function edit({ view, params, navigate }) {
-  const current = params.agent_id ? await agents.getAgent(params.agent_id) : { name: "", instructions: "", model: "auto", tools: ["knowledge_search"], limits: {} };
+  const current = params.agent_id ? await agents.getAgent(params.agent_id) : { name: "", instructions: "", model: "auto", tools: ["knowledge_search"], datasets: [], limits: {} };
   const limits = current.limits || {};
   let models = [];
   try { models = (await platform("/v1/models")).items || []; } catch { models = []; }
@@ -50,12 +89,16 @@ async function edit({ view, params, navigate }) {
     models.map((m) => h("option", { value: m.id, selected: m.id === current.model }, `${m.name || m.id} · ${m.provider}`)),
     current.model && current.model !== "auto" && !models.some((m) => m.id === current.model) ? h("option", { value: current.model, selected: true }, current.model) : "");
   const tools = agents.TOOLS.map((t) => field((TOOL_WORDS[t] || [t])[0], h("input", { type: "checkbox", name: "tools", value: t, checked: (current.tools || []).includes(t) }), (TOOL_WORDS[t] || [])[1]));
+  let readable = new Map();
+  let failed = null;
+  try { readable = await readableDatasets(); } catch (err) { failed = err; } // the ticked ones stay ticked
+  const datasets = datasetChoices(readable, current.datasets || [], failed);
   const plan = h("textarea", { name: "plan", id: "agent-plan", rows: "6" }, current.plan ? JSON.stringify(current.plan, null, 2) : "");
   const deadline = h("select", { name: "deadline" }, h("option", { value: "" }, "the platform's default"),
     DEADLINES.map(([v, w]) => h("option", { value: v, selected: limits.deadline === v }, w)));
   view.replaceChildren(h("h1", {}, params.agent_id ? `Edit ${current.name}` : "New agent"), h("section", { "aria-label": "Definition" }, form(async (data) => {
     const body = { name: String(data.get("name")).trim(), instructions: String(data.get("instructions")), model: String(data.get("model")) || "auto",
-      tools: data.getAll("tools"), limits: {} };
+      tools: data.getAll("tools"), datasets: data.getAll("datasets"), limits: {} };
     if (!body.name) throw new Error("Give the agent a name.");
     if (!body.tools.length) throw new Error("Tick at least one thing the agent may do.");
     if (Number(data.get("max_steps"))) body.limits.max_steps = Number(data.get("max_steps"));
@@ -71,6 +114,7 @@ async function edit({ view, params, navigate }) {
   field("Instructions", h("textarea", { name: "instructions", id: "agent-instructions" }, current.instructions || ""), "What the agent is for and how it should answer, in plain words."),
   field("Model", model, "Only models allowed for this workspace and your role are listed."),
   h("fieldset", {}, h("legend", {}, "What it may do"), h("p", { class: "hint" }, "It acts with your access rights: it reads only the data you may read."), tools),
+  datasets,
   h("div", { class: "row" }, field("Most steps per run", h("input", { type: "number", min: "1", name: "max_steps", value: limits.max_steps ?? "" }), "Empty: the platform's default."),
     field("Time limit per run", deadline),
     field("Token budget per run", h("input", { type: "number", min: "1", name: "max_tokens", value: limits.max_tokens ?? "" }))),
@@ -82,6 +126,10 @@ async function edit({ view, params, navigate }) {
 async function one({ view, params, me, navigate }) {
   const a = await agents.getAgent(params.agent_id);
   const runs = await agents.listRuns(params.agent_id);
+  const named = a.datasets || [];
+  const readable = named.length ? await readableDatasets().catch(() => new Map()) : new Map();
+  const datasetNames = named.length ? h("ul", { id: "agent-dataset-list" }, named.map((id) => h("li", {}, readable.has(id) ? readable.get(id).name : `a dataset you cannot see (${id})`)))
+    : "every dataset the person running it may read";
   const templated = JSON.stringify(a.plan || []).match(/\{\{input\.(\w+)\}\}/g) || [];
   const names = [...new Set(templated.map((t) => t.slice(8, -2)))].filter((n) => n !== "question");
   const question = h("textarea", { name: "question", id: "run-question", rows: "3", required: true });
@@ -89,9 +137,11 @@ async function one({ view, params, me, navigate }) {
   const canRun = allowed(me, "member");
   view.replaceChildren(h("h1", {}, a.name),
     section("Definition", h("dl", { class: "facts" }, h("dt", {}, "Model"), h("dd", {}, a.model), h("dt", {}, "Tools"), h("dd", {}, (a.tools || []).join(", ")),
+      h("dt", {}, "Datasets"), h("dd", {}, datasetNames),
       h("dt", {}, "Instructions"), h("dd", {}, a.instructions || "—"),
       h("dt", {}, "Plan"), h("dd", {}, a.plan && a.plan.length ? h("ol", {}, a.plan.map((p) => h("li", {}, `${p.name}: ${p.tool}`))) : "the model chooses the tools"),
-      h("dt", {}, "Limits"), h("dd", {}, a.limits ? `at most ${a.limits.max_steps} steps, ${humanDuration(a.limits.deadline)}, ${a.limits.max_tokens} tokens` : "the platform's defaults")),
+      h("dt", {}, "Limits"), h("dd", {}, a.limits ? `at most ${a.limits.max_steps} steps, ${humanDuration(a.limits.deadline)}, ${a.limits.max_tokens} tokens` : "the platform's defaults"),
+      h("dt", {}, "Last edited"), h("dd", { id: "agent-edited" }, `${when(a.updated_at || a.created_at)} by ${(a.updated_by && a.updated_by.email) || "its creator"} (version ${a.version})`)),
     canRun ? h("p", {}, h("a", { class: "button secondary", href: `/agents/${encodeURIComponent(a.id)}/edit` }, "Edit"),
       h("button", { type: "button", class: "danger", onclick: async () => {
         if (!confirm(`Delete the agent ${a.name}? Its runs stay until deleted.`)) return;
@@ -106,7 +156,7 @@ async function one({ view, params, me, navigate }) {
       if (advanced) {
         try { Object.assign(input, JSON.parse(advanced)); } catch (err) { throw new Error(`The extra input is not valid JSON (${err.message}).`); }
       }
-      const started = await agents.startRun(a.id, input);
+      const started = await agents.startRun(a.id, input, a.version);  // refused if edited since this page was read
       out.replaceChildren();
       await navigate(`/agents/${encodeURIComponent(a.id)}/runs/${encodeURIComponent(started.id)}`);
     }, field("Question", question), extra,

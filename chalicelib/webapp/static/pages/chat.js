@@ -183,6 +183,7 @@ export async function render({ view, params, navigate, me }) {
     li.replaceChildren(body,
       list.length ? h("div", { class: "citations" }, h("h3", {}, "Sources"), list.map((c) => citationView(c, panel))) : "",
       h("div", { class: "msg-tools" }, copy, up, down, regen, rateStatus),
+      m.stopped ? h("p", { class: "note stopped-mark" }, "Stopped: this answer was cut off when Stop was pressed.") : "",
       routingView(m.routing),
       h("p", { class: "meta" }, [m.model, m.region].filter(Boolean).join(" · "),
         m.grounding && typeof m.grounding.ratio === "number" ? ` · ${Math.round(m.grounding.ratio * 100)}% of sentences backed by a verified quote` : ""));
@@ -225,6 +226,20 @@ export async function render({ view, params, navigate, me }) {
   const status = h("div", { class: "form-status", role: "status", id: "chat-status" });
   stop.addEventListener("click", () => { if (busy) busy.abort(); });
 
+  // After Stop the server stops the model and stores the partial answer when it notices the reader
+  // left (at the model's next piece): read the chat until that answer is there (a few seconds at most).
+  async function storedAfterStop(chat, messageId) {
+    if (!chat) return null;
+    for (let i = 0; i < 40; i++) {
+      try {
+        const stored = (await getChat(chat)).messages || [];
+        if (!messageId || stored.some((m) => m.id === messageId)) return stored;
+      } catch (err) { if (err.status !== 404) return null; }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    return null;
+  }
+
   // Ask (a new question, regenerate, or an edited question), streaming the answer into the thread.
   async function send({ text = "", regenerate = false, edit = null } = {}) {
     if (busy) return;
@@ -242,12 +257,16 @@ export async function render({ view, params, navigate, me }) {
     answerLi.append(live);
     thread.append(answerLi);
     busy = new AbortController();
+    let started = null; // {chat, id} of the answer once its first event arrived
     stop.hidden = false;
     sendBtn.disabled = true;
     status.replaceChildren(h("span", { class: "loading" }, "Answering…"));
     try {
       const reply = await ask({ model: select.value, messages: messages.map(({ role, content }) => ({ role, content })), chatId: current, regenerate, edit, signal: busy.signal },
-        (ev) => { if (ev.type === "content_delta") live.textContent = ev.reply.content; });
+        (ev) => {
+          if (ev.type === "message_start") started = { chat: ev.reply.chat_id, id: ev.reply.id };
+          if (ev.type === "content_delta") live.textContent = ev.reply.content;
+        });
       const m = { id: reply.id, role: "assistant", content: reply.content, citations: reply.citations, grounding: reply.grounding, routing: reply.routing, model: reply.model, region: reply.region };
       messages.push(m);
       if (!current && reply.chat_id) { current = reply.chat_id; window.history.replaceState(null, "", `/chat/${encodeURIComponent(current)}`); }
@@ -256,8 +275,9 @@ export async function render({ view, params, navigate, me }) {
       announce("Answer complete.");
     } catch (err) {
       if (err.name === "AbortError") {
-        status.replaceChildren(h("p", { class: "note", id: "stopped" }, "Stopped. The partial answer is not kept; ask again or regenerate."));
-        if (current) { try { messages = (await getChat(current)).messages || before; } catch { messages = before; } } else messages = before;
+        status.replaceChildren(h("p", { class: "note", id: "stopped" }, "Stopped. The partial answer is kept, marked as stopped."));
+        if (started && started.chat && !current) { current = started.chat; window.history.replaceState(null, "", `/chat/${encodeURIComponent(current)}`); }
+        messages = (await storedAfterStop(current, started && started.id)) || before;
       } else {
         messages = before;
         status.replaceChildren(problemBox(err));

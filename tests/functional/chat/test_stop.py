@@ -1,0 +1,105 @@
+"""A streamed answer whose reader goes away: the model's stream is closed (the model server sees its
+client leave before the answer is written), the partial answer is stored marked stopped, and only what
+was generated is billed. The model is a scripted OpenAI-compatible peer held at a gate, so "some pieces
+written, the answer not complete" is a state of the test, not a race."""
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from chalicelib.chat import service, usage
+from chalicelib.core.authz import Principal
+from chalicelib.core.http import streaming
+from tests.functional.chat import helpers
+from tests.functional.chat.helpers import ask, post
+from tests.functional.chat.test_grounding import configure
+from tests.functional.conftest import Tenant, bearer
+from tests.functional.models import scripted_peer
+
+ANSWER = "Employees get thirty vacation days per year. " * 40  # 164 pieces of 11 characters
+
+
+@pytest.fixture
+def peer() -> Iterator[scripted_peer.ScriptedPeer]:
+    p = scripted_peer.start(answer=ANSWER, gate=threading.Event(), gate_after=3, pace=0.01)
+    yield p
+    p.gate.set()  # type: ignore[union-attr]
+    p.stop()
+
+
+@pytest.fixture
+def world(tenant: Tenant, peer: scripted_peer.ScriptedPeer, monkeypatch: pytest.MonkeyPatch) -> helpers.World:
+    configure(monkeypatch, peer.url)
+    return helpers.build(tenant)
+
+
+def _principal(t: Tenant) -> Principal:
+    return Principal(user_id=t.user_id, workspace_id=t.workspace_id, roles=("admin",), email=t.email,
+                     amr=("pwd",), token_id="t")
+
+
+def test_a_reader_that_leaves_stops_the_model_and_keeps_the_partial_answer(
+        tenant: Tenant, world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    p = _principal(tenant)
+    live = service.start(p, ask("How many vacation days?", stream=True))
+    live.open_stream()
+    events = live.events()
+    seen = [next(events) for _ in range(4)]  # message_start and the three pieces before the gate
+    assert [e["event"] for e in seen] == ["message_start"] + ["content_delta"] * 3
+    shown = "".join(e["data"]["text"] for e in seen[1:])
+    assert not peer.ended.is_set()  # the model is still writing
+
+    live.close()  # what the server does when the reader's connection is gone
+    peer.gate.set()  # type: ignore[union-attr]
+    assert peer.ended.wait(30)
+    assert peer.broken and peer.pieces_sent < len(range(0, len(ANSWER), 11))  # the model was stopped
+
+    chat = service.get_chat(p, seen[0]["data"]["chat_id"])
+    stored = chat["messages"][-1]
+    assert stored["id"] == seen[0]["data"]["id"] and stored["stopped"] is True
+    assert stored["content"] == shown.strip() or stored["content"].startswith(shown.strip()[:20])
+    assert len(stored["content"]) < len(ANSWER.strip())
+    billed = usage.report(p, None, None)["totals"]
+    assert 0 < billed["output_tokens"] == stored["usage"]["output_tokens"] < len(ANSWER.split())
+    assert billed["requests"] == 1
+
+
+def test_a_reader_that_leaves_before_the_first_event_stops_the_model_and_stores_nothing(
+        tenant: Tenant, world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    p = _principal(tenant)
+    live = service.start(p, ask("How many vacation days?", stream=True))
+    live.open_stream()
+    live.events()  # handed to the server, never read: the reader left while the headers were sent
+    live.close()
+    peer.gate.set()  # type: ignore[union-attr]
+    assert peer.ended.wait(30) and peer.broken
+    assert service.list_chats(p, {})["items"] == []
+
+
+def test_a_stopped_answer_replays_as_stopped(tenant: Tenant, world: helpers.World,
+                                             peer: scripted_peer.ScriptedPeer) -> None:
+    """The route's own stream: the local server's part (closing the chunks when the write fails) is
+    played here by closing the response's chunks after the first events; the same Idempotency-Key then
+    replays the stored partial answer, marked stopped."""
+    headers = {"Idempotency-Key": "stop-1"}
+    with helpers.client() as c:
+        with streaming.accepting():
+            r = post(c, "/v1/chats", world.member.token, ask("How many vacation days?", stream=True), headers)
+            chunks = streaming.take()
+        assert r.status_code == 201 and chunks is not None
+        first = [next(chunks) for _ in range(3)]
+        chunks.close()
+        peer.gate.set()  # type: ignore[union-attr]
+        assert peer.ended.wait(30) and peer.broken
+        again = post(c, "/v1/chats", world.member.token, ask("How many vacation days?", stream=True), headers)
+    assert again.headers.get("Idempotent-Replayed") == "true"
+    blocks = [dict(line.split(": ", 1) for line in b.splitlines()) for b in again.body.decode().strip().split("\n\n")]
+    assert json.loads(first[0].split("data: ", 1)[1])["id"] == json.loads(blocks[0]["data"])["id"]
+    assert json.loads(blocks[-1]["data"])["stop_reason"] == "stopped"
+    chat_id = json.loads(blocks[0]["data"])["chat_id"]
+    with helpers.client() as c:
+        stored = c.http.get(f"/v1/chats/{chat_id}", headers=bearer(world.member.token)).json_body
+    assert stored["messages"][-1]["stopped"] is True
