@@ -276,7 +276,8 @@ def _copy_sorted(con: Any, body: str, out: str, one_source: bool = False) -> lis
 def _groups(parts: list[tuple[str, int, bool]]) -> list[tuple[list[str], bool]]:
     """The relation's parts (query, rows, of one source) in runs of at most ``PART_ROWS`` rows (a bigger part
     alone), each with whether it is one part of one source. Each run is sorted by one COPY: a sort fed by
-    several scans holds more memory than one fed by a single scan."""
+    several scans held more memory than one fed by a single scan (1M rows of two objects ran out of the cap),
+    so a run of several parts is staged in a table first."""
     groups: list[list[tuple[str, bool]]] = []
     rows = 0
     for sql, n, single in parts:
@@ -313,8 +314,12 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
             paths = []
             os.makedirs(out, exist_ok=True)
             for g, (sqls, one_source) in enumerate(_groups(stage.incoming_parts)):
-                paths += _copy_sorted(con, " UNION ALL ".join(f"SELECT {cols} FROM ({sql})" for sql in sqls),
-                                      os.path.join(out, f"g{g:05d}"), one_source)
+                rows = " UNION ALL ".join(f"SELECT {cols} FROM ({sql})" for sql in sqls)
+                if len(sqls) > 1:  # a run of small objects: staged first, so the sort is fed by one scan
+                    con.execute(f"CREATE OR REPLACE TABLE run_rows AS {rows}")
+                    rows = "SELECT * FROM run_rows"
+                paths += _copy_sorted(con, rows, os.path.join(out, f"g{g:05d}"), one_source)
+                con.execute("DROP TABLE IF EXISTS run_rows")
         if not paths:  # no rows: one empty part holds the schema
             os.makedirs(out, exist_ok=True)
             paths = [os.path.join(out, "empty.parquet")]

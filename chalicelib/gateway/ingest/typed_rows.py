@@ -57,8 +57,7 @@ class Stage:
     workdir: str
     rows_read: int = 0
     incoming_sql: str | None = None  # the typed rows (``Incoming.build``); keys may repeat when ``may_repeat``
-    # its parts (query, rows, whether all of one source) in order, for a writer that keeps every row
-    # (``_ord`` may be 0 there: no last-wins)
+    # its parts (query, rows, whether all of one source) in order, for a writer sorting them in runs
     incoming_parts: list[tuple[str, int, bool]] = field(default_factory=list)
     may_repeat: bool = False
     incoming_rows: int | None = None  # rows of table ``incoming`` once materialized (unique keys)
@@ -449,10 +448,8 @@ def _ordered(schema: list[dict[str, Any]], inner: str) -> str:
     return f"SELECT {names} FROM (SELECT t.*, {_digest(schema)} AS _hash FROM ({inner}) t)"
 
 
-def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], names: dict[str, str],
-                   numbered: bool = True) -> str | None:
-    """SQL: the object's typed, keyed and hashed rows (read from the file itself for a CSV). Not ``numbered``
-    (a keyed object): ``_ord`` is 0 and the rows are not counted, for a writer that needs no order."""
+def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], names: dict[str, str]) -> str | None:
+    """SQL: the object's typed, keyed and hashed rows (read from the file itself for a CSV)."""
     if not part.rows:
         return None
     key_cols = _check_key(stage, part) if part.file.primary_key else []
@@ -475,11 +472,9 @@ def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
             for c in key_cols) + " || ']'"
     else:
         key = f"{_lit(part.file.source + '#')} || CAST(_rn + 1 AS VARCHAR)"
-        numbered = True
     order = part.file.order << ORD_SHIFT
-    typed = ", ".join(items + [f"{order} + _rn AS _ord" if numbered else "0 AS _ord"])
-    return _ordered(schema, f"SELECT {key} AS _key, {_lit(part.file.source)} AS _source, {typed} "
-                            f"FROM {part.numbered if numbered else part.scan}")
+    typed = ", ".join(items + [f"{order} + _rn AS _ord"])
+    return _ordered(schema, f"SELECT {key} AS _key, {_lit(part.file.source)} AS _source, {typed} FROM {part.numbered}")
 
 
 def _select_records(stage: Stage, records: Iterable[tuple[int, Record]], schema: list[dict[str, Any]],
@@ -567,15 +562,14 @@ class Incoming:
     def build(self, schema: list[dict[str, Any]], names: dict[str, str]) -> None:
         """Set ``Stage.incoming_sql``: every part's typed rows (keys may repeat: see ``Stage.materialize``)."""
         selects: list[tuple[str, int]] = []
-        direct: list[tuple[str, int, bool]] = []  # the same without row numbers where they serve no key
+        direct: list[tuple[str, int, bool]] = []  # the same, with whether each is of one source
         records: list[Iterable[tuple[int, Record]]] = []
         for _, part in self.parts:
             if isinstance(part, _Native):
                 sql = _select_native(self.stage, part, schema, names)
                 if sql is not None:
                     selects.append((sql, part.rows))
-                    direct.append((_select_native(self.stage, part, schema, names, numbered=False) or sql, part.rows,
-                                   True))
+                    direct.append((sql, part.rows, True))
             elif isinstance(part, RecordSpool):
                 records.append(((-1 << ORD_SHIFT) + i, r) for i, r in enumerate(part))
             else:
