@@ -261,32 +261,32 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
                           old_keys=old.keys())
 
 
-def _copy_sorted(con: Any, body: str, out: str, one_source: bool = False) -> list[str]:
+def _copy_sorted(con: Any, body: str, out: str) -> list[str]:
     """ONE ``COPY (body ORDER BY _source, _key)`` into Parquet parts of one row group each under ``out``: about
     ``PART_ROWS`` rows, cut where DuckDB's 2,048-row chunks pass it; the parts' paths in order (none when
-    there are no rows). ``one_source``: every row has the same ``_source``, sorted by ``_key`` alone."""
+    there are no rows). (``ORDER BY _key`` alone, for a run of one source, asked DuckDB for one 30 MB block
+    more than the cap had at 1M rows.)"""
     shutil.rmtree(out, ignore_errors=True)
-    order = "_key" if one_source else "_source NULLS FIRST, _key"
-    con.execute(f"COPY ({body} ORDER BY {order}) TO '{out}' (FORMAT PARQUET, COMPRESSION ZSTD, "
+    con.execute(f"COPY ({body} ORDER BY _source NULLS FIRST, _key) TO '{out}' (FORMAT PARQUET, COMPRESSION ZSTD, "
                 f"ROW_GROUP_SIZE {PART_ROWS}, ROW_GROUPS_PER_FILE 1, FILENAME_PATTERN 'part-{{i}}')")
     files = sorted(os.listdir(out) if os.path.isdir(out) else [], key=lambda n: int(n[5:].split(".")[0]))
     return [os.path.join(out, n) for n in files]
 
 
-def _groups(parts: list[tuple[str, int, bool]]) -> list[tuple[list[str], bool]]:
-    """The relation's parts (query, rows, of one source) in runs of at most ``PART_ROWS`` rows (a bigger part
-    alone), each with whether it is one part of one source. Each run is sorted by one COPY: a sort fed by
+def _groups(parts: list[tuple[str, int]]) -> list[list[str]]:
+    """The relation's parts (query, rows) in runs of at most ``PART_ROWS`` rows (a bigger part
+    alone). Each run is sorted by one COPY: a sort fed by
     several scans held more memory than one fed by a single scan (1M rows of two objects ran out of the cap),
     so a run of several parts is staged in a table first."""
-    groups: list[list[tuple[str, bool]]] = []
+    groups: list[list[str]] = []
     rows = 0
-    for sql, n, single in parts:
+    for sql, n in parts:
         if not groups or rows + n > PART_ROWS:
             groups.append([])
             rows = 0
-        groups[-1].append((sql, single))
+        groups[-1].append(sql)
         rows += n
-    return [([sql for sql, _ in g], len(g) == 1 and g[0][1]) for g in groups]
+    return groups
 
 
 def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: Any, old: Manifest,
@@ -313,12 +313,12 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
         else:  # straight from the objects, in runs (one COPY each): parts sorted within, by source across
             paths = []
             os.makedirs(out, exist_ok=True)
-            for g, (sqls, one_source) in enumerate(_groups(stage.incoming_parts)):
+            for g, sqls in enumerate(_groups(stage.incoming_parts)):
                 rows = " UNION ALL ".join(f"SELECT {cols} FROM ({sql})" for sql in sqls)
                 if len(sqls) > 1:  # a run of small objects: staged first, so the sort is fed by one scan
                     con.execute(f"CREATE OR REPLACE TABLE run_rows AS {rows}")
                     rows = "SELECT * FROM run_rows"
-                paths += _copy_sorted(con, rows, os.path.join(out, f"g{g:05d}"), one_source)
+                paths += _copy_sorted(con, rows, os.path.join(out, f"g{g:05d}"))
                 con.execute("DROP TABLE IF EXISTS run_rows")
         if not paths:  # no rows: one empty part holds the schema
             os.makedirs(out, exist_ok=True)

@@ -57,8 +57,7 @@ class Stage:
     workdir: str
     rows_read: int = 0
     incoming_sql: str | None = None  # the typed rows (``Incoming.build``); keys may repeat when ``may_repeat``
-    # its parts (query, rows, whether all of one source) in order, for a writer sorting them in runs
-    incoming_parts: list[tuple[str, int, bool]] = field(default_factory=list)
+    incoming_parts: list[tuple[str, int]] = field(default_factory=list)  # its parts: (query, rows), in order
     may_repeat: bool = False
     incoming_rows: int | None = None  # rows of table ``incoming`` once materialized (unique keys)
     _tmp: Any = field(default=None, repr=False)
@@ -562,14 +561,12 @@ class Incoming:
     def build(self, schema: list[dict[str, Any]], names: dict[str, str]) -> None:
         """Set ``Stage.incoming_sql``: every part's typed rows (keys may repeat: see ``Stage.materialize``)."""
         selects: list[tuple[str, int]] = []
-        direct: list[tuple[str, int, bool]] = []  # the same, with whether each is of one source
         records: list[Iterable[tuple[int, Record]]] = []
         for _, part in self.parts:
             if isinstance(part, _Native):
                 sql = _select_native(self.stage, part, schema, names)
                 if sql is not None:
                     selects.append((sql, part.rows))
-                    direct.append((sql, part.rows, True))
             elif isinstance(part, RecordSpool):
                 records.append(((-1 << ORD_SHIFT) + i, r) for i, r in enumerate(part))
             else:
@@ -577,12 +574,11 @@ class Incoming:
         sql, rows = _select_records(self.stage, itertools.chain.from_iterable(records), schema, names)
         if sql is not None:
             selects.append((sql, rows))
-            direct.append((sql, rows, False))
         if not selects:  # no rows: an empty relation of the right columns
             selects.append((_ordered(schema, "SELECT CAST(NULL AS VARCHAR) AS _key, CAST(NULL AS VARCHAR) AS _source, "
                                      + "".join(f"CAST(NULL AS {DUCKDB_TYPES[f['type']]}) AS {_q(f['name'])}, "
                                                for f in schema) + "CAST(NULL AS BIGINT) AS _ord WHERE false"), 0))
-        self.stage.incoming_parts = direct or [(sql, rows, False) for sql, rows in selects]
+        self.stage.incoming_parts = selects
         self.stage.incoming_sql = " UNION ALL ".join(sql for sql, _ in selects)
         spooled = isinstance(self.batch.records, RecordSpool)  # not deduplicated while observed
         self.stage.may_repeat = spooled or any(f.primary_key for f in self.batch.files)  # keys from values
