@@ -8,6 +8,7 @@ from chalice.test import Client
 from chalicelib.agents.runtime import worker
 from chalicelib.gateway import demo
 from chalicelib.groups import create_app
+from chalicelib.workers import jobs
 from infra.local.workers import sqs_event
 from tests.functional.agents.helpers import DEMO_PLAN_AGENT, create_agent, get_run, member, receive, start_run
 from tests.functional.aws_calls import counting
@@ -38,7 +39,7 @@ def test_a_chat_answer_makes_at_most_5_round_trips(tenant: Tenant, monkeypatch: 
 
 
 def test_an_agent_run_of_4_tool_steps_makes_at_most_18_aws_calls(tenant: Tenant) -> None:
-    demo.seed(tenant.workspace_id, tenant.region, tenant.email)
+    demo.seed(tenant.workspace_id, tenant.region, tenant.email, on_changed=jobs.index_changed_dataset)  # as make run
     user = member(tenant.workspace_id)
     with Client(create_app("platform")) as c:
         agent = create_agent(c, user.token, DEMO_PLAN_AGENT)
