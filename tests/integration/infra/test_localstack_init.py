@@ -1,10 +1,10 @@
-"""The LocalStack path without Docker: the generated init script runs (through an `awslocal` shim) against
-moto's server, then the platform starts against that external endpoint, as it would against LocalStack."""
+"""The LocalStack path without Docker: the generated init script runs (through an `awslocal` shim that hands
+each command to the AWS CLI kept running, ``aws_cli_server.py``) against moto's server, then the platform
+starts against that external endpoint, as it would against LocalStack."""
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from moto.server import ThreadedMotoServer
 
 from infra import localstack_init
 from tests.integration.conftest import free_port, start_platform, stop_platform
+from tests.integration.infra.aws_cli_server import AwsCliServer
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -25,7 +26,7 @@ def test_committed_init_script_is_current() -> None:
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """moto's server, bootstrapped by the LocalStack init script (run once: each `aws` call takes ~1 s)."""
+    """moto's server, bootstrapped by the LocalStack init script (run once)."""
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
@@ -36,14 +37,15 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _run_init(endpoint: str, tmp_path: Path) -> None:
-    shim = tmp_path / "bin" / "awslocal"
-    shim.parent.mkdir(exist_ok=True)
-    shim.write_text(f'#!/bin/sh\nexec "{Path(sys.executable).parent / "aws"}" --endpoint-url "{endpoint}" "$@"\n')
-    shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}", "AWS_ACCESS_KEY_ID": "local",
-           "AWS_SECRET_ACCESS_KEY": "local"}
-    env.pop("AWS_ENDPOINT_URL", None)
-    result = subprocess.run(["bash", str(localstack_init.SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+    env = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+    cli = AwsCliServer(endpoint, tmp_path / "bin", env)
+    try:
+        run_env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", **env}
+        run_env.pop("AWS_ENDPOINT_URL", None)
+        result = subprocess.run(["bash", str(localstack_init.SCRIPT)], env=run_env, capture_output=True, text=True,
+                                timeout=300)
+    finally:
+        cli.close()
     assert result.returncode == 0 and "aiplat resources ready" in result.stdout, result.stderr[-2000:]
 
 
