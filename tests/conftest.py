@@ -18,3 +18,29 @@ os.environ.update({
 from infra.emulator import serialise_writes  # noqa: E402
 
 serialise_writes()
+
+# The files that take longest (a stack of their own, a fuzz run, a browser journey), started first: with
+# one file per worker at a time (``--dist loadfile``), the many short files then fill the other workers
+# instead of one of these starting last and running alone at the end.
+LONG_FIRST = (
+    "tests/integration/platform/test_schemathesis.py",
+    "tests/integration/identity/test_schemathesis.py",
+    "tests/integration/gateway/test_schemathesis.py",
+    "tests/integration/webapp/test_app_flows.py",
+    "tests/integration/infra/test_local_state.py",
+    "tests/integration/test_docs_blocks.py",
+    "tests/integration/test_readme.py",
+    "tests/integration/models/test_local_model.py",
+)
+
+
+def pytest_collection_modifyitems(config: object, items: list) -> None:
+    """Put the files of ``LONG_FIRST`` first, in that order, then every other integration file, then the
+    rest; within a file the order is unchanged."""
+    def rank(item: object) -> tuple[int, int]:
+        path = str(getattr(item, "nodeid", "")).split("::", 1)[0]
+        if path in LONG_FIRST:
+            return (0, LONG_FIRST.index(path))
+        return (1 if path.startswith("tests/integration/") else 2, 0)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=lambda pair: (rank(pair[1]), pair[0]))]
