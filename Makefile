@@ -70,7 +70,7 @@ plan-move: $(STAMP)
 # fixtures (a stack, a browser) start once; each worker starts its own session stack on free ports.
 TEST_JOBS ?= 3
 test: lint system-deps
-	$(BIN)/python -m pytest tests -n $(TEST_JOBS) --dist loadfile --durations=20
+	$(BIN)/python -m pytest tests -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder --durations=20
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit

@@ -20,8 +20,9 @@ from infra.emulator import serialise_writes  # noqa: E402
 serialise_writes()
 
 # The files that take longest (a stack of their own, a fuzz run, a browser journey), started first: with
-# one file per worker at a time (``--dist loadfile``), the many short files then fill the other workers
-# instead of one of these starting last and running alone at the end.
+# whole files handed to workers in collection order (``--dist loadfile --no-loadscope-reorder``; xdist's
+# default order, files with the most tests first, sent these one-test files last), the many short files
+# then fill the other workers instead of one of these starting last and running alone at the end.
 LONG_FIRST = (
     "tests/integration/platform/test_schemathesis.py",
     "tests/integration/identity/test_schemathesis.py",

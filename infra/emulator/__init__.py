@@ -12,7 +12,10 @@ only on the emulator.
 ``serialise_writes()`` replaces moto's ``transact_write_items`` by one that undoes a failed transaction
 item by item (``transactions.py``; moto copies every table it names), then wraps every write operation
 of moto's DynamoDB backend in one process-wide lock, so a conditional write or a transaction is atomic
-against every other write. It is applied by the local runner (``infra/local_run.py``) and by the test
+against every other write. The read handlers (``GetItem``, ``BatchGetItem``, ``Query``, ``Scan``,
+``TransactGetItems``) take the same lock while they read and serialise items: an update changes moto's
+item in place, and a read serialising it at the same moment failed ("dictionary changed size during
+iteration", a 500), where DynamoDB returns the item as it was before or after the write. It is applied by the local runner (``infra/local_run.py``) and by the test
 fixtures; it is never packaged into the Lambda functions. ``snapshot.py`` and ``server.py`` keep the
 emulator's state across restarts of ``make run``.
 """
@@ -26,6 +29,7 @@ from infra.emulator import transactions
 
 WRITE_OPERATIONS = ("put_item", "update_item", "delete_item", "transact_write_items", "execute_statement",
                     "execute_transaction", "batch_execute_statement")
+READ_HANDLERS = ("get_item", "batch_get_item", "query", "scan", "transact_get_items")
 _LOCK = threading.RLock()
 _MARK = "_aiplat_serialised"
 
@@ -36,17 +40,21 @@ def write_lock() -> threading.RLock:
 
 
 def serialise_writes() -> None:
-    """Idempotently install the item-level transaction and wrap moto's DynamoDB write operations in one lock."""
+    """Idempotently install the item-level transaction and wrap moto's DynamoDB write operations and read
+    handlers in one lock."""
     from moto.dynamodb.models import DynamoDBBackend
 
     current = DynamoDBBackend.transact_write_items
     if not getattr(current, _MARK, False) and current is not transactions.transact_write_items:
         DynamoDBBackend.transact_write_items = transactions.transact_write_items  # type: ignore[method-assign]
-    for name in WRITE_OPERATIONS:
-        original = getattr(DynamoDBBackend, name, None)
-        if original is None or getattr(original, _MARK, False):
-            continue
-        setattr(DynamoDBBackend, name, _locked(original))
+    from moto.dynamodb.responses import DynamoHandler
+
+    for cls, names in ((DynamoDBBackend, WRITE_OPERATIONS), (DynamoHandler, READ_HANDLERS)):
+        for name in names:
+            original = getattr(cls, name, None)
+            if original is None or getattr(original, _MARK, False):
+                continue
+            setattr(cls, name, _locked(original))
 
 
 def _locked(method: Any) -> Any:

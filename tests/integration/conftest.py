@@ -140,7 +140,9 @@ CHROMIUM = "/usr/bin/chromium"  # Debian's package (infra/scripts/system_deps.sh
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """A headless Chromium for the module's tests (Playwright driving Debian's package)."""
+    """A headless Chromium for the module's tests (Playwright driving Debian's package). One per module and
+    never two at once in a worker: a session-wide browser kept alive across modules lost its Playwright
+    connection when another module started one of its own."""
     from playwright.sync_api import sync_playwright
 
     _forget_a_leaked_running_loop()
