@@ -5,7 +5,6 @@ us-east-1 queue holds anything of the EU workspace."""
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ US, EU = "us-east-1", "eu-central-1"
 
 
 @pytest.fixture
-def user_token(platform: RunningPlatform) -> Iterator[str]:
+def user_token(platform: RunningPlatform, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """An interactive user token of the demo user (for the US demo workspace), signed by the stack's own
     identity key in its emulator, as a browser sign-in would obtain it."""
     from chalicelib.core import process_state
@@ -30,8 +29,8 @@ def user_token(platform: RunningPlatform) -> Iterator[str]:
 
     env = {"AWS_ENDPOINT_URL": platform.urls["aws_endpoint"], "AWS_ACCESS_KEY_ID": "local",
            "AWS_SECRET_ACCESS_KEY": "local", "AUTH_URL": platform.urls["identity"], "RESOURCE_PREFIX": "aiplat"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     settings.cache_clear()
     process_state.reset_all(derived=True)
     try:
@@ -39,12 +38,7 @@ def user_token(platform: RunningPlatform) -> Iterator[str]:
                                               workspace_id=platform.demo["workspace_id"], roles=["admin"],
                                               amr=["pwd", "otp", "mfa"])
         yield token
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    finally:  # the variables come back with monkeypatch's teardown; nothing cached keeps them
         settings.cache_clear()
         process_state.reset_all(derived=True)
 

@@ -18,6 +18,7 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 CLIENT = """import json, os, socket, sys
 s = socket.socket(socket.AF_UNIX)
@@ -62,7 +63,7 @@ class AwsCliServer:
         from awscli.clidriver import create_clidriver
 
         out, err = io.StringIO(), io.StringIO()
-        with self._lock, _environ(self.env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with self._lock, mock.patch.dict(os.environ, self.env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             driver = create_clidriver()
             if self._loader is None:
                 self._loader = driver.session.get_component("data_loader")
@@ -79,17 +80,3 @@ class AwsCliServer:
         with contextlib.suppress(OSError):
             os.unlink(self.socket_path)
             os.rmdir(os.path.dirname(self.socket_path))
-
-
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Any:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

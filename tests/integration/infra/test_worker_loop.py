@@ -3,7 +3,6 @@ backoff, report it in their health, and drain the queue once the emulator answer
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -21,20 +20,15 @@ REGION = "us-east-1"
 
 
 @pytest.fixture()
-def emulator_env() -> Iterator[dict[str, Any]]:
+def emulator_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     port = free_port()
-    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    os.environ.update({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "local",
-                       "AWS_SECRET_ACCESS_KEY": "local"})
+    for name, value in {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "local",
+                        "AWS_SECRET_ACCESS_KEY": "local"}.items():
+        monkeypatch.setenv(name, value)
     process_state.reset_all(derived=True)  # clients and queue URLs are per endpoint
     try:
         yield {"port": port}
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    finally:  # the variables come back with monkeypatch's teardown
         process_state.reset_all(derived=True)  # clients and queue URLs are per endpoint
 
 
