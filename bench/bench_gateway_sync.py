@@ -78,27 +78,12 @@ def _reference(src: str, out: str, s3=None, bucket: str = "", keys: tuple[str, .
 def _peak_memory() -> dict:
     """A clean worker's peak: the sync alone in a fresh process, the emulator (a moto server) and the setup in
     others (``sync_memory_child`` with an endpoint)."""
-    import socket
+    from infra.emulator.process import moto_process
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        out = subprocess.run([sys.executable, "-m", "tests.functional.gateway.sync_memory_child", "1000000",
-                              f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True, timeout=1200,
-                             env=env)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with moto_process(env) as endpoint:
+        out = subprocess.run([sys.executable, "-m", "tests.functional.gateway.sync_memory_child", "1000000", endpoint],
+                             capture_output=True, text=True, check=True, timeout=1200, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -17,18 +16,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from infra.emulator.process import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = ((1_000, 1), (10_000, 25), (40_000, 100))  # (items, MB of objects)
 OBJECT_BYTES = 1024 * 1024
 SOAK_SECONDS = int(os.environ.get("BENCH_SOAK_SECONDS", "180"))
 SOAK_RATE = 10  # requests per second
 SOAK_TABLE_ITEMS = 5_000
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rss_mb() -> float:
@@ -84,7 +79,7 @@ def _one_size(items: int, mb: int) -> dict[str, Any]:
     from infra.emulator.server import PersistentEmulator
 
     serialise_writes()
-    port = _free_port()
+    port = free_port()
     _env(port)
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
@@ -161,7 +156,7 @@ def _soak_section() -> str:
     from infra.emulator.server import PersistentEmulator
 
     serialise_writes()
-    port = _free_port()
+    port = free_port()
     _env(port)
     with tempfile.TemporaryDirectory() as tmp:
         emulator = PersistentEmulator("127.0.0.1", port, Path(tmp), interval=1.0)

@@ -99,25 +99,13 @@ def _times(code: str, env: dict[str, str], *args: str) -> tuple[float, float, fl
 def first_requests() -> None:
     """``import app`` plus the first request of each group, in fresh interpreters (``.pyc`` compiled ahead),
     against a moto server of its own in another process; interleaved with the reference per round."""
-    import socket
-    import time as _time
+    from infra.emulator.process import moto_process
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     env = {k: v for k, v in _compiled_env().items() if not k.startswith("AWS_ENDPOINT_URL")}
     env.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
                 "RESOURCE_PREFIX": "aiplat-cold", "LOG_LEVEL": "WARNING"})
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                _time.sleep(0.1)
-        env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+    with moto_process(env) as endpoint:
+        env["AWS_ENDPOINT_URL"] = endpoint
         setup = subprocess.run([sys.executable, "-c", SETUP_CODE], cwd=ROOT, capture_output=True, text=True, env=env,
                                check=True).stdout.strip().splitlines()[-1]
         import json
@@ -129,9 +117,6 @@ def first_requests() -> None:
             base.append(_times(BARE_FIRST_CODE, env, seed["table"])[0])
             for group, path, authed in FIRST_REQUESTS:
                 ours[group].append(_times(FIRST_REQUEST_CODE, env, group, path, seed["token"] if authed else ""))
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     ref = _us("import chalice + boto3 + one GetItem (new client)", base)
     rows = []
     for group, path, _ in FIRST_REQUESTS:

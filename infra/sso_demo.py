@@ -14,7 +14,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Any
 from chalicelib.core import clock
 from chalicelib.core.config import settings
 from chalicelib.identity.sso import connections as sso_config
+from infra.emulator.process import free_port
 
 PEER_DIR = Path(__file__).resolve().parent.parent / "tests" / "integration" / "peers" / "oidc-provider"
 DEMO_DOMAIN = "sso-demo.example"
@@ -54,12 +54,6 @@ def available() -> bool:
     return shutil.which("node") is not None and (PEER_DIR / "node_modules" / "oidc-provider").is_dir()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_peer(port: int, env: dict[str, str]) -> subprocess.Popen[bytes] | None:
     """Start npm's oidc-provider (``PEER_DIR/server.mjs``) on 127.0.0.1:``port``; None if it fails to start.
 
@@ -84,7 +78,7 @@ def start_sso_demo(workspace_id: str, admin_user_id: str, port: int | None = Non
     """Start the provider and connect ``sso-demo.example`` to the workspace; None when Node is missing."""
     if not available():
         return None
-    port = port or _free_port()
+    port = port or free_port()
     secret = secrets.token_urlsafe(24)
     account = {"sub": "demo-alice", "email": DEMO_EMAIL, "email_verified": True, "name": "Alice Demo"}
     proc = start_peer(port, {"ACCOUNT": json.dumps(account), "CLIENTS": json.dumps([{

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from infra.emulator.process import moto_process
 from infra.template import GROUP_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,30 +20,11 @@ ROWS = 1_000_000
 CLEAN_WORKER_PEAK_MB = 400  # a clean worker's process peak at 1M rows (docs/architecture.md, "Sync data path")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def emulator() -> Iterator[str]:
     """A moto server of its own, in its own process (stopped by its PID)."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with moto_process(dict(os.environ)) as endpoint:
+        yield endpoint
 
 
 def test_a_million_row_csv_syncs_within_a_clean_workers_memory(emulator: str) -> None:
