@@ -21,6 +21,7 @@ import pytest
 import requests
 
 from infra.local_run import run_now_file
+from tests.integration.sessions import mfa_member
 from tests.integration.webapp.browser import (
     AXE,
     CHROMIUM,
@@ -441,16 +442,16 @@ def test_a_sign_in_link_with_a_foreign_return_path_lands_on_the_app(platform: An
     reads ``//evil.example``, another host. The sign-in link with such a path (a tab, or CR/LF, which
     answered 500) signs the user in and lands on the app's home page, on the app's own origin."""
     app, auth = platform.urls["app"], platform.urls["identity"]
-    demo = platform.demo
+    user = mfa_member(platform)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     seen: list[str] = []
     page.on("request", lambda req: seen.append(req.url))
     resp = page.goto(app + "/session/signin?path=" + evil)
     assert resp is not None and resp.status < 500
-    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
     page.wait_for_url(app + "/")
     ready(page)
-    assert page.text_content("#who") == demo["email"]
+    assert page.text_content("#who") == user["email"]
     assert not [u for u in seen if "evil.example" in u.split("?", 1)[0]], seen
     context.close()
