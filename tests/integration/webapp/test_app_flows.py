@@ -387,11 +387,12 @@ def test_dr_lag_after_a_real_replication_pass(platform: Any, browser: Any) -> No
     ``run_now_file``), and Settings shows the copy: the checkpoint time and a lag within the RPO. Turning
     DR off again shows no copy."""
     app, auth, demo = platform.urls["app"], platform.urls["identity"], platform.demo
+    user = mfa_member(platform, workspaces=("us-east-1", "eu-central-1"))
     context = browser.new_context(viewport={"width": 375, "height": 800})
     page = context.new_page()
     refused = csp_watch(page)
     page.goto(app + "/settings")
-    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
     page.wait_for_url(app + "/settings")
     ready(page)
     options = page.locator("#ws-switch option").all_text_contents()
