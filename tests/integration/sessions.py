@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import re
+import itertools
 import secrets
 import time
-import uuid
 from typing import Any
 from urllib.parse import urljoin
 
@@ -14,6 +14,7 @@ import requests
 from tests.integration.conftest import RunningPlatform
 
 _used_totp: set[str] = set()
+_members = itertools.count(1)
 
 
 def fresh_totp(secret: str) -> str:
@@ -73,7 +74,7 @@ def mfa_member(platform: RunningPlatform, role: str = "admin",
     address, the person signs in with an e-mailed code, accepts in the web app, enrols an authenticator and
     sets a password. Its codes are its own, so signing it in never waits for another sign-in's TOTP step.
     Returns ``email``, ``password`` and ``totp_secret`` (the demo user's keys)."""
-    email = f"mfa-{uuid.uuid4().hex[:12]}@example.com"
+    email = f"{role}-{next(_members)}@example.com"  # readable in screenshots; one process, one number each
     invited = []
     for region in workspaces:
         ws = platform.demo["workspaces"][region]
