@@ -1,8 +1,8 @@
 """Signed-in browser sessions for integration tests, as a real browser gets them."""
 from __future__ import annotations
 
-import re
 import itertools
+import re
 import secrets
 import time
 from typing import Any
