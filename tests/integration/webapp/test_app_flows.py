@@ -48,17 +48,17 @@ def _goto(page: Any, url: str) -> None:
 
 def test_journey(platform: Any, browser: Any) -> None:
     app, auth = platform.urls["app"], platform.urls["identity"]
-    demo = platform.demo
+    demo, user = platform.demo, mfa_member(platform)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     refused = csp_watch(page)
 
     # a signed-out deep link goes to the hosted sign-in and comes back to the same address
     page.goto(app + "/audit?action=workspace.created")
-    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
     page.wait_for_url(app + "/audit?action=workspace.created")
     ready(page)
-    assert page.text_content("#who") == demo["email"]
+    assert page.text_content("#who") == user["email"]
     page.wait_for_selector("table caption:has-text('Audit events')")
     assert page.locator("tbody tr").count() >= 1 and "workspace.created" in page.text_content("tbody")
     check_page(page)
@@ -322,7 +322,7 @@ def test_journey(platform: Any, browser: Any) -> None:
     assert [page.evaluate("window.__call"), other.evaluate("window.__call")] == ["ok", "ok"]
     other.close()
     _goto(page, app + "/")  # still signed in: no sign-in redirect
-    assert page.text_content("#who") == demo["email"]
+    assert page.text_content("#who") == user["email"]
 
     # sign out: the app and the identity service's session end; the next visit asks to sign in
     _goto(page, app + "/")
