@@ -93,9 +93,10 @@ def machine_header() -> str:
         f"- machine: {os.cpu_count()} CPUs visible ({_cpu_model()}), {platform.system()} {platform.release()}, "
         f"Python {platform.python_version()}",
         f"- load average at start (1, 5, 15 min): {load}",
-        "- AWS: emulated in process by moto (every DynamoDB/KMS/S3 call costs CPU here, whereas on AWS it is a "
+        "- AWS: emulated in process by moto, set up as `make run`'s emulator (`infra/emulator`: atomic writes, "
+        "transactions costing the items they touch); every DynamoDB/KMS/S3 call costs CPU here, whereas on AWS it is a "
         "network wait; storage-bound figures are pessimistic, and the same-run reference beside each figure "
-        "is what to compare against)",
+        "is what to compare against",
     ])
 
 

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from bench.common import quiet
+from bench.common import quiet, use_emulator
 
 PER_OBJECT = 10_000
 # ``BENCH_SYNC_SIZES=1000000 BENCH_SYNC_REPEAT=1 BENCH_SYNC_MEMORY=0`` for a quicker run while iterating
@@ -36,10 +36,7 @@ WORKERS_MB = 512  # infra/template.py: the workers function's lambda_memory_size
 
 
 def _env() -> None:
-    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
-        del os.environ[name]
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
-                       "RESOURCE_PREFIX": "aiplat-bench"})
+    use_emulator()
 
 
 def _csv(first: int, count: int, version: int = 0, header: bool = True) -> str:

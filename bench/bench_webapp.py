@@ -41,6 +41,11 @@ FIRST_TOKEN_JS = """() => new Promise((done) => {
   document.getElementById('send').click(); })"""
 
 
+def _spread(values: list[float]) -> str:
+    """A median with its min and max, in milliseconds."""
+    return f"{statistics.median(values):.0f} [{min(values):.0f}-{max(values):.0f}]"
+
+
 def _ready(page: Any) -> None:
     try:
         page.wait_for_selector("body[data-ready=true]", timeout=30000)
@@ -93,9 +98,9 @@ def main() -> None:
                 ref.append(q.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd"))
                 anon.close()
             print("### Time to interactive (cold cache, ms)\n")
-            print("| page | median | worst | reference | ref median | ratio |\n|---|---:|---:|---|---:|---:|")
-            print(f"| app shell at / (overview rendered) | {statistics.median(tti):.0f} | {max(tti):.0f} | "
-                  f"hosted sign-in page load | {statistics.median(ref):.0f} | "
+            print("| page | median [min-max] | reference | ref median [min-max] | ratio |\n|---|---:|---|---:|---:|")
+            print(f"| app shell at / (overview rendered) | {_spread(tti)} | "
+                  f"hosted sign-in page load | {_spread(ref)} | "
                   f"{statistics.median(tti) / statistics.median(ref):.2f}x |\n")
 
             print("### Transferred bytes per page (document, modules, stylesheet and API answers)\n")
@@ -132,9 +137,9 @@ def main() -> None:
                 first_token.append(page.evaluate(FIRST_TOKEN_JS))
                 bare.append(_api_chat(running.urls["platform"], token))
             print("### Chat: time to first answer token (ms)\n")
-            print("| measure | median | worst | reference | ref median | ratio |\n|---|---:|---:|---|---:|---:|")
-            print(f"| Send click to first answer text (browser, through the app) | {statistics.median(first_token):.0f} | "
-                  f"{max(first_token):.0f} | bare POST /v1/chats from Python | {statistics.median(bare):.0f} | "
+            print("| measure | median [min-max] | reference | ref median [min-max] | ratio |\n|---|---:|---|---:|---:|")
+            print(f"| Send click to first answer text (browser, through the app) | {_spread(first_token)} | "
+                  f"bare POST /v1/chats from Python | {_spread(bare)} | "
                   f"{statistics.median(first_token) / statistics.median(bare):.2f}x |\n")
             print("The built-in extractive provider writes its whole answer at once, so here the first token "
                   "comes with the answer; the streaming rows below use a model that writes token by token.\n")
@@ -173,7 +178,7 @@ def _read_stream(url: str, headers: dict[str, str]) -> tuple[float, float]:
     return ((first or end) - t0) * 1000, (end - t0) * 1000
 
 
-def streaming(runs: int = 3) -> None:
+def streaming(runs: int = RUNS) -> None:
     """The streaming rows (module docstring), on a stack whose model is the local SmolLM2 server."""
     from playwright.sync_api import sync_playwright
 
@@ -217,14 +222,16 @@ def streaming(runs: int = 3) -> None:
     finally:
         stop_platform(running)
 
+    api_first = statistics.median(v[0] for v in straight)
+
     def row(name: str, values: list[Any]) -> str:
         firsts, totals = [v[0] for v in values], [v[1] for v in values]
-        return (f"| {name} | {statistics.median(firsts):.0f} | {max(firsts):.0f} | {statistics.median(totals):.0f} | "
+        return (f"| {name} | {_spread(firsts)} | {statistics.median(firsts) / api_first:.2f}x | {_spread(totals)} | "
                 f"{statistics.median(firsts) / statistics.median(totals):.2f} |")
 
     print(f"### Chat streaming with a real model (SmolLM2-135M, llama.cpp, answers of at most 160 tokens, {runs} runs, ms)\n")
-    print("| path | first token median | first token worst | whole answer median | first / whole |\n"
-          "|---|---:|---:|---:|---:|")
+    print("| path | first token, median [min-max] | first token / the API's first event | whole answer, median "
+          "[min-max] | first / whole |\n|---|---:|---:|---:|---:|")
     print(row("reference: stream read straight from the API (Python)", straight))
     print(row("stream read through the web app's forwarder (Python)", forwarded))
     print(row("browser: Send click to first answer text / finished answer", in_page))

@@ -24,7 +24,12 @@ BENCH_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AW
 
 def use_emulator(**extra: str) -> None:
     """Point this process at moto in process (no endpoint URL, dummy credentials, the bench prefix) before
-    any AWS client or setting is made; ``extra`` adds or overrides variables."""
+    any AWS client or setting is made; ``extra`` adds or overrides variables. moto runs as ``make run``'s
+    embedded emulator does (``infra.emulator.serialise_writes``): atomic writes, and transactions that cost
+    the items they touch, not a copy of every table they name."""
+    from infra.emulator import serialise_writes
+
+    serialise_writes()
     for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
         del os.environ[name]
     os.environ.update({**BENCH_ENV, **extra})
