@@ -1,8 +1,12 @@
 """Signed-in browser sessions for integration tests, as a real browser gets them."""
 from __future__ import annotations
 
+import itertools
 import re
+import secrets
 import time
+from typing import Any
+from urllib.parse import urljoin
 
 import pyotp
 import requests
@@ -10,6 +14,7 @@ import requests
 from tests.integration.conftest import RunningPlatform
 
 _used_totp: set[str] = set()
+_members = itertools.count(1)
 
 
 def fresh_totp(secret: str) -> str:
@@ -43,3 +48,56 @@ def email_code_session(platform: RunningPlatform, email: str) -> str:
         assert r.status_code == 200, r.text
     assert r.cookies, "no session cookie"
     return "; ".join(f"{k}={v}" for k, v in r.cookies.items())
+
+
+def _cookies(resp: requests.Response) -> dict[str, str]:
+    return {c.name: c.value for c in resp.cookies if c.value}
+
+
+def _app_session(platform: RunningPlatform, identity_cookie: str) -> dict[str, str]:
+    """The web app's cookies after its OAuth sign-in redirects, followed by hand with the identity
+    session ``identity_cookie`` (the app and the identity service share a host, so no cookie jar)."""
+    app = platform.urls["app"]
+    r = requests.get(app + "/session/signin?path=/", allow_redirects=False, timeout=30)
+    state = _cookies(r)
+    r = requests.get(r.headers["Location"], headers={"Cookie": identity_cookie}, allow_redirects=False, timeout=30)
+    assert r.status_code in (302, 303), r.text
+    r = requests.get(urljoin(app, r.headers["Location"]), cookies=state, allow_redirects=False, timeout=30)
+    assert r.status_code in (302, 303) and _cookies(r), r.text
+    return _cookies(r)
+
+
+def mfa_member(platform: RunningPlatform, role: str = "admin",
+               workspaces: tuple[str, ...] = ("us-east-1",)) -> dict[str, Any]:
+    """A new user of its own with a password and an authenticator (TOTP), ``role`` in the demo workspaces of
+    ``workspaces`` (regions), set up through the real APIs as a person would: the demo Admin invites the
+    address, the person signs in with an e-mailed code, accepts in the web app, enrols an authenticator and
+    sets a password. Its codes are its own, so signing it in never waits for another sign-in's TOTP step.
+    Returns ``email``, ``password`` and ``totp_secret`` (the demo user's keys)."""
+    email = f"{role}-{next(_members)}@example.com"  # readable in screenshots; one process, one number each
+    invited = []
+    for region in workspaces:
+        ws = platform.demo["workspaces"][region]
+        r = requests.post(platform.regions[region]["platform"] + f"/workspaces/{ws['workspace_id']}/invitations",
+                          json={"email": email, "role": role}, timeout=30,
+                          headers={"Authorization": f"Bearer {ws['api_token']}"})
+        assert r.status_code == 201, r.text
+        invited.append((ws["workspace_id"], r.json()["id"]))
+    cookie = email_code_session(platform, email)
+    app_cookies = _app_session(platform, cookie)
+    for workspace_id, invitation_id in invited:
+        r = requests.post(platform.urls["app"] + f"/api/platform/v1/workspaces/{workspace_id}/invitations/"
+                          f"{invitation_id}/accept", json={}, cookies=app_cookies, timeout=30,
+                          headers={"X-Requested-With": "app"})
+        assert r.status_code == 201, r.text
+    identity, password = platform.urls["identity"], "mfa-" + secrets.token_urlsafe(12)
+    headers = {"Cookie": cookie, "X-Requested-With": "test"}
+    r = requests.post(identity + "/account/totp/setup", json={}, headers=headers, timeout=30)
+    assert r.status_code == 200, r.text
+    secret = r.json()["secret"]
+    r = requests.post(identity + "/account/totp/confirm", json={"code": pyotp.TOTP(secret).at(time.time() - 30)},
+                      headers=headers, timeout=30)  # the previous step: the current one stays free for signing in
+    assert r.status_code == 200, r.text
+    r = requests.post(identity + "/account/password", json={"new_password": password}, headers=headers, timeout=30)
+    assert r.status_code == 200, r.text
+    return {"email": email, "password": password, "totp_secret": secret}

@@ -1,6 +1,6 @@
-"""The agent builder's datasets, against the real agents and catalog APIs of the local platform: the
-demo user builds an agent without JSON, ticks one of the workspace's datasets, saves, reloads the editor
-and sees exactly that dataset ticked; the agent's page names it; the builder fits a 375 px screen and
+"""The agent builder's datasets, against the real agents and catalog APIs of the local platform: an
+Admin of the demo workspace builds an agent without JSON, ticks one of the workspace's datasets, saves,
+reloads the editor and sees exactly that dataset ticked; the agent's page names it; the builder fits a 375 px screen and
 passes axe-core."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.sessions import mfa_member
 from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, ready, sign_in_with_password_and_totp
 
 pytestmark = [pytest.mark.integration,
@@ -22,11 +23,11 @@ def ticked(page: Any) -> list[str]:
 
 
 def test_tick_a_dataset_save_reload_and_see_it_ticked(platform: Any, browser: Any) -> None:
-    app, auth, demo = platform.urls["app"], platform.urls["identity"], platform.demo
+    app, auth, user = platform.urls["app"], platform.urls["identity"], mfa_member(platform)
     context = browser.new_context(viewport={"width": 375, "height": 800})
     page = context.new_page()
     page.goto(app + "/agents/new")
-    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
     page.wait_for_url(app + "/agents/new")
     ready(page)
     page.wait_for_selector("fieldset legend:has-text('Datasets it may read')")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from infra.local_run import HOLD_AGENT_STEPS
+from tests.integration.sessions import mfa_member
 from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, ready, sign_in_with_password_and_totp
 
 pytestmark = [pytest.mark.integration,
@@ -18,11 +19,11 @@ pytestmark = [pytest.mark.integration,
 
 
 def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -> None:
-    app, auth, demo = platform.urls["app"], platform.urls["identity"], platform.demo
+    app, auth, user = platform.urls["app"], platform.urls["identity"], mfa_member(platform)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.goto(app + "/agents")
-    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
     page.wait_for_url(app + "/agents")
     ready(page)
     page.wait_for_selector("a:has-text('Demo order analyst')")
@@ -78,12 +79,12 @@ def test_cancel_a_run_in_progress(platform: Any, browser: Any) -> None:
     is pressed (by keyboard). The API accepts the request (202), the page says the run stops after the
     current step; once the worker moves on, its checkpoint finishes the run ``cancelled`` before step 2,
     and no further step starts."""
-    app, auth, demo = platform.urls["app"], platform.urls["identity"], platform.demo
+    app, auth, user = platform.urls["app"], platform.urls["identity"], mfa_member(platform)
     hold = platform.state_dir / HOLD_AGENT_STEPS
     context = browser.new_context(viewport={"width": 375, "height": 800})
     page = context.new_page()
     page.goto(app + "/agents")
-    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
     page.wait_for_url(app + "/agents")
     ready(page)
     page.click("a:has-text('Demo order analyst')")

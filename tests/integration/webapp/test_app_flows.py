@@ -21,6 +21,7 @@ import pytest
 import requests
 
 from infra.local_run import run_now_file
+from tests.integration.sessions import mfa_member
 from tests.integration.webapp.browser import (
     AXE,
     CHROMIUM,
@@ -47,17 +48,17 @@ def _goto(page: Any, url: str) -> None:
 
 def test_journey(platform: Any, browser: Any) -> None:
     app, auth = platform.urls["app"], platform.urls["identity"]
-    demo = platform.demo
+    demo, user = platform.demo, mfa_member(platform)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     refused = csp_watch(page)
 
     # a signed-out deep link goes to the hosted sign-in and comes back to the same address
     page.goto(app + "/audit?action=workspace.created")
-    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
     page.wait_for_url(app + "/audit?action=workspace.created")
     ready(page)
-    assert page.text_content("#who") == demo["email"]
+    assert page.text_content("#who") == user["email"]
     page.wait_for_selector("table caption:has-text('Audit events')")
     assert page.locator("tbody tr").count() >= 1 and "workspace.created" in page.text_content("tbody")
     check_page(page)
@@ -321,7 +322,7 @@ def test_journey(platform: Any, browser: Any) -> None:
     assert [page.evaluate("window.__call"), other.evaluate("window.__call")] == ["ok", "ok"]
     other.close()
     _goto(page, app + "/")  # still signed in: no sign-in redirect
-    assert page.text_content("#who") == demo["email"]
+    assert page.text_content("#who") == user["email"]
 
     # sign out: the app and the identity service's session end; the next visit asks to sign in
     _goto(page, app + "/")
@@ -386,11 +387,12 @@ def test_dr_lag_after_a_real_replication_pass(platform: Any, browser: Any) -> No
     ``run_now_file``), and Settings shows the copy: the checkpoint time and a lag within the RPO. Turning
     DR off again shows no copy."""
     app, auth, demo = platform.urls["app"], platform.urls["identity"], platform.demo
+    user = mfa_member(platform, workspaces=("us-east-1", "eu-central-1"))
     context = browser.new_context(viewport={"width": 375, "height": 800})
     page = context.new_page()
     refused = csp_watch(page)
     page.goto(app + "/settings")
-    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
     page.wait_for_url(app + "/settings")
     ready(page)
     options = page.locator("#ws-switch option").all_text_contents()
@@ -441,16 +443,16 @@ def test_a_sign_in_link_with_a_foreign_return_path_lands_on_the_app(platform: An
     reads ``//evil.example``, another host. The sign-in link with such a path (a tab, or CR/LF, which
     answered 500) signs the user in and lands on the app's home page, on the app's own origin."""
     app, auth = platform.urls["app"], platform.urls["identity"]
-    demo = platform.demo
+    user = mfa_member(platform)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     seen: list[str] = []
     page.on("request", lambda req: seen.append(req.url))
     resp = page.goto(app + "/session/signin?path=" + evil)
     assert resp is not None and resp.status < 500
-    sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
     page.wait_for_url(app + "/")
     ready(page)
-    assert page.text_content("#who") == demo["email"]
+    assert page.text_content("#who") == user["email"]
     assert not [u for u in seen if "evil.example" in u.split("?", 1)[0]], seen
     context.close()

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures import documents
+from tests.integration.sessions import mfa_member
 from tests.integration.webapp.browser import (
     AXE,
     CHROMIUM,
@@ -42,13 +43,13 @@ PDF_PAGES = [f"Zephyr{TAG} handbook. Orders of zephyr gadgets ship within two da
 
 @pytest.fixture(scope="module")
 def admin(platform: Any, browser: Any) -> Any:
-    """The demo Admin signed in once for the module (1280 px); tests reuse the page."""
+    """An Admin of the demo workspace signed in once for the module (1280 px); tests reuse the page."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.refused = csp_watch(page)
     page.goto(platform.urls["app"] + "/knowledge/connectors")
-    demo = platform.demo
-    sign_in_with_password_and_totp(page, platform.urls["identity"], demo["email"], demo["password"], demo["totp_secret"])
+    user = mfa_member(platform)
+    sign_in_with_password_and_totp(page, platform.urls["identity"], user["email"], user["password"], user["totp_secret"])
     page.wait_for_url(platform.urls["app"] + "/knowledge/connectors")
     ready(page)
     yield page
