@@ -66,7 +66,8 @@ function connectionsBox(region, onChange) {
   return [box, h("h3", {}, "Add a connection"), add];
 }
 
-function allowBox() {
+/** The per-role model allow-list form (also on the settings page); ``draw`` reloads it. */
+export function allowListBox() {
   const box = h("div", {}, loading());
   const draw = async () => {
     try {
@@ -83,7 +84,7 @@ function allowBox() {
         for (const role of ["admin", "member", "viewer"]) body.roles[role] = data.get(`restrict-${role}`) ? data.getAll(`allow-${role}`) : null;
         const saved = await platform("/v1/models/allow-list", { method: "PUT", body });
         out.replaceChildren(h("p", { class: "ok" }, `Saved: ${Object.keys(saved.roles || {}).join(", ") || "no role"} restricted.`));
-      }, h("p", { class: "note" }, "A role without a list may use every model offered here."), rows, h("button", { type: "submit" }, "Save allow-list")));
+      }, h("p", { class: "note" }, `Models serving this workspace's region (${models.region || ""}); a role without a list may use all of them.`), rows, h("button", { type: "submit" }, "Save allow-list")));
     } catch (err) { box.replaceChildren(problemBox(err)); }
   };
   draw();
@@ -96,7 +97,7 @@ export async function render({ view, me }) {
     return;
   }
   const models = await platform("/v1/models");
-  const allow = allowBox();
+  const allow = allowListBox();
   view.replaceChildren(h("h1", {}, "Models"),
     models.generative_available ? null : h("p", { class: "note", id: "no-generative-model" }, models.notice || "No generative model is connected."),
     section("Model connections", ...connectionsBox(models.region, allow.draw)),

@@ -4,6 +4,7 @@
 import { platform, missing } from "../api.js";
 import { h, field, form, table, section, badge, when, action, problemBox, loading } from "../dom.js";
 import { drStatus } from "../replication.js";
+import { allowListBox } from "./models.js";
 
 const pendingApi = (what) => h("p", { class: "pending-api" }, `${what} is not available on this deployment yet.`);
 
@@ -31,7 +32,7 @@ export async function render({ view, me, reloadFrame }) {
   view.replaceChildren(h("h1", {}, "Settings"),
     section("General", h("p", { class: "meta" }, `Residency ${ws.residency} (${ws.region || ""}) — fixed at creation; moving regions is a supervised migration.`), general),
     section("Replication", replication(ws, wsId)),
-    section("Models allowed per role", modelsBox(wsId)),
+    section("Models allowed per role", allowListBox().box),
     section("Single sign-on", ssoBox(wsId)),
     section("Support access", supportBox(wsId)),
     section("Usage", usageBox()));
@@ -67,26 +68,6 @@ function replication(ws, wsId) {
     button, h("p", {}, "Disaster-recovery copy: ", drStatus(ws)), out, dialog];
 }
 
-function modelsBox() {
-  const box = h("div", {}, loading());
-  Promise.all([platform("/v1/models/allow-list"), platform("/v1/models")]).then(([list, models]) => {
-    const roles = list.roles || {};
-    const ids = (models.items || []).map((m) => m.id);
-    const rows = ["admin", "member", "viewer"].map((role) => {
-      const restricted = h("input", { type: "checkbox", name: `restrict-${role}`, checked: Array.isArray(roles[role]) });
-      const boxes = ids.map((id) => h("input", { type: "checkbox", name: `allow-${role}`, value: id, checked: (roles[role] || []).includes(id) }));
-      return h("fieldset", {}, h("legend", {}, role), field(`Restrict ${role}s to the models ticked below`, restricted), boxes.map((b) => field(b.value, b)));
-    });
-    box.replaceChildren(form(async (data, out) => {
-      const body = { roles: {} };
-      for (const role of ["admin", "member", "viewer"]) body.roles[role] = data.get(`restrict-${role}`) ? data.getAll(`allow-${role}`) : null;
-      const saved = await platform("/v1/models/allow-list", { method: "PUT", body });
-      out.replaceChildren(h("p", { class: "ok" }, `Saved: ${Object.keys(saved.roles || {}).join(", ") || "no role"} restricted.`));
-    }, h("p", { class: "note" }, `Models serving this workspace's region (${models.region || ""}); a role without a list may use all of them.`), rows,
-    h("button", { type: "submit" }, "Save allow-list")));
-  }, (err) => box.replaceChildren(missing(err) ? pendingApi("The model allow-list") : problemBox(err)));
-  return box;
-}
 
 // SSO: create a connection (kind preset, domain, issuer, client), then prove the domain: each
 // connection shows its verification status and what to publish (well-known file or DNS TXT record).
