@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from infra.sso_demo import start_peer
 from tests.integration.conftest import free_port
+from tests.local_http import send_body
 
 PEER_DIR = Path(__file__).parent / "peers" / "oidc-provider"
 
@@ -126,12 +127,7 @@ class CodeHostingProvider(_Server):
 
         class Handler(BaseHTTPRequestHandler):
             def _json(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_body(self, body, status)
 
             def do_GET(self) -> None:  # noqa: N802
                 url = urlparse(self.path)

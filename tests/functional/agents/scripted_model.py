@@ -6,9 +6,10 @@ records every request it received."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.local_http import send_body, serve, stop, url_of
 
 
 def message(turn: dict[str, Any]) -> dict[str, Any]:
@@ -37,18 +38,11 @@ class ScriptedModel:
                 script.requests.append(body)
                 turn = script.turns.pop(0) if script.turns else {"answer": "out of script"}
                 turn = turn(body) if callable(turn) else turn  # a turn may depend on what the model was sent
-                out = json.dumps({"choices": [{"message": message(turn), "finish_reason": "stop"}],
-                                  "usage": {"prompt_tokens": 50, "completion_tokens": 10}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                send_body(self, {"choices": [{"message": message(turn), "finish_reason": "stop"}],
+                                 "usage": {"prompt_tokens": 50, "completion_tokens": 10}})
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd = serve(Handler)
+        self.url = url_of(self.httpd)
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        stop(self.httpd)

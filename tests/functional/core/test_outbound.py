@@ -10,7 +10,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from cryptography.x509.oid import NameOID
 
 from chalicelib.core.http import outbound
 from chalicelib.core.http.outbound import OutboundError, Policy, Refused, Timeouts
+from tests.local_http import send_body, serve, stop
 
 LOCAL = Policy(private=True)  # the server under test is on loopback
 QUICK = Timeouts(connect=2, read=0.3, total=2)
@@ -51,11 +52,7 @@ class _Server:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                 elif path == "/big":
-                    body = b"x" * 2048
-                    self.send_response(200)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
+                    send_body(self, b"x" * 2048, content_type=None)
                 elif path == "/silent":
                     outer.release.wait(10)
                 elif path == "/trickle":
@@ -67,25 +64,16 @@ class _Server:
                         self.wfile.write(b"data: x\n")
                         self.wfile.flush()
                 else:
-                    body = b'{"ok": true}\nsecond line\n'
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
+                    send_body(self, b'{"ok": true}\nsecond line\n')
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
         if tls is not None:
             tls.sni_callback = lambda sock, name, ctx: self.sni.append(name)  # type: ignore[assignment,misc]
-            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.server = serve(Handler, tls)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        stop(self.server)
 
 
 @pytest.fixture

@@ -1,13 +1,13 @@
 """A local JSON API for tests of ``http`` connectors, and its fixture."""
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+
+from tests.local_http import send_body, serve, stop
 
 
 class LocalApi:
@@ -30,16 +30,10 @@ class LocalApi:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                body = json.dumps({"items": [{"id": 1, "updated_at": "2024-01-01T00:00:00Z"}], "next": None}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_body(self, {"items": [{"id": 1, "updated_at": "2024-01-01T00:00:00Z"}], "next": None})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = serve(Handler)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def __enter__(self) -> LocalApi:
         return self
@@ -48,8 +42,7 @@ class LocalApi:
         self.close()
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop(self.server)
 
 
 @pytest.fixture

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,6 +15,7 @@ from chalicelib.core import aws, clock
 from chalicelib.gateway import models
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, dataset, drain, rows_of, source_client
+from tests.local_http import send_body, serve, stop, url_of
 
 
 def _sync(c, tenant: Tenant, conn_id: str, mode: str = "INCREMENTAL") -> dict:
@@ -150,20 +150,13 @@ class _Api:
                 matching = [r for _, r in sorted(api.records.items()) if r["updated_at"] > since]
                 page = matching[start:start + limit]
                 nxt = str(start + limit) if start + limit < len(matching) else None
-                body = json.dumps({"items": page, "next": nxt}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_body(self, {"items": page, "next": nxt})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/people"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = serve(Handler)
+        self.url = url_of(self.server, "/people")
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop(self.server)
 
 
 def test_http_api_paginates_and_syncs_only_updates(tenant: Tenant) -> None:

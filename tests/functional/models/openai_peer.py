@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.local_http import send_body, serve, stop, url_of
 
 KEY = "sk-test-loopback-123"
 
@@ -21,8 +22,7 @@ class Peer:
     server: Any = None
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop(self.server)
 
 
 def _answer(body: dict[str, Any]) -> str:
@@ -68,15 +68,8 @@ def start() -> Peer:
             self.wfile.write(b"data: [DONE]\n\n")
 
         def _json(self, obj: Any) -> None:
-            raw = json.dumps(obj).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            send_body(self, obj)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    peer.server = server
-    peer.url = f"http://127.0.0.1:{server.server_address[1]}"
+    peer.server = serve(Handler)
+    peer.url = url_of(peer.server)
     return peer

@@ -20,8 +20,10 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.local_http import send_body, serve, stop, url_of
 
 
 @dataclass
@@ -44,8 +46,7 @@ class ScriptedPeer:
     url: str = ""
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop(self.server)
 
     @property
     def port(self) -> int:
@@ -66,11 +67,7 @@ def start(**script: Any) -> ScriptedPeer:
             return True
 
         def _send(self, status: int, raw: bytes, ctype: str = "application/json") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            send_body(self, raw, status, ctype)
 
         def do_GET(self) -> None:  # noqa: N802
             peer.calls.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": None})
@@ -126,8 +123,6 @@ def start(**script: Any) -> ScriptedPeer:
             finally:
                 peer.ended.set()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    peer.server = server
-    peer.url = f"http://127.0.0.1:{server.server_address[1]}"
+    peer.server = serve(Handler)
+    peer.url = url_of(peer.server)
     return peer

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from chalicelib.webapp import upstream
+from tests.local_http import serve, stop, url_of
 
 
 class _Upstream:
@@ -43,9 +44,8 @@ class _Upstream:
                 finally:
                     upstream_.ended.set()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/chats"
+        self.server = serve(Handler)
+        self.url = url_of(self.server, "/v1/chats")
 
 
 @pytest.fixture
@@ -53,8 +53,7 @@ def peer() -> Iterator[_Upstream]:
     p = _Upstream()
     yield p
     p.gate.set()
-    p.server.shutdown()
-    p.server.server_close()
+    stop(p.server)
 
 
 def test_the_first_event_passes_before_the_stream_ends(peer: _Upstream) -> None:

@@ -1,0 +1,41 @@
+"""A local HTTP peer for tests: a request handler class served on a free loopback port by a daemon thread,
+and the one way its handlers answer with a whole body."""
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def serve(handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
+    """``handler`` served on 127.0.0.1 (a free port: ``server.server_address[1]``), TLS when ``tls`` is given;
+    stop it with ``stop``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def url_of(server: ThreadingHTTPServer, path: str = "", scheme: str = "http") -> str:
+    return f"{scheme}://127.0.0.1:{server.server_address[1]}{path}"
+
+
+def stop(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+def send_body(handler: BaseHTTPRequestHandler, body: Any, status: int = 200,
+              content_type: str | None = "application/json") -> None:
+    """Answer with ``body`` (bytes as they are, anything else as JSON) and its length."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    handler.send_response(status)
+    if content_type is not None:
+        handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(raw)))
+    handler.end_headers()
+    handler.wfile.write(raw)
