@@ -105,10 +105,21 @@ def _intro(module: object) -> str:
     return doc.split("\n\n", 1)[0].replace("\n", " ")
 
 
+def _fresh_process_state() -> None:
+    """Each benchmark starts as in a new process: no cache, signer, client or setting left by the one before
+    (each runs against its own emulator, so a key or item cached from another's would be stale)."""
+    from chalicelib.core import process_state
+    from chalicelib.core.config import settings
+
+    settings.cache_clear()
+    process_state.reset_all(derived=True)
+
+
 def run_module(name: str) -> str:
     """Run one benchmark module; returns its section of the document."""
     module = importlib.import_module(f"bench.{name}")
     print(f"## {name}\n", flush=True)
+    _fresh_process_state()
     tee = _Tee(sys.stdout)  # type: ignore[arg-type]
     started = time.monotonic()
     outcome = ""

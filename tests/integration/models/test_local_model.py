@@ -124,17 +124,14 @@ def test_an_admin_adds_the_declared_local_server_as_a_connection(stack: RunningP
 
 
 def test_the_models_page_adds_tests_and_removes_a_connection(stack: RunningPlatform, browser: Any) -> None:
-    from tests.integration.webapp.browser import check_page, ready, sign_in_with_password_and_totp
+    from tests.integration.webapp.browser import check_page, sign_in_at
 
-    app, auth, demo = stack.urls["app"], stack.urls["identity"], stack.demo
+    demo = stack.demo
     server = json.loads((stack.state_dir / "run.json").read_text())["local_models"]["us-east-1"]
     for width in (1280, 375):
         context = browser.new_context(viewport={"width": width, "height": 900})
         page = context.new_page()
-        page.goto(app + "/models")
-        sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
-        page.wait_for_url(app + "/models")
-        ready(page)
+        sign_in_at(page, stack.urls, demo, "/models")
         check_page(page, f"models-{width}")
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         name = f"page-llama-{width}"

@@ -73,6 +73,15 @@ def sign_in_with_password_and_totp(page: Any, auth: str, email: str, password: s
     page.click("#mfa-form button[type=submit]")
 
 
+def sign_in_at(page: Any, urls: dict[str, str], user: dict[str, str], path: str = "/") -> None:
+    """Open the app's ``path`` signed out, sign ``user`` (``email``, ``password``, ``totp_secret``) in on the
+    hosted page, and wait until the app is back at ``path`` and ready."""
+    page.goto(urls["app"] + path)
+    sign_in_with_password_and_totp(page, urls["identity"], user["email"], user["password"], user["totp_secret"])
+    page.wait_for_url(urls["app"] + path)
+    ready(page)
+
+
 def sign_in_with_emailed_code(page: Any, auth: str, outbox: Path, email: str) -> None:
     page.wait_for_url(re.compile(re.escape(auth) + r"/signin\?"))
     page.fill("#email", email)

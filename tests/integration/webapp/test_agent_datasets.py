@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.integration.sessions import mfa_member
-from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, ready, sign_in_with_password_and_totp
+from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, ready, sign_in_at
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif((not os.path.exists(CHROMIUM) or not AXE.exists()) and not os.environ.get("CI"),
@@ -23,13 +23,10 @@ def ticked(page: Any) -> list[str]:
 
 
 def test_tick_a_dataset_save_reload_and_see_it_ticked(platform: Any, browser: Any) -> None:
-    app, auth, user = platform.urls["app"], platform.urls["identity"], mfa_member(platform)
+    user = mfa_member(platform)
     context = browser.new_context(viewport={"width": 375, "height": 800})
     page = context.new_page()
-    page.goto(app + "/agents/new")
-    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
-    page.wait_for_url(app + "/agents/new")
-    ready(page)
+    sign_in_at(page, platform.urls, user, "/agents/new")
     page.wait_for_selector("fieldset legend:has-text('Datasets it may read')")
     names = page.eval_on_selector_all("#agent-datasets input[name=datasets]", "els => els.map(e => e.labels[0].textContent)")
     assert "orders" in names and "customers" in names, names

@@ -11,7 +11,7 @@ import pytest
 
 from infra.local_run import HOLD_AGENT_STEPS
 from tests.integration.sessions import mfa_member
-from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, ready, sign_in_with_password_and_totp
+from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, ready, sign_in_at
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif((not os.path.exists(CHROMIUM) or not AXE.exists()) and not os.environ.get("CI"),
@@ -19,13 +19,10 @@ pytestmark = [pytest.mark.integration,
 
 
 def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -> None:
-    app, auth, user = platform.urls["app"], platform.urls["identity"], mfa_member(platform)
+    user = mfa_member(platform)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.goto(app + "/agents")
-    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
-    page.wait_for_url(app + "/agents")
-    ready(page)
+    sign_in_at(page, platform.urls, user, "/agents")
     page.wait_for_selector("a:has-text('Demo order analyst')")
     check_page(page, "agents")
     page.click("a:has-text('New agent')")
@@ -79,14 +76,11 @@ def test_cancel_a_run_in_progress(platform: Any, browser: Any) -> None:
     is pressed (by keyboard). The API accepts the request (202), the page says the run stops after the
     current step; once the worker moves on, its checkpoint finishes the run ``cancelled`` before step 2,
     and no further step starts."""
-    app, auth, user = platform.urls["app"], platform.urls["identity"], mfa_member(platform)
+    user = mfa_member(platform)
     hold = platform.state_dir / HOLD_AGENT_STEPS
     context = browser.new_context(viewport={"width": 375, "height": 800})
     page = context.new_page()
-    page.goto(app + "/agents")
-    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
-    page.wait_for_url(app + "/agents")
-    ready(page)
+    sign_in_at(page, platform.urls, user, "/agents")
     page.click("a:has-text('Demo order analyst')")
     page.wait_for_selector("#start-run")
     hold.touch()

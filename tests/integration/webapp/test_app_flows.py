@@ -31,6 +31,7 @@ from tests.integration.webapp.browser import (
     csp_watch,
     read_mail,
     ready,
+    sign_in_at,
     sign_in_with_emailed_code,
     sign_in_with_password_and_totp,
 )
@@ -54,10 +55,7 @@ def test_journey(platform: Any, browser: Any) -> None:
     refused = csp_watch(page)
 
     # a signed-out deep link goes to the hosted sign-in and comes back to the same address
-    page.goto(app + "/audit?action=workspace.created")
-    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
-    page.wait_for_url(app + "/audit?action=workspace.created")
-    ready(page)
+    sign_in_at(page, platform.urls, user, "/audit?action=workspace.created")
     assert page.text_content("#who") == user["email"]
     page.wait_for_selector("table caption:has-text('Audit events')")
     assert page.locator("tbody tr").count() >= 1 and "workspace.created" in page.text_content("tbody")
@@ -386,15 +384,12 @@ def test_dr_lag_after_a_real_replication_pass(platform: Any, browser: Any) -> No
     region's scheduler runs one real replication pass against the local stack (asked through its
     ``run_now_file``), and Settings shows the copy: the checkpoint time and a lag within the RPO. Turning
     DR off again shows no copy."""
-    app, auth, demo = platform.urls["app"], platform.urls["identity"], platform.demo
+    app, demo = platform.urls["app"], platform.demo
     user = mfa_member(platform, workspaces=("us-east-1", "eu-central-1"))
     context = browser.new_context(viewport={"width": 375, "height": 800})
     page = context.new_page()
     refused = csp_watch(page)
-    page.goto(app + "/settings")
-    sign_in_with_password_and_totp(page, auth, user["email"], user["password"], user["totp_secret"])
-    page.wait_for_url(app + "/settings")
-    ready(page)
+    sign_in_at(page, platform.urls, user, "/settings")
     options = page.locator("#ws-switch option").all_text_contents()
     page.select_option("#ws-switch", label=next(o for o in options if "Demo Workspace EU" in o))
     page.wait_for_selector("#ws-name:text-is('Demo Workspace EU')")

@@ -29,7 +29,7 @@ from tests.integration.webapp.browser import (
     check_page,
     csp_watch,
     ready,
-    sign_in_with_password_and_totp,
+    sign_in_at,
 )
 
 pytestmark = [pytest.mark.integration,
@@ -47,11 +47,7 @@ def admin(platform: Any, browser: Any) -> Any:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.refused = csp_watch(page)
-    page.goto(platform.urls["app"] + "/knowledge/connectors")
-    user = mfa_member(platform)
-    sign_in_with_password_and_totp(page, platform.urls["identity"], user["email"], user["password"], user["totp_secret"])
-    page.wait_for_url(platform.urls["app"] + "/knowledge/connectors")
-    ready(page)
+    sign_in_at(page, platform.urls, mfa_member(platform), "/knowledge/connectors")
     yield page
     assert page.refused == [], page.refused
     context.close()

@@ -19,7 +19,7 @@ import requests
 
 from tests.functional.models import scripted_peer
 from tests.integration.conftest import RunningPlatform, start_platform, stop_platform
-from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, csp_watch, ready, sign_in_with_password_and_totp
+from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, csp_watch, ready, sign_in_at
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif((not os.path.exists(CHROMIUM) or not AXE.exists()) and not os.environ.get("CI"),
@@ -63,11 +63,7 @@ def page(stack: RunningPlatform, browser: Any) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     p = context.new_page()
     p.refused = csp_watch(p)
-    p.goto(stack.urls["app"] + "/chat")
-    demo = stack.demo
-    sign_in_with_password_and_totp(p, stack.urls["identity"], demo["email"], demo["password"], demo["totp_secret"])
-    p.wait_for_url(stack.urls["app"] + "/chat")
-    ready(p)
+    sign_in_at(p, stack.urls, stack.demo, "/chat")
     yield p
     assert p.refused == [], p.refused
     context.close()
