@@ -110,10 +110,30 @@ def finish(run: models.RunAttrs, status: str, *, attempt: int | None = None, out
     run_log = log_ or events.RunLog(region, run.workspace_id, run.id, run.expires_at, None)
     data: dict[str, Any] = {"status": status, **({"error": error} if error else {})}
     run_log.add(f"run.{status}", data)
-    edges = _edges(run, datasets, status)
+    details = {"status": status, "error": error if error is not None else (json.loads(run.error) if run.error else None),
+               "usage": usage if usage is not None else json.loads(run.usage or "{}")}
+    if not _commit_finish(region, run, run_log, _edges(run, datasets, status), actions, cond, details):
+        run.refresh(consistent_read=True)
+        return False
+    run.status, run.finished_at, run.active, run.finalized = status, now, None, 1
+    run.lease_owner = run.lease_expires_at = None
+    if output is not None:
+        run.output = json.dumps(output, default=str)
+    if error is not None:
+        run.error = json.dumps(error)
+    if usage is not None:
+        run.usage = json.dumps(usage)
+    run.read = json.dumps(datasets)
+    return True
 
+
+def _commit_finish(region: str, run: models.RunAttrs, run_log: events.RunLog, edges: list[Any], actions: list[Any],
+                   condition: Any, details: dict[str, Any]) -> bool:
+    """The finish's audit event in ONE transaction with the run's fenced update (``actions`` under
+    ``condition``), its pending events and the first lineage edges (the rest are written after); ``details``
+    holds the event's status, error and usage. False when the fence refused (another writer finished it)."""
     def effects(tx: Tx) -> None:
-        tx.update(run, actions=actions, condition=cond, tag="fence")
+        tx.update(run, actions=actions, condition=condition, tag="fence")
         run_log.put_in(tx)
         for edge in edges[:MAX_LINEAGE_IN_FINISH]:
             tx.save(edge)
@@ -122,13 +142,11 @@ def finish(run: models.RunAttrs, status: str, *, attempt: int | None = None, out
         try:
             audit.append(region, run.workspace_id, "agent_run.finished", actor=SYSTEM,
                          target={"type": "agent_run", "id": run.id},
-                         details={"agent_id": run.agent_id, "status": status, "started_by": run.user_id,
-                                  "error": error if error is not None else (json.loads(run.error) if run.error else None),
-                                  "usage": usage if usage is not None else json.loads(run.usage or "{}")},
+                         details={"agent_id": run.agent_id, "status": details["status"], "started_by": run.user_id,
+                                  "error": details["error"], "usage": details["usage"]},
                          caller=starting_caller(run), effects=effects)
         except Refused as refused:
             if "fence" in refused.tags:
-                run.refresh(consistent_read=True)
                 return False
             run_log.resync()  # the API added an event (a cancel request) meanwhile
             continue
@@ -140,15 +158,6 @@ def finish(run: models.RunAttrs, status: str, *, attempt: int | None = None, out
         with type(edges[0]).batch_write() as batch:
             for edge in edges[MAX_LINEAGE_IN_FINISH:]:
                 batch.save(edge)
-    run.status, run.finished_at, run.active, run.finalized = status, now, None, 1
-    run.lease_owner = run.lease_expires_at = None
-    if output is not None:
-        run.output = json.dumps(output, default=str)
-    if error is not None:
-        run.error = json.dumps(error)
-    if usage is not None:
-        run.usage = json.dumps(usage)
-    run.read = json.dumps(datasets)
     return True
 
 
@@ -175,26 +184,8 @@ def record_finish(region: str, run: models.RunAttrs) -> None:
     R = models.RunAttrs
     run_log = events.RunLog(region, run.workspace_id, run.id, run.expires_at, None)
     run_log.add(f"run.{run.status}", data)
-    edges = _edges(run, json.loads(run.read or "[]"), run.status)
-
-    def effects(tx: Tx) -> None:
-        tx.update(run, actions=[R.finalized.set(1)], condition=R.finalized.does_not_exist(), tag="fence")
-        run_log.put_in(tx)
-        for edge in edges[:MAX_LINEAGE_IN_FINISH]:
-            tx.save(edge)
-
-    for _ in range(FINISH_ATTEMPTS):
-        try:
-            audit.append(region, run.workspace_id, "agent_run.finished", actor=SYSTEM,
-                         target={"type": "agent_run", "id": run.id},
-                         details={"agent_id": run.agent_id, "status": run.status, "started_by": run.user_id,
-                                  "error": (json.loads(run.error) if run.error else None),
-                                  "usage": json.loads(run.usage or "{}")},
-                         caller=starting_caller(run), effects=effects)
-        except Refused as refused:
-            if "fence" in refused.tags:
-                return  # finalized by another writer
-            run_log.resync()
-            continue
+    details = {"status": run.status, "error": json.loads(run.error) if run.error else None,
+               "usage": json.loads(run.usage or "{}")}
+    if _commit_finish(region, run, run_log, _edges(run, json.loads(run.read or "[]"), run.status),
+                      [R.finalized.set(1)], R.finalized.does_not_exist(), details):
         run.finalized = 1
-        return
