@@ -44,4 +44,4 @@ def pytest_collection_modifyitems(config: object, items: list) -> None:
             return (0, LONG_FIRST.index(path))
         return (1 if path.startswith("tests/integration/") else 2, 0)
 
-    items[:] = [item for _, item in sorted(enumerate(items), key=lambda pair: (rank(pair[1]), pair[0]))]
+    items.sort(key=rank)  # a stable sort: within a rank the collection order stays

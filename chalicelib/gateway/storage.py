@@ -274,10 +274,9 @@ def _copy_sorted(con: Any, body: str, out: str) -> list[str]:
 
 
 def _groups(parts: list[tuple[str, int]]) -> list[list[str]]:
-    """The relation's parts (query, rows) in runs of at most ``PART_ROWS`` rows (a bigger part
-    alone). Each run is sorted by one COPY: a sort fed by
-    several scans held more memory than one fed by a single scan (1M rows of two objects ran out of the cap),
-    so a run of several parts is staged in a table first."""
+    """The relation's parts (query, rows) in runs of at most ``PART_ROWS`` rows (a bigger part alone). Each
+    run is sorted by one COPY; a sort fed by several scans held more memory than one fed by a single scan (1M
+    rows of two objects ran out of the cap), so a run of several parts is staged in a table first."""
     groups: list[list[str]] = []
     rows = 0
     for sql, n in parts:

@@ -15,8 +15,9 @@ of moto's DynamoDB backend in one process-wide lock, so a conditional write or a
 against every other write. The read handlers (``GetItem``, ``BatchGetItem``, ``Query``, ``Scan``,
 ``TransactGetItems``) take the same lock while they read and serialise items: an update changes moto's
 item in place, and a read serialising it at the same moment failed ("dictionary changed size during
-iteration", a 500), where DynamoDB returns the item as it was before or after the write. It is applied by the local runner (``infra/local_run.py``) and by the test
-fixtures; it is never packaged into the Lambda functions. ``snapshot.py`` and ``server.py`` keep the
+iteration", a 500), where DynamoDB returns the item as it was before or after the write. It is applied by
+the local runner (``infra/local_run.py``), the test fixtures and the benchmarks; it is never packaged into
+the Lambda functions. ``snapshot.py`` and ``server.py`` keep the
 emulator's state across restarts of ``make run``.
 """
 from __future__ import annotations
