@@ -22,10 +22,12 @@ DuckDB is imported inside the functions: the workers entry must not load it at i
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +68,9 @@ class SnapshotResult:
     incoming_rows: int = 0  # unique keys that arrived (``rows_written`` of them new or changed)
     keys: list[str] = field(default_factory=list)  # the snapshot's files (its manifest's)
     old_keys: list[str] = field(default_factory=list)  # the files of the snapshot it replaces
+    # a complete batch's rows as read (before the last row per key won): rows per source, columns with a null
+    rows_by_source: dict[str, int] = field(default_factory=dict)
+    null_columns: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -328,7 +333,8 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
     def counts(paths: list[str]) -> tuple[int, int, int, int]:
         """(rows, distinct keys, rows new or changed against the old snapshot, old keys gone): one join of
         the parts' keys and hashes with the old snapshot's."""
-        distinct = "count(DISTINCT n._key)" if direct and stage.may_repeat else "count(n._key)"
+        # distinct keys by their 64-bit hashes: a collision only sends the sync down the exact path
+        distinct = "count(DISTINCT hash(n._key))" if direct and stage.may_repeat else "count(n._key)"
         return con.execute(
             f"SELECT count(n._key), {distinct}, "
             "count(*) FILTER (WHERE n._key IS NOT NULL AND o._hash IS DISTINCT FROM n._hash), "
@@ -337,29 +343,62 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
             "FULL OUTER JOIN (SELECT _key, _hash FROM old) o ON o._key = n._key").fetchone()
 
     paths = write()
-    total, distinct, written, deleted = counts(paths)
-    if total != distinct:
-        direct = False  # the same key in several rows: the last one wins (``Stage.materialize``), written again
-        shutil.rmtree(out, ignore_errors=True)
-        paths = write()
-        total, _, written, deleted = counts(paths)
-    digests = {f: (lo, hi, srcs) for f, lo, hi, srcs in con.execute(
-        "SELECT filename, min(_key), max(_key), list(DISTINCT coalesce(_source, '')) "
-        f"FROM read_parquet({_files_sql(paths)}, filename = true) GROUP BY filename").fetchall()}
-    keys, parts = [], []
-    for p, path in enumerate(paths):
+    keys = _part_keys(prefix, paths)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the parts go up while DuckDB reads them for the counts
+        uploads = pool.submit(contextvars.copy_context().run, _upload_all, region, paths, keys)
+        total, distinct, written, deleted = counts(paths)
+        digests, by_source = _digests(con, paths)
+        nulls = _null_columns(con, paths) if complete else set()
+        if total != distinct:
+            uploads.result()
+            direct = False  # the same key in several rows: the last one wins (``Stage.materialize``), written again
+            shutil.rmtree(out, ignore_errors=True)
+            paths = write()
+            keys = _part_keys(prefix, paths)
+            uploads = pool.submit(contextvars.copy_context().run, _upload_all, region, paths, keys)
+            total, _, written, deleted = counts(paths)
+            digests = _digests(con, paths)[0]
+        uploads.result()
+    parts = []
+    for path in paths:
         lo, hi, srcs = digests.get(path, (None, None, []))
         if lo is not None:
             parts.append({"lo": lo, "hi": hi, "sources": sorted(srcs)})
-        key = f"{prefix}/part-{p:05d}.parquet"
-        _upload(region, path, key)
-        keys.append(key)
+        os.remove(path)
     manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total),
                         parts=parts if len(parts) == len(keys) else None)
     _put_manifest(region, prefix, manifest)
     return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
                           parts=len(keys) + 1, incoming_rows=int(total) if complete else stage.incoming_rows,
-                          keys=manifest.keys(), old_keys=old.keys())
+                          keys=manifest.keys(), old_keys=old.keys(), rows_by_source=by_source if complete else {},
+                          null_columns=nulls)
+
+
+def _digests(con: Any, paths: list[str]) -> tuple[dict[str, tuple[str, str, list[str]]], dict[str, int]]:
+    """Per part (path): its lowest and highest ``_key`` and its ``_source`` values ("" for none); and the
+    rows per source over all parts."""
+    digests, by_source = {}, {}
+    for path, lo, hi, sources, rows in con.execute(
+            "SELECT filename, min(lo), max(hi), list(src), list(n) FROM (SELECT filename, coalesce(_source, '') AS src, "
+            f"min(_key) AS lo, max(_key) AS hi, count(*) AS n FROM read_parquet({_files_sql(paths)}, filename = true) "
+            "GROUP BY ALL) GROUP BY filename").fetchall():
+        digests[path] = (lo, hi, sources)
+        for src, n in zip(sources, rows, strict=True):
+            by_source[src] = by_source.get(src, 0) + n
+    return digests, by_source
+
+
+def _null_columns(con: Any, paths: list[str]) -> set[str]:
+    """The columns holding a null in the parts (from their Parquet statistics; counted where one lacks them)."""
+    found = con.execute("SELECT path_in_schema, sum(stats_null_count), count(*) - count(stats_null_count) "
+                        f"FROM parquet_metadata({_files_sql(paths)}) GROUP BY ALL").fetchall()
+    unknown = [name for name, _, missing in found if missing]
+    nulls = {name for name, n, missing in found if n and not missing}
+    if unknown:
+        got = con.execute("SELECT " + ", ".join(f"bool_or({_ident(n)} IS NULL)" for n in unknown)
+                          + f" FROM read_parquet({_files_sql(paths)})").fetchone()
+        nulls.update(n for n, has in zip(unknown, got, strict=True) if has)
+    return nulls
 
 
 def _touched_parts(con: Any, old: Manifest, replaced: set[str]) -> list[int] | None:
@@ -408,12 +447,23 @@ def _write_layer(con: Any, region: str, tmp: str, prefix: str, old: Manifest, co
     return Manifest(base=list(old.base), layers=layers, base_rows=old.base_rows, parts=old.parts), written
 
 
-def _upload(region: str, path: str, key: str) -> None:
+def _upload(region: str, path: str, key: str, *, remove: bool = True) -> None:
     """One PUT streamed from the file (no transfer thread pool: its buffers would add to the peak)."""
     with open(path, "rb") as fh:
         aws.client("s3", region).put_object(Bucket=aws.bucket_name(BUCKET, region), Key=key, Body=fh)
-    os.remove(path)
+    if remove:
+        os.remove(path)
     _part_written(key)
+
+
+def _part_keys(prefix: str, paths: list[str]) -> list[str]:
+    return [f"{prefix}/part-{p:05d}.parquet" for p in range(len(paths))]
+
+
+def _upload_all(region: str, paths: list[str], keys: list[str]) -> None:
+    """The files, in order, each to its key (the files stay)."""
+    for path, key in zip(paths, keys, strict=True):
+        _upload(region, path, key, remove=False)
 
 
 def _put_manifest(region: str, prefix: str, manifest: Manifest) -> None:

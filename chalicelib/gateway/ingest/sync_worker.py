@@ -45,7 +45,7 @@ from chalicelib.gateway.catalog import lineage_edges
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.ingest import connectors, normalize
 from chalicelib.gateway.ingest import typed_rows as ingest
-from chalicelib.gateway.ingest.sources import SourceError, module
+from chalicelib.gateway.ingest.sources import Batch, SourceError, module
 from chalicelib.gateway.vocabulary import LINEAGE_CONNECTOR, LINEAGE_DATASET, highest_classification
 
 log = get_logger("gateway.sync")
@@ -226,31 +226,14 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
     src = replace(connectors.source_of(conn, region), progress=progress)
     batch = module(conn.kind).read(src, cursor, mode)
 
-    # parse, type, hash and key natively where the source allows it (``ingest``); last row wins per key
-    old_schema = json.loads(dataset.schema) if dataset else []
-    version = int(dataset.schema_version) if dataset else 0
-    now_iso = clock.iso()
-    stage = ingest.open_stage()
     try:
-        incoming = ingest.Incoming(stage, batch, src.report)
-        observer = normalize.Observer(old_schema)
-        incoming.observe(observer)
-        schema, drift, names = observer.finish(now_iso, version)
-        unchanged = (dataset is not None and dataset.data_prefix and not batch.complete and not stage.rows_read
-                     and not batch.replaced_sources and drift is None and schema == old_schema)
-        if unchanged:  # nothing to merge: keep the current snapshot, commit cursor and freshness only
-            snap = storage.SnapshotResult(prefix=dataset.data_prefix, row_count=int(dataset.row_count), rows_written=0,
-                                          rows_deleted=0, parts=0)
-        else:
-            incoming.build(schema, names)
-            snap = storage.write_snapshot(region, ws, dataset_id, run.id, attempt, schema, stage,
-                                          old_prefix=dataset.data_prefix if dataset else None,
-                                          complete=batch.complete, replaced_sources=batch.replaced_sources,
-                                          compact=bool(drift and drift["changed"]))
+        # a whole source's CSV objects may be typed from their samples, checked as they are written
+        written = _write(region, run, attempt, batch, dataset, dataset_id, src.report, sampled=batch.complete)
+        if written is None:  # a value past a sample refuted its typing: typed again, exactly
+            written = _write(region, run, attempt, batch, dataset, dataset_id, src.report, sampled=False)
     finally:
-        stage.close()
         batch.cleanup()
-    rows_read = stage.rows_read
+    schema, drift, snap, rows_read, unchanged = written
     details = {"rows_deleted": snap.rows_deleted, "rows_unchanged": snap.incoming_rows - snap.rows_written,
                "parts": snap.parts, "drift": drift, "skipped": batch.skipped[:50]}
     _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, rows_read, progress.objects,
@@ -263,6 +246,46 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
     if not unchanged and on_changed is not None:
         on_changed(region, ws, dataset_id)
     return {"rows_read": rows_read, "rows_written": snap.rows_written, "row_count": snap.row_count}
+
+
+def _write(region: str, run: models.SyncRunAttrs, attempt: int, batch: Batch, dataset: models.DatasetAttrs | None,
+           dataset_id: str, report: Callable[[int, int], None] | None, *, sampled: bool
+           ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, storage.SnapshotResult, int, bool] | None:
+    """Parse, type, hash and key the batch natively where the source allows it (``ingest``; the last row wins
+    per key) and write the new snapshot: (schema, drift, snapshot, rows read, unchanged). None when
+    ``sampled`` typing was refuted by a value the writer met (nothing was uploaded)."""
+    import duckdb  # noqa: PLC0415
+
+    old_schema = json.loads(dataset.schema) if dataset else []
+    version = int(dataset.schema_version) if dataset else 0
+    stage = ingest.open_stage()
+    try:
+        incoming = ingest.Incoming(stage, batch, report)
+        observer = normalize.Observer(old_schema)
+        incoming.observe(observer, sampled)
+        schema, drift, names = observer.finish(clock.iso(), version)
+        unchanged = bool(dataset is not None and dataset.data_prefix and not batch.complete and not stage.rows_read
+                         and not batch.replaced_sources and drift is None and schema == old_schema)
+        if unchanged:  # nothing to merge: keep the current snapshot, commit cursor and freshness only
+            snap = storage.SnapshotResult(prefix=dataset.data_prefix, row_count=int(dataset.row_count), rows_written=0,
+                                          rows_deleted=0, parts=0)
+            return schema, drift, snap, stage.rows_read, unchanged
+        incoming.build(schema, names)
+        try:
+            snap = storage.write_snapshot(region, run.workspace_id, dataset_id, run.id, attempt, schema, stage,
+                                          old_prefix=dataset.data_prefix if dataset else None,
+                                          complete=batch.complete, replaced_sources=batch.replaced_sources,
+                                          compact=bool(drift and drift["changed"]))
+        except duckdb.Error:
+            if not incoming.sampled:
+                raise
+            log.info("sampled typing refuted", extra={"sync_id": run.id, "sources": len(incoming.sampled)})
+            return None
+        if incoming.sampled:
+            schema = incoming.settle(schema, snap.rows_by_source, snap.null_columns)
+        return schema, drift, snap, stage.rows_read, unchanged
+    finally:
+        stage.close()
 
 
 class _Progress:

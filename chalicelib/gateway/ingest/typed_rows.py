@@ -45,8 +45,11 @@ _FLOAT = r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+"
 _DATE = r"\d{4}-\d{2}-\d{2}"
 # TS_RE with the ranges ``datetime.fromisoformat`` checks (the day is checked by a DATE cast)
 _TS = r"\d{4}-\d{2}-\d{2}[T ](?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d{1,6})?)?(?:Z|z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)?"
+_DATE_OR_TS = _DATE + "(?:" + _TS[len(_DATE):] + ")?"
 _CODES = {1: "INTEGER", 2: "FLOAT", 3: "BOOLEAN", 4: "DATE", 5: "TIMESTAMP", 6: "STRING"}
 _PLAIN_JSON = r"[ !#-\[\]-~]*"  # printable ASCII without quote or backslash: json.dumps adds only quotes
+# stops the snapshot writer where a sampled object's value breaks its sample's typing (``_observe_sampled``)
+_REFUTED = "error('a value past the sniffer''s sample refutes its typing')"
 
 
 @dataclass
@@ -124,12 +127,22 @@ def _is(v: str, typ: str) -> str:
     date_ok = f"try_cast(left({v}, 10) AS DATE) IS NOT NULL"
     return {
         "INTEGER": f"regexp_full_match({v}, {_lit(_INT)})",
-        "FLOAT": f"(regexp_full_match({v}, {_lit(_INT)}) OR regexp_full_match({v}, {_lit(_FLOAT)}))",
+        "FLOAT": f"regexp_full_match({v}, {_lit(_FLOAT)})",  # (every INTEGER value matches it too)
         "BOOLEAN": f"lower({v}) IN ('true', 'false')",
         "DATE": f"(length({v}) = 10 AND regexp_full_match({v}, {_lit(_DATE)}) AND {date_ok})",
         "TIMESTAMP": f"({date_ok} AND ((length({v}) = 10 AND regexp_full_match({v}, {_lit(_DATE)})) "
                      f"OR regexp_full_match({v}, {_lit(_TS)})))",
     }[typ]
+
+
+def _accepts(v: str, typ: str) -> str:
+    """SQL: ``_is`` for a value that is also cast to ``typ`` (a DATE or TIMESTAMP whose day does not exist
+    fails the cast instead)."""
+    if typ == "DATE":
+        return f"(length({v}) = 10 AND regexp_full_match({v}, {_lit(_DATE)}))"
+    if typ == "TIMESTAMP":
+        return f"regexp_full_match({v}, {_lit(_DATE_OR_TS)})"
+    return _is(v, typ)
 
 
 def _type_of(mask: int | None) -> str | None:
@@ -148,11 +161,8 @@ def _typed(v: str, typ: str) -> str:
         return f"CAST({v} AS DOUBLE)"
     if typ == "BOOLEAN":
         return f"(lower({v}) = 'true')"
-    if typ == "TIMESTAMP":  # with an offset: to UTC (slower); else as written (a trailing Z is UTC already)
-        offset = (f"length({v}) > 10 AND (substr({v}, length({v}) - 5, 1) IN ('+', '-') "
-                  f"OR substr({v}, length({v}) - 4, 1) IN ('+', '-'))")
-        return (f"CASE WHEN {offset} THEN timezone('UTC', CAST({v} AS TIMESTAMPTZ)) "
-                f"ELSE CAST(rtrim({v}, 'zZ') AS TIMESTAMP) END")
+    if typ == "TIMESTAMP":  # with an offset: to UTC; else as written (the stage's time zone is UTC)
+        return f"CAST(CAST(CASE WHEN suffix({v}, 'z') THEN rtrim({v}, 'z') ELSE {v} END AS TIMESTAMPTZ) AS TIMESTAMP)"
     if typ == "DATE":
         return f"CAST(left({v}, 10) AS DATE)"
     if typ == "JSON":
@@ -173,6 +183,14 @@ class _Native:
     json_kinds: list[set[str]] | None = None  # JSON Lines/Parquet: each column's JSON value types (``t<i>``)
     proposed: list[str | None] | None = None  # CSV: the sniffer's proposal per column (project type names)
     key_missing: bool = False  # CSV: some row has no value for part of the primary key
+    # CSV typed from its sample (``_observe_sampled``): the proposal each column's values are checked against
+    # as the snapshot writer reads them (``rows`` is then unknown until the rows are written)
+    checks: dict[str, str] | None = None
+
+    @property
+    def planned_rows(self) -> int:
+        """Its rows, or an estimate from its size while they are unknown (to plan the writer's runs)."""
+        return self.rows if self.rows >= 0 else _estimate_rows(self.file.path)
 
     @property
     def numbered(self) -> str:
@@ -351,10 +369,39 @@ def _pk_columns(part: _Native) -> list[str]:
     return pk if all(k in part.headers for k in pk) else resolve_columns(pk, part.headers)
 
 
-def _observe_native(stage: Stage, part: _Native, observer: normalize.Observer) -> None:
+def _estimate_rows(path: str) -> int:
+    """A file's rows from the line length of its first MB (quoted line breaks make it an estimate)."""
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 20)
+    return max(1, round(os.path.getsize(path) * head.count(b"\n") / max(1, len(head))))
+
+
+def _observe_sampled(stage: Stage, part: _Native, observer: normalize.Observer, cols: list[str], known: set[str],
+                     guess: dict[str, str]) -> bool:
+    """The object typed from the sniffer's sample alone, when the full rules give each proposal exactly on
+    it and the file runs past it: the rest of the file is then checked as the snapshot writer reads it
+    (``_select_native``: a value the proposal refutes, or a missing key, stops the write and the sync is
+    typed again by the exact aggregate). Nulls and the row count come from the written rows
+    (``Incoming.settle``). False (nothing fed) when the sample does not decide."""
+    con = stage.con
+    got = con.execute("SELECT " + ", ".join(["count(*)"] + [f"bit_or(1 << {_category(c)})" for c in guess])
+                      + f" FROM (SELECT {', '.join(guess) or '1'} FROM {part.scan} LIMIT {SNIFF_ROWS})").fetchone()
+    if got[0] < SNIFF_ROWS or any(_type_of(m) != typ for m, typ in zip(got[1:], guess.values(), strict=True)):
+        return False  # the whole file is in the sample (exact at once), or the sample is narrower or wider
+    part.checks = dict(guess)
+    for c, h in zip(cols, part.headers, strict=True):
+        samples: list[Any] = []
+        if h not in observer.by_source:
+            samples = [r[0] for r in con.execute(f"SELECT {c} FROM {part.scan} WHERE {c} IS NOT NULL LIMIT 200").fetchall()]
+        observer.add_column(h, "STRING" if c in known else guess[c], 0, False, samples)
+    return True
+
+
+def _observe_native(stage: Stage, part: _Native, observer: normalize.Observer, sampled: bool = False) -> None:
     """Types, nulls and samples of the object's columns, fed to ``observer``. For a CSV: the sniffer's
     proposals checked by one aggregate over the file (a proposal it refutes, or a column without one,
-    gets the full rules), its row count and whether a primary key value is missing."""
+    gets the full rules), its row count and whether a primary key value is missing. ``sampled``: a CSV
+    that runs past the sniffer's sample may be typed from it (``_observe_sampled``)."""
     if part.json_kinds is not None:
         _observe_json(stage, part, observer)
         return
@@ -372,12 +419,18 @@ def _observe_native(stage: Stage, part: _Native, observer: normalize.Observer) -
         known.update(c for c, m in zip(texts, got, strict=True) if _type_of(m) == "STRING")
     guess = {c: p for c, p in zip(cols, proposed, strict=True) if c not in known and p not in (None, "STRING")}
     slow = [c for c in cols if c not in known and c not in guess]
+    if sampled and not slow and _observe_sampled(stage, part, observer, cols, known, guess):
+        return
     index = {h: f"c{i}" for i, h in enumerate(part.headers)}
     keys = [index[k] for k in _pk_columns(part) if k in index] if part.file.primary_key else []
     # the validation aggregate: one pass over the file
     items = ["count(*)"] + [f"count({c})" for c in cols]
     items += [f"bool_and({c} IS NULL OR {_is(c, typ)})" for c, typ in guess.items()]
-    narrower = {"FLOAT": f"regexp_full_match(#, {_lit(_INT)})", "TIMESTAMP": "length(#) = 10"}
+    # whether every value of a column its check accepted is of the narrower type (a FLOAT without '.', 'e'
+    # or 'E' matches ``_INT`` unless it has more than 18 digits)
+    narrower = {"FLOAT": "NOT (contains(#, '.') OR contains(#, 'e') OR contains(#, 'E')) "
+                         "AND length(#) <= 18 + CAST(starts_with(#, '-') AS INTEGER)",
+                "TIMESTAMP": "length(#) = 10"}
     items += [f"bool_and({narrower[typ].replace('#', c)})" if typ in narrower else "NULL" for c, typ in guess.items()]
     items += [f"bit_or(1 << {_category(c)})" for c in slow]
     items.append("bool_or(" + " OR ".join(f"({c} IS NULL OR {c} = '')" for c in keys) + ")" if keys else "false")
@@ -452,6 +505,7 @@ def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
     if not part.rows:
         return None
     key_cols = _check_key(stage, part) if part.file.primary_key else []
+    checks = part.checks or {}
     by_col = {names[h]: i for i, h in enumerate(part.headers)}
     types = {f"c{i}": next(f["type"] for f in schema if f["name"] == names[h]) for i, h in enumerate(part.headers)}
     items = []
@@ -463,12 +517,17 @@ def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
             continue
         value = (_typed(f"c{i}", f["type"]) if part.json_kinds is None else
                  _json_typed(f"c{i}", f"t{i}", f["type"]))
+        if f"c{i}" in checks:
+            value = f"CASE WHEN c{i} IS NULL OR {_accepts(f'c{i}', checks[f'c{i}'])} THEN {value} ELSE {_REFUTED} END"
         items.append(f"CAST({value} AS {typ}) AS {_q(f['name'])}")
     if key_cols:
         # a CSV value of a column typed other than text matched that type's ASCII pattern: no escaping needed
         key = "'[' || " + " || ', ' || ".join(
             f"'\"' || {c} || '\"'" if part.json_kinds is None and types[c] not in ("STRING", "JSON") else _json_str(c)
             for c in key_cols) + " || ']'"
+        if part.checks is not None:
+            missing = " OR ".join(f"{c} IS NULL OR {c} = ''" for c in key_cols)
+            key = f"CASE WHEN {missing} THEN {_REFUTED} ELSE {key} END"
     else:
         key = f"{_lit(part.file.source + '#')} || CAST(_rn + 1 AS VARCHAR)"
     order = part.file.order << ORD_SHIFT
@@ -513,7 +572,10 @@ class Incoming:
         self.stage, self.batch, self.report = stage, batch, report
         self.parts: list[tuple[int, Any]] = []  # (order, _Native | list[(ord, Record)])
 
-    def observe(self, observer: normalize.Observer) -> None:
+    def observe(self, observer: normalize.Observer, sampled: bool = False) -> None:
+        """``sampled``: CSV objects past the sniffer's sample may be typed from it (``_observe_sampled``);
+        the caller then calls ``settle`` with what the written rows say, and types the batch again
+        without ``sampled`` if the writer was stopped."""
         import duckdb  # noqa: PLC0415
 
         batch = self.batch
@@ -537,12 +599,12 @@ class Incoming:
         for objects, (order, part) in enumerate(self.parts, start=1):
             if isinstance(part, _Native):
                 try:
-                    _observe_native(self.stage, part, observer)
+                    _observe_native(self.stage, part, observer, sampled)
                 except duckdb.Error:  # the CSV reader refused a row the sniffer did not see: row by row
                     part = self._fallback(part.file)
                     self.parts[objects - 1] = (order, part)
                 else:
-                    rows += part.rows
+                    rows += max(part.rows, 0)
                     if self.report is not None:
                         self.report(objects, rows)
                     continue
@@ -553,6 +615,19 @@ class Incoming:
                     if self.report is not None:
                         self.report(objects, rows)
         self.stage.rows_read = rows
+
+    @property
+    def sampled(self) -> list[str]:
+        """The sources typed from their sample (their rows and nulls are known once written)."""
+        return [p.file.source for _, p in self.parts if isinstance(p, _Native) and p.checks is not None]
+
+    def settle(self, schema: list[dict[str, Any]], rows_by_source: dict[str, int],
+               null_columns: set[str]) -> list[dict[str, Any]]:
+        """After the snapshot of a batch with ``sampled`` objects is written: their rows added to
+        ``Stage.rows_read``, and the schema with every column that holds a null in the written rows
+        nullable (what the exact aggregate would have said: a column missing from some rows is null there)."""
+        self.stage.rows_read += sum(rows_by_source.get(source, 0) for source in self.sampled)
+        return [dict(f, nullable=True) if f["name"] in null_columns and not f["nullable"] else f for f in schema]
 
     @staticmethod
     def _fallback(f: CsvFile) -> list[tuple[int, Record]]:
@@ -566,7 +641,7 @@ class Incoming:
             if isinstance(part, _Native):
                 sql = _select_native(self.stage, part, schema, names)
                 if sql is not None:
-                    selects.append((sql, part.rows))
+                    selects.append((sql, part.planned_rows))
             elif isinstance(part, RecordSpool):
                 records.append(((-1 << ORD_SHIFT) + i, r) for i, r in enumerate(part))
             else:

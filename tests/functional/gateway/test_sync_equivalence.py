@@ -5,6 +5,7 @@ deleted) after the source changes, then after a full refresh."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 import os
 import tempfile
 
@@ -26,6 +27,18 @@ from tests.functional.gateway.sync_helpers import (
 )
 from tests.reference import random_csv, snapshot_v1
 from tests.reference import typed_rows_v1 as oracle_rows
+
+
+class _OracleIncoming(oracle_rows.Incoming):
+    """The old path types every object exactly: nothing is ever typed from a sample."""
+
+    sampled: list[str] = []
+
+    def observe(self, observer, sampled: bool = False) -> None:
+        super().observe(observer)
+
+
+_oracle = SimpleNamespace(open_stage=oracle_rows.open_stage, Incoming=_OracleIncoming)
 
 
 def _oracle_write(region, workspace_id, dataset_id, sync_id, attempt, schema, stage, *, old_prefix, complete,
@@ -66,9 +79,14 @@ def _sync(c, tenant: Tenant, conn: dict, mode: str) -> dict:
 @pytest.mark.parametrize("seed", range(12))
 def test_random_sources_sync_to_the_same_snapshots_and_diffs_as_the_old_path(tenant: Tenant, monkeypatch,
                                                                               seed: int) -> None:
+    """Odd seeds sniff 40-row samples, so a full refresh types most objects from their sample (checked as
+    they are written, typed again exactly where a later value refutes it)."""
+    from chalicelib.gateway.ingest import typed_rows
     from chalicelib.knowledge import indexer
 
     monkeypatch.setattr(indexer, "on_sync", lambda *a, **k: None)
+    if seed % 2:
+        monkeypatch.setattr(typed_rows, "SNIFF_ROWS", 40)
     before = random_csv.table(3000 + seed)
     after = random_csv.changed(seed, before)
     bucket = new_bucket(tenant.region)
@@ -87,7 +105,7 @@ def test_random_sources_sync_to_the_same_snapshots_and_diffs_as_the_old_path(ten
         def both(mode: str) -> None:
             new_run = _sync(c, tenant, conns["new"], mode)
             with monkeypatch.context() as m:
-                m.setattr(sync_worker, "ingest", oracle_rows)
+                m.setattr(sync_worker, "ingest", _oracle)
                 m.setattr(storage, "write_snapshot", _oracle_write)
                 old_run = _sync(c, tenant, conns["old"], mode)
             assert new_run == old_run

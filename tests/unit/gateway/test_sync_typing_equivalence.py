@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+import duckdb
 import pytest
 
 from chalicelib.gateway.ingest import normalize
@@ -61,6 +62,38 @@ def _run(module, t: random_csv.Table, old_schema: list, direct: bool = False):
             stage.close()
 
 
+def _run_sampled(t: random_csv.Table, old_schema: list):
+    """As ``_run`` for a whole source the way the sync worker types it: from the samples where they decide,
+    checked as the rows are read, nulls and rows read settled from the rows; with the objects it typed from
+    their samples. None when a value past a sample refuted it (the worker then types the source again
+    exactly)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        stage = ingest.open_stage()
+        try:
+            incoming = ingest.Incoming(stage, _batch(tmp, t))
+            observer = normalize.Observer(old_schema)
+            incoming.observe(observer, sampled=True)
+            schema, drift, names = observer.finish(AT, 1)
+            try:
+                incoming.build(schema, names)
+                rows = f"({stage.incoming_sql})"
+                by_source = dict(stage.con.execute(f"SELECT _source, count(*) FROM {rows} GROUP BY ALL").fetchall())
+                has_null = stage.con.execute("SELECT " + ", ".join(
+                    [f'bool_or("{f["name"]}" IS NULL)' for f in schema] or ["1"]) + f" FROM {rows}").fetchone()
+                stage.materialize()
+            except SourceError as err:
+                return ("error", str(err)), incoming.sampled
+            except duckdb.Error:
+                assert incoming.sampled
+                return None
+            schema = incoming.settle(schema, by_source, {f["name"] for f, n in zip(schema, has_null) if n})
+            sql = "SELECT * EXCLUDE (_ord) FROM incoming ORDER BY _key"
+            types = [r[:2] for r in stage.con.execute(f"DESCRIBE {sql}").fetchall()]
+            return (schema, drift, stage.rows_read, types, stage.con.execute(sql).fetchall()), incoming.sampled
+        finally:
+            stage.close()
+
+
 def _same(t: random_csv.Table, old_schema: list | None = None) -> None:
     want = _run(oracle, t, old_schema or [])
     got = _run(ingest, t, old_schema or [])
@@ -86,3 +119,59 @@ def test_a_changed_source_drifts_the_schema_as_the_old_path(seed: int) -> None:
     first = _run(oracle, before, [])
     after = random_csv.changed(seed, before)
     _same(after, first[0] if first[0] != "error" else [])
+
+
+def _or_error(fn, *args):
+    try:
+        return fn(*args)
+    except SourceError as err:  # a row-by-row reader's error while the objects are observed
+        return ("error", str(err))
+
+
+def test_objects_typed_from_their_samples_match_the_old_path(monkeypatch) -> None:
+    """With 30-row samples, random sources typed from their samples give the old path's result."""
+    monkeypatch.setattr(ingest, "SNIFF_ROWS", 30)
+    sampled_sources = 0
+    for seed in range(40):
+        t = random_csv.table(4000 + seed, long_rows=60 if seed % 2 else 0, blank_key=seed % 5 == 4)
+        want = _or_error(_run, oracle, t, [])
+        got = _or_error(_run_sampled, t, [])
+        if got is None:
+            got = _or_error(_run, ingest, t, [])
+        elif got[0] != "error":
+            got, sampled = got
+            sampled_sources += bool(sampled)
+        assert got == want, seed
+    assert sampled_sources >= 5
+
+
+def _source(late: list[str]) -> random_csv.Table:
+    """3,000 rows of a key, an integer, a float, a date and a timestamp, ``late`` replacing row 2,900's (past
+    the sniffer's sample, which DuckDB takes in 2,048-row chunks)."""
+    rows = [[str(i), str(i * 7), f"{i / 3:.3f}", f"2024-01-{i % 28 + 1:02d}", f"2024-02-01T10:{i % 60:02d}:00Z"]
+            for i in range(3000)]
+    rows[2899] = late
+    text = "id,n,x,d,ts\n" + "".join(",".join(r) + "\n" for r in rows)
+    return random_csv.Table({"t/00.csv": text}, ["id"], [])
+
+
+@pytest.mark.parametrize("late", [
+    ["2899", "007", "1.5", "2024-01-01", "2024-02-01T10:00:00Z"],  # DuckDB reads 007 as 7; the rules: text
+    ["2899", "7", "1,5", "2024-01-01", "2024-02-01T10:00:00Z"],  # an unquoted comma: a ragged row
+    ["2899", "7", "1.5", "2024-02-30", "2024-02-01T10:00:00Z"],  # no such day: text
+    ["2899", "7", "1.5", "2024-01-01", "2024-02-01T24:00:00Z"],
+    ["2899", "7", "1.5", "2024-01-01", "2024-02-01"],  # a date in a timestamp column: still a timestamp
+    ["", "7", "1.5", "2024-01-01", "2024-02-01T10:00:00Z"],  # no key: the sync fails, naming row 2,900
+])
+def test_a_value_past_the_sample_refutes_it_and_the_exact_path_decides(monkeypatch, late: list[str]) -> None:
+    monkeypatch.setattr(ingest, "SNIFF_ROWS", 1000)
+    t = _source(late)
+    want = _or_error(_run, oracle, t, [])
+    got = _or_error(_run_sampled, t, [])
+    if late[4] == "2024-02-01":
+        assert got[0] == want and got[1] == ["t/00.csv"]  # within the sampled types: not refuted
+        return
+    assert got is None  # refuted as the rows were read
+    assert _or_error(_run, ingest, t, []) == want
+    if not late[0]:
+        assert want == ("error", "t/00.csv row 2900 has no value for primary key id")
