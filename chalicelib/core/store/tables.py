@@ -5,7 +5,7 @@ A PynamoDB model class keeps its connection, so the region cannot change per cal
 """
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pynamodb.connection import Connection
 from pynamodb.models import Model
@@ -59,3 +59,42 @@ def _connection(region: str) -> Connection:
     return Connection(region=region, max_retry_attempts=4)
 
 
+
+
+def get_together(region: str, wanted: list[tuple[type[Model], str, str | None]]) -> list[Model | None]:
+    """Items of several tables of ``region`` in ONE consistent ``BatchGetItem``: per (model class of
+    ``regional``, hash key, range key or None), the item or None when absent (at most 100 keys)."""
+    request: dict[str, Any] = {}
+    keyed: list[tuple[str, dict[str, Any]]] = []
+    for cls, hash_key, range_key in wanted:
+        key = _key(cls, hash_key, range_key)
+        table = cls.Meta.table_name
+        keys = request.setdefault(table, {"Keys": [], "ConsistentRead": True})["Keys"]
+        if key not in keys:
+            keys.append(key)
+        keyed.append((table, key))
+    found: dict[str, list[dict[str, Any]]] = {}
+    client = connection(region).client
+    for _ in range(5):
+        answer = client.batch_get_item(RequestItems=request)
+        for table, items in answer.get("Responses", {}).items():
+            found.setdefault(table, []).extend(items)
+        request = answer.get("UnprocessedKeys") or {}
+        if not request:
+            break
+    else:
+        raise RuntimeError("DynamoDB left keys unprocessed five times")
+    out: list[Model | None] = []
+    for (cls, _, _), (table, key) in zip(wanted, keyed, strict=True):
+        raw = next((i for i in found.get(table, []) if all(i.get(k) == v for k, v in key.items())), None)
+        out.append(cls.from_raw_data(raw) if raw is not None else None)
+    return out
+
+
+def _key(cls: type[Model], hash_key: str, range_key: str | None) -> dict[str, Any]:
+    attr = cls._hash_key_attribute()
+    key = {attr.attr_name: {attr.attr_type: attr.serialize(hash_key)}}
+    if range_key is not None:
+        rattr = cls._range_key_attribute()
+        key[rattr.attr_name] = {rattr.attr_type: rattr.serialize(range_key)}
+    return key

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import aws
+from chalicelib.core import aws, process_state
 from chalicelib.core.regions import check_client_region
 from chalicelib.gateway import models
 
@@ -53,19 +53,45 @@ def _table() -> str:
     return aws.table_name(models.CatalogVersionAttrs.TABLE)
 
 
+_last_seen: dict[tuple[str, str], int] = {}  # (region, workspace) -> the version this process last saw
+process_state.enrol(f"{__name__}._last_seen", _last_seen.clear)
+
+
 def record_change(region: str, workspace_id: str, *, datasets: Iterable[str] = (),
                   connectors: Iterable[str] = (), everything: bool = False) -> int:
-    """Bump the workspace's catalog version after a write; returns the new version."""
+    """Bump the workspace's catalog version after a write; returns the new version. ONE conditional
+    ``UpdateItem`` writes the version and its log entry together when this process knows the current
+    version (it wrote or read it last); the item it returns on a refusal gives the version for one more
+    try; else the version is bumped first and its entry written after (two calls)."""
     client, key = _client(region), {"workspace_id": {"S": workspace_id}}
+    names = sorted({DATASET + d for d in datasets if d} | {CONNECTOR + c for c in connectors if c})
+    entry = {"S": EVERYTHING if everything or not names or len(names) > MAX_NAMED else ",".join(names)}
+    known = _last_seen.get((region, workspace_id))
+    for _ in range(2):
+        if known is None:
+            break
+        try:
+            client.update_item(
+                TableName=_table(), Key=key, UpdateExpression="SET #v = :new, #c = :entry REMOVE #old",
+                ConditionExpression="#v = :seen" if known else "attribute_not_exists(#v)",
+                ExpressionAttributeNames={"#v": "version", "#c": f"c{known + 1}", "#old": f"c{known + 1 - KEEP}"},
+                ExpressionAttributeValues={":new": {"N": str(known + 1)}, ":entry": entry,
+                                           **({":seen": {"N": str(known)}} if known else {})},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except client.exceptions.ConditionalCheckFailedException as refused:
+            found = refused.response.get("Item", {}).get("version", {}).get("N")
+            known = int(found) if found is not None else None
+            continue
+        _last_seen[(region, workspace_id)] = known + 1
+        return known + 1
     answer = client.update_item(TableName=_table(), Key=key, UpdateExpression="ADD #v :one",
                                 ExpressionAttributeNames={"#v": "version"},
                                 ExpressionAttributeValues={":one": {"N": "1"}}, ReturnValues="UPDATED_NEW")
     version = int(answer["Attributes"]["version"]["N"])
-    names = sorted({DATASET + d for d in datasets if d} | {CONNECTOR + c for c in connectors if c})
-    entry = EVERYTHING if everything or not names or len(names) > MAX_NAMED else ",".join(names)
     client.update_item(TableName=_table(), Key=key, UpdateExpression="SET #c = :entry REMOVE #old",
                        ExpressionAttributeNames={"#c": f"c{version}", "#old": f"c{version - KEEP}"},
-                       ExpressionAttributeValues={":entry": {"S": entry}})
+                       ExpressionAttributeValues={":entry": entry})
+    _last_seen[(region, workspace_id)] = version
     return version
 
 
@@ -74,4 +100,6 @@ def current(region: str, workspace_id: str) -> Changes:
     item = _client(region).get_item(TableName=_table(), Key={"workspace_id": {"S": workspace_id}},
                                     ConsistentRead=True).get("Item") or {}
     log = {int(name[1:]): value["S"] for name, value in item.items() if name[:1] == "c" and name[1:].isdigit()}
-    return Changes(int(item.get("version", {}).get("N", 0)), log)
+    version = int(item.get("version", {}).get("N", 0))
+    _last_seen[(region, workspace_id)] = version
+    return Changes(version, log)

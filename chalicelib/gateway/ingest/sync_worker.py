@@ -38,7 +38,7 @@ from chalicelib.core import audit, clock, tenancy
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions
-from chalicelib.core.store import queues
+from chalicelib.core.store import queues, tables
 from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.gateway import models, storage
 from chalicelib.gateway.catalog import lineage_edges
@@ -182,9 +182,13 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
             lineage_edges.record_edge(region, workspace_id, run.connector_id, LINEAGE_CONNECTOR, run.dataset_id,
                                       LINEAGE_DATASET)
         return Outcome("done", "already finished")
-    try:
-        conn = models.connectors(region).get(workspace_id, run.connector_id, consistent_read=True)
-    except DoesNotExist:
+    # the connector and the dataset the run was requested for, in one read (the commit is conditional on
+    # the dataset's snapshot as read here, so a sync that committed since is never overwritten)
+    wanted = [(models.connectors(region), workspace_id, run.connector_id)]
+    if run.dataset_id:
+        wanted.append((models.datasets(region), workspace_id, run.dataset_id))
+    conn, *dataset = tables.get_together(region, wanted)
+    if conn is None:
         _fail(region, workspace_id, sync_id, "the connector was deleted", final=True)
         return Outcome("done", "connector deleted")
     if conn.status == "PAUSED":  # paused after the request was queued: the run does not happen
@@ -198,7 +202,8 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
     if previous_owner and previous_owner != sync_id:  # took over an expired lease: that worker was lost
         _mark_lost(region, workspace_id, previous_owner)
     try:
-        result = _sync(region, conn, run, attempt, on_changed)
+        result = _sync(region, conn, run, attempt, on_changed,
+                       _Read(dataset[0]) if dataset and run.dataset_id == conn.dataset_id else None)
     except Exception as err:  # noqa: BLE001 - every failure is recorded on the run
         error = str(err) if isinstance(err, SourceError) else f"sync failed ({type(err).__name__})"
         if not isinstance(err, SourceError):
@@ -212,13 +217,16 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
 
 
 def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, attempt: int,
-          on_changed: OnChanged | None) -> dict[str, Any]:
+          on_changed: OnChanged | None, read: _Read | None = None) -> dict[str, Any]:
     ws = conn.workspace_id
     dataset_id = conn.dataset_id or ""
-    try:
-        dataset = models.datasets(region).get(ws, dataset_id, consistent_read=True)
-    except DoesNotExist:
-        dataset = None
+    if read is not None:
+        dataset = read.dataset
+    else:
+        try:
+            dataset = models.datasets(region).get(ws, dataset_id, consistent_read=True)
+        except DoesNotExist:
+            dataset = None
     mode = run.mode
     # a first sync (or a dataset without data) always reads everything
     cursor = json.loads(conn.cursor) if (conn.cursor and dataset is not None and dataset.data_prefix) else None
