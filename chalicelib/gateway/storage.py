@@ -68,6 +68,8 @@ class SnapshotResult:
     incoming_rows: int = 0  # unique keys that arrived (``rows_written`` of them new or changed)
     keys: list[str] = field(default_factory=list)  # the snapshot's files (its manifest's)
     old_keys: list[str] = field(default_factory=list)  # the files of the snapshot it replaces
+    # the files of the snapshot before that one, from its manifest (None: unknown, a prune must list)
+    older_files: list[str] | None = None
     # a complete batch's rows as read (before the last row per key won): rows per source, columns with a null
     rows_by_source: dict[str, int] = field(default_factory=dict)
     null_columns: set[str] = field(default_factory=set)
@@ -83,15 +85,27 @@ class Manifest:
     # ("" for none)}; lets an incremental sync read only the parts a change can touch (``_touched_parts``).
     # None: a base written before digests existed (the next layer reads the whole snapshot instead).
     parts: list[dict[str, Any]] | None = None
+    # the snapshot this one replaced: {"prefix", "keys"}, {} for none (the files a later sync's prune deletes
+    # unlisted); None: written before manifests said
+    replaced: dict[str, Any] | None = None
+    prefix: str = ""  # where it was read from (not stored)
 
     def keys(self) -> list[str]:
         return self.base + [k for layer in self.layers for k in (layer.get("upserts"), layer.get("deletes")) if k]
+
+    def replacing(self, old: Manifest) -> Manifest:
+        """This manifest, naming ``old`` as the snapshot it replaces (none unless ``old`` was read from a prefix)."""
+        self.replaced = {"prefix": old.prefix, "keys": old.keys()} if old.prefix else {}
+        return self
+
 
     def to_json(self) -> str:
         doc: dict[str, Any] = {"version": 1, "base": self.base, "layers": self.layers, "row_count": self.row_count,
                                "base_rows": self.base_rows}
         if self.parts is not None:
             doc["parts"] = self.parts
+        if self.replaced is not None:
+            doc["replaced"] = self.replaced
         return json.dumps(doc, separators=(",", ":"))
 
 
@@ -134,10 +148,12 @@ def read_manifest(region: str, prefix: str) -> Manifest:
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
             raise
-        return Manifest(base=sorted(k for k in _list_keys(region, prefix + "/") if k.endswith(".parquet")))
+        return Manifest(base=sorted(k for k in _list_keys(region, prefix + "/") if k.endswith(".parquet")),
+                        prefix=prefix)
     doc = json.loads(body)
     return Manifest(base=doc["base"], layers=doc.get("layers", []), row_count=int(doc.get("row_count", 0)),
-                    base_rows=int(doc.get("base_rows", -1)), parts=doc.get("parts"))
+                    base_rows=int(doc.get("base_rows", -1)), parts=doc.get("parts"), replaced=doc.get("replaced"),
+                    prefix=prefix)
 
 
 def _download(region: str, keys: list[str], into: str) -> dict[str, str]:
@@ -260,10 +276,10 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
     manifest, objects = _write_layer(con, region, tmp, prefix, old, cols, deleted)
     total = old_rows + added - deleted
     manifest.row_count = int(total)
-    _put_manifest(region, prefix, manifest)
+    _put_manifest(region, prefix, manifest.replacing(old))
     return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
                           parts=objects + 1, compacted=False, incoming_rows=incoming, keys=manifest.keys(),
-                          old_keys=old.keys())
+                          old_keys=old.keys(), older_files=_replaced_files(old))
 
 
 def _copy_sorted(con: Any, body: str, out: str) -> list[str]:
@@ -367,11 +383,11 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
         os.remove(path)
     manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total),
                         parts=parts if len(parts) == len(keys) else None)
-    _put_manifest(region, prefix, manifest)
+    _put_manifest(region, prefix, manifest.replacing(old))
     return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
                           parts=len(keys) + 1, incoming_rows=int(total) if complete else stage.incoming_rows,
-                          keys=manifest.keys(), old_keys=old.keys(), rows_by_source=by_source if complete else {},
-                          null_columns=nulls)
+                          keys=manifest.keys(), old_keys=old.keys(), older_files=_replaced_files(old),
+                          rows_by_source=by_source if complete else {}, null_columns=nulls)
 
 
 def _digests(con: Any, paths: list[str]) -> tuple[dict[str, tuple[str, str, list[str]]], dict[str, int]]:
@@ -466,6 +482,14 @@ def _upload_all(region: str, paths: list[str], keys: list[str]) -> None:
         _upload(region, path, key, remove=False)
 
 
+def _replaced_files(manifest: Manifest) -> list[str] | None:
+    """The files (and manifest) of the snapshot ``manifest`` replaced; None when it does not say."""
+    gone = manifest.replaced
+    if gone is None:
+        return None
+    return [*gone["keys"], f"{gone['prefix']}/{MANIFEST}"] if gone else []
+
+
 def _put_manifest(region: str, prefix: str, manifest: Manifest) -> None:
     key = f"{prefix}/{MANIFEST}"
     aws.client("s3", region).put_object(Bucket=aws.bucket_name(BUCKET, region), Key=key,
@@ -474,17 +498,19 @@ def _put_manifest(region: str, prefix: str, manifest: Manifest) -> None:
 
 
 def prune(region: str, workspace_id: str, dataset_id: str, keep: set[str],
-          known: dict[str, list[str]] | None = None) -> int:
+          known: dict[str, list[str]] | None = None, candidates: list[str] | None = None) -> int:
     """Delete every object of the dataset except the files of the snapshots in ``keep`` (prefixes) and their
     manifests; returns objects removed. ``known``: files of some of those snapshots the caller already
-    has (prefix -> keys), whose manifests are then not read again."""
+    has (prefix -> keys), whose manifests are then not read again. ``candidates``: delete only these (the
+    files of the one snapshot a sync retires) instead of listing the dataset's objects."""
     root = dataset_root(workspace_id, dataset_id)
     known = known or {}
     referenced = {f"{p}/{MANIFEST}" for p in keep if p}
     for p in keep:
         if p:
             referenced.update(known[p] if p in known else read_manifest(region, p).keys())
-    doomed = [k for k in _list_keys(region, root) if k not in referenced]
+    listed = _list_keys(region, root) if candidates is None else [k for k in candidates if k.startswith(root)]
+    doomed = [k for k in listed if k not in referenced]
     if doomed:
         _delete_keys(region, doomed)
     return len(doomed)

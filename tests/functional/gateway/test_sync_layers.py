@@ -107,10 +107,18 @@ def test_layers_stack_then_compact_and_deleted_objects_drop_their_rows(tenant: T
         from tests.functional.gateway.sync_helpers import source_client
 
         source_client("s3", tenant.region).delete_object(Bucket=bucket, Key="rows/02.csv")
+        first = storage.read_manifest(tenant.region, dataset(tenant, ds_id).data_prefix).replaced["prefix"]
+        leftover = f"{storage.dataset_root(tenant.workspace_id, ds_id)}sync_crashed-a1/part-00000.parquet"
+        data = aws.client("s3", tenant.region)
+        data.put_object(Bucket=aws.bucket_name(storage.BUCKET, tenant.region), Key=leftover, Body=b"x")
         run = _sync(c, tenant, conn, "INCREMENTAL")
         assert run["rows_deleted"] == PER_OBJECT, run
         ds = dataset(tenant, ds_id)
         assert len(storage.read_manifest(tenant.region, ds.data_prefix).layers) == 2
+        # the second layer retired the first snapshot (its manifest; its parts are still the base), unlisted:
+        # the leftover of a crashed attempt waits for a sync that lists (a new base, or a retried attempt)
+        assert f"{first}/{storage.MANIFEST}" not in _objects(tenant, ds_id)
+        assert leftover in _objects(tenant, ds_id)
         ids = {r[0] for r in storage.read_rows(tenant.region, ds.data_prefix)[1]}
         assert ds.row_count == len(ids) == 3 * PER_OBJECT
         assert not ids & set(range(2 * PER_OBJECT, 3 * PER_OBJECT))
@@ -131,6 +139,7 @@ def test_layers_stack_then_compact_and_deleted_objects_drop_their_rows(tenant: T
         stray = [k for k in _objects(tenant, ds_id) if k not in keep and not k.endswith(storage.MANIFEST)]
         previous = [k for k in stray if "/part-" not in k and "/layer-" not in k]
         assert not previous
+        assert leftover not in _objects(tenant, ds_id)  # the new base listed the dataset's objects
 
 
 def test_a_key_moving_to_another_object_is_counted_once_and_stays_when_its_old_object_goes(tenant: Tenant,
