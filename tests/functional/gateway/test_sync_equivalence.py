@@ -5,9 +5,9 @@ deleted) after the source changes, then after a full refresh."""
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 import os
 import tempfile
+from types import SimpleNamespace
 
 import duckdb
 import pytest

@@ -79,14 +79,14 @@ def _run_sampled(t: random_csv.Table, old_schema: list):
                 rows = f"({stage.incoming_sql})"
                 by_source = dict(stage.con.execute(f"SELECT _source, count(*) FROM {rows} GROUP BY ALL").fetchall())
                 has_null = stage.con.execute("SELECT " + ", ".join(
-                    [f'bool_or("{f["name"]}" IS NULL)' for f in schema] or ["1"]) + f" FROM {rows}").fetchone()
+                    [f'bool_or("{f["name"]}" IS NULL)' for f in schema]) + f" FROM {rows}").fetchone() if schema else ()
                 stage.materialize()
             except SourceError as err:
                 return ("error", str(err)), incoming.sampled
             except duckdb.Error:
                 assert incoming.sampled
                 return None
-            schema = incoming.settle(schema, by_source, {f["name"] for f, n in zip(schema, has_null) if n})
+            schema = incoming.settle(schema, by_source, {f["name"] for f, n in zip(schema, has_null, strict=True) if n})
             sql = "SELECT * EXCLUDE (_ord) FROM incoming ORDER BY _key"
             types = [r[:2] for r in stage.con.execute(f"DESCRIBE {sql}").fetchall()]
             return (schema, drift, stage.rows_read, types, stage.con.execute(sql).fetchall()), incoming.sampled
