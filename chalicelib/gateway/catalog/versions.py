@@ -55,6 +55,13 @@ def _table() -> str:
 
 _last_seen: dict[tuple[str, str], int] = {}  # (region, workspace) -> the version this process last saw
 process_state.enrol(f"{__name__}._last_seen", _last_seen.clear)
+_SEEN_MAX = 10_000  # workspaces remembered (then forgotten at once: a forgotten one costs the two-call bump)
+
+
+def _saw(region: str, workspace_id: str, version: int) -> None:
+    if len(_last_seen) >= _SEEN_MAX:
+        _last_seen.clear()
+    _last_seen[(region, workspace_id)] = version
 
 
 def record_change(region: str, workspace_id: str, *, datasets: Iterable[str] = (),
@@ -82,7 +89,7 @@ def record_change(region: str, workspace_id: str, *, datasets: Iterable[str] = (
             found = refused.response.get("Item", {}).get("version", {}).get("N")
             known = int(found) if found is not None else None
             continue
-        _last_seen[(region, workspace_id)] = known + 1
+        _saw(region, workspace_id, known + 1)
         return known + 1
     answer = client.update_item(TableName=_table(), Key=key, UpdateExpression="ADD #v :one",
                                 ExpressionAttributeNames={"#v": "version"},
@@ -91,7 +98,7 @@ def record_change(region: str, workspace_id: str, *, datasets: Iterable[str] = (
     client.update_item(TableName=_table(), Key=key, UpdateExpression="SET #c = :entry REMOVE #old",
                        ExpressionAttributeNames={"#c": f"c{version}", "#old": f"c{version - KEEP}"},
                        ExpressionAttributeValues={":entry": entry})
-    _last_seen[(region, workspace_id)] = version
+    _saw(region, workspace_id, version)
     return version
 
 
@@ -101,5 +108,5 @@ def current(region: str, workspace_id: str) -> Changes:
                                     ConsistentRead=True).get("Item") or {}
     log = {int(name[1:]): value["S"] for name, value in item.items() if name[:1] == "c" and name[1:].isdigit()}
     version = int(item.get("version", {}).get("N", 0))
-    _last_seen[(region, workspace_id)] = version
+    _saw(region, workspace_id, version)
     return Changes(version, log)
