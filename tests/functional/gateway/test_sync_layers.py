@@ -251,3 +251,20 @@ def test_an_incremental_change_too_big_for_a_layer_compacts_with_the_same_rows(t
         assert ds.row_count == len(ids) == 4 * PER_OBJECT
         assert 1050 not in ids
         assert 100_200 in ids
+
+
+def test_a_prune_by_name_deletes_nothing_outside_its_dataset(tenant: Tenant) -> None:
+    """The files a manifest says it replaced are deleted only under the dataset's own root: a manifest naming
+    another dataset's file (or the workspace's) cannot make a prune delete it."""
+    bucket = aws.bucket_name(storage.BUCKET, tenant.region)
+    s3 = aws.client("s3", tenant.region)
+    mine = storage.dataset_root(tenant.workspace_id, "ds_mine") + "sync_a-a1/part-00000.parquet"
+    other = storage.dataset_root(tenant.workspace_id, "ds_other") + "sync_b-a1/part-00000.parquet"
+    near = storage.dataset_root(tenant.workspace_id, "ds_mine2") + "sync_c-a1/part-00000.parquet"  # a longer id
+    for key in (mine, other, near):
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    removed = storage.prune(tenant.region, tenant.workspace_id, "ds_mine", set(), candidates=[mine, other, near])
+    assert removed == 1
+    assert s3.list_objects_v2(Bucket=bucket, Prefix=mine).get("KeyCount") == 0
+    assert s3.list_objects_v2(Bucket=bucket, Prefix=other)["KeyCount"] == 1
+    assert s3.list_objects_v2(Bucket=bucket, Prefix=near)["KeyCount"] == 1
