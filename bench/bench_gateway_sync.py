@@ -65,7 +65,7 @@ def _reference(src: str, out: str, s3=None, bucket: str = "", keys: tuple[str, .
     shutil.rmtree(out, ignore_errors=True)
     con = duckdb.connect(config={"threads": 1, "memory_limit": MEMORY_LIMIT, "temp_directory": out + "-spill"})
     con.execute(f"""COPY (SELECT '["' || CAST(id AS VARCHAR) || '"]' AS _key, 'rows' AS _source,
-                        CAST(hash(id, email, amount, score, created_at, note) AS VARCHAR) AS _hash, *
+                        hash(id, email, amount, score, created_at, note) AS _hash, *
                         FROM read_csv('{src}', header = true) ORDER BY _key)
                     TO '{out}' (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE 250000, ROW_GROUPS_PER_FILE 1)""")
     con.close()

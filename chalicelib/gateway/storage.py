@@ -13,7 +13,9 @@ deleted): ``snapshot_source`` merges this on read. An incremental sync therefore
 (O(changed rows)); a full refresh, a type change, or layers grown past ``MAX_LAYERS`` or
 ``COMPACT_FRACTION`` of the base compact everything into a new base. A prefix without a manifest (written
 before manifests existed) is a base of all its ``*.parquet``. Every file holds the schema's columns plus
-internal ``_key``, ``_source``, ``_hash`` (readers drop columns starting with ``_``).
+internal ``_key``, ``_source``, ``_hash`` (readers drop columns starting with ``_``). ``_hash`` is a
+``UBIGINT``; files written before it was held it as its decimal text, which every comparison casts back
+(``HASH``), so old and new files mix in one snapshot.
 A crashed attempt leaves an orphan prefix that is never referenced and is removed by a later commit;
 the previous snapshot's files are kept (in-flight queries may still read them), other unreferenced
 files are deleted.
@@ -39,6 +41,7 @@ from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 BUCKET = "data"
 PART_ROWS = 250_000  # rows per Parquet part (rounded up to DuckDB's 2,048-row chunks)
 INTERNAL = ("_key", "_source", "_hash")
+HASH = "CAST(_hash AS UBIGINT) AS _hash"  # a file's row hashes, whichever way it stored them
 MANIFEST = "manifest.json"
 MAX_LAYERS = 8  # an incremental sync that would add a ninth layer compacts instead
 COMPACT_FRACTION = 0.25  # ... as does one whose layers would hold more rows than this share of the base
@@ -225,7 +228,7 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
 
 
 def _spec(schema: list[dict[str, Any]]) -> dict[str, str]:
-    return {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR",
+    return {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "UBIGINT",
             **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
 
 
@@ -254,9 +257,9 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
         part = Manifest(base=[old.base[i] for i in touched], layers=old.layers)
         source = merged_source(part, _download(region, part.keys(), os.path.join(tmp, "old")))
         # only the rows the comparison uses: those of replaced sources and those of incoming keys
-        con.execute(f"CREATE TABLE old_index AS SELECT _key, _source, _hash FROM {source} WHERE _source IN "
+        con.execute(f"CREATE TABLE old_index AS SELECT _key, _source, {HASH} FROM {source} WHERE _source IN "
                     "(SELECT src FROM replaced) OR _key IN (SELECT _key FROM incoming)" if source else
-                    "CREATE TABLE old_index (_key VARCHAR, _source VARCHAR, _hash VARCHAR)")
+                    "CREATE TABLE old_index (_key VARCHAR, _source VARCHAR, _hash UBIGINT)")
         old_rows = old.row_count
     else:
         _old_view(con, region, tmp, old, _spec(schema))

@@ -486,11 +486,11 @@ def _check_key(stage: Stage, part: _Native) -> list[str]:
 
 
 def _digest(schema: list[dict[str, Any]]) -> str:
-    """SQL: a row's change hash: DuckDB's 64-bit hash over its typed values (a collision between two
-    versions of one key's row is ~2^-64; snapshots hashed otherwise just count as changed once)."""
+    """SQL: a row's change hash, a ``UBIGINT``: DuckDB's 64-bit hash over its typed values (a collision between
+    two versions of one key's row is ~2^-64; snapshots hashed otherwise just count as changed once)."""
     if not schema:
-        return "'0'"
-    return f"CAST(hash({', '.join(_q(f['name']) for f in schema)}) AS VARCHAR)"
+        return "CAST(0 AS UBIGINT)"
+    return f"hash({', '.join(_q(f['name']) for f in schema)})"
 
 
 def _ordered(schema: list[dict[str, Any]], inner: str) -> str:

@@ -19,6 +19,11 @@ from tests.reference import typed_rows_v1 as oracle
 AT = "2026-01-01T00:00:00Z"
 
 
+def _rows(relation: str) -> str:
+    """SQL: a typing path's rows by key, hashes as integers (the old path stored their decimal text)."""
+    return f"SELECT * EXCLUDE (_ord) REPLACE (CAST(_hash AS UBIGINT) AS _hash) FROM {relation} ORDER BY _key"
+
+
 def _batch(tmp: str, t: random_csv.Table) -> Batch:
     files = []
     for order, (key, text) in enumerate(sorted(t.objects.items())):
@@ -49,13 +54,15 @@ def _run(module, t: random_csv.Table, old_schema: list, direct: bool = False):
                 incoming.build(schema, names)
                 if module is ingest:
                     if direct:
-                        sql = f"SELECT * EXCLUDE (_ord) FROM ({stage.incoming_sql}) ORDER BY _key"
+                        sql = _rows(f"({stage.incoming_sql})")
                         types = stage.con.execute(f"DESCRIBE {sql}").fetchall()
                         return schema, drift, stage.rows_read, [r[:2] for r in types], stage.con.execute(sql).fetchall()
                     stage.materialize()
             except SourceError as err:
                 return ("error", str(err))
-            sql = "SELECT * EXCLUDE (_ord) FROM incoming ORDER BY _key"
+            if module is ingest:
+                assert ("_hash", "UBIGINT") in [r[:2] for r in stage.con.execute("DESCRIBE incoming").fetchall()]
+            sql = _rows("incoming")
             types = [r[:2] for r in stage.con.execute(f"DESCRIBE {sql}").fetchall()]
             return schema, drift, stage.rows_read, types, stage.con.execute(sql).fetchall()
         finally:
@@ -87,7 +94,7 @@ def _run_sampled(t: random_csv.Table, old_schema: list):
                 assert incoming.sampled
                 return None
             schema = incoming.settle(schema, by_source, {f["name"] for f, n in zip(schema, has_null, strict=True) if n})
-            sql = "SELECT * EXCLUDE (_ord) FROM incoming ORDER BY _key"
+            sql = _rows("incoming")
             types = [r[:2] for r in stage.con.execute(f"DESCRIBE {sql}").fetchall()]
             return (schema, drift, stage.rows_read, types, stage.con.execute(sql).fetchall()), incoming.sampled
         finally:
