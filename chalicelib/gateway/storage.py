@@ -29,13 +29,14 @@ import json
 import os
 import shutil
 import tempfile
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import aws
+from chalicelib.core import aws, process_state
 from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 
 BUCKET = "data"
@@ -76,6 +77,7 @@ class SnapshotResult:
     # a complete batch's rows as read (before the last row per key won): rows per source, columns with a null
     rows_by_source: dict[str, int] = field(default_factory=dict)
     null_columns: set[str] = field(default_factory=set)
+    manifest: Manifest | None = None  # the one it wrote (None: the snapshot stayed)
 
 
 @dataclass
@@ -143,8 +145,28 @@ def _delete_keys(region: str, keys: list[str]) -> None:
                           Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]], "Quiet": True})
 
 
+_COMMITTED: OrderedDict[tuple[str, str], str] = OrderedDict()  # (region, prefix) -> manifest JSON
+COMMITTED_MANIFESTS = 256  # the manifests of snapshots this process committed that it remembers
+process_state.enrol(f"{__name__}._COMMITTED", _COMMITTED.clear)
+
+
+def remember_committed(region: str, snap: SnapshotResult) -> None:
+    """Keep the manifest of a snapshot this process wrote and then committed, so that the dataset's next sync
+    here does not read it again. A committed snapshot's files never change: its prefix is its run's and
+    attempt's, and a finished run writes nothing more."""
+    if snap.manifest is None:
+        return
+    _COMMITTED[(region, snap.prefix)] = snap.manifest.to_json()
+    _COMMITTED.move_to_end((region, snap.prefix))
+    while len(_COMMITTED) > COMMITTED_MANIFESTS:
+        _COMMITTED.popitem(last=False)
+
+
 def read_manifest(region: str, prefix: str) -> Manifest:
     """The files of the snapshot at ``prefix`` (a prefix without a manifest: all its Parquet parts)."""
+    remembered = _COMMITTED.get((region, prefix))
+    if remembered is not None:
+        return _manifest(remembered, prefix)
     s3 = aws.client("s3", region)
     try:
         body = s3.get_object(Bucket=aws.bucket_name(BUCKET, region), Key=f"{prefix}/{MANIFEST}")["Body"].read()
@@ -153,6 +175,10 @@ def read_manifest(region: str, prefix: str) -> Manifest:
             raise
         return Manifest(base=sorted(k for k in _list_keys(region, prefix + "/") if k.endswith(".parquet")),
                         prefix=prefix)
+    return _manifest(body, prefix)
+
+
+def _manifest(body: str | bytes, prefix: str) -> Manifest:
     doc = json.loads(body)
     return Manifest(base=doc["base"], layers=doc.get("layers", []), row_count=int(doc.get("row_count", 0)),
                     base_rows=int(doc.get("base_rows", -1)), parts=doc.get("parts"), replaced=doc.get("replaced"),
@@ -282,7 +308,7 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
     _put_manifest(region, prefix, manifest.replacing(old))
     return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
                           parts=objects + 1, compacted=False, incoming_rows=incoming, keys=manifest.keys(),
-                          old_keys=old.keys(), older_files=_replaced_files(old))
+                          old_keys=old.keys(), older_files=_replaced_files(old), manifest=manifest)
 
 
 def _copy_sorted(con: Any, body: str, out: str) -> list[str]:
@@ -390,7 +416,7 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
     return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
                           parts=len(keys) + 1, incoming_rows=int(total) if complete else stage.incoming_rows,
                           keys=manifest.keys(), old_keys=old.keys(), older_files=_replaced_files(old),
-                          rows_by_source=by_source if complete else {}, null_columns=nulls)
+                          rows_by_source=by_source if complete else {}, null_columns=nulls, manifest=manifest)
 
 
 def _digests(con: Any, paths: list[str]) -> tuple[dict[str, tuple[str, str, list[str]]], dict[str, int]]:

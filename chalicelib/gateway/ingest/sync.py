@@ -100,9 +100,11 @@ def start_sync(principal: Principal, connector_id: str, *, mode: str = "INCREMEN
 def enqueue(region: str, run: models.SyncRunAttrs) -> None:
     """Send the run's message; a failed send leaves it QUEUED, and the sync reaper sends it again."""
     try:
-        queues.enqueue(QUEUE, region, {"v": MESSAGE_VERSION, "workspace_id": run.workspace_id,
-                                       "connector_id": run.connector_id, "sync_id": run.id},
-                       group_key=run.connector_id)
+        body = {"v": MESSAGE_VERSION, "workspace_id": run.workspace_id, "connector_id": run.connector_id,
+                "sync_id": run.id}
+        if run.dataset_id:  # lets the worker read the run, connector and dataset together
+            body["dataset_id"] = run.dataset_id
+        queues.enqueue(QUEUE, region, body, group_key=run.connector_id)
     except Exception:  # noqa: BLE001 - the run and its audit event are committed; the reaper re-sends
         log.exception("sync message not sent", extra={"sync_id": run.id})
 

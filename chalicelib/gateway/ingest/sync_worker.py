@@ -36,6 +36,7 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import audit, clock, tenancy
 from chalicelib.core.audit import SYSTEM
+from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions
 from chalicelib.core.store import queues, tables
@@ -86,8 +87,10 @@ def _handle_record(record: dict[str, Any], on_changed: OnChanged | None = None) 
         return False
     receives = queues.receive_count(record)
     last = receives >= queues.max_receives(QUEUE, region)
+    dataset_id = body.get("dataset_id")
     outcome = run_sync(body["workspace_id"], body["sync_id"], attempt=receives, last_attempt=last,
-                       on_changed=on_changed)
+                       on_changed=on_changed, connector_id=body["connector_id"],
+                       dataset_id=dataset_id if is_id(dataset_id, "ds") else None)
     if outcome.status == "busy":
         waits = int(body.get("waits", 0)) + 1
         if not last and record.get("receiptHandle"):
@@ -107,6 +110,28 @@ def _run(region: str, workspace_id: str, sync_id: str) -> models.SyncRunAttrs | 
         return models.sync_runs(region).get(workspace_id, sync_id, consistent_read=True)
     except DoesNotExist:
         return None
+
+
+def _start_reads(region: str, workspace_id: str, sync_id: str, connector_id: str | None, dataset_id: str | None
+                 ) -> tuple[models.SyncRunAttrs | None, models.ConnectorAttrs | None, models.DatasetAttrs | None]:
+    """The run, its connector and the dataset it was requested for, read consistently: in one ``BatchGetItem``
+    when the message named the ones the run names, else the run first (the commit is conditional on the
+    dataset's snapshot as read here, so a sync that committed since is never overwritten)."""
+    if connector_id and dataset_id:
+        run, conn, dataset = tables.get_together(region, [(models.sync_runs(region), workspace_id, sync_id),
+                                                          (models.connectors(region), workspace_id, connector_id),
+                                                          (models.datasets(region), workspace_id, dataset_id)])
+        if run is None or (run.connector_id, run.dataset_id) == (connector_id, dataset_id):
+            return run, conn, dataset
+    else:
+        run = _run(region, workspace_id, sync_id)
+        if run is None:
+            return None, None, None
+    wanted = [(models.connectors(region), workspace_id, run.connector_id)]
+    if run.dataset_id:
+        wanted.append((models.datasets(region), workspace_id, run.dataset_id))
+    conn, *dataset = tables.get_together(region, wanted)
+    return run, conn, dataset[0] if dataset else None
 
 
 def _acquire(conn: models.ConnectorAttrs, run: models.SyncRunAttrs, attempt: int) -> None:
@@ -171,10 +196,13 @@ def _mark_lost(region: str, workspace_id: str, sync_id: str) -> None:
 
 
 def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt: bool = False,
-             on_changed: OnChanged | None = None) -> Outcome:
-    """Run one SyncRun (see the module docstring); safe to call again for the same run."""
+             on_changed: OnChanged | None = None, connector_id: str | None = None,
+             dataset_id: str | None = None) -> Outcome:
+    """Run one SyncRun (see the module docstring); safe to call again for the same run. ``connector_id`` and
+    ``dataset_id`` (from its message) let the run be read together with them; they are only used when the
+    run names the same ones."""
     region = tenancy.region_of(workspace_id)
-    run = _run(region, workspace_id, sync_id)
+    run, conn, dataset = _start_reads(region, workspace_id, sync_id, connector_id, dataset_id)
     if run is None:
         return Outcome("failed", "no such sync run")
     if run.status in ("SUCCEEDED", "FAILED"):
@@ -182,12 +210,6 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
             lineage_edges.record_edge(region, workspace_id, run.connector_id, LINEAGE_CONNECTOR, run.dataset_id,
                                       LINEAGE_DATASET)
         return Outcome("done", "already finished")
-    # the connector and the dataset the run was requested for, in one read (the commit is conditional on
-    # the dataset's snapshot as read here, so a sync that committed since is never overwritten)
-    wanted = [(models.connectors(region), workspace_id, run.connector_id)]
-    if run.dataset_id:
-        wanted.append((models.datasets(region), workspace_id, run.dataset_id))
-    conn, *dataset = tables.get_together(region, wanted)
     if conn is None:
         _fail(region, workspace_id, sync_id, "the connector was deleted", final=True)
         return Outcome("done", "connector deleted")
@@ -203,7 +225,7 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
         _mark_lost(region, workspace_id, previous_owner)
     try:
         result = _sync(region, conn, run, attempt, on_changed,
-                       _Read(dataset[0]) if dataset and run.dataset_id == conn.dataset_id else None)
+                       _Read(dataset) if run.dataset_id and run.dataset_id == conn.dataset_id else None)
     except Exception as err:  # noqa: BLE001 - every failure is recorded on the run
         error = str(err) if isinstance(err, SourceError) else f"sync failed ({type(err).__name__})"
         if not isinstance(err, SourceError):
@@ -246,6 +268,8 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
                "parts": snap.parts, "drift": drift, "skipped": batch.skipped[:50]}
     _commit(region, conn, run, dataset_id, schema, drift, snap, batch.cursor, details, rows_read, progress.objects,
             _Read(dataset))
+    if not unchanged:
+        storage.remember_committed(region, snap)
     catalog.changed(ws, datasets=[dataset_id], connectors=[conn.id])  # other containers reload just these
     if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
         old_prefix = dataset.data_prefix if dataset else ""
@@ -346,8 +370,8 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
             schema: list[dict[str, Any]], drift: dict[str, Any] | None, snap: storage.SnapshotResult,
             cursor: dict[str, Any], details: dict[str, Any], rows_read: int, objects_read: int = 0,
             read: _Read | None = None) -> None:
-    """Dataset + connector cursor + SyncRun + the connector -> dataset lineage edge + the
-    ``connector.sync_succeeded`` audit event in ONE transaction, conditional on the lease, the dataset's
+    """Dataset + connector cursor + SyncRun + (with the dataset's first data) the connector -> dataset lineage
+    edge + the ``connector.sync_succeeded`` audit event in ONE transaction, conditional on the lease, the dataset's
     previous data_prefix and schema (a concurrent field-policy change is merged in, then retried)."""
     D, C, R, E = models.DatasetAttrs, models.ConnectorAttrs, models.SyncRunAttrs, models.LineageEdgeAttrs
     ws = conn.workspace_id
@@ -399,6 +423,8 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
                                R.rows_written.set(snap.rows_written), R.error.remove(),
                                R.details.set(json.dumps(details)), R.dataset_id.set(dataset_id)],
                       condition=R.status == "RUNNING", tag="run")
+            if current is not None and current.data_prefix:
+                return  # the dataset's first data wrote its connector -> dataset edge; it goes with the connector
             # the connector -> dataset edge, written once (a later sync leaves its creation time)
             tx.update(models.lineage_edges(region)(ws, lineage_edges.edge_key(conn.id, dataset_id)),
                       actions=[E.source_id.set(conn.id), E.source_type.set(LINEAGE_CONNECTOR),

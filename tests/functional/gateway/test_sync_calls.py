@@ -1,8 +1,9 @@
-"""The fixed cost of a sync in AWS calls: an incremental sync of one changed object reads the run, then the
-connector and the dataset in one ``BatchGetItem``, takes the lease and marks the run RUNNING in one
-transaction, commits dataset, connector, run, lineage edge and audit event in one more, bumps the catalog
-version in one call, writes no progress report (it is done within ``PROGRESS_EVERY_S``), and lists the
-snapshot store never: its prune deletes the snapshot it retires by name."""
+"""The fixed cost of a sync in AWS calls: an incremental sync of one changed object reads the run, the
+connector and the dataset its message names in one ``BatchGetItem``, takes the lease and marks the run
+RUNNING in one transaction, commits dataset, connector, run and audit event in one more, bumps the catalog
+version in one call, writes no progress report (it is done within ``PROGRESS_EVERY_S``), reads the old
+manifest only in a process that did not commit it, and lists the snapshot store never: its prune deletes
+the snapshot it retires by name."""
 from __future__ import annotations
 
 from collections import Counter
@@ -29,31 +30,42 @@ def test_an_incremental_sync_costs_two_transactions_one_dataset_read_and_one_lis
         assert st == 201, conn
         call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "FULL_REFRESH"})
         drain(tenant.region)
-        put(tenant.region, bucket, "c/1.csv", "id,v\n" + "".join(f"{i},{i + 1}\n" for i in range(100, 200)))
-        st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "INCREMENTAL"})
-        assert st == 202, run
-
-        calls: Counter = Counter()
         data_bucket = aws.bucket_name(storage.BUCKET, tenant.region)
         real = botocore.client.BaseClient._make_api_call
 
-        def counting(self, operation, params):
-            service = self.meta.service_model.service_name
-            where = "data" if params.get("Bucket") == data_bucket else ""
-            calls[(service, operation, where)] += 1
-            return real(self, operation, params)
+        def counted_sync(version: int) -> Counter:
+            put(tenant.region, bucket, "c/1.csv",
+                "id,v\n" + "".join(f"{i},{i + version}\n" for i in range(100, 200)))
+            st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "INCREMENTAL"})
+            assert st == 202, run
+            calls: Counter = Counter()
 
-        monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counting)
-        drain(tenant.region)
-        monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", real)
-        got = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
-    assert (got["status"], got["rows_read"], got["rows_written"]) == ("SUCCEEDED", 100, 100), got
-    assert calls[("dynamodb", "TransactWriteItems", "")] == 2, calls
-    assert calls[("dynamodb", "PutItem", "")] == 0, calls  # no separate lineage or audit write
-    assert calls[("dynamodb", "UpdateItem", "")] == 1, calls  # the catalog version; no progress report (fast)
-    assert calls[("dynamodb", "GetItem", "")] == 1, calls  # the run
-    assert calls[("dynamodb", "BatchGetItem", "")] == 1, calls  # the connector and the dataset, together
-    assert calls[("s3", "ListObjectsV2", "data")] == 0, calls  # the prune deletes the retired snapshot unlisted
-    assert calls[("s3", "GetObject", "data")] == 2, calls  # the old manifest and the one part the change touches
+            def counting(self, operation, params):
+                service = self.meta.service_model.service_name
+                where = "data" if params.get("Bucket") == data_bucket else ""
+                calls[(service, operation, where)] += 1
+                return real(self, operation, params)
+
+            monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counting)
+            drain(tenant.region)
+            monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", real)
+            got = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+            assert (got["status"], got["rows_read"], got["rows_written"]) == ("SUCCEEDED", 100, 100), got
+            return calls
+
+        calls = counted_sync(1)
+        assert calls[("dynamodb", "TransactWriteItems", "")] == 2, calls
+        assert calls[("dynamodb", "PutItem", "")] == 0, calls  # no separate lineage or audit write
+        assert calls[("dynamodb", "UpdateItem", "")] == 1, calls  # the catalog version; no progress report (fast)
+        assert calls[("dynamodb", "GetItem", "")] == 0, calls
+        assert calls[("dynamodb", "BatchGetItem", "")] == 1, calls  # the run, connector and dataset together
+        assert calls[("s3", "ListObjectsV2", "data")] == 0, calls  # the prune deletes the retired snapshot unlisted
+        assert calls[("s3", "GetObject", "data")] == 1, calls  # the one part the change touches
+
+        storage.process_state.reset_all()  # a container that did not commit the current snapshot
+        calls = counted_sync(2)
+        # the old manifest too, besides the touched part and the layer the first incremental sync wrote
+        assert calls[("s3", "GetObject", "data")] == 3, calls
+        assert calls[("dynamodb", "BatchGetItem", "")] == 1, calls
     ds = dataset(tenant, conn["dataset"]["id"])
     assert ds.row_count == 300

@@ -298,3 +298,31 @@ def test_a_run_never_finished_ends_failed_with_its_event(tenant: Tenant, monkeyp
     failed = [e for e in audit.iter_chain(tenant.region, tenant.workspace_id) if e["action"] == "connector.sync_failed"]
     assert [e["details"]["sync_id"] for e in failed] == [run["id"]]
     assert audit.verify_live(tenant.region, tenant.workspace_id).ok
+
+
+def test_a_message_naming_another_connector_or_dataset_syncs_only_what_its_run_names(tenant: Tenant) -> None:
+    """The ids a sync message carries besides its run only let the worker read them together with the run:
+    a message naming another connector's ids (or an ill-formed dataset id) still syncs the run's own
+    connector into its own dataset, and leaves the other untouched."""
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "x/a.csv", "a\n1\n2\n")
+    with client() as c:
+        mine = _s3_connector(c, tenant, bucket, "Mine")
+        other = _s3_connector(c, tenant, bucket, "Other")
+        runs = []
+        for hints in ({"connector_id": other["id"], "dataset_id": other["dataset"]["id"]},
+                      {"dataset_id": "ds_../../x"}):
+            _, run = call(c, "POST", f"/v1/connectors/{mine['id']}/sync", tenant.token, {"mode": "FULL_REFRESH"})
+            msg = receive(tenant.region)[0]
+            body = json.loads(msg["Body"])
+            assert (body["connector_id"], body["dataset_id"]) == (mine["id"], mine["dataset"]["id"])
+            msg["Body"] = json.dumps({**body, **hints})
+            assert sync_worker.handle({"Records": [lambda_record(msg, tenant.region)]}) == {"batchItemFailures": []}
+            aws.client("sqs", tenant.region).delete_message(QueueUrl=aws.queue_url(QUEUE, tenant.region),
+                                                            ReceiptHandle=msg["ReceiptHandle"])
+            runs.append(call(c, "GET", f"/v1/connectors/{mine['id']}/syncs/{run['id']}", tenant.token)[1])
+    assert [(r["status"], r["rows_written"]) for r in runs] == [("SUCCEEDED", 2), ("SUCCEEDED", 0)], runs
+    assert dataset(tenant, mine["dataset"]["id"]).row_count == 2
+    other_item = models.connectors(tenant.region).get(tenant.workspace_id, other["id"])
+    assert other_item.cursor is None and other_item.lock_owner is None
+    assert not models.datasets(tenant.region).count(tenant.workspace_id, models.DatasetAttrs.id == other["dataset"]["id"])
