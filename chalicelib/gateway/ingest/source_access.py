@@ -36,7 +36,8 @@ SESSION_SECONDS = 3600  # the default MaxSessionDuration of a role; outlives a s
 _REFRESH_BEFORE_S = 960  # a session handed out still outlives a whole sync lease (900 s)
 _BOTO_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5, read_timeout=30)
 _lock = threading.Lock()
-_sessions: dict[tuple[str, str, str], tuple[float, boto3.session.Session]] = {}
+# (role, workspace, region) -> (expiry, session, its clients by service)
+_sessions: dict[tuple[str, str, str], tuple[float, boto3.session.Session, dict[str, Any]]] = {}
 
 
 def external_id(workspace_id: str) -> str:
@@ -79,13 +80,14 @@ def setup(workspace_id: str) -> dict[str, Any]:
     }
 
 
-def _session(role_arn: str, workspace_id: str, region: str) -> boto3.session.Session:
+def _session(role_arn: str, workspace_id: str, region: str) -> tuple[boto3.session.Session, dict[str, Any]]:
+    """The role's session and the clients made from it (one per service, kept as long as the session)."""
     key = (role_arn, workspace_id, region)
     now = time.time()
     with _lock:
         hit = _sessions.get(key)
         if hit is not None and hit[0] - _REFRESH_BEFORE_S > now:
-            return hit[1]
+            return hit[1], hit[2]
     try:
         creds = aws.client("sts", region).assume_role(
             RoleArn=role_arn, RoleSessionName=f"connector-{workspace_id}"[:64], ExternalId=external_id(workspace_id),
@@ -99,9 +101,10 @@ def _session(role_arn: str, workspace_id: str, region: str) -> boto3.session.Ses
                                     aws_secret_access_key=creds["SecretAccessKey"],
                                     aws_session_token=creds["SessionToken"], region_name=region)
     expires = creds["Expiration"].timestamp() if hasattr(creds["Expiration"], "timestamp") else now + SESSION_SECONDS
+    clients: dict[str, Any] = {}
     with _lock:
-        _sessions[key] = (expires, session)
-    return session
+        _sessions[key] = (expires, session, clients)
+    return session, clients
 
 
 def client(src: Src, service: str) -> Any:
@@ -113,8 +116,11 @@ def client(src: Src, service: str) -> Any:
                           permanent=True)
     if role_account(role_arn) == platform_account():
         raise SourceError("the role must belong to the workspace's own AWS account, not the platform's", permanent=True)
-    return _session(role_arn, src.workspace_id, src.region).client(service, region_name=src.region,
-                                                                   config=_BOTO_CONFIG)
+    session, clients = _session(role_arn, src.workspace_id, src.region)
+    with _lock:  # a session is not thread-safe, its clients are; making one costs milliseconds per sync
+        if service not in clients:
+            clients[service] = session.client(service, region_name=src.region, config=_BOTO_CONFIG)
+        return clients[service]
 
 
 def forget() -> None:
