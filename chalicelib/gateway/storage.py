@@ -30,6 +30,7 @@ import os
 import shutil
 import tempfile
 from collections import OrderedDict
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,7 +128,7 @@ def _ident(name: str) -> str:
 
 
 def _files_sql(paths: list[str]) -> str:
-    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(_lit(p) for p in paths) + "]"
 
 
 def _list_keys(region: str, prefix: str) -> list[str]:
@@ -258,9 +259,12 @@ def _spec(schema: list[dict[str, Any]]) -> dict[str, str]:
             **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
 
 
-def _old_view(con: Any, region: str, tmp: str, old: Manifest, spec: dict[str, str]) -> None:
-    """View ``old``: the whole old snapshot's current rows in the new schema's types."""
-    local = _download(region, old.keys(), os.path.join(tmp, "old-all"))
+def _old_view(con: Any, region: str, tmp: str, old: Manifest, spec: dict[str, str],
+              local: dict[str, str] | None = None) -> None:
+    """View ``old``: the old snapshot's current rows in the new schema's types (files in ``local`` are not
+    downloaded again)."""
+    local = dict(local or {})
+    local.update(_download(region, [k for k in old.keys() if k not in local], os.path.join(tmp, "old-all")))
     source = merged_source(old, local)
     present = ({r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()} if source else set())
     select = ", ".join(
@@ -269,8 +273,7 @@ def _old_view(con: Any, region: str, tmp: str, old: Manifest, spec: dict[str, st
     if source:
         con.execute(f"CREATE OR REPLACE TEMP VIEW old AS SELECT {select} FROM {source}")
     else:
-        con.execute("CREATE OR REPLACE TEMP VIEW old AS SELECT " + ", ".join(
-            f"CAST(NULL AS {t}) AS {_ident(n)}" for n, t in spec.items()) + " WHERE false")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW old AS {_no_rows(spec)}")
 
 
 def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: Any, old: Manifest,
@@ -344,7 +347,8 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
     con, tmp = stage.con, stage.workdir
     spec = _spec(schema)
     cols = ", ".join(_ident(n) for n in spec)
-    _old_view(con, region, tmp, old, spec)
+    if not complete:  # its rows are kept
+        _old_view(con, region, tmp, old, spec)
     out = os.path.join(tmp, "base")
     direct = complete and stage.incoming_rows is None  # straight from the files, keys possibly repeated
 
@@ -372,27 +376,46 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
         if not paths:  # no rows: one empty part holds the schema
             os.makedirs(out, exist_ok=True)
             paths = [os.path.join(out, "empty.parquet")]
-            con.execute(f"COPY (SELECT {cols} FROM old WHERE false) TO '{paths[0]}' (FORMAT PARQUET, COMPRESSION ZSTD)")
+            con.execute(f"COPY ({_no_rows(spec)}) TO '{paths[0]}' (FORMAT PARQUET, COMPRESSION ZSTD)")
         return paths
 
-    def counts(paths: list[str]) -> tuple[int, int, int, int]:
+    def counts(paths: list[str], digests: dict[str, dict[str, Any]]) -> tuple[int, int, int, int]:
         """(rows, distinct keys, rows new or changed against the old snapshot, old keys gone): one join of
-        the parts' keys and hashes with the old snapshot's."""
-        # distinct keys by their 64-bit hashes: a collision only sends the sync down the exact path
-        distinct = "count(DISTINCT hash(n._key))" if direct and stage.may_repeat else "count(n._key)"
-        return con.execute(
-            f"SELECT count(n._key), {distinct}, "
-            "count(*) FILTER (WHERE n._key IS NOT NULL AND o._hash IS DISTINCT FROM n._hash), "
-            "count(*) FILTER (WHERE n._key IS NULL) "
-            f"FROM (SELECT _key, _hash FROM read_parquet({_files_sql(paths)})) n "
+        the parts' keys and hashes with the old snapshot's. A complete sync leaves out of it the parts equal
+        to an old part (``_same_parts``), and that part: nothing in them was written or deleted."""
+        same: dict[str, int] = {}
+        if complete:
+            same, local = _same_parts(con, region, tmp, old, digests)
+            rest = Manifest(base=[k for j, k in enumerate(old.base) if j not in set(same.values())],
+                            layers=old.layers)
+            _old_view(con, region, tmp, rest, spec, local)
+        others = [p for p in paths if p not in same]
+        new = (f"SELECT _key, _hash FROM read_parquet({_files_sql(others)})" if others else
+               "SELECT CAST(NULL AS VARCHAR) AS _key, CAST(NULL AS UBIGINT) AS _hash WHERE false")
+        total, written, deleted = con.execute(
+            "SELECT count(n._key), count(*) FILTER (WHERE n._key IS NOT NULL AND o._hash IS DISTINCT FROM n._hash), "
+            f"count(*) FILTER (WHERE n._key IS NULL) FROM ({new}) n "
             "FULL OUTER JOIN (SELECT _key, _hash FROM old) o ON o._key = n._key").fetchone()
+        same_rows = sum(digests[p]["rows"] for p in same)
+        distinct = total = total + same_rows
+        if direct and stage.may_repeat:  # keys told apart by their 64-bit hashes: a collision only sends the
+            # sync down the exact path. The parts equal to old ones hold distinct keys, none in another of them:
+            # unless another part has a key within one's range, only the other parts are counted.
+            apart = not others or not same or not con.execute(
+                f"SELECT count(*) FROM ({new}) n JOIN (SELECT * FROM (VALUES {_ranges_sql(digests, same)}) "
+                "r(lo, hi)) r ON n._key BETWEEN r.lo AND r.hi").fetchone()[0]
+            counted = others if apart else paths
+            distinct = con.execute(
+                f"SELECT count(DISTINCT hash(_key)) FROM read_parquet({_files_sql(counted)})").fetchone()[0] if counted else 0
+            distinct += same_rows if apart else 0
+        return total, distinct, written, deleted
 
     paths = write()
     keys = _part_keys(prefix, paths)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the parts go up while DuckDB reads them for the counts
         uploads = pool.submit(contextvars.copy_context().run, _upload_all, region, paths, keys)
-        total, distinct, written, deleted = counts(paths)
         digests, by_source = _digests(con, paths)
+        total, distinct, written, deleted = counts(paths, digests)
         nulls = _null_columns(con, paths) if complete else set()
         if total != distinct:
             uploads.result()
@@ -401,14 +424,11 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
             paths = write()
             keys = _part_keys(prefix, paths)
             uploads = pool.submit(contextvars.copy_context().run, _upload_all, region, paths, keys)
-            total, _, written, deleted = counts(paths)
             digests = _digests(con, paths)[0]
+            total, _, written, deleted = counts(paths, digests)
         uploads.result()
-    parts = []
+    parts = [digests[path] for path in paths if path in digests]
     for path in paths:
-        lo, hi, srcs = digests.get(path, (None, None, []))
-        if lo is not None:
-            parts.append({"lo": lo, "hi": hi, "sources": sorted(srcs)})
         os.remove(path)
     manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total),
                         parts=parts if len(parts) == len(keys) else None)
@@ -419,18 +439,70 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
                           rows_by_source=by_source if complete else {}, null_columns=nulls, manifest=manifest)
 
 
-def _digests(con: Any, paths: list[str]) -> tuple[dict[str, tuple[str, str, list[str]]], dict[str, int]]:
-    """Per part (path): its lowest and highest ``_key`` and its ``_source`` values ("" for none); and the
-    rows per source over all parts."""
-    digests, by_source = {}, {}
-    for path, lo, hi, sources, rows in con.execute(
-            "SELECT filename, min(lo), max(hi), list(src), list(n) FROM (SELECT filename, coalesce(_source, '') AS src, "
-            f"min(_key) AS lo, max(_key) AS hi, count(*) AS n FROM read_parquet({_files_sql(paths)}, filename = true) "
-            "GROUP BY ALL) GROUP BY filename").fetchall():
-        digests[path] = (lo, hi, sources)
+def _ranges_sql(digests: dict[str, dict[str, Any]], paths: Iterable[str]) -> str:
+    """SQL ``VALUES`` rows: the key range of each part of ``paths``."""
+    return ", ".join(f"({_lit(digests[p]['lo'])}, {_lit(digests[p]['hi'])})" for p in paths)
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _no_rows(spec: dict[str, str]) -> str:
+    """SQL: no rows, with the columns of ``spec``."""
+    return "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_ident(n)}" for n, t in spec.items()) + " WHERE false"
+
+
+def _digests(con: Any, paths: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """Per part (path) with rows, its manifest digest: lowest and highest ``_key``, its ``_source`` values ("" for
+    none), its rows and the sum of its row hashes (as text); and the rows per source over all parts."""
+    digests: dict[str, dict[str, Any]] = {}
+    by_source: dict[str, int] = {}
+    for path, lo, hi, sources, rows, hsum in con.execute(
+            "SELECT filename, min(lo), max(hi), list(src), list(n), sum(h) FROM (SELECT filename, "
+            "coalesce(_source, '') AS src, min(_key) AS lo, max(_key) AS hi, count(*) AS n, sum(_hash) AS h "
+            f"FROM read_parquet({_files_sql(paths)}, filename = true) GROUP BY ALL) GROUP BY filename").fetchall():
+        digests[path] = {"lo": lo, "hi": hi, "sources": sorted(sources), "rows": int(sum(rows)), "hsum": str(hsum)}
         for src, n in zip(sources, rows, strict=True):
             by_source[src] = by_source.get(src, 0) + n
     return digests, by_source
+
+
+def _same_parts(con: Any, region: str, tmp: str, old: Manifest, digests: dict[str, dict[str, Any]]
+                ) -> tuple[dict[str, int], dict[str, str]]:
+    """The new parts (path -> old base part index) equal to a part of the old snapshot: the same digest (key
+    range, sources, rows, sum of row hashes), and every row of that old part still current (no key of a
+    layer within its range). Their rows are neither written nor deleted, so a complete sync's counts join
+    only the other parts. Also the old layers' files downloaded to tell (key -> local path)."""
+    parts = old.parts
+    if not parts or len(parts) != len(old.base) or any("hsum" not in p for p in parts):
+        return {}, {}
+    index: dict[tuple, int] = {}
+    for j, part in enumerate(parts):
+        index.setdefault(_digest_key(part), j)
+    same = {path: index[_digest_key(d)] for path, d in digests.items() if _digest_key(d) in index}
+    local: dict[str, str] = {}
+    if same and old.layers:
+        layer_files = [k for layer in old.layers for k in (layer.get("upserts"), layer.get("deletes")) if k]
+        local = _download(region, layer_files, os.path.join(tmp, "old-layers"))
+        con.execute("CREATE OR REPLACE TEMP TABLE same_ranges (part INTEGER, lo VARCHAR, hi VARCHAR)")
+        con.executemany("INSERT INTO same_ranges VALUES (?, ?, ?)",
+                        [[j, parts[j]["lo"], parts[j]["hi"]] for j in sorted(set(same.values()))])
+        layer_keys = " UNION ALL ".join(f"SELECT _key FROM read_parquet({_files_sql([local[k]])})" for k in layer_files)
+        overridden = {r[0] for r in con.execute(f"SELECT DISTINCT r.part FROM same_ranges r JOIN ({layer_keys}) k "
+                                                "ON k._key BETWEEN r.lo AND r.hi").fetchall()}
+        same = {path: j for path, j in same.items() if j not in overridden}
+    taken: set[int] = set()
+    out = {}
+    for path, j in same.items():  # one new part per old part
+        if j not in taken:
+            out[path] = j
+            taken.add(j)
+    return out, local
+
+
+def _digest_key(part: dict[str, Any]) -> tuple:
+    return part["lo"], part["hi"], tuple(part["sources"]), part.get("rows"), part.get("hsum")
 
 
 def _null_columns(con: Any, paths: list[str]) -> set[str]:

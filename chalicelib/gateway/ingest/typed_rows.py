@@ -142,6 +142,9 @@ def _accepts(v: str, typ: str) -> str:
         return f"(length({v}) = 10 AND regexp_full_match({v}, {_lit(_DATE)}))"
     if typ == "TIMESTAMP":
         return f"regexp_full_match({v}, {_lit(_DATE_OR_TS)})"
+    if typ == "INTEGER":  # ``_INT`` but "-0", without a regular expression: the integer's own text, 18 digits at most
+        return (f"(length({v}) <= CASE WHEN starts_with({v}, '-') THEN 19 ELSE 18 END "
+                f"AND CAST(TRY_CAST({v} AS BIGINT) AS VARCHAR) = {v})")
     return _is(v, typ)
 
 

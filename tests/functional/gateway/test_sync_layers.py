@@ -227,6 +227,86 @@ def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant
         assert amounts["u007167"] == 7167
 
 
+def _recording_downloads(monkeypatch) -> list[str]:
+    """The keys the snapshot writer downloads (not the readers after the sync), in order."""
+    downloaded: list[str] = []
+    real_download, real_write, writing = storage._download, storage.write_snapshot, []
+
+    def download(region, keys, into):
+        if writing:
+            downloaded.extend(keys)
+        return real_download(region, keys, into)
+
+    def write(*args, **kwargs):
+        writing.append(1)
+        try:
+            return real_write(*args, **kwargs)
+        finally:
+            writing.pop()
+
+    monkeypatch.setattr(storage, "_download", download)
+    monkeypatch.setattr(storage, "write_snapshot", write)
+    return downloaded
+
+
+def test_a_full_refresh_compares_only_the_parts_that_differ_from_the_old_ones(tenant: Tenant, monkeypatch) -> None:
+    """A new part equal to an old part whose rows are all still current (same digest: key range, sources,
+    rows, sum of row hashes; no layer key in its range) is left out of the counts' comparison, and so is
+    that old part: it is not even downloaded. The counts stay exact, and a repeated key is still found when
+    it repeats a key of such a part."""
+    monkeypatch.setattr(storage, "PART_ROWS", 2048)  # one part per two objects
+    downloaded = _recording_downloads(monkeypatch)
+
+    def rows(obj: int, version: int = 0, *, skip: int | None = None, change: int | None = None) -> str:
+        return "code,amount\n" + "".join(f"u{i:06d},{i + version + (7 if i == change else 0)}\n"
+                                         for i in range(obj * 1024, (obj + 1) * 1024) if i != skip)
+
+    bucket = new_bucket(tenant.region)
+    for o in range(10):
+        put(tenant.region, bucket, f"rows/{o:02d}.csv", rows(o))
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Refreshed", "kind": "s3", "config": {
+            "role_arn": READER_ROLE, "bucket": bucket, "prefix": "rows/", "primary_key": ["code"]}})
+        assert st == 201, conn
+        ds_id = conn["dataset"]["id"]
+
+        def refresh(mode: str = "FULL_REFRESH") -> tuple[int, int, int]:
+            downloaded.clear()
+            run = _sync(c, tenant, conn, mode)
+            assert run["status"] == "SUCCEEDED", run
+            return run["rows_read"], run["rows_written"], run["rows_deleted"]
+
+        assert refresh() == (10240, 10240, 0)
+        first = storage.read_manifest(tenant.region, dataset(tenant, ds_id).data_prefix)
+        assert len(first.base) == 5 and all("hsum" in p for p in first.parts)
+        assert refresh() == (10240, 0, 0)
+        assert downloaded == []  # every part equals an old one: nothing of the old snapshot is read
+
+        put(tenant.region, bucket, "rows/07.csv", rows(7, 1))
+        assert refresh("INCREMENTAL") == (1024, 1024, 0)  # a layer over the fourth part
+        layered = storage.read_manifest(tenant.region, dataset(tenant, ds_id).data_prefix)
+        put(tenant.region, bucket, "rows/07.csv", rows(7))  # back as it was: the fourth part's digest again,
+        assert refresh() == (10240, 1024, 0)  # but the layer had changed its rows
+        assert sorted(downloaded) == sorted([layered.layers[0]["upserts"], layered.base[3]])
+
+        put(tenant.region, bucket, "rows/07.csv", rows(7, 1))
+        assert refresh("INCREMENTAL") == (1024, 1024, 0)
+        layered = storage.read_manifest(tenant.region, dataset(tenant, ds_id).data_prefix)
+        put(tenant.region, bucket, "rows/07.csv", rows(7, 2))
+        put(tenant.region, bucket, "rows/02.csv", rows(2, skip=2048, change=2049))
+        assert refresh() == (10239, 1025, 1)
+        # the layer (to see which old parts it overrides), the second part (its rows differ) and the fourth
+        # (the layer overrides it); the first, third and fifth equal new parts
+        assert sorted(downloaded) == sorted({layered.layers[0]["upserts"], layered.base[1], layered.base[3]})
+
+        put(tenant.region, bucket, "rows/10.csv", "code,amount\nu000005,99\n")  # repeats a key of the first part
+        assert refresh() == (10240, 1, 0)
+        after = dataset(tenant, ds_id)
+        names, got = storage.read_rows(tenant.region, after.data_prefix)
+        assert after.row_count == len(got) == 10239
+        assert [r for r in got if r[0] == "u000005"] == [("u000005", 99)]  # the last object's row wins
+
+
 def test_an_incremental_change_too_big_for_a_layer_compacts_with_the_same_rows(tenant: Tenant, monkeypatch) -> None:
     monkeypatch.setattr(storage, "COMPACT_MIN_ROWS", 0)
     monkeypatch.setattr(storage, "COMPACT_FRACTION", 0.01)  # 100 changed keys of 2,000 rows: past it

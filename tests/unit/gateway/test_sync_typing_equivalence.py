@@ -164,6 +164,8 @@ def _source(late: list[str]) -> random_csv.Table:
 
 @pytest.mark.parametrize("late", [
     ["2899", "007", "1.5", "2024-01-01", "2024-02-01T10:00:00Z"],  # DuckDB reads 007 as 7; the rules: text
+    ["2899", "-0", "1.5", "2024-01-01", "2024-02-01T10:00:00Z"],  # an integer to the rules, not its own text
+    ["2899", "1000000000000000000", "1.5", "2024-01-01", "2024-02-01T10:00:00Z"],  # 19 digits: a float
     ["2899", "7", "1,5", "2024-01-01", "2024-02-01T10:00:00Z"],  # an unquoted comma: a ragged row
     ["2899", "7", "1.5", "2024-02-30", "2024-02-01T10:00:00Z"],  # no such day: text
     ["2899", "7", "1.5", "2024-01-01", "2024-02-01T24:00:00Z"],
@@ -182,3 +184,27 @@ def test_a_value_past_the_sample_refutes_it_and_the_exact_path_decides(monkeypat
     assert _or_error(_run, ingest, t, []) == want
     if not late[0]:
         assert want == ("error", "t/00.csv row 2900 has no value for primary key id")
+
+
+def test_the_writers_integer_check_accepts_only_what_the_typing_rules_call_an_integer() -> None:
+    """The check a sampled INTEGER column's values pass as they are written (no regular expression) accepts
+    a subset of ``normalize``'s integers: every canonical one, never another value (a refused one only sends
+    the sync down the exact path)."""
+    import random
+
+    rng = random.Random(7)
+    values = {"0", "-0", "00", "+1", " 1", "1 ", "1_000", "1e3", "0x10", "1,000", "\u0663", "-", "--1",
+              "9" * 18, "-" + "9" * 18, "1" + "0" * 18, "9223372036854775807", "-9223372036854775808"}
+    for _ in range(3000):
+        values.add(rng.choice(["", "-", "+", " "]) + "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 20)))
+                   + rng.choice(["", "", ".0", " ", "x"]))
+    con = duckdb.connect()
+    try:
+        got = dict(con.execute(f"SELECT v, coalesce({ingest._accepts('v', 'INTEGER')}, false) FROM "
+                               "unnest($1) t(v)", [sorted(values)]).fetchall())
+    finally:
+        con.close()
+    for v, accepted in got.items():
+        rule = bool(normalize.INT_RE.fullmatch(v))
+        assert accepted <= rule, v
+        assert accepted == (rule and v != "-0"), v
