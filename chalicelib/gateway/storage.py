@@ -48,6 +48,7 @@ MANIFEST = "manifest.json"
 MAX_LAYERS = 8  # an incremental sync that would add a ninth layer compacts instead
 COMPACT_FRACTION = 0.25  # ... as does one whose layers would hold more rows than this share of the base
 COMPACT_MIN_ROWS = 1_000  # ... unless they hold fewer rows than this (small data: layers are cheap)
+_STATS_CUT = 256  # bytes: DuckDB's Parquet writer cuts string statistics there
 
 
 def connect(workdir: str) -> Any:
@@ -455,16 +456,50 @@ def _no_rows(spec: dict[str, str]) -> str:
 
 def _digests(con: Any, paths: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
     """Per part (path) with rows, its manifest digest: lowest and highest ``_key``, its ``_source`` values ("" for
-    none), its rows and the sum of its row hashes (as text); and the rows per source over all parts."""
+    none), its rows and the sum of its row hashes (as text); and the rows per source over all parts. From the
+    parts' Parquet statistics where they are exact (one source, no null, strings shorter than DuckDB's cut),
+    with one read of the hashes and the strings' lengths; the other parts are scanned whole."""
+    files = _files_sql(paths)
+    stats: dict[tuple[str, str], list[tuple[int, str | None, str | None, int | None]]] = {}
+    for path, column, rows, lo, hi, nulls in con.execute(
+            "SELECT file_name, path_in_schema, row_group_num_rows, stats_min_value, stats_max_value, stats_null_count "
+            f"FROM parquet_metadata({files}) WHERE path_in_schema IN ('_key', '_source')").fetchall():
+        stats.setdefault((path, column), []).append((rows, lo, hi, nulls))
+    # the statistics of a string column are exact when its values are all shorter than DuckDB's cut: a longer
+    # one is cut, or left out of the minimum and maximum
+    sums, short = {}, set()
+    for path, hsum, longest in con.execute(
+            "SELECT filename, sum(_hash), greatest(max(strlen(_key)), max(strlen(coalesce(_source, '')))) "
+            f"FROM read_parquet({files}, filename = true) GROUP BY filename").fetchall():
+        sums[path] = hsum
+        if longest is not None and longest < _STATS_CUT:
+            short.add(path)
     digests: dict[str, dict[str, Any]] = {}
     by_source: dict[str, int] = {}
-    for path, lo, hi, sources, rows, hsum in con.execute(
-            "SELECT filename, min(lo), max(hi), list(src), list(n), sum(h) FROM (SELECT filename, "
-            "coalesce(_source, '') AS src, min(_key) AS lo, max(_key) AS hi, count(*) AS n, sum(_hash) AS h "
-            f"FROM read_parquet({_files_sql(paths)}, filename = true) GROUP BY ALL) GROUP BY filename").fetchall():
-        digests[path] = {"lo": lo, "hi": hi, "sources": sorted(sources), "rows": int(sum(rows)), "hsum": str(hsum)}
-        for src, n in zip(sources, rows, strict=True):
-            by_source[src] = by_source.get(src, 0) + n
+    scan = []
+    for path in paths:
+        keys, sources = stats.get((path, "_key"), []), stats.get((path, "_source"), [])
+        rows = sum(r for r, *_ in keys)
+        if not rows:
+            continue  # an empty part has no digest
+        exact = path in short and all(lo is not None and hi is not None and nulls == 0
+                                      for _, lo, hi, nulls in keys + sources)
+        names = {v for _, lo, hi, _ in sources for v in (lo, hi)}
+        if not exact or len(names) != 1:
+            scan.append(path)
+            continue
+        source = names.pop()
+        digests[path] = {"lo": min(lo for _, lo, _, _ in keys), "hi": max(hi for _, _, hi, _ in keys),
+                         "sources": [source], "rows": rows, "hsum": str(sums[path])}
+        by_source[source] = by_source.get(source, 0) + rows
+    if scan:
+        for path, lo, hi, sources, rows, hsum in con.execute(
+                "SELECT filename, min(lo), max(hi), list(src), list(n), sum(h) FROM (SELECT filename, "
+                "coalesce(_source, '') AS src, min(_key) AS lo, max(_key) AS hi, count(*) AS n, sum(_hash) AS h "
+                f"FROM read_parquet({_files_sql(scan)}, filename = true) GROUP BY ALL) GROUP BY filename").fetchall():
+            digests[path] = {"lo": lo, "hi": hi, "sources": sorted(sources), "rows": int(sum(rows)), "hsum": str(hsum)}
+            for src, n in zip(sources, rows, strict=True):
+                by_source[src] = by_source.get(src, 0) + n
     return digests, by_source
 
 

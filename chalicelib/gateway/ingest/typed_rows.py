@@ -525,9 +525,15 @@ def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
         items.append(f"CAST({value} AS {typ}) AS {_q(f['name'])}")
     if key_cols:
         # a CSV value of a column typed other than text matched that type's ASCII pattern: no escaping needed
-        key = "'[' || " + " || ', ' || ".join(
-            f"'\"' || {c} || '\"'" if part.json_kinds is None and types[c] not in ("STRING", "JSON") else _json_str(c)
-            for c in key_cols) + " || ']'"
+        pieces: list[tuple[bool, str]] = [(True, "[")]  # (literal?, text or SQL), adjacent literals joined
+        for n, c in enumerate(key_cols):
+            pieces += [(True, ", ")] if n else []
+            if part.json_kinds is None and types[c] not in ("STRING", "JSON"):
+                pieces += [(True, '"'), (False, c), (True, '"')]
+            else:
+                pieces.append((False, _json_str(c)))
+        pieces.append((True, "]"))
+        key = _concat(pieces)
         if part.checks is not None:
             missing = " OR ".join(f"{c} IS NULL OR {c} = ''" for c in key_cols)
             key = f"CASE WHEN {missing} THEN {_REFUTED} ELSE {key} END"
@@ -536,6 +542,23 @@ def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
     order = part.file.order << ORD_SHIFT
     typed = ", ".join(items + [f"{order} + _rn AS _ord"])
     return _ordered(schema, f"SELECT {key} AS _key, {_lit(part.file.source)} AS _source, {typed} FROM {part.numbered}")
+
+
+def _concat(pieces: list[tuple[bool, str]]) -> str:
+    """SQL: the pieces (literal text, or SQL when the flag is False) concatenated, adjacent literals as one."""
+    out: list[str] = []
+    text: str | None = None
+    for literal, piece in pieces:
+        if literal:
+            text = (text or "") + piece
+            continue
+        if text is not None:
+            out.append(_lit(text))
+            text = None
+        out.append(piece)
+    if text is not None:
+        out.append(_lit(text))
+    return " || ".join(out)
 
 
 def _select_records(stage: Stage, records: Iterable[tuple[int, Record]], schema: list[dict[str, Any]],
