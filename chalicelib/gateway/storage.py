@@ -458,22 +458,15 @@ def _digests(con: Any, paths: list[str]) -> tuple[dict[str, dict[str, Any]], dic
     """Per part (path) with rows, its manifest digest: lowest and highest ``_key``, its ``_source`` values ("" for
     none), its rows and the sum of its row hashes (as text); and the rows per source over all parts. From the
     parts' Parquet statistics where they are exact (one source, no null, strings shorter than DuckDB's cut),
-    with one read of the hashes and the strings' lengths; the other parts are scanned whole."""
+    with one read of the hashes; the other parts are scanned."""
     files = _files_sql(paths)
     stats: dict[tuple[str, str], list[tuple[int, str | None, str | None, int | None]]] = {}
     for path, column, rows, lo, hi, nulls in con.execute(
             "SELECT file_name, path_in_schema, row_group_num_rows, stats_min_value, stats_max_value, stats_null_count "
             f"FROM parquet_metadata({files}) WHERE path_in_schema IN ('_key', '_source')").fetchall():
         stats.setdefault((path, column), []).append((rows, lo, hi, nulls))
-    # the statistics of a string column are exact when its values are all shorter than DuckDB's cut: a longer
-    # one is cut, or left out of the minimum and maximum
-    sums, short = {}, set()
-    for path, hsum, longest in con.execute(
-            "SELECT filename, sum(_hash), greatest(max(strlen(_key)), max(strlen(coalesce(_source, '')))) "
-            f"FROM read_parquet({files}, filename = true) GROUP BY filename").fetchall():
-        sums[path] = hsum
-        if longest is not None and longest < _STATS_CUT:
-            short.add(path)
+    sums = dict(con.execute(f"SELECT filename, sum(_hash) FROM read_parquet({files}, filename = true) "
+                            "GROUP BY filename").fetchall())
     digests: dict[str, dict[str, Any]] = {}
     by_source: dict[str, int] = {}
     scan = []
@@ -482,8 +475,7 @@ def _digests(con: Any, paths: list[str]) -> tuple[dict[str, dict[str, Any]], dic
         rows = sum(r for r, *_ in keys)
         if not rows:
             continue  # an empty part has no digest
-        exact = path in short and all(lo is not None and hi is not None and nulls == 0
-                                      for _, lo, hi, nulls in keys + sources)
+        exact = all(_exact(lo) and _exact(hi) and nulls == 0 for _, lo, hi, nulls in keys + sources)
         names = {v for _, lo, hi, _ in sources for v in (lo, hi)}
         if not exact or len(names) != 1:
             scan.append(path)
@@ -501,6 +493,12 @@ def _digests(con: Any, paths: list[str]) -> tuple[dict[str, dict[str, Any]], dic
             for src, n in zip(sources, rows, strict=True):
                 by_source[src] = by_source.get(src, 0) + n
     return digests, by_source
+
+
+def _exact(value: str | None) -> bool:
+    """Whether a string statistic is the value itself: DuckDB's Parquet writer cuts a longer one at
+    ``_STATS_CUT`` bytes (back to a character's start, a maximum then raised), or leaves it out."""
+    return value is not None and len(value.encode()) < _STATS_CUT - 4
 
 
 def _same_parts(con: Any, region: str, tmp: str, old: Manifest, digests: dict[str, dict[str, Any]]
