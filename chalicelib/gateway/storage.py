@@ -506,7 +506,7 @@ def _same_parts(con: Any, region: str, tmp: str, old: Manifest, digests: dict[st
     """The new parts (path -> old base part index) equal to a part of the old snapshot: the same digest (key
     range, sources, rows, sum of row hashes), and every row of that old part still current (no key of a
     layer within its range). Their rows are neither written nor deleted, so a complete sync's counts join
-    only the other parts. Also the old layers' files downloaded to tell (key -> local path)."""
+    only the other parts. Also the old files downloaded to tell (key -> local path)."""
     parts = old.parts
     if not parts or len(parts) != len(old.base) or any("hsum" not in p for p in parts):
         return {}, {}
@@ -522,8 +522,13 @@ def _same_parts(con: Any, region: str, tmp: str, old: Manifest, digests: dict[st
         con.executemany("INSERT INTO same_ranges VALUES (?, ?, ?)",
                         [[j, parts[j]["lo"], parts[j]["hi"]] for j in sorted(set(same.values()))])
         layer_keys = " UNION ALL ".join(f"SELECT _key FROM read_parquet({_files_sql([local[k]])})" for k in layer_files)
-        overridden = {r[0] for r in con.execute(f"SELECT DISTINCT r.part FROM same_ranges r JOIN ({layer_keys}) k "
-                                                "ON k._key BETWEEN r.lo AND r.hi").fetchall()}
+        in_range = [r[0] for r in con.execute(f"SELECT DISTINCT r.part FROM same_ranges r JOIN ({layer_keys}) k "
+                                              "ON k._key BETWEEN r.lo AND r.hi ORDER BY 1").fetchall()]
+        # a range only bounds a part's keys: a part a layer key falls in is read for the keys themselves
+        local.update(_download(region, [old.base[j] for j in in_range], os.path.join(tmp, "old-ranged")))
+        overridden = {j for j in in_range if con.execute(
+            f"SELECT count(*) FROM read_parquet({_files_sql([local[old.base[j]]])}) "
+            f"WHERE _key IN (SELECT _key FROM ({layer_keys}))").fetchone()[0]}
         same = {path: j for path, j in same.items() if j not in overridden}
     taken: set[int] = set()
     out = {}

@@ -307,6 +307,50 @@ def test_a_full_refresh_compares_only_the_parts_that_differ_from_the_old_ones(te
         assert [r for r in got if r[0] == "u000005"] == [("u000005", 99)]  # the last object's row wins
 
 
+def test_a_layer_key_within_a_parts_range_but_not_in_it_leaves_that_part_out_of_the_comparison(
+        tenant: Tenant, monkeypatch) -> None:
+    """A part's key range only bounds its keys: a layer key that falls in the range of an old part equal to a
+    new one is looked up in that part, and the part, not holding it, is still left out of the comparison."""
+    monkeypatch.setattr(storage, "PART_ROWS", 2048)
+    downloaded = _recording_downloads(monkeypatch)
+    compared: list[list[str]] = []
+    real_view = storage._old_view
+
+    def old_view(con, region, tmp, old, spec, local=None):
+        compared.append(list(old.base))
+        return real_view(con, region, tmp, old, spec, local)
+
+    monkeypatch.setattr(storage, "_old_view", old_view)
+
+    def extra(version: int) -> str:  # keys between the first object's, in a part of their own
+        return "code,amount\n" + "".join(f"u00000{i}x,{i + version}\n" for i in (5, 6, 7))
+
+    bucket = new_bucket(tenant.region)
+    for o in range(4):
+        put(tenant.region, bucket, f"rows/{o:02d}.csv",
+            "code,amount\n" + "".join(f"u{i:06d},{i}\n" for i in range(o * 1024, (o + 1) * 1024)))
+    put(tenant.region, bucket, "rows/04.csv", extra(0))
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Between", "kind": "s3", "config": {
+            "role_arn": READER_ROLE, "bucket": bucket, "prefix": "rows/", "primary_key": ["code"]}})
+        assert st == 201, conn
+        ds_id = conn["dataset"]["id"]
+        for mode, version, want in (("FULL_REFRESH", 0, (4099, 4099, 0)), ("INCREMENTAL", 1, (3, 3, 0)),
+                                    ("FULL_REFRESH", 2, (4099, 3, 0))):
+            put(tenant.region, bucket, "rows/04.csv", extra(version))
+            before = storage.read_manifest(tenant.region, dataset(tenant, ds_id).data_prefix) if version else None
+            downloaded.clear()
+            compared.clear()
+            run = _sync(c, tenant, conn, mode)
+            assert (run["status"], run["rows_read"], run["rows_written"], run["rows_deleted"]) == ("SUCCEEDED", *want)
+    assert len(before.base) == 3 and len(before.layers) == 1
+    assert before.parts[0]["lo"] <= '["u000005x"]' <= before.parts[0]["hi"]  # the layer's keys are in its range
+    assert before.base[0] in downloaded  # looked up
+    assert compared == [[before.base[2]]]  # only the third object's old part is compared with the new rows
+    names, got = storage.read_rows(tenant.region, dataset(tenant, ds_id).data_prefix)
+    assert len(got) == 4099 and ("u000006x", 8) in got
+
+
 def test_an_incremental_change_too_big_for_a_layer_compacts_with_the_same_rows(tenant: Tenant, monkeypatch) -> None:
     monkeypatch.setattr(storage, "COMPACT_MIN_ROWS", 0)
     monkeypatch.setattr(storage, "COMPACT_FRACTION", 0.01)  # 100 changed keys of 2,000 rows: past it
