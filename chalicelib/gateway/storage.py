@@ -315,13 +315,13 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
                           old_keys=old.keys(), older_files=_replaced_files(old), manifest=manifest)
 
 
-def _copy_sorted(con: Any, body: str, out: str) -> list[str]:
-    """ONE ``COPY (body ORDER BY _source, _key)`` into Parquet parts of one row group each under ``out``: about
-    ``PART_ROWS`` rows, cut where DuckDB's 2,048-row chunks pass it; the parts' paths in order (none when
-    there are no rows). (``ORDER BY _key`` alone, for a run of one source, asked DuckDB for one 30 MB block
-    more than the cap had at 1M rows.)"""
+def _copy_sorted(con: Any, body: str, out: str, *, one_source: bool = False) -> list[str]:
+    """ONE ``COPY (body ORDER BY _source, _key)`` (``_key`` alone for the rows of ``one_source``) into Parquet
+    parts of one row group each under ``out``: about ``PART_ROWS`` rows, cut where DuckDB's 2,048-row chunks
+    pass it; the parts' paths in order (none when there are no rows)."""
     shutil.rmtree(out, ignore_errors=True)
-    con.execute(f"COPY ({body} ORDER BY _source NULLS FIRST, _key) TO '{out}' (FORMAT PARQUET, COMPRESSION ZSTD, "
+    order = "_key" if one_source else "_source NULLS FIRST, _key"
+    con.execute(f"COPY ({body} ORDER BY {order}) TO '{out}' (FORMAT PARQUET, COMPRESSION ZSTD, "
                 f"ROW_GROUP_SIZE {PART_ROWS}, ROW_GROUPS_PER_FILE 1, FILENAME_PATTERN 'part-{{i}}')")
     files = sorted(os.listdir(out) if os.path.isdir(out) else [], key=lambda n: int(n[5:].split(".")[0]))
     return [os.path.join(out, n) for n in files]
@@ -372,7 +372,7 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
                 if len(sqls) > 1:  # a run of small objects: staged first, so the sort is fed by one scan
                     con.execute(f"CREATE OR REPLACE TABLE run_rows AS {rows}")
                     rows = "SELECT * FROM run_rows"
-                paths += _copy_sorted(con, rows, os.path.join(out, f"g{g:05d}"))
+                paths += _copy_sorted(con, rows, os.path.join(out, f"g{g:05d}"), one_source=len(sqls) == 1)
                 con.execute("DROP TABLE IF EXISTS run_rows")
         if not paths:  # no rows: one empty part holds the schema
             os.makedirs(out, exist_ok=True)
