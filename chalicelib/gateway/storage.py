@@ -30,7 +30,6 @@ import os
 import shutil
 import tempfile
 from collections import OrderedDict
-from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -401,14 +400,15 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
         distinct = total = total + same_rows
         if direct and stage.may_repeat:  # keys told apart by their 64-bit hashes: a collision only sends the
             # sync down the exact path. The parts equal to old ones hold distinct keys, none in another of them:
-            # unless another part has a key within one's range, only the other parts are counted.
-            apart = not others or not same or not con.execute(
-                f"SELECT count(*) FROM ({new}) n JOIN (SELECT * FROM (VALUES {_ranges_sql(digests, same)}) "
-                "r(lo, hi)) r ON n._key BETWEEN r.lo AND r.hi").fetchone()[0]
-            counted = others if apart else paths
-            distinct = con.execute(
-                f"SELECT count(DISTINCT hash(_key)) FROM read_parquet({_files_sql(counted)})").fetchone()[0] if counted else 0
-            distinct += same_rows if apart else 0
+            # only the other parts are counted, with those of them whose range holds one of the others' keys.
+            ranged = sorted(same)
+            near = {ranged[r[0]] for r in con.execute(
+                f"SELECT DISTINCT r.i FROM ({new}) n JOIN (SELECT * FROM (VALUES {_ranges_sql(digests, ranged)}) "
+                "r(i, lo, hi)) r ON n._key BETWEEN r.lo AND r.hi").fetchall()} if others and same else set()
+            counted = others + sorted(near)
+            distinct = same_rows - sum(digests[p]["rows"] for p in near) + (con.execute(
+                f"SELECT count(DISTINCT hash(_key)) FROM read_parquet({_files_sql(counted)})").fetchone()[0]
+                if counted else 0)
         return total, distinct, written, deleted
 
     paths = write()
@@ -440,9 +440,9 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
                           rows_by_source=by_source if complete else {}, null_columns=nulls, manifest=manifest)
 
 
-def _ranges_sql(digests: dict[str, dict[str, Any]], paths: Iterable[str]) -> str:
-    """SQL ``VALUES`` rows: the key range of each part of ``paths``."""
-    return ", ".join(f"({_lit(digests[p]['lo'])}, {_lit(digests[p]['hi'])})" for p in paths)
+def _ranges_sql(digests: dict[str, dict[str, Any]], paths: list[str]) -> str:
+    """SQL ``VALUES`` rows: the position and key range of each part of ``paths``."""
+    return ", ".join(f"({i}, {_lit(digests[p]['lo'])}, {_lit(digests[p]['hi'])})" for i, p in enumerate(paths))
 
 
 def _lit(text: str) -> str:
