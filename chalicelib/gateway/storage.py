@@ -403,8 +403,9 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
             # only the other parts are counted, with those of them whose range holds one of the others' keys.
             ranged = sorted(same)
             near = {ranged[r[0]] for r in con.execute(
-                f"SELECT DISTINCT r.i FROM ({new}) n JOIN (SELECT * FROM (VALUES {_ranges_sql(digests, ranged)}) "
-                "r(i, lo, hi)) r ON n._key BETWEEN r.lo AND r.hi").fetchall()} if others and same else set()
+                f"SELECT DISTINCT r.i FROM ({new}) n JOIN "
+                f"{_ranges_sql([(i, digests[p]['lo'], digests[p]['hi']) for i, p in enumerate(ranged)])} r "
+                "ON n._key BETWEEN r.lo AND r.hi").fetchall()} if others and same else set()
             counted = others + sorted(near)
             distinct = same_rows - sum(digests[p]["rows"] for p in near) + (con.execute(
                 f"SELECT count(DISTINCT hash(_key)) FROM read_parquet({_files_sql(counted)})").fetchone()[0]
@@ -440,9 +441,9 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
                           rows_by_source=by_source if complete else {}, null_columns=nulls, manifest=manifest)
 
 
-def _ranges_sql(digests: dict[str, dict[str, Any]], paths: list[str]) -> str:
-    """SQL ``VALUES`` rows: the position and key range of each part of ``paths``."""
-    return ", ".join(f"({i}, {_lit(digests[p]['lo'])}, {_lit(digests[p]['hi'])})" for i, p in enumerate(paths))
+def _ranges_sql(ranges: list[tuple[int, str, str]]) -> str:
+    """SQL: a relation ``r(i, lo, hi)`` of the parts' numbers and key ranges."""
+    return f"(SELECT * FROM (VALUES {', '.join(f'({i}, {_lit(lo)}, {_lit(hi)})' for i, lo, hi in ranges)}) r(i, lo, hi))"
 
 
 def _lit(text: str) -> str:
@@ -518,11 +519,9 @@ def _same_parts(con: Any, region: str, tmp: str, old: Manifest, digests: dict[st
     if same and old.layers:
         layer_files = [k for layer in old.layers for k in (layer.get("upserts"), layer.get("deletes")) if k]
         local = _download(region, layer_files, os.path.join(tmp, "old-layers"))
-        con.execute("CREATE OR REPLACE TEMP TABLE same_ranges (part INTEGER, lo VARCHAR, hi VARCHAR)")
-        con.executemany("INSERT INTO same_ranges VALUES (?, ?, ?)",
-                        [[j, parts[j]["lo"], parts[j]["hi"]] for j in sorted(set(same.values()))])
+        ranges = _ranges_sql([(j, parts[j]["lo"], parts[j]["hi"]) for j in sorted(set(same.values()))])
         layer_keys = " UNION ALL ".join(f"SELECT _key FROM read_parquet({_files_sql([local[k]])})" for k in layer_files)
-        in_range = [r[0] for r in con.execute(f"SELECT DISTINCT r.part FROM same_ranges r JOIN ({layer_keys}) k "
+        in_range = [r[0] for r in con.execute(f"SELECT DISTINCT r.i FROM {ranges} r JOIN ({layer_keys}) k "
                                               "ON k._key BETWEEN r.lo AND r.hi ORDER BY 1").fetchall()]
         # a range only bounds a part's keys: a part a layer key falls in is read for the keys themselves
         local.update(_download(region, [old.base[j] for j in in_range], os.path.join(tmp, "old-ranged")))
@@ -566,13 +565,10 @@ def _touched_parts(con: Any, old: Manifest, replaced: set[str]) -> list[int] | N
                    ).fetchone()[0]:
         return None
     touched = {i for i, part in enumerate(old.parts) if replaced.intersection(part["sources"])}
-    ranges = [[i, part["lo"], part["hi"]] for i, part in enumerate(old.parts) if i not in touched]
+    ranges = [(i, part["lo"], part["hi"]) for i, part in enumerate(old.parts) if i not in touched]
     if ranges:
-        con.execute("CREATE TABLE part_ranges (part INTEGER, lo VARCHAR, hi VARCHAR)")
-        con.executemany("INSERT INTO part_ranges VALUES (?, ?, ?)", ranges)
-        touched.update(r[0] for r in con.execute("SELECT DISTINCT r.part FROM part_ranges r JOIN incoming i "
+        touched.update(r[0] for r in con.execute(f"SELECT DISTINCT r.i FROM {_ranges_sql(ranges)} r JOIN incoming i "
                                                  "ON i._key BETWEEN r.lo AND r.hi").fetchall())
-        con.execute("DROP TABLE part_ranges")
     return sorted(touched)
 
 
