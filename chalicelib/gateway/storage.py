@@ -87,9 +87,11 @@ class Manifest:
     layers: list[dict[str, Any]] = field(default_factory=list)  # {"upserts": key|None, "deletes": key|None, "rows": n}
     row_count: int = 0
     base_rows: int = -1  # -1: unknown (a snapshot written without a manifest)
-    # per base part, its digest: {"lo": min _key, "hi": max _key, "sources": the _source values of its rows
-    # ("" for none)}; lets an incremental sync read only the parts a change can touch (``_touched_parts``).
-    # None: a base written before digests existed (the next layer reads the whole snapshot instead).
+    # per base part, its digest: {"lo": min _key, "hi": max _key (or bounds of them), "sources": the _source
+    # values of its rows ("" for none), "rows", "hsum": the sum of its row hashes}; lets an incremental sync
+    # read only the parts a change can touch (``_touched_parts``) and a full refresh compare only the parts
+    # that changed (``_same_parts``). None: a base written before digests existed (the next layer reads the
+    # whole snapshot instead); digests without "hsum" are never equal to a new one.
     parts: list[dict[str, Any]] | None = None
     # the snapshot this one replaced: {"prefix", "keys"}, {} for none (the files a later sync's prune deletes
     # unlisted); None: written before manifests said
