@@ -460,7 +460,7 @@ def _no_rows(spec: dict[str, str]) -> str:
 def _digests(con: Any, paths: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
     """Per part (path) with rows, its manifest digest: lowest and highest ``_key``, its ``_source`` values ("" for
     none), its rows and the sum of its row hashes (as text); and the rows per source over all parts. From the
-    parts' Parquet statistics where they are exact (one source, no null, strings shorter than DuckDB's cut),
+    parts' Parquet statistics where they decide (one source, no null, strings shorter than DuckDB's cut),
     with one read of the hashes; the other parts are scanned."""
     files = _files_sql(paths)
     stats: dict[tuple[str, str], list[tuple[int, str | None, str | None, int | None]]] = {}
@@ -499,8 +499,9 @@ def _digests(con: Any, paths: list[str]) -> tuple[dict[str, dict[str, Any]], dic
 
 
 def _exact(value: str | None) -> bool:
-    """Whether a string statistic is the value itself: DuckDB's Parquet writer cuts a longer one at
-    ``_STATS_CUT`` bytes (back to a character's start, a maximum then raised), or leaves it out."""
+    """Whether a string statistic may stand for a part's key range or source: DuckDB's Parquet writer keeps a
+    string shorter than ``_STATS_CUT`` bytes whole and cuts a longer one back to a character's start (a cut
+    maximum is then raised, a bound rather than a key), or leaves it out. One as long as a cut may be one."""
     return value is not None and len(value.encode()) < _STATS_CUT - 4
 
 
@@ -508,8 +509,8 @@ def _same_parts(con: Any, region: str, tmp: str, old: Manifest, digests: dict[st
                 ) -> tuple[dict[str, int], dict[str, str]]:
     """The new parts (path -> old base part index) equal to a part of the old snapshot: the same digest (key
     range, sources, rows, sum of row hashes), and every row of that old part still current (no key of a
-    layer within its range). Their rows are neither written nor deleted, so a complete sync's counts join
-    only the other parts. Also the old files downloaded to tell (key -> local path)."""
+    layer in it). Their rows are neither written nor deleted, so a complete sync's counts join only the
+    other parts. Also the old files downloaded to tell (key -> local path)."""
     parts = old.parts
     if not parts or len(parts) != len(old.base) or any("hsum" not in p for p in parts):
         return {}, {}
