@@ -40,8 +40,9 @@ def test_digests_from_statistics_equal_a_scan_of_the_rows(seed: int) -> None:
                         for _ in range(rng.randint(1, 300))]
                 if p >= 8:
                     rows = [(k, "s/a.csv", rng.getrandbits(64)) for k in fixed[p - 8]]
-                con.execute("CREATE OR REPLACE TABLE t (_key VARCHAR, _source VARCHAR, _hash UBIGINT)")
-                con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+                con.execute("CREATE OR REPLACE TABLE t AS SELECT unnest($1::VARCHAR[]) AS _key, "
+                            "unnest($2::VARCHAR[]) AS _source, unnest($3::UBIGINT[]) AS _hash",
+                            [list(column) for column in zip(*rows, strict=True)])
                 path = os.path.join(tmp, f"part-{p}.parquet")
                 con.execute(f"COPY (SELECT * FROM t ORDER BY _source NULLS FIRST, _key) TO '{path}' (FORMAT PARQUET)")
                 paths.append(path)
