@@ -176,11 +176,9 @@ def test_a_key_moving_to_another_object_is_counted_once_and_stays_when_its_old_o
         assert 8 not in by_id
 
 
-def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant: Tenant, monkeypatch) -> None:
-    """Change detection reads the part digests in the manifest, then only the base parts holding the
-    changed object's rows or its keys (here one of five), never the whole snapshot."""
-    monkeypatch.setattr(storage, "PART_ROWS", 2048)  # one part per two objects (parts are cut at 2,048-row chunks)
-    downloaded: list[str] = []  # what the snapshot writer downloads (not the readers after the sync)
+def _recording_downloads(monkeypatch) -> list[str]:
+    """The keys the snapshot writer downloads (not the readers after the sync), in order."""
+    downloaded: list[str] = []
     real_download, real_write, writing = storage._download, storage.write_snapshot, []
 
     def download(region, keys, into):
@@ -197,6 +195,14 @@ def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant
 
     monkeypatch.setattr(storage, "_download", download)
     monkeypatch.setattr(storage, "write_snapshot", write)
+    return downloaded
+
+
+def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant: Tenant, monkeypatch) -> None:
+    """Change detection reads the part digests in the manifest, then only the base parts holding the
+    changed object's rows or its keys (here one of five), never the whole snapshot."""
+    monkeypatch.setattr(storage, "PART_ROWS", 2048)  # one part per two objects (parts are cut at 2,048-row chunks)
+    downloaded = _recording_downloads(monkeypatch)
 
     def rows(obj: int, version: int) -> str:
         return "code,amount\n" + "".join(f"u{i:06d},{i + version}\n" for i in range(obj * 1024, (obj + 1) * 1024))
@@ -225,28 +231,6 @@ def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant
         amounts = {r[0]: r[1] for r in got}
         assert amounts["u007168"] == 7169
         assert amounts["u007167"] == 7167
-
-
-def _recording_downloads(monkeypatch) -> list[str]:
-    """The keys the snapshot writer downloads (not the readers after the sync), in order."""
-    downloaded: list[str] = []
-    real_download, real_write, writing = storage._download, storage.write_snapshot, []
-
-    def download(region, keys, into):
-        if writing:
-            downloaded.extend(keys)
-        return real_download(region, keys, into)
-
-    def write(*args, **kwargs):
-        writing.append(1)
-        try:
-            return real_write(*args, **kwargs)
-        finally:
-            writing.pop()
-
-    monkeypatch.setattr(storage, "_download", download)
-    monkeypatch.setattr(storage, "write_snapshot", write)
-    return downloaded
 
 
 def test_a_full_refresh_compares_only_the_parts_that_differ_from_the_old_ones(tenant: Tenant, monkeypatch) -> None:
