@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -149,6 +150,7 @@ def _delete_keys(region: str, keys: list[str]) -> None:
 
 
 _COMMITTED: OrderedDict[tuple[str, str], str] = OrderedDict()  # (region, prefix) -> manifest JSON
+_COMMITTED_LOCK = threading.Lock()
 COMMITTED_MANIFESTS = 256  # the manifests of snapshots this process committed that it remembers
 process_state.enrol(f"{__name__}._COMMITTED", _COMMITTED.clear)
 
@@ -159,10 +161,11 @@ def remember_committed(region: str, snap: SnapshotResult) -> None:
     attempt's, and a finished run writes nothing more."""
     if snap.manifest is None:
         return
-    _COMMITTED[(region, snap.prefix)] = snap.manifest.to_json()
-    _COMMITTED.move_to_end((region, snap.prefix))
-    while len(_COMMITTED) > COMMITTED_MANIFESTS:
-        _COMMITTED.popitem(last=False)
+    with _COMMITTED_LOCK:  # a local process runs several sync workers on threads
+        _COMMITTED[(region, snap.prefix)] = snap.manifest.to_json()
+        _COMMITTED.move_to_end((region, snap.prefix))
+        while len(_COMMITTED) > COMMITTED_MANIFESTS:
+            _COMMITTED.popitem(last=False)
 
 
 def read_manifest(region: str, prefix: str) -> Manifest:
