@@ -5,6 +5,7 @@ a queued run cancelled from its page, and a run cancelled while a step is in pro
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import pytest
@@ -53,12 +54,27 @@ def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -
     queue = next(u for u in sqs.list_queues()["QueueUrls"] if u.endswith("-agent-runs"))
     sqs.set_queue_attributes(QueueUrl=queue, Attributes={"DelaySeconds": "60"})
     try:
+        # a read of the run sent before Cancel is answered after it, as it may be on a slow network: the
+        # page's first read passes, its event stream ends at once, and its next read is held back
+        held: list[Any] = []
+        reads = _RunReads(held)
+        page.route(reads.matches, reads.handle)
         page.fill("#run-question", "Which country brings the most paid revenue?")
         page.click("#start-run")
         page.wait_for_url("**/runs/run_*")
         page.wait_for_selector("#run-status .badge:text-is('queued')")
+        for _ in range(200):
+            if held:
+                break
+            page.wait_for_timeout(50)
+        assert held, "the page did not read the run again"
         page.click("#cancel-run")
         page.wait_for_selector("#run-status .badge:text-is('cancelled')")
+        for route, answer in held:
+            route.fulfill(response=answer)  # the stale 'queued' arrives now
+        page.unroute(reads.matches, reads.handle)
+        page.wait_for_timeout(500)
+        assert page.text_content("#run-status .badge") == "cancelled"  # the page never steps back
         assert "Cancelled before it started" in page.text_content("#run-status")
         page.wait_for_selector("#cancel-run", state="detached")
         check_page(page)
@@ -68,6 +84,28 @@ def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -
     finally:
         sqs.set_queue_attributes(QueueUrl=queue, Attributes={"DelaySeconds": "0"})
     context.close()
+
+
+class _RunReads:
+    """Routes the run page's API calls: the first read of the run passes, event streams answer empty at
+    once, and later reads are fetched but held (route, answer) until the test lets them through."""
+
+    def __init__(self, held: list[Any]) -> None:
+        self.held, self.reads = held, 0
+
+    @staticmethod
+    def matches(url: str) -> bool:
+        return bool(re.search(r"/api/platform/.*/runs/run_[^/]+(/events)?$", url.split("?")[0]))
+
+    def handle(self, route: Any) -> None:
+        if route.request.url.split("?")[0].endswith("/events"):
+            route.fulfill(status=200, headers={"content-type": "text/event-stream"}, body="")
+            return
+        self.reads += 1
+        if self.reads == 1:
+            route.continue_()
+        else:
+            self.held.append((route, route.fetch()))
 
 
 def test_cancel_a_run_in_progress(platform: Any, browser: Any) -> None:

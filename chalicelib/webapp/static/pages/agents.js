@@ -199,12 +199,19 @@ async function run({ view, params }) {
       h("details", {}, h("summary", {}, "Full output"), h("pre", { class: "mono" }, typeof out === "string" ? out : JSON.stringify(out, null, 2))))
       : empty(TERMINAL.includes(r.status) ? "This run has no output." : "No output yet."));
   };
+  // answers may arrive out of order (a read sent before Cancel can land after it): the page never steps back
+  const RANK = { queued: 0, in_progress: 1 };
+  const rank = (s) => (TERMINAL.includes(s) ? 2 : RANK[s] ?? 0);
+  const show = (next) => {
+    if (rank(next.status) < rank(r.status)) return;
+    r = next;
+    drawAll();
+  };
   const cancelled = h("span", { class: "action-result", role: "status" });
   cancel.addEventListener("click", async () => {
     cancel.disabled = true;
     try {
-      r = { ...r, ...(await agents.cancelRun(params.agent_id, params.run_id)) };
-      drawAll();
+      show({ ...r, ...(await agents.cancelRun(params.agent_id, params.run_id)) });
       if (!TERMINAL.includes(r.status)) cancelled.textContent = "Stopping after the current step…"; // a queued run is cancelled at once
     } catch (err) { cancelled.replaceChildren(problemBox(err)); cancel.disabled = false; }
   });
@@ -220,16 +227,14 @@ async function run({ view, params }) {
       try {
         for await (const ev of agents.runEvents(params.agent_id, params.run_id, lastId)) {
           lastId = ev.id || lastId;
-          r = await agents.getRun(params.agent_id, params.run_id);
-          drawAll();
+          show(await agents.getRun(params.agent_id, params.run_id));
           if (TERMINAL.includes(r.status)) break;
         }
       } catch (err) {
         view.append(problemBox(err));
         return;
       }
-      r = await agents.getRun(params.agent_id, params.run_id);
-      drawAll();
+      show(await agents.getRun(params.agent_id, params.run_id));
       if (!TERMINAL.includes(r.status)) await new Promise((res) => setTimeout(res, 1000));
     }
   }
