@@ -15,20 +15,23 @@ in Python and streamed to DuckDB as JSON lines.
 The result is ``Stage.incoming_sql``: a query of ``_key``, ``_source``, ``_hash``, the schema's columns and
 ``_ord`` (row order; the last row of the last object wins per key). ``Stage.materialize`` turns it into
 table ``incoming`` (one row per key) for the writers that read it more than once. DuckDB runs on one
-thread with a memory limit and spills to the stage's directory, so memory stays bounded whatever the row
+thread with a memory limit and spills to a directory of its own, so memory stays bounded whatever the row
 count (see ``docs/architecture.md``).
 """
 from __future__ import annotations
 
+import atexit
 import csv
 import itertools
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.core import process_state
 from chalicelib.gateway import storage
 from chalicelib.gateway.ingest import normalize
 from chalicelib.gateway.ingest.sources import Batch, CsvFile, Record, RecordSpool, missing_key, resolve_columns
@@ -64,6 +67,8 @@ class Stage:
     may_repeat: bool = False
     incoming_rows: int | None = None  # rows of table ``incoming`` once materialized (unique keys)
     _tmp: Any = field(default=None, repr=False)
+    _catalog: str = ""  # the stage's own catalog of ``_database`` (none: a connection of its own)
+    _database: Any = field(default=None, repr=False)
 
     def materialize(self) -> int:
         """Table ``incoming`` from ``incoming_sql``, one row per key (the last by ``_ord``); its row count.
@@ -84,23 +89,83 @@ class Stage:
         return self.incoming_rows
 
     def close(self) -> None:
+        """Drop the stage's catalog (its tables and their spilled blocks) and delete its directory."""
         try:
-            self.con.close()
+            if self._database is not None:
+                self.con.execute("USE memory")
+                self.con.execute(f"DETACH {self._catalog}")
+        except Exception:  # noqa: BLE001 - the stage's work is over either way
+            _forget_database(self._database)  # a database that cannot drop a stage's catalog is not reused
         finally:
-            if self._tmp is not None:
-                self._tmp.cleanup()
+            try:
+                self.con.close()
+            finally:
+                if self._tmp is not None:
+                    self._tmp.cleanup()
+
+
+# The process's sync DuckDB, created at its first sync: connecting costs about as much as a small
+# incremental sync's whole DuckDB work, so each stage takes a connection of it with a private in-memory
+# catalog instead (dropped when the stage closes). Its settings are database-wide: one thread, the memory
+# cap (shared when a local process runs several syncs at once), UTC, and spilling to a directory of its own.
+_DATABASE: dict[str, Any] = {}
+_DATABASE_LOCK = threading.Lock()
+_CATALOGS = itertools.count()
+
+
+def _database() -> Any:
+    with _DATABASE_LOCK:
+        db = _DATABASE.get("db")
+        if db is None:
+            db = storage.connect(tempfile.mkdtemp(prefix="gwduck-"))
+            for stmt in (f"SET memory_limit = '{MEMORY_LIMIT}'", f"SET threads = {THREADS}",
+                         "SET preserve_insertion_order = true", "SET TimeZone = 'UTC'"):
+                db.execute(stmt)
+            from duckdb import sqltypes  # noqa: PLC0415
+
+            db.create_function("py_json_str", lambda s: json.dumps(s), [sqltypes.VARCHAR], sqltypes.VARCHAR)
+            _DATABASE["db"] = db
+        return db
+
+
+def _forget_database(db: Any = None) -> None:
+    """The next stage opens a new database (``db``: only if it is still the current one)."""
+    with _DATABASE_LOCK:
+        if db is None or _DATABASE.get("db") is db:
+            _DATABASE.pop("db", None)
+
+
+def _close_database() -> None:
+    """At exit: close the database before the interpreter tears its bindings down."""
+    with _DATABASE_LOCK:
+        db = _DATABASE.pop("db", None)
+    if db is not None:
+        db.close()
+
+
+process_state.enrol(f"{__name__}._DATABASE", _forget_database, derived=True)
+atexit.register(_close_database)
 
 
 def open_stage() -> Stage:
+    """A new scratch directory and a connection of the process's sync DuckDB, in a catalog of its own (a
+    database that refuses the catalog, say after a fatal error, is replaced once)."""
+    catalog = f"stage{next(_CATALOGS)}"
+    for attempt in range(2):
+        db, con = _database(), None
+        try:
+            con = db.cursor()
+            con.execute(f"ATTACH ':memory:' AS {catalog}")
+            con.execute(f"USE {catalog}")
+            break
+        except Exception:
+            if con is not None:
+                con.close()
+            _forget_database(db)
+            if attempt:
+                raise
     tmp = tempfile.TemporaryDirectory(prefix="gwsync-")
-    con = storage.connect(tmp.name)
-    for stmt in (f"SET memory_limit = '{MEMORY_LIMIT}'", f"SET threads = {THREADS}",
-                 "SET preserve_insertion_order = true", "SET TimeZone = 'UTC'"):
-        con.execute(stmt)
-    from duckdb import sqltypes  # noqa: PLC0415
-
-    con.create_function("py_json_str", lambda s: json.dumps(s), [sqltypes.VARCHAR], sqltypes.VARCHAR)
-    return Stage(con, tmp.name, _tmp=tmp)
+    return Stage(con, tmp.name, _tmp=tmp, _catalog=catalog, _database=db)
 
 
 def _q(name: str) -> str:
