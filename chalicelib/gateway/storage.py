@@ -584,17 +584,19 @@ def _write_layer(con: Any, region: str, tmp: str, prefix: str, old: Manifest, co
     old keys from replaced sources that did not arrive again."""
     n = len(old.layers) + 1
     layer: dict[str, Any] = {"upserts": None, "deletes": None, "rows": 0}
-    con.execute(f"CREATE TABLE upserts AS SELECT {cols} FROM incoming i WHERE NOT EXISTS (SELECT 1 FROM old_index o "
-                "WHERE o._key = i._key AND o._hash = i._hash AND o._source IS NOT DISTINCT FROM i._source) ORDER BY _key")
-    upserts = con.execute("SELECT count(*) FROM upserts").fetchone()[0]
     written = 0
-    for kind, count, sql in (("upserts", upserts, "SELECT * FROM upserts"),
-                             ("deletes", deleted, "SELECT o._key FROM old_index o WHERE o._source IN "
-                              "(SELECT src FROM replaced) AND o._key NOT IN (SELECT _key FROM incoming) ORDER BY 1")):
-        if not count:
+    for kind, count, sql in (
+            ("upserts", None, f"SELECT {cols} FROM incoming i WHERE NOT EXISTS (SELECT 1 FROM old_index o WHERE "
+             "o._key = i._key AND o._hash = i._hash AND o._source IS NOT DISTINCT FROM i._source) ORDER BY _key"),
+            ("deletes", deleted, "SELECT o._key FROM old_index o WHERE o._source IN "
+             "(SELECT src FROM replaced) AND o._key NOT IN (SELECT _key FROM incoming) ORDER BY 1")):
+        if count == 0:
             continue
         path = os.path.join(tmp, f"layer-{kind}.parquet")
-        con.execute(f"COPY ({sql}) TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)")
+        count = con.execute(f"COPY ({sql}) TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)").fetchone()[0]
+        if not count:  # every incoming row is current already
+            os.remove(path)
+            continue
         key = f"{prefix}/layer-{n:03d}-{kind}.parquet"
         _upload(region, path, key)
         layer[kind] = key
@@ -643,7 +645,9 @@ def prune(region: str, workspace_id: str, dataset_id: str, keep: set[str],
     """Delete every object of the dataset except the files of the snapshots in ``keep`` (prefixes) and their
     manifests; returns objects removed. ``known``: files of some of those snapshots the caller already
     has (prefix -> keys), whose manifests are then not read again. ``candidates``: delete only these (the
-    files of the one snapshot a sync retires) instead of listing the dataset's objects."""
+    files of the one snapshot a sync retires) instead of listing the dataset's objects, and only when a data
+    file is among them: a manifest alone (what a layer sync retires) is left to the next listing prune, at
+    the latest ``MAX_LAYERS`` syncs later."""
     root = dataset_root(workspace_id, dataset_id)
     known = known or {}
     referenced = {f"{p}/{MANIFEST}" for p in keep if p}
@@ -652,6 +656,8 @@ def prune(region: str, workspace_id: str, dataset_id: str, keep: set[str],
             referenced.update(known[p] if p in known else read_manifest(region, p).keys())
     listed = _list_keys(region, root) if candidates is None else [k for k in candidates if k.startswith(root)]
     doomed = [k for k in listed if k not in referenced]
+    if candidates is not None and all(k.endswith(f"/{MANIFEST}") for k in doomed):
+        return 0  # a retired layer snapshot's lone manifest waits for the next listing (a new base lists)
     if doomed:
         _delete_keys(region, doomed)
     return len(doomed)

@@ -115,9 +115,9 @@ def test_layers_stack_then_compact_and_deleted_objects_drop_their_rows(tenant: T
         assert run["rows_deleted"] == PER_OBJECT, run
         ds = dataset(tenant, ds_id)
         assert len(storage.read_manifest(tenant.region, ds.data_prefix).layers) == 2
-        # the second layer retired the first snapshot (its manifest; its parts are still the base), unlisted:
-        # the leftover of a crashed attempt waits for a sync that lists (a new base, or a retried attempt)
-        assert f"{first}/{storage.MANIFEST}" not in _objects(tenant, ds_id)
+        # the second layer retired the first snapshot, whose parts are still the base: its lone manifest, like
+        # the leftover of a crashed attempt, waits for a sync that lists (a new base, or a retried attempt)
+        assert f"{first}/{storage.MANIFEST}" in _objects(tenant, ds_id)
         assert leftover in _objects(tenant, ds_id)
         ids = {r[0] for r in storage.read_rows(tenant.region, ds.data_prefix)[1]}
         assert ds.row_count == len(ids) == 3 * PER_OBJECT
@@ -140,6 +140,14 @@ def test_layers_stack_then_compact_and_deleted_objects_drop_their_rows(tenant: T
         previous = [k for k in stray if "/part-" not in k and "/layer-" not in k]
         assert not previous
         assert leftover not in _objects(tenant, ds_id)  # the new base listed the dataset's objects
+        assert f"{first}/{storage.MANIFEST}" not in _objects(tenant, ds_id)
+        # the next layer retires the snapshot before the new base, whose parts and layers nothing references
+        # any more: they go by name at once
+        before_base = storage.read_manifest(tenant.region, manifest.replaced["prefix"])
+        put(tenant.region, bucket, "rows/03.csv", _csv(3))
+        assert _sync(c, tenant, conn, "INCREMENTAL")["status"] == "SUCCEEDED"
+        assert len(storage.read_manifest(tenant.region, dataset(tenant, ds_id).data_prefix).layers) == 1
+        assert not set(before_base.keys()) & _objects(tenant, ds_id)
 
 
 def test_a_key_moving_to_another_object_is_counted_once_and_stays_when_its_old_object_goes(tenant: Tenant,
