@@ -48,6 +48,7 @@ MANIFEST = "manifest.json"
 MAX_LAYERS = 8  # an incremental sync that would add a ninth layer compacts instead
 COMPACT_FRACTION = 0.25  # ... as does one whose layers would hold more rows than this share of the base
 COMPACT_MIN_ROWS = 1_000  # ... unless they hold fewer rows than this (small data: layers are cheap)
+_LITERAL_SOURCES = 1_000  # replaced sources written into a layer's lookup as constants (more: a table)
 _STATS_CUT = 256  # bytes: DuckDB's Parquet writer cuts string statistics there
 
 
@@ -290,10 +291,18 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
     if touched is not None:  # the touched base parts and the layers only: their current rows' keys and hashes
         part = Manifest(base=[old.base[i] for i in touched], layers=old.layers)
         source = merged_source(part, _download(region, part.keys(), os.path.join(tmp, "old")))
-        # only the rows the comparison uses: those of replaced sources and those of incoming keys
-        con.execute(f"CREATE TABLE old_index AS SELECT _key, _source, {HASH} FROM {source} WHERE _source IN "
-                    "(SELECT src FROM replaced) OR _key IN (SELECT _key FROM incoming)" if source else
-                    "CREATE TABLE old_index (_key VARCHAR, _source VARCHAR, _hash UBIGINT)")
+        # only the rows the comparison uses: those of replaced sources and those of incoming keys. Constants
+        # (the sources, the incoming keys' range) let the scans skip the other rows, often whole parts, before
+        # the lookup: parts are sorted by key and their statistics hold their sources' and keys' ranges
+        lo, hi = con.execute("SELECT min(_key), max(_key) FROM incoming").fetchone()
+        among = ("FALSE" if not replaced_sources else f"_source IN ({', '.join(map(_lit, sorted(replaced_sources)))})"
+                 if len(replaced_sources) <= _LITERAL_SOURCES else "_source IN (SELECT src FROM replaced)")
+        if source is None:
+            con.execute("CREATE TABLE old_index (_key VARCHAR, _source VARCHAR, _hash UBIGINT)")
+        else:
+            moved = ("" if lo is None else f" UNION ALL SELECT _key, _source, {HASH} FROM {source} WHERE _key BETWEEN "
+                     f"{_lit(lo)} AND {_lit(hi)} AND _key IN (SELECT _key FROM incoming) AND NOT coalesce({among}, false)")
+            con.execute(f"CREATE TABLE old_index AS SELECT _key, _source, {HASH} FROM {source} WHERE {among}{moved}")
         old_rows = old.row_count
     else:
         _old_view(con, region, tmp, old, _spec(schema))
