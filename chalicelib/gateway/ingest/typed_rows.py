@@ -1,7 +1,7 @@
 """A sync's incoming rows as one typed row relation, built natively where the source allows it.
 
-CSV objects (``sources.CsvFile``) are never copied into a text table: DuckDB's sniffer (``sniff_csv``)
-proposes each column's type, and ONE validation aggregate over the file (DuckDB's CSV reader, every value
+CSV objects (``sources.CsvFile``) are never copied into a text table: the type the dataset already has
+for a column, or else DuckDB's sniffer (``sniff_csv``), proposes each column's type, and ONE validation aggregate over the file (DuckDB's CSV reader, every value
 as text) checks each proposal against the project's typing rules (``normalize.infer`` written as SQL), so
 a column gets exactly the type those rules give; where the two differ (a proposal a later value breaks,
 a text column the rules would type), the rules win. Typing, keying and the change hash are SQL too, read
@@ -249,7 +249,7 @@ class _Native:
     headers: list[str]
     rows: int
     json_kinds: list[set[str]] | None = None  # JSON Lines/Parquet: each column's JSON value types (``t<i>``)
-    proposed: list[str | None] | None = None  # CSV: the sniffer's proposal per column (project type names)
+    proposed: list[str | None] | None = None  # CSV: the proposed type per column (project names; ``_proposals``)
     key_missing: bool = False  # CSV: some row has no value for part of the primary key
     # CSV typed from its sample (``_observe_sampled``): the proposal each column's values are checked against
     # as the snapshot writer reads them (``rows`` is then unknown until the rows are written)
@@ -303,7 +303,7 @@ def _sniff(stage: Stage, f: CsvFile, width: int) -> list[str | None]:
 
 def _load(stage: Stage, f: CsvFile, n: int) -> _Native | None:
     """The object as a native part, or None when the native reader cannot read it exactly as the row-by-row
-    reader would (the caller falls back to records). A CSV is only sniffed here: its rows stay in the file."""
+    reader would (the caller falls back to records). A CSV's rows stay in the file."""
     import duckdb  # noqa: PLC0415
 
     if f.format != "csv":
@@ -321,7 +321,7 @@ def _load(stage: Stage, f: CsvFile, n: int) -> _Native | None:
     cols = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(headers))) + "}"
     # (the stage's one thread reads in file order; ``parallel = false`` would buffer the whole file)
     scan = f"read_csv({_dialect(f)}, auto_detect = false, null_padding = true, strict_mode = true, columns = {cols})"
-    return _Native(f, scan, headers, -1, proposed=_sniff(stage, f, len(headers)))
+    return _Native(f, scan, headers, -1)
 
 
 # DuckDB column types whose ``to_json`` rendering reads back as the value Python's Parquet reader gives
@@ -465,6 +465,16 @@ def _observe_sampled(stage: Stage, part: _Native, observer: normalize.Observer, 
     return True
 
 
+def _proposals(stage: Stage, part: _Native, observer: normalize.Observer) -> list[str | None]:
+    """Each column's proposed type: the one the dataset (or an earlier object of this batch) already has,
+    else DuckDB's sniffer's (which is then asked). A proposal only saves work: the validation aggregate
+    decides every column exactly whichever proposal it checks (a refuted one gets the full rules)."""
+    prior = [observer.type_of(h) for h in part.headers]
+    if all(prior):
+        return prior
+    return [p or s for p, s in zip(prior, _sniff(stage, part.file, len(part.headers)), strict=True)]
+
+
 def _observe_native(stage: Stage, part: _Native, observer: normalize.Observer, sampled: bool = False) -> None:
     """Types, nulls and samples of the object's columns, fed to ``observer``. For a CSV: the sniffer's
     proposals checked by one aggregate over the file (a proposal it refutes, or a column without one,
@@ -477,7 +487,7 @@ def _observe_native(stage: Stage, part: _Native, observer: normalize.Observer, s
         return
     con, t = stage.con, part.scan
     cols = [f"c{i}" for i in range(len(part.headers))]
-    proposed = part.proposed or [None] * len(cols)
+    proposed = part.proposed = part.proposed or _proposals(stage, part, observer)
     known = {c for c, h in zip(cols, part.headers, strict=True) if observer.type_of(h) == "STRING"}
     # a text proposal: text by our rules too when the sniffer's sample already widens to STRING
     texts = [c for c, p in zip(cols, proposed, strict=True) if p == "STRING" and c not in known]

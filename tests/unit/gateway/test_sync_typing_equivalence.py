@@ -208,3 +208,51 @@ def test_the_writers_integer_check_accepts_only_what_the_typing_rules_call_an_in
         rule = bool(normalize.INT_RE.fullmatch(v))
         assert accepted <= rule, v
         assert accepted == (rule and v != "-0"), v
+
+
+@pytest.mark.parametrize("prior", ["INTEGER", "FLOAT", "BOOLEAN", "DATE", "TIMESTAMP", "STRING"])
+def test_the_datasets_types_propose_and_the_values_decide_as_the_old_path(monkeypatch, prior: str) -> None:
+    """A dataset's types propose each column's type in place of the sniffer (``_proposals``). Every column of
+    the source below once held ``prior``: a proposal its values refute (a float for an integer, a date-time
+    for a date) gets the full rules, one they narrow (integers for a float) is narrowed, and the result is
+    the old path's, exact and from samples alike."""
+    monkeypatch.setattr(ingest, "SNIFF_ROWS", 1000)
+    t = _source(["2899", "7", "1.5", "2024-01-01", "2024-02-01T10:00:00Z"])
+    first = _run(oracle, t, [])[0]
+    old_schema = [f if f["name"] == "id" else {**f, "type": prior} for f in first]
+    sniffed: list[str] = []
+    real_sniff = ingest._sniff
+    monkeypatch.setattr(ingest, "_sniff", lambda stage, f, width: sniffed.append(f.source) or real_sniff(stage, f, width))
+    want = _run(oracle, t, old_schema)
+    assert _run(ingest, t, old_schema) == want
+    got = _run_sampled(t, old_schema)
+    assert got is None or got[0] == want
+    assert sniffed == []  # every column had a type to propose
+
+
+def test_a_new_column_is_proposed_by_the_sniffer_beside_the_datasets_types(monkeypatch) -> None:
+    t = _source(["2899", "7", "1.5", "2024-01-01", "2024-02-01T10:00:00Z"])
+    old_schema = [f for f in _run(oracle, t, [])[0] if f["name"] != "ts"]  # ``ts`` arrives new
+    sniffed: list[str] = []
+    real_sniff = ingest._sniff
+    monkeypatch.setattr(ingest, "_sniff", lambda stage, f, width: sniffed.append(f.source) or real_sniff(stage, f, width))
+    assert _run(ingest, t, old_schema) == _run(oracle, t, old_schema)
+    assert sniffed == ["t/00.csv"]
+
+
+def test_sources_typed_from_the_datasets_types_and_their_samples_match_the_old_path(monkeypatch) -> None:
+    """Random changed sources after a first sync, with 30-row samples: the dataset's types propose."""
+    monkeypatch.setattr(ingest, "SNIFF_ROWS", 30)
+    for seed in range(20):
+        before = random_csv.table(5000 + seed, long_rows=60 if seed % 2 else 0)
+        first = _or_error(_run, oracle, before, [])
+        old_schema = first[0] if first[0] != "error" else []
+        t = random_csv.changed(seed, before)
+        want = _or_error(_run, oracle, t, old_schema)
+        got = _or_error(_run_sampled, t, old_schema)
+        if got is None:
+            got = _or_error(_run, ingest, t, old_schema)
+        elif got[0] != "error":
+            got = got[0]
+        assert got == want, seed
+        assert _or_error(_run, ingest, t, old_schema) == want, seed
