@@ -2,6 +2,8 @@
 known addresses get the same work and the same answer."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from chalice.test import Client
@@ -12,9 +14,19 @@ from chalicelib.identity.signin import limits
 from tests.functional.identity.helpers import body, make_password_user, post
 
 
+@contextmanager
+def _window_start() -> Iterator[None]:
+    """The clock stopped one second into an hour, which starts a window of every limit (their windows
+    divide an hour): a test's calls, a few seconds apart, never straddle two windows whatever the time."""
+    assert all(3600 % limit.window_seconds == 0 for limit in limits.LIMITS)
+    with clock.frozen():
+        clock.advance(3600 - clock.now() % 3600 + 1)
+        yield
+
+
 def test_reset_mail_flood_is_cut_at_the_per_address_limit(outbox: Any) -> None:
     u = make_password_user("flood@example.com")
-    with Client(create_app("identity")) as c, clock.frozen():
+    with Client(create_app("identity")) as c, _window_start():
         answers = []
         for _ in range(limits.MAIL_PER_ADDRESS.count + 3):
             answers.append(post(c, "/signin/reset", {"email": u.email}))
@@ -32,7 +44,7 @@ def test_reset_mail_flood_is_cut_at_the_per_address_limit(outbox: Any) -> None:
 
 
 def test_unknown_addresses_get_the_same_work_and_are_limited_alike(outbox: Any) -> None:
-    with Client(create_app("identity")) as c, clock.frozen():
+    with Client(create_app("identity")) as c, _window_start():
         for _ in range(limits.MAIL_PER_ADDRESS.count):
             assert post(c, "/signin/reset", {"email": "nobody@example.com"}).status_code == 202
             clock.advance(1)
@@ -43,7 +55,7 @@ def test_unknown_addresses_get_the_same_work_and_are_limited_alike(outbox: Any) 
 
 def test_password_guessing_is_limited_per_address(stack: None) -> None:
     u = make_password_user("guess@example.com")
-    with Client(create_app("identity")) as c, clock.frozen():
+    with Client(create_app("identity")) as c, _window_start():
         codes = [post(c, "/signin/password", {"email": u.email, "password": f"guess number {i}"}).status_code
                  for i in range(limits.SIGNIN_PER_ADDRESS.count + 1)]
     assert set(codes[:-1]) == {401}
@@ -51,7 +63,7 @@ def test_password_guessing_is_limited_per_address(stack: None) -> None:
 
 
 def test_email_code_requests_are_limited_per_address(outbox: Any) -> None:
-    with Client(create_app("identity")) as c, clock.frozen():
+    with Client(create_app("identity")) as c, _window_start():
         codes = [post(c, "/signin/email-code", {"email": "new@example.com"}).status_code
                  for _ in range(limits.MAIL_PER_ADDRESS.count + 1)]
     assert codes == [202] * limits.MAIL_PER_ADDRESS.count + [429]
@@ -64,7 +76,7 @@ def test_a_test_stack_raises_every_limit_with_the_limit_factor(outbox: Any, monk
     monkeypatch.setenv("SIGNIN_LIMIT_FACTOR", "3")
     settings.cache_clear()
     allowed = limits.MAIL_PER_ADDRESS.count * 3
-    with Client(create_app("identity")) as c, clock.frozen():
+    with Client(create_app("identity")) as c, _window_start():
         answers = []
         for _ in range(allowed + 1):
             answers.append(post(c, "/signin/email-code", {"email": "many@example.com"}).status_code)
