@@ -11,11 +11,9 @@ import os
 import random
 import time
 import tracemalloc
-from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
-from bench.common import Measure, measure, measure_pair, quiet, table, use_emulator
+from bench.common import AwsCalls, Measure, measure, measure_pair, quiet, table, use_emulator
 
 SIZES = tuple(int(s) for s in os.environ.get("BENCH_CATALOG_SIZES", "1000,10000,50000").split(","))
 WORDS = ["orders", "customers", "tickets", "invoices", "events", "sessions", "leads", "payments", "churn", "usage"]
@@ -50,32 +48,6 @@ def seed(ws: str, region: str, n: int, connector_id: str | None = None) -> list[
     return ids
 
 
-class _Calls:
-    """Counts DynamoDB calls made through botocore (boto3 and PynamoDB alike)."""
-
-    def __init__(self) -> None:
-        from botocore.client import BaseClient
-
-        self.seen: Counter[str] = Counter()
-        self._base, self._real = BaseClient, BaseClient._make_api_call
-        calls = self
-
-        def counting(client: Any, operation: str, params: dict[str, Any]) -> Any:
-            if client.meta.service_model.service_name == "dynamodb":
-                calls.seen[operation] += 1
-            return calls._real(client, operation, params)
-
-        BaseClient._make_api_call = counting  # type: ignore[method-assign]
-
-    def of(self, fn: Callable[[], object]) -> str:
-        self.seen.clear()
-        fn()
-        return ", ".join(f"{k} {v}" for k, v in sorted(self.seen.items())) or "none"
-
-    def close(self) -> None:
-        self._base._make_api_call = self._real  # type: ignore[method-assign]
-
-
 def _varied_filters(catalog: Any, n: int) -> list[Any]:
     """240 distinct searches as users type them: words, prefixes, inner substrings, dataset names, owners,
     numbers, one and two letters; a third also filtered by classification."""
@@ -96,7 +68,7 @@ def _varied_filters(catalog: Any, n: int) -> list[Any]:
     return out
 
 
-def _size(n: int, calls: _Calls) -> tuple[list[tuple[Measure, Measure | None, str]], str]:
+def _size(n: int, calls: AwsCalls) -> tuple[list[tuple[Measure, Measure | None, str]], str]:
     from chalicelib.core import clock
     from chalicelib.core.tokens import verifier
     from chalicelib.gateway.catalog import index as catalog_index
@@ -237,7 +209,7 @@ def main() -> None:
     growth = []
     with mock_aws(), quiet():
         bootstrap_all()
-        calls = _Calls()
+        calls = AwsCalls("dynamodb")
         try:
             for n in SIZES:
                 rows, line = _size(n, calls)

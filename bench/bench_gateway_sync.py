@@ -6,7 +6,8 @@ same 160 MB cap): DuckDB alone doing the same data work on the same rows (read t
 key, 64-bit row hash stored as an integer as ours is, sort by key, write ZSTD Parquet parts), and the same plus the
 same S3 transfers as the sync (the source objects downloaded from moto, the parts uploaded to it, one streamed PUT
 each), interleaved with ours (the order alternating), logging off. Then an incremental sync after the 10k rows of
-the second object changed (1% of the rows at 1M, 10% at 100k) against the full sync of the same dataset, a growth
+the second object changed (1% of the rows at 1M, 10% at 100k) against the full sync of the same dataset, with the
+AWS calls of each timed sync and the time spent inside them (the in-process emulator's share of the time), a growth
 table 100k -> 1M, and the peak memory of a 1M-row sync measured in a fresh process
 (``tests/functional/gateway/sync_memory_child.py``).
 
@@ -26,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from bench.common import quiet, use_emulator
+from bench.common import AwsCalls, quiet, use_emulator
 
 PER_OBJECT = 10_000
 # ``BENCH_SYNC_SIZES=1000000 BENCH_SYNC_REPEAT=1 BENCH_SYNC_MEMORY=0`` for a quicker run while iterating
@@ -120,6 +121,7 @@ def main() -> None:
         s3.create_bucket(Bucket="bench-source")
 
         sqs, queue_url = aws.client("sqs", region), aws.queue_url(sync.QUEUE, region)
+        calls = AwsCalls()  # every AWS call of a timed sync (request, queue, worker, run read) and its time
 
         def one_sync(conn_id: str, mode: str) -> dict:
             """Requested, its message received and handed to the worker's handler as Lambda would (no
@@ -145,7 +147,8 @@ def main() -> None:
             conn = connectors.create_connector(principal, {"name": f"Bench {size}", "kind": "s3", "config": {
                 "role_arn": "arn:aws:iam::111122223333:role/bench-reader", "bucket": "bench-source",
                 "prefix": f"r{size}/", "primary_key": ["id"]}}, None)
-            times: dict[str, list[float]] = {"full": [], "ref": [], "ref_s3": [], "incr": []}
+            times: dict[str, list[float]] = {"full": [], "ref": [], "ref_s3": [], "incr": [], "full_aws": [],
+                                             "incr_aws": [], "full_calls": [], "incr_calls": []}
             version = 0
             keys = (f"r{size}/0-big.csv", f"r{size}/1-small.csv")
 
@@ -160,20 +163,27 @@ def main() -> None:
             for r in range(REPEAT):  # interleaved, the order alternating: references, full sync, incremental
                 if r % 2 == 0:
                     references()
+                calls.reset()
                 t0 = time.perf_counter()
                 run = one_sync(conn["id"], "FULL_REFRESH")
                 times["full"].append(time.perf_counter() - t0)
+                times["full_aws"].append(calls.seconds)
+                times["full_calls"].append(sum(calls.seen.values()))
                 assert run["rows_read"] == size, run
                 if r % 2 == 1:
                     references()
                 version += 1
                 s3.put_object(Bucket="bench-source", Key=f"r{size}/1-small.csv",
                               Body=_csv(big, PER_OBJECT, version).encode())
+                calls.reset()
                 t0 = time.perf_counter()
                 run = one_sync(conn["id"], "INCREMENTAL")
                 times["incr"].append(time.perf_counter() - t0)
+                times["incr_aws"].append(calls.seconds)
+                times["incr_calls"].append(sum(calls.seen.values()))
                 assert run["rows_read"] == PER_OBJECT and run["rows_written"] == PER_OBJECT, run
             results[size] = times
+        calls.close()
     memory = _peak_memory() if MEASURE_MEMORY else None
     med = {size: {k: statistics.median(v) for k, v in t.items()} for size, t in results.items()}
     lines = ["### Gateway sync (s3 CSV connector, in-process moto, workers' DuckDB on 1 thread, 160 MB cap)", "",
@@ -190,15 +200,17 @@ def main() -> None:
                      f"[{min(t['ref']):.2f}-{max(t['ref']):.2f}] | {m['full'] / m['ref']:.2f}x | {m['ref_s3']:.2f} "
                      f"[{min(t['ref_s3']):.2f}-{max(t['ref_s3']):.2f}] | {m['full'] / m['ref_s3']:.2f}x | "
                      f"{'<= 1.5x DuckDB at 1M' if size >= 1_000_000 else '-'} |")
-    lines += ["", "| incremental sync | rows changed | of the dataset | seconds | full sync s | incremental / full | target |",
-              "|---|---:|---:|---:|---:|---:|---|"]
+    lines += ["", "| incremental sync | rows changed | of the dataset | seconds | full sync s | incremental / full | target "
+              "| AWS calls, incremental (full) | s inside them, incremental (full) |",
+              "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
     for size in SIZES:
         m, t = med[size], results[size]
         share = PER_OBJECT / size
         target = "<= 6% of full" if size >= 1_000_000 else "<= 20% of full" if share >= 0.1 else "-"
         lines.append(f"| the {PER_OBJECT:,}-row object changed | {PER_OBJECT:,} | {share:.0%} of {size:,} | "
                      f"{m['incr']:.2f} [{min(t['incr']):.2f}-{max(t['incr']):.2f}] | {m['full']:.2f} | "
-                     f"{m['incr'] / m['full']:.1%} | {target} |")
+                     f"{m['incr'] / m['full']:.1%} | {target} | {m['incr_calls']:.0f} ({m['full_calls']:.0f}) | "
+                     f"{m['incr_aws']:.3f} ({m['full_aws']:.3f}) |")
     if len(SIZES) > 1:
         lines += ["", "| growth | " + " | ".join(f"{n:,} rows" for n in SIZES) + f" | x per {SIZES[-1] // SIZES[0]}x rows |",
                   "|---|" + "---:|" * (len(SIZES) + 1)]

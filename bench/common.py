@@ -14,8 +14,10 @@ import os
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 MIN_P99_SAMPLES = 20
 BENCH_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_SESSION_TOKEN": "bench",
@@ -47,6 +49,44 @@ class Measure:
     samples: int = 0  # individually timed calls behind p99_us
     min_us: float = float("nan")  # the fastest and slowest sample (a batch's per-op time, or one call)
     max_us: float = float("nan")
+
+
+class AwsCalls:
+    """Counts the AWS calls made through botocore (boto3 and PynamoDB alike) while installed, of one service
+    or all, and the time spent inside them (with an in-process emulator: the emulator's work)."""
+
+    def __init__(self, service: str | None = None) -> None:
+        from botocore.client import BaseClient  # noqa: PLC0415
+
+        self.seen: Counter[str] = Counter()
+        self.seconds = 0.0
+        self._base, self._real = BaseClient, BaseClient._make_api_call
+        calls = self
+
+        def counting(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            if service is not None and client.meta.service_model.service_name != service:
+                return calls._real(client, operation, params)
+            calls.seen[operation] += 1
+            t0 = time.perf_counter()
+            try:
+                return calls._real(client, operation, params)
+            finally:
+                calls.seconds += time.perf_counter() - t0
+
+        BaseClient._make_api_call = counting  # type: ignore[method-assign]
+
+    def reset(self) -> None:
+        self.seen.clear()
+        self.seconds = 0.0
+
+    def of(self, fn: Callable[[], object]) -> str:
+        """The calls ``fn`` makes, by operation."""
+        self.reset()
+        fn()
+        return ", ".join(f"{k} {v}" for k, v in sorted(self.seen.items())) or "none"
+
+    def close(self) -> None:
+        self._base._make_api_call = self._real  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
