@@ -21,7 +21,6 @@ import re
 import unicodedata
 from typing import Any
 
-import phonenumbers
 from stdnum import iban, luhn
 from stdnum.us import ssn
 
@@ -161,6 +160,8 @@ def is_phone(value: str) -> bool:
         regions = TRUNK_REGIONS  # 07700 900123, 06 12 34 56 78
     else:
         return False  # a bare or oddly grouped digit run is an id as often as a phone number
+    import phonenumbers  # noqa: PLC0415 - loaded by the first sync that classifies, not at cold start
+
     for region in regions:
         try:
             if phonenumbers.is_valid_number(phonenumbers.parse(v, region)):
@@ -216,6 +217,8 @@ def pii_kind(value: str) -> str | None:
 def _carries_contact(text: str) -> bool:
     if _EMAIL_IN_TEXT.search(text):
         return True
+    import phonenumbers  # noqa: PLC0415
+
     for _ in phonenumbers.PhoneNumberMatcher(text, "US", leniency=phonenumbers.Leniency.VALID):
         return True
     return False
