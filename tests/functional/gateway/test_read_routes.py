@@ -231,7 +231,15 @@ def q_principal(world: World) -> Any:
 
 # --- lineage ---------------------------------------------------------------------------------------
 
-def test_lineage_up_to_the_answer_without_unreadable_nodes(world: World) -> None:
+@pytest.fixture
+def one_day() -> Iterator[None]:
+    """The clock stopped for the test: its queries and its reading of "today" (query nodes are per day) fall
+    on the same day, even when the test runs across midnight UTC."""
+    with clock.frozen():
+        yield
+
+
+def test_lineage_up_to_the_answer_without_unreadable_nodes(world: World, one_day: None) -> None:
     ws = world.tenant.workspace_id
     lineage.record_edges(ws, [("dataset", world.customers, "dataset", world.payroll, {"target_name": "payroll"})])
     status, q = query(world, "SELECT c.country, sum(o.amount) FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY 1",
@@ -338,7 +346,7 @@ def test_empty_and_drifted_datasets_and_admins_under_policies(world: World) -> N
     assert query(world, "SELECT email FROM customers WHERE id = 1", world.tenant.token)[1]["rows"] == [["*************.com"]]
 
 
-def test_query_lineage_does_not_grow_with_reads(world: World) -> None:
+def test_query_lineage_does_not_grow_with_reads(world: World, one_day: None) -> None:
     """Many queries over the same datasets on one day are one node and one edge per dataset, counting
     them, with a TTL; a query over another set of datasets is another node."""
     from chalicelib.gateway import models as gw_models
