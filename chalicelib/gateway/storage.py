@@ -72,6 +72,7 @@ class SnapshotResult:
     rows_deleted: int
     parts: int  # objects written
     compacted: bool = True
+    layer_added: bool = False  # a layer sync that stacked a new layer (at most ``MAX_LAYERS`` before a new base)
     incoming_rows: int = 0  # unique keys that arrived (``rows_written`` of them new or changed)
     keys: list[str] = field(default_factory=list)  # the snapshot's files (its manifest's)
     old_keys: list[str] = field(default_factory=list)  # the files of the snapshot it replaces
@@ -324,8 +325,9 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
     manifest.row_count = int(total)
     _put_manifest(region, prefix, manifest.replacing(old))
     return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
-                          parts=objects + 1, compacted=False, incoming_rows=incoming, keys=manifest.keys(),
-                          old_keys=old.keys(), older_files=_replaced_files(old), manifest=manifest)
+                          parts=objects + 1, compacted=False, layer_added=objects > 0, incoming_rows=incoming,
+                          keys=manifest.keys(), old_keys=old.keys(), older_files=_replaced_files(old),
+                          manifest=manifest)
 
 
 def _copy_sorted(con: Any, body: str, out: str, *, one_source: bool = False) -> list[str]:
@@ -650,13 +652,15 @@ def _put_manifest(region: str, prefix: str, manifest: Manifest) -> None:
 
 
 def prune(region: str, workspace_id: str, dataset_id: str, keep: set[str],
-          known: dict[str, list[str]] | None = None, candidates: list[str] | None = None) -> int:
+          known: dict[str, list[str]] | None = None, candidates: list[str] | None = None,
+          manifest_waits: bool = False) -> int:
     """Delete every object of the dataset except the files of the snapshots in ``keep`` (prefixes) and their
     manifests; returns objects removed. ``known``: files of some of those snapshots the caller already
     has (prefix -> keys), whose manifests are then not read again. ``candidates``: delete only these (the
-    files of the one snapshot a sync retires) instead of listing the dataset's objects, and only when a data
-    file is among them: a manifest alone (what a layer sync retires) is left to the next listing prune, at
-    the latest ``MAX_LAYERS`` syncs later."""
+    files of the one snapshot a sync retires) instead of listing the dataset's objects. ``manifest_waits``:
+    when only the retired snapshot's manifest would go (what a sync that stacks a layer retires), it is left
+    to the next listing prune; layers stack at most ``MAX_LAYERS`` deep before a new base lists, so at most
+    that many manifests wait."""
     root = dataset_root(workspace_id, dataset_id)
     known = known or {}
     referenced = {f"{p}/{MANIFEST}" for p in keep if p}
@@ -665,8 +669,8 @@ def prune(region: str, workspace_id: str, dataset_id: str, keep: set[str],
             referenced.update(known[p] if p in known else read_manifest(region, p).keys())
     listed = _list_keys(region, root) if candidates is None else [k for k in candidates if k.startswith(root)]
     doomed = [k for k in listed if k not in referenced]
-    if candidates is not None and all(k.endswith(f"/{MANIFEST}") for k in doomed):
-        return 0  # a retired layer snapshot's lone manifest waits for the next listing (a new base lists)
+    if manifest_waits and candidates is not None and all(k.endswith(f"/{MANIFEST}") for k in doomed):
+        return 0
     if doomed:
         _delete_keys(region, doomed)
     return len(doomed)

@@ -273,12 +273,13 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
     catalog.changed(ws, datasets=[dataset_id], connectors=[conn.id])  # other containers reload just these
     if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
         old_prefix = dataset.data_prefix if dataset else ""
-        # a layer retires just the snapshot before the previous one; a new base, or a retried attempt (whose
-        # earlier try may have left files), lists the dataset's objects to find any other leftover
+        # a layer retires just the snapshot before the previous one (its lone manifest waits for a listing
+        # when the sync stacked a layer); a new base, or a retried attempt (whose earlier try may have left
+        # files), lists the dataset's objects to find any other leftover
         listing = snap.compacted or attempt > 1 or snap.older_files is None
         storage.prune(region, ws, dataset_id, {snap.prefix, old_prefix},
                       known={snap.prefix: snap.keys, old_prefix: snap.old_keys},
-                      candidates=None if listing else snap.older_files)
+                      candidates=None if listing else snap.older_files, manifest_waits=snap.layer_added)
     if not unchanged and on_changed is not None:
         on_changed(region, ws, dataset_id)
     return {"rows_read": rows_read, "rows_written": snap.rows_written, "row_count": snap.row_count}

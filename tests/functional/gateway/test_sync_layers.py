@@ -150,6 +150,27 @@ def test_layers_stack_then_compact_and_deleted_objects_drop_their_rows(tenant: T
         assert not set(before_base.keys()) & _objects(tenant, ds_id)
 
 
+def test_syncs_that_stack_no_layer_leave_no_manifest_behind(tenant: Tenant) -> None:
+    """An object written again with the same rows is a sync with a new snapshot but no new layer: nothing
+    bounds how many of those come before a new base lists the dataset, so each deletes the manifest it
+    retires at once."""
+    bucket = new_bucket(tenant.region)
+    for o in range(2):
+        put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
+    with client() as c:
+        conn = _connector(c, tenant, bucket, "Rewritten rows")
+        assert _sync(c, tenant, conn, "FULL_REFRESH")["status"] == "SUCCEEDED"
+        ds_id = conn["dataset"]["id"]
+        header, *rows = _csv(1).splitlines()
+        for n in range(4):  # the same rows in another order: a changed object
+            put(tenant.region, bucket, "rows/01.csv", "\n".join([header, *rows[n + 1:], *rows[:n + 1]]) + "\n")
+            run = _sync(c, tenant, conn, "INCREMENTAL")
+            assert (run["status"], run["rows_written"], run["rows_deleted"]) == ("SUCCEEDED", 0, 0), run
+        manifests = [k for k in _objects(tenant, ds_id) if k.endswith(storage.MANIFEST)]
+        assert len(manifests) == 2  # the current snapshot's and the previous one's (for in-flight readers)
+        assert storage.read_manifest(tenant.region, dataset(tenant, ds_id).data_prefix).layers == []
+
+
 def test_a_key_moving_to_another_object_is_counted_once_and_stays_when_its_old_object_goes(tenant: Tenant,
                                                                                           monkeypatch) -> None:
     """Digests of the objects whose key range holds an incoming key are read too: a key that moves from
