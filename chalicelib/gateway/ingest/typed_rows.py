@@ -1,16 +1,16 @@
 """A sync's incoming rows as one typed row relation, built natively where the source allows it.
 
 CSV objects (``sources.CsvFile``) are never copied into a text table: the type the dataset already has
-for a column, or else DuckDB's sniffer (``sniff_csv``), proposes each column's type, and ONE validation aggregate over the file (DuckDB's CSV reader, every value
-as text) checks each proposal against the project's typing rules (``normalize.infer`` written as SQL), so
-a column gets exactly the type those rules give; where the two differ (a proposal a later value breaks,
-a text column the rules would type), the rules win. Typing, keying and the change hash are SQL too, read
-straight from the file by the snapshot writer's single ``COPY (SELECT ... ORDER BY ...)`` (see
-``storage.write_snapshot``): no Python work per row, no intermediate table. JSON Lines and Parquet objects
-(the same ``CsvFile`` with another ``format``) become a table of each member's text and JSON type, typed
-by the same rules for JSON values (``_load_json``). Rows that readers hand over as ``Record`` objects
-(DynamoDB and HTTP through a ``RecordSpool``, documents, an object the native reader refuses) are coerced
-in Python and streamed to DuckDB as JSON lines.
+for a column, or else DuckDB's sniffer (``sniff_csv``), proposes each column's type, and ONE validation
+aggregate over the file (DuckDB's CSV reader, every value as text) checks each proposal against the
+project's typing rules (``normalize.infer`` written as SQL), so a column gets exactly the type those rules
+give; where the two differ (a proposal a later value breaks, a text column the rules would type), the rules
+win. Typing, keying and the change hash are SQL too, read straight from the file by the snapshot writer's
+single ``COPY (SELECT ... ORDER BY ...)`` (see ``storage.write_snapshot``): no Python work per row, no
+intermediate table. JSON Lines and Parquet objects (the same ``CsvFile`` with another ``format``) become a
+table of each member's text and JSON type, typed by the same rules for JSON values (``_load_json``). Rows
+that readers hand over as ``Record`` objects (DynamoDB and HTTP through a ``RecordSpool``, documents, an
+object the native reader refuses) are coerced in Python and streamed to DuckDB as JSON lines.
 
 The result is ``Stage.incoming_sql``: a query of ``_key``, ``_source``, ``_hash``, the schema's columns and
 ``_ord`` (row order; the last row of the last object wins per key). ``Stage.materialize`` turns it into
@@ -476,8 +476,8 @@ def _proposals(stage: Stage, part: _Native, observer: normalize.Observer) -> lis
 
 
 def _observe_native(stage: Stage, part: _Native, observer: normalize.Observer, sampled: bool = False) -> None:
-    """Types, nulls and samples of the object's columns, fed to ``observer``. For a CSV: the sniffer's
-    proposals checked by one aggregate over the file (a proposal it refutes, or a column without one,
+    """Types, nulls and samples of the object's columns, fed to ``observer``. For a CSV: the proposals
+    (``_proposals``) checked by one aggregate over the file (a proposal it refutes, or a column without one,
     gets the full rules), its row count and whether a primary key value is missing. ``sampled``: a CSV
     that runs past the sniffer's sample may be typed from it (``_observe_sampled``)."""
     if part.json_kinds is not None:
