@@ -39,6 +39,16 @@ def _sync(c, tenant: Tenant, conn: dict, mode: str) -> dict:
     return call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
 
 
+def _first_sync(c, tenant: Tenant, objects: int, name: str) -> tuple[str, dict, str]:
+    """A bucket of ``objects`` CSV objects, its connector and a FULL_REFRESH: (bucket, connector, dataset id)."""
+    bucket = new_bucket(tenant.region)
+    for o in range(objects):
+        put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
+    conn = _connector(c, tenant, bucket, name)
+    assert _sync(c, tenant, conn, "FULL_REFRESH")["status"] == "SUCCEEDED"
+    return bucket, conn, conn["dataset"]["id"]
+
+
 def _objects(tenant: Tenant, dataset_id: str) -> set[str]:
     s3 = aws.client("s3", tenant.region)
     root = storage.dataset_root(tenant.workspace_id, dataset_id)
@@ -95,13 +105,8 @@ def test_one_percent_changed_writes_a_small_layer_and_reads_like_a_full_sync(ten
 
 def test_layers_stack_then_compact_and_deleted_objects_drop_their_rows(tenant: Tenant, monkeypatch) -> None:
     monkeypatch.setattr(storage, "MAX_LAYERS", 2)
-    bucket = new_bucket(tenant.region)
-    for o in range(4):
-        put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
     with client() as c:
-        conn = _connector(c, tenant, bucket, "Stacked rows")
-        assert _sync(c, tenant, conn, "FULL_REFRESH")["status"] == "SUCCEEDED"
-        ds_id = conn["dataset"]["id"]
+        bucket, conn, ds_id = _first_sync(c, tenant, 4, "Stacked rows")
         put(tenant.region, bucket, "rows/01.csv", _csv(1, changed=True))
         assert _sync(c, tenant, conn, "INCREMENTAL")["status"] == "SUCCEEDED"
         from tests.functional.gateway.sync_helpers import source_client
@@ -154,13 +159,8 @@ def test_syncs_that_stack_no_layer_leave_no_manifest_behind(tenant: Tenant) -> N
     """An object written again with the same rows is a sync with a new snapshot but no new layer: nothing
     bounds how many of those come before a new base lists the dataset, so each deletes the manifest it
     retires at once."""
-    bucket = new_bucket(tenant.region)
-    for o in range(2):
-        put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
     with client() as c:
-        conn = _connector(c, tenant, bucket, "Rewritten rows")
-        assert _sync(c, tenant, conn, "FULL_REFRESH")["status"] == "SUCCEEDED"
-        ds_id = conn["dataset"]["id"]
+        bucket, conn, ds_id = _first_sync(c, tenant, 2, "Rewritten rows")
         header, *rows = _csv(1).splitlines()
         for n in range(4):  # the same rows in another order: a changed object
             put(tenant.region, bucket, "rows/01.csv", "\n".join([header, *rows[n + 1:], *rows[:n + 1]]) + "\n")
@@ -367,13 +367,8 @@ def test_a_layer_key_within_a_parts_range_but_not_in_it_leaves_that_part_out_of_
 def test_an_incremental_change_too_big_for_a_layer_compacts_with_the_same_rows(tenant: Tenant, monkeypatch) -> None:
     monkeypatch.setattr(storage, "COMPACT_MIN_ROWS", 0)
     monkeypatch.setattr(storage, "COMPACT_FRACTION", 0.01)  # 100 changed keys of 2,000 rows: past it
-    bucket = new_bucket(tenant.region)
-    for o in range(4):
-        put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
     with client() as c:
-        conn = _connector(c, tenant, bucket, "Compacted rows")
-        assert _sync(c, tenant, conn, "FULL_REFRESH")["status"] == "SUCCEEDED"
-        ds_id = conn["dataset"]["id"]
+        bucket, conn, ds_id = _first_sync(c, tenant, 4, "Compacted rows")
         before = dataset(tenant, ds_id).data_prefix
         put(tenant.region, bucket, "rows/02.csv", _csv(2, changed=True))
         run = _sync(c, tenant, conn, "INCREMENTAL")
