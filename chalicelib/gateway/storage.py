@@ -133,7 +133,7 @@ def _ident(name: str) -> str:
 
 
 def _files_sql(paths: list[str]) -> str:
-    return "[" + ", ".join(_lit(p) for p in paths) + "]"
+    return "[" + ", ".join(sql_literal(p) for p in paths) + "]"
 
 
 def _list_keys(region: str, prefix: str) -> list[str]:
@@ -292,18 +292,10 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
     if touched is not None:  # the touched base parts and the layers only: their current rows' keys and hashes
         part = Manifest(base=[old.base[i] for i in touched], layers=old.layers)
         source = merged_source(part, _download(region, part.keys(), os.path.join(tmp, "old")))
-        # only the rows the comparison uses: those of replaced sources and those of incoming keys. Constants
-        # (the sources, the incoming keys' range) let the scans skip the other rows, often whole parts, before
-        # the lookup: parts are sorted by key and their statistics hold their sources' and keys' ranges
-        lo, hi = con.execute("SELECT min(_key), max(_key) FROM incoming").fetchone()
-        among = ("FALSE" if not replaced_sources else f"_source IN ({', '.join(map(_lit, sorted(replaced_sources)))})"
-                 if len(replaced_sources) <= _LITERAL_SOURCES else "_source IN (SELECT src FROM replaced)")
         if source is None:
             con.execute("CREATE TABLE old_index (_key VARCHAR, _source VARCHAR, _hash UBIGINT)")
-        else:
-            moved = ("" if lo is None else f" UNION ALL SELECT _key, _source, {HASH} FROM {source} WHERE _key BETWEEN "
-                     f"{_lit(lo)} AND {_lit(hi)} AND _key IN (SELECT _key FROM incoming) AND NOT coalesce({among}, false)")
-            con.execute(f"CREATE TABLE old_index AS SELECT _key, _source, {HASH} FROM {source} WHERE {among}{moved}")
+        else:  # only the rows the comparison uses: those of replaced sources and those of incoming keys
+            con.execute(f"CREATE TABLE old_index AS {_old_rows_used(con, source, replaced_sources)}")
         old_rows = old.row_count
     else:
         _old_view(con, region, tmp, old, _spec(schema))
@@ -328,6 +320,21 @@ def _try_layer(region: str, prefix: str, schema: list[dict[str, Any]], stage: An
                           parts=objects + 1, compacted=False, layer_added=objects > 0, incoming_rows=incoming,
                           keys=manifest.keys(), old_keys=old.keys(), older_files=_replaced_files(old),
                           manifest=manifest)
+
+
+def _old_rows_used(con: Any, source: str, replaced: set[str]) -> str:
+    """SQL: the ``_key``, ``_source`` and ``_hash`` of the rows of ``source`` that are of a replaced source or
+    have an incoming key. Constants (the sources, the incoming keys' range) let the scans skip the other
+    rows, often whole parts, before the lookup: parts are sorted by key and their statistics hold their
+    sources' and keys' ranges."""
+    among = ("FALSE" if not replaced else f"_source IN ({', '.join(map(sql_literal, sorted(replaced)))})"
+             if len(replaced) <= _LITERAL_SOURCES else "_source IN (SELECT src FROM replaced)")
+    rows = f"SELECT _key, _source, {HASH} FROM {source} WHERE {among}"
+    lo, hi = con.execute("SELECT min(_key), max(_key) FROM incoming").fetchone()
+    if lo is None:  # no incoming row
+        return rows
+    return (f"{rows} UNION ALL SELECT _key, _source, {HASH} FROM {source} WHERE _key BETWEEN {sql_literal(lo)} "
+            f"AND {sql_literal(hi)} AND _key IN (SELECT _key FROM incoming) AND NOT coalesce({among}, false)")
 
 
 def _copy_sorted(con: Any, body: str, out: str, *, one_source: bool = False) -> list[str]:
@@ -459,10 +466,11 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
 
 def _ranges_sql(ranges: list[tuple[int, str, str]]) -> str:
     """SQL: a relation ``r(i, lo, hi)`` of the parts' numbers and key ranges."""
-    return f"(SELECT * FROM (VALUES {', '.join(f'({i}, {_lit(lo)}, {_lit(hi)})' for i, lo, hi in ranges)}) r(i, lo, hi))"
+    return f"(SELECT * FROM (VALUES {', '.join(f'({i}, {sql_literal(lo)}, {sql_literal(hi)})' for i, lo, hi in ranges)}) r(i, lo, hi))"
 
 
-def _lit(text: str) -> str:
+def sql_literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
 
 

@@ -35,6 +35,7 @@ from chalicelib.core import process_state
 from chalicelib.gateway import storage
 from chalicelib.gateway.ingest import normalize
 from chalicelib.gateway.ingest.sources import Batch, CsvFile, Record, RecordSpool, missing_key, resolve_columns
+from chalicelib.gateway.storage import sql_literal
 from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 
 MEMORY_LIMIT = "160MB"  # DuckDB's share of the workers function's 512 MB; the rest spills to /tmp
@@ -172,31 +173,27 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _category(v: str) -> str:
     """SQL: the ``_CODES`` code of ``normalize.infer(v, untyped=True)`` for a text value (NULL for null).
     Cheap tests first: a value that cannot start a number, boolean or date is text at once."""
     return (f"CASE WHEN {v} IS NULL THEN NULL WHEN NOT contains('-.0123456789tTfF', left({v}, 1)) THEN 6 "
-            f"WHEN regexp_full_match({v}, {_lit(_INT)}) THEN 1 WHEN regexp_full_match({v}, {_lit(_FLOAT)}) THEN 2 "
+            f"WHEN regexp_full_match({v}, {sql_literal(_INT)}) THEN 1 WHEN regexp_full_match({v}, {sql_literal(_FLOAT)}) THEN 2 "
             f"WHEN lower({v}) IN ('true', 'false') THEN 3 "
             f"WHEN length({v}) < 10 OR try_cast(left({v}, 10) AS DATE) IS NULL THEN 6 "
-            f"WHEN length({v}) = 10 THEN CASE WHEN regexp_full_match({v}, {_lit(_DATE)}) THEN 4 ELSE 6 END "
-            f"WHEN regexp_full_match({v}, {_lit(_TS)}) THEN 5 ELSE 6 END")
+            f"WHEN length({v}) = 10 THEN CASE WHEN regexp_full_match({v}, {sql_literal(_DATE)}) THEN 4 ELSE 6 END "
+            f"WHEN regexp_full_match({v}, {sql_literal(_TS)}) THEN 5 ELSE 6 END")
 
 
 def _is(v: str, typ: str) -> str:
     """SQL: whether a non-null text value's ``_category`` lies within what widens to ``typ``."""
     date_ok = f"try_cast(left({v}, 10) AS DATE) IS NOT NULL"
     return {
-        "INTEGER": f"regexp_full_match({v}, {_lit(_INT)})",
-        "FLOAT": f"regexp_full_match({v}, {_lit(_FLOAT)})",  # (every INTEGER value matches it too)
+        "INTEGER": f"regexp_full_match({v}, {sql_literal(_INT)})",
+        "FLOAT": f"regexp_full_match({v}, {sql_literal(_FLOAT)})",  # (every INTEGER value matches it too)
         "BOOLEAN": f"lower({v}) IN ('true', 'false')",
-        "DATE": f"(length({v}) = 10 AND regexp_full_match({v}, {_lit(_DATE)}) AND {date_ok})",
-        "TIMESTAMP": f"({date_ok} AND ((length({v}) = 10 AND regexp_full_match({v}, {_lit(_DATE)})) "
-                     f"OR regexp_full_match({v}, {_lit(_TS)})))",
+        "DATE": f"(length({v}) = 10 AND regexp_full_match({v}, {sql_literal(_DATE)}) AND {date_ok})",
+        "TIMESTAMP": f"({date_ok} AND ((length({v}) = 10 AND regexp_full_match({v}, {sql_literal(_DATE)})) "
+                     f"OR regexp_full_match({v}, {sql_literal(_TS)})))",
     }[typ]
 
 
@@ -204,9 +201,9 @@ def _accepts(v: str, typ: str) -> str:
     """SQL: ``_is`` for a value that is also cast to ``typ`` (a DATE or TIMESTAMP whose day does not exist
     fails the cast instead)."""
     if typ == "DATE":
-        return f"(length({v}) = 10 AND regexp_full_match({v}, {_lit(_DATE)}))"
+        return f"(length({v}) = 10 AND regexp_full_match({v}, {sql_literal(_DATE)}))"
     if typ == "TIMESTAMP":
-        return f"regexp_full_match({v}, {_lit(_DATE_OR_TS)})"
+        return f"regexp_full_match({v}, {sql_literal(_DATE_OR_TS)})"
     if typ == "INTEGER":  # ``_INT`` but "-0", without a regular expression: the integer's own text, 18 digits at most
         return (f"(length({v}) <= CASE WHEN starts_with({v}, '-') THEN 19 ELSE 18 END "
                 f"AND CAST(TRY_CAST({v} AS BIGINT) AS VARCHAR) = {v})")
@@ -240,7 +237,7 @@ def _typed(v: str, typ: str) -> str:
 
 def _json_str(v: str) -> str:
     """SQL: ``json.dumps(v)`` for a text value (Python only for values needing escapes)."""
-    return f"CASE WHEN regexp_full_match({v}, {_lit(_PLAIN_JSON)}) THEN '\"' || {v} || '\"' ELSE py_json_str({v}) END"
+    return f"CASE WHEN regexp_full_match({v}, {sql_literal(_PLAIN_JSON)}) THEN '\"' || {v} || '\"' ELSE py_json_str({v}) END"
 
 @dataclass
 class _Native:
@@ -278,7 +275,7 @@ def _headers(path: str, delimiter: str) -> list[str] | None:
 
 
 def _dialect(f: CsvFile) -> str:
-    return f"{_lit(f.path)}, delim = {_lit(f.delimiter)}, quote = '\"', escape = '\"', header = true"
+    return f"{sql_literal(f.path)}, delim = {sql_literal(f.delimiter)}, quote = '\"', escape = '\"', header = true"
 
 
 # DuckDB's sniffed types as the project's (None: no proposal, the full rules decide)
@@ -332,7 +329,7 @@ _JSON_KINDS = frozenset({"BIGINT", "UBIGINT", "DOUBLE", "BOOLEAN", "VARCHAR"})  
 
 def _pointer(name: str) -> str:
     """A JSON pointer to the top-level member ``name``."""
-    return _lit("/" + name.replace("~", "~0").replace("/", "~1"))
+    return sql_literal("/" + name.replace("~", "~0").replace("/", "~1"))
 
 
 def _load_json(stage: Stage, f: CsvFile, n: int) -> _Native | None:
@@ -389,8 +386,8 @@ def _json_category(v: str, t: str) -> str:
             f"WHEN {t} = 'DOUBLE' THEN CASE WHEN regexp_matches({v}, '[.eE]') THEN 2 ELSE {integer} END "
             f"WHEN {t} = 'BOOLEAN' THEN 3 "
             f"WHEN length({v}) < 10 OR try_cast(left({v}, 10) AS DATE) IS NULL THEN 6 "
-            f"WHEN length({v}) = 10 THEN CASE WHEN regexp_full_match({v}, {_lit(_DATE)}) THEN 4 ELSE 6 END "
-            f"WHEN regexp_full_match({v}, {_lit(_TS)}) THEN 5 ELSE 6 END")
+            f"WHEN length({v}) = 10 THEN CASE WHEN regexp_full_match({v}, {sql_literal(_DATE)}) THEN 4 ELSE 6 END "
+            f"WHEN regexp_full_match({v}, {sql_literal(_TS)}) THEN 5 ELSE 6 END")
 
 
 def _json_typed(v: str, t: str, typ: str) -> str:
@@ -613,10 +610,10 @@ def _select_native(stage: Stage, part: _Native, schema: list[dict[str, Any]], na
             missing = " OR ".join(f"{c} IS NULL OR {c} = ''" for c in key_cols)
             key = f"CASE WHEN {missing} THEN {_REFUTED} ELSE {key} END"
     else:
-        key = f"{_lit(part.file.source + '#')} || CAST(_rn + 1 AS VARCHAR)"
+        key = f"{sql_literal(part.file.source + '#')} || CAST(_rn + 1 AS VARCHAR)"
     order = part.file.order << ORD_SHIFT
     typed = ", ".join(items + [f"{order} + _rn AS _ord"])
-    return _ordered(schema, f"SELECT {key} AS _key, {_lit(part.file.source)} AS _source, {typed} FROM {part.numbered}")
+    return _ordered(schema, f"SELECT {key} AS _key, {sql_literal(part.file.source)} AS _source, {typed} FROM {part.numbered}")
 
 
 def _concat(pieces: list[tuple[bool, str]]) -> str:
@@ -628,11 +625,11 @@ def _concat(pieces: list[tuple[bool, str]]) -> str:
             text = (text or "") + piece
             continue
         if text is not None:
-            out.append(_lit(text))
+            out.append(sql_literal(text))
             text = None
         out.append(piece)
     if text is not None:
-        out.append(_lit(text))
+        out.append(sql_literal(text))
     return " || ".join(out)
 
 
@@ -660,8 +657,8 @@ def _select_records(stage: Stage, records: Iterable[tuple[int, Record]], schema:
         return None, 0
     loaded = {"_key": "VARCHAR", "_source": "VARCHAR", "_ord": "BIGINT",
               **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
-    struct = "{" + ", ".join(f"{_lit(n)}: '{t}'" for n, t in loaded.items()) + "}"
-    return _ordered(schema, f"SELECT * FROM read_json({_lit(path)}, format = 'newline_delimited', "
+    struct = "{" + ", ".join(f"{sql_literal(n)}: '{t}'" for n, t in loaded.items()) + "}"
+    return _ordered(schema, f"SELECT * FROM read_json({sql_literal(path)}, format = 'newline_delimited', "
                             f"columns = {struct}, maximum_object_size = 67108864)"), written
 
 
