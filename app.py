@@ -2,10 +2,16 @@
 picks the group whose routes this deployment serves and ``REGION`` the region it is pinned to. The workers
 group derives one handler per job declared in ``chalicelib/workers/jobs.py`` (schedules and queues are
 declared there only) that runs in this deployment (``jobs.runs_here``: global jobs in the global region)."""
-from chalice import Rate
+import gc
 
-from chalicelib.core.config import settings
-from chalicelib.groups import create_app
+# A cold start allocates long-lived objects only (modules, routes, models): no cyclic collection while they
+# load, then they leave the collector's generations, so a request's collections do not walk them again.
+gc.disable()
+
+from chalice import Rate  # noqa: E402
+
+from chalicelib.core.config import settings  # noqa: E402
+from chalicelib.groups import create_app  # noqa: E402
 
 GROUP = settings().route_group
 app = create_app(GROUP)
@@ -45,3 +51,6 @@ if GROUP == "workers":
         _name = jobs.handler_name(_queue)
         globals()[_name] = app.on_sqs_message(queue=queue_name(_queue), batch_size=1, name=_name)(
             _queue_delegate(_name, _handler))
+
+gc.freeze()
+gc.enable()

@@ -2,9 +2,9 @@
 `.pyc` (as a package without compiled files; `bench.common.cold_env`), interleaved sample by sample, and
 with `.pyc` compiled ahead (what `make package` ships); a cold start as a function pays it: `import app`
 plus the group's first request (its deferred imports, clients, key ring and first reads), against a moto
-server in another process, beside `import chalice, boto3` plus one `GetItem` from a new client; then each
-group's unzipped size estimated from
-the installed distributions of its requirements (`infra/requirements/<group>.txt`) against Lambda's
+server in another process, beside `import chalice, boto3` plus one `GetItem` from a new client. Ours pauses
+the cyclic garbage collector while `app.py` loads (the reference, a bare import, does not); then each
+group's unzipped size estimated from the installed distributions of its requirements (`infra/requirements/<group>.txt`) against Lambda's
 250 MB limit. `make package` writes the sizes of the real artefacts to `build/package/sizes.md`."""
 from __future__ import annotations
 

@@ -101,3 +101,13 @@ def test_no_group_loads_the_heavy_libraries_at_import(group: str) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     loaded = out.stdout.strip().splitlines()[-1]
     assert loaded == "[]", (group, loaded)
+
+
+def test_loading_the_entry_leaves_the_collector_on_with_the_modules_frozen_out_of_it() -> None:
+    """``app.py`` pauses the cyclic collector while the group loads, then freezes what it loaded and turns
+    the collector back on (a fresh interpreter: the collector's state is process-wide)."""
+    probe = "import gc, app; print(gc.isenabled(), gc.get_freeze_count() > 10000)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "ROUTE_GROUP": "platform"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "True True"
