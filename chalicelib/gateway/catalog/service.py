@@ -44,6 +44,7 @@ from chalicelib.gateway.catalog import versions as catalog_versions
 from chalicelib.gateway.ingest.connector_view import to_dict
 
 if TYPE_CHECKING:
+    from chalicelib.core.store.transact import Tx
     from chalicelib.gateway.catalog.index import CatalogIndex
 
 def _index_class() -> type[CatalogIndex]:
@@ -153,10 +154,49 @@ def changed(workspace_id: str, *, datasets: tuple[str, ...] | list[str] = (),
     its next read) reloads them."""
     catalog_versions.record_change(region_of(workspace_id), workspace_id, datasets=datasets,
                                    connectors=connectors, everything=everything)
+    _stale(workspace_id)
+
+
+def _stale(workspace_id: str) -> None:
+    """This container checks the version at its next read of the workspace."""
     with _lock:
         snap = _cache.get(workspace_id)
         if snap is not None:
             snap.checked_at = float("-inf")
+
+
+@dataclass
+class Change:
+    """A change of datasets or connectors committed with the write that makes it (``change_in``)."""
+
+    workspace_id: str
+    datasets: list[str]
+    connectors: list[str]
+    version: int | None = None  # the bump the transaction holds; None: bumped after the commit
+
+    def landed(self) -> None:
+        """The write committed: as ``changed``, without a call when the transaction held the bump."""
+        if self.version is None:
+            changed(self.workspace_id, datasets=self.datasets, connectors=self.connectors)
+            return
+        catalog_versions.bump_landed(region_of(self.workspace_id), self.workspace_id, self.version)
+        _stale(self.workspace_id)
+
+    def refused(self, tags: set[str]) -> bool:
+        """The transaction was refused for ``tags``: True when only for the bump (the version this process
+        knew was stale; the next try bumps after its commit)."""
+        if catalog_versions.TAG in tags:
+            catalog_versions.bump_refused(region_of(self.workspace_id), self.workspace_id)
+        return tags == {catalog_versions.TAG}
+
+
+def change_in(tx: Tx, workspace_id: str, *, datasets: list[str] | tuple[str, ...] = (),
+              connectors: list[str] | tuple[str, ...] = ()) -> Change:
+    """The catalog version's bump in the write's own transaction ``tx`` (when this process knows the
+    version): no call of its own, and no change that commits without its bump. ``landed`` after the
+    commit."""
+    version = catalog_versions.bump_in(tx, workspace_id, datasets=datasets, connectors=connectors)
+    return Change(workspace_id, list(datasets), list(connectors), version)
 
 
 def _norm_field(raw: dict[str, Any]) -> dict[str, Any]:

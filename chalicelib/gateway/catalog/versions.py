@@ -14,11 +14,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pynamodb.attributes import UnicodeAttribute
+
 from chalicelib.core import aws, process_state
 from chalicelib.core.regions import check_client_region
+from chalicelib.core.store.transact import Tx
 from chalicelib.gateway import models
 
 KEEP = 32  # versions whose changes are remembered
+TAG = "catalog"  # the tag of a bump inside a transaction (``bump_in``)
 MAX_NAMED = 16  # a change naming more entries is recorded as EVERYTHING (keeps the item small)
 EVERYTHING = "*"
 DATASET, CONNECTOR = "d:", "c:"
@@ -71,8 +75,7 @@ def record_change(region: str, workspace_id: str, *, datasets: Iterable[str] = (
     version (it wrote or read it last); the item it returns on a refusal gives the version for one more
     try; else the version is bumped first and its entry written after (two calls)."""
     client, key = _client(region), {"workspace_id": {"S": workspace_id}}
-    names = sorted({DATASET + d for d in datasets if d} | {CONNECTOR + c for c in connectors if c})
-    entry = {"S": EVERYTHING if everything or not names or len(names) > MAX_NAMED else ",".join(names)}
+    entry = {"S": _entry(datasets, connectors, everything)}
     known = _last_seen.get((region, workspace_id))
     for _ in range(2):
         if known is None:
@@ -100,6 +103,36 @@ def record_change(region: str, workspace_id: str, *, datasets: Iterable[str] = (
                        ExpressionAttributeValues={":entry": entry})
     _saw(region, workspace_id, version)
     return version
+
+
+def _entry(datasets: Iterable[str], connectors: Iterable[str], everything: bool = False) -> str:
+    names = sorted({DATASET + d for d in datasets if d} | {CONNECTOR + c for c in connectors if c})
+    return EVERYTHING if everything or not names or len(names) > MAX_NAMED else ",".join(names)
+
+
+def bump_in(tx: Tx, workspace_id: str, *, datasets: Iterable[str] = (), connectors: Iterable[str] = ()) -> int | None:
+    """Add the bump to ``tx`` (tagged ``TAG``, conditional on the version this process last saw): the version
+    it commits, then given to ``bump_landed``. None when the process knows no version: nothing is added, and
+    the writer calls ``record_change`` after its commit. A refusal tagged ``TAG`` calls ``bump_refused``."""
+    known = _last_seen.get((tx.region, workspace_id))
+    if known is None:
+        return None
+    V = models.catalog_versions(tx.region)
+    new = known + 1
+    tx.update(V(workspace_id), actions=[V.version.set(new), UnicodeAttribute(attr_name=f"c{new}").set(
+                  _entry(datasets, connectors)), UnicodeAttribute(attr_name=f"c{new - KEEP}").remove()],
+              condition=(V.version == known) if known else V.version.does_not_exist(), tag=TAG)
+    return new
+
+
+def bump_landed(region: str, workspace_id: str, version: int) -> None:
+    """The transaction holding ``bump_in``'s bump to ``version`` committed."""
+    _saw(region, workspace_id, version)
+
+
+def bump_refused(region: str, workspace_id: str) -> None:
+    """The version this process knew was stale: the writer's next try bumps after its commit."""
+    _last_seen.pop((region, workspace_id), None)
 
 
 def current(region: str, workspace_id: str) -> Changes:

@@ -270,7 +270,6 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
             _Read(dataset))
     if not unchanged:
         storage.remember_committed(region, snap)
-    catalog.changed(ws, datasets=[dataset_id], connectors=[conn.id])  # other containers reload just these
     if not unchanged:  # the previous snapshot stays for in-flight readers; older ones go
         old_prefix = dataset.data_prefix if dataset else ""
         # a layer retires just the snapshot before the previous one (its lone manifest waits for a listing
@@ -372,10 +371,12 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
             cursor: dict[str, Any], details: dict[str, Any], rows_read: int, objects_read: int = 0,
             read: _Read | None = None) -> None:
     """Dataset + connector cursor + SyncRun + (with the dataset's first data) the connector -> dataset lineage
-    edge + the ``connector.sync_succeeded`` audit event in ONE transaction, conditional on the lease, the dataset's
+    edge + the ``connector.sync_succeeded`` audit event + the catalog version's bump (other containers
+    reload just this dataset and connector) in ONE transaction, conditional on the lease, the dataset's
     previous data_prefix and schema (a concurrent field-policy change is merged in, then retried)."""
     D, C, R, E = models.DatasetAttrs, models.ConnectorAttrs, models.SyncRunAttrs, models.LineageEdgeAttrs
     ws = conn.workspace_id
+    change: list[catalog.Change] = []  # the bump of the transaction last built
     for attempt in range(COMMIT_ATTEMPTS):
         if attempt or read is None:  # the dataset as the sync read it first; read again after a refusal
             try:
@@ -390,6 +391,7 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
         def effects(tx: Tx, current: models.DatasetAttrs | None = current, final_schema: list = final_schema,
                     classification: str = classification) -> None:
             now = clock.iso()
+            change[:] = [catalog.change_in(tx, ws, datasets=[dataset_id], connectors=[conn.id])]
             if current is None:
                 item = models.datasets(region)(
                     ws, dataset_id, name=conn.dataset_name or dataset_id, connector_id=conn.id,
@@ -439,9 +441,12 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
                          details={"sync_id": run.id, "dataset_id": dataset_id, "rows_read": rows_read,
                                   "rows_written": snap.rows_written, "rows_deleted": snap.rows_deleted,
                                   "schema_drift": bool(drift)}, effects=effects)
+            change[0].landed()
             return
         except Refused as refused:
             log.warning("sync commit conflict", extra={"sync_id": run.id, "refused": sorted(refused.tags)})
+            if change[0].refused(refused.tags):
+                continue  # only the catalog version was stale: again, bumped after the commit
             fresh = _run(region, ws, run.id)
             if fresh is not None and fresh.status != "RUNNING":
                 raise RuntimeError("the run was finished by another attempt") from None

@@ -1,7 +1,7 @@
 """The fixed cost of a sync in AWS calls: an incremental sync of one changed object reads the run, the
 connector and the dataset its message names in one ``BatchGetItem``, takes the lease and marks the run
-RUNNING in one transaction, commits dataset, connector, run and audit event in one more, bumps the catalog
-version in one call, writes no progress report (it is done within ``PROGRESS_EVERY_S``), reads the old
+RUNNING in one transaction, commits dataset, connector, run, audit event and the catalog version's bump in
+one more (a process that knows no version bumps it after, in two calls), writes no progress report (it is done within ``PROGRESS_EVERY_S``), reads the old
 manifest only in a process that did not commit it, and lists the snapshot store never: its prune deletes
 the snapshot it retires by name."""
 from __future__ import annotations
@@ -12,6 +12,7 @@ import botocore.client
 
 from chalicelib.core import aws
 from chalicelib.gateway import storage
+from chalicelib.gateway.catalog import versions
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, dataset, drain, new_bucket, put
 
@@ -53,10 +54,14 @@ def test_an_incremental_sync_costs_two_transactions_one_dataset_read_and_one_lis
             assert (got["status"], got["rows_read"], got["rows_written"]) == ("SUCCEEDED", 100, 100), got
             return calls
 
+        before = versions.current(tenant.region, tenant.workspace_id).version
         calls = counted_sync(1)
         assert calls[("dynamodb", "TransactWriteItems", "")] == 2, calls
         assert calls[("dynamodb", "PutItem", "")] == 0, calls  # no separate lineage or audit write
-        assert calls[("dynamodb", "UpdateItem", "")] == 1, calls  # the catalog version; no progress report (fast)
+        assert calls[("dynamodb", "UpdateItem", "")] == 0, calls  # the catalog version in the commit; no progress
+        changes = versions.current(tenant.region, tenant.workspace_id)
+        assert changes.version == before + 1
+        assert changes.since(before) == ({conn["dataset"]["id"]}, {conn["id"]})
         assert calls[("dynamodb", "GetItem", "")] == 0, calls
         assert calls[("dynamodb", "BatchGetItem", "")] == 1, calls  # the run, connector and dataset together
         assert calls[("s3", "ListObjectsV2", "data")] == 0, calls  # the prune deletes the retired snapshot unlisted
@@ -67,5 +72,44 @@ def test_an_incremental_sync_costs_two_transactions_one_dataset_read_and_one_lis
         # the old manifest too, besides the touched part and the layer the first incremental sync wrote
         assert calls[("s3", "GetObject", "data")] == 3, calls
         assert calls[("dynamodb", "BatchGetItem", "")] == 1, calls
+        assert calls[("dynamodb", "UpdateItem", "")] == 2, calls  # no version known: bumped after the commit
+        assert versions.current(tenant.region, tenant.workspace_id).since(before + 1) == (
+            {conn["dataset"]["id"]}, {conn["id"]})
     ds = dataset(tenant, conn["dataset"]["id"])
     assert ds.row_count == 300
+
+
+def test_a_sync_whose_catalog_version_went_stale_commits_once_and_bumps_after(tenant: Tenant, monkeypatch,
+                                                                              caplog) -> None:
+    """Another container moved the catalog version since this one saw it: the commit holding the stale bump
+    is refused for it alone, and the sync commits again without it, then bumps in two calls. One event, one
+    run, and a log entry naming the dataset and connector."""
+    from chalicelib.knowledge import indexer
+
+    monkeypatch.setattr(indexer, "on_sync", lambda *a, **k: None)
+    bucket = new_bucket(tenant.region)
+    put(tenant.region, bucket, "s/0.csv", "id,v\n1,a\n2,b\n")
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Stale", "kind": "s3", "config": {
+            "role_arn": READER_ROLE, "bucket": bucket, "prefix": "s/", "primary_key": ["id"]}})
+        assert st == 201, conn
+        call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "FULL_REFRESH"})
+        drain(tenant.region)
+        seen = versions.current(tenant.region, tenant.workspace_id).version
+        versions.record_change(tenant.region, tenant.workspace_id, datasets=["ds_elsewhere"])  # another container
+        versions._last_seen[(tenant.region, tenant.workspace_id)] = seen
+        put(tenant.region, bucket, "s/0.csv", "id,v\n1,a\n2,c\n")
+        st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "INCREMENTAL"})
+        assert st == 202, run
+        drain(tenant.region)
+        got = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+    assert (got["status"], got["rows_written"]) == ("SUCCEEDED", 1), got
+    assert [r.refused for r in caplog.records if r.getMessage() == "sync commit conflict"] == [["catalog"]]
+    changes = versions.current(tenant.region, tenant.workspace_id)
+    assert changes.version == seen + 2
+    assert changes.since(seen) == ({"ds_elsewhere", conn["dataset"]["id"]}, {conn["id"]})
+    events = aws.client("dynamodb", tenant.region).query(
+        TableName=aws.table_name("audit_events"), KeyConditionExpression="workspace_id = :w",
+        ExpressionAttributeValues={":w": {"S": tenant.workspace_id}})["Items"]
+    assert sum(1 for e in events if run["id"] in str(e) and "connector.sync_succeeded" in str(e)) == 1
+    assert dataset(tenant, conn["dataset"]["id"]).row_count == 2
