@@ -91,11 +91,11 @@ def test_a_stage_over_the_limit_fails(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_no_group_loads_the_heavy_libraries_at_import(group: str) -> None:
-    """A cold start imports the group's app only: duckdb, NumPy, the retrieval libraries and phonenumbers load
+    """A cold start imports the group's app only: duckdb, NumPy, the retrieval libraries, phonenumbers and stdnum load
     at first use (the cold-import target of ``bench_packaging``). A fresh interpreter, so no other test's
     imports count."""
     probe = ("import sys; from chalicelib.groups import create_app; create_app(sys.argv[1]); "
-             "print(sorted(m for m in ('duckdb', 'numpy', 'bm25s', 'webauthn', 'phonenumbers') if m in sys.modules))")
+             "print(sorted(m for m in ('duckdb', 'numpy', 'bm25s', 'webauthn', 'phonenumbers', 'stdnum') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe, group], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "ROUTE_GROUP": group}, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
