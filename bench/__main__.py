@@ -1,4 +1,5 @@
-"""`make bench`: runs every registered benchmark module's ``main()`` and writes ``docs/benchmarks.md``.
+"""`make bench`: runs every registered benchmark module's ``main()``, each in a process of its own, and writes
+``docs/benchmarks.md``.
 
 The document is written from this one run only (machine, date and commit at the top), so its figures
 cannot contradict each other. ``python -m bench NAME...`` runs the modules whose names contain one of the
@@ -9,18 +10,14 @@ section) and a ``main()`` that prints markdown, then add its name to ``MODULES``
 """
 from __future__ import annotations
 
-import contextlib
+import ast
 import importlib
-import io
 import os
 import platform
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
-
-from chalicelib.core import clock
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "benchmarks.md"
@@ -47,22 +44,6 @@ MODULES: tuple[str, ...] = (
     "bench_residency",
     "bench_local_state",
 )
-
-
-class _Tee(io.TextIOBase):
-    """Writes to the terminal and keeps a copy for the document."""
-
-    def __init__(self, terminal: io.TextIOBase) -> None:
-        self.terminal = terminal
-        self.copy = io.StringIO()
-
-    def write(self, text: str) -> int:
-        self.terminal.write(text)
-        self.terminal.flush()
-        return self.copy.write(text)
-
-    def flush(self) -> None:
-        self.terminal.flush()
 
 
 def _git(*args: str) -> str:
@@ -100,14 +81,15 @@ def machine_header() -> str:
     ])
 
 
-def _intro(module: object) -> str:
-    doc = (getattr(module, "__doc__", None) or "").strip()
+def _intro(name: str) -> str:
+    """The first paragraph of the module's docstring (read, not imported: the module runs in its own process)."""
+    doc = ast.get_docstring(ast.parse((ROOT / "bench" / f"{name}.py").read_text())) or ""
     return doc.split("\n\n", 1)[0].replace("\n", " ")
 
 
 def _fresh_process_state() -> None:
-    """Each benchmark starts as in a new process: no cache, signer, client or setting left by the one before
-    (each runs against its own emulator, so a key or item cached from another's would be stale)."""
+    """No cache, signer, client or setting left from the process's start (a benchmark runs against its own
+    emulator, so a key or item cached before it would be stale)."""
     from chalicelib.core import process_state
     from chalicelib.core.config import settings
 
@@ -115,24 +97,30 @@ def _fresh_process_state() -> None:
     process_state.reset_all(derived=True)
 
 
-def run_module(name: str) -> str:
-    """Run one benchmark module; returns its section of the document."""
+def run_one(name: str) -> None:
+    """Run one benchmark module's ``main()`` in this process (``python -m bench --one NAME``)."""
     module = importlib.import_module(f"bench.{name}")
-    print(f"## {name}\n", flush=True)
     _fresh_process_state()
-    tee = _Tee(sys.stdout)  # type: ignore[arg-type]
+    module.main()
+
+
+def run_module(name: str) -> str:
+    """Run one benchmark module in a process of its own, as a new container would: no heap, cache or
+    emulator state left by the modules before it (they once ran in one process, and the later ones ran
+    slower for the earlier ones' leftovers); returns its section of the document."""
+    print(f"## {name}\n", flush=True)
     started = time.monotonic()
-    outcome = ""
-    try:
-        with contextlib.redirect_stdout(tee):
-            module.main()
-    except Exception as err:  # one broken benchmark must not lose the others' figures
-        traceback.print_exc()
-        outcome = f"\n\n**This benchmark failed in this run** ({type(err).__name__}: {err})."
-    finally:
-        clock.reset()  # a benchmark may move the platform clock; the next one starts from real time
+    child = subprocess.Popen([sys.executable, "-m", "bench", "--one", name], cwd=ROOT, stdout=subprocess.PIPE,
+                             text=True)
+    out = []
+    assert child.stdout is not None
+    for line in child.stdout:  # shown as it comes, and kept for the document
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        out.append(line)
+    outcome = "" if child.wait() == 0 else f"\n\n**This benchmark failed in this run** (exit status {child.returncode})."
     took = time.monotonic() - started
-    return f"## {name}\n\n{_intro(module)}\n\n{tee.copy.getvalue().strip()}{outcome}\n\n({took:.0f} s)\n"
+    return f"## {name}\n\n{_intro(name)}\n\n{''.join(out).strip()}{outcome}\n\n({took:.0f} s)\n"
 
 
 def document(header: str, sections: list[str]) -> str:
@@ -143,6 +131,9 @@ def document(header: str, sections: list[str]) -> str:
 
 def main() -> None:
     os.environ.setdefault("LOG_LEVEL", "WARNING")  # no access-log lines between the tables
+    if sys.argv[1:2] == ["--one"]:
+        run_one(sys.argv[2])
+        return
     only = sys.argv[1:]
     header = machine_header()
     chosen = [m for m in MODULES if not only or any(o in m for o in only)]
