@@ -1,11 +1,13 @@
 """AWS round trips per request, counted (every botocore call), against the targets: a chat answer at
-most 5, an agent run of 4 tool steps at most 18 (its tools' own calls included). A regression fails."""
+most 5, an agent run of 4 tool steps at most 18 (its tools' own calls included; the catalog version read
+at most once per delivery). A regression fails."""
 from __future__ import annotations
 
 import pytest
 from chalice.test import Client
 
 from chalicelib.agents.runtime import worker
+from chalicelib.core import clock
 from chalicelib.gateway import demo
 from chalicelib.groups import create_app
 from chalicelib.workers import jobs
@@ -45,7 +47,7 @@ def test_an_agent_run_of_4_tool_steps_makes_at_most_18_aws_calls(tenant: Tenant)
         agent = create_agent(c, user.token, DEMO_PLAN_AGENT)
         run = start_run(c, user.token, agent["id"], {"topic": "customers", "sql": SQL})[1]
         msgs = receive(tenant.region)
-        with counting() as calls:
+        with counting() as calls, clock.frozen():  # the run within the catalog version's bound, however loaded
             result = worker.handle(sqs_event(msgs, tenant.region, "arn:aws:sqs:us-east-1:000000000000:agent-runs"))
         assert result["batchItemFailures"] == []
         done = get_run(c, user.token, agent["id"], run["id"])
@@ -54,3 +56,5 @@ def test_an_agent_run_of_4_tool_steps_makes_at_most_18_aws_calls(tenant: Tenant)
     print("agent run AWS calls:", sum(calls.values()), dict(calls))
     assert sum(calls.values()) <= AGENT_RUN_MAX, dict(calls)
     assert calls["dynamodb TransactWriteItems "] == 6  # one per step, the finish, the query step's lineage
+    # at most once per delivery, not per tool (none here: the run's start checked it within the bound)
+    assert calls["dynamodb GetItem catalog_versions"] <= 1, dict(calls)

@@ -37,11 +37,13 @@ from chalicelib.agents.runtime import answering, lifecycle
 from chalicelib.agents.runtime.errors import StepFailed
 from chalicelib.core import clock, tenancy
 from chalicelib.core.authz import Principal
+from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues
 from chalicelib.core.store.transact import Conflict, Refused, Tx
 from chalicelib.core.store.work_timing import HEARTBEAT_EVERY_S
+from chalicelib.gateway.catalog import service as catalog
 
 log = get_logger("agents.worker")
 QUEUE = "agent-runs"
@@ -93,7 +95,9 @@ def _handle_record(record: dict[str, Any], after_step: AfterStep | None) -> bool
     receives = queues.receive_count(record)
     delivery = str(record.get("messageId") or "local")
     try:
-        outcome = execute(body["workspace_id"], body["run_id"], delivery, after_step=after_step)
+        # the steps of one delivery read the catalog version once per the knowledge search's bound
+        with catalog.one_version_within(settings().knowledge_cache_seconds):
+            outcome = execute(body["workspace_id"], body["run_id"], delivery, after_step=after_step)
     except Exception as err:  # noqa: BLE001 - a poison run: retried, then failed and dead-lettered
         log.exception("agent run attempt failed", extra={"run_id": body["run_id"], "receive": receives})
         if receives >= queues.max_receives(QUEUE, region):

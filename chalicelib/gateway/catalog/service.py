@@ -22,8 +22,11 @@ gap in the change log, and at most every ``FULL_RELOAD_SECONDS`` as a safety net
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import threading
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -126,8 +129,23 @@ _reload_all = [0]  # bumped by ``invalidate()``
 _loaded_in_full: dict[str, int] = {}  # workspace -> ``_reload_all`` at its last full load
 
 
+_trusted_within: ContextVar[float] = ContextVar("catalog_trusted_within", default=0.0)
+
+
 def _ttl() -> float:
-    return settings().catalog_cache_seconds
+    return max(settings().catalog_cache_seconds, _trusted_within.get())
+
+
+@contextlib.contextmanager
+def one_version_within(seconds: float) -> Iterator[None]:
+    """Inside (this thread or task): a version check is trusted for ``seconds`` at least, so one unit of work
+    that reads the catalog many times (an agent run's delivery: each tool reads it) checks the version once
+    per ``seconds``, not at every read."""
+    token = _trusted_within.set(seconds)
+    try:
+        yield
+    finally:
+        _trusted_within.reset(token)
 
 
 def invalidate(workspace_id: str | None = None, *, keep_stored: bool = False) -> None:
@@ -350,7 +368,8 @@ def snapshot(workspace_id: str, trust_seconds: float | None = None) -> Snapshot:
     now = clock.now()
     with _lock:
         snap = _cache.get(workspace_id)
-    if snap is not None and now - snap.checked_at < (_ttl() if trust_seconds is None else trust_seconds):
+    if snap is not None and now - snap.checked_at < (_ttl() if trust_seconds is None else
+                                                     max(trust_seconds, _trusted_within.get())):
         return snap
     region = region_of(workspace_id)
     stats.version_checks += 1
