@@ -105,9 +105,8 @@ def run_one(name: str) -> None:
 
 
 def run_module(name: str) -> str:
-    """Run one benchmark module in a process of its own, as a new container would: no heap, cache or
-    emulator state left by the modules before it (they once ran in one process, and the later ones ran
-    slower for the earlier ones' leftovers); returns its section of the document."""
+    """Run one benchmark module in a process of its own, as a new container would: no heap, cache, setting
+    or emulator state left by the modules before it; returns its section of the document."""
     print(f"## {name}\n", flush=True)
     started = time.monotonic()
     child = subprocess.Popen([sys.executable, "-m", "bench", "--one", name], cwd=ROOT, stdout=subprocess.PIPE,
