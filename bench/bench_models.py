@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.common import quiet, use_emulator
 
-use_emulator(KNOWLEDGE_CACHE_SECONDS="3600", CATALOG_CACHE_SECONDS="3600")
+use_emulator()
 
 N_CHAT = 6
 MAX_TOKENS = 48

@@ -8,7 +8,7 @@ import json
 
 from bench.common import measure_pair, table, use_emulator
 
-use_emulator(KNOWLEDGE_CACHE_SECONDS="3600", CATALOG_CACHE_SECONDS="3600")
+use_emulator()
 
 SQL = "SELECT c.country, count(*) AS orders FROM customers c JOIN orders o USING (customer_id) GROUP BY 1 ORDER BY 1"
 QUESTION = "How many vacation days do employees get?"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bench.common import use_emulator
 
-use_emulator(KNOWLEDGE_CACHE_SECONDS="3600", CATALOG_CACHE_SECONDS="3600")
+use_emulator()
 
 N_DOCS = 1_000
 ROWS_PER_DOC = 5
