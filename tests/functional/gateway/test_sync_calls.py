@@ -8,6 +8,7 @@ these tests hold above their syncs' run time on a loaded machine), so none is wr
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import botocore.client
 
@@ -19,21 +20,30 @@ from tests.functional.conftest import Tenant
 from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, dataset, drain, new_bucket, put
 
 
+def _synced(c: Any, tenant: Tenant, name: str, objects: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """A new source bucket holding ``objects`` (all under one prefix), its connector, and a first FULL_REFRESH
+    sync done: (bucket, connector)."""
+    bucket = new_bucket(tenant.region)
+    for key, body in objects.items():
+        put(tenant.region, bucket, key, body)
+    st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": name, "kind": "s3", "config": {
+        "role_arn": READER_ROLE, "bucket": bucket, "prefix": next(iter(objects)).split("/")[0] + "/",
+        "primary_key": ["id"]}})
+    assert st == 201, conn
+    call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "FULL_REFRESH"})
+    drain(tenant.region)
+    return bucket, conn
+
+
 def test_an_incremental_sync_costs_two_transactions_one_dataset_read_and_one_listing(tenant: Tenant,
                                                                                      monkeypatch) -> None:
     from chalicelib.knowledge import indexer
 
     monkeypatch.setattr(indexer, "on_sync", lambda *a, **k: None)
     monkeypatch.setattr(sync_worker, "PROGRESS_EVERY_S", 3600.0)
-    bucket = new_bucket(tenant.region)
-    for o in range(3):
-        put(tenant.region, bucket, f"c/{o}.csv", "id,v\n" + "".join(f"{i},{i}\n" for i in range(o * 100, o * 100 + 100)))
+    objects = {f"c/{o}.csv": "id,v\n" + "".join(f"{i},{i}\n" for i in range(o * 100, o * 100 + 100)) for o in range(3)}
     with client() as c:
-        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Counted", "kind": "s3", "config": {
-            "role_arn": READER_ROLE, "bucket": bucket, "prefix": "c/", "primary_key": ["id"]}})
-        assert st == 201, conn
-        call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "FULL_REFRESH"})
-        drain(tenant.region)
+        bucket, conn = _synced(c, tenant, "Counted", objects)
         data_bucket = aws.bucket_name(storage.BUCKET, tenant.region)
         versions_table = aws.table_name("catalog_versions")
         real = botocore.client.BaseClient._make_api_call
@@ -94,14 +104,8 @@ def test_a_sync_whose_catalog_version_went_stale_commits_once_and_bumps_after(te
     from chalicelib.knowledge import indexer
 
     monkeypatch.setattr(indexer, "on_sync", lambda *a, **k: None)
-    bucket = new_bucket(tenant.region)
-    put(tenant.region, bucket, "s/0.csv", "id,v\n1,a\n2,b\n")
     with client() as c:
-        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Stale", "kind": "s3", "config": {
-            "role_arn": READER_ROLE, "bucket": bucket, "prefix": "s/", "primary_key": ["id"]}})
-        assert st == 201, conn
-        call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "FULL_REFRESH"})
-        drain(tenant.region)
+        bucket, conn = _synced(c, tenant, "Stale", {"s/0.csv": "id,v\n1,a\n2,b\n"})
         seen = versions.current(tenant.region, tenant.workspace_id).version
         versions.record_change(tenant.region, tenant.workspace_id, datasets=["ds_elsewhere"])  # another container
         versions._last_seen[(tenant.region, tenant.workspace_id)] = seen
