@@ -132,8 +132,10 @@ _loaded_in_full: dict[str, int] = {}  # workspace -> ``_reload_all`` at its last
 _trusted_within: ContextVar[float] = ContextVar("catalog_trusted_within", default=0.0)
 
 
-def _ttl() -> float:
-    return max(settings().catalog_cache_seconds, _trusted_within.get())
+def _ttl(trust_seconds: float | None = None) -> float:
+    """How long a version check is trusted: the caller's bound (else ``CATALOG_CACHE_SECONDS``), at least
+    that of the unit of work it runs in (``one_version_within``)."""
+    return max(settings().catalog_cache_seconds if trust_seconds is None else trust_seconds, _trusted_within.get())
 
 
 @contextlib.contextmanager
@@ -368,8 +370,7 @@ def snapshot(workspace_id: str, trust_seconds: float | None = None) -> Snapshot:
     now = clock.now()
     with _lock:
         snap = _cache.get(workspace_id)
-    if snap is not None and now - snap.checked_at < (_ttl() if trust_seconds is None else
-                                                     max(trust_seconds, _trusted_within.get())):
+    if snap is not None and now - snap.checked_at < _ttl(trust_seconds):
         return snap
     region = region_of(workspace_id)
     stats.version_checks += 1
