@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 from botocore.client import BaseClient
 
-from chalicelib.core import aws
+from chalicelib.core import aws, clock
+from chalicelib.core.config import settings
 from chalicelib.core.authz import Principal
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.catalog import versions as catalog_versions
+from chalicelib.gateway.query import service as query_mod
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.data import field, put_dataset
 
@@ -127,6 +129,36 @@ def test_a_write_through_the_catalog_is_seen_by_another_container(seeded: tuple[
         catalog._cache[tenant.workspace_id] = snapshot_before
     snapshot_before.checked_at = float("-inf")
     assert catalog.schema_of(admin, ids[3])["fields"][1]["policy"] == "MASK"
+
+
+def test_a_unit_of_work_sees_a_policy_set_elsewhere_within_its_bound(tenant: Tenant) -> None:
+    """An agent run's delivery (``one_version_within``, bound ``KNOWLEDGE_CACHE_SECONDS``) trusts one version
+    check for the bound: a field policy set in another container reaches its next query within the bound
+    and no later. Outside such a unit, the next query sees it (``CATALOG_CACHE_SECONDS`` 0)."""
+    fields = [field("id", "INTEGER"), field("email")]
+    ds = put_dataset(tenant.workspace_id, "us-east-1", "people", fields, [(1, "ana@example.com")])
+    catalog.invalidate()
+    member = _principal(tenant, ("member",))
+    bound = settings().knowledge_cache_seconds
+    assert bound > 0 and settings().catalog_cache_seconds == 0
+
+    def email() -> Any:
+        return query_mod.run(member, "SELECT email FROM people")["rows"][0][0]
+
+    def set_policy(policy: str) -> None:
+        _as_another_container(tenant.workspace_id, ds, schema=json.dumps([fields[0], field("email", policy=policy)]))
+
+    with clock.frozen():
+        with catalog.one_version_within(bound):
+            assert email() == "ana@example.com"
+            set_policy("MASK")
+            clock.advance(bound - 0.1)
+            assert email() == "ana@example.com"  # the check made at the start is trusted for the bound
+            clock.advance(0.2)
+            masked = email()
+            assert masked != "ana@example.com" and "ana" not in str(masked)
+        set_policy("REDACT")
+        assert email() is None  # outside the unit: the next read checks the version
 
 
 def test_a_gap_in_the_change_log_means_a_full_reload(seeded: tuple[Tenant, list[str]], calls: Counter[str]) -> None:
