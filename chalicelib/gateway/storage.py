@@ -24,6 +24,7 @@ DuckDB is imported inside the functions: the workers entry must not load it at i
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import os
@@ -38,6 +39,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import aws, process_state
+from chalicelib.gateway import local_parts
 from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 
 BUCKET = "data"
@@ -145,6 +147,7 @@ def _list_keys(region: str, prefix: str) -> list[str]:
 
 
 def _delete_keys(region: str, keys: list[str]) -> None:
+    local_parts.forget(region, keys)
     s3 = aws.client("s3", region)
     for i in range(0, len(keys), 1000):
         s3.delete_objects(Bucket=aws.bucket_name(BUCKET, region),
@@ -193,17 +196,24 @@ def _manifest(body: str | bytes, prefix: str) -> Manifest:
                     prefix=prefix)
 
 
-def _download(region: str, keys: list[str], into: str) -> dict[str, str]:
-    """Each key downloaded into ``into``: key -> local path (one GET each; no transfer thread pool)."""
+def _download(region: str, keys: list[str], into: str, *, keep: bool = True) -> dict[str, str]:
+    """Each key into ``into`` for reading: key -> local path. From this container's copy when it has one
+    (``local_parts``), else one GET each, streamed (no transfer thread pool), and with ``keep`` the file
+    becomes the local copy."""
     os.makedirs(into, exist_ok=True)
     s3 = aws.client("s3", region)
     bucket = aws.bucket_name(BUCKET, region)
     out: dict[str, str] = {}
     for i, key in enumerate(keys):
         path = os.path.join(into, f"{i:05d}.parquet")
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
-        with open(path, "wb") as fh:
-            shutil.copyfileobj(body, fh, 1 << 20)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)  # never written through: it may be a link to a local copy
+        if not local_parts.copy_to(region, key, path):
+            body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+            with open(path, "wb") as fh:
+                shutil.copyfileobj(body, fh, 1 << 20)
+            if keep:
+                local_parts.keep(region, key, path)
         out[key] = path
     return out
 
@@ -453,8 +463,8 @@ def _write_base(region: str, prefix: str, schema: list[dict[str, Any]], stage: A
             total, _, written, deleted = counts(paths, digests)
         uploads.result()
     parts = [digests[path] for path in paths if path in digests]
-    for path in paths:
-        os.remove(path)
+    for path, key in zip(paths, keys, strict=True):
+        local_parts.keep(region, key, path, move=True)
     manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total),
                         parts=parts if len(parts) == len(keys) else None)
     _put_manifest(region, prefix, manifest.replacing(old))
@@ -625,12 +635,13 @@ def _write_layer(con: Any, region: str, tmp: str, prefix: str, old: Manifest, co
     return Manifest(base=list(old.base), layers=layers, base_rows=old.base_rows, parts=old.parts), written
 
 
-def _upload(region: str, path: str, key: str, *, remove: bool = True) -> None:
-    """One PUT streamed from the file (no transfer thread pool: its buffers would add to the peak)."""
+def _upload(region: str, path: str, key: str, *, keep: bool = True) -> None:
+    """One PUT streamed from the file (no transfer thread pool: its buffers would add to the peak). With
+    ``keep`` the file then moves to the local copies (``local_parts``); else it stays where it is."""
     with open(path, "rb") as fh:
         aws.client("s3", region).put_object(Bucket=aws.bucket_name(BUCKET, region), Key=key, Body=fh)
-    if remove:
-        os.remove(path)
+    if keep:
+        local_parts.keep(region, key, path, move=True)
     _part_written(key)
 
 
@@ -641,7 +652,7 @@ def _part_keys(prefix: str, paths: list[str]) -> list[str]:
 def _upload_all(region: str, paths: list[str], keys: list[str]) -> None:
     """The files, in order, each to its key (the files stay)."""
     for path, key in zip(paths, keys, strict=True):
-        _upload(region, path, key, remove=False)
+        _upload(region, path, key, keep=False)
 
 
 def _replaced_files(manifest: Manifest) -> list[str] | None:
@@ -716,4 +727,4 @@ def snapshot_source(region: str, data_prefix: str, into: str) -> str | None:
     caller's SQL runs. One GET per file, streamed to disk (no transfer thread pool).
     """
     manifest = read_manifest(region, data_prefix.rstrip("/"))
-    return merged_source(manifest, _download(region, manifest.keys(), into))
+    return merged_source(manifest, _download(region, manifest.keys(), into, keep=False))

@@ -2,7 +2,8 @@
 connector and the dataset its message names in one ``BatchGetItem``, takes the lease and marks the run
 RUNNING in one transaction, commits dataset, connector, run, audit event and the catalog version's bump in
 one more (a process that knows no version bumps it after, in two calls), reads the old manifest only in a
-process that did not commit it, and lists the snapshot store never: its prune deletes the snapshot it
+process that did not commit it and the old files it needs only in one that neither wrote nor read them
+(``local_parts``), and lists the snapshot store never: its prune deletes the snapshot it
 retires by name. A progress report depends on time, not on the sync (one per ``PROGRESS_EVERY_S``, which
 these tests hold above their syncs' run time on a loaded machine), so none is written here."""
 from __future__ import annotations
@@ -81,19 +82,24 @@ def test_an_incremental_sync_costs_two_transactions_one_dataset_read_and_one_lis
         assert calls[("dynamodb", "GetItem", "")] == 0, calls
         assert calls[("dynamodb", "BatchGetItem", "")] == 1, calls  # the run, connector and dataset together
         assert calls[("s3", "ListObjectsV2", "data")] == 0, calls  # the prune deletes the retired snapshot unlisted
-        assert calls[("s3", "GetObject", "data")] == 1, calls  # the one part the change touches
+        # the one part the change touches was written here: its local copy is read
+        assert calls[("s3", "GetObject", "data")] == 0, calls
 
         storage.process_state.reset_all()  # a container that did not commit the current snapshot
         calls = counted_sync(2)
-        # the old manifest too, besides the touched part and the layer the first incremental sync wrote
+        # the old manifest, the touched part and the layer the first incremental sync wrote
         assert calls[("s3", "GetObject", "data")] == 3, calls
         assert calls[("dynamodb", "BatchGetItem", "")] == 1, calls
         assert calls[("dynamodb", "UpdateItem", "versions")] == 2, calls  # no version known: bumped after
         assert calls[("dynamodb", "UpdateItem", "")] == 0, calls
         assert versions.current(tenant.region, tenant.workspace_id).since(before + 1) == (
             {conn["dataset"]["id"]}, {conn["id"]})
+        calls = counted_sync(3)  # the same container again: every file it needs it wrote or read already
+        assert calls[("s3", "GetObject", "data")] == 0, calls
     ds = dataset(tenant, conn["dataset"]["id"])
     assert ds.row_count == 300
+    names, rows = storage.read_rows(tenant.region, ds.data_prefix)
+    assert sorted(rows) == sorted((i, i + 3 if 100 <= i < 200 else i) for i in range(300))
 
 
 def test_a_sync_whose_catalog_version_went_stale_commits_once_and_bumps_after(tenant: Tenant, monkeypatch,
@@ -124,3 +130,35 @@ def test_a_sync_whose_catalog_version_went_stale_commits_once_and_bumps_after(te
         ExpressionAttributeValues={":w": {"S": tenant.workspace_id}})["Items"]
     assert sum(1 for e in events if run["id"] in str(e) and "connector.sync_succeeded" in str(e)) == 1
     assert dataset(tenant, conn["dataset"]["id"]).row_count == 2
+
+
+def test_local_copies_go_with_the_objects_a_prune_or_a_deletion_removes(tenant: Tenant, monkeypatch) -> None:
+    """This container's copies of snapshot files (``local_parts``) are only of files the dataset's current or
+    previous snapshot holds: a sync's prune drops those of the snapshot it retires, and deleting the
+    connector drops them all, with the objects."""
+    from chalicelib.gateway import local_parts
+    from chalicelib.knowledge import indexer
+
+    monkeypatch.setattr(indexer, "on_sync", lambda *a, **k: None)
+    with client() as c:
+        bucket, conn = _synced(c, tenant, "Copies", {"p/0.csv": "id,v\n1,a\n2,b\n", "p/1.csv": "id,v\n3,c\n"})
+        ds_id = conn["dataset"]["id"]
+        root = storage.dataset_root(tenant.workspace_id, ds_id)
+
+        def copies() -> set[str]:
+            return {k for (_, k) in local_parts.held() if k.startswith(root)}
+
+        first = dataset(tenant, ds_id).data_prefix
+        assert copies() and all(k.startswith(first + "/") for k in copies())
+        for n in range(2):  # full refreshes: each writes a new base and retires the one before the previous
+            put(tenant.region, bucket, "p/1.csv", f"id,v\n3,c{n}\n")
+            call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "FULL_REFRESH"})
+            drain(tenant.region)
+        current, previous = dataset(tenant, ds_id).data_prefix, storage.read_manifest(
+            tenant.region, dataset(tenant, ds_id).data_prefix).replaced["prefix"]
+        assert copies() and all(k.split("/")[3] in (current.split("/")[-1], previous.split("/")[-1])
+                                for k in copies())
+        assert not any(k.startswith(first + "/") for k in copies())
+        st, _ = call(c, "DELETE", f"/v1/connectors/{conn['id']}", tenant.token)
+        assert st == 200
+        assert copies() == set()

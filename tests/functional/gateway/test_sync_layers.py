@@ -210,10 +210,10 @@ def _recording_downloads(monkeypatch) -> list[str]:
     downloaded: list[str] = []
     real_download, real_write, writing = storage._download, storage.write_snapshot, []
 
-    def download(region, keys, into):
+    def download(region, keys, into, **kw):
         if writing:
             downloaded.extend(keys)
-        return real_download(region, keys, into)
+        return real_download(region, keys, into, **kw)
 
     def write(*args, **kwargs):
         writing.append(1)
