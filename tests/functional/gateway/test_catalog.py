@@ -11,8 +11,8 @@ import pytest
 from botocore.client import BaseClient
 
 from chalicelib.core import aws, clock
-from chalicelib.core.config import settings
 from chalicelib.core.authz import Principal
+from chalicelib.core.config import settings
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.catalog import versions as catalog_versions
