@@ -1,11 +1,15 @@
-"""Cached boto3 clients per (service, region), plus resource names from the one declaration.
+"""Cached boto3 clients per (service, region), plus resource names from the one declaration, and
+``alongside`` for a round trip a request need not wait for before it goes on.
 
 Endpoints come from ``AWS_ENDPOINT_URL`` (boto3 honours it), so there is no endpoint branching here.
 """
 from __future__ import annotations
 
+import contextvars
 import threading
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -18,6 +22,9 @@ from chalicelib.core.regions import check_client_region
 _lock = threading.Lock()
 _session: boto3.session.Session | None = None
 _BOTO_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5, read_timeout=30)
+T = TypeVar("T")
+ALONGSIDE_WORKERS = 4  # round trips in flight beside their requests at once, per container
+_alongside: list[ThreadPoolExecutor] = []
 
 
 def client(service: str, region: str, *, read_timeout: float | None = None) -> Any:
@@ -67,3 +74,15 @@ def _forget_session() -> None:
 
 
 process_state.enrol("core.aws.session", _forget_session, derived=True)
+
+
+def alongside(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+    """``fn(*args, **kwargs)`` (work made of AWS calls) on a worker thread in a copy of this context (log
+    correlation, trust bounds), so that its round trips overlap what the request does meanwhile: the
+    catalog version read while a query runs, the query's lineage write. The caller waits for the result
+    (``Future.result``) before it answers: a Lambda function is frozen between requests, so nothing may
+    be left running after one."""
+    with _lock:
+        if not _alongside:
+            _alongside.append(ThreadPoolExecutor(ALONGSIDE_WORKERS, thread_name_prefix="alongside"))
+    return _alongside[0].submit(contextvars.copy_context().run, fn, *args, **kwargs)

@@ -25,14 +25,14 @@ import bisect
 import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pynamodb.exceptions import UpdateError
 
-from chalicelib.core import audit, clock, process_state
+from chalicelib.core import audit, aws, clock, process_state
 from chalicelib.core.audit import Actor
 from chalicelib.core.authz import Principal, Role, require
 from chalicelib.core.config import settings
@@ -57,6 +57,7 @@ def _index_class() -> type[CatalogIndex]:
     return CatalogIndex
 
 
+T = TypeVar("T")
 CLASSIFICATIONS = ("PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII")
 FIELD_POLICIES = ("ALLOW", "MASK", "HASH", "REDACT", "DENY")
 FIELD_TYPES = ("STRING", "INTEGER", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE", "JSON")
@@ -130,6 +131,8 @@ _loaded_in_full: dict[str, int] = {}  # workspace -> ``_reload_all`` at its last
 
 
 _trusted_within: ContextVar[float] = ContextVar("catalog_trusted_within", default=0.0)
+# inside ``checked_alongside``: the workspace whose snapshot is read unchecked, and that snapshot
+_unchecked: ContextVar[tuple[str, Snapshot] | None] = ContextVar("catalog_unchecked", default=None)
 
 
 def _ttl(trust_seconds: float | None = None) -> float:
@@ -148,6 +151,38 @@ def one_version_within(seconds: float) -> Iterator[None]:
         yield
     finally:
         _trusted_within.reset(token)
+
+
+def checked_alongside(workspace_id: str, work: Callable[[], T]) -> T:
+    """``work()`` on this container's snapshot of the workspace's catalog while the version check that
+    snapshot is due runs on another thread (``aws.alongside``), instead of before it. ``work``'s answer, or
+    its error, stands only when the check finds the snapshot current; else it is thrown away and ``work``
+    runs again on the reloaded snapshot, as any read does after a change. So the answer reflects a
+    version read after the call began, as with the check first, and the check's round trip overlaps
+    ``work``. Without a snapshot, with no check due, or with one this container knows is stale (it wrote
+    a change), ``work`` just runs, checking first as usual. ``work`` must not write."""
+    now = clock.now()
+    with _lock:
+        snap = _cache.get(workspace_id)
+    if (snap is None or now - snap.checked_at < _ttl() or snap.checked_at == float("-inf")  # known stale (``_stale``)
+            or now - snap.loaded_at >= FULL_RELOAD_SECONDS or _unchecked.get() is not None):
+        return work()
+    stats.version_checks += 1
+    check = aws.alongside(catalog_versions.current, region_of(workspace_id), workspace_id)
+    token = _unchecked.set((workspace_id, snap))
+    try:
+        answer = work()
+    except Exception:
+        if check.result().version == snap.version:
+            raise
+        answer = None
+    finally:
+        _unchecked.reset(token)
+    if check.result().version == snap.version:
+        snap.checked_at = max(snap.checked_at, now)
+        return answer  # type: ignore[return-value]
+    _stale(workspace_id)
+    return work()
 
 
 def invalidate(workspace_id: str | None = None, *, keep_stored: bool = False) -> None:
@@ -367,6 +402,9 @@ def snapshot(workspace_id: str, trust_seconds: float | None = None) -> Snapshot:
     """The workspace's catalog as of its current version (see the module docstring). ``trust_seconds``
     (default ``CATALOG_CACHE_SECONDS``): how long a version check is trusted before the next one; a
     caller that keeps its own data for a bound (knowledge search: its manifests) passes that bound."""
+    unchecked = _unchecked.get()
+    if unchecked is not None and unchecked[0] == workspace_id:
+        return unchecked[1]
     now = clock.now()
     with _lock:
         snap = _cache.get(workspace_id)

@@ -27,7 +27,9 @@ Per query:
    A single row larger than the byte cap is refused (422 ``row_too_large``).
 6. Lineage is recorded aggregated (``lineage.record_query``): ``dataset -> query`` per dataset used into
    the day's node of that set of datasets (plus ``query -> answer`` when the caller names the chat
-   answer, agent run or saved query it serves).
+   answer, agent run or saved query it serves). The write starts once the SQL is bound to its datasets
+   and runs beside the query (``aws.alongside``), as does the catalog version check
+   (``catalog.checked_alongside``); the query answers when both are back.
 
 DuckDB is imported inside the functions (the gateway's cold start does not pay for it).
 """
@@ -43,9 +45,10 @@ import re
 import shutil
 import tempfile
 import uuid
+from concurrent.futures import Future
 from typing import Any
 
-from chalicelib.core import clock
+from chalicelib.core import aws, clock
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.config import settings
 from chalicelib.core.durations import format_duration
@@ -380,28 +383,41 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
     skip = _cursor_offset(sql, after)
     names = referenced(sql)
     check_functions(names)
-    views = {v.rec.name: v for v in reader.by_name(principal, names)}
-    used = [v.rec for v in views.values()]
-    fields = {r.name: visible_columns(principal, r) for r in used}
-    key = (principal.workspace_id, *(views[r.name].cache_key() for r in used))
-    # A container's first query (no sandbox, no memoised binder answer) binds on the sandbox it must create
-    # anyway rather than creating the process-wide binder's DuckDB too.
-    spare: list[tuple[Any, str]] = []
-    if used and not query_cache.holds(key) and not query_columns.known(sql, _standins(used, fields)):
-        spare.append(_connect())
+    lineage_write: list[Future[Any]] = []  # started once, beside the query's run (``_run``)
+
+    def attempt() -> dict[str, Any]:
+        views = {v.rec.name: v for v in reader.by_name(principal, names)}
+        used = [v.rec for v in views.values()]
+        fields = {r.name: visible_columns(principal, r) for r in used}
+        key = (principal.workspace_id, *(views[r.name].cache_key() for r in used))
+        # A container's first query (no sandbox, no memoised binder answer) binds on the sandbox it must
+        # create anyway rather than creating the process-wide binder's DuckDB too.
+        spare: list[tuple[Any, str]] = []
+        if used and not query_cache.holds(key) and not query_columns.known(sql, _standins(used, fields)):
+            spare.append(_connect())
+        try:
+            needs, complete = columns_needed(sql, used, fields, spare[0][0] if spare else None)
+            if used and not lineage_write:
+                lineage_write.append(aws.alongside(lineage.record_query, principal.workspace_id,
+                                                     [(r.id, r.name) for r in used], answer,
+                                                     user_id=principal.user_id))
+            return _run(principal, sql, used, fields, key, needs, complete, spare, limit=limit,
+                        time_limit=time_limit, skip=skip, views=views)
+        finally:
+            for con, work in spare:  # not used: another query built the sandbox meanwhile
+                con.close()
+                shutil.rmtree(work, ignore_errors=True)
+
     try:
-        needs, complete = columns_needed(sql, used, fields, spare[0][0] if spare else None)
-        return _run(principal, sql, used, fields, key, needs, complete, spare, limit=limit, answer=answer,
-                    time_limit=time_limit, skip=skip, views=views)
+        return catalog.checked_alongside(principal.workspace_id, attempt)
     finally:
-        for con, work in spare:  # not used: another query built the sandbox meanwhile
-            con.close()
-            shutil.rmtree(work, ignore_errors=True)
+        for write in lineage_write:
+            write.result()
 
 
 def _run(principal: Principal, sql: str, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]],
          key: query_cache.Key, needs: dict[str, frozenset[str]], complete: bool, spare: list[tuple[Any, str]], *,
-         limit: int, answer: dict[str, str] | None, time_limit: float | None, skip: int,
+         limit: int, time_limit: float | None, skip: int,
          views: dict[str, reader.View] | None = None) -> dict[str, Any]:
     import duckdb  # noqa: PLC0415 - DuckDB loads at first query, not at cold start
 
@@ -436,7 +452,6 @@ def _run(principal: Principal, sql: str, used: list[catalog.DatasetRecord], fiel
     now = clock.now()
     datasets = [{"id": r.id, "name": r.name, "freshness": format_duration(catalog.freshness_seconds(r, now)),
                  "last_synced_at": r.last_synced_at} for r in used]
-    lineage.record_query(principal.workspace_id, [(r.id, r.name) for r in used], answer, user_id=principal.user_id)
     log.info("federated query", extra={"query_id": query_id, "datasets": [r.id for r in used],
                                        "rows": len(rows), "truncated": truncated})
     return {"query_id": query_id,

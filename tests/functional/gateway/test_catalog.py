@@ -14,6 +14,7 @@ from chalicelib.core import aws, clock
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
 from chalicelib.gateway import models
+from chalicelib.gateway.catalog import lineage
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.catalog import versions as catalog_versions
 from chalicelib.gateway.query import service as query_mod
@@ -159,6 +160,60 @@ def test_a_unit_of_work_sees_a_policy_set_elsewhere_within_its_bound(tenant: Ten
             assert masked != "ana@example.com" and "ana" not in str(masked)
         set_policy("REDACT")
         assert email() is None  # outside the unit: the next read checks the version
+
+
+def test_a_query_checks_the_version_beside_its_run_and_never_answers_from_a_stale_catalog(
+        tenant: Tenant, calls: Counter[str]) -> None:
+    """A query runs on this container's snapshot while the version check it is due runs alongside
+    (``checked_alongside``): one check per query as before, and an answer (or error) computed from a
+    snapshot the check finds stale is thrown away and computed again, so a policy set or a dataset made in
+    another container applies to the very next query."""
+    fields = [field("id", "INTEGER"), field("email")]
+    ds = put_dataset(tenant.workspace_id, "us-east-1", "people", fields, [(1, "ana@example.com")])
+    catalog.invalidate()
+    member = _principal(tenant, ("member",))
+
+    def email() -> Any:
+        return query_mod.run(member, "SELECT email FROM people")["rows"][0][0]
+
+    assert email() == "ana@example.com"
+    checks = catalog.stats.version_checks
+    calls.clear()
+    assert email() == "ana@example.com"
+    assert catalog.stats.version_checks == checks + 1
+    assert calls["GetItem catalog_versions"] == 1 and calls["Query datasets"] == calls["GetItem datasets"] == 0
+
+    _as_another_container(tenant.workspace_id, ds, schema=json.dumps([fields[0], field("email", policy="REDACT")]))
+    assert email() is None  # the first answer, from the old policy, was not returned
+    edges = models.lineage_edges("us-east-1")
+    node = lineage.query_node([ds], clock.utcnow().strftime("%Y-%m-%d"))
+    assert edges.get(tenant.workspace_id, f"{ds}>{node}").uses == 3  # one use per query, run again or not
+
+    before = catalog.snapshot(tenant.workspace_id)
+    late = put_dataset(tenant.workspace_id, "us-east-1", "late", fields, [(2, "bo@example.com")])
+    catalog_versions.record_change("us-east-1", tenant.workspace_id, datasets=[late])  # written elsewhere
+    with catalog._lock:  # ... so this container still holds the snapshot without it, its check due
+        catalog._cache[tenant.workspace_id] = before
+    before.checked_at = 0.0
+    assert query_mod.run(member, "SELECT count(*) FROM late")["rows"] == [[1]]  # not "no such dataset"
+
+
+def test_a_query_after_a_change_made_here_checks_first(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot this container knows is stale (it wrote a change) is not used ahead of the check: the
+    query checks and reloads first, as before."""
+    ds = put_dataset(tenant.workspace_id, "us-east-1", "people", [field("id", "INTEGER"), field("email")],
+                     [(1, "ana@example.com")])
+    catalog.invalidate()
+    admin, member = _principal(tenant), _principal(tenant, ("member",))
+    query_mod.run(member, "SELECT email FROM people")
+    catalog.set_field_policy(admin, ds, "email", "REDACT")
+    ahead: list[str] = []
+    real = catalog.aws.alongside
+    monkeypatch.setattr(catalog.aws, "alongside", lambda fn, *a, **k: ahead.append(fn.__name__) or real(fn, *a, **k))
+    assert query_mod.run(member, "SELECT email FROM people")["rows"] == [[None]]
+    assert "current" not in ahead
+    query_mod.run(member, "SELECT email FROM people")
+    assert "current" in ahead  # the next query, with the snapshot checked and current, runs beside its check
 
 
 def test_a_gap_in_the_change_log_means_a_full_reload(seeded: tuple[Tenant, list[str]], calls: Counter[str]) -> None:
