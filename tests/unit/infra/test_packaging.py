@@ -103,6 +103,18 @@ def test_no_group_loads_the_heavy_libraries_at_import(group: str) -> None:
     assert loaded == "[]", (group, loaded)
 
 
+@pytest.mark.parametrize("group", sorted(set(GROUPS) - {"gateway"}))
+def test_only_the_gateway_group_loads_the_query_engine_at_import(group: str) -> None:
+    """The platform group holds the agent tools' input fields (a plan is checked against them), not the
+    query engine behind the ``query`` tool, which loads at a run's first query."""
+    probe = ("import sys; from chalicelib.groups import create_app; create_app(sys.argv[1]); "
+             "print('chalicelib.gateway.query.service' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe, group], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "ROUTE_GROUP": group}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False", group
+
+
 def test_loading_the_entry_leaves_the_collector_on_with_the_modules_frozen_out_of_it() -> None:
     """``app.py`` pauses the cyclic collector while the group loads, then freezes what it loaded and turns
     the collector back on (a fresh interpreter: the collector's state is process-wide)."""
