@@ -409,10 +409,15 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
                 shutil.rmtree(work, ignore_errors=True)
 
     try:
-        return catalog.checked_alongside(principal.workspace_id, attempt)
-    finally:
-        for write in lineage_write:
-            write.result()
+        result = catalog.checked_alongside(principal.workspace_id, attempt)
+    except Exception:
+        for write in lineage_write:  # waited for, but the query's own error is the caller's
+            if write.exception() is not None:
+                log.warning("query lineage not recorded", extra={"error": type(write.exception()).__name__})
+        raise
+    for write in lineage_write:
+        write.result()
+    return result
 
 
 def _run(principal: Principal, sql: str, used: list[catalog.DatasetRecord], fields: dict[str, list[dict[str, Any]]],

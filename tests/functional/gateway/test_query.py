@@ -96,3 +96,22 @@ def test_engine_errors_still_say_what_the_caller_wrote_wrong(world: World) -> No
     assert status == 400
     assert body["code"] == "sql_syntax_error"
     assert "syntax" in body["detail"].lower()
+
+
+def test_a_query_that_fails_running_answers_its_own_error_when_its_lineage_write_fails_too(
+        world: World, monkeypatch) -> None:
+    """The lineage write runs beside the query; when both fail, the caller gets the query's error (a 400
+    naming its SQL mistake), not the write's; when only the write fails, the query fails as before."""
+    from chalicelib.gateway.catalog import lineage
+
+    def throttled(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("throttled")
+
+    monkeypatch.setattr(lineage, "record_query", throttled)
+    status, body = query(world, "SELECT CAST(country AS INTEGER) FROM customers")  # fails on its first row
+    assert status == 400, body
+    assert body["code"] == "sql_error"
+    assert "throttled" not in json.dumps(body)
+    status, body = query(world, "SELECT count(*) FROM customers")
+    assert status == 500
+    assert "throttled" not in json.dumps(body)
