@@ -43,6 +43,8 @@ DEFERRED = {
     "chalicelib.gateway.catalog.index": "the catalog index loads NumPy: at the first search",
     "chalicelib.gateway.mcp.protocol": "loads pydantic and the MCP wire types: at the first MCP request",
     "chalicelib.gateway.api.graphql_api": "loads graphql-core: at the first GraphQL request, not at cold start",
+    "chalicelib.gateway.query.service": "the query engine: at an agent run's first query, not with the platform "
+                                        "group, which holds the agent tools' input fields",
 }
 # modules whose imports inside functions are all deliberate
 DEFERRING = {
