@@ -724,7 +724,8 @@ def snapshot_source(region: str, data_prefix: str, into: str) -> str | None:
     DuckDB table expression yielding its current rows (layers merged; None when it has no files).
 
     The query engine calls this while it builds a policy-projected table; the files are deleted before any
-    caller's SQL runs. One GET per file, streamed to disk (no transfer thread pool).
+    caller's SQL runs. One GET per file, streamed to disk (no transfer thread pool), but none for a file
+    this container holds a copy of (``local_parts``; a read here does not add one).
     """
     manifest = read_manifest(region, data_prefix.rstrip("/"))
     return merged_source(manifest, _download(region, manifest.keys(), into, keep=False))
