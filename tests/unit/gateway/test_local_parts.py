@@ -1,4 +1,4 @@
-"""A container's local copies of snapshot files: kept by key, read through links that cannot write back,
+"""A container's local copies of snapshot files: kept by key, read back through links, bounded by bytes
 bounded by bytes (least recently used first) and by idle time, dropped when their objects are deleted."""
 from __future__ import annotations
 
