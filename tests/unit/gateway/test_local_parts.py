@@ -1,5 +1,5 @@
 """A container's local copies of snapshot files: kept by key, read back through links, bounded by bytes
-bounded by bytes (least recently used first) and by idle time, dropped when their objects are deleted."""
+(least recently used first) and by idle time, dropped when their objects are deleted."""
 from __future__ import annotations
 
 import os
