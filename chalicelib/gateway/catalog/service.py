@@ -170,19 +170,20 @@ def checked_alongside(workspace_id: str, work: Callable[[], T]) -> T:
     stats.version_checks += 1
     check = aws.alongside(catalog_versions.current, region_of(workspace_id), workspace_id)
     token = _unchecked.set((workspace_id, snap))
+    failure: Exception | None = None
     try:
         answer = work()
-    except Exception:
-        if check.result().version == snap.version:
-            raise
-        answer = None
+    except Exception as err:  # noqa: BLE001 - the caller's, once the check says the snapshot was current
+        failure = err
     finally:
         _unchecked.reset(token)
-    if check.result().version == snap.version:
-        snap.checked_at = max(snap.checked_at, now)
-        return answer  # type: ignore[return-value]
-    _stale(workspace_id)
-    return work()
+    if check.result().version != snap.version:
+        _stale(workspace_id)
+        return work()
+    snap.checked_at = max(snap.checked_at, now)
+    if failure is not None:
+        raise failure
+    return answer
 
 
 def invalidate(workspace_id: str | None = None, *, keep_stored: bool = False) -> None:
