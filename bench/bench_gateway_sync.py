@@ -7,7 +7,9 @@ key, 64-bit row hash stored as an integer as ours is, sort by key, write ZSTD Pa
 same S3 transfers as the sync (the source objects downloaded from moto, the parts uploaded to it, one streamed PUT
 each), interleaved with ours (the order alternating), logging off. Then an incremental sync after the 10k rows of
 the second object changed (1% of the rows at 1M, 10% at 100k) against the full sync of the same dataset, with the
-AWS calls of each timed sync and the time spent inside them (the in-process emulator's share of the time), a growth
+AWS calls of each timed sync and the time spent inside them (the in-process emulator's share of the time); an
+incremental sync's floors (a sync requested when nothing changed since the last, and the changed object's data
+work on a DuckDB connection opened before, as a sync's is) beside the targets' allowance; a growth
 table 100k -> 1M, and the peak memory of a 1M-row sync measured in a fresh process
 (``tests/functional/gateway/sync_memory_child.py``).
 
