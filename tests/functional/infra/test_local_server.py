@@ -1,0 +1,45 @@
+"""The local HTTP server `make run` starts (``infra.local_run``): its connections send without Nagle's delay.
+
+Chalice's request handler writes an answer's headers and body in two writes. With Nagle's algorithm on, the
+body waits for the ACK of the headers, which a keep-alive client delays (40 ms on Linux), so every answer on
+a kept-alive connection took 40 ms more than its work."""
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+from pathlib import Path
+
+from chalice.config import Config
+from chalice.local import LocalDevServer
+
+from chalicelib.groups import create_app
+from infra.local_run import _request_handler
+
+
+def test_every_connection_of_the_local_server_sends_at_once() -> None:
+    app = create_app("platform")
+    config = Config.create(chalice_app=app, app_name="aiplat-platform", chalice_stage="local",
+                           project_dir=str(Path(__file__).resolve().parents[3]))
+    nodelay: list[int] = []
+
+    class Probe(_request_handler("platform")):  # type: ignore[misc]
+        def handle(self) -> None:  # once per connection, after ``setup`` configured its socket
+            nodelay.append(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            super().handle()
+
+    server = LocalDevServer(app, config, "127.0.0.1", 0, handler_cls=Probe)
+    threading.Thread(target=server.server.serve_forever, daemon=True).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server.server_address[1], timeout=30)
+        for _ in range(3):  # one kept-alive connection, where the delay showed
+            conn.request("POST", "/v1/agents", body=b"{}", headers={"Content-Type": "application/json"})
+            answer = conn.getresponse()
+            answer.read()
+            assert answer.status == 401  # no token: answered by the app, through the handler
+        conn.close()
+    finally:
+        server.server.shutdown()
+        server.server.server_close()
+    assert len(nodelay) == 1  # the three requests shared the connection
+    assert nodelay[0] != 0
