@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import requests
 
+from chalicelib.core.tenancy import SCOPE_CACHE_SECONDS
 from infra.local_run import run_now_file
 from tests.integration.sessions import mfa_member
 from tests.integration.webapp.browser import (
@@ -125,6 +126,7 @@ def test_journey(platform: Any, browser: Any) -> None:
     page.check("input[name=enforce_mfa]")
     page.click("button:has-text('Save') >> nth=0")
     page.wait_for_selector("p.ok:has-text('Saved.')")
+    saved_at = time.monotonic()  # other processes read the workspace within SCOPE_CACHE_SECONDS of it
     # cross-region DR of an EU workspace asks for the acknowledgement first; no copy exists yet
     assert page.get_attribute("#dr-lag", "data-replicated") == "false"
     page.select_option("select[name=replication]", "cross-region-dr")
@@ -138,6 +140,9 @@ def test_journey(platform: Any, browser: Any) -> None:
     # the workspace read now reports the DR lag, and no copy pass has run yet
     assert page.get_attribute("#dr-lag", "data-replicated") == "false"
     assert "first copy" in page.text_content("#dr-lag") and "pending" in page.text_content("#dr-lag")
+    # the sign-in and authorization steps both see the setting once that bound has passed (before it, the
+    # sign-in step may still see it off, and only the authorization step refuse)
+    time.sleep(max(0.0, saved_at + SCOPE_CACHE_SECONDS + 0.5 - time.monotonic()))
     mate = browser.new_context(viewport={"width": 1280, "height": 900})
     mpage = mate.new_page()
     mpage.goto(app + "/audit")
