@@ -140,6 +140,7 @@ class _RouteDef:
     scope: str = WORKSPACE  # core.regions: which regional deployment serves the route
     audience: Audience = API  # core.tokens: which tokens the route accepts
     render_error: Callable[[ApiError], Response] | None = None  # a protocol's own error shape (default problem+json)
+    anonymous: Callable[[Ctx], bool] | None = None  # a request of the route answered without a principal
 
 
 class Api:
@@ -166,14 +167,17 @@ class Api:
         scope: str = WORKSPACE,
         audience: Audience = API,
         render_error: Callable[[ApiError], Response] | None = None,
+        anonymous: Callable[[Ctx], bool] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """``anonymous``: which requests of a permission-checked route are answered without a token (the view
+        then sees ``ctx.principal`` None), e.g. a protocol's public discovery message on its one endpoint."""
         if not public and not permission:
             raise ValueError(f"route {path} needs a permission or public=True")
         verbs = tuple(m.upper() for m in methods)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.routes.append(_RouteDef(path, verbs, tuple(content_types or [JSON]), permission, public, fn, scope,
-                                         audience, render_error))
+                                         audience, render_error, anonymous))
             return fn
 
         return decorate
@@ -224,7 +228,7 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
     def view(**params: str) -> Any:
         ctx = Ctx(request=_REQUEST.get() or app.current_request)
         try:
-            if not route.public:
+            if not route.public and not (route.anonymous and route.anonymous(ctx)):
                 ctx._scope = resolve(ctx.header("authorization"), route.permission or "", route.scope, params,
                                      route.audience)
                 ctx.principal = ctx._scope.principal

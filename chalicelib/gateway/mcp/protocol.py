@@ -147,8 +147,17 @@ def _legacy_call(request_id: Any, method: str, params: dict[str, Any], headers: 
     return Call(request_id, method, params, version, False, (headers.get("user-agent") or "")[:100])
 
 
-def handle(raw: bytes, headers: Mapping[str, str], principal: Principal, request: Any, caller: Any) -> Answer:
-    """Answer one POST to the MCP endpoint as ``principal`` (already authorized)."""
+def is_discovery(raw: bytes) -> bool:
+    """Whether ``raw`` is one ``server/discover`` request: the only method answered without a principal."""
+    try:
+        message = _envelope(raw)
+    except RpcError:
+        return False
+    return message.get("method") == "server/discover" and "id" in message
+
+
+def handle(raw: bytes, headers: Mapping[str, str], principal: Principal | None, request: Any, caller: Any) -> Answer:
+    """Answer one POST to the MCP endpoint as ``principal`` (already authorized; None only for a discovery)."""
     modern = headers.get(PROTOCOL_HEADER) in MODERN_PROTOCOL_VERSIONS
     try:
         message = _envelope(raw)
@@ -187,13 +196,15 @@ def _capabilities() -> dict[str, Any]:
     return {"tools": {"listChanged": False}}
 
 
-def _dispatch(call: Call, principal: Principal, request: Any, caller: Any) -> dict[str, Any]:
-    if call.method == "initialize":
-        return {"protocolVersion": call.version, "capabilities": _capabilities(), "serverInfo": SERVER_INFO,
-                "instructions": INSTRUCTIONS}
+def _dispatch(call: Call, principal: Principal | None, request: Any, caller: Any) -> dict[str, Any]:
     if call.method == "server/discover":
         return {"supportedVersions": list(SUPPORTED), "capabilities": _capabilities(), "instructions": INSTRUCTIONS,
                 "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
+    if principal is None:
+        raise RpcError(jsonrpc.INVALID_REQUEST, "Only server/discover is answered without a token.")
+    if call.method == "initialize":
+        return {"protocolVersion": call.version, "capabilities": _capabilities(), "serverInfo": SERVER_INFO,
+                "instructions": INSTRUCTIONS}
     if call.method == "ping":
         return {}
     if call.method == "tools/list":  # the caller's tools depend on their live role: never cached or shared

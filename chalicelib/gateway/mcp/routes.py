@@ -68,14 +68,23 @@ def _origin_allowed(origin: str | None) -> bool:
     return any(urlsplit(origin)._replace(path="").geturl() == urlsplit(a)._replace(path="").geturl() for a in allowed)
 
 
-@api.route("/mcp", ["POST"], permission=MCP_DOOR, audience=MCP, render_error=http_error)
+def _discovery(ctx: Ctx) -> bool:
+    from chalicelib.gateway.mcp import protocol  # noqa: PLC0415 - pydantic and the MCP types load at the first call
+
+    return protocol.is_discovery(ctx.raw_body())
+
+
+@api.route("/mcp", ["POST"], permission=MCP_DOOR, audience=MCP, render_error=http_error, anonymous=_discovery)
 def mcp_post(ctx: Ctx) -> Response:
+    """Every method acts for the token's user through the one authorization path, except ``server/discover``:
+    it describes the server (versions, capabilities), the same for every caller, so a client's probe is
+    answered before its sign-in (docs/decisions.md, "MCP server")."""
     if not _origin_allowed(ctx.header("origin")):
         raise ApiError(403, "origin_not_allowed", "Requests from this origin are not accepted.")
     from chalicelib.gateway.mcp import protocol  # noqa: PLC0415 - pydantic and the MCP types load at the first call
 
     headers = {k.lower(): v for k, v in ctx.request.headers.items()}
-    answer = protocol.handle(ctx.raw_body(), headers, ctx.user, ctx.request, ctx.caller)
+    answer = protocol.handle(ctx.raw_body(), headers, ctx.principal, ctx.request, ctx.caller)
     if answer.message is None:
         return Response(body="", status_code=202, headers={"Cache-Control": "no-store"})
     extra = {"MCP-Protocol-Version": answer.protocol_version} if answer.protocol_version else {}

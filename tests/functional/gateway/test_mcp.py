@@ -69,6 +69,11 @@ def test_protected_resource_metadata_and_401_challenge(tenant: Tenant) -> None:
     with Client(create_app("gateway")) as c:
         meta = json.loads(c.http.get(mcp_routes.METADATA_PATH).body)
         assert meta["resource"] == mcp_resource() and meta["authorization_servers"]
+        found = result(rpc(c, None, "server/discover"))  # describes the server: answered before any sign-in
+        assert MODERN in found["supportedVersions"] and found["capabilities"]["tools"]
+        for method in ("tools/list", "initialize", "ping"):
+            r = rpc(c, None, method, modern=method != "initialize")
+            assert r.status_code == 401, method
         r = rpc(c, None, "tools/list")
         assert r.status_code == 401
         challenge = r.headers["WWW-Authenticate"]

@@ -22,6 +22,7 @@ import httpx2
 import pytest
 import requests
 from mcp import Client
+from mcp.client import session as mcp_session
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
@@ -87,13 +88,16 @@ def claims(token: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def signed_in(url: str, cookie: str, mode: str, storage: Storage | None = None) -> AsyncIterator[Client]:
-    """An MCP client of ``url`` whose OAuth flow signs in the browser session ``cookie``."""
+async def signed_in(url: str, cookie: str, mode: str, storage: Storage | None = None,
+                    sign_in_seconds: float = 0) -> AsyncIterator[Client]:
+    """An MCP client of ``url`` whose OAuth flow signs in the browser session ``cookie`` (taking at least
+    ``sign_in_seconds``, as a person at the browser does)."""
     storage = storage or Storage()
     seen: dict[str, str] = {}
 
     async def redirect_handler(authorization_url: str) -> None:
         seen["authorize"] = authorization_url
+        await asyncio.sleep(sign_in_seconds)
         r = requests.get(authorization_url, headers={"Cookie": cookie}, allow_redirects=False, timeout=30)
         assert r.status_code == 302, r.text
         seen["location"] = r.headers["Location"]
@@ -168,6 +172,23 @@ def test_sign_in_list_and_call_each_tool(platform: RunningPlatform, admin_cookie
                                         for row in out["query"]["rows"])
     assert any("30 days" in item["text"] for item in out["knowledge"]["items"])
     assert out["syncs"][0] == out["syncs"][1]  # the same key returns the same run
+
+
+def test_default_mode_uses_the_stateless_revision_when_sign_in_outlasts_the_probe(
+        platform: RunningPlatform, admin_cookie: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's default ``auto`` mode probes ``server/discover`` with a 10 s timeout; a person signing in
+    takes longer. The probe is answered before any sign-in, so the client adopts 2026-07-28 and signs in on
+    its first tool request (the probe's timeout shortened here to stand for the person's minutes)."""
+    monkeypatch.setattr(mcp_session, "DISCOVER_TIMEOUT_SECONDS", 1.0)
+
+    async def scenario() -> tuple[str, bool, set[str]]:
+        async with signed_in(mcp_url(platform), admin_cookie, "auto", sign_in_seconds=1.5) as client:
+            adopted = client.session.initialize_result is None  # no initialize handshake was sent
+            return client.protocol_version, adopted, {t.name for t in (await client.list_tools()).tools}
+
+    version, adopted, names = run(scenario())
+    assert version == "2026-07-28" and adopted
+    assert names == TOOLS | {"sync_connector"}
 
 
 def test_member_masked_values_and_no_restricted_document(platform: RunningPlatform, admin_cookie: str) -> None:
