@@ -163,6 +163,8 @@ TABLES: tuple[Table, ...] = (
           purpose="two-person restore requests of backups: requester, approvals, time box, outcome counts"),
     Table("replication_state", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},
           purpose="cross-region DR per workspace: secondary region, checkpoint time, last run's counts (no content)"),
+    Table("request_counters", REGIONAL, "key", attributes={"key": "S"}, ttl="expires_at",
+          purpose="API request counts per workspace and token (digests) in one-minute windows"),
 )
 
 QUEUES: tuple[Queue, ...] = (

@@ -40,6 +40,7 @@ class Settings:
     connector_principal_arn: str = ""  # what workspaces' connector roles trust ("" = the platform's account)
     query_cache_bytes: int = 256 * 1024 * 1024  # per-container budget of cached policy-projected tables
     signin_limit_factor: int = 1  # multiplies the sign-in and mail rate limits (a test stack under a fuzzer)
+    api_rate_limit_factor: int = 1  # multiplies the API request quotas (core/http/rate_limits.py)
 
     @property
     def issuer(self) -> str:
@@ -85,4 +86,5 @@ def settings() -> Settings:
         connector_principal_arn=os.environ.get("CONNECTOR_PRINCIPAL_ARN", ""),
         query_cache_bytes=int(os.environ.get("QUERY_CACHE_BYTES", str(256 * 1024 * 1024))),
         signin_limit_factor=max(1, int(os.environ.get("SIGNIN_LIMIT_FACTOR", "1"))),
+        api_rate_limit_factor=max(1, int(os.environ.get("API_RATE_LIMIT_FACTOR", "1"))),
     )

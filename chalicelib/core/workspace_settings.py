@@ -12,6 +12,7 @@ DOMAIN_JOIN = "domain_join"
 CHAT_AUTO_EXPIRY = "chat_auto_expiry"  # ISO 8601 duration, or absent for "until deleted"
 AGENT_RUN_AUTO_EXPIRY = "agent_run_auto_expiry"
 AUTO_EXPIRY_SETTINGS = (CHAT_AUTO_EXPIRY, AGENT_RUN_AUTO_EXPIRY)
+RATE_LIMITS = "rate_limits"  # {"per_token", "per_workspace"}: requests per minute, at most the plan's
 
 
 def settings_of(ws: WorkspaceAttrs) -> dict[str, Any]:

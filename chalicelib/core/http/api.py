@@ -20,7 +20,7 @@ from chalice import Chalice, Response
 
 from chalicelib.core import correlation
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
-from chalicelib.core.http import json_body
+from chalicelib.core.http import json_body, rate_limits
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError, unauthorized
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import WORKSPACE, scoped
@@ -227,25 +227,31 @@ def resolve(authorization: str | None, permission: str, scope: str = WORKSPACE,
 def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
     def view(**params: str) -> Any:
         ctx = Ctx(request=_REQUEST.get() or app.current_request)
+        limits: dict[str, str] = {}  # the RateLimit fields of an authorized request's answer
         try:
             if not route.public and not (route.anonymous and route.anonymous(ctx)):
                 ctx._scope = resolve(ctx.header("authorization"), route.permission or "", route.scope, params,
                                      route.audience)
                 ctx.principal = ctx._scope.principal
+                limits = rate_limits.charge(ctx._scope)
             result = route.fn(ctx, **params)
         except ApiError as err:
-            return (route.render_error or problem_response)(err)
+            return _with_headers((route.render_error or problem_response)(err), limits)
         except Exception:  # never leak internals: log the type, answer a plain 500
             log.exception("unhandled error", extra={"path": route.path})
             return (route.render_error or problem_response)(ApiError(500, "internal_error",
                                                                      "An internal error occurred."))
-        if isinstance(result, Response):
-            return result
-        return json_response(result)
+        return _with_headers(result if isinstance(result, Response) else json_response(result), limits)
 
     view = scoped(route.scope, view)  # global routes of the global deployment may reach every region
     view.__name__ = f"{route.fn.__module__.rsplit('.', 1)[-1]}__{route.fn.__name__}"
     return view
+
+
+def _with_headers(response: Any, headers: dict[str, str]) -> Any:
+    if headers and isinstance(getattr(response, "headers", None), dict):
+        response.headers = {**headers, **response.headers}  # a view's own fields win (a 429 of its own)
+    return response
 
 
 # An address no route serves. The local server answers it (infra/local_run.py) and API Gateway's gateway

@@ -11,8 +11,8 @@ from typing import Any
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.http import openapi as openapi_doc
-from chalicelib.core.http import paging
-from chalicelib.core.http.api import Api, Ctx, authorize, json_response
+from chalicelib.core.http import paging, rate_limits
+from chalicelib.core.http.api import Api, Ctx, json_response, resolve
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, query_int, validate
 from chalicelib.gateway.catalog import lineage, policies
@@ -142,9 +142,12 @@ def graphql_post(ctx: Ctx) -> Response:
 def _graphql_post(ctx: Ctx) -> Response:
     from chalicelib.gateway.api import graphql_api as gql  # noqa: PLC0415 - graphql-core loads at the first GraphQL request
 
-    try:  # the REST path: live membership, enforce_mfa; each field then checks its own permission
-        principal = authorize(ctx.header("authorization"), GRAPHQL_DOOR)
+    try:  # the REST path: live membership, enforce_mfa, request limits; each field then checks its own permission
+        scope = resolve(ctx.header("authorization"), GRAPHQL_DOOR)
+        limits = rate_limits.charge(scope)
     except ApiError as err:
+        if err.status == 429:
+            return json_response({"errors": [gql.error(err.detail, "RATE_LIMITED")]}, 429, headers=err.headers)
         if err.status == 421:  # another region's deployment serves this workspace (core.tenancy)
             return json_response({"errors": [gql.error(err.detail, err.code.upper(), **err.extra)]}, err.status)
         if err.status != 401:
@@ -154,9 +157,10 @@ def _graphql_post(ctx: Ctx) -> Response:
                                                                           'Bearer error="invalid_token"')})
     try:
         body = ctx.json()
-        result = gql.run(principal, body, caller=ctx.caller, idempotency_key=ctx.header("idempotency-key"))
+        result = gql.run(scope.principal, body, caller=ctx.caller, idempotency_key=ctx.header("idempotency-key"))
     except gql.Refused as refused:
-        return json_response({"errors": refused.errors}, refused.status)
+        return json_response({"errors": refused.errors}, refused.status, headers=limits)
     except ApiError as err:  # malformed JSON, body too large
-        return json_response({"errors": [gql.error(err.detail, "BAD_USER_INPUT", reason=err.code)]}, err.status)
-    return json_response(result, 200)
+        return json_response({"errors": [gql.error(err.detail, "BAD_USER_INPUT", reason=err.code)]}, err.status,
+                             headers=limits)
+    return json_response(result, 200, headers=limits)

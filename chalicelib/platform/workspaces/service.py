@@ -21,7 +21,7 @@ from chalicelib.core import audit, clock
 from chalicelib.core.authz import Role, mfa_used
 from chalicelib.core.config import settings
 from chalicelib.core.durations import duration_check
-from chalicelib.core.http import paging
+from chalicelib.core.http import paging, rate_limits
 from chalicelib.core.http.errors import ApiError, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import new_id
@@ -31,7 +31,7 @@ from chalicelib.core.store import idempotency
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
 from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, workspaces, workspaces_of
-from chalicelib.core.workspace_settings import AUTO_EXPIRY_SETTINGS, settings_of
+from chalicelib.core.workspace_settings import AUTO_EXPIRY_SETTINGS, RATE_LIMITS, settings_of
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 from chalicelib.residency import replication
@@ -123,8 +123,11 @@ NAME_MAX = 100
 def public_settings(ws: WorkspaceAttrs) -> dict[str, Any]:
     s = settings_of(ws)
     dj = s.get("domain_join") or {}
+    plan = rate_limits.plan_quotas(ws.billing_plan)
+    chosen = s.get(RATE_LIMITS) or {}
     return {"domain_join": {"enabled": bool(dj.get("enabled")), "domain": dj.get("domain")},
-            **{key: s.get(key) for key in AUTO_EXPIRY_SETTINGS}}
+            **{key: s.get(key) for key in AUTO_EXPIRY_SETTINGS},
+            RATE_LIMITS: {name: chosen.get(name) or getattr(plan, name) for name in rate_limits.SETTING_FIELDS}}
 
 
 def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
@@ -211,7 +214,10 @@ PATCH_FIELDS = {
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
     "replication_secondary_region": F(str, max_len=32),
+    RATE_LIMITS: F(dict, nullable=True),
 }
+# requests per minute; the ceiling is the plan's (core/http/rate_limits.PLANS), checked when applied
+RATE_LIMIT_FIELDS = {name: F(int, minimum=1, maximum=1_000_000) for name in rate_limits.SETTING_FIELDS}
 DOMAIN_JOIN_FIELDS = {"enabled": F(bool, required=True), "domain": F(str, min_len=3, max_len=253)}
 # public mail providers: a workspace cannot claim everyone who has an address there
 PUBLIC_MAIL_DOMAINS = frozenset({"gmail.com", "googlemail.com", "outlook.com", "hotmail.com", "live.com",
@@ -238,6 +244,12 @@ def validate_patch(body: Any) -> dict[str, Any]:
             validate(body["domain_join"], DOMAIN_JOIN_FIELDS)
         except ApiError as err:
             raise validation_error([{"field": f"domain_join.{e['field']}", "message": e["message"]}
+                                    for e in (err.errors or [{"field": "", "message": err.detail}])]) from None
+    if body.get(RATE_LIMITS) is not None:
+        try:
+            validate(body[RATE_LIMITS], RATE_LIMIT_FIELDS)
+        except ApiError as err:
+            raise validation_error([{"field": f"{RATE_LIMITS}.{e['field']}", "message": e["message"]}
                                     for e in (err.errors or [{"field": "", "message": err.detail}])]) from None
     if "acknowledge_data_leaves_region" in body and body.get("replication") != "cross-region-dr":
         raise validation_error([{"field": "acknowledge_data_leaves_region",
@@ -272,8 +284,9 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
     if "domain_join" in body:
         _set_domain_join(body["domain_join"], verified_email_domain, patch)
     _set_auto_expiry(body, patch)
+    _set_rate_limits(ws, body, patch)
     _set_replication(ws, body, actor, patch)
-    if {"domain_join", *AUTO_EXPIRY_SETTINGS} & set(patch.changes):
+    if {"domain_join", RATE_LIMITS, *AUTO_EXPIRY_SETTINGS} & set(patch.changes):
         patch.actions.append(WorkspaceAttrs.settings.set(json.dumps(patch.settings, sort_keys=True)))
     if not patch.actions:
         return ws
@@ -346,6 +359,25 @@ def _set_auto_expiry(body: dict[str, Any], patch: _Patch) -> None:
         if key in body and body[key] != patch.settings.get(key):
             patch.changes[key] = {"from": patch.settings.get(key), "to": body[key]}
             patch.settings[key] = body[key]
+
+
+def _set_rate_limits(ws: WorkspaceAttrs, body: dict[str, Any], patch: _Patch) -> None:
+    """Request quotas per minute (null: the plan's); never above what the workspace's plan allows."""
+    if RATE_LIMITS not in body:
+        return
+    wanted = body[RATE_LIMITS]
+    plan = rate_limits.plan_quotas(ws.billing_plan)
+    over = [{"field": f"{RATE_LIMITS}.{name}", "message": f"must be at most {getattr(plan, name)} on the "
+                                                           f"{ws.billing_plan or 'free'} plan"}
+            for name, value in (wanted or {}).items() if value > getattr(plan, name)]
+    if over:
+        raise ApiError(422, "above_plan", "A rate limit may be lowered, not raised past the plan's.", errors=over)
+    if wanted != patch.settings.get(RATE_LIMITS):
+        patch.changes[RATE_LIMITS] = {"from": patch.settings.get(RATE_LIMITS), "to": wanted}
+        if wanted is None:
+            patch.settings.pop(RATE_LIMITS, None)
+        else:
+            patch.settings[RATE_LIMITS] = wanted
 
 
 def _set_replication(ws: WorkspaceAttrs, body: dict[str, Any], actor: audit.Actor, patch: _Patch) -> None:
