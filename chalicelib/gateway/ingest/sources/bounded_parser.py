@@ -209,17 +209,15 @@ def serve(bounds: Bounds, inp: IO[bytes], out: IO[bytes]) -> None:
         except Unreadable as err:
             body = {"code": err.code, "message": err.message}
         except MemoryError:
-            body = None  # type: ignore[assignment]
+            del data
+            _answer(out, {"code": "too_much_memory", "message": f"{name} needed more than {bounds.memory_mb} MiB "
+                                                                "of memory to read: split it into smaller files."})
+            sys.exit(_EXIT_AFTER_MEMORY)  # its heap may be fragmented: the next file gets a new child
         except RecursionError:
             body = {"code": "too_complex", "message": f"{name} is nested too deeply to read: it was not read."}
         except Exception:  # noqa: BLE001 - a parser's failure on a file is that file's, every time
             body = {"code": "damaged", "message": f"{name} could not be read (it may be damaged): open and save "
                                                   "it again, then upload it."}
-        if body is None:
-            del data
-            _answer(out, {"code": "too_much_memory", "message": f"{name} needed more than {bounds.memory_mb} MiB "
-                                                                "of memory to read: split it into smaller files."})
-            sys.exit(_EXIT_AFTER_MEMORY)
         _answer(out, body)
 
 
