@@ -127,3 +127,30 @@ def test_documents_built_to_be_expensive_are_skipped_by_name_and_never_retried(t
         drain(tenant.region)
         again = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{again['id']}", tenant.token)[1]
         assert again["status"] == "SUCCEEDED" and again["skipped"] == [] and again["attempts"] == 1, again
+
+
+def test_files_left_when_the_reading_time_runs_out_are_named_and_read_by_the_next_sync(tenant: Tenant,
+                                                                                      monkeypatch: Any) -> None:
+    """A sync stops starting new files once its reading time is spent (so many slow files cannot push it
+    past the worker's timeout into a retry loop); the files left keep their old version in the cursor."""
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Later", "kind": "documents", "config": {}})
+        assert st == 201, conn
+        ids = {_upload(c, tenant, conn["id"], name, f"Notes about {name}.".encode()) for name in ("a.txt", "b.txt")}
+
+        def sync() -> dict:
+            st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "INCREMENTAL"})
+            assert st == 202, run
+            drain(tenant.region)
+            return call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+
+        monkeypatch.setenv("DOCUMENT_SYNC_PARSE_SECONDS", "0")
+        run = sync()
+        assert run["status"] == "SUCCEEDED" and run["rows_written"] == 0, run
+        assert sorted(s.split(" ", 1)[0] for s in run["skipped"]) == ["a.txt", "b.txt"]
+        assert all("the next sync reads it" in s for s in run["skipped"])
+        monkeypatch.delenv("DOCUMENT_SYNC_PARSE_SECONDS")
+        run = sync()
+        assert run["status"] == "SUCCEEDED" and run["skipped"] == [], run
+        cols, rows = rows_of(tenant, conn["dataset"]["id"])
+        assert {dict(zip(cols, r, strict=True))["document_id"] for r in rows} == ids
