@@ -112,22 +112,28 @@ def test_declared_size_over_the_cap_is_refused_before_anything_else(app: Client,
 
 def test_admin_upload_is_stored_unparsed_and_read_by_the_sync(app: Client, tenant: Tenant, gateway: dict,
                                                               monkeypatch: Any) -> None:
-    """A scan (readable only by a parser) is stored by the upload route without any parser running; the
-    sync then names it with its reason."""
+    """A scan and a PDF built to be slow to read (1,000 pages sharing one stream, 1.1 KiB) are stored by the
+    upload route without any parser running; the sync then names each with its reason and indexes the good
+    file beside them."""
     conn = _documents_connector(tenant)
+    files = {"scan.pdf": documents.scanned_pdf(), "pages.pdf": documents.shared_stream_pdf(),
+             "good.md": b"# Parking\n\nStaff parking is free on Fridays."}
     with monkeypatch.context() as m:
         _no_parser(m)
-        r = _upload(app, tenant.token, "scan.pdf", documents.scanned_pdf(), conn)
-    assert r.status_code == 201, r.body
-    assert r.json_body["file_name"] == "scan.pdf" and "upload_url" not in r.json_body
-    assert len(gateway["stored"]) == 1 and gateway["body_reads"] == 1
+        for name, data in files.items():
+            r = _upload(app, tenant.token, name, data, conn)
+            assert r.status_code == 201, r.body
+            assert r.json_body["file_name"] == name and "upload_url" not in r.json_body
+    assert len(gateway["stored"]) == len(files) and gateway["body_reads"] == len(files)
+    monkeypatch.setenv("DOCUMENT_MAX_CONTENT_MB", "8")
     gw = Client(create_app("gateway"))
-    sync = gw.http.post(f"/v1/connectors/{conn}/sync", body="{}", headers={
-        "Authorization": f"Bearer {tenant.token}", "Content-Type": "application/json"}).json_body
+    auth = {"Authorization": f"Bearer {tenant.token}", "Content-Type": "application/json"}
+    sync = gw.http.post(f"/v1/connectors/{conn}/sync", body="{}", headers=auth).json_body
     drain(tenant.region)
-    run = gw.http.get(f"/v1/connectors/{conn}/syncs/{sync['id']}",
-                      headers={"Authorization": f"Bearer {tenant.token}"}).json_body
-    assert run["status"] == "SUCCEEDED" and run["skipped"] and run["skipped"][0].startswith("scan.pdf has no text layer")
+    run = gw.http.get(f"/v1/connectors/{conn}/syncs/{sync['id']}", headers=auth).json_body
+    assert run["status"] == "SUCCEEDED" and run["attempts"] == 1 and run["rows_written"] == 1, run
+    assert sorted(s.split(" ", 1)[0] for s in run["skipped"]) == ["pages.pdf", "scan.pdf"], run["skipped"]
+    assert any("no text layer" in s for s in run["skipped"]) and any("page content" in s for s in run["skipped"])
 
 
 @pytest.mark.parametrize(("name", "data", "code", "words"), [
