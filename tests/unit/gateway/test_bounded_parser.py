@@ -72,3 +72,14 @@ def test_bounds_from_the_environment(monkeypatch: Any) -> None:
     monkeypatch.setenv("DOCUMENT_MAX_PAGES", "nonsense")
     b = Bounds.from_env()
     assert (b.cpu_seconds, b.max_content_bytes, b.max_pages) == (3, 8 << 20, Bounds().max_pages)
+
+
+def test_a_reader_that_cannot_start_fails_the_sync_for_a_retry_not_the_file(monkeypatch: Any) -> None:
+    """Only a file's own failure skips it for good; a child that exits by itself (here: it cannot import its
+    module) is the worker's trouble: a ``SourceError`` (not permanent), so the sync is retried."""
+    from chalicelib.gateway.ingest.sources import SourceError
+
+    monkeypatch.setattr(bounded_parser, "_MODULE", "chalicelib.no_such_module")
+    with BoundedParser() as parser, pytest.raises(SourceError) as err:
+        parser.extract("good.pdf", GOOD)
+    assert not err.value.permanent and "before reading good.pdf" in str(err.value)

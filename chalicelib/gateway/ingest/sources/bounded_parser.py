@@ -30,7 +30,7 @@ import sys
 import time
 from typing import IO, Any
 
-from chalicelib.gateway.ingest.sources import document_text
+from chalicelib.gateway.ingest.sources import SourceError, document_text
 from chalicelib.gateway.ingest.sources.document_text import Bounds, Page, Unreadable
 
 _LENGTH = struct.Struct(">Q")
@@ -99,9 +99,12 @@ class BoundedParser:
         b = self.bounds
         limits = json.dumps({"cpu_seconds": b.cpu_seconds, "memory_mb": b.memory_mb, "max_pages": b.max_pages,
                              "max_content_bytes": b.max_content_bytes, "max_text_chars": b.max_text_chars})
-        self._proc = subprocess.Popen(  # noqa: S603 - this interpreter, this module, fixed arguments
-            [sys.executable, "-s", "-m", _MODULE, limits], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env=_child_env(), cwd="/", close_fds=True)
+        try:
+            self._proc = subprocess.Popen(  # noqa: S603 - this interpreter, this module, fixed arguments
+                [sys.executable, "-s", "-m", _MODULE, limits], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, env=_child_env(), cwd="/", close_fds=True)
+        except OSError as err:  # no process could be started: the sync is retried
+            raise SourceError(f"the document reader could not start ({type(err).__name__})") from None
         self.children_started += 1
         return self._proc
 
@@ -134,13 +137,17 @@ class BoundedParser:
             except OSError:
                 pass
 
-    def _over_bound(self, file_name: str, returncode: int | None, *, timed_out: bool) -> Unreadable:
+    def _over_bound(self, file_name: str, returncode: int | None, *, timed_out: bool) -> Exception:
+        """Why the child gave no answer: the file's fault (killed at a bound, or crashed by a signal) is an
+        ``Unreadable``; a child that exited by itself (it could not start) is a ``SourceError`` the sync retries."""
         if timed_out or returncode in (-signal.SIGXCPU, -signal.SIGKILL):
             return Unreadable("too_slow", f"{file_name} needed more than {self.bounds.cpu_seconds} s of processing "
                                           "to read (a document built to be slow to read?): it was skipped. Print "
                                           "it to a new PDF (or save it again) and upload that.")
-        return Unreadable("damaged", f"{file_name} stopped the document reader (it may be damaged): open and save "
-                                     "it again, then upload it.")
+        if returncode is not None and returncode < 0:
+            return Unreadable("damaged", f"{file_name} stopped the document reader (it may be damaged): open and "
+                                         "save it again, then upload it.")
+        return SourceError(f"the document reader stopped (exit status {returncode}) before reading {file_name}")
 
 
 def _read_exactly(stream: IO[bytes], n: int, deadline: float) -> bytes:
@@ -204,22 +211,28 @@ def serve(bounds: Bounds, inp: IO[bytes], out: IO[bytes]) -> None:
         name = str(header["name"])
         _cpu_budget(bounds.cpu_seconds)
         try:
-            pages = document_text.extract(name, data, int(header["max_bytes"]), bounds)
-            body: dict[str, Any] = {"pages": [[p.number, p.text] for p in pages]}
-        except Unreadable as err:
-            body = {"code": err.code, "message": err.message}
-        except MemoryError:
+            _answer(out, _read_one(name, data, int(header["max_bytes"]), bounds))
+        except MemoryError:  # while parsing or while writing the answer; the heap may be fragmented
             del data
             _answer(out, {"code": "too_much_memory", "message": f"{name} needed more than {bounds.memory_mb} MiB "
                                                                 "of memory to read: split it into smaller files."})
-            sys.exit(_EXIT_AFTER_MEMORY)  # its heap may be fragmented: the next file gets a new child
-        except RecursionError:
-            body = {"code": "too_complex", "message": f"{name} is nested too deeply to read: it was not read."}
-        except Exception:  # noqa: BLE001 - a parser's failure on a file is that file's, every time
-            body = {"code": "damaged", "message": f"{name} could not be read (it may be damaged): open and save "
-                                                  "it again, then upload it."}
-        _answer(out, body)
+            sys.exit(_EXIT_AFTER_MEMORY)  # the next file gets a new child
 
+
+def _read_one(name: str, data: bytes, max_bytes: int, bounds: Bounds) -> dict[str, Any]:
+    """The answer for one document: its pages, or why it cannot be read (never an exception but MemoryError)."""
+    try:
+        pages = document_text.extract(name, data, max_bytes, bounds)
+        return {"pages": [[p.number, p.text] for p in pages]}
+    except Unreadable as err:
+        return {"code": err.code, "message": err.message}
+    except MemoryError:
+        raise
+    except RecursionError:
+        return {"code": "too_complex", "message": f"{name} is nested too deeply to read: it was not read."}
+    except Exception:  # noqa: BLE001 - a parser's failure on a file is that file's, every time
+        return {"code": "damaged", "message": f"{name} could not be read (it may be damaged): open and save it "
+                                              "again, then upload it."}
 
 if __name__ == "__main__":
     serve(Bounds(**json.loads(sys.argv[1])), sys.stdin.buffer, sys.stdout.buffer)
