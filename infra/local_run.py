@@ -74,7 +74,8 @@ def _request_handler(group: str | None = None) -> type:
     line, query string included, to stderr. The route middleware (``core/http/api.py``) already logs one
     JSON line per request with method, path and status; errors the handler reports itself (malformed
     request lines) are logged with the query string removed. An address no route serves answers the
-    404 problem, or, for a page of the ``app`` group, the app's 404 page."""
+    404 problem, or, for a page of the ``app`` group, the app's 404 page. A request whose declared body is
+    over its route's cap (``refused_body``) is answered 413 before its body is read, and the connection closed."""
     from chalice.local import ChaliceRequestHandler, ForbiddenError
 
     from chalicelib.core.http import streaming
@@ -107,6 +108,10 @@ def _request_handler(group: str | None = None) -> type:
             Authorization header encoded as ASCII, so a non-ASCII header raised before any answer and
             the connection dropped; that request gets the same 404 problem as any unknown address.
             A route answering a ``StreamingResponse`` is streamed (``_send_http_response``)."""
+            refused = refused_body(group, self.path, self.headers)
+            if refused is not None:  # answered before a byte of the body is read; the rest is never parsed
+                self.close_connection = True
+                return self._send_http_response(refused.status_code, dict(refused.headers), refused.body)
             try:
                 with streaming.accepting():
                     super()._generic_handle()
@@ -159,6 +164,34 @@ def _request_handler(group: str | None = None) -> type:
             self._send_http_response(response.status_code, dict(response.headers), response.body)
 
     return Handler
+
+
+API_GATEWAY_MAX_BODY = 10 * 1024 * 1024  # API Gateway refuses a larger payload before the function runs
+
+
+def refused_body(group: str | None, path: str, headers: Any) -> Any:
+    """The 413 answer for a request whose ``Content-Length`` is over its route's cap, or None: the app's
+    document upload route has its own cap (``webapp/uploads.py``), every route API Gateway's payload limit."""
+    from urllib.parse import unquote
+
+    from chalicelib.core import correlation
+    from chalicelib.core.http.api import problem_response
+    from chalicelib.core.http.errors import ApiError
+    from chalicelib.webapp import uploads
+
+    declared = headers.get("content-length")
+    if group == "app" and path.startswith("/api/upload/"):
+        err = uploads.declared_too_large(unquote(headers.get("x-file-name") or ""), declared)
+    elif declared and declared.isdigit() and int(declared) > API_GATEWAY_MAX_BODY:
+        err = ApiError(413, "body_too_large", f"The request body exceeds {API_GATEWAY_MAX_BODY} bytes.")
+    else:
+        err = None
+    if err is None:
+        return None
+    correlation.accept(headers.get("x-correlation-id"))
+    response = problem_response(err)
+    response.headers[correlation.HEADER] = correlation.current()
+    return response
 
 
 # While this file exists in the state directory, the agent-run worker waits after each step it

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 import re
 from typing import Any
 from urllib.parse import unquote
@@ -14,9 +13,8 @@ from chalicelib.core.config import settings
 from chalicelib.core.http.api import JSON, Api, Ctx, json_response
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.http.streaming import StreamingResponse
-from chalicelib.gateway.ingest.sources import document_text
 from chalicelib.identity.sso import http_client
-from chalicelib.webapp import markdown, pages, session, shell, upstream
+from chalicelib.webapp import markdown, pages, session, shell, uploads, upstream
 
 api = Api("app")
 OCTET = "application/octet-stream"
@@ -275,41 +273,21 @@ for _depth in range(1, PROXY_DEPTH + 1):
 
 @api.route("/api/upload/{connector_id}", methods=["POST"], public=True, content_types=[OCTET])
 def upload(ctx: Ctx, connector_id: str) -> Any:
-    """Upload one document to a documents connector: the file is read first (``document_text``: a file
-    that cannot be indexed is refused with its reason, 422, and nothing is stored), then the gateway
-    issues a presigned URL and the app PUTs the bytes there (so the page's CSP keeps
-    ``connect-src 'self'``). Capped at 5 MiB. ``X-File-Name`` is percent-encoded (non-ASCII names)."""
+    """Upload one document to a documents connector (``webapp/uploads.py``): the declared size, then the
+    caller's right on the connector (the gateway's upload grant), and only then the body is read, checked
+    without a parser and stored; the sync worker parses it. ``X-File-Name`` is percent-encoded."""
     _csrf(ctx)
     token = session.read_cookies(ctx.header("cookie")).get(session.ACCESS)
     if not session.valid_claims(token):
         raise ApiError(401, "session_expired", "The session's access token expired; refresh it.")
     name = unquote(ctx.header("x-file-name") or "")
-    data = ctx.request.raw_body or b""
-    if len(data) > upstream.MAX_UPLOAD_BYTES:
-        raise ApiError(413, "too_large", f"{name or 'The file'} is {len(data) / 1048576:.1f} MiB; documents "
-                                         "uploaded from the app are limited to 5 MiB.")
-    try:  # the same reader the sync uses: an unreadable file is refused now, by name, and never stored
-        document_text.extract(name or "document", data, upstream.MAX_UPLOAD_BYTES)
-    except document_text.Unreadable as err:
-        raise ApiError(422, err.code, err.message) from None
-    url = upstream.url_for("gateway", ["v1", "connectors", connector_id, "uploads"], None)
-    if url is None:
-        raise ApiError(404, "not_found", "No such connector.")
-    content_type = ctx.header("x-file-type") or "application/octet-stream"
-    answer = upstream.send("POST", url, token, json.dumps({"file_name": name, "content_type": content_type}).encode(),
-                           {"content-type": JSON})
-    if answer.status != 201:
-        return Response(body=answer.body.decode("utf-8", "replace"), status_code=answer.status,
-                        headers={**answer.headers, "Cache-Control": "no-store"})
-    grant = json.loads(answer.body)
-    target = grant.get("upload_url") or grant.get("url") or ""
-    if not str(target).startswith(("http://", "https://")):
-        raise ApiError(502, "upstream_invalid", "The gateway did not issue an upload address.")
-    signed_type = (grant.get("headers") or {}).get("Content-Type") or content_type
-    status = upstream.put_presigned(target, data, signed_type)
-    if status >= 300:
-        raise ApiError(502, "upload_failed", f"Storing the document failed (HTTP {status}).")
-    return json_response({k: v for k, v in grant.items() if k not in ("upload_url", "url", "fields", "headers")}, 201)
+    refused = uploads.declared_too_large(name, ctx.header("content-length"))
+    if refused is not None:
+        raise refused
+    answer = uploads.store(token or "", connector_id, name, ctx.header("x-file-type") or OCTET,
+                           lambda: ctx.request.raw_body or b"")
+    return Response(body=answer.body.decode("utf-8", "replace"), status_code=answer.status,
+                    headers={**answer.headers, "Cache-Control": "no-store"})
 
 
 @api.route("/api/render", methods=["POST"], public=True)

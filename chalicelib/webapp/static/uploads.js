@@ -1,7 +1,8 @@
 // Document uploads from the browser: a drop zone (and a file picker) for several files at once, each
 // with its own line: progress while it is sent, then its result: refused with the reason (the app's
-// server reads each file before storing it: scanned, encrypted, zip bomb, empty, wrong extension, too
-// large), or stored; then one sync indexes the stored files and each line says "indexed" or why not.
+// server checks each file without parsing it: empty, wrong extension, zip bomb, too large), or stored;
+// then one sync reads and indexes the stored files and each line says "indexed" or why not (a scan, an
+// encrypted PDF, a file over the reading bounds).
 // Used by the connector page, the knowledge page and the chat box.
 import { gateway, refreshSession, signInAgain, idempotencyKey } from "./api.js";
 import { h } from "./dom.js";
@@ -19,13 +20,17 @@ export function safeName(name) {
   return out;
 }
 
-// The workspace's documents connector for uploads made outside a connector page: the first documents
-// connector, or a new one named "Uploaded documents".
+// The workspace's documents connector for uploads made outside a connector page: the one named
+// "Uploaded documents" (every page of the list is looked at), created on first use. Never another
+// documents connector (a synced handbook keeps only its own files).
 export async function uploadConnector() {
-  const page = await gateway("/v1/connectors", { query: { category: "DOCUMENTS" } });
-  const named = page.connectors.find((c) => c.kind === "documents" && c.name === UPLOAD_CONNECTOR_NAME);
-  const any = named || page.connectors.find((c) => c.kind === "documents");
-  if (any) return any;
+  let after = "";
+  do {
+    const page = await gateway("/v1/connectors", { query: { category: "DOCUMENTS", limit: 200, after } });
+    const named = page.connectors.find((c) => c.kind === "documents" && c.name === UPLOAD_CONNECTOR_NAME);
+    if (named) return named;
+    after = page.has_more ? page.next_cursor : "";
+  } while (after);
   return gateway("/v1/connectors", { method: "POST", body: { name: UPLOAD_CONNECTOR_NAME, kind: "documents", config: {}, description: "Files uploaded from the app (knowledge page and chat)." } });
 }
 

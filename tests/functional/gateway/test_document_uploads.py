@@ -1,7 +1,12 @@
 """Documents of every supported format synced through the documents connector, and every unreadable
 file skipped whole with its reason on the sync run (nothing of it indexed, the good files indexed).
-A cited passage of a PDF names its page."""
+A cited passage of a PDF names its page. Files built to be expensive to read (many pages sharing one
+compressed content stream, millions of text operators in one stream, Word XML that expands 150 times) are
+skipped by name within the parse bounds (set low here) while the good file indexes, in one attempt."""
 from __future__ import annotations
+
+import time
+from typing import Any
 
 import requests
 
@@ -81,3 +86,71 @@ def test_check_access_probes_the_source_now(tenant: Tenant) -> None:
         assert checked["health"]["last_error"] and checked["health"]["last_checked_at"]
         assert call(c, "POST", f"/v1/connectors/{conn['id']}/check", token_for(tenant, "viewer"))[0] == 403
         assert call(c, "POST", "/v1/connectors/conn_01ABCDEFGHJKMNPQRSTVWXYZ00/check", tenant.token)[0] == 404
+
+
+def test_documents_built_to_be_expensive_are_skipped_by_name_and_never_retried(tenant: Tenant,
+                                                                               monkeypatch: Any) -> None:
+    monkeypatch.setenv("DOCUMENT_PARSE_CPU_SECONDS", "1")
+    monkeypatch.setenv("DOCUMENT_MAX_CONTENT_MB", "8")
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Hostile", "kind": "documents",
+                                                                      "config": {}})
+        assert st == 201, conn
+        bad = {
+            "pages.pdf": (documents.shared_stream_pdf(), "page content"),  # 1,000 pages x 85 KiB, 1.1 KiB on disk
+            "operators.pdf": (documents.operator_flood_pdf(1_000_000), "more than 1 s of processing"),
+            "expands.docx": (documents.expanding_docx(8, ratio=150), "zip bomb"),
+        }
+        assert all(len(data) < 100_000 for data, _ in bad.values())
+        for name, (data, _) in bad.items():
+            _upload(c, tenant, conn["id"], name, data)
+        # read after the one whose parse was killed: by a new child
+        good = _upload(c, tenant, conn["id"], "good.pdf", documents.pdf(["Staff parking is free on Fridays."]))
+        st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "INCREMENTAL"})
+        assert st == 202, run
+        started = time.monotonic()
+        results = drain(tenant.region)
+        assert time.monotonic() - started < 60  # bounded: 1 s of CPU per file (unbounded: minutes)
+        assert len(results) == 1 and results[0]["batchItemFailures"] == []  # one delivery, no retry
+        run = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+        assert run["status"] == "SUCCEEDED" and run["attempts"] == 1, run
+        assert len(run["skipped"]) == len(bad), run["skipped"]
+        for name, (_, words) in bad.items():
+            assert any(s.startswith(name) and words in s for s in run["skipped"]), (name, run["skipped"])
+        cols, rows = rows_of(tenant, conn["dataset"]["id"])
+        passages = [dict(zip(cols, r, strict=True)) for r in rows]
+        assert {p["document_id"] for p in passages} == {good}
+        assert "Staff parking is free" in passages[0]["text"]
+
+        # the next sync does not read them again: a file over a bound fails the same way every time
+        st, again = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "INCREMENTAL"})
+        drain(tenant.region)
+        again = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{again['id']}", tenant.token)[1]
+        assert again["status"] == "SUCCEEDED" and again["skipped"] == [] and again["attempts"] == 1, again
+
+
+def test_files_left_when_the_reading_time_runs_out_are_named_and_read_by_the_next_sync(tenant: Tenant,
+                                                                                      monkeypatch: Any) -> None:
+    """A sync stops starting new files once its reading time is spent (so many slow files cannot push it
+    past the worker's timeout into a retry loop); the files left keep their old version in the cursor."""
+    with client() as c:
+        st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Later", "kind": "documents", "config": {}})
+        assert st == 201, conn
+        ids = {_upload(c, tenant, conn["id"], name, f"Notes about {name}.".encode()) for name in ("a.txt", "b.txt")}
+
+        def sync() -> dict:
+            st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "INCREMENTAL"})
+            assert st == 202, run
+            drain(tenant.region)
+            return call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+
+        monkeypatch.setenv("DOCUMENT_SYNC_PARSE_SECONDS", "0")
+        run = sync()
+        assert run["status"] == "SUCCEEDED" and run["rows_written"] == 0, run
+        assert sorted(s.split(" ", 1)[0] for s in run["skipped"]) == ["a.txt", "b.txt"]
+        assert all("the next sync reads it" in s for s in run["skipped"])
+        monkeypatch.delenv("DOCUMENT_SYNC_PARSE_SECONDS")
+        run = sync()
+        assert run["status"] == "SUCCEEDED" and run["skipped"] == [], run
+        cols, rows = rows_of(tenant, conn["dataset"]["id"])
+        assert {dict(zip(cols, r, strict=True))["document_id"] for r in rows} == ids

@@ -76,3 +76,30 @@ def test_a_non_ascii_authorization_header_on_an_unknown_address_gets_the_404_pro
             assert head.split(b"\r\n", 1)[0].endswith(b" 404 Not Found"), (base, path, head)
             assert b"application/problem+json" in head
             assert json.loads(body)["status"] == 404
+
+
+def _answer_to_headers_only(base: str, path: str, headers: str) -> tuple[bytes, bytes]:
+    """The answer to a POST whose headers declare a body that is never sent: the server must answer
+    without waiting for (or reading) any of it."""
+    host, port = urlsplit(base).hostname, urlsplit(base).port
+    with socket.create_connection((host, port), timeout=30) as s:
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+        answer = b""
+        while chunk := s.recv(4096):  # the server closes the connection after its answer
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head, body
+
+
+def test_a_declared_body_over_the_cap_is_refused_before_it_is_read(platform: RunningPlatform) -> None:
+    """The app's document upload (5 MiB) and every route (API Gateway's 10 MiB) answer 413 on the
+    declared length alone: not one byte of the body is sent here, and the answer still comes."""
+    head, body = _answer_to_headers_only(platform.urls["app"], "/api/upload/conn_01ABCDEFGHJKMNPQRSTVWXYZ00", (
+        f"Content-Type: application/octet-stream\r\nX-Requested-With: app\r\nX-File-Name: big.pdf\r\n"
+        f"Content-Length: {6 * 1024 * 1024}\r\n"))
+    assert head.split(b"\r\n", 1)[0].endswith(b" 413 Request Entity Too Large"), head
+    problem = json.loads(body)
+    assert problem["code"] == "too_large" and "big.pdf" in problem["detail"]
+    head, body = _answer_to_headers_only(platform.urls["gateway"], "/v1/connectors", (
+        f"Content-Type: application/json\r\nContent-Length: {11 * 1024 * 1024}\r\n"))
+    assert b" 413 " in head.split(b"\r\n", 1)[0] and json.loads(body)["code"] == "body_too_large"

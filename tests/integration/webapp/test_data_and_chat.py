@@ -3,7 +3,8 @@ local platform, every page axe-clean under the app's CSP, screenshots at 1280 an
 
 - a documents connector is added from the page, several files are dropped at once: the text PDF is
   indexed, and a scanned PDF, an encrypted PDF, a zip bomb, a 0-byte file, a PDF named .txt and an
-  oversized file each get their own clear message (nothing of them is stored);
+  oversized file each get their own clear message (the last four refused at upload, nothing of them
+  stored; the two PDFs, which only a parser can tell, named by the sync that read them);
 - a question whose answer needs the PDF: its citation [1] opens the passage with its page in the side
   panel; regenerate, rename, server-side search; a streaming answer stopped with Stop;
 - a model answer holding <script>, <img onerror>, javascript: links and raw HTML renders inert;
@@ -98,7 +99,8 @@ def test_upload_documents_then_ask_with_cited_page(platform: Any, admin: Any) ->
     check_page(page, "connector-upload")
     connector_id = page.url.rsplit("/", 1)[-1]
     syncs = _api(page, f"/api/gateway/v1/connectors/{connector_id}/syncs")["syncs"]
-    assert syncs[0]["status"] == "SUCCEEDED" and syncs[0]["skipped"] == []  # refused files never reached it
+    assert syncs[0]["status"] == "SUCCEEDED", syncs[0]  # files refused at upload never reached it
+    assert sorted(s.split(" ", 1)[0] for s in syncs[0]["skipped"]) == ["locked.pdf", "scan.pdf"], syncs[0]
 
     # ask: the answer needs the PDF's second page; citation [1] opens it in the side panel
     _goto(page, app + "/chat")

@@ -3,19 +3,24 @@
 new or changed document (PDF, Word, HTML, Markdown, text: ``document_text``) into passages (dataset rows
 ``document_id, file_name, passage_no, page, text, char_start, char_end, uploaded_at``; ``page`` is the PDF
 page the passage is on, null for formats without pages) for retrieval; rows of changed or deleted
-documents are replaced. A file that cannot be read (scanned, encrypted, damaged, a zip bomb, ...) is
-skipped whole and named with the reason in the run's details: a document is never half indexed.
+documents are replaced. Documents are parsed here only, in the sync worker, each in a bounded child process
+(``bounded_parser``: CPU time, memory, pages, decompressed size, XML expansion). A file that cannot be read
+(scanned, encrypted, damaged, a zip bomb, over a bound, ...) is skipped whole and named with the reason in
+the run's details (``skipped``), and the run goes on with the other files: a document is never half indexed,
+and a skipped file is not read again until it changes (its version is in the cursor like any other).
 """
 from __future__ import annotations
 
 import os
 import re
+import time
 from typing import Any
 
 from chalicelib.core import aws, clock
 from chalicelib.core.http.validation import F
 from chalicelib.core.ids import new_id
 from chalicelib.gateway.ingest.sources import Batch, Record, SourceError, Src, document_text
+from chalicelib.gateway.ingest.sources.bounded_parser import BoundedParser
 from chalicelib.gateway.ingest.sources.s3_objects import diff, fetch, list_objects
 
 BUCKET = "documents"
@@ -120,7 +125,17 @@ def document_records(doc_id: str, file_name: str, key: str, uploaded: str, pages
     return records
 
 
+def parse_budget_s() -> float:
+    """Seconds one sync may spend reading documents (``DOCUMENT_SYNC_PARSE_SECONDS``, default 150: with one
+    file's own wall bound on top, a sync stays inside the workers function's 300 s)."""
+    raw = os.environ.get("DOCUMENT_SYNC_PARSE_SECONDS", "")
+    return float(raw) if raw.strip().isdigit() else 150.0
+
+
 def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
+    """The passages of every new or changed document. Files are read one after the other until the sync's
+    reading time (``parse_budget_s``) runs out; the ones left are named in ``skipped`` as deferred, keep their
+    old version in the cursor (and their old rows), and the next sync reads them."""
     bucket = aws.bucket_name(BUCKET, src.region)
     base = prefix(src.workspace_id, src.connector_id)
     listing = list_objects(aws.client("s3", src.region), bucket, base, lambda k: True)
@@ -129,24 +144,35 @@ def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
     overlap = int(src.config.get("overlap_chars", 100))
     records: list[Record] = []
     skipped: list[str] = []
-    for key in changed:
-        doc_id, _, file_name = key[len(base):].partition("/")
-        try:
-            size = listing[key]["size"]
-            if size > MAX_UPLOAD_BYTES:  # the presigned PUT cannot cap the size: named, never downloaded
-                raise document_text.Unreadable("too_large", f"{file_name or key} is {size / 1048576:.1f} MiB; the "
-                                               f"limit is {MAX_UPLOAD_BYTES / 1048576:.0f} MiB.")
-            data = fetch(aws.client("s3", src.region), bucket, key)
-            pages = document_text.extract(file_name or key, data, MAX_UPLOAD_BYTES)
-        except document_text.Unreadable as err:
-            skipped.append(err.message[:300])  # the message names the file
-            continue
-        uploaded = listing[key]["last_modified"].strftime("%Y-%m-%d %H:%M:%S")
-        records.extend(document_records(doc_id, file_name, key, uploaded, pages, max_chars, overlap))
-    return Batch(records=records, cursor={"objects": {k: m["etag"] for k, m in listing.items()}},
-                 rows_read=len(records), complete=(mode == "FULL_REFRESH"),
-                 replaced_sources=set(changed) | set(deleted), primary_key=["document_id", "passage_no"],
-                 skipped=skipped)
+    deferred: list[str] = []
+    deadline = time.monotonic() + parse_budget_s()
+    with BoundedParser() as parser:
+        for key in changed:
+            doc_id, _, file_name = key[len(base):].partition("/")
+            if time.monotonic() > deadline:
+                deferred.append(key)
+                skipped.append(f"{file_name or key} was not read yet: this sync's time for reading documents ran "
+                               "out; the next sync reads it.")
+                continue
+            try:
+                size = listing[key]["size"]
+                if size > MAX_UPLOAD_BYTES:  # the presigned PUT cannot cap the size: named, never downloaded
+                    raise document_text.Unreadable("too_large", f"{file_name or key} is {size / 1048576:.1f} MiB; "
+                                                   f"the limit is {MAX_UPLOAD_BYTES / 1048576:.0f} MiB.")
+                data = fetch(aws.client("s3", src.region), bucket, key)
+                pages = parser.extract(file_name or key, data, MAX_UPLOAD_BYTES)
+            except document_text.Unreadable as err:
+                skipped.append(err.message[:300])  # the message names the file
+                continue
+            uploaded = listing[key]["last_modified"].strftime("%Y-%m-%d %H:%M:%S")
+            records.extend(document_records(doc_id, file_name, key, uploaded, pages, max_chars, overlap))
+    seen = (cursor or {}).get("objects", {})
+    objects = {k: m["etag"] for k, m in listing.items() if k not in deferred}
+    objects.update({k: seen[k] for k in deferred if k in seen})  # read again by the next sync
+    return Batch(records=records, cursor={"objects": objects}, rows_read=len(records),
+                 complete=(mode == "FULL_REFRESH" and not deferred),
+                 replaced_sources=(set(changed) - set(deferred)) | set(deleted),
+                 primary_key=["document_id", "passage_no"], skipped=skipped)
 
 
 def cleanup(src: Src) -> int:
