@@ -7,6 +7,7 @@ import base64
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import measure, measure_pair, table, use_emulator
 
@@ -115,6 +116,7 @@ def tokens_and_me() -> None:
                          n=100, warmup=10)
             me_ref = measure("its storage reads alone: the caller's workspaces (one by_user query per region, moto)",
                              lambda: tenancy.workspaces_of(user.id), n=100, warmup=10)
+            limited, unlimited, unlimited_calls = _request_limits(client, headers)
 
     table("Token verification and issuing (RSA-2048, same run)", [
         (ours_fresh, ref_verify, f"<= 1.5x; {revocation_reads} revocation reads for {USERS + 10:,} tokens "
@@ -126,6 +128,30 @@ def tokens_and_me() -> None:
     ])
     table("GET /v1/me per request", [(me, me_ref, f"{sum(me_calls.values())} AWS calls per request "
                                                     "(membership, directory entry and revocation cached <= 5 s)")])
+    table("Request limits on GET /v1/me (core/http/rate_limits.py, same run, interleaved)", [
+        (limited, unlimited, f"at most one extra AWS call: {sum(me_calls.values())} with the limits, "
+                             f"{sum(unlimited_calls.values())} without")])
+
+
+def _request_limits(client: Any, headers: dict[str, str]) -> tuple[Any, Any, Any]:
+    """``GET /v1/me`` as served, beside the same request with the request limiter switched off."""
+    from chalicelib.core.http import rate_limits
+    from tests.functional.aws_calls import counting
+
+    charge = rate_limits.charge
+
+    def unlimited() -> None:
+        rate_limits.charge = lambda scope: {}  # type: ignore[assignment]
+        try:
+            client.http.get("/v1/me", headers=headers)
+        finally:
+            rate_limits.charge = charge
+
+    with counting() as calls:
+        unlimited()
+    ours, ref = measure_pair("GET /v1/me with the request limits", lambda: client.http.get("/v1/me", headers=headers),
+                             "the same request with the limiter off", unlimited, n=60, repeat=5)
+    return ours, ref, calls
 
 
 def main() -> None:
