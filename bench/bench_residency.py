@@ -135,13 +135,15 @@ def _rto_table(per_10k_items: float, per_100_mb: float) -> None:
 def _replication_phase(region: str, ws_id: str) -> None:
     from chalicelib.core import aws, clock
     from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
+    from chalicelib.platform.workspaces import disaster_recovery
+    from chalicelib.platform.workspaces.disaster_recovery import RPO_SECONDS
     from chalicelib.residency import content, replication
-    from chalicelib.residency.models import REPLICATION_INTERVAL_SECONDS, RPO_SECONDS
+    from chalicelib.residency.models import REPLICATION_INTERVAL_SECONDS
 
-    secondary = replication.default_secondary("us-east")
+    secondary = disaster_recovery.default_secondary("us-east")
     _batch_put(region, "chats", [_chat(ws_id, i) for i in range(BASE_ITEMS)])
     workspaces().get(ws_id).update(actions=[WorkspaceAttrs.replication.set(replication.DR)])
-    replication.enable(region, ws_id, secondary)
+    disaster_recovery.enable(region, ws_id, secondary)
     t_first, first = _timed(lambda: replication.replicate(region, ws_id, "us-east"))
     written: list[float] = []
     passes: list[tuple[float, float, int]] = []  # (start, end, items copied)

@@ -91,3 +91,20 @@ def support_staff() -> type[SupportStaffAttrs]:
 
 def domain_index() -> type[DomainJoinIndexAttrs]:
     return global_model(DomainJoinIndexAttrs)
+
+
+class ReplicationStateAttrs(BaseModel):
+    """One workspace's DR replication, in its own (primary) region. No content: the copy's fingerprints
+    are the DR objects' names in the secondary region, so this holds only times and counts."""
+
+    TABLE = "replication_state"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    secondary_region = UnicodeAttribute()
+    enabled_at = NumberAttribute()  # epoch seconds DR was turned on
+    checkpoint_at = NumberAttribute(null=True)  # start of the last complete pass: all content written
+    # before it is in the copy
+    last_run = UnicodeAttribute(null=True)  # JSON counts of the last pass
+
+
+def replication_states(region: str) -> type[ReplicationStateAttrs]:
+    return regional(ReplicationStateAttrs, region)

@@ -130,21 +130,6 @@ class ErasedUserAttrs(BaseModel):
     request_id = UnicodeAttribute()
 
 
-class RevocationAttrs(BaseModel):
-    """One revoked invitation, support grant or API token of a workspace: replayed after every restore so
-    that no restore brings it back (``residency/revocations.py``). Ids and times only."""
-
-    TABLE = "revocation_ledger"
-    workspace_id = UnicodeAttribute(hash_key=True)
-    ref = UnicodeAttribute(range_key=True)  # <kind>#<id>
-    revoked_at = UnicodeAttribute()  # RFC 3339, as the revoked item records it
-    revoked_by = UnicodeAttribute(null=True)  # the acting user's id
-
-
-def revocation_ledger(region: str) -> type[RevocationAttrs]:
-    return regional(RevocationAttrs, region)
-
-
 def access_requests(region: str) -> type[AccessRequestAttrs]:
     return regional(AccessRequestAttrs, region)
 
@@ -161,22 +146,4 @@ def erased_users() -> type[ErasedUserAttrs]:
 DR_BUCKET = "dr"  # declared in infra/resources.py DR_BUCKETS, exists only in the DR regions
 DR_KEY = "dr"  # the secondary region's KMS key alias name (DR_KEYS)
 DR_ROOT = "workspaces/"  # dr/<root><workspace>/{key.json,items/...,objects/...}
-RPO_SECONDS = 15 * 60  # the spec's recovery point objective for cross-region-dr
 REPLICATION_INTERVAL_SECONDS = 5 * 60  # the schedule: a pass every 5 minutes keeps the lag under the RPO
-
-
-class ReplicationStateAttrs(BaseModel):
-    """One workspace's DR replication, in its own (primary) region. No content: the copy's fingerprints
-    are the DR objects' names in the secondary region, so this holds only times and counts."""
-
-    TABLE = "replication_state"
-    workspace_id = UnicodeAttribute(hash_key=True)
-    secondary_region = UnicodeAttribute()
-    enabled_at = NumberAttribute()  # epoch seconds DR was turned on
-    checkpoint_at = NumberAttribute(null=True)  # start of the last complete pass: all content written
-    # before it is in the copy
-    last_run = UnicodeAttribute(null=True)  # JSON counts of the last pass
-
-
-def replication_states(region: str) -> type[ReplicationStateAttrs]:
-    return regional(ReplicationStateAttrs, region)

@@ -29,84 +29,19 @@ from typing import Any
 from botocore.exceptions import ClientError
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.core import audit, aws, clock
-from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
-from chalicelib.core.regions import DR_REGIONS, dr_copy_to, served_regions
+from chalicelib.core.regions import dr_copy_to, served_regions
 from chalicelib.core.store import kms
-from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
+from chalicelib.core.tenancy import workspaces
+from chalicelib.platform.models import ReplicationStateAttrs, replication_states
+from chalicelib.platform.workspaces.disaster_recovery import DR, default_secondary, lag_over_rpo, read_state, status
 from chalicelib.residency import content, sealing
-from chalicelib.residency.models import (
-    DR_BUCKET,
-    DR_KEY,
-    DR_ROOT,
-    RPO_SECONDS,
-    ReplicationStateAttrs,
-    replication_states,
-)
+from chalicelib.residency.models import DR_BUCKET, DR_KEY, DR_ROOT
 
 log = get_logger("residency.replication")
-DR = "cross-region-dr"
 ITEMS, OBJECTS = "items", "objects"
-
-
-# --- the declared secondary regions ---------------------------------------------------------------
-
-def default_secondary(residency: str) -> str:
-    return DR_REGIONS[residency][0]
-
-
-def check_secondary(residency: str, wanted: str | None) -> str:
-    """The secondary region for a workspace of ``residency``: ``wanted`` if it is declared for it, the
-    default when not given; 422 ``undeclared_secondary_region`` otherwise (nothing is changed)."""
-    declared = DR_REGIONS.get(residency, ())
-    if wanted is None and declared:
-        return declared[0]
-    if wanted not in declared:
-        raise ApiError(422, "undeclared_secondary_region",
-                       f"'{wanted}' is not a declared disaster-recovery region for residency {residency}. "
-                       f"Choose one of: {', '.join(declared) or 'none declared'}.",
-                       errors=[{"field": "replication_secondary_region",
-                                "message": f"must be one of {', '.join(declared)}"}])
-    return wanted
-
-
-def _state(region: str, workspace_id: str) -> ReplicationStateAttrs | None:
-    try:
-        return replication_states(region).get(workspace_id, consistent_read=True)
-    except DoesNotExist:
-        return None
-
-
-def enable(region: str, workspace_id: str, secondary: str) -> None:
-    """Record that DR is on (called in the workspace's region when an Admin turns it on). A copy still
-    held in another secondary must be deleted by a pass first: 409 until then."""
-    state = _state(region, workspace_id)
-    if state is not None and state.secondary_region != secondary:
-        raise ApiError(409, "dr_copy_being_deleted",
-                       f"The previous disaster-recovery copy in {state.secondary_region} is still being deleted; "
-                       "try again after the next replication pass (at most 5 minutes).")
-    if state is None:
-        replication_states(region)(workspace_id, secondary_region=secondary, enabled_at=clock.now()).save()
-
-
-def status(ws: WorkspaceAttrs) -> dict[str, Any]:
-    """The workspace read model's DR fields: the secondary region, the checkpoint time and the lag (seconds
-    of writes not yet known to be in the copy: since the checkpoint, or since DR was turned on)."""
-    out: dict[str, Any] = {"replication_secondary_region": None, "last_replicated_at": None,
-                           "replication_lag_seconds": None}
-    if ws.replication != DR:
-        return out
-    state = _state(ws.region, ws.id)
-    out["replication_secondary_region"] = state.secondary_region if state else default_secondary(ws.residency)
-    if state is None:
-        return out
-    since = state.checkpoint_at if state.checkpoint_at is not None else state.enabled_at
-    out["last_replicated_at"] = clock.iso(state.checkpoint_at) if state.checkpoint_at is not None else None
-    out["replication_lag_seconds"] = max(0, int(clock.now() - since))
-    return out
 
 
 # --- the DR data key --------------------------------------------------------------------------------
@@ -254,7 +189,7 @@ def _copy(region: str, secondary: str, workspace_id: str) -> PassReport:
 def replicate(region: str, workspace_id: str, residency: str) -> dict[str, Any]:
     """One pass for a workspace with ``cross-region-dr``; moves its checkpoint to the pass's start."""
     states = replication_states(region)
-    state = _state(region, workspace_id)
+    state = read_state(region, workspace_id)
     if state is None:  # turned on before this worker ran for it
         state = states(workspace_id, secondary_region=default_secondary(residency), enabled_at=clock.now())
         state.save()
@@ -270,7 +205,7 @@ def replicate(region: str, workspace_id: str, residency: str) -> dict[str, Any]:
 def delete_copy(region: str, workspace_id: str) -> int:
     """DR is off: delete the whole copy (items, objects and the wrapped key) and the state; audited.
     Returns how many objects were deleted in the secondary region."""
-    state = _state(region, workspace_id)
+    state = read_state(region, workspace_id)
     if state is None:
         return 0
     secondary = state.secondary_region
@@ -344,8 +279,3 @@ def read_copy(secondary: str, workspace_id: str) -> dict[str, Any]:
                 head, _, body = plain.partition(b"\n")
                 out["objects"].append({**json.loads(head), "body": body})
     return out
-
-
-def lag_over_rpo(ws: WorkspaceAttrs) -> bool:
-    lag = status(ws)["replication_lag_seconds"]
-    return lag is not None and lag > RPO_SECONDS

@@ -1,5 +1,5 @@
-"""The revocation ledger: no restore brings back a revoked invitation, support grant, API token or
-connector secret.
+"""The revocation ledger's replay: no restore brings back a revoked invitation, support grant, API token or
+connector secret. (Each context records its revocations with ``core/store/revocation_ledger.py``.)
 
 A backup holds invitations and support grants as they were then; restoring it would turn an invitation
 revoked since back into a pending one (its invitee could join with its role) and a revoked grant back
@@ -15,55 +15,33 @@ asking for the credentials again.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 
-from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, UpdateError
+from pynamodb.exceptions import DeleteError, DoesNotExist, UpdateError
 
 from chalicelib.core import clock
 from chalicelib.core.logs import get_logger
+from chalicelib.core.store.revocation_ledger import (
+    API_TOKEN,
+    API_TOKEN_REASON,
+    CONNECTOR_SECRET,
+    INVITATION,
+    KINDS,
+    SUPPORT_GRANT,
+    revocation_ledger,
+    secret_ref,
+)
 from chalicelib.core.store.tables import global_model
-from chalicelib.core.tenancy import region_of
 from chalicelib.core.tokens import RevokedTokenAttrs
+from chalicelib.gateway.ingest.connectors import sealed_secrets
 from chalicelib.gateway.models import connectors
 from chalicelib.identity.models import ApiTokenAttrs
 from chalicelib.identity.oauth.revocation import revoke_jti
 from chalicelib.platform.models import EMAIL_CLAIM_PREFIX, invitation_claims, invitations, support_grants
-from chalicelib.residency.models import revocation_ledger
 
 log = get_logger("residency.revocations")
-INVITATION, SUPPORT_GRANT, API_TOKEN = "invitation", "support_grant", "api_token"
-CONNECTOR_SECRET = "connector_secret"
-KINDS = (INVITATION, SUPPORT_GRANT, API_TOKEN, CONNECTOR_SECRET)
-API_TOKEN_REASON = "api_token_revoked"
-SECRET_MARK = "$secret"  # how a stored connector config holds a secret: {"$secret": ciphertext}
 REVOKED_SECRET_ERROR = ("A credential of this connector was replaced or revoked after the backup this "
                         "workspace was restored from; enter the connector's credentials again, then resume it.")
-
-
-def secret_ref(connector_id: str, ciphertext: str) -> str:
-    """The ledger id of one stored connector secret: its connector and the digest of its ciphertext."""
-    return f"{connector_id}:{hashlib.sha256(ciphertext.encode()).hexdigest()[:32]}"
-
-
-def sealed_secrets(config_json: str | None) -> dict[str, str]:
-    """Field name -> ciphertext of every secret in a stored connector config."""
-    stored = json.loads(config_json or "{}")
-    return {name: value[SECRET_MARK] for name, value in stored.items()
-            if isinstance(value, dict) and isinstance(value.get(SECRET_MARK), str)}
-
-
-def record(workspace_id: str, kind: str, item_id: str, revoked_at: str, revoked_by: str | None) -> None:
-    """Write the ledger entry of one revocation (in the same request as the revocation, before it is
-    answered). Idempotent: the first entry stays."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown revocation kind {kind!r}")
-    cls = revocation_ledger(region_of(workspace_id))
-    try:
-        cls(workspace_id, f"{kind}#{item_id}", revoked_at=revoked_at, revoked_by=revoked_by).save(
-            condition=cls.ref.does_not_exist())
-    except PutError:
-        pass  # already recorded
 
 
 def replay(region: str, workspace_id: str) -> dict[str, int]:

@@ -131,16 +131,16 @@ def replicate_workspaces(event: dict[str, Any]) -> dict[str, Any]:
 
 def sweep_invitations(event: dict[str, Any]) -> dict[str, Any]:
     """Hourly: expired pending invitations and their address claims are deleted."""
-    from chalicelib.residency import retention
+    from chalicelib.platform.workspaces import invitations
 
-    return retention.sweep_invitations(event)
+    return invitations.sweep_expired(event)
 
 
 def sweep_email_codes(event: dict[str, Any]) -> dict[str, Any]:
     """Hourly: e-mail sign-in code records past their expiry are deleted (global directory)."""
-    from chalicelib.residency import retention
+    from chalicelib.identity.signin import email_codes
 
-    return retention.sweep_email_codes(event)
+    return email_codes.sweep_expired(event)
 
 
 SCHEDULED: tuple[Scheduled, ...] = (

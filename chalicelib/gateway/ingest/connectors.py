@@ -18,6 +18,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.store import revocation_ledger
 from chalicelib.gateway import models, storage
 from chalicelib.gateway.catalog import lineage_edges
 from chalicelib.gateway.catalog import service as catalog
@@ -25,11 +26,17 @@ from chalicelib.gateway.ingest import secrets, source_names
 from chalicelib.gateway.ingest.connector_view import to_dict
 from chalicelib.gateway.ingest.sources import SourceError, Src, documents, module
 from chalicelib.gateway.vocabulary import CATEGORIES, CATEGORY_OF_KIND, KINDS, STATUSES
-from chalicelib.residency import revocations
 
 NAME_MAX = 120
 DATASET_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
-SECRET_MARK = revocations.SECRET_MARK
+SECRET_MARK = "$secret"  # how a stored connector config holds a secret: {"$secret": ciphertext}
+
+
+def sealed_secrets(config_json: str | None) -> dict[str, str]:
+    """Field name -> ciphertext of every secret in a stored connector config."""
+    stored = json.loads(config_json or "{}")
+    return {name: value[SECRET_MARK] for name, value in stored.items()
+            if isinstance(value, dict) and isinstance(value.get(SECRET_MARK), str)}
 MAX_CONNECTORS = 200  # per workspace
 
 CREATE_FIELDS = {
@@ -262,12 +269,12 @@ def _record_dropped_secrets(item: models.ConnectorAttrs, before: dict[str, Any],
                             user_id: str) -> None:
     """Ledger entries for the stored secrets ``before`` holds and ``after`` no longer does, so that no
     restore of an older backup brings a replaced (or deleted) credential back into use."""
-    kept = set(revocations.sealed_secrets(json.dumps(after)).values())
+    kept = set(sealed_secrets(json.dumps(after)).values())
     now = clock.iso()
-    for cipher in revocations.sealed_secrets(json.dumps(before)).values():
+    for cipher in sealed_secrets(json.dumps(before)).values():
         if cipher not in kept:
-            revocations.record(item.workspace_id, revocations.CONNECTOR_SECRET,
-                               revocations.secret_ref(item.id, cipher), now, user_id)
+            revocation_ledger.record(item.workspace_id, revocation_ledger.CONNECTOR_SECRET,
+                               revocation_ledger.secret_ref(item.id, cipher), now, user_id)
 
 
 def delete_connector(principal: Principal, connector_id: str, caller: Any) -> dict:

@@ -15,6 +15,7 @@ from chalicelib.core import clock
 from chalicelib.core.authz import mfa_used
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError, not_found
+from chalicelib.core.store import revocation_ledger
 from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import get_workspace
 from chalicelib.identity import users as users_mod
@@ -22,7 +23,6 @@ from chalicelib.identity.models import ApiTokenAttrs
 from chalicelib.identity.oauth.issuing import roles_for_safe
 from chalicelib.identity.oauth.revocation import revoke_jti
 from chalicelib.identity.oauth.signing import issue_access_token
-from chalicelib.residency import revocations
 
 DEFAULT_DAYS = 30
 MAX_ACTIVE_PER_USER = 50
@@ -77,6 +77,6 @@ def revoke(user_id: str, token_id: str) -> ApiTokenAttrs:
     if not record.revoked_at:
         now = int(clock.now())
         record.update(actions=[ApiTokenAttrs.revoked_at.set(now)])
-        revoke_jti(record.id, record.expires_at, revocations.API_TOKEN_REASON, record.user_id)
-        revocations.record(record.workspace_id, revocations.API_TOKEN, record.id, clock.iso(now), user_id)
+        revoke_jti(record.id, record.expires_at, revocation_ledger.API_TOKEN_REASON, record.user_id)
+        revocation_ledger.record(record.workspace_id, revocation_ledger.API_TOKEN, record.id, clock.iso(now), user_id)
     return record

@@ -24,11 +24,11 @@ from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F, email
 from chalicelib.core.ids import new_id
 from chalicelib.core.regions import served_regions
+from chalicelib.core.store import revocation_ledger
 from chalicelib.core.tenancy import WorkspaceAttrs, workspaces
 from chalicelib.identity import users
 from chalicelib.platform.access import mfa_used, require_user_token
 from chalicelib.platform.models import SupportGrantAttrs, support_grants, support_staff
-from chalicelib.residency import revocations
 
 MIN_GRANT = 15 * 60
 MAX_GRANT = 72 * 3600
@@ -113,7 +113,7 @@ def revoke(ws: WorkspaceAttrs, grant_id: str, *, actor: audit.Actor, caller: Any
                  condition=cls.revoked_at.does_not_exist())
     except UpdateError:
         raise conflict("grant_not_active", "The grant was already revoked.") from None
-    revocations.record(ws.id, revocations.SUPPORT_GRANT, g.id, now, actor.id)
+    revocation_ledger.record(ws.id, revocation_ledger.SUPPORT_GRANT, g.id, now, actor.id)
     audit.append(ws.region, ws.id, "support.access_revoked", actor=actor,
                  target={"type": "support_grant", "id": g.id, "support_user_id": g.support_user_id}, caller=caller)
     return to_public(get(ws, grant_id))

@@ -21,7 +21,9 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F, email
 from chalicelib.core.ids import new_id
-from chalicelib.core.store import idempotency
+from chalicelib.core.logs import get_logger
+from chalicelib.core.regions import served_regions
+from chalicelib.core.store import idempotency, revocation_ledger
 from chalicelib.core.store.tables import connection
 from chalicelib.core.store.transact import Conflict, Refused, Tx
 from chalicelib.core.tenancy import get_workspace, membership, region_of
@@ -35,8 +37,8 @@ from chalicelib.platform.models import (
 )
 from chalicelib.platform.workspaces import members
 from chalicelib.platform.workspaces.service import adjust_member_count, token_exchange_hint
-from chalicelib.residency import revocations
 
+log = get_logger("platform.invitations")
 INVITATION_TTL_SECONDS = 7 * 24 * 3600
 CREATE_FIELDS = {"email": F(str, required=True, max_len=254, check=email),
                  "role": F(str, required=True, enum=ROLE_VALUES)}
@@ -137,7 +139,7 @@ def revoke(workspace_id: str, invitation_id: str, *, actor: audit.Actor, caller:
                       condition=claims.invitation_id == inv.id)
     except TransactWriteError:
         raise _not_pending(get(workspace_id, invitation_id)) from None
-    revocations.record(workspace_id, revocations.INVITATION, inv.id, now, actor.id)
+    revocation_ledger.record(workspace_id, revocation_ledger.INVITATION, inv.id, now, actor.id)
     audit.append(region, workspace_id, "invitation.revoked", actor=actor,
                  target={"type": "invitation", "id": inv.id, "email": inv.email}, caller=caller)
     return to_public(get(workspace_id, invitation_id))
@@ -198,3 +200,28 @@ def accept(workspace_id: str, invitation_id: str, principal: Principal, *, calle
     assert m is not None
     return {"invitation": to_public(get(workspace_id, invitation_id)), "membership": members.to_public(m),
             "token_exchange": token_exchange_hint(workspace_id)}
+
+
+def sweep_expired(event: dict[str, Any] | None = None) -> dict[str, int]:
+    """Delete pending invitations past ``expires_at`` and address claims past theirs, in every served region
+    (accepted and revoked invitations stay: they are the workspace's record of who joined). Hourly."""
+    now = int(clock.now())
+    out: dict[str, int] = {}
+    for region in served_regions():
+        cls = invitations(region)
+        n = 0
+        for item in cls.scan(filter_condition=cls.expires_at <= now):
+            if item.id.startswith("inv_") and item.status != "pending":
+                continue
+            try:
+                cond = cls.expires_at <= now
+                if item.id.startswith("inv_"):
+                    cond = cond & (cls.status == "pending")
+                cls(item.workspace_id, item.id).delete(condition=cond)
+                n += 1
+            except Exception:  # noqa: BLE001 - accepted, revoked or extended meanwhile: keep it
+                continue
+        out[region] = n
+    if any(out.values()):
+        log.info("expired invitations deleted", extra={"deleted": out})
+    return out

@@ -34,7 +34,7 @@ from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, 
 from chalicelib.core.workspace_settings import AUTO_EXPIRY_SETTINGS, RATE_LIMITS, settings_of
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
-from chalicelib.residency import replication
+from chalicelib.platform.workspaces import disaster_recovery
 
 log = get_logger("platform.workspaces")
 
@@ -115,7 +115,7 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
 
 REPLICATION_VALUES = ("none", "in-region-multi-az", "cross-region-dr")
 # cross-region-dr copies to a named secondary region (docs/decisions.md, Platform API): the declared
-# default of the residency (core/regions.DR_REGIONS; chalicelib/residency/replication.py does the copy)
+# default of the residency (core/regions.DR_REGIONS; chalicelib/residency/replication.py makes the copy)
 SECONDARY_REGION = {residency: regions[0] for residency, regions in DR_REGIONS.items()}
 NAME_MAX = 100
 
@@ -139,7 +139,7 @@ def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
         "residency": ws.residency,
         "region": ws.region,
         "replication": ws.replication,
-        **replication.status(ws),  # replication_secondary_region, last_replicated_at, replication_lag_seconds
+        **disaster_recovery.status(ws),  # replication_secondary_region, last_replicated_at, replication_lag_seconds
         "enforce_mfa": bool(ws.enforce_mfa),
         "created_at": ws.created_at,
         "created_by": ws.created_by,
@@ -291,7 +291,7 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
     if not patch.actions:
         return ws
     if patch.dr_secondary:  # before the directory changes: a refusal (409) leaves everything as it was
-        replication.enable(ws.region, ws.id, patch.dr_secondary)
+        disaster_recovery.enable(ws.region, ws.id, patch.dr_secondary)
     try:
         _write_update(ws, patch.actions, old_settings_raw, patch.index_add, patch.index_remove)
     except TransactWriteError:
@@ -387,7 +387,7 @@ def _set_replication(ws: WorkspaceAttrs, body: dict[str, Any], actor: audit.Acto
     to = body["replication"]
     acknowledged = bool(body.get("acknowledge_data_leaves_region"))
     leaves_region = to == "cross-region-dr"
-    secondary = replication.check_secondary(ws.residency, body.get("replication_secondary_region")) \
+    secondary = disaster_recovery.check_secondary(ws.residency, body.get("replication_secondary_region")) \
         if leaves_region else None  # 422 for a region not declared for this residency
     if leaves_region and ws.residency == "eu-central" and not acknowledged:
         raise ApiError(422, "acknowledgement_required",

@@ -12,15 +12,10 @@ import pytest
 from chalicelib.core import audit, aws, clock, process_state
 from chalicelib.core.config import settings
 from chalicelib.core.regions import OPEN_REGIONS, RegionPinned, dr_copy_to
+from chalicelib.platform.models import replication_states
+from chalicelib.platform.workspaces.disaster_recovery import RPO_SECONDS, lag_over_rpo
 from chalicelib.residency import content, replication
-from chalicelib.residency.models import (
-    DR_BUCKET,
-    DR_KEY,
-    NOT_RESTORED,
-    REPLICATION_INTERVAL_SECONDS,
-    RPO_SECONDS,
-    replication_states,
-)
+from chalicelib.residency.models import DR_BUCKET, DR_KEY, NOT_RESTORED, REPLICATION_INTERVAL_SECONDS
 from chalicelib.workers.jobs import SCHEDULED
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.residency.helpers import SECRET, client, get, put, put_obj, seed
@@ -128,7 +123,7 @@ def test_dr_copy_in_the_secondary_only_sealed_under_its_key_within_the_rpo(tenan
     assert body["replication_lag_seconds"] == 0
     clock.advance(300)
     assert get(c, f"/v1/workspaces/{ws}", tenant.token).json_body["replication_lag_seconds"] == 300 < RPO_SECONDS
-    assert not replication.lag_over_rpo(replication.workspaces().get(ws))
+    assert not lag_over_rpo(replication.workspaces().get(ws))
 
 
 def test_passes_are_incremental_and_deletions_propagate(tenant: Tenant) -> None:
@@ -272,4 +267,4 @@ def test_a_swapped_dr_key_fails_that_pass_only_and_its_lag_grows(tenant: Tenant)
     assert body["last_replicated_at"] == checkpoint
     assert body["replication_lag_seconds"] == 600
     clock.advance(RPO_SECONDS)
-    assert replication.lag_over_rpo(replication.workspaces().get(tenant.workspace_id))
+    assert lag_over_rpo(replication.workspaces().get(tenant.workspace_id))

@@ -11,7 +11,7 @@ from chalice.test import Client
 from chalicelib.core import audit, aws, process_state, tokens
 from chalicelib.core.store.tables import global_model
 from chalicelib.gateway import models as gateway_models
-from chalicelib.gateway.ingest.connectors import open_config
+from chalicelib.gateway.ingest.connectors import open_config, sealed_secrets
 from chalicelib.groups import create_app
 from chalicelib.identity.models import ApiTokenAttrs
 from chalicelib.identity.oauth.signing import issue_access_token
@@ -249,7 +249,7 @@ def test_a_restore_never_brings_back_a_replaced_or_deleted_connector_secret(tena
     table = gateway_models.connectors(tenant.region)
     for conn in (kept, gone):
         item = table.get(ws, conn["id"], consistent_read=True)  # the restore wrote it back ...
-        assert revocations.sealed_secrets(item.config) == {}  # ... without the revoked key
+        assert sealed_secrets(item.config) == {}  # ... without the revoked key
         assert "api_key" not in open_config(item, tenant.region)
         shown = call(g, "GET", f"/v1/connectors/{conn['id']}", tenant.token)[1]
         assert shown["status"] == "PAUSED" and "credentials again" in shown["health"]["last_error"], shown

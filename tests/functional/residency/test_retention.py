@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from chalicelib.core import audit, aws, clock
 from chalicelib.core.config import settings
-from chalicelib.residency import retention
+from chalicelib.identity.signin import email_codes
+from chalicelib.platform.workspaces import invitations
 from chalicelib.workers.jobs import SCHEDULED
 from tests.functional.conftest import Tenant
 from tests.functional.residency.helpers import put
@@ -31,7 +32,7 @@ def test_expired_invitations_and_claims_go_the_rest_stays(tenant: Tenant) -> Non
         inv("email#due@example.com", None, now - 5)
         inv("email#later@example.com", None, now + 60)
         events_before = list(audit.iter_chain(region, tenant.workspace_id))
-        assert retention.sweep_invitations() == {"us-east-1": 2, "eu-central-1": 0}
+        assert invitations.sweep_expired() == {"us-east-1": 2, "eu-central-1": 0}
     assert _ids(region, "invitations", "id") == {"inv_later", "inv_accepted", "inv_revoked", "email#later@example.com"}
     assert list(audit.iter_chain(region, tenant.workspace_id)) == events_before  # never swept
 
@@ -43,7 +44,7 @@ def test_expired_email_codes_go_other_sign_in_state_stays(stack: None) -> None:
         put(region, "auth_state", {"pk": {"S": "ecode#due@example.com"}, "expires_at": {"N": str(now)}})
         put(region, "auth_state", {"pk": {"S": "ecode#later@example.com"}, "expires_at": {"N": str(now + 1)}})
         put(region, "auth_state", {"pk": {"S": "lock#someone"}, "expires_at": {"N": str(now - 100)}})
-        assert retention.sweep_email_codes() == {"email_codes": 1}
+        assert email_codes.sweep_expired() == {"email_codes": 1}
     assert _ids(region, "auth_state", "pk") >= {"ecode#later@example.com", "lock#someone"}
     assert "ecode#due@example.com" not in _ids(region, "auth_state", "pk")
 

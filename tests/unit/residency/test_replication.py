@@ -5,7 +5,7 @@ import pytest
 
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.regions import DR_ONLY_REGIONS, DR_REGIONS, OPEN_REGIONS, RESIDENCIES
-from chalicelib.residency.replication import check_secondary, default_secondary
+from chalicelib.platform.workspaces.disaster_recovery import check_secondary, default_secondary
 
 
 def test_every_open_residency_declares_a_secondary_outside_the_open_regions() -> None:
