@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from chalicelib.chat import usage
+from chalicelib.chat import answer_output, redaction, usage
 from chalicelib.chat.models import ChatAttrs, chats
 from chalicelib.core import audit, clock, correlation
 from chalicelib.core.audit import Actor, CallerLike
@@ -302,6 +302,7 @@ class Live:
         parts, first, started = self._opened
         yield event("message_start", self._head())
         deltas: list[str] = []
+        shown = answer_output.guard(self.principal.workspace_id, self.hits)  # no delta carries an unchecked URL
         try:
             completion: Completion | None = None
             for part in itertools.chain([first], parts):
@@ -309,7 +310,10 @@ class Live:
                     completion = part
                 else:
                     deltas.append(part)
-                    yield event("content_delta", {"text": part})
+                    if text := shown.feed(part):
+                        yield event("content_delta", {"text": text})
+            if text := shown.end():
+                yield event("content_delta", {"text": text})
             assert completion is not None
             self.timings.model_ms = (time.perf_counter() - started) * 1000
             reply = self._store(completion)
@@ -355,13 +359,11 @@ class Live:
 
     def _store(self, completion: Completion, *, stopped: bool = False) -> dict[str, Any]:
         """Verify the answer's citations and store it (one transaction, module docstring)."""
-        from chalicelib.knowledge import grounding  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
-
         principal, routing, hits, existing = self.principal, self.routing, self.hits, self.existing
         started = time.perf_counter()
         spec = routing.chosen
-        checked = grounding.ground(completion.text, hits, routing.region, generative=spec.kind == "generative",
-                                   question=self.question)
+        checked = answer_output.ground(completion.text, hits, principal.workspace_id, routing.region,
+                                       generative=spec.kind == "generative", question=self.question)
         self.timings.grounding_ms = (time.perf_counter() - started) * 1000
         notes = _notes(spec.kind, checked)
         now, message_id, chat_id = self.created_at, self.message_id, self.chat_id
@@ -371,7 +373,7 @@ class Live:
                      "routing": routing.as_dict(), "usage": {"input_tokens": completion.input_tokens,
                                                              "output_tokens": completion.output_tokens},
                      "citations": checked.citations, "grounding": checked.grounding,
-                     "kind": spec.kind, **notes, **ended}
+                     "kind": spec.kind, **notes, **ended, "passages": answer_output.passages(hits)}
         stored_new = [{"id": new_id("msg"), **m, "created_at": now} for m in self.new_messages]
 
         started = time.perf_counter()
@@ -441,10 +443,12 @@ def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
     item = _own(principal, ref["chat_id"])
     for m in json.loads(item.messages):
         if m.get("id") == ref["id"] and m.get("role") == "assistant":
+            m = redaction.redact(principal, m)
             return {"id": m["id"], "chat_id": item.id, "message": {"role": "assistant", "content": m["content"]},
                     **{k: m.get(k) for k in ("model", "provider", "region", "routing", "usage", "citations",
                                              "grounding", "kind", "created_at")},
                     **({"stopped": True} if m.get("stopped") else {}),
+                    **({"redacted": m["redacted"]} if m.get("redacted") else {}),
                     **({"notice": {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}}
                        if m.get("kind") == "extractive" else {})}
     raise not_found("chat message")
@@ -490,7 +494,7 @@ def _summary(item: ChatAttrs) -> dict[str, Any]:
 def get_chat(principal: Principal, chat_id: str) -> dict[str, Any]:
     require(principal, "chat.use")
     item = _own(principal, chat_id)
-    return {**_summary(item), "messages": json.loads(item.messages)}
+    return {**_summary(item), "messages": redaction.redact_all(principal, json.loads(item.messages))}
 
 
 def list_chats(principal: Principal, query: dict[str, str]) -> dict[str, Any]:

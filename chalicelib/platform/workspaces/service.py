@@ -31,9 +31,10 @@ from chalicelib.core.store import idempotency
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
 from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, workspaces, workspaces_of
-from chalicelib.core.workspace_settings import AUTO_EXPIRY_SETTINGS, settings_of
+from chalicelib.core.workspace_settings import ANSWER_LINK_HOSTS, AUTO_EXPIRY_SETTINGS, settings_of
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
+from chalicelib.platform.workspaces import link_hosts
 from chalicelib.residency import replication
 
 log = get_logger("platform.workspaces")
@@ -124,7 +125,8 @@ def public_settings(ws: WorkspaceAttrs) -> dict[str, Any]:
     s = settings_of(ws)
     dj = s.get("domain_join") or {}
     return {"domain_join": {"enabled": bool(dj.get("enabled")), "domain": dj.get("domain")},
-            **{key: s.get(key) for key in AUTO_EXPIRY_SETTINGS}}
+            **{key: s.get(key) for key in AUTO_EXPIRY_SETTINGS},
+            ANSWER_LINK_HOSTS: list(s.get(ANSWER_LINK_HOSTS) or [])}
 
 
 def to_public(ws: WorkspaceAttrs) -> dict[str, Any]:
@@ -208,6 +210,7 @@ PATCH_FIELDS = {
                           check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
     "agent_run_auto_expiry": F(str, nullable=True, max_len=32,
                                check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
+    "answer_link_hosts": F(list, nullable=True, max_len=link_hosts.MAX_HOSTS, check=link_hosts.check),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
     "replication_secondary_region": F(str, max_len=32),
@@ -272,8 +275,9 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
     if "domain_join" in body:
         _set_domain_join(body["domain_join"], verified_email_domain, patch)
     _set_auto_expiry(body, patch)
+    _set_link_hosts(body, patch)
     _set_replication(ws, body, actor, patch)
-    if {"domain_join", *AUTO_EXPIRY_SETTINGS} & set(patch.changes):
+    if {"domain_join", ANSWER_LINK_HOSTS, *AUTO_EXPIRY_SETTINGS} & set(patch.changes):
         patch.actions.append(WorkspaceAttrs.settings.set(json.dumps(patch.settings, sort_keys=True)))
     if not patch.actions:
         return ws
@@ -346,6 +350,17 @@ def _set_auto_expiry(body: dict[str, Any], patch: _Patch) -> None:
         if key in body and body[key] != patch.settings.get(key):
             patch.changes[key] = {"from": patch.settings.get(key), "to": body[key]}
             patch.settings[key] = body[key]
+
+
+def _set_link_hosts(body: dict[str, Any], patch: _Patch) -> None:
+    """The hosts answers may link to (lower-cased, each once; null or [] for none)."""
+    if ANSWER_LINK_HOSTS not in body:
+        return
+    new = link_hosts.normalise(body[ANSWER_LINK_HOSTS] or [])
+    old = list(patch.settings.get(ANSWER_LINK_HOSTS) or [])
+    if new != old:
+        patch.changes[ANSWER_LINK_HOSTS] = {"from": old, "to": new}
+        patch.settings[ANSWER_LINK_HOSTS] = new
 
 
 def _set_replication(ws: WorkspaceAttrs, body: dict[str, Any], actor: audit.Actor, patch: _Patch) -> None:
