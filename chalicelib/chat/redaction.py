@@ -40,7 +40,7 @@ def _sources(m: dict[str, Any], kept: list[dict[str, Any]] | None) -> dict[int, 
     return out
 
 
-def _ranges(text: str, sentences: list[tuple[int, int]], quotes: set[str]) -> list[tuple[int, int]]:
+def ranges(text: str, sentences: list[tuple[int, int]], quotes: set[str]) -> list[tuple[int, int]]:
     found = [(s, e) for s, e in sentences if 0 <= s < e <= len(text)]
     for q in quotes:
         at = text.find(q)
@@ -56,23 +56,24 @@ def _ranges(text: str, sentences: list[tuple[int, int]], quotes: set[str]) -> li
     return merged
 
 
-def _cut(text: str, ranges: list[tuple[int, int]]) -> tuple[str, Any]:
-    """``text`` with each range replaced by ``REDACTED``, and the map of old offsets to new ones."""
-    starts = [s for s, _ in ranges]
+def cut(text: str, spans: list[tuple[int, int]]) -> tuple[str, Any]:
+    """``text`` with each of the sorted, disjoint ``spans`` replaced by ``REDACTED``, and the map of old
+    offsets to new ones."""
+    starts = [s for s, _ in spans]
     shifts = []
     shift = 0
-    for s, e in ranges:
+    for s, e in spans:
         shift += len(REDACTED) - (e - s)
         shifts.append(shift)
     out = text
-    for s, e in reversed(ranges):
+    for s, e in reversed(spans):
         out = out[:s] + REDACTED + out[e:]
 
     def moved(offset: int) -> int:
         i = bisect.bisect_right(starts, offset) - 1
         if i < 0:
             return offset
-        s, e = ranges[i]
+        s, e = spans[i]
         if offset < e:  # inside a redacted range: its start (or its end for an end offset at it)
             return s + (shifts[i - 1] if i else 0) + (len(REDACTED) if offset > s else 0)
         return offset + shifts[i]
@@ -134,8 +135,7 @@ def redact(principal: Principal, message: dict[str, Any],
     for name, text in texts.items():
         if not isinstance(text, str):
             continue
-        ranges = _ranges(text, sentences if name == spans_of else [], quotes)
-        new, moved = _cut(text, ranges)
+        new, moved = cut(text, ranges(text, sentences if name == spans_of else [], quotes))
         texts[name] = new
         if name == spans_of:
             for p in per:
