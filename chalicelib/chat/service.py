@@ -160,7 +160,8 @@ def start(principal: Principal, body: Any, caller: CallerLike | None = None, cha
     model_id, new_messages, stream = check_body(body)
     timings = Timings()
     existing = _own(principal, chat_id) if chat_id else None
-    history = [{"role": m["role"], "content": m["content"]} for m in json.loads(existing.messages)] if existing else []
+    history = [{"role": m["role"], "content": m["content"]}  # as the caller may read it now (chat/redaction.py)
+               for m in redaction.redact_all(principal, json.loads(existing.messages))] if existing else []
     question = new_messages[-1]["content"]
 
     started = time.perf_counter()
