@@ -183,6 +183,9 @@ def test_a_stored_chat_and_its_replays_redact_a_source_no_longer_readable(
         compat = post(c, "/v1/chat/completions", world.member.token, question, headers={"Idempotency-Key": "narrow-3"})
     assert first.status_code == 201 and "forty percent" in first.json_body["message"]["content"], first.body
     assert streamed.status_code == 201 and compat.status_code == 200
+    with helpers.client() as c:
+        found = c.http.get("/v1/chats?q=forty+percent", headers=bearer(world.member.token)).json_body
+    assert len(found["items"]) == 3, found
     _narrow(tenant, ds)
     with helpers.client() as c:
         stored = c.http.get(f"/v1/chats/{first.json_body['chat_id']}", headers=bearer(world.member.token))
@@ -191,6 +194,10 @@ def test_a_stored_chat_and_its_replays_redact_a_source_no_longer_readable(
                                headers={"Idempotency-Key": "narrow-2"})
         replayed_compat = post(c, "/v1/chat/completions", world.member.token, question,
                                headers={"Idempotency-Key": "narrow-3"})
+        found = c.http.get("/v1/chats?q=forty+percent", headers=bearer(world.member.token)).json_body
+        vacation = c.http.get("/v1/chats?q=thirty+vacation", headers=bearer(world.member.token)).json_body
+    assert found["items"] == [] and len(vacation["items"]) == 3  # search finds only what may be read
+    assert all("forty" not in i["snippet"] for i in vacation["items"])
     assert replayed.headers.get("Idempotent-Replayed") == "true"
     for r in (stored, replayed, replayed_stream, replayed_compat):
         assert r.status_code in (200, 201), r.body
