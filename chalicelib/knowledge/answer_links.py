@@ -52,18 +52,16 @@ LINK_SCHEMES = ("http", "https", "mailto")
 URL_ATTRIBUTES = {"href", "src", "srcset", "poster", "data", "action", "formaction", "background", "cite",
                   "longdesc", "lowsrc", "dynsrc", "ping", "xlink:href", "content", "style", "manifest", "codebase"}
 IMAGE_TAGS = {"img", "image", "picture", "source", "svg", "input"}
-MAX_HOSTS = 50
-MAX_HOST_CHARS = 253
 
 
 @dataclass(frozen=True)
 class Rules:
     """What an answer may link to: the platform's own hosts, the workspace's allowed hosts (``*.`` + host
-    for subdomains) and the text of the answer's sources (a URL standing verbatim in one is kept)."""
+    for subdomains) and the URLs that stand in the answer's sources (a URL equal to one is kept: a part
+    of one, or one with anything added, is not)."""
 
     own_hosts: frozenset[str]
     allowed_hosts: frozenset[str] = frozenset()
-    sources: tuple[str, ...] = ()
     source_urls: frozenset[str] = frozenset()
 
     def host_allowed(self, host: str) -> bool:
@@ -73,7 +71,7 @@ class Rules:
         return any(h.startswith("*.") and host.endswith(h[1:]) for h in self.allowed_hosts)
 
     def in_sources(self, url: str) -> bool:
-        return url in self.source_urls or any(url in s for s in self.sources)
+        return url in self.source_urls
 
 
 @dataclass
@@ -119,7 +117,6 @@ def _linkify() -> LinkifyIt:
     return LinkifyIt(options={"fuzzy_email": False})
 
 
-@cached(maxsize=1, derived=True)
 def _own_hosts() -> frozenset[str]:
     """The hosts of the platform's own addresses (every group, every region)."""
     s = settings()
@@ -140,7 +137,7 @@ def rules(allowed_hosts: Iterable[str] = (), sources: Iterable[str] = ()) -> Rul
     for t in texts:
         for m in _linkify().match(t) or []:
             urls |= {m.url, md.normalizeLink(m.url), t[m.index:m.last_index]}
-    return Rules(_own_hosts(), frozenset(h.lower() for h in allowed_hosts), texts, frozenset(urls))
+    return Rules(_own_hosts(), frozenset(h.lower() for h in allowed_hosts), frozenset(urls))
 
 
 def _host(url: str) -> tuple[str, str]:
