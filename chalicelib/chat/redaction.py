@@ -13,7 +13,8 @@ fields, never text). Every read of a stored answer (``GET /v1/chats/{id}``, an `
 - the message says so: ``redacted: {"reason": "source_no_longer_readable", "sentences": n, "quotes": n}``,
   and sentence spans (``per_sentence[].start/end``) are moved to the redacted text.
 Nothing is rewritten in storage: a source that becomes readable again shows the answer whole again.
-Answers stored before ``passages`` existed are checked by their citations' sources.
+Answers stored before ``passages`` existed are checked by their citations' sources, and their links and
+images as a new answer's are (``knowledge/answer_links``), so no stored chat shows an outside image.
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ import bisect
 from typing import Any
 
 from chalicelib.core.authz import Principal
+from chalicelib.core.workspace_settings import answer_link_hosts
 from chalicelib.gateway import reader
+from chalicelib.knowledge import answer_links
 
 REDACTED = "[redacted: its source is no longer readable by you]"
 REASON = "source_no_longer_readable"
@@ -98,12 +101,26 @@ def _verdicts(principal: Principal, messages: list[dict[str, Any]]) -> dict[tupl
     return dict(zip(keys, reader.sources_readable(principal, [distinct[k] for k in keys]), strict=True))
 
 
+def _checked_links(principal: Principal, message: dict[str, Any]) -> dict[str, Any]:
+    """An answer stored before answers' links were checked (it has no ``passages``) is checked on read,
+    its citations' quotes standing for its cited sources (``knowledge/answer_links``)."""
+    m = dict(message)
+    if m.get("role") != "assistant" or "passages" in m:
+        return m
+    r = answer_links.rules(answer_link_hosts(principal.workspace_id),
+                           [str(c.get("quote") or "") for c in m.get("citations") or [] if isinstance(c, dict)])
+    for name in ("content", "unverified_answer"):
+        if isinstance(m.get(name), str):
+            m[name] = answer_links.sanitise(m[name], r).text
+    return m
+
+
 def redact(principal: Principal, message: dict[str, Any],
            verdicts: dict[tuple[Any, ...], bool] | None = None) -> dict[str, Any]:
     """One stored message as ``principal`` may read it now (module docstring); the stored passages are
     never part of what is returned."""
     sources = _of(message)
-    m = dict(message)
+    m = _checked_links(principal, message)
     m.pop("passages", None)
     if not sources:
         return m

@@ -249,3 +249,22 @@ def test_an_agent_run_redacts_a_source_no_longer_readable(tenant: Tenant, world:
     passage = next(p for p in after["steps"][0]["output"]["passages"] if p.get("redacted"))
     assert passage["citation"]["quote"] is None
     assert all("_read" not in s for s in after["steps"])
+
+
+def test_an_answer_stored_before_links_were_checked_is_checked_on_read(
+        tenant: Tenant, world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    from chalicelib.chat.models import chats
+
+    peer.answer = VACATION
+    with helpers.client() as c:
+        made = post(c, "/v1/chats", world.member.token, ask(QUESTION)).json_body
+    item = chats(tenant.region).get(tenant.workspace_id, made["chat_id"])
+    messages = json.loads(item.messages)
+    legacy = {k: v for k, v in messages[-1].items() if k != "passages"}
+    messages[-1] = {**legacy, "content": EXFIL}
+    item.messages = json.dumps(messages)
+    item.save()
+    with helpers.client() as c:
+        r = c.http.get(f"/v1/chats/{made['chat_id']}", headers=bearer(world.member.token))
+    _no_evil(r.body)
+    assert "logo [image removed]" in r.json_body["messages"][-1]["content"]
