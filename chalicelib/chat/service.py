@@ -2,11 +2,12 @@
 
 One answer, in order: validate (nothing is stored for bad input) -> retrieve the passages the caller
 may read (``knowledge/service.search``) -> route (``models/routing.choose``: residency, role
-allow-list, capability, preference; a refusal stores nothing) -> complete -> verify citations
-(``knowledge/citations.verify``) -> store, in ONE transaction: the chat, the lineage edges (each source
-dataset -> the answer, expiring with the chat), the audit event (who, model, sources; never message
-text) with its chain head, the usage counters (when they live in the chat's region; otherwise one more
-write) and the request's idempotency record.
+allow-list, capability, preference; a refusal stores nothing) -> complete -> check links and images
+(``chat/answer_output``) -> verify citations (``knowledge/citations.verify``) -> store, in ONE
+transaction: the chat, the lineage edges (each source dataset -> the answer, expiring with the chat), the
+audit event (who, model, sources; never message text) with its chain head, the usage counters (when they
+live in the chat's region; otherwise one more write) and the request's idempotency record. Stored
+answers are read through ``chat/redaction`` (sources the reader can no longer read are redacted).
 """
 from __future__ import annotations
 
@@ -209,7 +210,7 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
 class Live:
     """One answer between routing and storing. ``finish`` generates and stores it whole; ``events``
     yields its server-sent events while the model writes (``content_delta`` carries the model's text as
-    it arrives; the ``citations`` event carries the verified ``content`` that replaces it). When the
+    it arrives, links checked; the ``citations`` event carries the verified ``content`` that replaces it). When the
     reader goes away (the ``events`` generator is closed), the model stream is closed, so the model stops
     generating, and the partial answer is stored marked ``stopped``, billed for what was generated."""
     principal: Principal
