@@ -23,9 +23,10 @@ checked: if anything the rules refuse is still there (a construct whose span cou
 whole answer falls back to text in which no Markdown link, image or HTML can form.
 
 ``Guard`` does the same for a streamed answer: it holds back the end of the buffer until no link can still
-be forming there (a word still being written, or the rest of a paragraph from its first ``[`` or ``<``: a
-link, image, reference or HTML tag spanning several words starts with one) and sends each settled piece
-sanitised, so no delta carries a URL before it was checked. Sentences that carry a marker are never counted as grounded (``knowledge/grounding.py``).
+be forming there (a word still being written; in the paragraph being written, from a ``[`` not yet closed,
+or closed and followed by ``(`` without its ``)`` yet, ``[`` or ``:``, and from a ``<`` that may open a tag
+or an autolink, until that paragraph ends) and sends each settled piece sanitised, so no delta carries a
+URL before it was checked; a citation marker ``[1]`` or a complete link does not hold it. Sentences that carry a marker are never counted as grounded (``knowledge/grounding.py``).
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from urllib.parse import urlsplit
 from linkify_it import LinkifyIt
 from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
+from markdown_it.rules_inline.linkify import SCHEME_RE
 from markdown_it.token import Token
 
 from chalicelib.core.config import settings
@@ -135,7 +137,7 @@ def rules(allowed_hosts: Iterable[str] = (), sources: Iterable[str] = ()) -> Rul
     urls: set[str] = set()
     md = _parser()
     for t in texts:
-        for m in _linkify().match(t) or []:
+        for m in _bare_urls(t):
             urls |= {m.url, md.normalizeLink(m.url), t[m.index:m.last_index]}
     return Rules(_own_hosts(), frozenset(h.lower() for h in allowed_hosts), frozenset(urls))
 
@@ -368,6 +370,34 @@ def _apply(text: str, edits: list[tuple[int, int, str]]) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class _Bare:
+    index: int
+    last_index: int
+    url: str
+    schema: str
+
+
+def _bare_urls(text: str) -> list[_Bare]:
+    """Every bare URL in ``text``: linkify's matches, and those markdown-it's own linkify rule finds at
+    each ``://`` (its scheme taken back as that rule takes it, so ``src=http://...`` counts too)."""
+    found = [_Bare(m.index, m.last_index, m.url, m.schema) for m in _linkify().match(text) or []]
+    at = text.find("://")
+    while at >= 0:
+        scheme = SCHEME_RE.search(text[:at])
+        if scheme:
+            start = at - len(scheme.group(1))
+            m = _linkify().match_at_start(text[start:])
+            if m:
+                found.append(_Bare(start, start + m.last_index, m.url, m.schema))
+        at = text.find("://", at + 3)
+    out: list[_Bare] = []
+    for b in sorted(found, key=lambda b: (b.index, -b.last_index)):
+        if not out or b.index >= out[-1].last_index:
+            out.append(b)
+    return out
+
+
 def _bare_ok(m: Any, raw: str, r: Rules) -> bool:
     """A bare URL is judged as the link it becomes (a schemeless one is not a relative link)."""
     return link_ok(m.url, r) or (bool(m.schema) and link_ok(raw, r)) or r.in_sources(raw)
@@ -376,7 +406,7 @@ def _bare_ok(m: Any, raw: str, r: Rules) -> bool:
 def _cut_bare(text: str, r: Rules) -> tuple[str, list[dict[str, str]]]:
     """Every bare URL linkify finds that the rules refuse becomes the marker."""
     out, last, removed = [], 0, []
-    for m in _linkify().match(text) or []:
+    for m in _bare_urls(text):
         raw = text[m.index:m.last_index]
         if not _bare_counts(raw, m.schema) or _bare_ok(m, raw, r):
             continue
@@ -392,7 +422,7 @@ def _refused(text: str, r: Rules) -> bool:
     if p.removed:
         return True
     return any(_bare_counts(text[m.index:m.last_index], m.schema) and not _bare_ok(m, text[m.index:m.last_index], r)
-               for m in _linkify().match(text) or [])
+               for m in _bare_urls(text))
 
 
 def _flatten(text: str, r: Rules) -> str:
@@ -422,7 +452,52 @@ def carries_marker(sentence: str) -> bool:
 
 # --- streaming ---------------------------------------------------------------------------------------------
 
-LINK_SYNTAX = ("[", "<")  # a construct spanning words starts with one of these
+def _close(text: str, at: int, opener: str, closer: str) -> int:
+    """The index after the ``closer`` matching the ``opener`` at ``at`` (escapes skipped), or -1."""
+    depth, i = 0, at
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == opener:
+            depth += 1
+        elif c == closer:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+def _unsettled(tail: str) -> int | None:
+    """Where, in the paragraph being written, a link, image, reference or HTML tag may still be forming
+    (None: nowhere). A ``[...]`` closed and followed by anything but ``(``, ``[`` or ``:`` is settled (a
+    citation marker ``[1]``), and so is a complete ``[...](...)``; a ``<`` before a letter, ``/``, ``!`` or
+    ``?`` (a tag or an autolink) holds the rest of the paragraph."""
+    i = 0
+    while i < len(tail):
+        c = tail[i]
+        if c == "\\":
+            i += 2
+            continue
+        start = i - 1 if i and tail[i - 1] == "!" else i
+        if c == "<" and (i + 1 >= len(tail) or tail[i + 1].isalpha() or tail[i + 1] in "/!?"):
+            return start
+        if c == "[":
+            j = _close(tail, i, "[", "]")
+            if j < 0 or j >= len(tail) or tail[j] == ":":
+                return start
+            if tail[j] == "(":
+                k = _close(tail, j, "(", ")")
+                if k < 0 or k >= len(tail):
+                    return start
+                i = k
+                continue
+            i = j  # followed by "[": that group is judged on its own
+            continue
+        i += 1
+    return None
 
 
 class Guard:
@@ -435,15 +510,12 @@ class Guard:
 
     def _settled(self) -> int:
         """How much of the buffer is settled: up to the last whole word, and in the paragraph being
-        written, up to the first ``[`` or ``<`` (an image's ``!`` included) until the paragraph ends."""
+        written, up to where a link may still be forming (``_unsettled``) until that paragraph ends."""
         buf, sent = self.buffer, self.sent
         brk = buf.rfind("\n\n")
         block = sent if brk < 0 else max(brk + 2, sent)
-        tail = buf[block:]
-        starts = [tail.find(s) for s in LINK_SYNTAX if s in tail]
-        limit = block + min(starts) if starts else len(buf)
-        if 0 < limit < len(buf) and buf[limit - 1] == "!":
-            limit -= 1
+        hold = _unsettled(buf[block:])
+        limit = len(buf) if hold is None else block + hold
         if limit > sent and not buf[limit - 1].isspace():  # never inside a word
             space = max(buf.rfind(c, sent, limit) for c in " \n\t")
             limit = space + 1 if space >= sent else sent

