@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.agents import definitions, events, models, templates
+from chalicelib.agents import definitions, events, models, run_redaction, templates
 from chalicelib.agents.models import ACTIVE_MARK, CANCELLED, IN_PROGRESS, QUEUED, RUN_STATUSES, TERMINAL_STATUSES
 from chalicelib.agents.runtime import lifecycle
 from chalicelib.agents.runtime.lifecycle import starting_caller
@@ -90,7 +90,7 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
         return 202, view(run)
 
     def replay(ref: dict[str, Any]) -> tuple[int, Any]:
-        return 202, view(load(principal, agent_id, ref["id"]))
+        return 202, view(load(principal, agent_id, ref["id"]), reader=principal)
 
     return idempotency.run(region, principal.user_id, f"{principal.workspace_id}#agents.run#{agent_id}",
                            idempotency_key, {"agent_id": agent_id, "input": run_input}, work,
@@ -125,12 +125,13 @@ def can_see(principal: Principal, run: models.RunAttrs) -> bool:
         run.user_id == principal.user_id or Role.ADMIN.value in principal.roles)
 
 
-def step_views(region: str, workspace_id: str, run_id: str) -> list[dict[str, Any]]:
+def step_views(region: str, workspace_id: str, run_id: str, *, keep_read: bool = False) -> list[dict[str, Any]]:
+    """The run's steps; ``keep_read`` adds the datasets each read (``_read``, for ``run_redaction`` only)."""
     cls = models.steps(region)
     out = []
     for s in cls.query(models.run_key(workspace_id, run_id), cls.sk.startswith(models.STEP_PREFIX),
                        consistent_read=True):
-        out.append({"index": int(s.index), "name": s.name, "tool": s.tool, "status": s.status,
+        out.append({**({"_read": json.loads(s.datasets or "[]")} if keep_read else {}),"index": int(s.index), "name": s.name, "tool": s.tool, "status": s.status,
                     "input": json.loads(s.input), "output": json.loads(s.output) if s.output else None,
                     "error": json.loads(s.error) if s.error else None, "started_at": s.started_at,
                     "finished_at": s.finished_at, "duration_ms": s.duration_ms, "executions": int(s.executions)})
@@ -147,7 +148,9 @@ def _definition_run(run: models.RunAttrs) -> dict[str, Any]:
             "updated_by": agent.get("updated_by") or {"user_id": agent.get("created_by"), "email": None}}
 
 
-def view(run: models.RunAttrs, *, with_steps: bool = False) -> dict[str, Any]:
+def view(run: models.RunAttrs, *, with_steps: bool = False, reader: Principal | None = None) -> dict[str, Any]:
+    """The run as the API shows it; with ``reader``, what that reader may no longer read is redacted
+    (``run_redaction.py``)."""
     out: dict[str, Any] = {
         "id": run.id, "agent_id": run.agent_id, "workspace_id": run.workspace_id, "status": run.status,
         "input": json.loads(run.input), "started_by": {"id": run.user_id, "email": run.user_email},
@@ -158,7 +161,12 @@ def view(run: models.RunAttrs, *, with_steps: bool = False) -> dict[str, Any]:
         "expires_at": clock.iso(int(run.expires_at)) if run.expires_at else None,
         "correlation_id": run.correlation_id, "agent": _definition_run(run),
     }
-    if with_steps:
+    if reader is not None and (with_steps or out["output"]):
+        steps = step_views(region_of(run.workspace_id), run.workspace_id, run.id, keep_read=True)
+        out = run_redaction.redact(reader, {**out, "steps": steps})
+        if not with_steps:
+            out.pop("steps")
+    elif with_steps:
         out["steps"] = step_views(region_of(run.workspace_id), run.workspace_id, run.id)
     return out
 
@@ -198,7 +206,7 @@ def list_runs(principal: Principal, agent_id: str, query: dict[str, str]) -> dic
         if len(found) > limit:
             break
     out = paging.page(found, limit, "agent_runs", lambda r: r.id)
-    return {"runs": [view(r) for r in out.pop("_items")], **out}
+    return {"runs": [view(r, reader=principal) for r in out.pop("_items")], **out}
 
 
 def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tuple[int, dict[str, Any]]:
@@ -209,11 +217,11 @@ def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tup
     R = models.RunAttrs
     for _ in range(3):
         if run.status == CANCELLED:
-            return 200, view(run, with_steps=True)
+            return 200, view(run, with_steps=True, reader=principal)
         if run.status in TERMINAL_STATUSES:
             raise ApiError(409, "run_finished", f"The run already finished ({run.status}); there is nothing to cancel.")
         if run.cancel_requested_at:
-            return 202, view(run, with_steps=True)
+            return 202, view(run, with_steps=True, reader=principal)
         now = clock.iso()
         queued = run.status == QUEUED
         if queued:
@@ -247,8 +255,8 @@ def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tup
         run.refresh(consistent_read=True)
         if queued:
             lifecycle.record_finish(region, run)
-            return 200, view(run, with_steps=True)
-        return 202, view(run, with_steps=True)
+            return 200, view(run, with_steps=True, reader=principal)
+        return 202, view(run, with_steps=True, reader=principal)
     raise ApiError(409, "concurrent_update", "The run changed while it was being cancelled; retry.")
 
 

@@ -13,7 +13,7 @@ import json
 import unicodedata
 from typing import Any
 
-from chalicelib.chat import service
+from chalicelib.chat import redaction, service
 from chalicelib.chat.models import ChatAttrs, chats
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
@@ -99,14 +99,16 @@ def search(principal: Principal, query: dict[str, str]) -> dict[str, Any]:
         if item.expires_at is not None and item.expires_at <= now:
             continue
         hit = _match(item, words)
+        if hit is not None:  # matched stored text: match again on what the caller may read now
+            hit = _match(item, words, redaction.redact_all(principal, json.loads(item.messages or "[]")))
         if hit is not None:
             found.append({**service._summary(item), **hit})
     return {"items": found, "has_more": False, "next_cursor": None, "query": q}
 
 
-def _match(item: ChatAttrs, words: list[str]) -> dict[str, Any] | None:
+def _match(item: ChatAttrs, words: list[str], messages: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
     title = item.title or ""
-    messages = json.loads(item.messages or "[]")
+    messages = json.loads(item.messages or "[]") if messages is None else messages
     everything = (title + "\n" + "\n".join(str(m.get("content", "")) for m in messages)).casefold()
     if not all(w in everything for w in words):
         return None

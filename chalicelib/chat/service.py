@@ -2,11 +2,12 @@
 
 One answer, in order: validate (nothing is stored for bad input) -> retrieve the passages the caller
 may read (``knowledge/service.search``) -> route (``models/routing.choose``: residency, role
-allow-list, capability, preference; a refusal stores nothing) -> complete -> verify citations
-(``knowledge/citations.verify``) -> store, in ONE transaction: the chat, the lineage edges (each source
-dataset -> the answer, expiring with the chat), the audit event (who, model, sources; never message
-text) with its chain head, the usage counters (when they live in the chat's region; otherwise one more
-write) and the request's idempotency record.
+allow-list, capability, preference; a refusal stores nothing) -> complete -> check links and images
+(``chat/answer_output``) -> verify citations (``knowledge/citations.verify``) -> store, in ONE
+transaction: the chat, the lineage edges (each source dataset -> the answer, expiring with the chat), the
+audit event (who, model, sources; never message text) with its chain head, the usage counters (when they
+live in the chat's region; otherwise one more write) and the request's idempotency record. Stored
+answers are read through ``chat/redaction`` (sources the reader can no longer read are redacted).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from chalicelib.chat import usage
+from chalicelib.chat import answer_output, redaction, usage
 from chalicelib.chat.models import ChatAttrs, chats
 from chalicelib.core import audit, clock, correlation
 from chalicelib.core.audit import Actor, CallerLike
@@ -160,7 +161,8 @@ def start(principal: Principal, body: Any, caller: CallerLike | None = None, cha
     model_id, new_messages, stream = check_body(body)
     timings = Timings()
     existing = _own(principal, chat_id) if chat_id else None
-    history = [{"role": m["role"], "content": m["content"]} for m in json.loads(existing.messages)] if existing else []
+    history = [{"role": m["role"], "content": m["content"]}  # as the caller may read it now (chat/redaction.py)
+               for m in redaction.redact_all(principal, json.loads(existing.messages))] if existing else []
     question = new_messages[-1]["content"]
 
     started = time.perf_counter()
@@ -208,7 +210,7 @@ def answer(principal: Principal, body: Any, caller: CallerLike | None = None, ch
 class Live:
     """One answer between routing and storing. ``finish`` generates and stores it whole; ``events``
     yields its server-sent events while the model writes (``content_delta`` carries the model's text as
-    it arrives; the ``citations`` event carries the verified ``content`` that replaces it). When the
+    it arrives, links checked; the ``citations`` event carries the verified ``content`` that replaces it). When the
     reader goes away (the ``events`` generator is closed), the model stream is closed, so the model stops
     generating, and the partial answer is stored marked ``stopped``, billed for what was generated."""
     principal: Principal
@@ -302,6 +304,7 @@ class Live:
         parts, first, started = self._opened
         yield event("message_start", self._head())
         deltas: list[str] = []
+        shown = answer_output.guard(self.principal.workspace_id, self.hits)  # no delta carries an unchecked URL
         try:
             completion: Completion | None = None
             for part in itertools.chain([first], parts):
@@ -309,7 +312,10 @@ class Live:
                     completion = part
                 else:
                     deltas.append(part)
-                    yield event("content_delta", {"text": part})
+                    if text := shown.feed(part):
+                        yield event("content_delta", {"text": text})
+            if text := shown.end():
+                yield event("content_delta", {"text": text})
             assert completion is not None
             self.timings.model_ms = (time.perf_counter() - started) * 1000
             reply = self._store(completion)
@@ -355,13 +361,11 @@ class Live:
 
     def _store(self, completion: Completion, *, stopped: bool = False) -> dict[str, Any]:
         """Verify the answer's citations and store it (one transaction, module docstring)."""
-        from chalicelib.knowledge import grounding  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
-
         principal, routing, hits, existing = self.principal, self.routing, self.hits, self.existing
         started = time.perf_counter()
         spec = routing.chosen
-        checked = grounding.ground(completion.text, hits, routing.region, generative=spec.kind == "generative",
-                                   question=self.question)
+        checked = answer_output.ground(completion.text, hits, principal.workspace_id, routing.region,
+                                       generative=spec.kind == "generative", question=self.question)
         self.timings.grounding_ms = (time.perf_counter() - started) * 1000
         notes = _notes(spec.kind, checked)
         now, message_id, chat_id = self.created_at, self.message_id, self.chat_id
@@ -371,7 +375,7 @@ class Live:
                      "routing": routing.as_dict(), "usage": {"input_tokens": completion.input_tokens,
                                                              "output_tokens": completion.output_tokens},
                      "citations": checked.citations, "grounding": checked.grounding,
-                     "kind": spec.kind, **notes, **ended}
+                     "kind": spec.kind, **notes, **ended, "passages": answer_output.passages(hits)}
         stored_new = [{"id": new_id("msg"), **m, "created_at": now} for m in self.new_messages]
 
         started = time.perf_counter()
@@ -441,10 +445,12 @@ def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
     item = _own(principal, ref["chat_id"])
     for m in json.loads(item.messages):
         if m.get("id") == ref["id"] and m.get("role") == "assistant":
+            m = redaction.redact(principal, m)
             return {"id": m["id"], "chat_id": item.id, "message": {"role": "assistant", "content": m["content"]},
                     **{k: m.get(k) for k in ("model", "provider", "region", "routing", "usage", "citations",
                                              "grounding", "kind", "created_at")},
                     **({"stopped": True} if m.get("stopped") else {}),
+                    **({"redacted": m["redacted"]} if m.get("redacted") else {}),
                     **({"notice": {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}}
                        if m.get("kind") == "extractive" else {})}
     raise not_found("chat message")
@@ -490,7 +496,7 @@ def _summary(item: ChatAttrs) -> dict[str, Any]:
 def get_chat(principal: Principal, chat_id: str) -> dict[str, Any]:
     require(principal, "chat.use")
     item = _own(principal, chat_id)
-    return {**_summary(item), "messages": json.loads(item.messages)}
+    return {**_summary(item), "messages": redaction.redact_all(principal, json.loads(item.messages))}
 
 
 def list_chats(principal: Principal, query: dict[str, str]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ CHAT_AUTO_EXPIRY = "chat_auto_expiry"  # ISO 8601 duration, or absent for "until
 AGENT_RUN_AUTO_EXPIRY = "agent_run_auto_expiry"
 AUTO_EXPIRY_SETTINGS = (CHAT_AUTO_EXPIRY, AGENT_RUN_AUTO_EXPIRY)
 RATE_LIMITS = "rate_limits"  # {"per_token", "per_workspace"}: requests per minute, at most the plan's
+ANSWER_LINK_HOSTS = "answer_link_hosts"  # hosts (or "*." + host) whose links answers keep
 
 
 def settings_of(ws: WorkspaceAttrs) -> dict[str, Any]:
@@ -31,3 +32,9 @@ def auto_expiry_seconds(workspace_id: str, setting: str) -> int | None:
         return parse_duration(value) if value else None
     except ValueError:
         return None
+
+
+def answer_link_hosts(workspace_id: str) -> tuple[str, ...]:
+    """The hosts an Admin allowed answers to link to (validated when set; anything else is ignored)."""
+    value = settings_of(get_workspace(workspace_id)).get(ANSWER_LINK_HOSTS)
+    return tuple(h for h in value if isinstance(h, str)) if isinstance(value, list) else ()

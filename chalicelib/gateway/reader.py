@@ -211,3 +211,30 @@ def answer_visible(principal: Principal, node_type: str, details: dict[str, Any]
     if node_type.upper() not in PRIVATE_ANSWERS:
         return True
     return isinstance(details.get("user_id"), str) and details["user_id"] == principal.user_id
+
+
+# --- stored answers read again ----------------------------------------------------------------------------
+
+def sources_readable(principal: Principal, sources: list[dict[str, Any]]) -> list[bool]:
+    """Whether the caller may read each source of a stored answer NOW (a chat answer's passages, an agent
+    step's search results): ``{"dataset_id", "doc"?, "fields"?}``. False when the dataset is no longer
+    readable, the document is hidden by its per-document ACL, or a field whose value the passage holds
+    has left ALLOW for the caller; the same rules retrieval applies (``knowledge/service._mask``)."""
+    if not sources:
+        return []
+    records = {r.id: r for r in catalog.readable(principal)}
+    views: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    out = []
+    for src in sources:
+        rec = records.get(str(src.get("dataset_id")))
+        if rec is None:
+            out.append(False)
+            continue
+        if rec.id not in views:
+            v = view(principal, rec)
+            views[rec.id] = (frozenset(f["name"] for f in v.fields if f["policy"] == "ALLOW"),
+                             frozenset(document_ref(rec, d) for d in v.hidden))
+        allow, hidden = views[rec.id]
+        fields = src.get("fields")
+        out.append(src.get("doc") not in hidden and (not isinstance(fields, list) or set(fields) <= allow))
+    return out

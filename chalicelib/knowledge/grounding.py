@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.knowledge import citations, dense
+from chalicelib.knowledge import answer_links, citations, dense
 from chalicelib.knowledge.citations import Verified
 from chalicelib.knowledge.service import Hit
 from chalicelib.llm.prompt import CITE_RE, Passage, analyse, sentences
@@ -150,12 +150,13 @@ def assess(content: str, hits: list[Hit], cited_sentences: set[int], embedder: E
     citations: list[dict[str, Any]] = []
     seen: set[tuple[str, int, int]] = set()
     for (i, s, e), text, row in zip(statements, texts, sims, strict=True):
-        found = attribute(text, hits, row)
+        lost = answer_links.carries_marker(text)  # a sentence that lost a link or an image is never grounded
+        found = None if lost else attribute(text, hits, row)
         support = found.support if found else 0.0
-        cited = i in cited_sentences
+        cited = i in cited_sentences and not lost
         status = "supported" if cited else status_of(support)
         entry: dict[str, Any] = {"index": i, "start": s, "end": e, "status": status, "support": 1.0 if cited else support,
-                                 "cited": cited}
+                                 "cited": cited, **({"link_removed": True} if lost else {})}
         if found is not None:
             entry.update({"passage": found.ref, "lexical": found.lexical, "semantic": found.semantic})
             if found.numbers_missing:

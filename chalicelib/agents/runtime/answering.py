@@ -19,6 +19,8 @@ from chalicelib.agents.runtime.errors import StepFailed
 from chalicelib.agents.runtime.protocols import StateLike, Steps
 from chalicelib.agents.runtime.tool_loop import model_loop
 from chalicelib.core.http.errors import ApiError
+from chalicelib.core.workspace_settings import answer_link_hosts
+from chalicelib.knowledge import answer_links
 from chalicelib.llm import routing, service
 from chalicelib.llm.prompt import Passage, Prompt, claims, render
 from chalicelib.llm.registry import EXTRACTIVE
@@ -54,7 +56,7 @@ def run_agent(state: StateLike, steps: Steps) -> dict[str, Any]:
 
     chosen = tool_model(state)
     if chosen is not None:
-        return model_loop(state, steps, chosen)
+        return checked_links(state, model_loop(state, steps, chosen))
     plan = declared_plan(state.agent, state.run_input)
     if plan is None:
         raise StepFailed("no_plan", "No tool-capable model is available to this agent, and it has no declared plan "
@@ -64,6 +66,18 @@ def run_agent(state: StateLike, steps: Steps) -> dict[str, Any]:
         steps.run(step["name"], step["tool"], step.get("input", {}))
     answer = extractive_answer(state)
     answer["output"]["note"] += " " + NO_TOOL_MODEL
+    return checked_links(state, answer)
+
+
+def checked_links(state: StateLike, answer: dict[str, Any]) -> dict[str, Any]:
+    """The run's answer with its links and images checked (``knowledge/answer_links``): a URL is kept when
+    it is the platform's own, on the workspace's allow-list or stands in a step's output."""
+    text = answer["output"].get("answer")
+    if isinstance(text, str):
+        sources = [json.dumps(step["output"], default=str, ensure_ascii=False) for step in state.steps_done]
+        sources += [t for step in state.steps_done for t in _passages(step["output"])]
+        rules = answer_links.rules(answer_link_hosts(state.ctx.principal.workspace_id), sources)
+        answer["output"]["answer"] = answer_links.sanitise(text, rules).text
     return answer
 
 

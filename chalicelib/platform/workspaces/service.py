@@ -31,10 +31,10 @@ from chalicelib.core.store import idempotency
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
 from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, workspaces, workspaces_of
-from chalicelib.core.workspace_settings import AUTO_EXPIRY_SETTINGS, RATE_LIMITS, settings_of
+from chalicelib.core.workspace_settings import ANSWER_LINK_HOSTS, AUTO_EXPIRY_SETTINGS, RATE_LIMITS, settings_of
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
-from chalicelib.platform.workspaces import disaster_recovery
+from chalicelib.platform.workspaces import disaster_recovery, link_hosts
 
 log = get_logger("platform.workspaces")
 
@@ -127,6 +127,7 @@ def public_settings(ws: WorkspaceAttrs) -> dict[str, Any]:
     chosen = s.get(RATE_LIMITS) or {}
     return {"domain_join": {"enabled": bool(dj.get("enabled")), "domain": dj.get("domain")},
             **{key: s.get(key) for key in AUTO_EXPIRY_SETTINGS},
+            ANSWER_LINK_HOSTS: list(s.get(ANSWER_LINK_HOSTS) or []),
             RATE_LIMITS: {name: chosen.get(name) or getattr(plan, name) for name in rate_limits.SETTING_FIELDS}}
 
 
@@ -211,6 +212,7 @@ PATCH_FIELDS = {
                           check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
     "agent_run_auto_expiry": F(str, nullable=True, max_len=32,
                                check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
+    "answer_link_hosts": F(list, nullable=True, max_len=link_hosts.MAX_HOSTS, check=link_hosts.check),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
     "replication_secondary_region": F(str, max_len=32),
@@ -285,8 +287,9 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
         _set_domain_join(body["domain_join"], verified_email_domain, patch)
     _set_auto_expiry(body, patch)
     _set_rate_limits(ws, body, patch)
+    _set_link_hosts(body, patch)
     _set_replication(ws, body, actor, patch)
-    if {"domain_join", RATE_LIMITS, *AUTO_EXPIRY_SETTINGS} & set(patch.changes):
+    if {"domain_join", RATE_LIMITS, ANSWER_LINK_HOSTS, *AUTO_EXPIRY_SETTINGS} & set(patch.changes):
         patch.actions.append(WorkspaceAttrs.settings.set(json.dumps(patch.settings, sort_keys=True)))
     if not patch.actions:
         return ws
@@ -378,6 +381,17 @@ def _set_rate_limits(ws: WorkspaceAttrs, body: dict[str, Any], patch: _Patch) ->
             patch.settings.pop(RATE_LIMITS, None)
         else:
             patch.settings[RATE_LIMITS] = wanted
+
+
+def _set_link_hosts(body: dict[str, Any], patch: _Patch) -> None:
+    """The hosts answers may link to (lower-cased, each once; null or [] for none)."""
+    if ANSWER_LINK_HOSTS not in body:
+        return
+    new = link_hosts.normalise(body[ANSWER_LINK_HOSTS] or [])
+    old = list(patch.settings.get(ANSWER_LINK_HOSTS) or [])
+    if new != old:
+        patch.changes[ANSWER_LINK_HOSTS] = {"from": old, "to": new}
+        patch.settings[ANSWER_LINK_HOSTS] = new
 
 
 def _set_replication(ws: WorkspaceAttrs, body: dict[str, Any], actor: audit.Actor, patch: _Patch) -> None:

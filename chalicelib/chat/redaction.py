@@ -1,0 +1,173 @@
+"""Stored answers read again after a source narrowed: what the reader may no longer read is redacted.
+
+A chat answer is stored with the passages it was grounded on (``passages``: chunk, dataset, document and
+fields, never text). Every read of a stored answer (``GET /v1/chats/{id}``, an ``Idempotency-Key`` replay of
+``/v1/chats`` or ``/v1/chat/completions``, plain or streamed) asks the policy-enforcing reader
+(``gateway/reader.sources_readable``) which of them the reader may read now. When one is no longer readable
+(its dataset's ACL, its document's ACL or one of its fields' policies narrowed):
+
+- every answer sentence whose support is that passage (``grounding.per_sentence[].passage``, sentences with
+  at least partial support) is replaced by ``REDACTED``;
+- every quote of that passage (citations, the best-quotes lines) is replaced by ``REDACTED`` wherever the
+  text shows it, and the citation keeps its place with ``quote: null`` and ``redacted: true``;
+- the message says so: ``redacted: {"reason": "source_no_longer_readable", "sentences": n, "quotes": n}``,
+  and sentence spans (``per_sentence[].start/end``) are moved to the redacted text.
+Nothing is rewritten in storage: a source that becomes readable again shows the answer whole again.
+Answers stored before ``passages`` existed are checked by their citations' sources, and their links and
+images as a new answer's are (``knowledge/answer_links``), so no stored chat shows an outside image.
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from chalicelib.core.authz import Principal
+from chalicelib.core.workspace_settings import answer_link_hosts
+from chalicelib.gateway import reader
+from chalicelib.knowledge import answer_links
+
+REDACTED = "[redacted: its source is no longer readable by you]"
+REASON = "source_no_longer_readable"
+
+
+def _sources(m: dict[str, Any], kept: list[dict[str, Any]] | None) -> dict[int, dict[str, Any]]:
+    """ref -> source of the message's passages (from the stored passages, else from its citations)."""
+    if kept is not None:
+        return {n: p for n, p in enumerate(kept, start=1)}
+    out: dict[int, dict[str, Any]] = {}
+    for c in m.get("citations") or []:
+        src = c.get("source") or {}
+        if isinstance(c.get("ref"), int) and src.get("dataset_id"):
+            out[c["ref"]] = {"chunk_id": c.get("chunk_id"), "dataset_id": src["dataset_id"],
+                             "doc": src.get("id") if src.get("kind") == "document" else None}
+    return out
+
+
+def ranges(text: str, sentences: list[tuple[int, int]], quotes: set[str]) -> list[tuple[int, int]]:
+    found = [(s, e) for s, e in sentences if 0 <= s < e <= len(text)]
+    for q in quotes:
+        at = text.find(q)
+        while q and at >= 0:
+            found.append((at, at + len(q)))
+            at = text.find(q, at + len(q))
+    merged: list[tuple[int, int]] = []
+    for s, e in sorted(found):
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def cut(text: str, spans: list[tuple[int, int]]) -> tuple[str, Any]:
+    """``text`` with each of the sorted, disjoint ``spans`` replaced by ``REDACTED``, and the map of old
+    offsets to new ones."""
+    starts = [s for s, _ in spans]
+    shifts = []
+    shift = 0
+    for s, e in spans:
+        shift += len(REDACTED) - (e - s)
+        shifts.append(shift)
+    out = text
+    for s, e in reversed(spans):
+        out = out[:s] + REDACTED + out[e:]
+
+    def moved(offset: int) -> int:
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0:
+            return offset
+        s, e = spans[i]
+        if offset < e:  # inside a redacted range: its start (or its end for an end offset at it)
+            return s + (shifts[i - 1] if i else 0) + (len(REDACTED) if offset > s else 0)
+        return offset + shifts[i]
+
+    return out, moved
+
+
+def _key(src: dict[str, Any]) -> tuple[Any, ...]:
+    fields = src.get("fields")
+    return (src.get("dataset_id"), src.get("doc"), tuple(fields) if isinstance(fields, list) else None)
+
+
+def _of(m: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    kept = m.get("passages")
+    return _sources(m, kept if isinstance(kept, list) else None) if m.get("role") == "assistant" else {}
+
+
+def _verdicts(principal: Principal, messages: list[dict[str, Any]]) -> dict[tuple[Any, ...], bool]:
+    """Whether the reader may read each distinct source of ``messages`` now (one reader call)."""
+    distinct = {_key(src): src for m in messages for src in _of(m).values()}
+    keys = list(distinct)
+    return dict(zip(keys, reader.sources_readable(principal, [distinct[k] for k in keys]), strict=True))
+
+
+def _checked_links(principal: Principal, message: dict[str, Any]) -> dict[str, Any]:
+    """An answer stored before answers' links were checked (it has no ``passages``) is checked on read,
+    its citations' quotes standing for its cited sources (``knowledge/answer_links``)."""
+    m = dict(message)
+    if m.get("role") != "assistant" or "passages" in m:
+        return m
+    r = answer_links.rules(answer_link_hosts(principal.workspace_id),
+                           [str(c.get("quote") or "") for c in m.get("citations") or [] if isinstance(c, dict)])
+    for name in ("content", "unverified_answer"):
+        if isinstance(m.get(name), str):
+            m[name] = answer_links.sanitise(m[name], r).text
+    return m
+
+
+def redact(principal: Principal, message: dict[str, Any],
+           verdicts: dict[tuple[Any, ...], bool] | None = None) -> dict[str, Any]:
+    """One stored message as ``principal`` may read it now (module docstring); the stored passages are
+    never part of what is returned."""
+    sources = _of(message)
+    m = _checked_links(principal, message)
+    m.pop("passages", None)
+    if not sources:
+        return m
+    verdicts = verdicts if verdicts is not None else _verdicts(principal, [message])
+    gone = {r for r, src in sources.items() if not verdicts.get(_key(src), False)}
+    if not gone:
+        return m
+    gone_chunks = {sources[r].get("chunk_id") for r in gone}
+    citations = [dict(c) for c in m.get("citations") or []]
+    quotes = set()
+    for c in citations:
+        if c.get("ref") in gone or c.get("chunk_id") in gone_chunks:
+            if c.get("quote"):
+                quotes.add(c["quote"])
+            c.update({"quote": None, "redacted": True})
+    grounding = dict(m.get("grounding") or {})
+    per = [dict(p) for p in grounding.get("per_sentence") or []]
+    sentences = []
+    for p in per:
+        if p.get("passage") in gone and p.get("status") in ("supported", "partial"):
+            sentences.append((int(p["start"]), int(p["end"])))
+            p.pop("quote", None)
+            p["redacted"] = True
+        elif p.get("passage") in gone:
+            p.pop("quote", None)
+    spans_of = grounding.get("spans_of", "content")
+    count = {"sentences": len(sentences), "quotes": len(quotes)}
+    texts = {"content": m.get("content") or "", "unverified_answer": m.get("unverified_answer")}
+    for name, text in texts.items():
+        if not isinstance(text, str):
+            continue
+        new, moved = cut(text, ranges(text, sentences if name == spans_of else [], quotes))
+        texts[name] = new
+        if name == spans_of:
+            for p in per:
+                p["start"], p["end"] = moved(int(p.get("start", 0))), moved(int(p.get("end", 0)))
+    m["content"] = texts["content"]
+    if isinstance(texts["unverified_answer"], str):
+        m["unverified_answer"] = texts["unverified_answer"]
+    if per:
+        grounding["per_sentence"] = per
+        m["grounding"] = grounding
+    m["citations"] = citations
+    m["redacted"] = {"reason": REASON, **count}
+    return m
+
+
+def redact_all(principal: Principal, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    verdicts = _verdicts(principal, messages)
+    return [redact(principal, m, verdicts) for m in messages]
