@@ -202,7 +202,6 @@ def build(w: World) -> Flows:
             recalled += [later["steps"][0], model.requests]
         later = _run_flow(c, flows, "plan")
         recalled.append(later["steps"][0])  # the recall, before this run reads anything
-    assert all(s["tool"] == "memory_read" and s["output"]["withheld"] >= 1 for s in recalled if "tool" in s), recalled
     flows.seen[("memory_tool", "after")] = json.dumps(recalled)
     return flows
 
