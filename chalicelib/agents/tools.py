@@ -129,8 +129,8 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def _policy_restricted(ctx: ToolContext, dataset_ids: list[str]) -> bool:
     """Whether a dataset the query read has a field the user sees under a policy other than ALLOW, or
-    documents with their own access list (then every value of the answer counts as restricted: it may
-    never reach a writing tool)."""
+    documents with their own access list (a hint on the step output; who may see what the run writes after
+    it is decided by the run's labels, ``labels.py``)."""
     datasets = catalog.snapshot(ctx.principal.workspace_id).datasets if dataset_ids else {}
     for ds in dataset_ids:
         rec = datasets.get(ds)
