@@ -145,10 +145,18 @@ def step_views(region: str, workspace_id: str, run_id: str, reader: Principal) -
         out.append({"index": int(s.index), "name": s.name, "tool": s.tool, "status": s.status,
                     "input": json.loads(s.input) if shown else {},
                     "output": json.loads(s.output) if s.output and shown else None,
-                    "error": json.loads(s.error) if s.error else None, "started_at": s.started_at,
+                    "error": _error(s.error, shown), "started_at": s.started_at,
                     "finished_at": s.finished_at, "duration_ms": s.duration_ms, "executions": int(s.executions),
                     **({} if shown else {"withheld": WITHHELD})})
     return out
+
+
+def _error(stored: str | None, shown: bool) -> dict[str, Any] | None:
+    """A stored ``{code, message}``; its message withheld when the reader may not see what it was about."""
+    if not stored:
+        return None
+    error = json.loads(stored)
+    return error if shown else {"code": error.get("code"), "message": WITHHELD["message"]}
 
 
 def run_labels(run: models.RunAttrs) -> set[labels.Label]:
@@ -170,13 +178,13 @@ def _definition_run(run: models.RunAttrs) -> dict[str, Any]:
 
 def view(run: models.RunAttrs, reader: Principal, *, with_steps: bool = False) -> dict[str, Any]:
     """The run as ``reader`` may see it (see the module docstring)."""
-    shown = run.output is None or labels.satisfied(reader, run_labels(run))
+    shown = (run.output is None and run.error is None) or labels.satisfied(reader, run_labels(run))
     out: dict[str, Any] = {
         "id": run.id, "agent_id": run.agent_id, "workspace_id": run.workspace_id, "status": run.status,
         "input": json.loads(run.input), "started_by": {"id": run.user_id, "email": run.user_email},
         "created_at": run.created_at, "started_at": run.started_at, "finished_at": run.finished_at,
         "deadline_at": clock.iso(int(run.deadline_at)), "cancel_requested_at": run.cancel_requested_at,
-        "output": json.loads(run.output) if run.output and shown else None, "error": json.loads(run.error) if run.error else None,
+        "output": json.loads(run.output) if run.output and shown else None, "error": _error(run.error, shown),
         "usage": json.loads(run.usage or "{}"), "attempts": int(run.attempt or 0),
         "expires_at": clock.iso(int(run.expires_at)) if run.expires_at else None,
         "correlation_id": run.correlation_id, "agent": _definition_run(run),

@@ -50,6 +50,9 @@ QUEUE = "agent-runs"
 BUSY_RETRY_S = 10
 MAX_OUTPUT_CHARS = 64 * 1024
 STEP_COMMIT_ATTEMPTS = 5
+# events, the run's error and its audit event carry no label checks: once a run has read something, a
+# step's error message (which may echo its input) is only on the step, shown as its labels allow
+TAINTED_EVENT = "The run had read data by then: the step holds the message, shown to readers its labels allow."
 
 AfterStep = Callable[[int], None]
 
@@ -285,8 +288,11 @@ class StepRunner:
         read = sorted(s.ctx.read - before)
         self._record(index, name, tool, args, started_at, output=text, error=error, duration_ms=duration, read=read)
         s.usage["tool_calls"] += 1  # counted once recorded: a step discarded by a cancel is not in the run
-        if error is not None:
-            raise StepFailed(error["code"], f"Step '{name}' ({tool}) failed: {error['message']}")
+        if error is not None:  # a tool's message may echo its input: it stays on the (labelled) step once tainted
+            told = f"Step '{name}' ({tool}) failed: {error['message']}"
+            raise StepFailed(error["code"], told if not s.ctx.labels else
+                             f"Step '{name}' ({tool}) failed ({error['code']}); the step holds the details.",
+                             for_model=told)
         self._account(name, output)
         if self.after_step is not None:
             self.after_step(index)
@@ -310,9 +316,10 @@ class StepRunner:
             error=json.dumps(error) if error else None, attempt=s.attempt, executions=1, started_at=started_at,
             finished_at=clock.iso(), duration_ms=duration_ms, datasets=json.dumps(read),
             labels=labels.dumps(s.ctx.labels) if s.ctx.labels else None, expires_at=s.run.expires_at)
+        shown = error if error is None or not s.ctx.labels else {"code": error["code"], "message": TAINTED_EVENT}
         s.log.add("step.failed" if error else "step.completed",
                   {"index": index, "name": name, "tool": tool, "duration_ms": duration_ms,
-                   **({"error": error} if error else {})})
+                   **({"error": shown} if shown else {})})
         for _ in range(STEP_COMMIT_ATTEMPTS):
             tx = Tx(s.region)
             tx.condition_check(models.runs(s.region), s.run.workspace_id, s.run.id, tag="fence",

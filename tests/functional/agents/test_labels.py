@@ -99,17 +99,26 @@ def test_encoded_copies_chosen_by_the_model_follow_the_document_acl(tenant: Tena
 
     model.turns = [{"tool": "memory_write", "input": {"key": "shipping", "value": "two days"}},
                    {"tool": "knowledge_search", "input": {"query": "travel desk budget code"}},
-                   write_copies, {"answer": f"Noted: the code is {SECRET[::-1]}."}]
+                   write_copies, {"tool": "query", "input": {"sql": f"SELECT {SECRET} FROM travel_docs"}},
+                   {"answer": f"Noted: the code is {SECRET[::-1]}."}]
     question = {"question": "Remember shipping as two days, then note the travel budget code."}
     with platform_client() as c:
-        agent = create_agent(c, tenant.token, _agent(["knowledge_search", "memory_read", "memory_write"]))
+        agent = create_agent(c, tenant.token, _agent(["knowledge_search", "query", "memory_read", "memory_write"]))
         status, started = start_run(c, holder.token, agent["id"], question, headers={"Idempotency-Key": "lbl-1"})
         assert status == 202, started
         deliver(tenant.region)
         done = get_run(c, holder.token, agent["id"], started["id"])
         assert done["status"] == "completed", done
         assert [(s["tool"], s["status"]) for s in done["steps"]] == [
-            ("memory_write", "completed"), ("knowledge_search", "completed"), ("memory_write", "completed")]
+            ("memory_write", "completed"), ("knowledge_search", "completed"), ("memory_write", "completed"),
+            ("query", "failed")]
+        assert SECRET.lower() in done["steps"][3]["error"]["message"].lower()  # the engine echoed the SQL
+        # the told model still gets the message; the event stream (no label check) never does
+        told = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+        assert SECRET.lower() in told.lower()
+        stream = c.http.get(f"/v1/agents/{agent['id']}/runs/{started['id']}/events",
+                            headers={"Authorization": f"Bearer {holder.token}"}).body.decode()
+        assert "step.failed" in stream and SECRET.lower() not in stream.lower()
         # stored labelled, and she still satisfies the labels: she reads everything back
         assert _memory(c, holder.token, agent["id"]) == {
             "memory": {"shipping": "two days", "memo7": copies(SECRET_TEXT)}, "withheld": 0}
@@ -123,7 +132,8 @@ def test_encoded_copies_chosen_by_the_model_follow_the_document_acl(tenant: Tena
         seen.append(after)
         assert after["output"] is None and after["withheld"]["code"] == "labels_not_satisfied"
         assert [("withheld" in s, s["input"] == {}, s["output"] is None) for s in after["steps"]] == [
-            (False, False, False), (True, True, True), (True, True, True)]
+            (False, False, False), (True, True, True), (True, True, True), (True, True, True)]
+        assert after["steps"][3]["error"]["code"] == done["steps"][3]["error"]["code"]
         listed = call(c, "GET", f"/v1/agents/{agent['id']}/runs", holder.token)[1]
         seen.append(listed)
         assert listed["runs"][0]["output"] is None and listed["runs"][0]["withheld"]
@@ -143,9 +153,9 @@ def test_encoded_copies_chosen_by_the_model_follow_the_document_acl(tenant: Tena
         # the Admin satisfies the labels: she still sees the run whole
         admin_view = get_run(c, tenant.token, agent["id"], started["id"])
     assert admin_view["steps"][2]["input"]["value"] == copies(SECRET_TEXT) and "withheld" not in admin_view
-    everything = _text(seen)
+    everything = _text(seen).lower()
     for trace in traces(SECRET_TEXT) + [SECRET, SECRET[::-1]]:
-        assert trace not in everything
+        assert trace.lower() not in everything
 
 
 def test_a_declared_plan_piping_passages_into_memory_is_labelled(tenant: Tenant) -> None:
