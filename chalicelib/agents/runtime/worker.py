@@ -253,7 +253,10 @@ class StepRunner:
             return output
         if prior is not None and prior.status == "failed":
             err = json.loads(prior.error or "{}")
-            raise StepFailed(err.get("code", "step_failed"), err.get("message", "A step failed."))
+            code, told = err.get("code", "step_failed"), err.get("message", "A step failed.")
+            s.ctx.labels |= labels.loads(prior.labels)
+            raise StepFailed(code, told if not s.ctx.labels else f"Step '{prior.name}' ({prior.tool}) failed "
+                             f"({code}); the step holds the details.", for_model=told)
         refused: dict[str, str] | None = None
         args: Any = raw_input if isinstance(raw_input, dict) else {}
         if tool not in s.agent["tools"]:
