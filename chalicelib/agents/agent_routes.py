@@ -48,7 +48,8 @@ def read_memory(ctx: Ctx, agent_id: str) -> Any:
     """What the agent remembers for the caller (never another user's memory)."""
     paging.check_params(ctx.query, ())
     definitions.get_item(ctx.user.workspace_id, agent_id)
-    return memory.read(region_of(ctx.user.workspace_id), ctx.user.workspace_id, agent_id, ctx.user.user_id)
+    return memory.read(region_of(ctx.user.workspace_id), ctx.user.workspace_id, agent_id, ctx.user.user_id,
+                       reader=ctx.user)
 
 
 @api.route("/v1/agents/{agent_id}/memory", ["DELETE"], permission="agents.run")

@@ -92,6 +92,7 @@ class RunAttrs(BaseModel):
     error = UnicodeAttribute(null=True)  # JSON {code, message}
     usage = UnicodeAttribute(default="{}")  # JSON {steps, input_tokens, output_tokens, tool_calls}
     read = UnicodeAttribute(default="[]")  # JSON list of dataset ids the run read
+    labels = UnicodeAttribute(null=True)  # JSON list of the labels of all it read (``labels.py``), at the finish
     finalized = NumberAttribute(null=True)  # 1 once the finish's event, audit and lineage are written
     expires_at = NumberAttribute(null=True)  # workspace auto-expiry (TTL plus sweep), absent = until deleted
     by_agent = _ByAgent()
@@ -118,6 +119,7 @@ class StepAttrs(BaseModel):
     finished_at = UnicodeAttribute(null=True)
     duration_ms = NumberAttribute(null=True)
     datasets = UnicodeAttribute(default="[]")  # JSON list of dataset ids the step read (lineage)
+    labels = UnicodeAttribute(null=True)  # JSON list: the run's labels once this step ran (its input and output carry them)
     expires_at = NumberAttribute(null=True)
 
 
@@ -143,6 +145,7 @@ class MemoryAttrs(BaseModel):
     value = UnicodeAttribute()  # JSON
     updated_at = UnicodeAttribute()
     run_id = UnicodeAttribute(null=True)
+    labels = UnicodeAttribute(null=True)  # JSON list of the writing run's labels (``labels.py``); absent = none
     expires_at = NumberAttribute()  # epoch seconds (TTL attribute; the sweep deletes what TTL has not)
 
 

@@ -43,7 +43,7 @@ def list_runs(ctx: Ctx, agent_id: str) -> Any:
 @api.route("/v1/agents/{agent_id}/runs/{run_id}", permission="agents.read")
 def get_run(ctx: Ctx, agent_id: str, run_id: str) -> Any:
     paging.check_params(ctx.query, ())
-    return runs.view(runs.load(ctx.user, agent_id, run_id), with_steps=True, reader=ctx.user)
+    return runs.view(runs.load(ctx.user, agent_id, run_id), ctx.user, with_steps=True)
 
 
 @api.route("/v1/agents/{agent_id}/runs/{run_id}", ["DELETE"], permission="agents.run")

@@ -5,13 +5,19 @@ Member, a Viewer, another workspace) gets 404, because a run's steps and answer 
 ACL let it read. Starting is idempotent per ``Idempotency-Key``. Cancel is cooperative: a queued run is
 cancelled at once; an in-progress run is marked and its worker stops before its next step. Both write
 the ``agent_run.cancelled`` audit event once, with the starting request's correlation ID.
+
+Every view of a run is made for one reader (``view(run, reader)``): a step whose labels (what the run had
+read once it ran, ``labels.py``) the reader's live rights do not satisfy shows neither its input nor its
+output, and the run's answer is shown only to a reader who satisfies the labels of everything the run read
+(``withheld`` says so). Starting again with the same ``Idempotency-Key``, listing, cancelling and reading
+all answer through it, so a narrowed ACL applies to what was stored before.
 """
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from chalicelib.agents import definitions, events, models, run_redaction, templates
+from chalicelib.agents import definitions, events, labels, models, run_redaction, templates
 from chalicelib.agents.models import ACTIVE_MARK, CANCELLED, IN_PROGRESS, QUEUED, RUN_STATUSES, TERMINAL_STATUSES
 from chalicelib.agents.runtime import lifecycle
 from chalicelib.agents.runtime.lifecycle import starting_caller
@@ -87,10 +93,10 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
                      details={"agent_id": agent_id, "agent_version": agent["version"]}, caller=caller,
                      effects=effects)
         enqueue(region, run)  # a failed send leaves the run queued: the reaper sends it again
-        return 202, view(run)
+        return 202, view(run, principal)
 
     def replay(ref: dict[str, Any]) -> tuple[int, Any]:
-        return 202, view(load(principal, agent_id, ref["id"]), reader=principal)
+        return 202, view(load(principal, agent_id, ref["id"]), principal)
 
     return idempotency.run(region, principal.user_id, f"{principal.workspace_id}#agents.run#{agent_id}",
                            idempotency_key, {"agent_id": agent_id, "input": run_input}, work,
@@ -125,17 +131,43 @@ def can_see(principal: Principal, run: models.RunAttrs) -> bool:
         run.user_id == principal.user_id or Role.ADMIN.value in principal.roles)
 
 
-def step_views(region: str, workspace_id: str, run_id: str, *, keep_read: bool = False) -> list[dict[str, Any]]:
-    """The run's steps; ``keep_read`` adds the datasets each read (``_read``, for ``run_redaction`` only)."""
+WITHHELD = {"code": "labels_not_satisfied",
+            "message": "Withheld: the run had read data you may no longer read (a dataset, a document with its own "
+                       "access list or a field policy), so what it wrote after that is not shown to you."}
+
+
+def step_views(region: str, workspace_id: str, run_id: str, reader: Principal, *,
+               keep_read: bool = False) -> list[dict[str, Any]]:
+    """The run's steps as ``reader`` may see them; ``keep_read`` adds the datasets each read (``_read``, for
+    ``run_redaction`` only)."""
     cls = models.steps(region)
     out = []
     for s in cls.query(models.run_key(workspace_id, run_id), cls.sk.startswith(models.STEP_PREFIX),
                        consistent_read=True):
-        out.append({**({"_read": json.loads(s.datasets or "[]")} if keep_read else {}),"index": int(s.index), "name": s.name, "tool": s.tool, "status": s.status,
-                    "input": json.loads(s.input), "output": json.loads(s.output) if s.output else None,
-                    "error": json.loads(s.error) if s.error else None, "started_at": s.started_at,
-                    "finished_at": s.finished_at, "duration_ms": s.duration_ms, "executions": int(s.executions)})
+        shown = labels.satisfied(reader, labels.loads(s.labels)) if s.labels else True
+        out.append({**({"_read": json.loads(s.datasets or "[]")} if keep_read else {}),
+                    "index": int(s.index), "name": s.name, "tool": s.tool, "status": s.status,
+                    "input": json.loads(s.input) if shown else {},
+                    "output": json.loads(s.output) if s.output and shown else None,
+                    "error": _error(s.error, shown), "started_at": s.started_at,
+                    "finished_at": s.finished_at, "duration_ms": s.duration_ms, "executions": int(s.executions),
+                    **({} if shown else {"withheld": WITHHELD})})
     return out
+
+
+def _error(stored: str | None, shown: bool) -> dict[str, Any] | None:
+    """A stored ``{code, message}``; its message withheld when the reader may not see what it was about."""
+    if not stored:
+        return None
+    error = json.loads(stored)
+    return error if shown else {"code": error.get("code"), "message": WITHHELD["message"]}
+
+
+def run_labels(run: models.RunAttrs) -> set[labels.Label]:
+    """The labels of everything the run read: those stored at its finish, and a dataset label for each
+    dataset it read (what a run finished before labels existed has)."""
+    found = labels.loads(run.labels) if run.labels else set()
+    return found | {("dataset", ds, "") for ds in json.loads(run.read or "[]")}
 
 
 def _definition_run(run: models.RunAttrs) -> dict[str, Any]:
@@ -148,26 +180,28 @@ def _definition_run(run: models.RunAttrs) -> dict[str, Any]:
             "updated_by": agent.get("updated_by") or {"user_id": agent.get("created_by"), "email": None}}
 
 
-def view(run: models.RunAttrs, *, with_steps: bool = False, reader: Principal | None = None) -> dict[str, Any]:
-    """The run as the API shows it; with ``reader``, what that reader may no longer read is redacted
-    (``run_redaction.py``)."""
+def view(run: models.RunAttrs, reader: Principal, *, with_steps: bool = False) -> dict[str, Any]:
+    """The run as ``reader`` may see it (see the module docstring): what it wrote after reading data the
+    reader may no longer read is withheld, and what rests only on sources the reader can no longer read is
+    redacted (``run_redaction.py``)."""
+    shown = (run.output is None and run.error is None) or labels.satisfied(reader, run_labels(run))
     out: dict[str, Any] = {
         "id": run.id, "agent_id": run.agent_id, "workspace_id": run.workspace_id, "status": run.status,
         "input": json.loads(run.input), "started_by": {"id": run.user_id, "email": run.user_email},
         "created_at": run.created_at, "started_at": run.started_at, "finished_at": run.finished_at,
         "deadline_at": clock.iso(int(run.deadline_at)), "cancel_requested_at": run.cancel_requested_at,
-        "output": json.loads(run.output) if run.output else None, "error": json.loads(run.error) if run.error else None,
+        "output": json.loads(run.output) if run.output and shown else None, "error": _error(run.error, shown),
         "usage": json.loads(run.usage or "{}"), "attempts": int(run.attempt or 0),
         "expires_at": clock.iso(int(run.expires_at)) if run.expires_at else None,
         "correlation_id": run.correlation_id, "agent": _definition_run(run),
     }
-    if reader is not None and (with_steps or out["output"]):
-        steps = step_views(region_of(run.workspace_id), run.workspace_id, run.id, keep_read=True)
+    if not shown:
+        out["withheld"] = WITHHELD
+    if with_steps or out["output"]:
+        steps = step_views(region_of(run.workspace_id), run.workspace_id, run.id, reader, keep_read=True)
         out = run_redaction.redact(reader, {**out, "steps": steps})
         if not with_steps:
             out.pop("steps")
-    elif with_steps:
-        out["steps"] = step_views(region_of(run.workspace_id), run.workspace_id, run.id)
     return out
 
 
@@ -206,7 +240,7 @@ def list_runs(principal: Principal, agent_id: str, query: dict[str, str]) -> dic
         if len(found) > limit:
             break
     out = paging.page(found, limit, "agent_runs", lambda r: r.id)
-    return {"runs": [view(r, reader=principal) for r in out.pop("_items")], **out}
+    return {"runs": [view(r, principal) for r in out.pop("_items")], **out}
 
 
 def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tuple[int, dict[str, Any]]:
@@ -217,11 +251,11 @@ def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tup
     R = models.RunAttrs
     for _ in range(3):
         if run.status == CANCELLED:
-            return 200, view(run, with_steps=True, reader=principal)
+            return 200, view(run, principal, with_steps=True)
         if run.status in TERMINAL_STATUSES:
             raise ApiError(409, "run_finished", f"The run already finished ({run.status}); there is nothing to cancel.")
         if run.cancel_requested_at:
-            return 202, view(run, with_steps=True, reader=principal)
+            return 202, view(run, principal, with_steps=True)
         now = clock.iso()
         queued = run.status == QUEUED
         if queued:
@@ -255,8 +289,8 @@ def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tup
         run.refresh(consistent_read=True)
         if queued:
             lifecycle.record_finish(region, run)
-            return 200, view(run, with_steps=True, reader=principal)
-        return 202, view(run, with_steps=True, reader=principal)
+            return 200, view(run, principal, with_steps=True)
+        return 202, view(run, principal, with_steps=True)
     raise ApiError(409, "concurrent_update", "The run changed while it was being cancelled; retry.")
 
 

@@ -11,6 +11,14 @@ tool only those of them the user may read, so a query naming another dataset fai
 (``dataset_not_allowed``) and a named dataset deleted since is skipped with a note
 (``skipped_datasets``). Tool outputs are JSON and are what the step ledger stores.
 
+Every tool that reads adds the **labels** of what it read to the run's taint (``ToolContext.labels``,
+``labels.py``): ``query`` and ``knowledge_search`` the datasets with their fields and restricted documents,
+``catalog_search`` and ``dataset_schema`` the datasets they describe, ``memory_read`` the labels of the
+values it returned (and it returns only values whose labels the user still satisfies). ``memory_write``
+stores the value with the run's taint; a tool that sends data outside the workspace (``Tool.sends_out``,
+none today) is refused with ``tainted_run`` while the taint is restricted. Both hold for model-chosen calls
+and declared plans alike, whatever the value looks like (an encoded copy carries the label all the same).
+
 ``TOOLS`` is the one list of tool names and their input fields (explicit, no import-time registration);
 ``plan_schema.py`` derives the OpenAPI document's step schemas from those fields.
 """
@@ -21,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chalicelib.agents import memory
+from chalicelib.agents import labels, memory
+from chalicelib.agents.labels import Label
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
@@ -52,6 +61,7 @@ class ToolContext:
     agent_id: str
     run_id: str
     read: set[str] = field(default_factory=set)  # dataset ids the run has read (for lineage)
+    labels: set[Label] = field(default_factory=set)  # the run's taint: the labels of all it has read
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,7 @@ class Tool:
     fields: dict[str, F]
     fn: Callable[[ToolContext, dict[str, Any]], Any]
     writes: bool = False  # changes state (or would send data out): guarded in model-chosen runs
+    sends_out: bool = False  # sends data outside the workspace: refused while the run's taint is restricted
 
 
 SKIPPED = "skipped: it no longer exists or the user running the agent may not read it"
@@ -110,6 +121,7 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ToolError("dataset_not_allowed", f"This agent may not read {', '.join(outside)}; it may read only "
                         + (", ".join(mine) if mine else "no dataset now") + ".") from None
     ctx.read.update(d["id"] for d in result["datasets"])
+    ctx.labels |= labels.of_datasets(ctx.principal, [d["id"] for d in result["datasets"]])
     return {"columns": result["columns"], "rows": result["rows"], "row_count": result["row_count"],
             "truncated": result["truncated"], "datasets": [{"id": d["id"], "name": d["name"]} for d in result["datasets"]],
             "policy_restricted": _policy_restricted(ctx, [d["id"] for d in result["datasets"]]), **_skipped(ctx)}
@@ -117,8 +129,8 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def _policy_restricted(ctx: ToolContext, dataset_ids: list[str]) -> bool:
     """Whether a dataset the query read has a field the user sees under a policy other than ALLOW, or
-    documents with their own access list (then every value of the answer counts as restricted: it may
-    never reach a writing tool)."""
+    documents with their own access list (a hint on the step output; who may see what the run writes after
+    it is decided by the run's labels, ``labels.py``)."""
     datasets = catalog.snapshot(ctx.principal.workspace_id).datasets if dataset_ids else {}
     for ds in dataset_ids:
         rec = datasets.get(ds)
@@ -134,6 +146,7 @@ def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
     page = catalog.search(ctx.principal, catalog.SearchFilters(text=args.get("query") or None),
                           limit=args.get("limit", 10))
+    ctx.labels |= labels.of_datasets(ctx.principal, [d["id"] for d in page["items"]], fields=False)
     return {"datasets": [{"id": d["id"], "name": d["name"], "description": d["description"],
                           "classification": d["classification"], "row_count": d["row_count"],
                           "fields": [f["name"] for f in d["schema"]]} for d in page["items"]],
@@ -151,6 +164,7 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         ref = found[0].id
     schema = catalog.schema_of(ctx.principal, ref)
     ctx.read.add(schema["dataset_id"])
+    ctx.labels |= labels.of_datasets(ctx.principal, [schema["dataset_id"]], fields=False)
     return schema
 
 
@@ -159,6 +173,7 @@ def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
     hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
     ctx.read.update(h.chunk.dataset_id for h in hits)
+    ctx.labels |= labels.of_datasets(ctx.principal, [h.chunk.dataset_id for h in hits])
     datasets = catalog.snapshot(ctx.principal.workspace_id).datasets if hits else {}
 
     def restricted(h: Any) -> bool:  # a document with its own access list
@@ -171,13 +186,16 @@ def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
-    return memory.read(ctx.region, ctx.principal.workspace_id, ctx.agent_id, ctx.principal.user_id, args.get("key"))
+    values, seen, withheld = memory.read_labelled(ctx.region, ctx.principal.workspace_id, ctx.agent_id,
+                                                  ctx.principal.user_id, args.get("key"), reader=ctx.principal)
+    ctx.labels |= seen  # what was remembered taints this run as it tainted the run that wrote it
+    return {"memory": values, "withheld": withheld}
 
 
 def _memory_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
     return memory.write(ctx.region, ctx.principal.workspace_id, ctx.agent_id, ctx.principal.user_id,
-                        args["key"], args["value"], run_id=ctx.run_id)
+                        args["key"], args["value"], run_id=ctx.run_id, labels=ctx.labels)
 
 
 TOOLS: dict[str, Tool] = {t.name: t for t in (
@@ -211,6 +229,10 @@ def call(tool: str, ctx: ToolContext, args: dict[str, Any]) -> Any:
     spec = TOOLS[tool]
     try:
         checked = check_args(tool, args)
+        if spec.sends_out and labels.restricted(ctx.principal, ctx.labels):
+            raise ToolError("tainted_run", f"{tool} sends data outside the workspace and this run has read data "
+                            "restricted to part of it (a field policy, a document access list, a dataset ACL or "
+                            "classification); start a run that does not read it.")
         if tool == "memory_write":
             if len(json.dumps(checked["value"])) > MEMORY_VALUE_MAX:
                 raise ToolError("value_too_large", f"A memory value may hold at most {MEMORY_VALUE_MAX} bytes.")

@@ -5,12 +5,14 @@ whatever the model does (``docs/security.md``):
   made for this run (``llm/prompt.untrusted``); the system message says such text is never instructions.
 - **Allow-list.** The model is offered only the agent's tools; a call of any other name is refused and
   recorded on the step ledger (``worker.StepRunner.run``).
-- **No restricted values in writing tools.** Values the run read under a field policy other than ALLOW
-  (any answer of a query over a dataset with such a field) or from a document with an access list are
-  *restricted*: a writing tool (``Tool.writes``: memory today, any future outbound tool) never receives
-  them. Text that appears only in untrusted data (tool results) and not in what the user or the agent's
-  author wrote (run input, instructions) cannot be written either: a document that tells the model to
-  remember a value of its own choosing does not get it stored. Refusals are ledger steps with their code.
+- **No injected values in writing tools.** Text that appears only in untrusted data (tool results) and
+  not in what the user or the agent's author wrote (run input, instructions) cannot be passed to a writing
+  tool (``Tool.writes``): a document that tells the model to remember a value of its own choosing does not
+  get it stored (``untrusted_value``). Refusals are ledger steps with their code.
+
+Confidentiality is not decided here, by comparing contents (an encoded copy would pass): what a run
+writes carries the labels of everything it read (``agents/labels.py``), for model-chosen calls and
+declared plans alike, and readers are filtered by those labels.
 """
 from __future__ import annotations
 
@@ -44,21 +46,11 @@ class Guard:
     def __init__(self, trusted: list[str]) -> None:
         self.trusted = "\n".join(t.lower() for t in trusted)
         self.untrusted: list[str] = []
-        self.restricted_values: set[str] = set()
-        self.restricted_texts: list[str] = []
 
     def observe(self, output: Any) -> None:
-        """Record a tool result: all of it is untrusted; some of it restricted."""
-        if output is None:
-            return
-        self.untrusted.append(json.dumps(output, default=str).lower())
-        if not isinstance(output, dict):
-            return
-        if output.get("policy_restricted"):
-            self.restricted_values.update(_leaves(output.get("rows") or []))
-        for p in output.get("passages") or []:
-            if isinstance(p, dict) and p.get("restricted"):
-                self.restricted_texts.append(str(p.get("text", "")).lower())
+        """Record a tool result: all of it is untrusted."""
+        if output is not None:
+            self.untrusted.append(json.dumps(output, default=str).lower())
 
     def _copied(self, leaf: str, texts: list[str]) -> bool:
         if any(leaf in t for t in texts):
@@ -68,12 +60,6 @@ class Guard:
     def check_write(self, tool: str, args: dict[str, Any]) -> dict[str, str] | None:
         """The refusal of a writing call, or None when its values may be written."""
         leaves = [leaf for value in args.values() for leaf in _leaves(value)]  # not the argument names
-        whole = json.dumps(list(args.values()), default=str).lower()
-        if any(v in whole for v in self.restricted_values) or any(self._copied(leaf, self.restricted_texts)
-                                                                 for leaf in leaves):
-            return {"code": "restricted_value",
-                    "message": f"{tool} may not receive a value read under a field policy or from a restricted "
-                               "document."}
         for leaf in leaves:
             if self._copied(leaf, self.untrusted) and not self._copied(leaf, [self.trusted]):
                 return {"code": "untrusted_value",

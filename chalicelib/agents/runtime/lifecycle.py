@@ -18,6 +18,8 @@ from typing import Any
 from pynamodb.exceptions import UpdateError
 
 from chalicelib.agents import events, models
+from chalicelib.agents import labels as labelling
+from chalicelib.agents.labels import Label
 from chalicelib.agents.models import ACTIVE_STATUSES, IN_PROGRESS, QUEUED
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import SYSTEM
@@ -87,7 +89,8 @@ def heartbeat(run: models.RunAttrs, attempt: int) -> None:
 
 def finish(run: models.RunAttrs, status: str, *, attempt: int | None = None, output: dict[str, Any] | None = None,
            error: dict[str, str] | None = None, usage: dict[str, Any] | None = None,
-           read: list[str] | None = None, log_: events.RunLog | None = None) -> bool:
+           read: list[str] | None = None, labels: set[Label] | None = None,
+           log_: events.RunLog | None = None) -> bool:
     """Move an active run to ``status`` (once), with its events, audit event and lineage in one
     transaction; True when this call did it. ``log_`` carries the caller's pending events."""
     R = models.RunAttrs
@@ -104,6 +107,8 @@ def finish(run: models.RunAttrs, status: str, *, attempt: int | None = None, out
     datasets = sorted(set(read)) if read is not None else json.loads(run.read or "[]")
     if read is not None:
         actions.append(R.read.set(json.dumps(datasets)))
+    if labels:  # what the run read restricts who may see its output (``labels.py``)
+        actions.append(R.labels.set(labelling.dumps(labels)))
     cond = R.status.is_in(*ACTIVE_STATUSES)
     if attempt is not None:
         cond = cond & (R.attempt == attempt)

@@ -98,6 +98,6 @@ def model_loop(state: StateLike, steps: Steps, chosen: Any) -> dict[str, Any]:
                 guard.observe(result)
                 failed = False
             except StepFailed as refused:  # recorded on the ledger; the model is told and may try again
-                result, failed = {"error": refused.error}, True
+                result, failed = {"error": refused.for_model}, True
             messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "error": failed,
                              "content": untrusted(f"result of {call.name[:128]}", _result_text(result), boundary)})

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.agents import events, models, templates, tools
+from chalicelib.agents import events, labels, models, templates, tools
 from chalicelib.agents.models import CANCELLED, COMPLETED, EXPIRED, FAILED, TERMINAL_STATUSES
 from chalicelib.agents.runtime import answering, lifecycle
 from chalicelib.agents.runtime.errors import StepFailed
@@ -50,6 +50,9 @@ QUEUE = "agent-runs"
 BUSY_RETRY_S = 10
 MAX_OUTPUT_CHARS = 64 * 1024
 STEP_COMMIT_ATTEMPTS = 5
+# events, the run's error and its audit event carry no label checks: once a run has read something, a
+# step's error message (which may echo its input) is only on the step, shown as its labels allow
+TAINTED_EVENT = "The run had read data by then: the step holds the message, shown to readers its labels allow."
 
 AfterStep = Callable[[int], None]
 
@@ -175,12 +178,12 @@ def execute(workspace_id: str, run_id: str, delivery_id: str, *, after_step: Aft
         state.usage["input_tokens"] += int(answer.get("input_tokens", 0))
         state.usage["output_tokens"] += int(answer.get("output_tokens", 0))
         lifecycle.finish(run, COMPLETED, attempt=attempt, output=output, usage=state.usage, read=sorted(state.ctx.read),
-                         log_=state.log)
+                         labels=state.ctx.labels, log_=state.log)
     except Stop:
         pass
     except StepFailed as failed:
         lifecycle.finish(run, FAILED, attempt=attempt, error=failed.error, usage=state.usage,
-                         read=sorted(state.ctx.read), log_=state.log)
+                         read=sorted(state.ctx.read), labels=state.ctx.labels, log_=state.log)
     return "done"
 
 
@@ -215,6 +218,7 @@ class StepRunner:
             self._cancelled()
         if clock.now() >= int(s.run.deadline_at):
             lifecycle.finish(s.run, EXPIRED, attempt=s.attempt, usage=s.usage, read=sorted(s.ctx.read),
+                             labels=s.ctx.labels,
                              error={"code": "deadline_exceeded", "message": "The run's deadline passed."}, log_=s.log)
             raise Stop()
         limit = int(s.agent["limits"]["max_steps"])
@@ -226,7 +230,8 @@ class StepRunner:
         a step discarded at its commit was never recorded, so the run stopped before it."""
         s = self.state
         number = (self.index if index is None else index) + 1
-        lifecycle.finish(s.run, CANCELLED, attempt=s.attempt, usage=s.usage, read=sorted(s.ctx.read), log_=s.log,
+        lifecycle.finish(s.run, CANCELLED, attempt=s.attempt, usage=s.usage, read=sorted(s.ctx.read),
+                         labels=s.ctx.labels, log_=s.log,
                          error={"code": "cancelled", "message": f"Cancelled on request before step {number}."})
         raise Stop()
 
@@ -243,11 +248,15 @@ class StepRunner:
         if prior is not None and prior.status == "completed":  # done by an earlier delivery: never again
             output = json.loads(prior.output) if prior.output else None
             s.ctx.read.update(json.loads(prior.datasets or "[]"))
+            s.ctx.labels |= labels.loads(prior.labels)
             self._account(prior.name, output)
             return output
         if prior is not None and prior.status == "failed":
             err = json.loads(prior.error or "{}")
-            raise StepFailed(err.get("code", "step_failed"), err.get("message", "A step failed."))
+            code, told = err.get("code", "step_failed"), err.get("message", "A step failed.")
+            s.ctx.labels |= labels.loads(prior.labels)
+            raise StepFailed(code, told if not s.ctx.labels else f"Step '{prior.name}' ({prior.tool}) failed "
+                             f"({code}); the step holds the details.", for_model=told)
         refused: dict[str, str] | None = None
         args: Any = raw_input if isinstance(raw_input, dict) else {}
         if tool not in s.agent["tools"]:
@@ -282,8 +291,11 @@ class StepRunner:
         read = sorted(s.ctx.read - before)
         self._record(index, name, tool, args, started_at, output=text, error=error, duration_ms=duration, read=read)
         s.usage["tool_calls"] += 1  # counted once recorded: a step discarded by a cancel is not in the run
-        if error is not None:
-            raise StepFailed(error["code"], f"Step '{name}' ({tool}) failed: {error['message']}")
+        if error is not None:  # a tool's message may echo its input: it stays on the (labelled) step once tainted
+            told = f"Step '{name}' ({tool}) failed: {error['message']}"
+            raise StepFailed(error["code"], told if not s.ctx.labels else
+                             f"Step '{name}' ({tool}) failed ({error['code']}); the step holds the details.",
+                             for_model=told)
         self._account(name, output)
         if self.after_step is not None:
             self.after_step(index)
@@ -305,10 +317,12 @@ class StepRunner:
             models.run_key(s.run.workspace_id, s.run.id), models.step_sk(index), index=index, name=name, tool=tool,
             status="failed" if error else "completed", input=json.dumps(args, default=str), output=output,
             error=json.dumps(error) if error else None, attempt=s.attempt, executions=1, started_at=started_at,
-            finished_at=clock.iso(), duration_ms=duration_ms, datasets=json.dumps(read), expires_at=s.run.expires_at)
+            finished_at=clock.iso(), duration_ms=duration_ms, datasets=json.dumps(read),
+            labels=labels.dumps(s.ctx.labels) if s.ctx.labels else None, expires_at=s.run.expires_at)
+        shown = error if error is None or not s.ctx.labels else {"code": error["code"], "message": TAINTED_EVENT}
         s.log.add("step.failed" if error else "step.completed",
                   {"index": index, "name": name, "tool": tool, "duration_ms": duration_ms,
-                   **({"error": error} if error else {})})
+                   **({"error": shown} if shown else {})})
         for _ in range(STEP_COMMIT_ATTEMPTS):
             tx = Tx(s.region)
             tx.condition_check(models.runs(s.region), s.run.workspace_id, s.run.id, tag="fence",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from chalicelib.agents import memory, models
 from chalicelib.agents.runtime import reaper
 from chalicelib.core import clock
+from chalicelib.core.authz import Principal
 from chalicelib.gateway import demo
 from infra.resources import REGIONAL, TABLES
 from tests.functional.agents.helpers import (
@@ -22,6 +23,7 @@ from tests.functional.conftest import Tenant, make_tenant, stored_items
 from tests.functional.platform.helpers import call, user_token
 
 AGENT_TABLES = ("agents", "agent_runs", "agent_run_log", "agent_memory")
+READER = Principal(user_id="usr_1", workspace_id="ws", roles=("member",), email="", amr=("pwd",), token_id="t")
 
 
 def test_memory_older_than_30_days_is_gone_and_newer_memory_stays(tenant: Tenant) -> None:
@@ -31,17 +33,17 @@ def test_memory_older_than_30_days_is_gone_and_newer_memory_stays(tenant: Tenant
     clock.advance(20 * 86400)
     memory.write(r, ws, "agt_A", "usr_1", "new", "fresh")
     memory.write(r, ws, "agt_A", "usr_2", "theirs", "other user")
-    assert set(memory.read(r, ws, "agt_A", "usr_1")["memory"]) == {"old", "new"}
+    assert set(memory.read(r, ws, "agt_A", "usr_1", reader=READER)["memory"]) == {"old", "new"}
     clock.advance(10 * 86400 + 1)  # 'old' is now 30 days and 1 s old
-    assert memory.read(r, ws, "agt_A", "usr_1")["memory"] == {"new": "fresh"}  # hidden at once
-    assert memory.read(r, ws, "agt_A", "usr_1", "old") == {"memory": {}}
+    assert memory.read(r, ws, "agt_A", "usr_1", reader=READER)["memory"] == {"new": "fresh"}  # hidden at once
+    assert memory.read(r, ws, "agt_A", "usr_1", "old", reader=READER) == {"memory": {}, "withheld": 0}
     stored = {i.key for i in models.memory(r).scan()}
     assert stored == {"old", "new", "theirs"}  # the emulator's TTL never deletes...
     swept = reaper.sweep()
     assert swept["memory"] == {"us-east-1": 1, "eu-central-1": 0}
     assert {i.key for i in models.memory(r).scan()} == {"new", "theirs"}  # ...the sweep does
-    assert memory.read(r, ws, "agt_A", "usr_2")["memory"] == {"theirs": "other user"}
-    assert memory.read(r, ws, "agt_B", "usr_1")["memory"] == {}  # per agent
+    assert memory.read(r, ws, "agt_A", "usr_2", reader=READER)["memory"] == {"theirs": "other user"}
+    assert memory.read(r, ws, "agt_B", "usr_1", reader=READER)["memory"] == {}  # per agent
 
 
 def test_memory_written_by_a_run_is_the_starting_users_and_readable_by_them_only(tenant: Tenant) -> None:
@@ -51,10 +53,10 @@ def test_memory_written_by_a_run_is_the_starting_users_and_readable_by_them_only
         agent = create_agent(c, user.token)
         start_run(c, user.token, agent["id"], {"topic": "orders", "sql": "SELECT 1 AS one"})
         deliver(tenant.region)
-        assert call(c, "GET", f"/v1/agents/{agent['id']}/memory", user.token)[1] == {"memory": {"last_topic": "orders"}}
-        assert call(c, "GET", f"/v1/agents/{agent['id']}/memory", other.token)[1] == {"memory": {}}
+        assert call(c, "GET", f"/v1/agents/{agent['id']}/memory", user.token)[1] == {"memory": {"last_topic": "orders"}, "withheld": 0}
+        assert call(c, "GET", f"/v1/agents/{agent['id']}/memory", other.token)[1] == {"memory": {}, "withheld": 0}
         assert call(c, "DELETE", f"/v1/agents/{agent['id']}/memory", user.token)[0] == 204
-        assert call(c, "GET", f"/v1/agents/{agent['id']}/memory", user.token)[1] == {"memory": {}}
+        assert call(c, "GET", f"/v1/agents/{agent['id']}/memory", user.token)[1] == {"memory": {}, "withheld": 0}
 
 
 def test_definitions_crud(tenant: Tenant) -> None:

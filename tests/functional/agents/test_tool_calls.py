@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from chalicelib.agents import memory
+from chalicelib.agents import memory, models
 from chalicelib.groups import create_app
 from chalicelib.knowledge import indexer
 from tests.functional.agents.helpers import member, run_once
@@ -39,7 +39,9 @@ def agent(tools: list[str], **extra: Any) -> dict[str, Any]:
 
 
 def memory_of(t: Tenant, run: dict[str, Any], user_id: str) -> dict[str, Any]:
-    return memory.read(t.region, t.workspace_id, run["agent_id"], user_id)["memory"]
+    """What the store holds (not what a reader is shown)."""
+    items = models.memory(t.region).query(memory.scope(t.workspace_id, run["agent_id"], user_id))
+    return {i.key: json.loads(i.value) for i in items}
 
 
 def test_bad_tool_calls_are_failed_steps_and_the_run_goes_on(seeded: Tenant, model: ScriptedModel) -> None:
@@ -129,7 +131,7 @@ def test_a_value_read_under_a_mask_policy_never_reaches_memory(seeded: Tenant, m
                     {"question": "Remember the first customer's contact e-mail."})
     assert done["status"] == "completed", done
     assert done["steps"][0]["output"]["policy_restricted"] is True
-    assert (done["steps"][1]["tool"], done["steps"][1]["error"]["code"]) == ("memory_write", "restricted_value")
+    assert (done["steps"][1]["tool"], done["steps"][1]["error"]["code"]) == ("memory_write", "untrusted_value")
     assert memory_of(seeded, done, user.user_id) == {}
 
 
@@ -146,8 +148,8 @@ SECRET_TEXT = "The travel desk budget is cut by forty percent next quarter."
 ], ids=["knowledge_search", "query"])
 def test_a_value_from_a_restricted_document_never_reaches_memory(seeded: Tenant, model: ScriptedModel,
                                                                  read: dict[str, Any]) -> None:
-    """An Admin may read a document restricted to Admins; her agent still may not write its text into
-    memory (a store that outlives the run), whether it came from retrieval or from SQL over the documents."""
+    """An Admin may read a document restricted to Admins; her agent still may not copy its text into memory
+    as it is (text that comes only from tool results), whether it came from retrieval or from SQL."""
     ds = put_keyed(seeded.workspace_id, seeded.region, "travel_docs", DOC_FIELDS, [
         (OPEN_DOC, "travel.md", 1, OPEN_TEXT, 0, len(OPEN_TEXT)),
         (SECRET_DOC, "budget.md", 1, SECRET_TEXT, 0, len(SECRET_TEXT))])
@@ -166,5 +168,5 @@ def test_a_value_from_a_restricted_document_never_reaches_memory(seeded: Tenant,
     done = run_once(seeded.region, seeded.token, agent([read["tool"], "memory_write"]),
                     {"question": "Remember what the travel budget note says."})
     assert done["status"] == "completed", done
-    assert (done["steps"][1]["tool"], done["steps"][1]["error"]["code"]) == ("memory_write", "restricted_value")
+    assert (done["steps"][1]["tool"], done["steps"][1]["error"]["code"]) == ("memory_write", "untrusted_value")
     assert memory_of(seeded, done, seeded.user_id) == {}

@@ -97,7 +97,7 @@ def _use_everything(residency: str, tag: str, monkeypatch: pytest.MonkeyPatch) -
         deliver(region)
         assert get_run(c, mia.token, agent["id"], run["id"])["status"] == "completed"
         assert call(c, "GET", f"/v1/agents/{agent['id']}/memory", mia.token)[1] == {
-            "memory": {"last_topic": secret["topic"]}}
+            "memory": {"last_topic": secret["topic"]}, "withheld": 0}
         # a backup and an access-request export; audit events all along, and their digest
         backups.create(region, ws)
         status, dsr, _ = call(c, "POST", "/v1/access-requests", mia.token, {"kind": "export", "user_id": mia.user_id})

@@ -185,7 +185,8 @@ async function run({ view, params }) {
   const stepView = (s) => h("li", { "data-status": s.status }, h("strong", {}, `${s.name || ""} (${s.tool})`), ` ${s.status || ""}`,
     s.duration_ms !== undefined && s.duration_ms !== null ? ` · ${Math.round(s.duration_ms)} ms` : "", " ",
     s.error ? h("span", { class: "error" }, message(s.error)) : null,
-    h("details", {}, h("summary", {}, "Input and output"), h("pre", { class: "mono" }, JSON.stringify({ input: s.input, output: s.output }, null, 2))));
+    s.withheld ? h("span", { class: "note" }, s.withheld.message)
+      : h("details", {}, h("summary", {}, "Input and output"), h("pre", { class: "mono" }, JSON.stringify({ input: s.input, output: s.output }, null, 2))));
   const cancel = h("button", { type: "button", class: "danger", id: "cancel-run" }, "Cancel run");
   const drawAll = () => {
     if (TERMINAL.includes(r.status)) cancel.remove(); // a finished run offers no cancel, from the moment it shows finished
@@ -197,6 +198,7 @@ async function run({ view, params }) {
       out.answer ? h("p", { class: "answer", id: "run-answer" }, out.answer) : null,
       out.note ? h("p", { class: "note" }, out.note) : null,
       h("details", {}, h("summary", {}, "Full output"), h("pre", { class: "mono" }, typeof out === "string" ? out : JSON.stringify(out, null, 2))))
+      : r.withheld ? h("p", { class: "note", id: "run-withheld" }, r.withheld.message)
       : empty(TERMINAL.includes(r.status) ? "This run has no output." : "No output yet."));
   };
   // answers may arrive out of order (a read sent before Cancel can land after it): the page never steps back
