@@ -312,6 +312,9 @@ class LocalPlatform:
             os.environ[var] = self.url(group)
         os.environ["REGIONAL_URLS"] = json.dumps(self.regional_urls())
         os.environ["MAIL_OUTBOX_DIR"] = str(self.state_dir / "outbox")
+        from chalicelib.core import mail
+
+        mail.private_outbox(os.environ["MAIL_OUTBOX_DIR"])  # sign-in codes and reset links: owner only
         os.environ["LOCAL_STATE_DIR"] = str(self.state_dir)  # the region processes' too (HOLD_AGENT_STEPS)
         os.environ.setdefault("STAGE", "local")
         os.environ.pop("REGION", None)  # this process is global: it seeds both regions
