@@ -525,6 +525,13 @@ def main() -> None:
         serve_region(sys.argv[2])
         return
     started = time.monotonic()
+    from infra.local import config_check
+
+    try:
+        config_check.check(ports=DEFAULT_PORTS)  # every setting, before anything starts
+    except config_check.ConfigProblems as err:
+        print(err, file=sys.stderr)
+        raise SystemExit(2) from None
     platform = LocalPlatform()
     wanted = dict(platform.ports)
     if not os.environ.get("AWS_ENDPOINT_URL"):
