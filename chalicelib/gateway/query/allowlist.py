@@ -16,7 +16,6 @@ sandbox's own tables (the caller's datasets) and stay readable.
 from __future__ import annotations
 
 import fnmatch
-from functools import cache
 
 EXPRESSION, TABLE = "expression", "table"
 
@@ -193,21 +192,23 @@ def key(name: str) -> str:
     return name.lower().replace(" ", "_")
 
 
-@cache
-def _patterns(table: str, kind: str) -> tuple[frozenset[str], tuple[str, ...]]:
-    groups = (ALLOWED if table == "allowed" else REFUSED)[kind].values()
-    words = [w for names in groups for w in names.split()]
-    return frozenset(w for w in words if not is_pattern(w)), tuple(w for w in words if is_pattern(w))
-
-
 def is_pattern(word: str) -> bool:
     """Whether a listed word is a pattern (``*`` and ``**`` are the operators)."""
     return "*" in word and any(c.isalpha() for c in word)
 
 
+def _patterns(table: dict[str, dict[str, str]], kind: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    words = [w for names in table[kind].values() for w in names.split()]
+    return frozenset(w for w in words if not is_pattern(w)), tuple(w for w in words if is_pattern(w))
+
+
+_LISTS = {(which, kind): _patterns(table, kind) for which, table in (("allowed", ALLOWED), ("refused", REFUSED))
+          for kind in (EXPRESSION, TABLE)}
+
+
 def listed(table: str, kind: str, name: str) -> bool:
     """Whether ``name`` is in a group of ``ALLOWED`` (``table`` "allowed") or ``REFUSED`` of ``kind``."""
-    exact, wild = _patterns(table, kind)
+    exact, wild = _LISTS[(table, kind)]
     k = key(name)
     return k in exact or any(fnmatch.fnmatchcase(k, w) for w in wild)
 
