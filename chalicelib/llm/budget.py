@@ -8,7 +8,7 @@ the daily per-model counters of ``GET /v1/usage`` are apart and unchanged). The 
 provider costs nothing and counts nothing.
 
 When the month's tokens reach the budget, routing a model for the workspace (``routing.choose``: every
-chat, completion and agent step) and starting an agent run answer ``429 token_budget_exhausted`` with
+chat, completion and agent run the worker starts) and starting an agent run answer ``429 token_budget_exhausted`` with
 ``Retry-After`` (seconds to the next month, UTC) and the ``RateLimit-Policy``/``RateLimit`` fields of
 draft-ietf-httpapi-ratelimit-headers (policy ``"monthly-tokens"``, quota unit ``"tokens"``). The check
 happens before each model call; answers already running when the budget is reached finish and count, so

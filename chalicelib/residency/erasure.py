@@ -116,6 +116,7 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
             counts["agent_memory"] += 1
     for run in _query(region, "agent_runs", "workspace_id", workspace_id):
         if _s(run, "user_id") != user_id:
+            counts["attributions"] += _forget_editor_in_run(region, run, user_id, is_theirs)
             continue
         run_key = f"{workspace_id}#{_s(run, 'id')}"
         for entry in _query(region, "agent_run_log", "run_key", run_key):
@@ -157,7 +158,7 @@ def _set(region: str, table: str, item: dict[str, Any], values: dict[str, str | 
                              ExpressionAttributeNames=names, **kw)
 
 
-_KEYS = {"invitations": ("workspace_id", "id"), "support_grants": ("workspace_id", "id"),
+_KEYS = {"invitations": ("workspace_id", "id"), "agent_runs": ("workspace_id", "id"), "support_grants": ("workspace_id", "id"),
          "agents": ("workspace_id", "id"), "connectors": ("workspace_id", "id"), "datasets": ("workspace_id", "id")}
 
 
@@ -168,6 +169,22 @@ def _forget_author(region: str, table: str, item: dict[str, Any], attr: str, use
     if not author.get("email") or not (author.get("id") == user_id or is_theirs(author["email"])):
         return 0
     _set(region, table, item, {attr: audit.canonical({**author, "email": ""})})
+    return 1
+
+
+def _forget_editor_in_run(region: str, run: dict[str, Any], user_id: str, is_theirs: _Matcher) -> int:
+    """Another member's run keeps a snapshot of its agent: the erased user as its last editor loses the
+    address there too."""
+    try:
+        agent = json.loads(_s(run, "agent") or "{}")
+    except ValueError:
+        return 0
+    editor = agent.get("updated_by") if isinstance(agent, dict) else None
+    if not isinstance(editor, dict) or not editor.get("email") or not (
+            editor.get("user_id") == user_id or is_theirs(editor["email"])):
+        return 0
+    agent["updated_by"] = {**editor, "email": None}
+    _set(region, "agent_runs", run, {"agent": json.dumps(agent)})
     return 1
 
 

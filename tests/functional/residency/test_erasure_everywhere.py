@@ -44,6 +44,10 @@ def test_no_table_of_the_region_holds_an_erased_address(stack: None) -> None:
     assert status == 201, agent
     status, edited, _ = call(c, "PATCH", f"/v1/agents/{agent['id']}", erin.token, {"name": "Erin's analyst"})
     assert status == 200 and edited["updated_by"]["email"] == ERIN.lower(), edited
+    # another member's run of Erin's agent keeps a snapshot of the agent (its last editor included)
+    status, run, _ = call(c, "POST", f"/v1/agents/{agent['id']}/runs", owner.token,
+                          {"input": {"topic": "orders", "sql": "SELECT 1"}})
+    assert status == 202, run
     status, inv, _ = call(c, "POST", f"/v1/workspaces/{ws}/invitations", erin.token,
                           {"email": "newcomer@example.com", "role": "member"})
     assert status == 201, inv
@@ -58,21 +62,23 @@ def test_no_table_of_the_region_holds_an_erased_address(stack: None) -> None:
         UpdateExpression="SET #o = :o", ExpressionAttributeNames={"#o": "owner"},
         ExpressionAttributeValues={":o": {"S": erin.email}})
     put_dataset(ws, region, "erins_customers", CUSTOMER_FIELDS, [], owner=erin.email, connector_id=conn)
-    assert set(_holding(region, ERIN)) >= {"agents", "invitations", "support_grants", "connectors", "datasets",
-                                           "memberships"}
+    assert set(_holding(region, ERIN)) >= {"agents", "agent_runs", "invitations", "support_grants", "connectors",
+                                           "datasets", "memberships"}
 
     status, req, _ = call(c, "POST", "/v1/access-requests", owner.token, {"kind": "erase", "user_id": erin.user_id})
     assert status == 202, req
     run_residency_jobs()
     status, done, _ = call(c, "GET", f"/v1/access-requests/{req['id']}", owner.token)
     assert done["status"] == "completed", done
-    assert done["erased"]["workspaces"][ws]["attributions"] >= 5
+    assert done["erased"]["workspaces"][ws]["attributions"] >= 6
 
     assert _holding(region, ERIN) == {}
     # what stays is attributed by id only: the agent, the invitation and the grant are still there
     status, kept, _ = call(c, "GET", f"/v1/agents/{agent['id']}", owner.token)
     assert status == 200 and kept["name"] == "Erin's analyst"
     assert kept["updated_by"] == {"user_id": erin.user_id, "email": None}
+    status, kept_run, _ = call(c, "GET", f"/v1/agents/{agent['id']}/runs/{run['id']}", owner.token)
+    assert status == 200, kept_run  # the owner's run stays
     status, invs, _ = call(c, "GET", f"/v1/workspaces/{ws}/invitations", owner.token)
     assert [i["id"] for i in invs["invitations"]] == [inv["id"]]
     assert _holding(region, "owner@example.com")  # nobody else's address went
