@@ -18,6 +18,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.gateway.query import allowlist
 
 _lock = threading.Lock()
+_parsing = threading.Lock()  # one parse at a time on the shared connection (each takes well under 1 ms)
 _con: Any = None
 
 Calls = set[tuple[str, str]]  # (kind, function name as written, lower-cased)
@@ -30,7 +31,8 @@ def _connection() -> Any:
         if _con is None:
             import duckdb  # noqa: PLC0415 - DuckDB loads at first query, not at cold start
 
-            con = duckdb.connect(":memory:", config={"threads": 1, "autoinstall_known_extensions": False,
+            # DuckDB's default thread count: parsing on a one-thread connection took four times as long
+            con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
                                                      "autoload_known_extensions": False})
             for stmt in ("SET enable_external_access = false", "SET lock_configuration = true"):
                 con.execute(stmt)
@@ -53,11 +55,9 @@ def _refused(detail: str) -> ApiError:
 
 def parse(sql: str) -> dict[str, Any]:
     """DuckDB's parse tree of ``sql`` (one SELECT), as JSON; 400 when it cannot be parsed."""
-    cur = _connection().cursor()
-    try:
-        tree = json.loads(cur.execute("SELECT json_serialize_sql($sql)", {"sql": sql}).fetchone()[0])
-    finally:
-        cur.close()
+    con = _connection()
+    with _parsing:
+        tree = json.loads(con.execute("SELECT json_serialize_sql($sql)", {"sql": sql}).fetchone()[0])
     if tree.get("error"):
         if tree.get("error_type") == "parser":
             raise ApiError(400, "sql_syntax_error", "The SQL could not be parsed.")
