@@ -4,9 +4,10 @@ that make it final.
 ``erase_in_workspace`` removes the user's membership, chats, agent memory, the agent runs they started
 (with their step and event logs), the lineage edges into their chats' answers and runs, their
 ``Idempotency-Key`` records, invitations addressed to them, their e-mail where it names them as an author
-(``_attributions``: invitations and support grants they made, agents they last edited, connectors and
-datasets they own; the ids stay), and the personal values of audit events (``audit_personal`` records; the events themselves stay and show
-a pseudonym, see ``core/audit.py``). ``erase_identity`` removes the global directory entry, its e-mail
+(``_attributions``: invitations and support grants they made, agents they last edited and other members'
+runs' snapshots of them, connectors and datasets they own; the ids stay), and the personal values of
+audit events (``audit_personal`` records; the events themselves stay and show a pseudonym, see
+``core/audit.py``). ``erase_identity`` removes the global directory entry, its e-mail
 and identity-provider claims, sessions, API token records, passkeys and security keys, TOTP and recovery
 codes, lockout counters and every other sign-in state naming the user.
 
@@ -158,8 +159,8 @@ def _set(region: str, table: str, item: dict[str, Any], values: dict[str, str | 
                              ExpressionAttributeNames=names, **kw)
 
 
-_KEYS = {"invitations": ("workspace_id", "id"), "agent_runs": ("workspace_id", "id"), "support_grants": ("workspace_id", "id"),
-         "agents": ("workspace_id", "id"), "connectors": ("workspace_id", "id"), "datasets": ("workspace_id", "id")}
+_KEYS = {table: ("workspace_id", "id")  # the key attributes of each table ``_set`` writes
+         for table in ("invitations", "agent_runs", "support_grants", "agents", "connectors", "datasets")}
 
 
 def _forget_author(region: str, table: str, item: dict[str, Any], attr: str, user_id: str,
