@@ -345,6 +345,9 @@ class LocalPlatform:
             os.environ[var] = self.url(group)
         os.environ["REGIONAL_URLS"] = json.dumps(self.regional_urls())
         os.environ["MAIL_OUTBOX_DIR"] = str(self.state_dir / "outbox")
+        from chalicelib.core import mail
+
+        mail.private_outbox(os.environ["MAIL_OUTBOX_DIR"])  # sign-in codes and reset links: owner only
         os.environ["LOCAL_STATE_DIR"] = str(self.state_dir)  # the region processes' too (HOLD_AGENT_STEPS)
         os.environ.setdefault("STAGE", "local")
         os.environ.pop("REGION", None)  # this process is global: it seeds both regions
@@ -555,6 +558,13 @@ def main() -> None:
         serve_region(sys.argv[2])
         return
     started = time.monotonic()
+    from infra.local import config_check
+
+    try:
+        config_check.check(ports=DEFAULT_PORTS)  # every setting, before anything starts
+    except config_check.ConfigProblems as err:
+        print(err, file=sys.stderr)
+        raise SystemExit(2) from None
     platform = LocalPlatform()
     wanted = dict(platform.ports)
     if not os.environ.get("AWS_ENDPOINT_URL"):

@@ -33,6 +33,7 @@ from chalicelib.core.http.validation import F, problem, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway.catalog import service as catalog
+from chalicelib.llm import service as llm_service
 from chalicelib.llm.registry import registry
 
 MAX_PLAN_STEPS = 50
@@ -150,6 +151,14 @@ def check_datasets(principal: Principal, value: list[Any], held: list[str]) -> l
     return out
 
 
+def _offered(principal: Principal | None) -> set[str]:
+    """The model ids ``GET /v1/models`` offers the editing user: the deployment's models of the workspace's
+    region and its connections' models, after the role allow-list (without a principal: the deployment's)."""
+    if principal is None:
+        return {m.id for m in registry().models}
+    return {m["id"] for m in llm_service.available(principal)["items"]}
+
+
 def normalise(body: dict[str, Any], current: dict[str, Any] | None = None,
               principal: Principal | None = None) -> dict[str, Any]:
     """The complete definition ``body`` describes (merged over ``current`` for updates), or a 400.
@@ -162,9 +171,8 @@ def normalise(body: dict[str, Any], current: dict[str, Any] | None = None,
     tools = merged.get("tools") or []
     errors = _check_tools(tools)
     model = merged.get("model") or "auto"
-    if model != "auto":
-        if registry().get(model) is None:
-            errors.append({"field": "model", "message": "is not a known model (GET /v1/models lists them)"})
+    if model != "auto" and (current is None or "model" in body) and model not in _offered(principal):
+        errors.append({"field": "model", "message": "is not a model GET /v1/models offers you"})
     plan = merged.get("plan")
     if plan is not None and not errors:
         errors += check_plan(plan, tools, limits["max_steps"])

@@ -33,6 +33,7 @@ from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.workspace_settings import AGENT_RUN_AUTO_EXPIRY, auto_expiry_seconds
 from chalicelib.gateway.catalog import lineage
+from chalicelib.llm import budget
 
 log = get_logger("agents.runs")
 QUEUE = "agent-runs"
@@ -67,6 +68,7 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
     item = definitions.get_item(principal.workspace_id, agent_id)
     agent = definitions.to_public(item)
     run_input = check_input(agent, body)
+    budget.check_workspace(principal.workspace_id)  # 429 once the month's token budget is spent
     region = region_of(principal.workspace_id)
 
     def work() -> tuple[int, Any]:

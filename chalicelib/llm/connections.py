@@ -43,6 +43,9 @@ TEST_TIMEOUT_S = 10.0
 NAME_PATTERN = r"^[a-z][a-z0-9-]{1,31}$"
 KINDS = ("openai", "bedrock")
 _MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+\-]{0,199}$")
+# a Bedrock foundation-model id of the region (``provider.model-name-v1:0``): no ARN (of another region,
+# account, provisioned or imported model, or application inference profile) and no inference profile
+_BEDROCK_MODEL = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}\.[A-Za-z0-9][A-Za-z0-9._-]{0,150}(:[A-Za-z0-9._-]{1,32}){0,2}$")
 MODEL_FIELDS = {
     "id": F(str, required=True, min_len=1, max_len=200),
     "name": F(str, max_len=100),
@@ -139,6 +142,9 @@ def _models(raw: Any, kind: str) -> list[dict[str, Any]]:
         elif kind == "bedrock" and checked["id"].startswith(CROSS_REGION_PREFIXES):
             errors.append({"field": f"models[{i}].id", "message": "is a cross-region inference profile; "
                                                                    "use a single-region model id"})
+        elif kind == "bedrock" and not _BEDROCK_MODEL.match(checked["id"]):
+            errors.append({"field": f"models[{i}].id", "message": "must be a Bedrock foundation-model id of this "
+                                                                   "region (provider.model-v1:0), not an ARN"})
         elif any(o["id"] == checked["id"] for o in out):
             errors.append({"field": f"models[{i}].id", "message": "is listed twice"})
         else:
@@ -190,7 +196,7 @@ def _audit(principal: Principal, action: str, conn: dict[str, Any], caller: Call
 
 def spec_of(workspace_id: str, conn: dict[str, Any], model: dict[str, Any]) -> ModelSpec:
     region = conn["region"]
-    endpoints = {}
+    endpoints = {region: Endpoint("", None, tenant=workspace_id)}  # Bedrock: the platform's role, no URL
     if conn["kind"] == "openai":
         endpoints = {region: Endpoint(conn["base_url"], conn.get("api_key_ciphertext"), tenant=workspace_id,
                                       key_context=_context(workspace_id, conn["name"]))}
@@ -219,6 +225,26 @@ def workspace_registry(workspace_id: str, item: ModelAccessAttrs | None) -> Regi
         return reg
     return Registry(reg.models + tuple(extra), reg.preference, reg.embedding_model,
                     tuple(m.id for m in extra))
+
+
+def check_call(spec: ModelSpec, region: str) -> None:
+    """Before each call of a connection's model: the connection, as stored now, declares exactly this model,
+    in ``region``, which is its workspace's region (a Bedrock model runs at the platform's cost: only what
+    the workspace's Admin declared, only there). A ``ProviderError`` (``model_not_declared``) otherwise.
+    Deployment models (no connection) pass."""
+    if spec.connection is None:
+        return
+    ep = spec.endpoints.get(region)
+    workspace_id = ep.tenant if ep is not None else None
+    conn = next((c for c in stored(_item(workspace_id)) if c.get("name") == spec.connection), None) \
+        if workspace_id else None
+    declared = (conn is not None and conn.get("kind") == spec.provider_kind and conn.get("region") == region
+                and region == region_of(str(workspace_id))
+                and any(m.get("id") == spec.model for m in conn.get("models", []))
+                and (spec.provider_kind != "bedrock" or bool(_BEDROCK_MODEL.match(spec.model))))
+    if not declared:
+        raise openai_http.ProviderError(f"{spec.id} is not a model its connection declares in {region}",
+                                        "model_not_declared")
 
 
 # --- service ----------------------------------------------------------------------------------------------
@@ -348,6 +374,7 @@ def test(principal: Principal, name: str, caller: CallerLike | None = None) -> d
                                      "model_missing"))
         probe = next((s for s in specs if listed is None or s.model in listed), None)
         if probe is not None:
+            check_call(probe, conn["region"])
             tiny = Prompt([{"role": "user", "content": "Reply with OK."}], max_tokens=1)
             module = openai_http if conn["kind"] == "openai" else bedrock
             module.complete(probe, conn["region"], tiny)

@@ -1,5 +1,5 @@
-"""Model storage (regional): the per-role model allow-list and the model connections an Admin sets for a
-workspace (one item per workspace)."""
+"""Model storage (regional): the per-role model allow-list, the model connections and the monthly token
+budget an Admin sets for a workspace (one item per workspace)."""
 from __future__ import annotations
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -16,6 +16,7 @@ class ModelAccessAttrs(BaseModel):
     allow = UnicodeAttribute(default="{}")
     connections = UnicodeAttribute(null=True)  # JSON list (llm/connections.py); keys only as KMS ciphertext
     version = NumberAttribute(null=True)  # bumped by every connection change (conditional writes)
+    monthly_token_budget = NumberAttribute(null=True)  # tokens per calendar month (llm/budget.py); None: none
     updated_at = UnicodeAttribute()
     updated_by = UnicodeAttribute()
 

@@ -6,7 +6,7 @@ from typing import Any
 from chalice import Response  # type: ignore[attr-defined]
 
 from chalicelib.core.http.api import Api, Ctx, json_response
-from chalicelib.llm import access, connections, service
+from chalicelib.llm import access, budget, connections, service
 
 api = Api("platform")
 
@@ -24,6 +24,16 @@ def get_allow_list(ctx: Ctx) -> dict[str, Any]:
 @api.route("/v1/models/allow-list", ["PUT"], permission="workspace.update")
 def put_allow_list(ctx: Ctx) -> dict[str, Any]:
     return access.set_allow_list(ctx.user, ctx.json(), caller=ctx.caller)
+
+
+@api.route("/v1/models/budget", permission="workspace.update")
+def get_budget(ctx: Ctx) -> dict[str, Any]:
+    return budget.get(ctx.user)
+
+
+@api.route("/v1/models/budget", ["PUT"], permission="workspace.update")
+def put_budget(ctx: Ctx) -> dict[str, Any]:
+    return budget.put(ctx.user, ctx.json(), caller=ctx.caller)
 
 
 @api.route("/v1/models/connections", permission="workspace.update")

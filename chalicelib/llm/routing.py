@@ -11,7 +11,7 @@ from typing import Any
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tenancy import region_of
-from chalicelib.llm import access
+from chalicelib.llm import access, budget
 from chalicelib.llm.connections import workspace_registry
 from chalicelib.llm.registry import ModelSpec, Registry
 
@@ -31,6 +31,7 @@ class Routing:
     region: str
     reason: str
     excluded: list[dict[str, str]] = field(default_factory=list)
+    workspace_id: str | None = None  # whose token budget the answer spends (llm/budget.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {"chosen": self.chosen.id, "reason": self.reason, "excluded": list(self.excluded)}
@@ -51,6 +52,7 @@ def _capability_gap(spec: ModelSpec, need: Need) -> str | None:
 def choose(principal: Principal, requested: str, need: Need, reg: Registry | None = None) -> Routing:
     """The model serving ``requested`` (a model id or ``auto``) for the caller, or a 4xx."""
     item = access.settings_item(principal.workspace_id)
+    budget.check(principal.workspace_id, item)  # 429 once the month's token budget is spent
     reg = reg or workspace_registry(principal.workspace_id, item)
     region = region_of(principal.workspace_id)
     allow = access.allow_of(item)
@@ -69,7 +71,7 @@ def choose(principal: Principal, requested: str, need: Need, reg: Registry | Non
         gap = _capability_gap(spec, need)
         if gap:
             raise ApiError(422, "model_capability", f"The model '{spec.id}' {gap}.")
-        return Routing(spec, region, "requested by the caller")
+        return Routing(spec, region, "requested by the caller", workspace_id=principal.workspace_id)
     excluded: list[dict[str, str]] = []
     outside = 0
     fit: list[ModelSpec] = []
@@ -95,4 +97,4 @@ def choose(principal: Principal, requested: str, need: Need, reg: Registry | Non
         excluded.append({"model": other.id, "reason": "lower in the deployment's preference order"})
     reason = (f"first in the deployment's preference order among {len(fit)} model(s) in {region} that your role "
               f"may use and that fit this request{note}")
-    return Routing(chosen, region, reason, excluded)
+    return Routing(chosen, region, reason, excluded, principal.workspace_id)

@@ -11,9 +11,9 @@ from typing import Any
 
 from chalicelib.core.authz import Principal
 from chalicelib.core.tenancy import region_of
-from chalicelib.llm import access, routing
+from chalicelib.llm import access, budget, connections, routing
 from chalicelib.llm.connections import workspace_registry
-from chalicelib.llm.prompt import Completion, Prompt
+from chalicelib.llm.prompt import Completion, Prompt, estimate_tokens, prompt_tokens
 from chalicelib.llm.providers import bedrock, extractive, openai_http
 from chalicelib.llm.registry import ModelSpec
 from chalicelib.llm.routing import Need, Routing
@@ -64,11 +64,15 @@ def _module(spec: ModelSpec) -> Any:
 
 
 def complete(chosen: Routing, prompt: Prompt) -> Completion:
-    """One completion from the routed model, in the routed region."""
+    """One completion from the routed model, in the routed region (a connection's model only while its
+    connection declares it there; the answer's tokens spend the workspace's budget)."""
     spec = chosen.chosen
     if spec.provider_kind == "extractive":
         return extractive.complete(prompt)
-    return _module(spec).complete(spec, chosen.region, prompt)
+    connections.check_call(spec, chosen.region)
+    done = _module(spec).complete(spec, chosen.region, prompt)
+    _spend(chosen, done.input_tokens + done.output_tokens)
+    return done
 
 
 def stream(chosen: Routing, prompt: Prompt) -> Iterator[str | Completion]:
@@ -76,7 +80,33 @@ def stream(chosen: Routing, prompt: Prompt) -> Iterator[str | Completion]:
     spec = chosen.chosen
     if spec.provider_kind == "extractive":
         return extractive.stream(prompt)
-    return _module(spec).stream(spec, chosen.region, prompt)
+    connections.check_call(spec, chosen.region)
+    return _counted(chosen, prompt, _module(spec).stream(spec, chosen.region, prompt))
+
+
+def _spend(chosen: Routing, tokens: int) -> None:
+    if chosen.workspace_id:
+        budget.count(chosen.workspace_id, tokens)
+
+
+def _counted(chosen: Routing, prompt: Prompt, parts: Iterator[str | Completion]) -> Iterator[str | Completion]:
+    """``parts``, counting the answer's tokens; an answer the reader stopped counts what was generated."""
+    text: list[str] = []
+    finished = False
+    try:
+        for part in parts:
+            if isinstance(part, Completion):
+                finished = True
+                _spend(chosen, part.input_tokens + part.output_tokens)
+            else:
+                text.append(part)
+            yield part
+    finally:
+        close = getattr(parts, "close", None)
+        if close is not None:
+            close()  # the model stops generating when the reader goes away
+        if not finished:
+            _spend(chosen, prompt_tokens(prompt) + estimate_tokens("".join(text)))
 
 
 def embed(spec: ModelSpec, region: str, texts: list[str]) -> list[list[float]]:

@@ -3,9 +3,11 @@ that make it final.
 
 ``erase_in_workspace`` removes the user's membership, chats, agent memory, the agent runs they started
 (with their step and event logs), the lineage edges into their chats' answers and runs, their
-``Idempotency-Key`` records, invitations addressed to them, their e-mail in invitations they sent, and
-the personal values of audit events (``audit_personal`` records; the events themselves stay and show
-a pseudonym, see ``core/audit.py``). ``erase_identity`` removes the global directory entry, its e-mail
+``Idempotency-Key`` records, invitations addressed to them, their e-mail where it names them as an author
+(``_attributions``: invitations and support grants they made, agents they last edited and other members'
+runs' snapshots of them, connectors and datasets they own; the ids stay), and the personal values of
+audit events (``audit_personal`` records; the events themselves stay and show a pseudonym, see
+``core/audit.py``). ``erase_identity`` removes the global directory entry, its e-mail
 and identity-provider claims, sessions, API token records, passkeys and security keys, TOTP and recovery
 codes, lockout counters and every other sign-in state naming the user.
 
@@ -27,6 +29,7 @@ from chalicelib.core.config import settings
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import workspaces
+from chalicelib.gateway.catalog import service as catalog
 from chalicelib.residency.models import erased_users, erasure_ledger
 
 log = get_logger("residency.erasure")
@@ -94,7 +97,7 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
     ws = {"S": workspace_id}
     is_theirs = _Matcher(region, mac, email)
     counts = {"memberships": 0, "chats": 0, "agent_memory": 0, "agent_runs": 0, "invitations": 0,
-              "audit_personal": 0, "idempotency": 0, "lineage_edges": 0}
+              "audit_personal": 0, "idempotency": 0, "lineage_edges": 0, "attributions": 0}
     got = _ddb(region).delete_item(TableName=aws.table_name("memberships"),
                                    Key={"workspace_id": ws, "user_id": {"S": user_id}}, ReturnValues="ALL_OLD")
     if got.get("Attributes"):
@@ -114,6 +117,7 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
             counts["agent_memory"] += 1
     for run in _query(region, "agent_runs", "workspace_id", workspace_id):
         if _s(run, "user_id") != user_id:
+            counts["attributions"] += _forget_editor_in_run(region, run, user_id, is_theirs)
             continue
         run_key = f"{workspace_id}#{_s(run, 'id')}"
         for entry in _query(region, "agent_run_log", "run_key", run_key):
@@ -128,12 +132,8 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
             _delete(region, "invitations", {"workspace_id": ws, "id": inv["id"]})
             counts["invitations"] += 1
             continue
-        invited_by = json.loads(_s(inv, "invited_by") or "{}")
-        if invited_by.get("id") == user_id and invited_by.get("email"):
-            invited_by["email"] = ""
-            _ddb(region).update_item(TableName=aws.table_name("invitations"),
-                                     Key={"workspace_id": ws, "id": inv["id"]}, UpdateExpression="SET invited_by = :b",
-                                     ExpressionAttributeValues={":b": {"S": audit.canonical(invited_by)}})
+        counts["attributions"] += _forget_author(region, "invitations", inv, "invited_by", user_id, is_theirs)
+    counts["attributions"] += _attributions(region, workspace_id, user_id, is_theirs)
     for record in _query(region, "audit_personal", "workspace_id", workspace_id, ConsistentRead=True):
         if _s(record, "subject") == user_id or is_theirs(_s(record, "email")):
             _delete(region, "audit_personal", {"workspace_id": ws, "ref": record["ref"]})
@@ -142,6 +142,78 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
     counts["idempotency"] = idempotency.erase(region, user_id, f"{workspace_id}#") + idempotency.erase(
         region, user_id, f"{idempotency.ACCOUNT}#")
     return counts
+
+
+def _set(region: str, table: str, item: dict[str, Any], values: dict[str, str | None]) -> None:
+    """Set string attributes of one item (None removes the attribute)."""
+    sets = {k: v for k, v in values.items() if v is not None}
+    removes = [k for k, v in values.items() if v is None]
+    names = {f"#a{i}": k for i, k in enumerate(values)}
+    alias = {k: a for a, k in names.items()}
+    expr = ("SET " + ", ".join(f"{alias[k]} = :v{i}" for i, k in enumerate(sets)) if sets else "") + \
+           (" REMOVE " + ", ".join(alias[k] for k in removes) if removes else "")
+    key = {k: item[k] for k in _KEYS[table]}
+    kw: dict[str, Any] = {"ExpressionAttributeValues": {f":v{i}": {"S": v} for i, v in enumerate(sets.values())}} \
+        if sets else {}
+    _ddb(region).update_item(TableName=aws.table_name(table), Key=key, UpdateExpression=expr.strip(),
+                             ExpressionAttributeNames=names, **kw)
+
+
+_KEYS = {table: ("workspace_id", "id")  # the key attributes of each table ``_set`` writes
+         for table in ("invitations", "agent_runs", "support_grants", "agents", "connectors", "datasets")}
+
+
+def _forget_author(region: str, table: str, item: dict[str, Any], attr: str, user_id: str,
+                   is_theirs: _Matcher) -> int:
+    """Blank the e-mail of a JSON ``{id, email}`` attribute naming the user (the id stays); 1 when done."""
+    author = json.loads(_s(item, attr) or "{}")
+    if not author.get("email") or not (author.get("id") == user_id or is_theirs(author["email"])):
+        return 0
+    _set(region, table, item, {attr: audit.canonical({**author, "email": ""})})
+    return 1
+
+
+def _forget_editor_in_run(region: str, run: dict[str, Any], user_id: str, is_theirs: _Matcher) -> int:
+    """Another member's run keeps a snapshot of its agent: the erased user as its last editor loses the
+    address there too."""
+    try:
+        agent = json.loads(_s(run, "agent") or "{}")
+    except ValueError:
+        return 0
+    editor = agent.get("updated_by") if isinstance(agent, dict) else None
+    if not isinstance(editor, dict) or not editor.get("email") or not (
+            editor.get("user_id") == user_id or is_theirs(editor["email"])):
+        return 0
+    agent["updated_by"] = {**editor, "email": None}
+    _set(region, "agent_runs", run, {"agent": json.dumps(agent)})
+    return 1
+
+
+def _attributions(region: str, workspace_id: str, user_id: str, is_theirs: _Matcher) -> int:
+    """The user's e-mail where it names them as an author or owner of workspace content that stays: the
+    last editor of an agent (shown to every member), support grants they made or that name them as the
+    support person, connectors and datasets they own (the catalog's ``owner``). Returns how many items
+    changed."""
+    n = 0
+    for agent in _query(region, "agents", "workspace_id", workspace_id):
+        editor = _s(agent, "updated_by_email")
+        if editor and (_s(agent, "updated_by") == user_id or is_theirs(editor)):
+            _set(region, "agents", agent, {"updated_by_email": None})
+            n += 1
+    for grant in _query(region, "support_grants", "workspace_id", workspace_id):
+        n += _forget_author(region, "support_grants", grant, "granted_by", user_id, is_theirs)
+        if is_theirs(_s(grant, "support_email")):
+            _set(region, "support_grants", grant, {"support_email": ""})
+            n += 1
+    owned: dict[str, list[str]] = {"connectors": [], "datasets": []}
+    for table, blank in (("connectors", None), ("datasets", "")):
+        for item in _query(region, table, "workspace_id", workspace_id):
+            if is_theirs(_s(item, "owner")):
+                _set(region, table, item, {"owner": blank})
+                owned[table].append(_s(item, "id"))
+    if owned["connectors"] or owned["datasets"]:
+        catalog.changed(workspace_id, datasets=owned["datasets"], connectors=owned["connectors"])
+    return n + len(owned["connectors"]) + len(owned["datasets"])
 
 
 def _delete_edges_into(region: str, workspace_id: str, target_id: str) -> int:

@@ -2,7 +2,9 @@
 
 Per query:
 1. The text must parse (DuckDB's own parser) into exactly one statement of type SELECT; anything else
-   (DDL, DML, COPY, ATTACH, INSTALL/LOAD, PRAGMA, SET, EXPLAIN, several statements) is refused.
+   (DDL, DML, COPY, ATTACH, INSTALL/LOAD, PRAGMA, SET, EXPLAIN, several statements) is refused. Every
+   function it calls must be on the allow-list (``allowlist.py``, checked on the parse tree by
+   ``statement.py``) and it may not name the engine's own views (settings, databases, catalog).
 2. The identifiers in the text are matched (case-insensitively) to the names of datasets the caller may
    read; only those can be loaded. DuckDB's binder then says which of their columns the statement reads
    (``query_columns``: the SQL is planned against empty stand-ins holding the caller's visible columns);
@@ -62,7 +64,7 @@ from chalicelib.gateway.catalog import fieldpolicy, lineage
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.query import cache as query_cache
 from chalicelib.gateway.query import columns as query_columns
-from chalicelib.gateway.query import sql_errors
+from chalicelib.gateway.query import sql_errors, statement
 from chalicelib.gateway.query import timer as query_timer
 
 log = get_logger("gateway.query")
@@ -117,17 +119,10 @@ def _clean(err: Exception) -> str:
     return sql_errors.public_message(err)
 
 
-# functions that describe the engine's host rather than the data (paths, settings, environment, secrets)
-_ENGINE_INTROSPECTION = re.compile(
-    r"current_setting|getenv|which_secret|pragma_\w+|duckdb_(settings|extensions|extension_repositories|secrets?\w*|"
-    r"temporary_files|databases|memory|external_\w+|logs\w*|log_contexts|profiling_settings)")
-
-
-def check_functions(identifiers: set[str]) -> None:
-    """400 when the SQL names a function that describes the engine's host instead of data."""
-    named = sorted(i for i in identifiers if _ENGINE_INTROSPECTION.fullmatch(i))
-    if named:
-        raise _bad_sql("sql_not_allowed", f"The function {named[0]} is not available in queries.")
+def check_functions(sql: str) -> None:
+    """400 when the SQL calls a function the allow-list does not allow (``query/allowlist.py``) or names
+    one of the engine's own views (its settings, databases and catalog)."""
+    statement.check(sql)
 
 
 _IDENT = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*)')
@@ -381,8 +376,8 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
             raise ApiError(400, "validation_failed", "'answer' must be {type, id} with type one of "
                            + ", ".join(ANSWER_TYPES) + ".", errors=[{"field": "answer", "message": "is invalid"}])
     skip = _cursor_offset(sql, after)
+    check_functions(sql)
     names = referenced(sql)
-    check_functions(names)
     lineage_write: list[Future[Any]] = []  # started once, beside the query's run (``_run``)
 
     def attempt() -> dict[str, Any]:

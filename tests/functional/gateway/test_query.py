@@ -115,3 +115,20 @@ def test_a_query_that_fails_running_answers_its_own_error_when_its_lineage_write
     status, body = query(world, "SELECT count(*) FROM customers")
     assert status == 500
     assert "throttled" not in json.dumps(body)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM query('SELECT name, value FROM duck' || 'db_settings()')",
+    "SELECT current_setting('temp_directory')",
+    "SELECT * FROM pragma_database_list",
+    "SELECT * FROM duckdb_databases()",
+    "SELECT name, setting FROM pg_settings",
+])
+def test_engine_settings_and_databases_are_out_of_reach(world: World, sql: str) -> None:
+    status, body = query(world, sql)
+    assert status == 400, body
+    assert body["code"] == "sql_not_allowed"
+    assert "gwq-" not in json.dumps(body) and "rows" not in body
+    # the same sandbox still answers ordinary SQL over the caller's own tables
+    status, page = query(world, "SELECT count(*) FROM information_schema.tables")
+    assert status == 200, page

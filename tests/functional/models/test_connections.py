@@ -279,3 +279,23 @@ def test_a_bedrock_connection_is_offered_and_its_test_names_the_failure(tenant: 
     assert ids[0] == "team-claude/anthropic.claude-3-haiku-20240307-v1:0"
     assert models["items"][0]["provider_kind"] == "bedrock" and models["items"][0]["capabilities"]["tool_use"]
     assert tested["ok"] is False and tested["checks"][0]["step"] == "chat"
+
+
+def test_an_agent_may_use_any_model_get_models_offers_connections_included(
+        tenant: Tenant, world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    agent = {"name": "Team agent", "instructions": "Answer.", "tools": ["catalog_search"]}
+    with helpers.client() as c:
+        before = post(c, "/v1/agents", tenant.token, {**agent, "model": "team-llm/small"})
+        assert create(c, tenant.token, {"name": "team-llm", "kind": "openai", "region": "us-east",
+                                        "base_url": peer.url + "/v1/", "api_key": KEY}).status_code == 201
+        offered = [m["id"] for m in c.http.get("/v1/models", headers=bearer(tenant.token)).json_body["items"]]
+        made = post(c, "/v1/agents", tenant.token, {**agent, "model": "team-llm/small"})
+        unknown = post(c, "/v1/agents", tenant.token, {**agent, "model": "team-llm/huge"})
+        renamed = c.http.patch(f"/v1/agents/{made.json_body['id']}", headers={**bearer(tenant.token),
+                               "Content-Type": "application/json"}, body=json.dumps({"model": "team-llm/tiny"}))
+    assert "team-llm/small" in offered
+    assert before.status_code == 400 and before.json_body["errors"][0]["field"] == "model"  # not connected yet
+    assert made.status_code == 201, made.body
+    assert made.json_body["model"] == "team-llm/small"
+    assert unknown.status_code == 400 and unknown.json_body["errors"][0]["field"] == "model"
+    assert renamed.status_code == 200 and renamed.json_body["model"] == "team-llm/tiny"
