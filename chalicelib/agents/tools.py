@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.agents import memory
+from chalicelib.core import tracing
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
@@ -206,6 +207,7 @@ def check_args(tool: str, args: Any) -> dict[str, Any]:
     return validate(args, TOOLS[tool].fields)
 
 
+@tracing.traced("execute_tool", lambda tool, *_, **__: tracing.tool_attrs(tool))
 def call(tool: str, ctx: ToolContext, args: dict[str, Any]) -> Any:
     """Run one tool; an ``ApiError`` of the service becomes a ``ToolError`` with its code."""
     spec = TOOLS[tool]

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import boto3
 from botocore.config import Config
 
-from chalicelib.core import process_state
+from chalicelib.core import process_state, tracing
 from chalicelib.core.config import settings
 from chalicelib.core.process_state import cached
 from chalicelib.core.regions import check_client_region
@@ -44,6 +44,7 @@ def _client(service: str, region: str, read_timeout: float | None = None) -> Any
     with _lock:  # one session: its loaded service models are shared by every client
         if _session is None:
             _session = boto3.session.Session()
+            tracing.instrument_botocore(_session)
         return _session.client(service, region_name=region, config=config)
 
 

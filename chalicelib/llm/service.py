@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from chalicelib.core import tracing
 from chalicelib.core.authz import Principal
 from chalicelib.core.tenancy import region_of
 from chalicelib.llm import access, routing
@@ -63,6 +64,7 @@ def _module(spec: ModelSpec) -> Any:
     return {"openai": openai_http, "bedrock": bedrock}[spec.provider_kind]
 
 
+@tracing.model_call
 def complete(chosen: Routing, prompt: Prompt) -> Completion:
     """One completion from the routed model, in the routed region."""
     spec = chosen.chosen
@@ -71,6 +73,7 @@ def complete(chosen: Routing, prompt: Prompt) -> Completion:
     return _module(spec).complete(spec, chosen.region, prompt)
 
 
+@tracing.model_stream
 def stream(chosen: Routing, prompt: Prompt) -> Iterator[str | Completion]:
     """Text deltas, then the final ``Completion``."""
     spec = chosen.chosen

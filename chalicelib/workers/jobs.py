@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.core import tracing
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store.work_timing import REAP_EVERY_S, SYNC_REAP_EVERY_S
 
@@ -220,6 +221,7 @@ def as_lambda(handler: Callable[[dict[str, Any]], dict[str, Any]], event: dict[s
     event sources, so a returned ``batchItemFailures`` would be ignored and the message deleted; with
     ``batch_size=1`` a failed record is reported by raising instead."""
     result = handler(event)
+    tracing.flush()  # the function is frozen after it returns
     failed = result.get("batchItemFailures") or []
     if failed:
         raise RecordFailed(f"{len(failed)} record(s) failed: " + ", ".join(f["itemIdentifier"] for f in failed))

@@ -34,7 +34,7 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from chalicelib.core import audit, clock, tenancy
+from chalicelib.core import audit, clock, tenancy, tracing
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
@@ -195,6 +195,7 @@ def _mark_lost(region: str, workspace_id: str, sync_id: str) -> None:
         pass
 
 
+@tracing.traced("sync", lambda ws, sync_id, **_: tracing.sync_attrs(ws, sync_id))
 def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt: bool = False,
              on_changed: OnChanged | None = None, connector_id: str | None = None,
              dataset_id: str | None = None) -> Outcome:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from chalicelib.core import audit, correlation, process_state
+from chalicelib.core import audit, correlation, process_state, tracing
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http import openapi
 from chalicelib.core.http.api import Ctx
@@ -217,6 +217,7 @@ def _request(tool: ToolDef, arguments: dict[str, Any], base: Any) -> tuple[_Requ
     return _Request(tool.method, path, query or None, headers, raw, base.context or {}), params
 
 
+@tracing.traced("execute_tool", lambda tool, *_, **__: tracing.tool_attrs(tool.name, "mcp"))
 def call(tool: ToolDef, arguments: dict[str, Any], principal: Principal, base: Any) -> dict[str, Any]:
     """Run the tool's operation as ``principal`` and return its JSON answer (an ``ApiError`` for a 4xx)."""
     require(principal, permission(tool))  # listed only when allowed; checked again when called

@@ -48,7 +48,7 @@ import uuid
 from concurrent.futures import Future
 from typing import Any
 
-from chalicelib.core import aws, clock
+from chalicelib.core import aws, clock, tracing
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.config import settings
 from chalicelib.core.durations import format_duration
@@ -365,6 +365,7 @@ def fetch_page(cur: Any, *, skip: int, limit: int, max_bytes: int | None = None
             size += row_bytes
 
 
+@tracing.traced("query", lambda p, *_, **__: tracing.query_attrs(p.workspace_id))
 def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dict[str, str] | None = None,
         time_limit: float | None = None, after: str | None = None) -> dict[str, Any]:
     """Run one SELECT for the caller; see the module docstring."""
