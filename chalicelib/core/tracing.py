@@ -102,6 +102,9 @@ def _new_provider(processor: Any) -> Any:
         def generate_trace_id(self) -> int:
             return trace_id_of(correlation.current())
 
+        def is_trace_id_random(self) -> bool:
+            return False  # a caller's correlation ID need not be
+
     service = os.environ.get("OTEL_SERVICE_NAME") or "aiplatform"
     provider = TracerProvider(resource=Resource.create({"service.name": service}), id_generator=CorrelationIds())
     provider.add_span_processor(processor)
@@ -398,20 +401,30 @@ def _streamed(fn: Callable[..., Any], chosen: Any, prompt: Any, *args: Any, **kw
 
 def instrument_botocore(session: Any) -> None:
     """One span per AWS API call of every client of ``session`` (botocore events; installed once)."""
+    session.events.register("before-parameter-build.dynamodb", _dynamodb_tables)
     session.events.register("before-call", _aws_before)
     session.events.register("after-call", _aws_after)
     session.events.register("after-call-error", _aws_error)
 
 
-def _aws_before(model: Any = None, params: Any = None, context: Any = None, **_: Any) -> None:
+def _dynamodb_tables(params: Any = None, context: Any = None, **_: Any) -> None:
+    """The call's table names (its parameters are seen here, before they are serialized)."""
+    if _state["provider"] is None or context is None or not isinstance(params, dict):
+        return
+    if params.get("TableName"):
+        tables = [params["TableName"]]
+    elif params.get("TransactItems"):
+        tables = sorted({op.get("TableName", "") for item in params["TransactItems"] for op in item.values()})
+    else:
+        tables = sorted(params.get("RequestItems") or {})
+    context["_trace_tables"] = tables
+
+
+def _aws_before(model: Any = None, context: Any = None, **_: Any) -> None:
     if _state["provider"] is None or context is None or model is None:
         return
-    service = model.service_model.service_id.hyphenize() if hasattr(model.service_model, "service_id") else ""
     attrs: dict[str, Any] = {RPC_SYSTEM: "aws-api", RPC_SERVICE: model.service_model.service_name,
-                             RPC_METHOD: model.name}
-    if service == "dynamodb" and isinstance(params, dict):
-        tables = [params["TableName"]] if params.get("TableName") else list(params.get("RequestItems") or {})
-        attrs[AWS_DYNAMODB_TABLE_NAMES] = tables or None
+                             RPC_METHOD: model.name, AWS_DYNAMODB_TABLE_NAMES: context.pop("_trace_tables", None)}
     cm = _span(f"{model.service_model.service_name}.{model.name}", "CLIENT", attrs)
     cm.__enter__()
     context["_trace_span"] = cm
