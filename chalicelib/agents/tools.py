@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.agents import memory
-from chalicelib.core import tracing
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
+from chalicelib.core.telemetry import tracing
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge.chunking import DOCUMENT
 

@@ -14,10 +14,11 @@ from typing import Any, TypeVar
 import boto3
 from botocore.config import Config
 
-from chalicelib.core import process_state, tracing
+from chalicelib.core import process_state
 from chalicelib.core.config import settings
 from chalicelib.core.process_state import cached
 from chalicelib.core.regions import check_client_region
+from chalicelib.core.telemetry import tracing
 
 _lock = threading.Lock()
 _session: boto3.session.Session | None = None

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from chalicelib.core import tracing
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http.errors import validation_error
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import reader
 from chalicelib.gateway.catalog import service as catalog

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from chalicelib.core import tracing
 from chalicelib.core.authz import Principal
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of
 from chalicelib.llm import access, routing
 from chalicelib.llm.connections import workspace_registry

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import tracing
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store.work_timing import REAP_EVERY_S, SYNC_REAP_EVERY_S
+from chalicelib.core.telemetry import tracing
 
 log = get_logger("workers")
 

@@ -11,7 +11,8 @@ from opentelemetry.semconv._incubating.attributes import messaging_attributes as
 from opentelemetry.semconv._incubating.attributes import rpc_attributes as rpc
 from opentelemetry.semconv.attributes import error_attributes, http_attributes
 
-from chalicelib.core import correlation, tracing
+from chalicelib.core import correlation
+from chalicelib.core.telemetry import tracing
 
 
 def test_attribute_names_are_the_semantic_conventions() -> None:

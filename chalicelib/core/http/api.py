@@ -18,12 +18,13 @@ from urllib.parse import parse_qs
 
 from chalice import Chalice, Response
 
-from chalicelib.core import correlation, tracing
+from chalicelib.core import correlation
 from chalicelib.core.authz import AUTHENTICATED, Principal, require
 from chalicelib.core.http import json_body, rate_limits
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError, unauthorized
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import WORKSPACE, scoped
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import RequestScope, ensure_served_here, live_principal, require_member, scope_of
 from chalicelib.core.tokens import API, Audience, bearer, verifier
 
@@ -233,7 +234,7 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
                 ctx._scope = resolve(ctx.header("authorization"), route.permission or "", route.scope, params,
                                      route.audience)
                 ctx.principal = ctx._scope.principal
-                tracing.set_workspace(ctx.principal.workspace_id)
+                tracing.set_workspace(ctx._scope)
                 limits = rate_limits.charge(ctx._scope)
             result = route.fn(ctx, **params)
         except ApiError as err:

@@ -5,10 +5,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from chalicelib.core import aws, correlation, tracing
+from chalicelib.core import aws, correlation
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.process_state import cached
+from chalicelib.core.telemetry import tracing
 
 log = get_logger(__name__)
 DEFAULT_MAX_RECEIVES = 5  # infra/resources.py's Queue.max_receive_count default

@@ -34,13 +34,14 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from chalicelib.core import audit, clock, tenancy, tracing
+from chalicelib.core import audit, clock, tenancy
 from chalicelib.core.audit import SYSTEM
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions
 from chalicelib.core.store import queues, tables
 from chalicelib.core.store.transact import Refused, Tx
+from chalicelib.core.telemetry import tracing
 from chalicelib.gateway import models, storage
 from chalicelib.gateway.catalog import lineage_edges
 from chalicelib.gateway.catalog import service as catalog

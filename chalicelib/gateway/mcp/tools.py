@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from chalicelib.core import audit, correlation, process_state, tracing
+from chalicelib.core import audit, correlation, process_state
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http import openapi
 from chalicelib.core.http.api import Ctx
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of, scope_of
 from chalicelib.gateway.api.read_routes import OPENAPI_PATH
 from chalicelib.gateway.catalog import lineage

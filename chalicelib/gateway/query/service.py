@@ -48,7 +48,7 @@ import uuid
 from concurrent.futures import Future
 from typing import Any
 
-from chalicelib.core import aws, clock, tracing
+from chalicelib.core import aws, clock
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.config import settings
 from chalicelib.core.durations import format_duration
@@ -56,6 +56,7 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import reader, storage
 from chalicelib.gateway.catalog import fieldpolicy, lineage

@@ -13,8 +13,9 @@ import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from chalicelib.core import aws, correlation, tracing
+from chalicelib.core import aws, correlation
 from chalicelib.core.store import queues
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import forget_scopes, workspaces
 from tests.functional.chat import helpers
 from tests.functional.chat.helpers import MASKED_EMAIL, ask, post

@@ -10,7 +10,8 @@ of SHA-256 (``trace_id_of``). A W3C ``traceparent`` is accepted on requests and 
 emitted on responses and messages.
 
 Prompts and answers become span attributes only for a workspace with the setting ``trace_content: true``
-(``content_allowed``); masked values never reach this module.
+(``set_workspace``), and only the conversation's messages: never the retrieved passages, so masked values
+never reach a span.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ _FLUSH_TIMEOUT_MS = 2000
 _lock = threading.Lock()
 _state: dict[str, Any] = {"provider": None, "configured": False}
 _workspace: contextvars.ContextVar[str] = contextvars.ContextVar("trace_workspace", default="")
+_content: contextvars.ContextVar[bool] = contextvars.ContextVar("trace_content", default=False)
 
 # attribute names (opentelemetry-semantic-conventions; tests check each against the package's constants)
 GEN_AI_SYSTEM = "gen_ai.system"
@@ -286,6 +288,7 @@ def serve(event: Any, get_response: Callable[[Any], Any]) -> Any:
     if event is None or not enabled():
         return get_response(event)
     _workspace.set("")
+    _content.set(False)
     method = getattr(event, "method", "") or ""
     route = (getattr(event, "context", None) or {}).get("resourcePath") or ""
     headers = getattr(event, "headers", None) or {}
@@ -318,30 +321,25 @@ def record_span(record: dict[str, Any], queue: str) -> contextlib.AbstractContex
     attrs = record.get("messageAttributes") or {}
     parent = (attrs.get(TRACEPARENT) or {}).get("stringValue")
     _workspace.set("")
+    _content.set(False)
     return _span(f"process {queue}", "CONSUMER", {MESSAGING_SYSTEM: "aws_sqs", MESSAGING_DESTINATION_NAME: queue,
                                                    MESSAGING_OPERATION_TYPE: "process"}, parent)
 
 
 # --- model calls ----------------------------------------------------------------------------------------
 
-def set_workspace(workspace_id: str | None) -> None:
-    """The workspace the current work acts for (its span gets the attribute; its settings decide content)."""
-    if _state["provider"] is not None and workspace_id:
-        _workspace.set(workspace_id)
-        set_attributes(trace_current(), {WORKSPACE_ID: workspace_id})
-
-
-def content_allowed(workspace_id: str | None) -> bool:
-    """Whether the workspace opted in to prompts and answers as span attributes (``trace_content: true``)."""
-    if not workspace_id or not enabled():
-        return False
+def set_workspace(scope: Any) -> None:
+    """The workspace a request acts for (a ``RequestScope``): its span gets the attribute, and its setting
+    ``trace_content`` decides whether prompts and answers become attributes."""
+    if _state["provider"] is None or not getattr(scope, "workspace_id", None):
+        return
     try:
-        from chalicelib.core.tenancy import get_workspace
-        from chalicelib.core.workspace_settings import settings_of
-
-        return settings_of(get_workspace(workspace_id)).get(TRACE_CONTENT) is True
-    except Exception:  # noqa: BLE001 - unknown: keep content out
-        return False
+        opted_in = json.loads(getattr(scope.workspace, "settings", None) or "{}").get(TRACE_CONTENT) is True
+    except (ValueError, AttributeError):
+        opted_in = False
+    _workspace.set(scope.workspace_id)
+    _content.set(opted_in)
+    set_attributes(trace_current(), {WORKSPACE_ID: scope.workspace_id})
 
 
 def _model_attrs(chosen: Any, prompt: Any, operation: str) -> dict[str, Any]:
@@ -355,7 +353,7 @@ def _completion_attrs(completion: Any, prompt: Any, workspace_id: str | None) ->
     attrs: dict[str, Any] = {GEN_AI_USAGE_INPUT_TOKENS: completion.input_tokens,
                              GEN_AI_USAGE_OUTPUT_TOKENS: completion.output_tokens,
                              GEN_AI_RESPONSE_FINISH_REASONS: [reason]}
-    if content_allowed(workspace_id):
+    if workspace_id and _content.get():
         attrs[GEN_AI_INPUT_MESSAGES] = json.dumps(
             [{"role": m.get("role"), "content": m.get("content")} for m in prompt.messages], default=str)
         attrs[GEN_AI_OUTPUT_MESSAGES] = json.dumps([{"role": "assistant", "content": completion.text}])
