@@ -221,7 +221,7 @@ def as_lambda(handler: Callable[[dict[str, Any]], dict[str, Any]], event: dict[s
     event sources, so a returned ``batchItemFailures`` would be ignored and the message deleted; with
     ``batch_size=1`` a failed record is reported by raising instead."""
     result = handler(event)
-    tracing.flush()  # the function is frozen after it returns
+    tracing.flush_if_lambda()  # spans and lineage events: the function is frozen after it returns
     failed = result.get("batchItemFailures") or []
     if failed:
         raise RecordFailed(f"{len(failed)} record(s) failed: " + ", ".join(f["itemIdentifier"] for f in failed))

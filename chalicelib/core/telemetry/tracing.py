@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from chalicelib.core import correlation
+from chalicelib.core.telemetry import openlineage
 
 TRACEPARENT = "traceparent"
 TRACE_CONTENT = "trace_content"  # the workspace setting that lets prompts and answers into spans
@@ -135,9 +136,11 @@ def flush() -> None:
 
 
 def flush_if_lambda() -> None:
-    """Flush when the process is frozen after answering (Lambda); the local server exports in the background."""
+    """Flush spans and lineage events when the process is frozen after answering (Lambda); the local server
+    sends both in the background."""
     if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
         flush()
+        openlineage.drain()
 
 
 # --- identifiers ------------------------------------------------------------------------------------
@@ -286,7 +289,9 @@ def serve(event: Any, get_response: Callable[[Any], Any]) -> Any:
     """``get_response(event)`` inside the server span of one HTTP request (a child of the caller's
     ``traceparent`` when it belongs to the request's trace); the response carries ``traceparent``."""
     if event is None or not enabled():
-        return get_response(event)
+        response = get_response(event)
+        flush_if_lambda()
+        return response
     _workspace.set("")
     _content.set(False)
     method = getattr(event, "method", "") or ""
