@@ -2,10 +2,10 @@
 tool calls, built with ``openlineage-python`` and sent to the endpoint of the workspace's own region.
 
 Endpoints are deployment settings, one per region: ``OPENLINEAGE_URL_<REGION>`` (``OPENLINEAGE_URL_EU_CENTRAL_1``)
-names a region's endpoint, and ``OPENLINEAGE_URL`` the endpoint of the region this deployment is pinned to
-(an unpinned process, ``make run`` and tests: the global region's). An event goes only to the endpoint of its
-workspace's region, so an EU workspace's events never reach a US endpoint. Without any endpoint nothing is
-built.
+names a region's endpoint, and ``OPENLINEAGE_URL`` the global region's (us-east-1) only: a process inherits
+its environment (``make run`` starts each region's process with the same one), so a plain setting never
+reaches another region. An event goes only to the endpoint of its workspace's region, so an EU workspace's
+events never reach a US endpoint. Without any endpoint nothing is built.
 
 Sending never fails or holds up the work: events are posted by one background thread (through the outbound
 guard, ``core.http.outbound``, with a 3-second budget); a failure is logged and dropped. A Lambda function
@@ -75,8 +75,7 @@ def endpoint_for(region: str) -> str | None:
     own = os.environ.get(f"{_ENV}_{region.upper().replace('-', '_')}", "").strip()
     if own:
         return own
-    home = settings().region or settings().global_region
-    return (os.environ.get(_ENV, "").strip() or None) if region == home else None
+    return (os.environ.get(_ENV, "").strip() or None) if region == settings().global_region else None
 
 
 # --- events ---------------------------------------------------------------------------------------------
