@@ -37,6 +37,7 @@ _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 _FLUSH_TIMEOUT_MS = 2000
 _lock = threading.Lock()
 _state: dict[str, Any] = {"provider": None, "configured": False}
+_tracers: dict[Any, Any] = {}  # provider -> its tracer (one per provider, not one per span)
 _workspace: contextvars.ContextVar[str] = contextvars.ContextVar("trace_workspace", default="")
 _content: contextvars.ContextVar[bool] = contextvars.ContextVar("trace_content", default=False)
 
@@ -122,6 +123,7 @@ def use_processor(processor: Any | None) -> None:
         _state["provider"] = _new_provider(processor) if processor is not None else None
         _state["configured"] = True
     if old is not None:
+        _tracers.pop(old, None)
         old.shutdown()
 
 
@@ -207,7 +209,10 @@ def _parent(traceparent: str | None) -> Any:
 def _span(name: str, kind: str, attributes: dict[str, Any], parent: str | None = None) -> Iterator[Any]:
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    tracer = _state["provider"].get_tracer("aiplatform")
+    provider = _state["provider"]
+    tracer = _tracers.get(provider)
+    if tracer is None:
+        tracer = _tracers[provider] = provider.get_tracer("aiplatform")
     with tracer.start_as_current_span(name, context=_parent(parent), kind=getattr(SpanKind, kind),
                                       attributes=_clean(attributes), record_exception=False,
                                       set_status_on_exception=False) as span:

@@ -82,7 +82,7 @@ def record_query(workspace_id: str, used: list[tuple[str, str]], answer: dict[st
     cls = models.lineage_edges(region_of(workspace_id))
     expires = int(clock.parse_iso(f"{day}T00:00:00Z").timestamp()) + (QUERY_LINEAGE_DAYS + 1) * 86400
     now = clock.iso()
-    lineage_events.from_edges(workspace_id, [("DATASET", ds, "QUERY", node, {}) for ds, _ in used])
+    lineage_events.from_edges(workspace_id, [("DATASET", ds, "QUERY", node, {}) for ds, _ in used], each_time=True)
     pairs = [(ds, "dataset", node, "query", {"source_name": name, "target_name": f"queries on {day}", "day": day})
              for ds, name in used]
     if answer is not None:

@@ -6,6 +6,7 @@ serves the workspace's region (``core.telemetry.openlineage``)."""
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
 
@@ -46,8 +47,10 @@ def _source(workspace_id: str, kind: str, node_id: str) -> Node:
     return dataset_node(workspace_id, node_id) if kind == "dataset" else Node(kind, node_id)
 
 
-def from_edges(workspace_id: str, edges: Iterable[tuple[str, str, str, str, dict[str, Any]]]) -> None:
-    """One run per target of ``edges`` (``lineage.Edge``); a run whose status says it failed is a FAIL."""
+def from_edges(workspace_id: str, edges: Iterable[tuple[str, str, str, str, dict[str, Any]]], *,
+               each_time: bool = False) -> None:
+    """One run per target of ``edges`` (``lineage.Edge``); a run whose status says it failed is a FAIL.
+    ``each_time``: the target is shared by many runs (a day's query node), so each call is a run of its own."""
     region = _wanted(workspace_id)
     if region is None:
         return
@@ -56,7 +59,8 @@ def from_edges(workspace_id: str, edges: Iterable[tuple[str, str, str, str, dict
         failed: set[tuple[str, str]] = set()
         for s_type, s_id, t_type, t_id, details in edges:
             key = (t_type.lower(), t_id)
-            info = runs.setdefault(key, RunInfo(workspace_id, region, key[0], t_id, outputs=[Node(*key)]))
+            run_key = f"{t_id}:{uuid.uuid4()}" if each_time else t_id
+            info = runs.setdefault(key, RunInfo(workspace_id, region, key[0], run_key, outputs=[Node(*key)]))
             info.inputs.append(_source(workspace_id, s_type.lower(), s_id))
             if str((details or {}).get("status") or "").lower() in FAILED_STATUSES:
                 failed.add(key)
