@@ -43,6 +43,7 @@ MODULES: tuple[str, ...] = (
     "bench_agents",
     "bench_residency",
     "bench_local_state",
+    "bench_telemetry",
 )
 
 

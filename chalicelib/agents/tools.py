@@ -34,6 +34,7 @@ from chalicelib.agents.labels import Label
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
+from chalicelib.core.telemetry import tracing
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge.chunking import DOCUMENT
 
@@ -224,6 +225,7 @@ def check_args(tool: str, args: Any) -> dict[str, Any]:
     return validate(args, TOOLS[tool].fields)
 
 
+@tracing.traced("execute_tool", lambda tool, *_, **__: tracing.tool_attrs(tool))
 def call(tool: str, ctx: ToolContext, args: dict[str, Any]) -> Any:
     """Run one tool; an ``ApiError`` of the service becomes a ``ToolError`` with its code."""
     spec = TOOLS[tool]

@@ -18,6 +18,7 @@ from chalicelib.core import process_state
 from chalicelib.core.config import settings
 from chalicelib.core.process_state import cached
 from chalicelib.core.regions import check_client_region
+from chalicelib.core.telemetry import tracing
 
 _lock = threading.Lock()
 _session: boto3.session.Session | None = None
@@ -44,6 +45,7 @@ def _client(service: str, region: str, read_timeout: float | None = None) -> Any
     with _lock:  # one session: its loaded service models are shared by every client
         if _session is None:
             _session = boto3.session.Session()
+            tracing.instrument_botocore(_session)
         return _session.client(service, region_name=region, config=config)
 
 

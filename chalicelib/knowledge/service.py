@@ -21,6 +21,7 @@ import numpy as np
 
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http.errors import validation_error
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import reader
 from chalicelib.gateway.catalog import service as catalog
@@ -104,6 +105,7 @@ def _mask(idx: store.Loaded, view: reader.View, allow_fields: frozenset[str]) ->
     return mask
 
 
+@tracing.traced("retrieval", lambda p, *_, **__: tracing.retrieval_attrs(p.workspace_id))
 def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any] | None = None, *,
            mode: str = "auto") -> list[Hit]:
     """The ``k`` best chunks the caller may read, best first. ``mode``: ``auto`` (hybrid when the index

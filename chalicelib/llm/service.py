@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chalicelib.core.authz import Principal
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of
 from chalicelib.llm import access, budget, connections, routing
 from chalicelib.llm.connections import workspace_registry
@@ -63,6 +64,7 @@ def _module(spec: ModelSpec) -> Any:
     return {"openai": openai_http, "bedrock": bedrock}[spec.provider_kind]
 
 
+@tracing.model_call
 def complete(chosen: Routing, prompt: Prompt) -> Completion:
     """One completion from the routed model, in the routed region (a connection's model only while its
     connection declares it there; the answer's tokens spend the workspace's budget)."""
@@ -75,6 +77,7 @@ def complete(chosen: Routing, prompt: Prompt) -> Completion:
     return done
 
 
+@tracing.model_stream
 def stream(chosen: Routing, prompt: Prompt) -> Iterator[str | Completion]:
     """Text deltas, then the final ``Completion``."""
     spec = chosen.chosen

@@ -16,6 +16,7 @@ from typing import Any
 
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store.work_timing import REAP_EVERY_S, SYNC_REAP_EVERY_S
+from chalicelib.core.telemetry import tracing
 
 log = get_logger("workers")
 
@@ -220,6 +221,7 @@ def as_lambda(handler: Callable[[dict[str, Any]], dict[str, Any]], event: dict[s
     event sources, so a returned ``batchItemFailures`` would be ignored and the message deleted; with
     ``batch_size=1`` a failed record is reported by raising instead."""
     result = handler(event)
+    tracing.flush_if_lambda()  # spans and lineage events: the function is frozen after it returns
     failed = result.get("batchItemFailures") or []
     if failed:
         raise RecordFailed(f"{len(failed)} record(s) failed: " + ", ".join(f["itemIdentifier"] for f in failed))

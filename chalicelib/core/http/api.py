@@ -24,6 +24,7 @@ from chalicelib.core.http import json_body, rate_limits
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError, unauthorized
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import WORKSPACE, scoped
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import RequestScope, ensure_served_here, live_principal, require_member, scope_of
 from chalicelib.core.tokens import API, Audience, bearer, verifier
 
@@ -233,6 +234,7 @@ def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
                 ctx._scope = resolve(ctx.header("authorization"), route.permission or "", route.scope, params,
                                      route.audience)
                 ctx.principal = ctx._scope.principal
+                tracing.set_workspace(ctx._scope)
                 limits = rate_limits.charge(ctx._scope)
             result = route.fn(ctx, **params)
         except ApiError as err:
@@ -275,8 +277,9 @@ def _allowed_methods(app: Chalice, event: Any) -> str:
 
 def _correlation_middleware(event: Any, get_response: Callable[[Any], Response], app: Chalice | None = None) -> Response:
     started = time.perf_counter()
-    correlation.accept(event.headers.get("x-correlation-id") if event is not None else None)
-    response = get_response(event)
+    tracing.accept_request(*((event.headers.get("x-correlation-id"), event.headers.get(tracing.TRACEPARENT))
+                             if event is not None else (None, None)))
+    response = tracing.serve(event, get_response)
     body = response.body
     if response.status_code >= 400 and isinstance(body, dict) and "Code" in body:
         err = ApiError(response.status_code, _native_code(body["Code"]), str(body.get("Message", "")))

@@ -9,6 +9,7 @@ from chalicelib.core import aws, correlation
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.process_state import cached
+from chalicelib.core.telemetry import tracing
 
 log = get_logger(__name__)
 DEFAULT_MAX_RECEIVES = 5  # infra/resources.py's Queue.max_receive_count default
@@ -16,7 +17,8 @@ DEFAULT_MAX_RECEIVES = 5  # infra/resources.py's Queue.max_receive_count default
 
 def enqueue(queue: str, region: str, body: dict[str, Any], *, group_key: str | None = None) -> str:
     """Send ``body`` (JSON) to the declared queue ``queue`` in ``region``; returns the message id."""
-    attrs = {"correlation_id": {"DataType": "String", "StringValue": correlation.current()}}
+    attrs = {"correlation_id": {"DataType": "String", "StringValue": correlation.current()},
+             **tracing.message_attributes()}
     if group_key:
         attrs["group_key"] = {"DataType": "String", "StringValue": group_key}
     result = aws.client("sqs", region).send_message(
@@ -45,7 +47,8 @@ def handle_batch(event: dict[str, Any], handle_record: RecordHandler, *, what: s
     for record in event.get("Records", []):
         record_correlation(record)
         try:
-            ok = handle_record(record)
+            with tracing.record_span(record, what):
+                ok = handle_record(record)
         except Exception:  # noqa: BLE001 - never let one record take the batch down
             log.exception("%s record failed", what, extra={"message_id": record.get("messageId")})
             ok = False

@@ -27,6 +27,7 @@ from chalicelib.core.logs import get_logger
 from chalicelib.core.store.transact import Conflict, Tx
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import models, reader
+from chalicelib.gateway.catalog import lineage_events
 from chalicelib.gateway.catalog import service as catalog
 
 DEFAULT_DEPTH = 3
@@ -45,6 +46,8 @@ def edge_items(workspace_id: str, edges: Iterable[Edge], *, expires_at: int | No
     """The items of ``edges``; ``expires_at`` (epoch seconds, the TTL) ties them to their subject's retention."""
     cls = models.lineage_edges(region_of(workspace_id))
     now = clock.iso()
+    edges = list(edges)
+    lineage_events.from_edges(workspace_id, edges)
     return [cls(workspace_id, f"{s_id}>{t_id}", source_id=s_id, source_type=s_type.lower(), target_id=t_id,
                 target_type=t_type.lower(), created_at=now, expires_at=expires_at,
                 details=json.dumps(details or {}, separators=(",", ":"), default=str))
@@ -79,6 +82,7 @@ def record_query(workspace_id: str, used: list[tuple[str, str]], answer: dict[st
     cls = models.lineage_edges(region_of(workspace_id))
     expires = int(clock.parse_iso(f"{day}T00:00:00Z").timestamp()) + (QUERY_LINEAGE_DAYS + 1) * 86400
     now = clock.iso()
+    lineage_events.from_edges(workspace_id, [("DATASET", ds, "QUERY", node, {}) for ds, _ in used], each_time=True)
     pairs = [(ds, "dataset", node, "query", {"source_name": name, "target_name": f"queries on {day}", "day": day})
              for ds, name in used]
     if answer is not None:

@@ -41,8 +41,9 @@ from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import served_regions
 from chalicelib.core.store import queues, tables
 from chalicelib.core.store.transact import Refused, Tx
+from chalicelib.core.telemetry import tracing
 from chalicelib.gateway import models, storage
-from chalicelib.gateway.catalog import lineage_edges
+from chalicelib.gateway.catalog import lineage_edges, lineage_events
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.ingest import connectors, normalize
 from chalicelib.gateway.ingest import typed_rows as ingest
@@ -195,6 +196,8 @@ def _mark_lost(region: str, workspace_id: str, sync_id: str) -> None:
         pass
 
 
+@lineage_events.sync_run
+@tracing.traced("sync", lambda ws, sync_id, **_: tracing.sync_attrs(ws, sync_id))
 def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt: bool = False,
              on_changed: OnChanged | None = None, connector_id: str | None = None,
              dataset_id: str | None = None) -> Outcome:

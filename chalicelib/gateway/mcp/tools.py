@@ -25,6 +25,7 @@ from chalicelib.core.http import openapi
 from chalicelib.core.http.api import Ctx
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import is_id, new_id
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of, scope_of
 from chalicelib.gateway.api.read_routes import OPENAPI_PATH
 from chalicelib.gateway.catalog import lineage
@@ -217,6 +218,7 @@ def _request(tool: ToolDef, arguments: dict[str, Any], base: Any) -> tuple[_Requ
     return _Request(tool.method, path, query or None, headers, raw, base.context or {}), params
 
 
+@tracing.traced("execute_tool", lambda tool, *_, **__: tracing.tool_attrs(tool.name, "mcp"))
 def call(tool: ToolDef, arguments: dict[str, Any], principal: Principal, base: Any) -> dict[str, Any]:
     """Run the tool's operation as ``principal`` and return its JSON answer (an ``ApiError`` for a 4xx)."""
     require(principal, permission(tool))  # listed only when allowed; checked again when called

@@ -58,6 +58,7 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
+from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import reader, storage
 from chalicelib.gateway.catalog import fieldpolicy, lineage
@@ -360,6 +361,7 @@ def fetch_page(cur: Any, *, skip: int, limit: int, max_bytes: int | None = None
             size += row_bytes
 
 
+@tracing.traced("query", lambda p, *_, **__: tracing.query_attrs(p.workspace_id))
 def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dict[str, str] | None = None,
         time_limit: float | None = None, after: str | None = None) -> dict[str, Any]:
     """Run one SELECT for the caller; see the module docstring."""
