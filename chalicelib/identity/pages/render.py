@@ -210,9 +210,9 @@ this page proves nothing about who runs the application. You can revoke it later
 </div>
 </section>""")
 
-SIGNIN_CLIENT = Template("""<p id="signin-client" class="note" role="note">Signing in to continue to <strong>$name</strong>
-<span class="badge">$name_origin</span>. Afterwards you are asked whether it may act for you, and then sent to
-<strong id="signin-next-host">$redirect_host</strong>.</p>
+SIGNIN_CLIENT = Template("""<p id="signin-client" class="note" role="note">The application <strong>$name</strong>
+<span class="badge">$name_origin</span> asked for this sign-in. Afterwards you choose whether it may act for
+you; then your browser goes to <strong id="signin-next-host">$redirect_host</strong>.</p>
 """)
 
 MFA_REQUIRED = Template("""<p id="mfa-reason" role="status">$reason</p>
