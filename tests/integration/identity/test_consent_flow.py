@@ -125,3 +125,23 @@ def test_a_refresh_with_a_foreign_resource_leaves_the_token_usable(platform: Run
     assert r.status_code == 200, r.text  # not taken for a reuse: the grant and the session live on
     r = requests.get(platform.urls["identity"] + "/account/sessions", headers={"Cookie": cookie}, timeout=30)
     assert r.status_code == 200
+
+
+def test_a_plain_oauth_request_of_the_web_app_gets_a_code(platform: RunningPlatform, cookie: str) -> None:
+    """RFC 6749 section 3.3: scope ``email`` without ``openid`` from a signed-in browser, with the web app's
+    (first-party) client: a code at once (no sign-in page, no consent page), and tokens without an ID token."""
+    identity, app = platform.urls["identity"], platform.urls["app"]
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    r = requests.get(identity + "/oauth2/authorize?" + urlencode({
+        "response_type": "code", "client_id": platform.demo["app_client_id"], "redirect_uri": app + "/callback",
+        "scope": "email", "state": "plain", "code_challenge": challenge, "code_challenge_method": "S256"}),
+        headers={"Cookie": cookie}, allow_redirects=False, timeout=30)
+    assert r.status_code == 302 and r.headers["Location"].startswith(app + "/callback?"), r.headers.get("Location")
+    answer = params_of(r.headers["Location"])
+    assert answer["state"] == "plain" and answer["code"].startswith("ac_")
+    r = requests.post(identity + "/oauth2/token", timeout=30, data={
+        "grant_type": "authorization_code", "code": answer["code"], "redirect_uri": app + "/callback",
+        "client_id": platform.demo["app_client_id"], "code_verifier": verifier})
+    assert r.status_code == 200, r.text
+    assert r.json()["scope"] == "email" and "id_token" not in r.json()
