@@ -75,6 +75,9 @@ TABLES: tuple[Table, ...] = (
     Table("signing_keys", GLOBAL, "kid", attributes={"kid": "S"}, purpose="token signing keys (private part KMS-encrypted)"),
     Table("revoked_tokens", GLOBAL, "jti", attributes={"jti": "S"}, ttl="expires_at", purpose="revoked token ids until they expire"),
     Table("oauth_clients", GLOBAL, "client_id", attributes={"client_id": "S"}, purpose="registered OAuth clients"),
+    Table("oauth_consents", GLOBAL, "user_id", "key", attributes={"user_id": "S", "key": "S"},
+          purpose="what each user allowed each third-party OAuth client, per workspace (scopes, resources, "
+                  "grants issued, last use)"),
     Table("sessions", GLOBAL, "sid_hash", attributes={"sid_hash": "S", "user_id": "S", "session_id": "S"},
           indexes=(Index("by_user", "user_id", "session_id"),), ttl="expires_at",
           purpose="browser sessions at {auth_url} (cookie aiplat_sid; only its SHA-256 is stored)"),

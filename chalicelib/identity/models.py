@@ -1,7 +1,7 @@
 """Every PynamoDB model of identity, and the item kinds of the global ``auth_state`` table.
 
 Tables: ``users`` (users and their e-mail / identity-provider subject claims), ``sessions``,
-``oauth_clients``, ``api_tokens``, ``webauthn_credentials``, ``sso_connections`` and ``auth_state``
+``oauth_clients``, ``oauth_consents`` (what a user allowed a third-party client), ``api_tokens``, ``webauthn_credentials``, ``sso_connections`` and ``auth_state``
 (short-lived sign-in state, one ``pk`` prefix per kind, see ``AUTH_STATE_KINDS``) and ``rate_limits``.
 """
 from __future__ import annotations
@@ -122,6 +122,8 @@ class OAuthClientAttrs(BaseModel):
     workspace_id = UnicodeAttribute(null=True)
     service_roles = UnicodeAttribute(null=True)  # JSON list
     require_pkce = BooleanAttribute(null=True)  # confidential clients: PKCE required too (public ones always)
+    first_party = BooleanAttribute(null=True)  # the platform's own client: never asks for consent
+    registration = UnicodeAttribute(null=True)  # dynamic | metadata_document | admin (None: admin)
 
     @property
     def grants(self) -> list[str]:
@@ -130,6 +132,32 @@ class OAuthClientAttrs(BaseModel):
     @property
     def redirects(self) -> list[str]:
         return list(json.loads(self.redirect_uris or "[]"))
+
+
+# --- oauth_consents table ---------------------------------------------------------------------------
+
+class ConsentAttrs(BaseModel):
+    """What a user allowed one third-party client in one workspace (``oauth/consent/``)."""
+
+    TABLE = "oauth_consents"
+    user_id = UnicodeAttribute(hash_key=True)
+    key = UnicodeAttribute(range_key=True)  # "<client_id>#<workspace_id>" (a client id never holds '#')
+    client_id = UnicodeAttribute()
+    workspace_id = UnicodeAttribute()  # "" for a user with no workspace
+    client_name = UnicodeAttribute()  # as the client declared it when the user consented
+    scopes = UnicodeAttribute()  # space-separated, sorted: every scope the user allowed
+    resources = UnicodeAttribute(default="[]")  # JSON list: "" is the platform API, else an MCP resource URL
+    granted_at = UnicodeAttribute()
+    last_used_at = UnicodeAttribute(null=True)
+    grants = UnicodeSetAttribute(null=True)  # ids of the grants (refresh-token families) issued under it
+
+    @property
+    def scope_set(self) -> set[str]:
+        return set(self.scopes.split())
+
+    @property
+    def resource_list(self) -> list[str]:
+        return list(json.loads(self.resources or "[]"))
 
 
 # --- api_tokens table -------------------------------------------------------------------------------

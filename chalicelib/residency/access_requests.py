@@ -227,7 +227,8 @@ def _global_records(user_id: str) -> Iterator[dict[str, Any]]:
     user = ddb.get_item(TableName=aws.table_name("users"), Key={"id": {"S": user_id}}, ConsistentRead=True).get("Item")
     if user:
         yield {"table": "users", "item": _plain(user)}
-    for table, index in (("sessions", "by_user"), ("api_tokens", "by_user"), ("webauthn_credentials", None)):
+    for table, index in (("sessions", "by_user"), ("api_tokens", "by_user"), ("webauthn_credentials", None),
+                         ("oauth_consents", None)):
         extra = {"IndexName": index} if index else {}
         for item in erasure._query(region, table, "user_id", user_id, **extra):
             yield {"table": table, "item": _plain(item)}

@@ -250,8 +250,8 @@ def erase_identity(user_id: str, email: str | None, mac: str) -> dict[str, int]:
     """Remove the user's global directory entry and everything sign-in keeps about them."""
     region = settings().global_region
     tokens.bump_epoch(user_id)  # every token the user holds is refused from now (docs/security.md)
-    counts = {"directory": 0, "sessions": 0, "api_tokens": 0, "webauthn_credentials": 0, "sign_in_state": 0,
-              "support_staff": 0}
+    counts = {"directory": 0, "sessions": 0, "api_tokens": 0, "webauthn_credentials": 0, "oauth_consents": 0,
+              "sign_in_state": 0, "support_staff": 0}
     is_theirs = _Matcher(region, mac, email)
     for item in _scan(region, "users", ConsistentRead=True):
         key = _s(item, "id")
@@ -267,6 +267,9 @@ def erase_identity(user_id: str, email: str | None, mac: str) -> dict[str, int]:
     for item in _query(region, "webauthn_credentials", "user_id", user_id):
         _delete(region, "webauthn_credentials", {"user_id": item["user_id"], "credential_id": item["credential_id"]})
         counts["webauthn_credentials"] += 1
+    for item in _query(region, "oauth_consents", "user_id", user_id):  # which apps they allowed
+        _delete(region, "oauth_consents", {"user_id": item["user_id"], "key": item["key"]})
+        counts["oauth_consents"] += 1
     for item in _scan(region, "auth_state", ConsistentRead=True):
         pk = _s(item, "pk")
         kind, _, rest = pk.partition("#")

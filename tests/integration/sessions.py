@@ -6,7 +6,7 @@ import re
 import secrets
 import time
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import pyotp
 import requests
@@ -48,6 +48,23 @@ def email_code_session(platform: RunningPlatform, email: str) -> str:
         assert r.status_code == 200, r.text
     assert r.cookies, "no session cookie"
     return "; ".join(f"{k}={v}" for k, v in r.cookies.items())
+
+
+def authorize_allowing(cookie: str, url: str) -> str:
+    """The ``Location`` an authorization request ``url`` ends at for the signed-in ``cookie``, answering Allow
+    on the consent page when a third-party client asks for the first time (as the user would)."""
+    parts = urlsplit(url)
+    identity = f"{parts.scheme}://{parts.netloc}"
+    r = requests.get(url, headers={"Cookie": cookie}, allow_redirects=False, timeout=30)
+    assert r.status_code == 302, r.text
+    location = r.headers["Location"]
+    if location.startswith(identity + "/oauth2/consent?"):
+        key = location.split("request=", 1)[1]
+        r = requests.post(identity + "/oauth2/consent", json={"request": key, "decision": "allow"}, timeout=30,
+                          headers={"Cookie": cookie, "Origin": identity})
+        assert r.status_code == 200, r.text
+        location = r.json()["redirect_to"]
+    return str(location)
 
 
 def _cookies(resp: requests.Response) -> dict[str, str]:

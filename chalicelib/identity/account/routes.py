@@ -1,9 +1,11 @@
 """Account settings API at {auth_url}/account: signed in with the ``aiplat_sid`` cookie; every
-state-changing call passes ``check_csrf``. Passkeys and security keys are served by ``mfa.webauthn_routes``."""
+state-changing call passes ``check_csrf``. Passkeys and security keys are served by ``mfa.webauthn_routes``;
+connected apps (third-party OAuth clients the user allowed) by ``oauth/consent/grants.py``."""
 from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.core import audit
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
@@ -13,6 +15,8 @@ from chalicelib.identity import users as users_mod
 from chalicelib.identity.account import api_tokens
 from chalicelib.identity.mfa import factors as mfa
 from chalicelib.identity.mfa import recovery_codes, totp
+from chalicelib.identity.oauth.clients import get_client
+from chalicelib.identity.oauth.consent import grants as consents
 from chalicelib.identity.signin import lockout, sessions
 from chalicelib.identity.signin import password_hashing as passwords
 from chalicelib.identity.signin import password_policy as password_rule
@@ -101,6 +105,27 @@ def revoke_api_token(ctx: Ctx, token_id: str) -> Any:
     if not is_id(token_id, "tok"):
         raise not_found("API token")
     return api_tokens.revoke(record.user_id, token_id).public()
+
+
+# --- connected apps (third-party OAuth clients the user allowed) ---------------------------------------
+
+@api.route("/account/connected-apps", public=True)
+def list_connected_apps(ctx: Ctx) -> Any:
+    record = _session(ctx)
+    return {"connected_apps": consents.connected_apps(record.user_id, get_client), "has_more": False,
+            "next_cursor": None}
+
+
+@api.route("/account/connected-apps/{app_id}", methods=["DELETE"], public=True)
+def revoke_connected_app(ctx: Ctx, app_id: str) -> Any:
+    """Ends the app's access at once: its refresh and access tokens are refused, its consents deleted."""
+    record = _session(ctx, changes=True, no_input=True)
+    user = _user(record)
+    removed = consents.withdraw(audit.Actor("user", user.id, user.email), app_id, caller=ctx.caller) \
+        if len(app_id) <= 40 else []
+    if not removed:
+        raise not_found("connected app")
+    return {"id": app_id, "revoked": True, "workspaces": sorted(c.workspace_id for c in removed)}
 
 
 # --- TOTP and recovery codes ------------------------------------------------------------------------

@@ -11,8 +11,12 @@ Decisions (docs/decisions.md, "Identity"):
   ``request_uri_not_supported``, as discovery says.
 * ``workspace_id`` picks the workspace (default: the user's first one by id); a user with no workspace
   gets a token with ``workspace_id=""`` and no roles (enough to create one).
-* ``prompt``: ``none``, ``login`` (forces a fresh sign-in), ``consent`` and ``select_account``
-  (accepted, nothing to show: a first-party platform has no consent screen); ``max_age`` is honoured.
+* ``prompt``: ``none``, ``login`` (forces a fresh sign-in), ``consent`` (a third-party client's user is
+  asked again even when a remembered consent covers the request; nothing to ask for a first-party client)
+  and ``select_account`` (accepted, nothing to show); ``max_age`` is honoured.
+* Consent (``oauth/consent/``): a client that is not first-party gets a code only when the user allowed it
+  this workspace, scope set and resource; otherwise the browser goes to the consent page, and
+  ``prompt=none`` answers ``consent_required``.
 * A workspace with ``enforce_mfa`` needs a sign-in whose ``amr`` shows MFA.
 * ``resource`` (RFC 8707, ``oauth/resources.py``): an MCP endpoint's URL makes the grant's tokens for that
   resource alone; any other value is ``invalid_target``.
@@ -33,7 +37,9 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.store.tables import global_model
 from chalicelib.core.tenancy import get_workspace, workspaces_of
 from chalicelib.identity.models import AUTH_CODE, CodeAttrs, OAuthClientAttrs, SessionAttrs, state_key
-from chalicelib.identity.oauth.clients import get_client
+from chalicelib.identity.oauth.clients import get_client, is_first_party
+from chalicelib.identity.oauth.consent import grants as consents
+from chalicelib.identity.oauth.consent import pending as pending_consents
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.issuing import roles_for_safe
 from chalicelib.identity.oauth.resources import resource_problem
@@ -83,12 +89,14 @@ def _error_redirect(redirect_uri: str, error: str, description: str, state: str 
     return Redirect(_with_params(redirect_uri, params))
 
 
-def authorize(params: dict[str, str], session: SessionAttrs | None, request_path: str) -> Redirect:
+def authorize(params: dict[str, str], session: SessionAttrs | None, request_path: str, *,
+              consented_workspace: str | None = None) -> Redirect:
     """Validate an authorization request and decide where the browser goes next (always a 302).
 
     Errors about the client or the redirect URI raise a 400 ``ApiError`` (never a redirect to an
     unverified address); every other error is returned as a redirect to the client with ``error``
-    and ``state``.
+    and ``state``. ``consented_workspace``: the user has just allowed this request on the consent page
+    for that workspace (``consent/decision.py``).
     """
     try:
         request = _validated_request(params)
@@ -96,9 +104,19 @@ def authorize(params: dict[str, str], session: SessionAttrs | None, request_path
         if signin is not None:
             return signin
         assert session is not None
-        return _issue_code(request, session, _chosen_workspace(request, params, session))
+        workspace_id = _chosen_workspace(request, params, session)
+        if consented_workspace != workspace_id:
+            ask = _consent_needed(request, params, session, workspace_id)
+            if ask is not None:
+                return ask
+        return _issue_code(request, session, workspace_id)
     except Redirect as redirect:
         return redirect
+
+
+def access_denied(redirect_uri: str, state: str | None, description: str) -> str:
+    """Where the browser goes when the user denied a client (RFC 6749 section 4.1.2.1)."""
+    return _error_redirect(redirect_uri, "access_denied", description, state).location
 
 
 # --- validation: the client and redirect URI first (400), then the rest (error redirects) ---------------
@@ -222,6 +240,25 @@ def _chosen_workspace(request: AuthRequest, params: dict[str, str], session: Ses
         raise _fail(request, "access_denied", "This workspace requires multi-factor authentication: sign in with a "
                                               "second factor (authenticator app, security key or passkey).")
     return workspace_id
+
+
+def _consent_needed(request: AuthRequest, params: dict[str, str], session: SessionAttrs,
+                    workspace_id: str) -> Redirect | None:
+    """The consent page for a third-party client the user has not allowed this (or ``prompt=consent``);
+    None when no one needs to be asked."""
+    client = request.client
+    if is_first_party(client):
+        return None
+    if "consent" not in request.prompt and consents.covers(session.user_id, client.client_id, workspace_id,
+                                                           request.scopes, request.resource):
+        return None
+    if "none" in request.prompt:
+        raise _fail(request, "consent_required", "The user has not allowed this application yet; ask without "
+                                                 "prompt=none so the user can answer.")
+    return Redirect(pending_consents.begin(params=params, session=session, client_id=client.client_id,
+                                           workspace_id=workspace_id, scopes=request.scopes,
+                                           resource=request.resource, redirect_uri=request.redirect_uri,
+                                           state=request.state))
 
 
 def _issue_code(request: AuthRequest, session: SessionAttrs, workspace_id: str) -> Redirect:

@@ -12,6 +12,7 @@ from urllib.parse import unquote_plus
 from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.core import clock
+from chalicelib.core.config import settings
 from chalicelib.core.ids import new_id
 from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import OAuthClientAttrs
@@ -24,17 +25,31 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+DYNAMIC, METADATA_DOCUMENT, ADMIN = "dynamic", "metadata_document", "admin"  # how a client came to exist
+
+
 def create_client(name: str, *, confidential: bool = True, grant_types: list[str] | None = None,
-                  redirect_uris: list[str] | None = None, require_pkce: bool = False) -> tuple[str, str | None]:
+                  redirect_uris: list[str] | None = None, require_pkce: bool = False, first_party: bool = False,
+                  registration: str = ADMIN) -> tuple[str, str | None]:
     """Register a client; returns ``(client_id, client_secret)`` (secret shown once, None if public)."""
     client_id = new_id("cli")
     secret = secrets.token_urlsafe(32) if confidential else None
     global_model(OAuthClientAttrs)(
         client_id, name=name, secret_hash=_digest(secret) if secret else None, confidential=confidential,
         grant_types=json.dumps(grant_types or []), redirect_uris=json.dumps(redirect_uris or []),
-        created_at=clock.iso(), require_pkce=require_pkce or None,
+        created_at=clock.iso(), require_pkce=require_pkce or None, first_party=first_party or None,
+        registration=registration,
     ).save()
     return client_id, secret
+
+
+def is_first_party(client: OAuthClientAttrs) -> bool:
+    """The platform's own clients (the web app, and clients an operator registered as first-party) never
+    ask for consent; every other client does (``oauth/consent/``). Dynamic and metadata-document clients
+    are never first-party, whatever they declare."""
+    if client.registration in (DYNAMIC, METADATA_DOCUMENT) or client.client_id.startswith("https://"):
+        return False
+    return client.client_id == settings().app_client_id or bool(client.first_party)
 
 
 SUPPORTED_GRANTS = ("authorization_code", "refresh_token", "client_credentials")
@@ -42,8 +57,12 @@ SUPPORTED_GRANTS = ("authorization_code", "refresh_token", "client_credentials")
 
 def register_client(name: str, *, confidential: bool, redirect_uris: list[str] | None = None,
                     grant_types: list[str] | None = None, workspace_id: str | None = None,
-                    roles: list[str] | None = None, require_pkce: bool = False) -> tuple[str, str | None]:
+                    roles: list[str] | None = None, require_pkce: bool = False, first_party: bool = False,
+                    registration: str = ADMIN) -> tuple[str, str | None]:
     """Register an OAuth client (tests, the demo seed, an Admin tool); ``(client_id, secret or None)``.
+
+    A client is a third party (its users are asked for consent) unless ``first_party``: an operator
+    registers the platform's own applications as first-party, never a client someone else runs.
 
     Public clients (no secret) may use ``authorization_code`` (+ ``refresh_token``) with PKCE only;
     confidential clients send PKCE when they like, and always when registered with ``require_pkce``;
@@ -62,7 +81,8 @@ def register_client(name: str, *, confidential: bool, redirect_uris: list[str] |
     if "client_credentials" in grants and (not confidential or not workspace_id or not roles):
         raise ValueError("client_credentials needs a confidential client with a workspace_id and roles")
     client_id, secret = create_client(name, confidential=confidential, grant_types=grants,
-                                      redirect_uris=list(redirect_uris or []), require_pkce=require_pkce)
+                                      redirect_uris=list(redirect_uris or []), require_pkce=require_pkce,
+                                      first_party=first_party, registration=registration)
     if workspace_id:
         global_model(OAuthClientAttrs)(client_id).update(actions=[
             OAuthClientAttrs.workspace_id.set(workspace_id),

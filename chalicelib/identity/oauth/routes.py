@@ -1,5 +1,5 @@
-"""OAuth 2.0 / OIDC provider routes at {auth_url}: discovery, JWKS, authorize, token, introspection,
-userinfo, revocation, RP-initiated logout. The logic lives in the modules of ``oauth``; these handlers
+"""OAuth 2.0 / OIDC provider routes at {auth_url}: discovery, JWKS, authorize, the consent page, token,
+introspection, userinfo, revocation, RP-initiated logout. The logic lives in the modules of ``oauth``; these handlers
 only parse and answer."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from chalicelib.core.config import settings
 from chalicelib.core.http import openapi
 from chalicelib.core.http.api import FORM, JSON, REALM, Api, Ctx, json_response, missing_credentials
 from chalicelib.core.http.errors import ApiError
+from chalicelib.core.http.validation import F, validate
 from chalicelib.core.logs import get_logger
 from chalicelib.core.tokens import bearer, verifier
 from chalicelib.identity.oauth import authorize as authorize_mod
@@ -21,9 +22,11 @@ from chalicelib.identity.oauth import discovery, introspection, revocation, toke
 from chalicelib.identity.oauth import logout as rp_logout
 from chalicelib.identity.oauth import userinfo as userinfo_mod
 from chalicelib.identity.oauth.clients import authenticate
+from chalicelib.identity.oauth.consent import decision as consent
+from chalicelib.identity.oauth.consent import pending as pending_consents
 from chalicelib.identity.oauth.errors import NO_STORE, error_response, invalid_client, oauth_error
 from chalicelib.identity.oauth.registration import dynamic as registration
-from chalicelib.identity.pages.render import HTML_HEADERS, render
+from chalicelib.identity.pages.render import HTML_HEADERS, consent_page, message_page, render
 from chalicelib.identity.signin import sessions
 
 api = Api("identity")
@@ -101,6 +104,32 @@ def authorize(ctx: Ctx) -> Any:
     if session is None and sessions.sid_from_cookie_header(ctx.header("cookie")):
         response.headers["Set-Cookie"] = sessions.clear_cookie_header()  # an ended session's cookie goes too
     return response
+
+
+@api.route(pending_consents.PAGE_PATH, public=True)
+def consent_form(ctx: Ctx) -> Any:
+    """The consent page of a pending authorization request (``oauth/consent/``): only the session that made
+    the request sees it."""
+    shown = consent.view(ctx.query.get("request") or "", sessions.session_from_request(ctx))
+    if shown is None:
+        return Response(body=message_page("Request expired", "This request expired, was already answered or "
+                                          "belongs to another sign-in. Go back to the application and start again."),
+                        status_code=400, headers={**HTML_HEADERS})
+    return Response(body=consent_page(shown), status_code=200, headers={**HTML_HEADERS})
+
+
+CONSENT_FIELDS = {"request": F(str, required=True, min_len=1, max_len=pending_consents.MAX_KEY),
+                  "decision": F(str, required=True, enum=("allow", "deny"))}
+
+
+@api.route(pending_consents.PAGE_PATH, methods=["POST"], public=True)
+def consent_answer(ctx: Ctx) -> Any:
+    """Allow or Deny (JSON, the hosted pages' CSRF guard): ``{"redirect_to": <the client's redirect URI>}``."""
+    session = sessions.require_session(ctx)
+    sessions.check_csrf(ctx)
+    body = validate(ctx.json(), CONSENT_FIELDS)
+    location = consent.decide(body["request"], body["decision"] == "allow", session, ctx.caller)
+    return json_response({"redirect_to": location}, headers={"Cache-Control": "no-store"})
 
 
 @api.route("/oauth2/token", methods=["POST"], public=True, content_types=[FORM])

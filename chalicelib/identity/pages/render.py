@@ -10,13 +10,17 @@ from __future__ import annotations
 import html
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING
 
 from chalicelib.core.config import settings
 from chalicelib.identity.signin import password_policy as password_rule
 
+if TYPE_CHECKING:  # the consent page's view (oauth/consent/decision.py); render only reads its fields
+    from chalicelib.identity.oauth.consent.decision import ConsentView
+
 STATIC_DIR = Path(__file__).parent / "static"
-STATIC_FILES = {"signin.js": "text/javascript", "reset.js": "text/javascript", "account.js": "text/javascript", "webauthn.js": "text/javascript",
-                "signin.css": "text/css"}
+STATIC_FILES = {"signin.js": "text/javascript", "reset.js": "text/javascript", "account.js": "text/javascript",
+                "webauthn.js": "text/javascript", "consent.js": "text/javascript", "signin.css": "text/css"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 HTML_HEADERS = {"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": CSP,
@@ -42,7 +46,7 @@ $scripts
 </html>
 """)
 
-SIGNIN = Template("""<div id="signin" data-return-to="$return_to" data-conditional="$conditional">
+SIGNIN = Template("""$client<div id="signin" data-return-to="$return_to" data-conditional="$conditional">
 <p id="error" class="error" role="alert" tabindex="-1" hidden></p>
 <section id="step-email" aria-label="E-mail address">
   <form id="email-form" novalidate>
@@ -163,6 +167,9 @@ ACCOUNT = Template("""<p><a id="back-to-app" href="$app_url">&larr; Back to the 
     <p id="new-password-error" class="error" hidden></p>
     <button type="submit" class="secondary">Set password</button>
   </form></section>
+<section aria-labelledby="h-apps"><h2 id="h-apps">Connected apps</h2>
+  <p class="note">Applications you allowed to act for you. Revoking one ends its access at once.</p>
+  <ul id="connected-apps" class="items"></ul></section>
 <section aria-labelledby="h-sessions"><h2 id="h-sessions">Sessions</h2><ul id="sessions" class="items"></ul></section>
 <section aria-labelledby="h-tokens"><h2 id="h-tokens">API tokens</h2><ul id="api-tokens" class="items"></ul>
   <form id="token-form" novalidate>
@@ -179,6 +186,34 @@ ACCOUNT = Template("""<p><a id="back-to-app" href="$app_url">&larr; Back to the 
   <p id="token-created" class="note" hidden>Copy the token now; it is not shown again:
     <input id="token-value" type="text" readonly aria-label="New API token" autocomplete="off"></p></section>
 <button id="signout" type="button" class="secondary">Sign out</button>""")
+
+CONSENT = Template("""<section id="consent" data-request="$key" aria-labelledby="page-title">
+<p class="lead"><strong id="client-name">$name</strong> <span class="badge" id="name-origin">$name_origin</span>
+wants to act for you.</p>
+<dl class="facts">
+  <dt>Sends you to</dt><dd id="redirect-host">$redirect_host</dd>
+  <dt>Registration</dt><dd id="registered">$registered</dd>
+  <dt>Workspace</dt><dd id="workspace">$workspace</dd>
+  <dt>Your role there</dt><dd id="role">$role</dd>
+</dl>
+<h2 id="h-abilities">If you allow it, it can</h2>
+<ul id="abilities" aria-labelledby="h-abilities">
+$abilities
+</ul>
+<p class="note">Signed in as <strong>$email</strong>. Allow only applications you know and trust: a name on
+this page proves nothing about who runs the application. You can revoke it later in your
+<a href="/account">security settings</a>.</p>
+<p id="error" class="error" role="alert" tabindex="-1" hidden></p>
+<div class="actions">
+  <button id="allow" type="button">Allow</button>
+  <button id="deny" type="button" class="secondary">Deny</button>
+</div>
+</section>""")
+
+SIGNIN_CLIENT = Template("""<p id="signin-client" class="note" role="note">The application <strong>$name</strong>
+<span class="badge">$name_origin</span> asked for this sign-in. Afterwards you choose whether it may act for
+you; then your browser goes to <strong id="signin-next-host">$redirect_host</strong>.</p>
+""")
 
 MFA_REQUIRED = Template("""<p id="mfa-reason" role="status">$reason</p>
 <h2 id="h-next">What to do</h2>
@@ -205,9 +240,28 @@ def render(title: str, body: str, scripts: tuple[str, ...] = (), wide: bool = Fa
                              main_class="wide" if wide else "")
 
 
-def signin_page(return_to: str, conditional: bool = True) -> str:
-    body = SIGNIN.substitute(return_to=html.escape(return_to, quote=True), conditional="on" if conditional else "off")
+def name_origin(self_declared: bool) -> str:
+    return "name given by the application itself, not verified" if self_declared else "registered by an administrator"
+
+
+def signin_page(return_to: str, conditional: bool = True, *, client: tuple[str, bool, str] | None = None) -> str:
+    """``client``: (name, self-declared, redirect host) of the third-party client the sign-in continues to."""
+    shown = "" if client is None else SIGNIN_CLIENT.substitute(
+        name=html.escape(client[0]), name_origin=html.escape(name_origin(client[1])), redirect_host=html.escape(client[2]))
+    body = SIGNIN.substitute(client=shown, return_to=html.escape(return_to, quote=True),
+                             conditional="on" if conditional else "off")
     return render("Sign in", body, ("webauthn.js", "signin.js"))
+
+
+def consent_page(view: ConsentView) -> str:
+    """Allow or Deny a third-party client (``oauth/consent/decision.py``); every value escaped."""
+    abilities = "\n".join(f"<li>{html.escape(a)}</li>" for a in view.abilities)
+    body = CONSENT.substitute(key=html.escape(view.key, quote=True), name=html.escape(view.client_name),
+                              name_origin=html.escape(name_origin(view.self_declared)),
+                              redirect_host=html.escape(view.redirect_host), registered=html.escape(view.registration),
+                              workspace=html.escape(view.workspace), role=html.escape(view.role or "none"),
+                              abilities=abilities, email=html.escape(view.email))
+    return render("Allow access?", body, ("consent.js",))
 
 
 def reset_page(token: str | None) -> str:

@@ -15,6 +15,7 @@ from chalicelib.core.tenancy import get_workspace, workspaces_of
 from chalicelib.identity.account import routes as account_routes
 from chalicelib.identity.mfa import factors as mfa
 from chalicelib.identity.mfa import webauthn
+from chalicelib.identity.oauth.consent.decision import signin_client
 from chalicelib.identity.pages import render as pages
 from chalicelib.identity.signin import mfa_gate, redirects, sessions
 from chalicelib.identity.signin.discovery import discover
@@ -48,7 +49,8 @@ def signin_page(ctx: Ctx) -> Any:
         redirects.safe_return_to(return_to or None)
     except ApiError:
         return_to = ""
-    return html_response(pages.signin_page(return_to, conditional=ctx.query.get("conditional") != "off"))
+    return html_response(pages.signin_page(return_to, conditional=ctx.query.get("conditional") != "off",
+                                           client=signin_client(return_to)))
 
 
 @api.route("/signin/start", methods=["POST"], public=True)

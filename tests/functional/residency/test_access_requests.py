@@ -61,6 +61,8 @@ def _seed_global(bob: Caller) -> None:
     put(g, "api_tokens", {"id": {"S": "tok_bob"}, "user_id": {"S": bob.user_id}, "name": {"S": "laptop"}})
     put(g, "webauthn_credentials", {"user_id": {"S": bob.user_id}, "credential_id": {"S": "cred1"},
                                     "kind": {"S": "passkey"}, "name": {"S": "Bob's key"}, "public_key": {"S": "pk"}})
+    put(g, "oauth_consents", {"user_id": {"S": bob.user_id}, "key": {"S": "cli_x#ws_x"}, "client_id": {"S": "cli_x"},
+                              "client_name": {"S": "Bob's calendar app"}, "scopes": {"S": "openid"}})
     put(g, "auth_state", {"pk": {"S": f"rc#{bob.user_id}"}, "hashes": {"SS": ["x", "y"]}})
     put(g, "auth_state", {"pk": {"S": f"totp#{bob.user_id}"}, "step": {"N": "5"}})
 
@@ -122,7 +124,7 @@ def test_export_holds_the_users_data_from_the_global_store_and_both_regions(stac
     assert glob["users"]["password_hash"] == "(exists; not exported)"
     assert "$argon2id$bob" not in json.dumps(us_zip)
     assert {r["table"] for r in us_zip["global.jsonl"]} >= {"users", "sessions", "api_tokens", "webauthn_credentials",
-                                                           "auth_state"}
+                                                           "oauth_consents", "auth_state"}
     # each region's part holds that region's workspace data, and only that region's
     us_rows = us_zip[f"us-east-1/{us.workspace_id}.jsonl"]
     eu_rows = eu_zip[f"eu-central-1/{eu.workspace_id}.jsonl"]
@@ -167,7 +169,8 @@ def test_erasure_removes_personal_data_and_every_chain_still_verifies(stack: Non
     for token in (bob_eu.token, bob_us.token):  # his tokens die with the account, on global routes too
         assert get(c, "/v1/me", token).status_code == 401
     everything = _everything()
-    for personal in (BOB, US_SECRET, EU_SECRET, "203.0.113.7", "$argon2id$bob", "Bob's key", "BobBrowser"):
+    for personal in (BOB, US_SECRET, EU_SECRET, "203.0.113.7", "$argon2id$bob", "Bob's key", "BobBrowser",
+                     "Bob's calendar app"):
         assert personal not in everything, personal
     assert not list(memberships("us-east-1").by_user.query(bob_us.user_id))
     assert not list(memberships("eu-central-1").by_user.query(bob_us.user_id))

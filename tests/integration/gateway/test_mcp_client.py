@@ -29,7 +29,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from mcp.shared.exceptions import MCPError
 
 from tests.integration.conftest import ROOT, RunningPlatform
-from tests.integration.sessions import email_code_session
+from tests.integration.sessions import authorize_allowing, email_code_session
 
 pytestmark = pytest.mark.integration
 REDIRECT = "http://127.0.0.1:9/callback"  # never visited: the redirect's Location is read
@@ -98,9 +98,7 @@ async def signed_in(url: str, cookie: str, mode: str, storage: Storage | None = 
     async def redirect_handler(authorization_url: str) -> None:
         seen["authorize"] = authorization_url
         await asyncio.sleep(sign_in_seconds)
-        r = requests.get(authorization_url, headers={"Cookie": cookie}, allow_redirects=False, timeout=30)
-        assert r.status_code == 302, r.text
-        seen["location"] = r.headers["Location"]
+        seen["location"] = authorize_allowing(cookie, authorization_url)  # the user allows it
 
     async def callback_handler() -> AuthorizationCodeResult:
         params = {k: v[0] for k, v in parse_qs(urlsplit(seen["location"]).query).items()}
@@ -279,11 +277,11 @@ def _token_for(platform: RunningPlatform, cookie: str, workspace_id: str, resour
                            timeout=30).json()
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-    r = requests.get(identity + "/oauth2/authorize?" + urlencode({
+    location = authorize_allowing(cookie, identity + "/oauth2/authorize?" + urlencode({
         "client_id": client["client_id"], "redirect_uri": REDIRECT, "response_type": "code", "state": "s",
         "code_challenge": challenge, "code_challenge_method": "S256", "resource": resource,
-        "workspace_id": workspace_id}), headers={"Cookie": cookie}, allow_redirects=False, timeout=30)
-    code = parse_qs(urlsplit(r.headers["Location"]).query)["code"][0]
+        "workspace_id": workspace_id}))
+    code = parse_qs(urlsplit(location).query)["code"][0]
     r = requests.post(identity + "/oauth2/token", data={
         "grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT, "code_verifier": verifier,
         "client_id": client["client_id"], "resource": resource}, timeout=30)

@@ -30,7 +30,7 @@ import json, sys
 from infra.demo_token import load_run_info, point_at
 point_at(load_run_info())
 from chalicelib.identity.oauth.clients import register_client
-cid, secret = register_client("openid-client peer", confidential=True, redirect_uris=[sys.argv[1]])
+cid, secret = register_client("openid-client peer", confidential=True, redirect_uris=[sys.argv[1]], first_party=True)
 print(json.dumps({"client_id": cid, "client_secret": secret}))
 """
 

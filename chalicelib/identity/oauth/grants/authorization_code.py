@@ -18,7 +18,8 @@ from chalicelib.core import clock
 from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.store.tables import global_model
 from chalicelib.identity.models import AUTH_CODE, GRANT, CodeAttrs, FamilyAttrs, OAuthClientAttrs, state_key
-from chalicelib.identity.oauth.clients import calling_client
+from chalicelib.identity.oauth.clients import calling_client, is_first_party
+from chalicelib.identity.oauth.consent import grants as consents
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.issuing import issue
 from chalicelib.identity.oauth.resources import same_resource
@@ -82,6 +83,9 @@ def grant(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str, An
     item = _consume_code(code)
     _check_code_binding(item, caller.client_id, form)
     resource = same_resource(item.resource, form)
+    if not is_first_party(caller) and not consents.attach_grant(item.user_id, caller.client_id, item.workspace_id,
+                                                                item.family_id):
+        raise oauth_error(400, "invalid_grant", "The user no longer allows this application; ask again.")
     ends = int(clock.now()) + REFRESH_FAMILY_TTL_SECONDS
     global_model(FamilyAttrs)(state_key(GRANT, item.family_id), client_id=caller.client_id, user_id=item.user_id,
                               ends_at=ends, expires_at=ends + 3600).save(condition=FamilyAttrs.pk.does_not_exist())

@@ -6,7 +6,9 @@ outlives the subject token (``exp`` <= the subject's ``exp``), so chained exchan
 session. Exchange is restricted to the platform's own clients: a subject token issued to an OAuth
 client is exchanged only by that client (authenticated with HTTP Basic when confidential, named by
 ``client_id`` when public); no other client may exchange it. A token issued without a client (by the
-platform itself) may not be exchanged by any OAuth client.
+platform itself) may not be exchanged by any OAuth client. A third-party client (``clients.is_first_party``)
+may not exchange at all: the user allowed it one workspace at a time (``oauth/consent/``), and it asks for
+another workspace with an authorization request.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.tenancy import get_workspace, roles_for
 from chalicelib.core.tokens import verifier
 from chalicelib.identity.models import OAuthClientAttrs
-from chalicelib.identity.oauth.clients import get_client
+from chalicelib.identity.oauth.clients import get_client, is_first_party
 from chalicelib.identity.oauth.errors import invalid_client, oauth_error, token_response
 from chalicelib.identity.oauth.signing import PLATFORM_CLIENT_ID, issue_access_token
 
@@ -44,6 +46,10 @@ def grant(form: dict[str, str], client: OAuthClientAttrs | None) -> dict[str, An
                                                 "exchanged.")
     token_client = claims.get("client_id")
     _check_calling_client(form, client, None if token_client == PLATFORM_CLIENT_ID else token_client)
+    owner = get_client(token_client) if token_client and token_client != PLATFORM_CLIENT_ID else None
+    if owner is not None and not is_first_party(owner):
+        raise oauth_error(400, "unauthorized_client", "A third-party application asks the user for another "
+                                                      "workspace with an authorization request (workspace_id).")
     try:
         workspace = get_workspace(target)
         roles = roles_for(target, claims["sub"])

@@ -9,8 +9,9 @@ What a registration may ask for (anything else is refused with ``invalid_client_
   self-registered client never acts as a service principal of a workspace).
 * ``response_types``: ``code``. ``token_endpoint_auth_method``: ``none`` (a public client: PKCE is then
   always required), ``client_secret_basic`` or ``client_secret_post`` (the secret is shown once).
-* ``client_name`` (shown on nothing that grants rights: the platform has no consent screen, and every
-  token acts with the signed-in user's live role in one workspace); other RFC 7591 metadata is ignored.
+* ``client_name``: shown on the consent page marked as self-declared (``oauth/consent/``): a dynamically
+  registered client is always a third party and gets a code only after the user allowed it; other RFC
+  7591 metadata is ignored.
 
 Registrations are limited per source address (``REGISTER_PER_IP``).
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core import clock
-from chalicelib.identity.oauth.clients import register_client
+from chalicelib.identity.oauth.clients import DYNAMIC, register_client
 from chalicelib.identity.oauth.errors import oauth_error
 from chalicelib.identity.oauth.registration.redirect_uris import redirect_uri_problem
 from chalicelib.identity.signin import limits
@@ -66,7 +67,7 @@ def register(body: Any, ip: str) -> dict[str, Any]:
         raise _metadata_error(f"client_name must be a string of 1 to {MAX_NAME} characters.")
     limits.hit(REGISTER_PER_IP, ip)
     client_id, secret = register_client(name.strip(), confidential=method != "none", redirect_uris=redirects,
-                                        grant_types=grants, require_pkce=True)
+                                        grant_types=grants, require_pkce=True, registration=DYNAMIC)
     out: dict[str, Any] = {"client_id": client_id, "client_id_issued_at": int(clock.now()),
                            "client_name": name.strip(), "redirect_uris": redirects, "grant_types": grants,
                            "response_types": ["code"], "token_endpoint_auth_method": method}

@@ -95,7 +95,7 @@ def _client_of(url: str, doc: dict[str, Any]) -> OAuthClientAttrs | None:
     name = doc.get("client_name") if isinstance(doc.get("client_name"), str) else urlsplit(url).hostname
     return OAuthClientAttrs(url, name=str(name)[:100], secret_hash=None, confidential=False,
                             grant_types=json.dumps(grants), redirect_uris=json.dumps(redirects),
-                            created_at=clock.iso())
+                            created_at=clock.iso(), registration="metadata_document")
 
 
 def client(url: str) -> OAuthClientAttrs | None:

@@ -1,4 +1,5 @@
-// Account security settings: passkeys, security keys, TOTP, recovery codes, password, sessions, API tokens.
+// Account security settings: passkeys, security keys, TOTP, recovery codes, password, connected apps, sessions,
+// API tokens.
 'use strict';
 (function () {
   const { creationOptions, registrationJSON, postJSON } = window.aiplat;
@@ -80,6 +81,23 @@
     rows.forEach((t) => item(list, t.name + ' · ' + (t.workspace_id || '') + ' · ' + t.status + ' · expires ' + (t.expires_at || ''),
       t.status !== 'active' ? null
         : async () => { if (await del('/account/api-tokens/' + encodeURIComponent(t.id))) loadTokens(); }, 'Revoke ' + t.name, 'Revoke'));
+  }
+
+  function describeApp(a) {
+    const where = a.workspaces.map((w) => (w.workspace_name || w.workspace_id || 'no workspace')
+      + (w.role ? ' as ' + w.role : '') + ': ' + w.scopes.join(' ') + ' (' + w.resources.join(', ') + ')').join('; ');
+    return a.name + (a.self_declared ? ' (name given by the app itself)' : '')
+      + (a.redirect_hosts.length ? ' · sends you to ' + a.redirect_hosts.join(', ') : '')
+      + ' · ' + where + ' · last used ' + (a.last_used_at ? a.last_used_at.slice(0, 16).replace('T', ' ') : 'never');
+  }
+
+  async function loadApps() {
+    const data = await getJSON('/account/connected-apps');
+    const rows = (data && data.connected_apps) || [];
+    const list = fill('connected-apps', rows, 'No connected apps.');
+    rows.forEach((a) => item(list, describeApp(a), async () => {
+      if (await del('/account/connected-apps/' + encodeURIComponent(a.id))) { status('Revoked ' + a.name + '.'); loadApps(); }
+    }, 'Revoke ' + a.name, 'Revoke'));
   }
 
   function fieldError(id, message) {
@@ -193,6 +211,7 @@
   loadCredentials('passkey', '/account/passkeys', 'passkeys');
   loadCredentials('security_key', '/account/security-keys', 'security-keys');
   loadSessions();
+  loadApps();
   loadTokens();
   loadTotp();
   loadPassword();

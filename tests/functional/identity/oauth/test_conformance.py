@@ -49,14 +49,14 @@ def assert_oauth_error(r: Any, status: int, error: str) -> dict[str, Any]:
 
 @pytest.fixture
 def confidential(stack: None) -> tuple[str, str]:
-    client_id, secret = register_client("rp", confidential=True, redirect_uris=[REDIRECT])
+    client_id, secret = register_client("rp", confidential=True, redirect_uris=[REDIRECT], first_party=True)
     assert secret is not None
     return client_id, secret
 
 
 @pytest.fixture
 def public(stack: None) -> str:
-    return register_client("spa", confidential=False, redirect_uris=[REDIRECT])[0]
+    return register_client("spa", confidential=False, redirect_uris=[REDIRECT], first_party=True)[0]
 
 
 def code_for(c: Any, cookie: str, client_id: str, **extra: str) -> dict[str, str]:
@@ -176,7 +176,7 @@ def test_confidential_client_without_pkce_and_client_secret_post(confidential: t
 
 
 def test_pkce_stays_required_for_public_and_pkce_registered_clients(public: str) -> None:
-    strict, _ = register_client("strict rp", confidential=True, redirect_uris=[REDIRECT], require_pkce=True)
+    strict, _ = register_client("strict rp", confidential=True, redirect_uris=[REDIRECT], require_pkce=True, first_party=True)
     make_tenant()
     with Client(create_app("identity")) as c:
         cookie = signed_in_cookie(c)

@@ -48,7 +48,7 @@ def _alive(cookie: str) -> bool:
 
 def test_valid_hint_ends_session_and_returns_to_client_origin(stack: None) -> None:
     make_tenant()
-    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT])
+    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT], first_party=True)
     with Client(create_app("identity")) as c:
         cookie = signed_in_cookie(c)
         hint = _id_token(c, cookie, client_id)
@@ -65,8 +65,8 @@ def test_valid_hint_ends_session_and_returns_to_client_origin(stack: None) -> No
 
 def test_forged_or_foreign_hint_keeps_session(stack: None) -> None:
     make_tenant()
-    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT])
-    other_client, _ = register_client("other", confidential=False, redirect_uris=["http://127.0.0.1:9999/cb"])
+    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT], first_party=True)
+    other_client, _ = register_client("other", confidential=False, redirect_uris=["http://127.0.0.1:9999/cb"], first_party=True)
     with Client(create_app("identity")) as c:
         victim = signed_in_cookie(c)
         attacker = signed_in_cookie(c, "mallory@example.com")
@@ -86,7 +86,7 @@ def test_forged_or_foreign_hint_keeps_session(stack: None) -> None:
 
 def test_redirect_only_to_a_registered_origin(stack: None) -> None:
     make_tenant()
-    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT])
+    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT], first_party=True)
     with Client(create_app("identity")) as c:
         cookie = signed_in_cookie(c)
         hint = _id_token(c, cookie, client_id)

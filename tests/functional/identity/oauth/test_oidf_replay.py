@@ -34,7 +34,7 @@ class Suite:
     def __init__(self, c: Any) -> None:
         self.c = c
         self.client_id, secret = register_client("oidf client", confidential=True,
-                                                 redirect_uris=[REDIRECT, OTHER_REDIRECT])
+                                                 redirect_uris=[REDIRECT, OTHER_REDIRECT], first_party=True)
         assert secret is not None
         self.secret = secret
         self.cookie = signed_in_cookie(c)
@@ -216,7 +216,7 @@ def test_oidcc_codereuse(suite: Suite) -> None:
 def test_oidcc_refresh_token(suite: Suite) -> None:
     """oidcc-refresh-token: rotation, the new ID token's sub, another client's use refused."""
     tokens = suite.exchange(suite.code(scope="openid offline_access"))
-    other_id, other_secret = register_client("oidf client 2", confidential=True, redirect_uris=[REDIRECT])
+    other_id, other_secret = register_client("oidf client 2", confidential=True, redirect_uris=[REDIRECT], first_party=True)
     assert other_secret is not None
     r = suite.token({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
                     headers=suite.basic(other_id, other_secret))

@@ -59,7 +59,7 @@ def _sign_in_and_grant(c: Any, email: str) -> Grant:
     r = post(c, "/signin/password", {"email": email, "password": PASSWORD})
     r = post(c, "/signin/mfa", {"mfa_token": body(r)["mfa_token"], "code": u.totp_now()})
     cookie = cookie_of(r)
-    client_id, _ = register_client("app", confidential=False, redirect_uris=[REDIRECT])
+    client_id, _ = register_client("app", confidential=False, redirect_uris=[REDIRECT], first_party=True)
     verifier, challenge = pkce()
     code = location_params(authorize(c, cookie, response_type="code", client_id=client_id, redirect_uri=REDIRECT,
                                      code_challenge=challenge, code_challenge_method="S256",
@@ -178,8 +178,8 @@ def test_exchange_never_outlives_the_subject_token(clients: Any) -> None:
 def test_exchange_only_by_the_client_the_token_was_issued_to(clients: Any) -> None:
     c, _ = clients
     g = _sign_in_and_grant(c, "pat@example.com")
-    other_public, _ = register_client("other app", confidential=False, redirect_uris=[REDIRECT])
-    confidential, secret = register_client("third party", confidential=True, redirect_uris=[REDIRECT])
+    other_public, _ = register_client("other app", confidential=False, redirect_uris=[REDIRECT], first_party=True)
+    confidential, secret = register_client("third party", confidential=True, redirect_uris=[REDIRECT], first_party=True)
     assert _exchange(c, g.access, g.other_workspace, other_public).status_code == 400
     assert _exchange(c, g.access, g.other_workspace, None, basic=(confidential, secret)).status_code == 400
     assert _exchange(c, g.access, g.other_workspace, None).status_code == 400

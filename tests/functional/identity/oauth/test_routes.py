@@ -64,7 +64,7 @@ def token_call(c: Any, form: dict[str, str], basic: tuple[str, str] | None = Non
 
 @pytest.fixture
 def public_client(stack: None) -> str:
-    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT])
+    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT], first_party=True)
     return client_id
 
 

@@ -69,7 +69,7 @@ def _authorize_return_to(c: Any, client_id: str, **extra: str) -> str:
 
 def test_mfa_enforced_member_signing_in_by_email_code_gets_a_page_with_the_way_forward(outbox: Any) -> None:
     tenant = make_tenant("enforced@example.com", name="Vault & Co", enforce_mfa=True)
-    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT])
+    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT], first_party=True)
     with Client(create_app("identity")) as c:
         return_to = _authorize_return_to(c, client_id, workspace_id=tenant.workspace_id)
         r = _sign_in_by_email_code(c, outbox, tenant.email, return_to)
@@ -103,7 +103,7 @@ def test_mfa_enforced_member_signing_in_by_email_code_gets_a_page_with_the_way_f
 
 def test_email_code_to_a_workspace_without_enforced_mfa_goes_straight_back(outbox: Any) -> None:
     tenant = make_tenant("relaxed@example.com", name="Open Co", enforce_mfa=False)
-    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT])
+    client_id, _ = register_client("app shell", confidential=False, redirect_uris=[REDIRECT], first_party=True)
     with Client(create_app("identity")) as c:
         return_to = _authorize_return_to(c, client_id, workspace_id=tenant.workspace_id)
         r = _sign_in_by_email_code(c, outbox, tenant.email, return_to)
