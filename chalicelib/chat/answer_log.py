@@ -24,8 +24,8 @@ def event_key(message_id: str, seq: int) -> str:
 
 
 def new_state(region: str, workspace_id: str, message_id: str, chat_id: str, user_id: str,
-              request: dict[str, Any]) -> AnswerAttrs:
-    return answers(region)(workspace_id, message_id, chat_id=chat_id, user_id=user_id, status=QUEUED,
+              request: dict[str, Any], status: str = QUEUED) -> AnswerAttrs:
+    return answers(region)(workspace_id, message_id, chat_id=chat_id, user_id=user_id, status=status,
                            request=json.dumps(request, separators=(",", ":")), stop=0,
                            expires_at=int(clock.now()) + KEEP_S)
 

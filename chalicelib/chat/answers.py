@@ -16,11 +16,12 @@ its integration timeout, however long the model takes.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,8 +85,9 @@ def pending(chat_id: str, message_id: str) -> dict[str, Any]:
 
 # --- asking ------------------------------------------------------------------------------------------
 
-def ask(principal: Principal, body: Any, caller: CallerLike | None, chat_id: str | None) -> dict[str, str]:
-    """Record the question and start its answer; ``{"chat_id", "id"}`` of the answer."""
+def ask(principal: Principal, body: Any, caller: CallerLike | None, chat_id: str | None) -> dict[str, Any]:
+    """Record the question and start its answer; ``{"chat_id", "id"}`` of the answer (and its ``reply``
+    when it was generated inside this request and succeeded)."""
     live = service.start(principal, body, caller, chat_id)  # every refusal, before anything is stored
     region = region_of(principal.workspace_id)
     cls = chats(region)
@@ -106,18 +108,23 @@ def ask(principal: Principal, body: Any, caller: CallerLike | None, chat_id: str
     item.messages, item.message_count, item.answering = raw, len(messages), message_id
     item.updated_at = clock.iso()
     item.expires_at = int(clock.now()) + ttl if ttl else None
-    request = {"body": {k: v for k, v in body.items() if k != "stream"}, "email": principal.email,
+    request = {"body": body, "email": principal.email,
                "created_at": now, "datasets": sorted(principal.datasets) if principal.datasets is not None else None,
                "caller": {"ip": caller.ip, "user_agent": caller.user_agent} if caller is not None else None}
+    state = answer_log.new_state(region, principal.workspace_id, message_id, live.chat_id, principal.user_id,
+                                 request, answer_log.RUNNING if inline() else answer_log.QUEUED)
     tx = Tx(region)
     tx.save(item, condition=condition, tag="chat")
-    tx.save(answer_log.new_state(region, principal.workspace_id, message_id, live.chat_id, principal.user_id, request))
+    tx.save(state)
     try:
         tx.commit()
     except (Refused, Conflict):
         raise ApiError(409, "chat_changed", "The chat changed while this message was sent; send it again.") from None
-    if inline():
-        run(principal.workspace_id, message_id)
+    if inline():  # this request is the worker, with the answer it prepared (same steps, no second retrieval)
+        live.existing, live.asked = item, True
+        reply = _drive(region, principal.workspace_id, message_id, live.chat_id, state, lambda: live,
+                       correlation.current())
+        return {"chat_id": live.chat_id, "id": message_id, **({"reply": reply} if reply else {})}
     else:
         try:
             queues.enqueue(QUEUE, region, {"workspace_id": principal.workspace_id, "message_id": message_id})
@@ -245,11 +252,25 @@ def run(workspace_id: str, message_id: str) -> str:
         _fail(region, workspace_id, message_id, chat_id, 1,
               ApiError(403, "forbidden", "You are no longer a member of this workspace."))
         return "done"
+
+    def begin() -> service.Live:
+        live = service.start(principal, request["body"], caller, chat_id, asked=message_id,
+                             created_at=request.get("created_at"))
+        live.correlation_id = caller.correlation_id
+        return live
+
+    _drive(region, workspace_id, message_id, chat_id, state, begin, caller.correlation_id)
+    return "done"
+
+
+def _drive(region: str, workspace_id: str, message_id: str, chat_id: str, state: Any,
+           begin: Callable[[], service.Live], correlation_id: str) -> dict[str, Any] | None:
+    """Generate the answer ``begin`` prepares, storing its events; its stored reply (None if it failed)."""
     writer = _Writer(region, workspace_id, message_id, state)
     ticker = threading.Thread(target=writer.tick, name=f"answer-{message_id}", daemon=True)
     ticker.start()
     try:
-        _generate(principal, request, caller, chat_id, message_id, writer)
+        reply = _generate(begin, correlation_id, chat_id, writer)
     finally:
         writer.ended.set()
         ticker.join()
@@ -258,36 +279,39 @@ def run(workspace_id: str, message_id: str) -> str:
     if failed:
         _release(region, workspace_id, chat_id, message_id)
     answer_log.set_status(state, answer_log.FAILED if failed else answer_log.DONE)
-    return "done"
+    return None if failed else reply
 
 
-def _generate(principal: Principal, request: dict[str, Any], caller: JobCaller, chat_id: str, message_id: str,
-              writer: _Writer) -> None:
-    """The answer's events into ``writer``, until its end or a Stop."""
+def _generate(begin: Callable[[], service.Live], correlation_id: str, chat_id: str,
+              writer: _Writer) -> dict[str, Any] | None:
+    """The answer's events into ``writer``, until its end or a Stop; the stored reply."""
     try:
-        live = service.start(principal, {**request["body"], "stream": True}, caller, chat_id, asked=message_id,
-                             created_at=request.get("created_at"))
-        live.correlation_id = caller.correlation_id
+        live = begin()
+        if not live.stream:  # asked for whole: the model answers whole (no pieces to show or stop)
+            reply = live.finish().reply
+            for e in service.sse_events(reply):
+                writer.add(e["event"], e["data"])
+            return reply
         events = live.events()
         for e in events:
             writer.add(e["event"], e["data"])
             if e["event"] in answer_log.FINAL_EVENTS:
-                return
+                return live.reply
             if writer.stop_seen:
                 events.close()  # the model stops; the partial answer is stored, marked stopped
-                reply = live.stopped_reply
-                if reply is None:
+                stopped = live.stopped_reply
+                if stopped is None:
                     raise RuntimeError("the stopped answer was not stored")
-                writer.add("citations", {"content": reply["message"]["content"], "citations": reply["citations"],
-                                         "grounding": reply["grounding"]})
-                writer.add("message_stop", {"usage": reply["usage"], "stop_reason": "stopped"})
-                return
+                writer.add("citations", {"content": stopped["message"]["content"], "citations": stopped["citations"],
+                                         "grounding": stopped["grounding"]})
+                writer.add("message_stop", {"usage": stopped["usage"], "stop_reason": "stopped"})
+                return stopped
     except ApiError as err:  # a refusal now (the role changed, the chat was deleted) or a model that failed
-        writer.add("error", err.to_problem(caller.correlation_id))
+        writer.add("error", err.to_problem(correlation_id))
     except Exception:  # noqa: BLE001 - the reader learns of it as the stream's last event, never internals
         log.exception("chat answer failed", extra={"chat_id": chat_id})
-        writer.add("error", ApiError(500, "internal_error", "An internal error occurred.")
-                   .to_problem(caller.correlation_id))
+        writer.add("error", ApiError(500, "internal_error", "An internal error occurred.").to_problem(correlation_id))
+    return None
 
 
 def _last_seq(region: str, workspace_id: str, message_id: str) -> int:
@@ -368,6 +392,23 @@ def follow(principal: Principal, chat_id: str, message_id: str, last: int, *, wa
     return chunks()
 
 
+def _as_error(problem: dict[str, Any]) -> ApiError:
+    extra = {k: v for k, v in problem.items() if k == "failure"}
+    return ApiError(int(problem.get("status", 500)), problem.get("code", "internal_error"),
+                    problem.get("detail", "The answer failed."), extra=extra)
+
+
+def stream(principal: Principal, chat_id: str, message_id: str, wait_s: float) -> Iterator[str]:
+    """A POST's own event stream: followed until the answer ends or ``wait_s`` passes. Its first event is
+    awaited first, so a model that cannot answer at all (an ``error`` before ``message_start``) is the
+    request's own status (502, 504), as before any byte is sent."""
+    chunks = follow(principal, chat_id, message_id, 0, wait_s=wait_s, linger_s=None)
+    first = next(chunks, "")
+    if "\nevent: error\n" in first and "\nid: 1\n" in "\n" + first:
+        raise _as_error(json.loads(first.split("\ndata: ", 1)[1]))
+    return itertools.chain([first], chunks)
+
+
 def wait_reply(principal: Principal, chat_id: str, message_id: str, wait_s: float) -> dict[str, Any] | None:
     """The stored reply once the answer ends within ``wait_s`` (its error raised as the request's own),
     or None while it is still being written."""
@@ -379,10 +420,7 @@ def wait_reply(principal: Principal, chat_id: str, message_id: str, wait_s: floa
             return service.replay(principal, {"chat_id": chat_id, "id": message_id})
         if state.status == answer_log.FAILED:
             found = answer_log.after(region, principal.workspace_id, message_id, 0)
-            problem = found[-1]["data"] if found else {}
-            extra = {k: v for k, v in problem.items() if k == "failure"}
-            raise ApiError(int(problem.get("status", 500)), problem.get("code", "internal_error"),
-                           problem.get("detail", "The answer failed."), extra=extra)
+            raise _as_error(found[-1]["data"] if found else {})
         if time.monotonic() >= deadline:
             return None
         time.sleep(POLL_S)

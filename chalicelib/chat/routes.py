@@ -91,10 +91,14 @@ def _ask(ctx: Ctx, chat_id: str | None) -> Response:
         ref_of=ref_of, replay=lambda ref: (status, {"chat_id": ref["chat_id"], "id": ref["id"]}))
     headers = {"Location": answers.events_path(made["chat_id"], made["id"]),
                **({"Idempotent-Replayed": "true"} if replayed else {})}
+    if wait <= 0:  # Prefer: respond-async
+        return json_response(answers.pending(made["chat_id"], made["id"]), 202, headers)
+    if wait <= 0:  # Prefer: respond-async
+        return json_response(answers.pending(made["chat_id"], made["id"]), 202, headers)
     if isinstance(body, dict) and body.get("stream") is True:
-        return StreamingResponse(answers.follow(user, made["chat_id"], made["id"], 0, wait_s=wait, linger_s=None),
-                                 status, {**SSE_HEADERS, **headers})
-    reply = answers.wait_reply(user, made["chat_id"], made["id"], wait)
+        return StreamingResponse(answers.stream(user, made["chat_id"], made["id"], wait), status,
+                                 {**SSE_HEADERS, **headers})
+    reply = made.get("reply") or answers.wait_reply(user, made["chat_id"], made["id"], wait)
     if reply is None:
         return json_response(answers.pending(made["chat_id"], made["id"]), 202, headers)
     return json_response(reply, status, headers)

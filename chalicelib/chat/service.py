@@ -245,6 +245,7 @@ class Live:
     correlation_id: str = field(default_factory=correlation.current)  # the request's, for a late error event
     asked: bool = False  # the question is already stored in the chat (``start``)
     stopped_reply: dict[str, Any] | None = None  # the reply stored when the answer was stopped
+    reply: dict[str, Any] | None = None  # the reply once stored
     _opened: tuple[Iterator[str | Completion], str | Completion, float] | None = None
     _events: Generator[dict[str, Any], None, None] | None = None
 
@@ -453,6 +454,7 @@ class Live:
         if not counted:  # the counters live in another region than the chat: one more write
             usage.add(principal.workspace_id, spec.id, completion.input_tokens, completion.output_tokens)
         self.timings.storage_ms = (time.perf_counter() - started) * 1000
+        self.reply = reply
         return reply
 
 
@@ -466,7 +468,8 @@ def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
                                              "grounding", "kind", "created_at")},
                     **({"stopped": True} if m.get("stopped") else {}),
                     **({"notice": {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}}
-                       if m.get("kind") == "extractive" else {})}
+                       if m.get("kind") == "extractive" else {}),
+                    **{k: m[k] for k in ("notice", "unverified_answer") if k in m}}
     raise not_found("chat message")
 
 

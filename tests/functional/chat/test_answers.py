@@ -119,7 +119,8 @@ def test_stop_is_obeyed_across_requests_and_keeps_the_partial_answer(
     world = helpers.build(tenant)
     token = world.member.token
     with helpers.client() as c:
-        made = post(c, "/v1/chats", token, ask("How many vacation days?"), {"Prefer": "respond-async"}).json_body
+        made = post(c, "/v1/chats", token, ask("How many vacation days?", stream=True),
+                    {"Prefer": "respond-async"}).json_body
         worker = threading.Thread(target=drain)
         worker.start()  # the model writes three pieces, then waits at the gate
         first = parse(read(c, token, made["events"], wait=20).body)  # held until the first pieces are stored
@@ -141,19 +142,22 @@ def test_stop_is_obeyed_across_requests_and_keeps_the_partial_answer(
 
 def test_a_model_failure_is_the_streams_last_event_and_the_question_stays(
         tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
-    peer = scripted_peer.start(answer="x", malformed=True)
+    peer = scripted_peer.start(answer="Thirty days.", html=True)
     try:
         configure(monkeypatch, peer.url)
         world = helpers.build(tenant)
         with helpers.client() as c:
             r = post(c, "/v1/chats", world.member.token, ask("Vacation?"))
-            assert r.status_code == 502 and r.json_body["code"] == "provider_error"
+            assert r.status_code == 502 and r.json_body["failure"] == "not_openai"
             chats = c.http.get("/v1/chats", headers=bearer(world.member.token)).json_body["items"]
             chat = c.http.get(f"/v1/chats/{chats[0]['id']}", headers=bearer(world.member.token)).json_body
             assert [m["role"] for m in chat["messages"]] == ["user"] and "answering" not in chat
+            peer.html, peer.malformed = False, True  # breaks off after its text: the stream has begun
             s = post(c, f"/v1/chats/{chat['id']}/messages", world.member.token, ask("Again?", stream=True))
             events = parse(s.body)
             assert s.status_code == 200 and events[-1][1] == "error"
-            assert events[-1][2]["code"] == "provider_error"
+            assert events[0][1] == "message_start" and events[-1][2]["failure"] == "malformed_stream"
+            chat = c.http.get(f"/v1/chats/{chat['id']}", headers=bearer(world.member.token)).json_body
+            assert [m["role"] for m in chat["messages"]] == ["user", "user"] and "answering" not in chat
     finally:
         peer.stop()
