@@ -18,7 +18,9 @@ every table, object, key, queue message and secret as it was, and the demo tenan
 Environment: ``LOCAL_HOST`` (127.0.0.1), ``LOCAL_PORTS`` (``platform=8000,gateway=8001,identity=8002,
 app=8003,platform-eu-central-1=8010,gateway-eu-central-1=8011``), ``EMULATOR_PORT`` (4566),
 ``LOCAL_STATE_DIR`` (.local), ``LOCAL_PERSIST`` (1; 0 keeps the emulator's state in memory only),
-``LOCAL_SNAPSHOT_SECONDS`` (1), ``LOCAL_WORKERS`` (threads per queue, ``agent-runs=4,sync-jobs=2``).
+``LOCAL_SNAPSHOT_SECONDS`` (1), ``LOCAL_WORKERS`` (threads per queue, ``agent-runs=4,sync-jobs=2``),
+``APIGW_PROXY`` (1: every server behind API Gateway's proxy semantics, ``infra/local/apigw_proxy.py``: whole
+buffered bodies, ``APIGW_PROXY_TIMEOUT`` seconds (29) to answer, else 504).
 """
 from __future__ import annotations
 
@@ -234,15 +236,28 @@ def _serve_groups(groups: dict[str, int], host: str) -> list[Any]:
 
     from chalicelib.groups import create_app
 
+    from infra.local import apigw_proxy
+
     servers = []
     for group, port in groups.items():
         app = create_app(group)
         config = Config.create(chalice_app=app, app_name=f"aiplat-{group}", chalice_stage="local",
                                project_dir=str(Path(__file__).resolve().parent.parent))
-        server = LocalDevServer(app, config, host, port, handler_cls=_request_handler(group))
+        # APIGW_PROXY=1: the group's server on a port of its own, behind API Gateway's semantics on its port
+        inner = apigw_proxy.free_port(host) if apigw_proxy.enabled() else port
+        server = LocalDevServer(app, config, host, inner, handler_cls=_request_handler(group))
         threading.Thread(target=server.server.serve_forever, name=f"http-{group}", daemon=True).start()
         servers.append(server)
+        if inner != port:
+            servers.append(_Proxied(apigw_proxy.ApiGatewayProxy(host, port, inner).start()))
     return servers
+
+
+class _Proxied:
+    """A proxy in the list of servers ``stop`` shuts down (``.server.shutdown()``, ``.server.server_close()``)."""
+
+    def __init__(self, proxy: Any) -> None:
+        self.server = proxy.server
 
 
 def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], deadline: float) -> None:
