@@ -235,7 +235,6 @@ def _serve_groups(groups: dict[str, int], host: str) -> list[Any]:
     from chalice.local import LocalDevServer
 
     from chalicelib.groups import create_app
-
     from infra.local import apigw_proxy
 
     servers = []

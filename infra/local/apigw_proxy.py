@@ -100,7 +100,7 @@ class ApiGatewayProxy:
                 chunks.append(chunk)
             kept = [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP]
             return resp.status, kept, b"".join(chunks)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return 504, [("Content-Type", "application/json"), ("x-amzn-ErrorType", "InternalServerErrorException")], \
                 TIMED_OUT
         except OSError:
