@@ -1,9 +1,11 @@
 """Chat routes at {base_url}/v1 (platform group). Thin: every view calls a service.
 
-``stream: true`` answers ``text/event-stream`` as a ``StreamingResponse``: where the server in front can
-stream (``make run``), each event is sent as the model writes it, and a reader that goes away stops the
-answer (the partial answer is stored, marked stopped); behind API Gateway's Lambda proxy integration the
-same events arrive in one body when the answer is complete (docs/api/chat.md, docs/decisions.md)."""
+A new or continued answer is generated apart from the request (``chat/answers.py``): the POST records the
+question and waits for the answer (JSON), follows its events (``stream: true``) or answers 202 at once
+(``Prefer: respond-async``); ``GET .../answers/{message_id}/events`` reads the events from any
+``Last-Event-ID`` in short responses, and ``POST .../stop`` stops the answer. Regenerate and edit answer in
+their own request, streamed as a ``StreamingResponse`` where the server in front can stream (docs/api/chat.md,
+docs/decisions.md)."""
 from __future__ import annotations
 
 from collections.abc import Callable

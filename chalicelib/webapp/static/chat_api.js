@@ -61,26 +61,27 @@ export async function follow(chatId, messageId, onEvent, { signal } = {}) {
 export const stopAnswer = (chatId, messageId) => platform(`${chatPath(chatId)}/answers/${encodeURIComponent(messageId)}/stop`, { method: "POST", body: {} });
 
 // One answer. A new chat sends the whole conversation; a continued chat only the new message (the
-// server puts the stored history before it): the server records the question, answers 202 at once
-// (``Prefer: respond-async``) and generates the answer apart from this request; ``onQueued`` hears its
-// ids, and the answer is followed as above. ``regenerate`` answers the last question again and ``edit``
-// replaces one question: these stream in their own response, which ``signal`` stops.
+// server puts the stored history before it): the server records the question and, asked with
+// ``Prefer: respond-async``, answers 202 at once and generates the answer apart from this request;
+// ``onQueued`` hears its ids and the answer is followed as above (a server that answers the event
+// stream or the whole reply itself is read as it is). ``regenerate`` answers the last question again and
+// ``edit`` replaces one question: these stream in their own response. ``signal`` aborts the request.
 export async function ask({ model, messages, chatId, regenerate = false, edit = null, signal }, onEvent, onQueued = () => {}) {
-  if (!regenerate && !edit) {
-    const path = chatId ? `${chatPath(chatId)}/messages` : "/v1/chats";
-    const made = await platform(path, { method: "POST", body: { model, stream: true, messages: chatId ? messages.slice(-1) : messages },
-      headers: { "Idempotency-Key": idempotencyKey(), Prefer: "respond-async" } });
-    onQueued(made);
-    return follow(made.chat_id, made.id, onEvent);
-  }
-  let path = `${chatPath(chatId)}/regenerate`;
-  let body = { model, stream: true };
+  let path = chatId ? `${chatPath(chatId)}/messages` : "/v1/chats";
+  let body = { model, stream: true, messages: chatId ? messages.slice(-1) : messages };
+  const headers = { "Idempotency-Key": idempotencyKey() };
+  if (!regenerate && !edit) headers.Prefer = "respond-async";
+  if (regenerate) { path = `${chatPath(chatId)}/regenerate`; body = { model, stream: true }; }
   if (edit) { path = `${chatPath(chatId)}/messages/${encodeURIComponent(edit.messageId)}/edit`; body = { model, stream: true, content: edit.content }; }
-  const resp = await platform(path, { method: "POST", body, stream: true, headers: { "Idempotency-Key": idempotencyKey() }, signal });
+  const resp = await platform(path, { method: "POST", body, stream: true, headers, signal });
   const reply = emptyReply(chatId);
   const type = resp.headers.get("Content-Type") || "";
   if (!type.includes("text/event-stream")) {
     const whole = await resp.json();
+    if (resp.status === 202 && whole.events) {
+      onQueued(whole);
+      return follow(whole.chat_id, whole.id, onEvent);
+    }
     Object.assign(reply, whole, { content: whole.message ? whole.message.content : "" });
     onEvent({ type: "message_stop", reply });
     return reply;
@@ -92,6 +93,7 @@ export async function ask({ model, messages, chatId, regenerate = false, edit = 
       if (data.sequence <= last) continue; // a replayed event
       last = data.sequence;
     }
+    if (!ev.event || ev.event === "message") continue; // a retry line alone
     apply(reply, ev);
     onEvent({ type: ev.event, data, reply });
   }
