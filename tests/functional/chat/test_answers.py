@@ -13,6 +13,7 @@ import pytest
 
 from chalicelib.chat import answer_log
 from chalicelib.core import aws
+from chalicelib.residency import erasure
 from chalicelib.workers.jobs import QUEUE_HANDLERS
 from infra.local.workers import sqs_event
 from tests.functional.chat import helpers
@@ -87,6 +88,11 @@ def test_the_question_is_recorded_at_once_and_the_worker_answers_it(
         assert "answering" not in chat and chat["messages"][-1]["id"] == made["id"]
         assert chat["messages"][-1]["content"] == events[-2][2]["content"]
         assert drain() == 0
+    # erasing the asker takes the answer's event log (it holds the answer's text) with their chats
+    assert answer_log.after(tenant.region, tenant.workspace_id, made["id"], 0)
+    erasure.erase_in_workspace(tenant.region, tenant.workspace_id, world.member.user_id, "", world.member.email)
+    assert answer_log.after(tenant.region, tenant.workspace_id, made["id"], 0) == []
+    assert answer_log.state(tenant.region, tenant.workspace_id, made["id"]) is None
 
 
 def test_a_reader_of_another_users_answer_gets_404_and_bad_ids_400(tenant: Tenant, queued: None) -> None:
