@@ -139,6 +139,9 @@ TABLES: tuple[Table, ...] = (
           purpose="knowledge index manifests (index#<dataset>) and per-document ACLs (docacl#<document>)"),
     Table("chats", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           ttl="expires_at", purpose="chats and their messages (swept on auto-expiry; the emulator's TTL never deletes)"),
+    Table("chat_answers", REGIONAL, "workspace_id", "key", attributes={"workspace_id": "S", "key": "S"},
+          ttl="expires_at", purpose="answers being generated: per answer its state ('<msg>': request, status, "
+                                    "stop flag) and its events ('<msg>#<seq>'), kept a day (the chat keeps the answer)"),
     Table("agents", REGIONAL, "workspace_id", "id", attributes={"workspace_id": "S", "id": "S"},
           purpose="agent definitions: instructions, model, allowed tools, declared plan, limits"),
     Table("agent_runs", REGIONAL, "workspace_id", "id",
@@ -176,6 +179,8 @@ QUEUES: tuple[Queue, ...] = (
     Queue("agent-runs", visibility_timeout=VISIBILITY_TIMEOUT_S, purpose="agent runs"),
     Queue("audit-exports", visibility_timeout=VISIBILITY_TIMEOUT_S,
           purpose="audit exports, built and signed by the export job"),
+    Queue("chat-answers", visibility_timeout=VISIBILITY_TIMEOUT_S,
+          purpose="chat answers generated outside the request that asked (chalicelib/chat/answers.py)"),
     Queue("residency-jobs", visibility_timeout=RESIDENCY_VISIBILITY_TIMEOUT_S,
           purpose="approved restores and access requests (export, erasure)"),
 )

@@ -12,6 +12,9 @@ os.environ.update({
     # botocore sends ARN-addressed DynamoDB Streams calls to <account>.streams-ddb.<region>, a host
     # mock_aws does not route (moto 5.2); the regional endpoint is what moto serves
     "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+    # chat answers run inside the request that asked (the same job the chat-answers queue's worker runs);
+    # `make run` (infra/local_run.py) always uses the queue
+    "CHAT_ANSWERS": "inline",
 })
 
 # moto's conditional writes are check-then-write without a lock; make them atomic as DynamoDB's are

@@ -21,6 +21,7 @@ class ChatAttrs(BaseModel):
     created_at = UnicodeAttribute()
     updated_at = UnicodeAttribute()
     expires_at = NumberAttribute(null=True)  # epoch seconds (auto-expiry); the sweep deletes after it
+    answering = UnicodeAttribute(null=True)  # msg_... of the answer being generated (chat/answers.py)
 
 
 class UsageAttrs(BaseModel):
@@ -34,6 +35,29 @@ class UsageAttrs(BaseModel):
     input_tokens = NumberAttribute(default=0)
     output_tokens = NumberAttribute(default=0)
     requests = NumberAttribute(default=0)
+
+
+class AnswerAttrs(BaseModel):
+    """An answer being generated (``chat/answers.py``): ``key`` = ``<msg id>`` holds its state (the
+    request, status, stop flag), ``<msg id>#<8-digit seq>`` each of its events in order."""
+
+    TABLE = "chat_answers"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    key = UnicodeAttribute(range_key=True)
+    chat_id = UnicodeAttribute(null=True)
+    user_id = UnicodeAttribute(null=True)
+    status = UnicodeAttribute(null=True)  # queued, running, done, failed (state item)
+    request = UnicodeAttribute(null=True)  # JSON: body, email, caller, created_at (state item)
+    stop = NumberAttribute(null=True)  # 1 once Stop was asked (state item)
+    started = NumberAttribute(null=True)  # epoch seconds a worker took it (state item)
+    seq = NumberAttribute(null=True)  # event item
+    type = UnicodeAttribute(null=True)  # event item: the SSE event name
+    data = UnicodeAttribute(null=True)  # event item: JSON
+    expires_at = NumberAttribute(null=True)
+
+
+def answers(region: str) -> type[AnswerAttrs]:
+    return regional(AnswerAttrs, region)
 
 
 def chats(region: str) -> type[ChatAttrs]:

@@ -149,11 +149,18 @@ def _provider_failure(err: ProviderError) -> ApiError:
     return ApiError(502, "provider_error", f"The model provider failed: {err}", extra={"failure": err.code})
 
 
+def answer_in_progress() -> ApiError:
+    return ApiError(409, "answer_in_progress", "An answer to this chat is still being written: wait for it, or "
+                    "stop it (POST /v1/chats/{chat_id}/answers/{message_id}/stop), then send the message again.")
+
+
 def start(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None,
-          on_fail: Callable[[], None] | None = None) -> Live:
+          on_fail: Callable[[], None] | None = None, *, asked: str | None = None,
+          created_at: str | None = None) -> Live:
     """Everything before the model writes: validate, retrieve, route. Every refusal is raised here,
     before a byte of the answer is sent; ``on_fail`` undoes the caller's preparation when a later step
-    fails (an edited chat is restored)."""
+    fails (an edited chat is restored). ``asked`` is the id of an answer whose question is already
+    stored at the end of the chat (``chat/answers.py``): the answer takes that id and adds only itself."""
     # retrieval (numpy, bm25s) loads on the first answer, not at the platform group's cold start
     from chalicelib.knowledge import service as knowledge  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
@@ -161,8 +168,13 @@ def start(principal: Principal, body: Any, caller: CallerLike | None = None, cha
     model_id, new_messages, stream = check_body(body)
     timings = Timings()
     existing = _own(principal, chat_id) if chat_id else None
+    if existing is not None and existing.answering and existing.answering != asked:
+        raise answer_in_progress()
+    stored = json.loads(existing.messages) if existing else []
+    if asked:
+        stored = stored[:-len(new_messages)]  # the recorded question is the new message, not history
     history = [{"role": m["role"], "content": m["content"]}  # as the caller may read it now (chat/redaction.py)
-               for m in redaction.redact_all(principal, json.loads(existing.messages))] if existing else []
+               for m in redaction.redact_all(principal, stored)]
     question = new_messages[-1]["content"]
 
     started = time.perf_counter()
@@ -174,8 +186,12 @@ def start(principal: Principal, body: Any, caller: CallerLike | None = None, cha
     need = models.Need(context_tokens=prompt_tokens(prompt) + MAX_ANSWER_TOKENS, streaming=stream)
     routing = models.route(principal, model_id, need)
     prompt.max_tokens = min(MAX_ANSWER_TOKENS, routing.chosen.max_answer_tokens)
-    return Live(principal, caller, existing, new_messages, question, hits, prompt, routing, stream, timings,
-                on_fail, chat_id=existing.id if existing is not None else new_id("chat"))
+    live = Live(principal, caller, existing, new_messages, question, hits, prompt, routing, stream, timings,
+                on_fail, chat_id=existing.id if existing is not None else new_id("chat"), asked=bool(asked))
+    if asked:
+        live.message_id = asked
+        live.created_at = created_at or live.created_at
+    return live
 
 
 def stream_sse(begin: Callable[[], Live], held: idempotency.Hold,
@@ -229,6 +245,9 @@ class Live:
     created_at: str = field(default_factory=clock.iso)
     committing: Callable[[], ContextManager[list[Any]]] | None = None  # around the store (Idempotency-Key)
     correlation_id: str = field(default_factory=correlation.current)  # the request's, for a late error event
+    asked: bool = False  # the question is already stored in the chat (``start``)
+    stopped_reply: dict[str, Any] | None = None  # the reply stored when the answer was stopped
+    reply: dict[str, Any] | None = None  # the reply once stored
     _opened: tuple[Iterator[str | Completion], str | Completion, float] | None = None
     _events: Generator[dict[str, Any], None, None] | None = None
 
@@ -354,7 +373,7 @@ class Live:
         is gone."""
         completion = Completion(text, prompt_tokens(self.prompt), estimate_tokens(text))
         try:
-            self._store(completion, stopped=True)
+            self.stopped_reply = self._store(completion, stopped=True)
         except Exception:  # noqa: BLE001 - nobody is left to answer; keep the service alive
             log.warning("stopped answer not stored", extra={"chat_id": self.chat_id}, exc_info=True)
             self._failed()
@@ -376,7 +395,7 @@ class Live:
                                                              "output_tokens": completion.output_tokens},
                      "citations": checked.citations, "grounding": checked.grounding,
                      "kind": spec.kind, **notes, **ended, "passages": answer_output.passages(hits)}
-        stored_new = [{"id": new_id("msg"), **m, "created_at": now} for m in self.new_messages]
+        stored_new = [] if self.asked else [{"id": new_id("msg"), **m, "created_at": now} for m in self.new_messages]
 
         started = time.perf_counter()
         region = routing.region
@@ -395,6 +414,8 @@ class Live:
             raise ApiError(413, "chat_too_long", "This chat is too long to continue; start a new chat.")
         prior = existing.updated_at if existing is not None else None  # the version this answer continues
         item.messages, item.message_count, item.expires_at = raw, len(messages), expires
+        if self.asked:
+            item.answering = None
         item.updated_at = clock.iso()
         datasets = sorted({c["source"]["dataset_id"] for c in checked.citations} | {h.chunk.dataset_id for h in hits})
         counted = False
@@ -437,6 +458,7 @@ class Live:
         if not counted:  # the counters live in another region than the chat: one more write
             usage.add(principal.workspace_id, spec.id, completion.input_tokens, completion.output_tokens)
         self.timings.storage_ms = (time.perf_counter() - started) * 1000
+        self.reply = reply
         return reply
 
 
@@ -452,7 +474,8 @@ def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
                     **({"stopped": True} if m.get("stopped") else {}),
                     **({"redacted": m["redacted"]} if m.get("redacted") else {}),
                     **({"notice": {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}}
-                       if m.get("kind") == "extractive" else {})}
+                       if m.get("kind") == "extractive" else {}),
+                    **{k: m[k] for k in ("notice", "unverified_answer") if k in m}}
     raise not_found("chat message")
 
 
@@ -496,7 +519,9 @@ def _summary(item: ChatAttrs) -> dict[str, Any]:
 def get_chat(principal: Principal, chat_id: str) -> dict[str, Any]:
     require(principal, "chat.use")
     item = _own(principal, chat_id)
-    return {**_summary(item), "messages": redaction.redact_all(principal, json.loads(item.messages))}
+    answering = {"answering": {"id": item.answering, "events": f"/v1/chats/{chat_id}/answers/{item.answering}/events"}
+                 } if item.answering else {}
+    return {**_summary(item), "messages": redaction.redact_all(principal, json.loads(item.messages)), **answering}
 
 
 def list_chats(principal: Principal, query: dict[str, str]) -> dict[str, Any]:

@@ -110,6 +110,12 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
                     counts["lineage_edges"] += _delete_edges_into(region, workspace_id, message["id"])
             _delete(region, "chats", {"workspace_id": ws, "id": chat["id"]})
             counts["chats"] += 1
+    # the event logs of the user's answers (kept a day; state items name the user, event items their answer)
+    answer_items = list(_query(region, "chat_answers", "workspace_id", workspace_id))
+    theirs = {_s(i, "key") for i in answer_items if _s(i, "user_id") == user_id}
+    for item in answer_items:
+        if _s(item, "key").split("#", 1)[0] in theirs:
+            _delete(region, "chat_answers", {"workspace_id": ws, "key": item["key"]})
     for item in _scan(region, "agent_memory", FilterExpression="begins_with(#s, :p)",
                       ExpressionAttributeNames={"#s": "scope"}, ExpressionAttributeValues={":p": {"S": workspace_id + "#"}}):
         if _s(item, "scope").rsplit("#", 1)[-1] == user_id:

@@ -24,9 +24,11 @@ PREFIX_KEYED: dict[str, str] = {"agent_run_log": "run_key", "agent_memory": "sco
 # erasure ledger and access requests (they must outlive any restore), and audit personal values (kept
 # out of backups so that an erasure is final; the audit events themselves are never restored), and the
 # catalog version counter (a cache-coherence marker derived from the catalog, not content), and the
-# audit chain head (derived from the events, which are never restored either), and the API request counters
-# (one-minute windows)
-NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "restore_requests", "replication_state", "audit_personal",
+# audit chain head (derived from the events, which are never restored either), the API request counters
+# (one-minute windows), and the event logs of answers being generated (kept a day; the chat holds every
+# finished answer)
+NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "chat_answers", "restore_requests", "replication_state",
+                                           "audit_personal",
                                            "access_requests", "erasure_ledger", "revocation_ledger",
                                            "catalog_versions", "audit_heads", "request_counters"})
 # backed up but never restored: the audit trail is append-only (the template denies deletes and updates);

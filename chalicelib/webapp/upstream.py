@@ -30,7 +30,7 @@ TIMEOUTS = outbound.Timeouts(connect=10, read=TIMEOUT_SECONDS, total=TOTAL_SECON
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 SEGMENT_RE = re.compile(r"^[A-Za-z0-9._~:@!$'()*+,;=-]{1,256}$")
-FORWARDED_REQUEST_HEADERS = ("content-type", "accept", "idempotency-key", "last-event-id", "x-correlation-id")
+FORWARDED_REQUEST_HEADERS = ("content-type", "accept", "idempotency-key", "last-event-id", "prefer", "x-correlation-id")
 FORWARDED_RESPONSE_HEADERS = ("content-type", "x-correlation-id", "location", "retry-after")
 
 

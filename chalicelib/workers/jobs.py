@@ -191,6 +191,13 @@ def audit_exports(event: dict[str, Any]) -> dict[str, Any]:
     return audit_export.handle(event)
 
 
+def chat_answers(event: dict[str, Any]) -> dict[str, Any]:
+    """Chat answers generated outside the request that asked (``chat-answers`` queue)."""
+    from chalicelib.chat import answers
+
+    return answers.handle(event)
+
+
 def residency_jobs(event: dict[str, Any]) -> dict[str, Any]:
     """Approved restores and access requests (``residency-jobs`` queue)."""
     from chalicelib.residency import worker
@@ -204,6 +211,7 @@ QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "agent-runs": agent_runs,
     "audit-exports": audit_exports,
     "residency-jobs": residency_jobs,
+    "chat-answers": chat_answers,
 }
 
 

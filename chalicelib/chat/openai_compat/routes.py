@@ -6,8 +6,9 @@ It is ``POST /v1/chats`` under another shape: the same permission (``chat.use``)
 region's workspace), the same ``chat.service.answer`` (retrieval under the caller's rights, routing,
 verified citations, the stored chat, lineage, audit and usage counters) and the same ``Idempotency-Key``
 replay. Every error on this route, authorization included, is OpenAI's error object (``translate.error_body``).
-``stream: true`` answers ``chat.completion.chunk`` server-sent events ending in ``data: [DONE]``, buffered like
-``/v1/chats`` streams (one response body).
+``stream: true`` answers ``chat.completion.chunk`` server-sent events ending in ``data: [DONE]`` in one response
+body once the answer is complete: unlike ``/v1/chats``, this route answers in its own request (its clients
+expect the whole answer in one response).
 """
 from __future__ import annotations
 

@@ -88,9 +88,10 @@ export async function* events(resp) {
         if (k === "event") ev.event = v;
         else if (k === "data") ev.data += (ev.data ? "\n" : "") + v;
         else if (k === "id") ev.id = v;
+        else if (k === "retry" && /^[0-9]+$/.test(v)) ev.retry = Number(v);
       }
       if (ev.data) { try { ev.json = JSON.parse(ev.data); } catch { ev.json = null; } }
-      if (ev.data || ev.event !== "message") yield ev;
+      if (ev.data || ev.event !== "message" || ev.retry !== undefined) yield ev;
     }
     if (done) return;
   }

@@ -19,21 +19,69 @@ export async function renderMarkdown(texts) {
   return (await resp.json()).html;
 }
 
-// Streams one answer. A new chat sends the whole conversation; a continued chat only the new
-// message (the server puts the stored history before it); ``regenerate`` answers the last question
-// again; ``edit`` replaces one question. onEvent sees each event in sequence order, as the model writes
-// (content_delta: its text so far; the citations event brings the verified text); ``signal`` stops it,
-// and the server then stops the model and keeps the partial answer, marked stopped.
-export async function ask({ model, messages, chatId, regenerate = false, edit = null, signal }, onEvent) {
+// Applies one event of an answer to ``reply`` (the same events whether read live, resumed or replayed).
+function apply(reply, ev) {
+  const data = ev.json || {};
+  if (ev.event === "message_start") Object.assign(reply, { id: data.id, chat_id: data.chat_id || reply.chat_id, routing: data.routing, model: data.model, provider: data.provider, region: data.region, kind: data.kind });
+  else if (ev.event === "content_delta") reply.content += data.text ?? "";
+  else if (ev.event === "citations") Object.assign(reply, typeof data.content === "string" ? { content: data.content } : {}, { citations: data.citations || [], grounding: data.grounding || null, notice: data.notice || null, unverified_answer: data.unverified_answer || null });
+  else if (ev.event === "message_stop") Object.assign(reply, { usage: data.usage || null, stopped: data.stop_reason === "stopped" });
+  else if (ev.event === "error") throw Object.assign(new Error(data.detail || "The answer failed."), { problem: data });
+}
+
+function emptyReply(chatId) {
+  return { content: "", citations: [], routing: null, chat_id: chatId || null, usage: null, grounding: null };
+}
+
+// Follows an answer being generated on the server (GET .../answers/{id}/events), EventSource-style:
+// each response ends after a short while (so proxies that buffer whole bodies still deliver progress),
+// and the next one asks for the events after the last one seen (Last-Event-ID), until message_stop or
+// error. A reload calls this again with the chat's ``answering`` and resumes from the first event.
+export async function follow(chatId, messageId, onEvent, { signal } = {}) {
+  const reply = emptyReply(chatId);
+  let last = 0;
+  let retry = 250;
+  for (;;) {
+    const resp = await platform(`${chatPath(chatId)}/answers/${encodeURIComponent(messageId)}/events`,
+      { stream: true, query: { wait: 10 }, headers: last ? { "Last-Event-ID": String(last) } : {}, signal });
+    for await (const ev of events(resp)) {
+      if (typeof ev.retry === "number") retry = ev.retry;
+      const data = ev.json || {};
+      if (typeof data.sequence !== "number" || data.sequence <= last) continue;
+      last = data.sequence;
+      apply(reply, ev);
+      onEvent({ type: ev.event, data, reply });
+      if (ev.event === "message_stop") return reply;
+    }
+    await new Promise((resolve) => setTimeout(resolve, retry));
+  }
+}
+
+// Asks the server to stop an answer being generated; it keeps what was written, marked stopped.
+export const stopAnswer = (chatId, messageId) => platform(`${chatPath(chatId)}/answers/${encodeURIComponent(messageId)}/stop`, { method: "POST", body: {} });
+
+// One answer. A new chat sends the whole conversation; a continued chat only the new message (the
+// server puts the stored history before it): the server records the question and, asked with
+// ``Prefer: respond-async``, answers 202 at once and generates the answer apart from this request;
+// ``onQueued`` hears its ids and the answer is followed as above (a server that answers the event
+// stream or the whole reply itself is read as it is). ``regenerate`` answers the last question again and
+// ``edit`` replaces one question: these stream in their own response. ``signal`` aborts the request.
+export async function ask({ model, messages, chatId, regenerate = false, edit = null, signal }, onEvent, onQueued = () => {}) {
   let path = chatId ? `${chatPath(chatId)}/messages` : "/v1/chats";
   let body = { model, stream: true, messages: chatId ? messages.slice(-1) : messages };
+  const headers = { "Idempotency-Key": idempotencyKey() };
+  if (!regenerate && !edit) headers.Prefer = "respond-async";
   if (regenerate) { path = `${chatPath(chatId)}/regenerate`; body = { model, stream: true }; }
   if (edit) { path = `${chatPath(chatId)}/messages/${encodeURIComponent(edit.messageId)}/edit`; body = { model, stream: true, content: edit.content }; }
-  const resp = await platform(path, { method: "POST", body, stream: true, headers: { "Idempotency-Key": idempotencyKey() }, signal });
-  const reply = { content: "", citations: [], routing: null, chat_id: chatId || null, usage: null, grounding: null };
+  const resp = await platform(path, { method: "POST", body, stream: true, headers, signal });
+  const reply = emptyReply(chatId);
   const type = resp.headers.get("Content-Type") || "";
   if (!type.includes("text/event-stream")) {
     const whole = await resp.json();
+    if (resp.status === 202 && whole.events) {
+      onQueued(whole);
+      return follow(whole.chat_id, whole.id, onEvent);
+    }
     Object.assign(reply, whole, { content: whole.message ? whole.message.content : "" });
     onEvent({ type: "message_stop", reply });
     return reply;
@@ -45,11 +93,8 @@ export async function ask({ model, messages, chatId, regenerate = false, edit = 
       if (data.sequence <= last) continue; // a replayed event
       last = data.sequence;
     }
-    if (ev.event === "message_start") Object.assign(reply, { id: data.id, chat_id: data.chat_id || reply.chat_id, routing: data.routing, model: data.model, provider: data.provider, region: data.region, kind: data.kind });
-    else if (ev.event === "content_delta") reply.content += data.text ?? "";
-    else if (ev.event === "citations") Object.assign(reply, typeof data.content === "string" ? { content: data.content } : {}, { citations: data.citations || [], grounding: data.grounding || null, notice: data.notice || null, unverified_answer: data.unverified_answer || null });
-    else if (ev.event === "message_stop") reply.usage = data.usage || null;
-    else if (ev.event === "error") throw Object.assign(new Error(data.detail || "The answer failed."), { problem: data });
+    if (!ev.event || ev.event === "message") continue; // a retry line alone
+    apply(reply, ev);
     onEvent({ type: ev.event, data, reply });
   }
   return reply;

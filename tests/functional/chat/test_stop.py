@@ -4,7 +4,6 @@ was generated is billed. The model is a scripted OpenAI-compatible peer held at 
 written, the answer not complete" is a state of the test, not a race."""
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 
@@ -12,11 +11,10 @@ import pytest
 
 from chalicelib.chat import service, usage
 from chalicelib.core.authz import Principal
-from chalicelib.core.http import streaming
 from tests.functional.chat import helpers
-from tests.functional.chat.helpers import ask, post
+from tests.functional.chat.helpers import ask
 from tests.functional.chat.test_grounding import configure
-from tests.functional.conftest import Tenant, bearer
+from tests.functional.conftest import Tenant
 from tests.functional.models import scripted_peer
 
 ANSWER = "Employees get thirty vacation days per year. " * 40  # 164 pieces of 11 characters
@@ -77,29 +75,3 @@ def test_a_reader_that_leaves_before_the_first_event_stops_the_model_and_stores_
     peer.gate.set()  # type: ignore[union-attr]
     assert peer.ended.wait(30) and peer.broken
     assert service.list_chats(p, {})["items"] == []
-
-
-def test_a_stopped_answer_replays_as_stopped(tenant: Tenant, world: helpers.World,
-                                             peer: scripted_peer.ScriptedPeer) -> None:
-    """The route's own stream: the local server's part (closing the chunks when the write fails) is
-    played here by closing the response's chunks after the first events; the same Idempotency-Key then
-    replays the stored partial answer, marked stopped."""
-    headers = {"Idempotency-Key": "stop-1"}
-    with helpers.client() as c:
-        with streaming.accepting():
-            r = post(c, "/v1/chats", world.member.token, ask("How many vacation days?", stream=True), headers)
-            chunks = streaming.take()
-        assert r.status_code == 201 and chunks is not None
-        first = [next(chunks) for _ in range(3)]
-        chunks.close()
-        peer.gate.set()  # type: ignore[union-attr]
-        assert peer.ended.wait(30) and peer.broken
-        again = post(c, "/v1/chats", world.member.token, ask("How many vacation days?", stream=True), headers)
-    assert again.headers.get("Idempotent-Replayed") == "true"
-    blocks = [dict(line.split(": ", 1) for line in b.splitlines()) for b in again.body.decode().strip().split("\n\n")]
-    assert json.loads(first[0].split("data: ", 1)[1])["id"] == json.loads(blocks[0]["data"])["id"]
-    assert json.loads(blocks[-1]["data"])["stop_reason"] == "stopped"
-    chat_id = json.loads(blocks[0]["data"])["chat_id"]
-    with helpers.client() as c:
-        stored = c.http.get(f"/v1/chats/{chat_id}", headers=bearer(world.member.token)).json_body
-    assert stored["messages"][-1]["stopped"] is True

@@ -1,5 +1,7 @@
-"""Answers that appear as the model writes them, and a Stop that stops the model, through `make run`'s
-own stack (the local servers, the web app's forwarder) in Debian's Chromium.
+"""Answers that appear as the model writes them, a Stop that stops the model, and a reload that resumes
+the answer, through `make run`'s own stack (the local servers, the web app's forwarder) in Debian's
+Chromium; and the same answers behind API Gateway's proxy semantics (``infra/local/apigw_proxy.py``: whole
+buffered bodies, an integration timeout, here 2 s), where a model slower than the timeout still answers.
 
 The model is a scripted OpenAI-compatible peer (``tests/functional/models/scripted_peer.py``) that writes
 its first pieces and then waits at a gate the test opens: "the first words are on the page while the
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 import requests
 
+from infra.local.apigw_proxy import ApiGatewayProxy
 from tests.functional.models import scripted_peer
 from tests.integration.conftest import RunningPlatform, start_platform, stop_platform
 from tests.integration.webapp.browser import AXE, CHROMIUM, check_page, csp_watch, ready, sign_in_at
@@ -88,9 +91,10 @@ def test_the_api_sends_each_piece_as_the_model_writes_it(stack: RunningPlatform,
                                "messages": [{"role": "user", "content": "How fast do orders ship?"}]})
     assert resp.status_code == 201 and resp.headers["Content-Type"].startswith("text/event-stream")
     events = _events(resp)
-    seen = [next(events) for _ in range(4)]
-    assert [e for e, _ in seen] == ["message_start", "content_delta", "content_delta", "content_delta"]
-    assert "".join(d["text"] for _, d in seen[1:]) == FIRST
+    seen = [next(events)]
+    while "".join(d["text"] for _, d in seen[1:]) != FIRST:  # the pieces stored together in one event or more
+        seen.append(next(events))
+    assert seen[0][0] == "message_start" and {e for e, _ in seen[1:]} == {"content_delta"}
     assert not held.ended.is_set()  # three pieces read; the model has not finished
     held.gate.set()  # type: ignore[union-attr]
     rest = list(events)
@@ -136,3 +140,66 @@ def test_stop_ends_the_generation_and_keeps_the_partial_answer_marked_stopped(
     assert answer["content"].startswith(FIRST.strip()[:20]) and len(answer["content"]) < len(ANSWER.strip())
     assert 0 < answer["usage"]["output_tokens"] < len(ANSWER.split())
     check_page(page)
+
+
+def test_reload_mid_answer_resumes_it(stack: RunningPlatform, page: Any, held: scripted_peer.ScriptedPeer) -> None:
+    page.goto(stack.urls["app"] + "/chat")
+    ready(page)
+    page.fill("#prompt", "How fast do orders ship, once more?")
+    page.click("#send")
+    page.wait_for_function("(first) => (document.querySelector('#messages li.assistant.streaming .streaming-text')"
+                           " || {}).textContent === first", arg=FIRST)
+    assert "/chat/chat_" in page.url
+    page.reload()  # the answer goes on on the server; the page reads it again from its first event
+    page.wait_for_function("(first) => (document.querySelector('#messages li.assistant.streaming .streaming-text')"
+                           " || {}).textContent === first", arg=FIRST)
+    assert not held.ended.is_set()
+    held.gate.set()  # type: ignore[union-attr]
+    page.wait_for_selector("#messages li.assistant:not(.streaming) .answer", timeout=60000)
+    assert held.ended.is_set() and not held.broken
+    assert page.locator("#messages li.assistant").count() == 1
+    check_page(page)
+
+
+@pytest.fixture(scope="module")
+def gateway(stack: RunningPlatform) -> Iterator[str]:
+    """The platform API behind API Gateway's proxy semantics, with a 2 s integration timeout."""
+    port = int(stack.urls["platform"].split(":")[2].split("/")[0])
+    proxy = ApiGatewayProxy("127.0.0.1", 0, port, timeout=2).start()
+    yield f"http://127.0.0.1:{proxy.port}/v1"
+    proxy.stop()
+
+
+def _blocks(body: str) -> list[tuple[int, str, dict[str, Any]]]:
+    out = []
+    for block in body.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in fields:
+            out.append((int(fields["id"]), fields["event"], json.loads(fields["data"])))
+    return out
+
+
+def test_behind_the_gateway_a_model_slower_than_its_timeout_still_answers(
+        stack: RunningPlatform, gateway: str, held: scripted_peer.ScriptedPeer) -> None:
+    auth = {"Authorization": f"Bearer {stack.demo['api_token']}"}
+    asked = requests.post(gateway + "/chats", headers=auth, timeout=30,
+                          json={"model": "auto", "stream": True,
+                                "messages": [{"role": "user", "content": "How fast do orders ship, behind a gateway?"}]})
+    assert asked.status_code == 504 and asked.json() == {"message": "Endpoint request timed out"}  # the gateway's
+    chat = requests.get(gateway + "/chats", headers=auth, timeout=10).json()["items"][0]
+    answering = requests.get(f"{gateway}/chats/{chat['id']}", headers=auth, timeout=10).json()["answering"]
+    assert "Content-Length" in requests.get(f"{gateway}/chats/{chat['id']}", headers=auth, timeout=10).headers
+    seen: list[tuple[int, str, dict[str, Any]]] = []
+    held.gate.set()  # type: ignore[union-attr]  the rest of the answer takes ~7 s: longer than the timeout
+    for _ in range(200):
+        r = requests.get(gateway + answering["events"].removeprefix("/v1"), params={"wait": 1}, timeout=10,
+                         headers={**auth, **({"Last-Event-ID": str(seen[-1][0])} if seen else {})})
+        assert r.status_code == 200 and "retry: " in r.text  # every response well inside the gateway's timeout
+        seen += _blocks(r.text)
+        if seen and seen[-1][1] == "message_stop":
+            break
+    assert [s[0] for s in seen] == list(range(1, len(seen) + 1))  # resumed each time, nothing twice
+    assert "".join(d["text"] for _, e, d in seen if e == "content_delta") == ANSWER
+    assert held.ended.is_set() and not held.broken
+    stored = requests.get(f"{gateway}/chats/{chat['id']}", headers=auth, timeout=10).json()
+    assert "answering" not in stored and stored["messages"][-1]["content"] == seen[-2][2]["content"]

@@ -4,7 +4,7 @@
 // are flagged; conversations renamed, searched (server side) and deleted; documents attached from the
 // chat box go to the workspace's knowledge.
 import { missing } from "../api.js";
-import { listModels, listChats, searchChats, getChat, deleteChat, renameChat, rate, ask, renderMarkdown } from "../chat_api.js";
+import { listModels, listChats, searchChats, getChat, deleteChat, renameChat, rate, ask, follow, stopAnswer, renderMarkdown } from "../chat_api.js";
 import { h, field, form, section, problemBox, loading, badge, empty, announce, action } from "../dom.js";
 import { isAdmin } from "../shell.js";
 import { ACCEPT, uploadConnector, uploadFiles } from "../uploads.js";
@@ -152,6 +152,7 @@ export async function render({ view, params, navigate, me }) {
   let current = chatId;
   let messages = []; // the chat as stored: [{id, role, content, citations, grounding, feedback, ...}]
   let busy = null; // the AbortController of the answer streaming now
+  let queued = null; // {chat, id} of the answer the server is generating now (Stop asks the server)
 
   // One assistant answer: rendered Markdown, numbered citations, its tools.
   async function fillAnswer(li, m, html) {
@@ -219,12 +220,22 @@ export async function render({ view, params, navigate, me }) {
     emptyNote.hidden = items.length > 0;
   }
 
-  if (chatId) messages = (await getChat(chatId)).messages || [];
+  let resumeId = null; // an answer still being generated when the page was (re)loaded
+  if (chatId) {
+    const chat = await getChat(chatId);
+    messages = chat.messages || [];
+    resumeId = chat.answering ? chat.answering.id : null;
+  }
 
   const prompt = h("textarea", { name: "prompt", id: "prompt", rows: "3", required: true, "aria-describedby": "prompt-hint" });
   const stop = h("button", { type: "button", id: "stop", class: "secondary", hidden: true }, "Stop");
   const status = h("div", { class: "form-status", role: "status", id: "chat-status" });
-  stop.addEventListener("click", () => { if (busy) busy.abort(); });
+  stop.addEventListener("click", async () => {
+    if (queued) {
+      status.replaceChildren(h("p", { class: "note", id: "stopped" }, "Stopped. The partial answer is kept, marked as stopped."));
+      try { await stopAnswer(queued.chat, queued.id); } catch (err) { status.replaceChildren(problemBox(err)); }
+    } else if (busy) busy.abort();
+  });
 
   // After Stop the server stops the model and stores the partial answer when it notices the reader
   // left (at the model's next piece): read the chat until that answer is there (a few seconds at most).
@@ -241,7 +252,7 @@ export async function render({ view, params, navigate, me }) {
   }
 
   // Ask (a new question, regenerate, or an edited question), streaming the answer into the thread.
-  async function send({ text = "", regenerate = false, edit = null } = {}) {
+  async function send({ text = "", regenerate = false, edit = null, resume = null } = {}) {
     if (busy) return;
     status.replaceChildren();
     let keep = messages.length;
@@ -258,20 +269,27 @@ export async function render({ view, params, navigate, me }) {
     thread.append(answerLi);
     busy = new AbortController();
     let started = null; // {chat, id} of the answer once its first event arrived
+    if (resume) queued = { chat: current, id: resume };
     stop.hidden = false;
     sendBtn.disabled = true;
     status.replaceChildren(h("span", { class: "loading" }, "Answering…"));
+    const onEvent = (ev) => {
+      if (ev.type === "message_start") started = { chat: ev.reply.chat_id, id: ev.reply.id };
+      if (ev.type === "content_delta") live.textContent = ev.reply.content;
+    };
+    const onQueued = (made) => {
+      queued = { chat: made.chat_id, id: made.id };
+      started = queued;
+      if (!current) { current = made.chat_id; window.history.replaceState(null, "", `/chat/${encodeURIComponent(current)}`); }
+    };
     try {
-      const reply = await ask({ model: select.value, messages: messages.map(({ role, content }) => ({ role, content })), chatId: current, regenerate, edit, signal: busy.signal },
-        (ev) => {
-          if (ev.type === "message_start") started = { chat: ev.reply.chat_id, id: ev.reply.id };
-          if (ev.type === "content_delta") live.textContent = ev.reply.content;
-        });
+      const reply = resume ? await follow(current, resume, onEvent)
+        : await ask({ model: select.value, messages: messages.map(({ role, content }) => ({ role, content })), chatId: current, regenerate, edit, signal: busy.signal }, onEvent, onQueued);
       const m = { id: reply.id, role: "assistant", content: reply.content, citations: reply.citations, grounding: reply.grounding, routing: reply.routing, model: reply.model, region: reply.region };
       messages.push(m);
       if (!current && reply.chat_id) { current = reply.chat_id; window.history.replaceState(null, "", `/chat/${encodeURIComponent(current)}`); }
       if (current) messages = (await getChat(current)).messages || messages; // ids of the stored question
-      status.replaceChildren();
+      if (!reply.stopped) status.replaceChildren();
       announce("Answer complete.");
     } catch (err) {
       if (err.name === "AbortError") {
@@ -279,11 +297,12 @@ export async function render({ view, params, navigate, me }) {
         if (started && started.chat && !current) { current = started.chat; window.history.replaceState(null, "", `/chat/${encodeURIComponent(current)}`); }
         messages = (await storedAfterStop(current, started && started.id)) || before;
       } else {
-        messages = before;
+        messages = queued && current ? ((await storedAfterStop(current, null)) || before) : before; // the question stays
         status.replaceChildren(problemBox(err));
       }
     } finally {
       busy = null;
+      queued = null;
       stop.hidden = true;
       sendBtn.disabled = false;
     }
@@ -342,6 +361,7 @@ export async function render({ view, params, navigate, me }) {
     } catch (err) { list.replaceChildren(problemBox(err)); }
   }
   await drawThread();
+  if (resumeId) send({ resume: resumeId }); // a reload mid-answer: follow it from its first event
   // No generative model offered here: say so, and how to connect one (Admins: the Models page).
   const noModel = models.some((m) => m.kind === "generative") ? "" : h("p", { class: "note", id: "no-generative-model", role: "note" },
     "No generative model is connected: answers quote your sources instead of being written by a model. ",
