@@ -18,6 +18,11 @@ os.environ.update({
 })
 
 # moto's conditional writes are check-then-write without a lock; make them atomic as DynamoDB's are
+from collections.abc import Iterator  # noqa: E402
+
+import pytest  # noqa: E402
+
+from chalicelib.core.config import settings  # noqa: E402
 from infra.emulator import serialise_writes  # noqa: E402
 
 serialise_writes()
@@ -48,3 +53,11 @@ def pytest_collection_modifyitems(config: object, items: list) -> None:
         return (1 if path.startswith("tests/integration/") else 2, 0)
 
     items.sort(key=rank)  # a stable sort: within a rank the collection order stays
+
+
+@pytest.fixture(autouse=True)
+def _settings_read_again() -> Iterator[None]:
+    """Settings are read once from the environment (``core.config``): after a test that changed it (its
+    monkeypatch undone first: this fixture is set up before any other), the next test reads it again."""
+    yield
+    settings.cache_clear()

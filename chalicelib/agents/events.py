@@ -110,11 +110,3 @@ def sse(events: list[dict[str, Any]], *, final: bool) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def parse_last_event_id(value: str | None) -> int | None:
-    """The sequence number of a ``Last-Event-ID`` value, or None when it is not one."""
-    if value is None:
-        return 0
-    value = value.strip()
-    if not value.isdigit() or len(value) > 9:
-        return None
-    return int(value)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.chat.redaction import REASON, REDACTED, cut, ranges
 from chalicelib.core.authz import Principal
 from chalicelib.gateway import reader
+from chalicelib.knowledge.redaction_spans import REASON, REDACTED, cut, ranges
 from chalicelib.llm.prompt import sentences
 
 MIN_QUOTE_WORDS = 4

@@ -18,6 +18,7 @@ from chalicelib.agents.models import TERMINAL_STATUSES
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.errors import validation_error
+from chalicelib.core.http.streaming import parse_last_event_id
 from chalicelib.core.http.validation import query_int
 from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import region_of
@@ -62,7 +63,7 @@ def cancel_run(ctx: Ctx, agent_id: str, run_id: str) -> Any:
 def run_events(ctx: Ctx, agent_id: str, run_id: str) -> Any:
     paging.check_params(ctx.query, ("after", "wait"))
     run = runs.load(ctx.user, agent_id, run_id)
-    last = events.parse_last_event_id(ctx.header("last-event-id") or ctx.query.get("after"))
+    last = parse_last_event_id(ctx.header("last-event-id") or ctx.query.get("after"))
     if last is None:
         raise validation_error([{"field": "Last-Event-ID", "message": "must be an event id (a sequence number)"}])
     wait = query_int(ctx.query, "wait", 0, minimum=0, maximum=MAX_WAIT_S)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ from chalicelib.chat.models import chats
 from chalicelib.core import clock, correlation, tenancy
 from chalicelib.core.audit import CallerLike
 from chalicelib.core.authz import Principal
+from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError, not_found
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
@@ -49,21 +49,14 @@ MAX_WAIT_S = 20  # under API Gateway's 29 s integration timeout
 log = get_logger("chat.answers")
 
 
-def _env_seconds(name: str, default: float) -> float:
-    try:
-        return max(0.0, float(os.environ.get(name, default)))
-    except ValueError:
-        return default
-
-
 def post_wait_s() -> float:
     """How long a POST waits for (or follows) its answer before it answers 202 (or ends its stream):
     ``CHAT_POST_WAIT_SECONDS``, 25 by default (under API Gateway's 29 s); ``Prefer: wait=N`` lowers it."""
-    return _env_seconds("CHAT_POST_WAIT_SECONDS", 25)
+    return settings().chat_post_wait_seconds
 
 
 def inline() -> bool:
-    return os.environ.get("CHAT_ANSWERS", "queue") == "inline"
+    return settings().chat_answers_inline
 
 
 @dataclass(frozen=True)
@@ -362,9 +355,12 @@ def follow(principal: Principal, chat_id: str, message_id: str, last: int, *, wa
     first event (None: not before the answer ends), or after ``wait_s`` seconds."""
     state = _visible_state(principal, chat_id, message_id)
     region = region_of(principal.workspace_id)
-    if state is None:  # its log expired: the stored answer, as a replay's events
-        stored = service.sse_events(service.replay(principal, {"chat_id": chat_id, "id": message_id}))
-        return iter([encode([e for e in stored if e["data"]["sequence"] > last])])
+    if state is None or state.status == answer_log.DONE:
+        # its log expired, or the stored answer is redacted for this reader now (a source it rests on is no
+        # longer readable: chat/redaction.py): the stored answer, as a replay's events
+        reply = service.replay(principal, {"chat_id": chat_id, "id": message_id})
+        if state is None or reply.get("redacted"):
+            return iter([encode([e for e in service.sse_events(reply) if e["data"]["sequence"] > last])])
 
     def chunks() -> Iterator[str]:
         nonlocal last

@@ -13,12 +13,11 @@ from typing import Any
 
 from chalice import Response  # type: ignore[attr-defined]
 
-from chalicelib.agents.events import parse_last_event_id
 from chalicelib.chat import answers, conversations, service, usage
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.errors import validation_error
 from chalicelib.core.http.paging import check_params
-from chalicelib.core.http.streaming import StreamingResponse
+from chalicelib.core.http.streaming import StreamingResponse, parse_last_event_id
 from chalicelib.core.http.validation import query_int
 from chalicelib.core.store import idempotency
 from chalicelib.core.tenancy import region_of

@@ -41,6 +41,15 @@ class Settings:
     query_cache_bytes: int = 256 * 1024 * 1024  # per-container budget of cached policy-projected tables
     signin_limit_factor: int = 1  # multiplies the sign-in and mail rate limits (a test stack under a fuzzer)
     api_rate_limit_factor: int = 1  # multiplies the API request quotas (core/http/rate_limits.py)
+    chat_answers_inline: bool = False  # CHAT_ANSWERS=inline: an answer runs inside its request (in-process tests)
+    chat_post_wait_seconds: float = 25.0  # how long a chat POST waits for its answer (chat/answers.py)
+    document_sync_parse_seconds: float = 150.0  # reading time of one documents sync (ingest/sources/documents.py)
+    document_limits: tuple[tuple[str, str], ...] = ()  # DOCUMENT_* bounds of one parse (document_text.Bounds)
+    child_path: str = "/usr/bin:/bin"  # PATH of the document parser's child process
+    otlp_endpoint: str = ""  # OTEL_EXPORTER_OTLP_ENDPOINT: traces exported there, to nothing when empty
+    otel_service_name: str = "aiplatform"
+    in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: flush telemetry before the process freezes
+    openlineage_urls: tuple[tuple[str, str], ...] = ()  # OPENLINEAGE_URL and OPENLINEAGE_URL_<REGION>
 
     @property
     def issuer(self) -> str:
@@ -49,6 +58,13 @@ class Settings:
 
 AUDIENCE = "service-api"
 DEFAULT_DOMAIN_VERIFICATION_URL = "https://{domain}/.well-known/aiplat-domain-verification.txt"
+
+
+def _seconds(name: str, default: float) -> float:
+    try:
+        return max(0.0, float(os.environ.get(name, default)))
+    except ValueError:
+        return default
 
 
 def _url(name: str, default: str) -> str:
@@ -87,4 +103,14 @@ def settings() -> Settings:
         query_cache_bytes=int(os.environ.get("QUERY_CACHE_BYTES", str(256 * 1024 * 1024))),
         signin_limit_factor=max(1, int(os.environ.get("SIGNIN_LIMIT_FACTOR", "1"))),
         api_rate_limit_factor=max(1, int(os.environ.get("API_RATE_LIMIT_FACTOR", "1"))),
+        chat_answers_inline=os.environ.get("CHAT_ANSWERS", "queue") == "inline",
+        chat_post_wait_seconds=_seconds("CHAT_POST_WAIT_SECONDS", 25.0),
+        document_sync_parse_seconds=_seconds("DOCUMENT_SYNC_PARSE_SECONDS", 150.0),
+        document_limits=tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("DOCUMENT_"))),
+        child_path=os.environ.get("PATH", "/usr/bin:/bin"),
+        otlp_endpoint=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip(),
+        otel_service_name=os.environ.get("OTEL_SERVICE_NAME") or "aiplatform",
+        in_lambda=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
+        openlineage_urls=tuple(sorted((k, v.strip()) for k, v in os.environ.items()
+                                      if (k == "OPENLINEAGE_URL" or k.startswith("OPENLINEAGE_URL_")) and v.strip())),
     )

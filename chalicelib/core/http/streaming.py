@@ -80,3 +80,13 @@ def take() -> Chunks | None:
     """The chunks of the response just produced on this thread, when it streams (once)."""
     pending, _local.pending = getattr(_local, "pending", None), None
     return pending  # type: ignore[no-any-return]
+
+
+def parse_last_event_id(value: str | None) -> int | None:
+    """The sequence number of a ``Last-Event-ID`` value, or None when it is not one."""
+    if value is None:
+        return 0
+    value = value.strip()
+    if not value.isdigit() or len(value) > 9:
+        return None
+    return int(value)

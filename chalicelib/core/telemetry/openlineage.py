@@ -13,7 +13,6 @@ waits for what is pending at the end of its invocation (``drain``), bounded by t
 """
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections.abc import Iterable
@@ -67,15 +66,16 @@ class RunInfo:
 
 def configured() -> bool:
     """Whether any endpoint is configured at all (the cheap check before anything is built)."""
-    return any(k == _ENV or k.startswith(_ENV + "_") for k in os.environ)
+    return bool(settings().openlineage_urls)
 
 
 def endpoint_for(region: str) -> str | None:
     """The endpoint of ``region``'s events, or None: only that region's own setting applies."""
-    own = os.environ.get(f"{_ENV}_{region.upper().replace('-', '_')}", "").strip()
+    urls = dict(settings().openlineage_urls)
+    own = urls.get(f"{_ENV}_{region.upper().replace('-', '_')}")
     if own:
         return own
-    return (os.environ.get(_ENV, "").strip() or None) if region == settings().global_region else None
+    return urls.get(_ENV) if region == settings().global_region else None
 
 
 # --- events ---------------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ import contextvars
 import functools
 import hashlib
 import json
-import os
 import re
 import threading
 import uuid
@@ -28,6 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from chalicelib.core import correlation
+from chalicelib.core.config import settings
 from chalicelib.core.telemetry import openlineage
 
 TRACEPARENT = "traceparent"
@@ -87,7 +87,7 @@ def _configure_from_env() -> None:
         if _state["configured"]:
             return
         _state["configured"] = True
-        if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
+        if not settings().otlp_endpoint:
             return
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -109,7 +109,7 @@ def _new_provider(processor: Any) -> Any:
         def is_trace_id_random(self) -> bool:
             return False  # a caller's correlation ID need not be
 
-    service = os.environ.get("OTEL_SERVICE_NAME") or "aiplatform"
+    service = settings().otel_service_name
     provider = TracerProvider(resource=Resource.create({"service.name": service}), id_generator=CorrelationIds())
     provider.add_span_processor(processor)
     return provider
@@ -140,7 +140,7 @@ def flush() -> None:
 def flush_if_lambda() -> None:
     """Flush spans and lineage events when the process is frozen after answering (Lambda); the local server
     sends both in the background."""
-    if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+    if settings().in_lambda:
         flush()
         openlineage.drain()
 

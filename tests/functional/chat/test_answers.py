@@ -13,6 +13,7 @@ import pytest
 
 from chalicelib.chat import answer_log
 from chalicelib.core import aws
+from chalicelib.core.config import settings
 from chalicelib.residency import erasure
 from chalicelib.workers.jobs import QUEUE_HANDLERS
 from infra.local.workers import sqs_event
@@ -28,6 +29,7 @@ ANSWER = "Employees get thirty vacation days per year. " * 20
 @pytest.fixture
 def queued(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHAT_ANSWERS", "queue")
+    settings.cache_clear()  # settings are read once from the environment
 
 
 def drain(region: str = "us-east-1") -> int:

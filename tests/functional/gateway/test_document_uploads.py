@@ -10,6 +10,7 @@ from typing import Any
 
 import requests
 
+from chalicelib.core.config import settings
 from chalicelib.knowledge import indexer
 from tests.fixtures import documents
 from tests.functional.conftest import Tenant
@@ -92,6 +93,7 @@ def test_documents_built_to_be_expensive_are_skipped_by_name_and_never_retried(t
                                                                                monkeypatch: Any) -> None:
     monkeypatch.setenv("DOCUMENT_PARSE_CPU_SECONDS", "1")
     monkeypatch.setenv("DOCUMENT_MAX_CONTENT_MB", "8")
+    settings.cache_clear()  # settings are read once from the environment
     with client() as c:
         st, conn = call(c, "POST", "/v1/connectors", tenant.token, {"name": "Hostile", "kind": "documents",
                                                                       "config": {}})
@@ -145,11 +147,13 @@ def test_files_left_when_the_reading_time_runs_out_are_named_and_read_by_the_nex
             return call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
 
         monkeypatch.setenv("DOCUMENT_SYNC_PARSE_SECONDS", "0")
+        settings.cache_clear()  # settings are read once from the environment
         run = sync()
         assert run["status"] == "SUCCEEDED" and run["rows_written"] == 0, run
         assert sorted(s.split(" ", 1)[0] for s in run["skipped"]) == ["a.txt", "b.txt"]
         assert all("the next sync reads it" in s for s in run["skipped"])
         monkeypatch.delenv("DOCUMENT_SYNC_PARSE_SECONDS")
+        settings.cache_clear()  # settings are read once from the environment
         run = sync()
         assert run["status"] == "SUCCEEDED" and run["skipped"] == [], run
         cols, rows = rows_of(tenant, conn["dataset"]["id"])

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
+from chalicelib.core.config import settings
 from chalicelib.core.telemetry import openlineage
 from chalicelib.gateway.catalog import lineage_events
 from chalicelib.groups import create_app
@@ -96,6 +97,7 @@ def test_a_chat_answer_and_its_query_are_runs_on_their_regions_endpoint(
     world = helpers.build(tenant)
     monkeypatch.setenv("OPENLINEAGE_URL", us.url)
     monkeypatch.setenv("OPENLINEAGE_URL_EU_CENTRAL_1", eu.url)
+    settings.cache_clear()  # settings are read once from the environment
     with helpers.client() as c:
         assert post(c, "/v1/chats", world.member.token, ask(QUESTION)).status_code == 201
     with Client(create_app("gateway")) as c:
@@ -123,11 +125,13 @@ def test_an_eu_workspace_never_sends_to_the_us_endpoint(monkeypatch: pytest.Monk
     tenant = make_tenant("eu@example.com", residency="eu-central", name="Beta EU")
     world = helpers.build(tenant)
     monkeypatch.setenv("OPENLINEAGE_URL", us.url)  # the global (US) region's endpoint only
+    settings.cache_clear()  # settings are read once from the environment
     with helpers.client() as c:
         assert post(c, "/v1/chats", world.member.token, ask(QUESTION)).status_code == 201
     openlineage.drain()
     assert us.events == [] and eu.events == []
     monkeypatch.setenv("OPENLINEAGE_URL_EU_CENTRAL_1", eu.url)
+    settings.cache_clear()  # settings are read once from the environment
     with helpers.client() as c:
         assert post(c, "/v1/chats", world.member.token, ask(QUESTION)).status_code == 201
     openlineage.drain()
@@ -139,6 +143,7 @@ def test_an_eu_workspace_never_sends_to_the_us_endpoint(monkeypatch: pytest.Monk
 def test_a_failed_run_is_a_fail_event_with_its_error(tenant: Tenant, monkeypatch: pytest.MonkeyPatch,
                                                      us: Collector) -> None:
     monkeypatch.setenv("OPENLINEAGE_URL", us.url)
+    settings.cache_clear()  # settings are read once from the environment
     lineage_events.from_edges(tenant.workspace_id, [("dataset", "ds_1", "agent_run", "run_1", {"status": "failed"})])
     openlineage.drain()
     assert [e["eventType"] for e in us.events] == ["START", "FAIL"]
@@ -152,6 +157,7 @@ def test_an_endpoint_that_is_down_fails_nothing(tenant: Tenant, monkeypatch: pyt
     down = Collector()
     down.close()  # the port refuses connections now
     monkeypatch.setenv("OPENLINEAGE_URL", down.url)
+    settings.cache_clear()  # settings are read once from the environment
     with helpers.client() as c:
         assert post(c, "/v1/chats", world.member.token, ask(QUESTION)).status_code == 201
     openlineage.drain()
@@ -160,5 +166,6 @@ def test_an_endpoint_that_is_down_fails_nothing(tenant: Tenant, monkeypatch: pyt
 def test_nothing_is_built_without_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [n for n in __import__("os").environ if n.startswith("OPENLINEAGE_URL")]:
         monkeypatch.delenv(name)
+        settings.cache_clear()  # settings are read once from the environment
     assert not openlineage.configured()
     assert openlineage.endpoint_for("us-east-1") is None

@@ -126,6 +126,7 @@ def test_admin_upload_is_stored_unparsed_and_read_by_the_sync(app: Client, tenan
             assert r.json_body["file_name"] == name and "upload_url" not in r.json_body
     assert len(gateway["stored"]) == len(files) and gateway["body_reads"] == len(files)
     monkeypatch.setenv("DOCUMENT_MAX_CONTENT_MB", "8")
+    settings.cache_clear()  # settings are read once from the environment
     gw = Client(create_app("gateway"))
     auth = {"Authorization": f"Bearer {tenant.token}", "Content-Type": "application/json"}
     sync = gw.http.post(f"/v1/connectors/{conn}/sync", body="{}", headers=auth).json_body

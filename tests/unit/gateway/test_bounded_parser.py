@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from chalicelib.core.config import settings
 from chalicelib.gateway.ingest.sources import bounded_parser, document_text
 from chalicelib.gateway.ingest.sources.bounded_parser import BoundedParser
 from chalicelib.gateway.ingest.sources.document_text import Bounds, Unreadable
@@ -70,6 +71,7 @@ def test_bounds_from_the_environment(monkeypatch: Any) -> None:
     monkeypatch.setenv("DOCUMENT_PARSE_CPU_SECONDS", "3")
     monkeypatch.setenv("DOCUMENT_MAX_CONTENT_MB", "8")
     monkeypatch.setenv("DOCUMENT_MAX_PAGES", "nonsense")
+    settings.cache_clear()  # settings are read once from the environment
     b = Bounds.from_env()
     assert (b.cpu_seconds, b.max_content_bytes, b.max_pages) == (3, 8 << 20, Bounds().max_pages)
 

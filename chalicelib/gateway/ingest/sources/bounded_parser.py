@@ -30,6 +30,7 @@ import sys
 import time
 from typing import IO, Any
 
+from chalicelib.core.config import settings
 from chalicelib.gateway.ingest.sources import SourceError, document_text
 from chalicelib.gateway.ingest.sources.document_text import Bounds, Page, Unreadable
 
@@ -47,7 +48,7 @@ def _child_env() -> dict[str, str]:
     """What the child needs to import the parsers, and nothing else (no AWS credentials, no secrets)."""
     path = os.pathsep.join(dict.fromkeys(os.path.abspath(p or os.curdir) for p in sys.path
                                          if os.path.isdir(p or os.curdir)))
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1",
+    return {"PATH": settings().child_path, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1",
             "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
 
 

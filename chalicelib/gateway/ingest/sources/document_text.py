@@ -34,6 +34,8 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.core.config import settings
+
 MAX_BYTES = 50 * 1024 * 1024
 MAX_RATIO = 200  # unpacked / packed size of a ZIP member beyond which it is taken for a zip bomb
 MAX_XML_RATIO = 100  # the same for the XML parts (real Word XML packs 5 to 40 times)
@@ -69,8 +71,10 @@ class Bounds:
 
     @classmethod
     def from_env(cls) -> Bounds:
+        given = dict(settings().document_limits)
+
         def number(name: str, default: int) -> int:
-            raw = os.environ.get(name, "")
+            raw = given.get(name, "")
             return int(raw) if raw.strip().isdigit() and int(raw) > 0 else default
 
         d = cls()

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from chalicelib.core import aws, clock
+from chalicelib.core.config import settings
 from chalicelib.core.http.validation import F
 from chalicelib.core.ids import new_id
 from chalicelib.gateway.ingest.sources import Batch, Record, SourceError, Src, document_text
@@ -128,8 +129,7 @@ def document_records(doc_id: str, file_name: str, key: str, uploaded: str, pages
 def parse_budget_s() -> float:
     """Seconds one sync may spend reading documents (``DOCUMENT_SYNC_PARSE_SECONDS``, default 150: with one
     file's own wall bound on top, a sync stays inside the workers function's 300 s)."""
-    raw = os.environ.get("DOCUMENT_SYNC_PARSE_SECONDS", "")
-    return float(raw) if raw.strip().isdigit() else 150.0
+    return settings().document_sync_parse_seconds
 
 
 def read(src: Src, cursor: dict[str, Any] | None, mode: str) -> Batch:
