@@ -52,6 +52,7 @@ RETRIEVE_K = 5
 MAX_ANSWER_TOKENS = 1024
 BODY_FIELDS = {"model", "messages", "stream"}
 LIST_KIND = "chats"
+NOT_IN_SOURCES = "Nothing in the sources you may read answers this question."
 log = get_logger("chat")
 
 
@@ -126,7 +127,9 @@ def _own(principal: Principal, chat_id: str) -> ChatAttrs:
 def _notes(kind: str, checked: Any) -> dict[str, Any]:
     """What the reader must know beside the answer: no generative model, or low grounding."""
     out: dict[str, Any] = {}
-    if kind == "extractive":
+    if kind == "extractive" and checked.notice == "not_in_sources":
+        out["notice"] = {"code": "not_in_sources", "message": NOT_IN_SOURCES + " " + models.NO_GENERATIVE_MODEL}
+    elif kind == "extractive":
         out["notice"] = {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}
     elif checked.notice:
         out["notice"] = {"code": checked.notice, "message": checked.content.split("\n", 1)[0]}
@@ -445,7 +448,8 @@ def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
                     **{k: m.get(k) for k in ("model", "provider", "region", "routing", "usage", "citations",
                                              "grounding", "kind", "created_at")},
                     **({"stopped": True} if m.get("stopped") else {}),
-                    **({"notice": {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}}
+                    **({"notice": m.get("notice") or {"code": "no_generative_model",
+                                                       "message": models.NO_GENERATIVE_MODEL}}
                        if m.get("kind") == "extractive" else {})}
     raise not_found("chat message")
 

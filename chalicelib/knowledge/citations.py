@@ -21,6 +21,7 @@ class Verified:
     grounding: dict[str, Any]
     dropped: list[dict[str, Any]] = field(default_factory=list)
     backed: set[int] = field(default_factory=set)  # sentences backed by a verified marker
+    backed_refs: dict[int, set[int]] = field(default_factory=dict)  # sentence -> passages its markers cite
     unverified: str | None = None  # the model's text when no sentence was supported (knowledge/grounding.py)
     notice: str | None = None  # low_grounding | unsupported
 
@@ -37,6 +38,7 @@ def verify(text: str, hits: list[Hit]) -> Verified:
     citations: list[dict[str, Any]] = []
     dropped: list[dict[str, Any]] = []
     backed: set[int] = set()
+    refs: dict[int, set[int]] = {}
     keep_markers: set[int] = set()
     seen: set[tuple[str, int, int]] = set()
     for n, claim in enumerate(found):
@@ -50,6 +52,7 @@ def verify(text: str, hits: list[Hit]) -> Verified:
             continue
         keep_markers.add(n)
         backed.add(claim.sentence)
+        refs.setdefault(claim.sentence, set()).add(claim.ref)
         key = (hit.chunk.id, pos, len(claim.quote or ""))
         if key in seen:
             continue
@@ -70,4 +73,4 @@ def verify(text: str, hits: list[Hit]) -> Verified:
     grounded = sum(1 for i in backed if i < len(counts) and counts[i])
     return Verified(content.strip(), citations, {"sentences": total, "grounded_sentences": grounded,
                                                  "ratio": round(grounded / total, 4) if total else 0.0}, dropped,
-                    {i for i in backed if i < len(counts) and counts[i]})
+                    {i for i in backed if i < len(counts) and counts[i]}, refs)

@@ -1,19 +1,17 @@
-"""Grounding of generative answers, computed by the service (a model need not write citation markers).
+"""Grounding of every answer, computed by the service (a model need not write citation markers).
 
-Each answer sentence that makes a statement is compared with every passage retrieved for the answer:
+Each answer sentence that makes a statement is checked against the passages retrieved for the answer by
+the rule-based entailment check (``knowledge/entailment.py``): it is ``supported`` only when one passage
+entails it (its figures, names, dates and negations stand in one sentence of the passage with the same
+role, and most of its words are there). A sentence backed by a verified ``[n: "quote"]`` marker is checked
+against the passage it cites first; a marker proves the quote exists, not that the sentence follows from
+it. ``partial``: some of its words are missing but nothing contradicts; ``unsupported``: a key term is
+absent, a figure belongs to another statement, negation differs, or little of it is there. Every entry
+says which check decided it (``decided_by``: ``rules``).
 
-- **quote**: the longest run of words the sentence shares verbatim (case-insensitive) with the passage,
-  located in the stored chunk, so it can be shown and cited with its exact span;
-- **lexical**: the share of the sentence's content words found in the passage;
-- **semantic**: the best cosine similarity between the sentence and the passage's sentences, with the
-  region's embedding model or the offline ``builtin/wordllama`` one when installed (else lexical only).
-
-``support`` = max(quote coverage, 0.6 x lexical + 0.4 x semantic) (lexical alone without embeddings);
-a number in the sentence that no passage holds cuts it to a third (an invented figure is the typical
-hallucination). A sentence is ``supported`` at 0.55 or more, ``partial`` from 0.3, else ``unsupported``;
-one backed by a verified ``[n: "quote"]`` marker is ``supported``. The figure ``ratio`` is the share of
-statements supported, ``score`` their mean support; ``low`` is set under ``LOW_RATIO`` (the chat service
-then says so and shows the best quotes, ``docs/api/chat.md``).
+A supported sentence cites the passage's sentence(s) that entail it, located verbatim in the stored
+chunk. ``ratio`` is the share of statements supported, ``score`` their mean support; ``low`` is set under
+``LOW_RATIO`` (the chat service then says so and shows the best quotes, ``docs/api/chat.md``).
 """
 from __future__ import annotations
 
@@ -22,30 +20,32 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.knowledge import citations, dense
+from chalicelib.knowledge import citations, entailment
 from chalicelib.knowledge.citations import Verified
 from chalicelib.knowledge.service import Hit
 from chalicelib.llm.prompt import CITE_RE, Passage, analyse, sentences
+from chalicelib.llm.providers import extractive
 from chalicelib.llm.providers.extractive import candidates, words
 
-SUPPORTED = 0.55
-PARTIAL = 0.3
 LOW_RATIO = 0.5
-MIN_QUOTE_WORDS = 4
-NUMBER_PENALTY = 1 / 3
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"\w+", re.U)
 
 
 @dataclass
 class Attribution:
     ref: int  # 1-based passage number
-    support: float
-    lexical: float
-    semantic: float | None
-    quote: str | None
-    quote_start: int  # in the chunk (-1: no quote)
-    numbers_missing: list[str]
+    verdict: entailment.Verdict
+    quote: str  # the passage's sentence(s) that the statement was checked against, verbatim
+    quote_start: int  # in the chunk
+
+    @property
+    def status(self) -> str:
+        return entailment.status(self.verdict)
+
+    @property
+    def support(self) -> float:
+        v = self.verdict
+        return round(v.coverage if v.entailed or self.status == "partial" else min(v.coverage, 0.29), 4)
 
 
 def longest_shared_words(sentence: str, passage: str) -> tuple[str | None, int, int]:
@@ -63,116 +63,64 @@ def longest_shared_words(sentence: str, passage: str) -> tuple[str | None, int, 
     return passage[first.start():last.end()], first.start(), match.size
 
 
-def _numbers(text: str) -> set[str]:
-    return {n.replace(",", "") for n in _NUMBER.findall(text)}
-
-
-class Embedder:
-    """Sentence vectors for the semantic score (None when no embedding model is available)."""
-
-    def __init__(self, region: str) -> None:
-        self.region = region
-        self.model: str | None = dense.model_for(region)
-        if self.model is None:
-            try:
-                dense.embed(dense.WORDLLAMA, region, ["probe"])  # loads the optional package once
-                self.model = dense.WORDLLAMA
-            except ImportError:
-                self.model = None
-
-    def vectors(self, texts: list[str]) -> Any:
-        assert self.model is not None
-        return dense.embed(self.model, self.region, texts)
-
-
-def attribute(sentence: str, hits: list[Hit], sims: list[float | None]) -> Attribution | None:
-    """The passage that best supports ``sentence`` (``sims``: its semantic similarity to each passage)."""
-    content = words(sentence)
-    if not content or not hits:
+def attribute(sentence: str, hits: list[Hit], prefer: set[int] | None = None) -> Attribution | None:
+    """The passage that best entails ``sentence``; the passages of ``prefer`` (1-based refs, those its
+    verified markers cite) are taken when one of them entails it."""
+    if not hits or not sentence.strip():
         return None
-    nums = _numbers(sentence)
     best: Attribution | None = None
-    total_words = max(1, len(_WORD.findall(sentence)))
     for i, hit in enumerate(hits):
-        text = hit.chunk.text
-        lexical = len(content & words(text)) / len(content)
-        quote, start, size = longest_shared_words(sentence, text)
-        coverage = size / total_words if size >= MIN_QUOTE_WORDS or size == total_words else 0.0
-        semantic = sims[i]
-        blended = lexical if semantic is None else 0.6 * lexical + 0.4 * max(0.0, semantic)
-        support = max(coverage, blended)
-        missing = sorted(nums - _numbers(text))
-        if missing:
-            support *= NUMBER_PENALTY
-        cand = Attribution(i + 1, round(support, 4), round(lexical, 4),
-                           None if semantic is None else round(float(semantic), 4),
-                           quote if size >= MIN_QUOTE_WORDS else None, start if size >= MIN_QUOTE_WORDS else -1,
-                           missing)
-        if best is None or cand.support > best.support:
+        v = entailment.check(sentence, hit.chunk.text, hit.chunk.title)
+        s, e = v.window
+        cand = Attribution(i + 1, v, hit.chunk.text[s:e], s)
+        key = (cand.ref in (prefer or set()) and v.entailed, v.rank)
+        if best is None or key > (best.ref in (prefer or set()) and best.verdict.entailed, best.verdict.rank):
             best = cand
     return best
 
 
-def status_of(support: float) -> str:
-    return "supported" if support >= SUPPORTED else "partial" if support >= PARTIAL else "unsupported"
-
-
-def _similarities(embedder: Embedder | None, statements: list[str], hits: list[Hit]) -> list[list[float | None]]:
-    if embedder is None or embedder.model is None or not statements or not hits:
-        return [[None] * len(hits) for _ in statements]
-    pieces: list[tuple[int, str]] = []
-    for i, hit in enumerate(hits):
-        for s, e in sentences(hit.chunk.text) or [(0, len(hit.chunk.text))]:
-            pieces.append((i, hit.chunk.text[s:e]))
-    vecs = embedder.vectors(statements + [p for _, p in pieces])
-    out: list[list[float | None]] = []
-    for n in range(len(statements)):
-        row: list[float | None] = [None] * len(hits)
-        for k, (i, _) in enumerate(pieces):
-            sim = float(vecs[n] @ vecs[len(statements) + k])
-            row[i] = sim if row[i] is None else max(row[i] or 0.0, sim)
-        out.append(row)
-    return out
-
-
-def assess(content: str, hits: list[Hit], cited_sentences: set[int], embedder: Embedder | None
+def assess(content: str, hits: list[Hit], cited: dict[int, set[int]] | set[int]
            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(grounding, attributed citations)`` for the rendered answer ``content``.
 
-    ``cited_sentences``: indexes of sentences (of ``content``) already backed by a verified marker.
+    ``cited``: sentences (indexes in ``content``) backed by a verified marker, with the passages cited.
     """
+    refs = cited if isinstance(cited, dict) else {i: set() for i in cited}
     _, counts = analyse(content)
     spans = sentences(content)
     statements = [(i, s, e) for i, ((s, e), c) in enumerate(zip(spans, counts, strict=False)) if c]
-    texts = [CITE_RE.sub("", content[s:e]).strip() for _, s, e in statements]
-    sims = _similarities(embedder, texts, hits)
     per: list[dict[str, Any]] = []
-    citations: list[dict[str, Any]] = []
+    attributed: list[dict[str, Any]] = []
     seen: set[tuple[str, int, int]] = set()
-    for (i, s, e), text, row in zip(statements, texts, sims, strict=True):
-        found = attribute(text, hits, row)
-        support = found.support if found else 0.0
-        cited = i in cited_sentences
-        status = "supported" if cited else status_of(support)
-        entry: dict[str, Any] = {"index": i, "start": s, "end": e, "status": status, "support": 1.0 if cited else support,
-                                 "cited": cited}
+    for i, s, e in statements:
+        text = CITE_RE.sub("", content[s:e]).strip()
+        found = attribute(text, hits, refs.get(i))
+        status = found.status if found else "unsupported"
+        entry: dict[str, Any] = {"index": i, "start": s, "end": e, "status": status,
+                                 "support": found.support if found else 0.0, "cited": i in refs,
+                                 "decided_by": "rules"}
         if found is not None:
-            entry.update({"passage": found.ref, "lexical": found.lexical, "semantic": found.semantic})
-            if found.numbers_missing:
-                entry["numbers_not_in_sources"] = found.numbers_missing
-            if found.quote is not None and status != "unsupported":
+            v = found.verdict
+            entry.update({"passage": found.ref, "coverage": v.coverage})
+            if v.reasons:
+                entry["reasons"] = v.reasons
+            if v.missing:
+                entry["terms_not_in_passage"] = v.missing
+            if v.numbers_missing:
+                entry["numbers_not_in_sources"] = v.numbers_missing
+            if status == "supported":
                 hit = hits[found.ref - 1]
                 end = found.quote_start + len(found.quote)
                 entry["quote"] = found.quote
                 key = (hit.chunk.id, found.quote_start, end)
-                if key not in seen and not cited:
+                if key not in seen and i not in refs:
                     seen.add(key)
                     cit = hit.citation()
                     cit.update({"ref": found.ref, "quote": found.quote,
                                 "span": {"start": hit.chunk.start + found.quote_start, "end": hit.chunk.start + end},
                                 "chunk_span": {"start": found.quote_start, "end": end}, "verified": True,
                                 "attributed": True})
-                    citations.append(cit)
+                    attributed.append(cit)
         per.append(entry)
     total = len(per)
     grounded = sum(1 for p in per if p["status"] == "supported")
@@ -182,9 +130,8 @@ def assess(content: str, hits: list[Hit], cited_sentences: set[int], embedder: E
                  "unsupported_sentences": sum(1 for p in per if p["status"] == "unsupported"),
                  "score": round(sum(p["support"] for p in per) / total, 4) if total else 0.0,
                  "low": ratio < LOW_RATIO, "per_sentence": per,
-                 "method": {"quote": True, "lexical": True,
-                            "embedding": embedder.model if embedder is not None and embedder.model else None}}
-    return grounding, citations
+                 "method": {"rules": True, "model": None}}
+    return grounding, attributed
 
 
 LOW_NOTE = ("Only part of this answer is supported by the sources you may read (grounding {pct}%); sentences "
@@ -222,9 +169,10 @@ def ground(text: str, hits: list[Hit], region: str, *, generative: bool, questio
     supported sentence is replaced by the note and the best quotes (the text moves to ``unverified``).
     """
     checked = citations.verify(text, hits)
-    embedder = Embedder(region) if generative and hits else None
-    grounding, attributed = assess(checked.content, hits, checked.backed, embedder)
+    grounding, attributed = assess(checked.content, hits, checked.backed_refs)
     out = Verified(checked.content, checked.citations + attributed, grounding, checked.dropped)
+    if not generative and extractive.declined(text):
+        out.notice = "not_in_sources"
     if not generative or not grounding["low"] or not grounding["sentences"]:
         grounding["spans_of"] = "content"
         return out
