@@ -1,7 +1,9 @@
 """Verified citations. A provider's answer cites passages as ``[n: "quote"]`` (``models/prompt.py``);
 each claim is kept only when ``n`` names a passage retrieved for this answer and the quote appears
 verbatim in that stored chunk. The citation then carries the quote's exact span, both in its source
-(``span``) and in the chunk (``chunk_span``). Markers of dropped claims are removed from the answer.
+(``span``) and in the chunk (``chunk_span``). Markers of dropped claims are removed from the answer: a bare
+``[n]`` (no quote) or a quote without a content word never becomes a verified citation. A verified marker
+proves the quote exists; whether the sentence follows from it is ``knowledge/grounding.py``'s check.
 ``grounding`` is the share of answer sentences backed by at least one verified quote (a line ending in
 ``:`` introduces and asserts nothing, so it is not counted).
 """
@@ -12,6 +14,7 @@ from typing import Any
 
 from chalicelib.knowledge.service import Hit
 from chalicelib.llm.prompt import CITE_RE, analyse
+from chalicelib.llm.providers.extractive import words
 
 
 @dataclass
@@ -27,8 +30,9 @@ class Verified:
 
 
 def locate(chunk_text: str, quote: str) -> int:
-    """Where ``quote`` starts in the chunk (-1: not verbatim there)."""
-    if not quote or not quote.strip():
+    """Where ``quote`` starts in the chunk (-1: not verbatim there, or nothing to verify: no quote, or
+    one without a content word, such as ``"the"``, which any passage holds)."""
+    if not quote or not quote.strip() or not words(quote):
         return -1
     return chunk_text.find(quote)
 

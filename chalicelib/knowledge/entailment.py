@@ -49,6 +49,7 @@ _ORDINALS = {w: i + 1 for i, w in enumerate(
     "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split())}
 _ORDINALS.update({"twentieth": 20, "thirtieth": 30})
 _SCALES = {"hundred": 100, "thousand": 1000}
+_CLAUSE = re.compile(r";\s+")
 _SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ed", "es", "s", "ly")
 
 
@@ -180,7 +181,16 @@ def _role_ok(statement: list[Token], at: int, sentence: list[Token]) -> bool:
 def _sentence_spans(text: str) -> list[tuple[int, int]]:
     from chalicelib.llm.prompt import sentences  # noqa: PLC0415 - keeps this module free of the prompt's imports
 
-    return sentences(text) or [(0, len(text))]
+    out: list[tuple[int, int]] = []
+    for s, e in sentences(text) or [(0, len(text))]:  # and clauses: "...; ..." (a dataset row's fields too)
+        pos = s
+        for m in _CLAUSE.finditer(text, s, e):
+            if text[pos:m.start()].strip():
+                out.append((pos, m.start()))
+            pos = m.end()
+        if text[pos:e].strip():
+            out.append((pos, e))
+    return out
 
 
 def check(statement: str, passage: str, title: str = "") -> Verdict:

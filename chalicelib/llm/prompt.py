@@ -107,6 +107,7 @@ def prompt_tokens(prompt: Prompt) -> int:
 _MARKERS = r'(?:\s*\[\d{1,3}(?::\s*"[^"\]]*"|\x00*)\])*'
 _BOUNDARY = re.compile(r'[.!?]+["\'\u201d\u2019)]*' + _MARKERS + r'(?=\s+["\'(\[\u201c\u2018\-*\u2022\d\w])')
 _BREAK = re.compile(r"\n+")
+_ITEM_NUMBER = re.compile(r"(?:\d{1,3}|[A-Za-z])[.)]")
 
 
 def sentences(text: str) -> list[tuple[int, int]]:
@@ -124,7 +125,7 @@ def sentences(text: str) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     pos = 0
     for end, nxt in sorted(cuts):
-        if end < pos:
+        if end < pos or _ITEM_NUMBER.fullmatch(text[pos:end].strip()):  # "1. First." is one sentence
             continue
         if text[pos:end].strip():
             s = pos + len(text[pos:end]) - len(text[pos:end].lstrip())
