@@ -180,3 +180,45 @@ def test_without_a_generative_model_the_reply_says_how_to_connect_one(
     assert body["kind"] == "extractive" and body["notice"]["code"] == "no_generative_model"
     assert "POST /v1/models/connections" in body["notice"]["message"]
     assert models["generative_available"] is False and "LOCAL_MODEL" in models["notice"]
+
+
+# --- support means entailment: wrong answers in the sources' wording, correct short answers ----------------
+
+def _check_citations(body: dict[str, Any]) -> None:
+    for cite in body["citations"]:  # every citation shown is verified: its quote stands at its span
+        assert cite["verified"] is True and cite["quote"].strip()
+        assert len(cite["quote"]) < 200  # a sentence of the passage, never a whole unrelated paragraph
+
+
+def test_support_means_the_passage_entails_the_sentence(world: helpers.World,
+                                                        peer: scripted_peer.ScriptedPeer) -> None:
+    # the marker after the period, as the prompt asks: two sentences; an invented person is not supported
+    peer.answer = ("Employees get thirty vacation days per year.[1] "
+                   "Travel is booked through the travel desk by Maria Lopez.[2]")
+    body = answer(world, "How many vacation days do employees get, and who books travel?").json_body
+    per = body["grounding"]["per_sentence"]
+    assert statuses(body) == ["supported", "unsupported"] and body["grounding"]["sentences"] == 2
+    assert per[1]["terms_not_in_passage"] == ["Maria", "Lopez"] and per[1]["decided_by"] == "rules"
+    assert "[1]" not in body["message"]["content"] and "[2]" not in body["message"]["content"]  # bare: dropped
+    assert [c.get("attributed") for c in body["citations"]] == [True]  # only the supported sentence's quote
+    assert body["citations"][0]["quote"].endswith("Employees get thirty vacation days per year.")
+    _check_citations(body)
+
+    # a real figure of the sources, in another sentence's role
+    peer.answer = "Unused vacation days expire after thirty days."
+    body = answer(world, "When do unused vacation days expire?").json_body
+    assert statuses(body) == ["unsupported"] and body["notice"]["code"] == "unsupported"
+    assert "figure_of_another_statement" in body["grounding"]["per_sentence"][0]["reasons"]
+
+    # negation flipped
+    peer.answer = "Economy class is not the default for travel."
+    assert statuses(answer(world, "Which class is the default for travel?").json_body) == ["unsupported"]
+
+
+def test_a_short_correct_answer_is_shown_as_supported(world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = "Lisbon."
+    body = answer(world, "Which city does Zelda Quark live in?").json_body
+    assert statuses(body) == ["supported"] and body["grounding"]["ratio"] == 1.0
+    assert "notice" not in body and body["message"]["content"] == "Lisbon."
+    assert "Lisbon" in body["citations"][0]["quote"]
+    _check_citations(body)
