@@ -14,7 +14,7 @@ from typing import Any
 
 from chalicelib.knowledge.service import Hit
 from chalicelib.llm.prompt import CITE_RE, analyse
-from chalicelib.llm.providers.extractive import words
+from chalicelib.llm.wording import words
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Does a passage entail a statement? A rule-based check that is conservative on purpose: closeness of
 wording is not enough, the statement's facts must stand in one place of the passage.
 
-A statement is entailed by a passage when, inside one sentence of it (or two adjacent sentences):
+A statement is entailed by a passage when, inside one sentence (or clause) of it:
 
 - **every key term stands there**: each number (digits or number words, ``thirty`` = ``30``), each name
   (a capitalised word that does not open the sentence), month and weekday; the passage's title counts,
@@ -19,9 +19,12 @@ stated (a correct paraphrase with other words is not supported).
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
+
+from chalicelib.llm.wording import same_stem, stem
 
 COVER = 0.75
 PARTIAL_COVER = 0.5
@@ -31,14 +34,24 @@ _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['\u2019][^\W\d_]+)?", re.U)
 STOP = frozenset(
     "the a an and or of to in on for with is are was were be been being by at as it its this that these those "
     "what which who whom whose how when where why do does did from about me my our we you your their there "
-    "they them he she his her i us any all so if then than into onto via up out".split())
+    "they them he she his her i us so if then than into onto via up out".split())
 WEAK = frozenset(  # carry no fact of their own (modals, light verbs, attribution)
     "get gets got getting have has had having can could may might must shall should will would also just "
     "within according source sources passage passages document documents context based provided state "
-    "states stated says said mention mentions mentioned note notes noted yes indeed each every per".split())
+    "states stated says said mention mentions mentioned note notes noted yes indeed per use uses used using even"
+    .split())
 NEGATIONS = frozenset("not no never none nobody nothing cannot without neither nor".split())
-UNITS = frozenset("day days week weeks month months year years hour hours minute minutes euro euros eur usd "
-                  "dollar dollars percent seat seats night nights time times".split())
+UNITS = {  # units of an amount or a duration: a key term (their canonical form)
+    **{w: w.rstrip("s") for w in "day days week weeks month months year years hour hours minute minutes quarter "
+       "quarters percent seat seats night nights".split()},
+    "euro": "euro", "euros": "euro", "eur": "euro", "dollar": "dollar", "dollars": "dollar", "usd": "dollar",
+    "km": "km", "kilometre": "km", "kilometres": "km", "kilometer": "km", "kilometers": "km"}
+QUANTIFIERS = {  # how much or how often: a key term (their class)
+    "all": "all", "every": "all", "each": "all", "any": "all", "only": "only", "half": "half", "full": "full",
+    "twice": "twice", "once": "once", "daily": "daily", "weekly": "weekly", "monthly": "monthly",
+    "annually": "yearly", "yearly": "yearly", "quarterly": "quarterly", "most": "most", "least": "least"}
+PREPOSITIONS = frozenset("after before until since between during over under about around more less than at "
+                         "least most only".split())
 MONTHS = frozenset("january february march april may june july august september october november december "
                    "monday tuesday wednesday thursday friday saturday sunday".split())
 _UNITS_WORDS = {w: i for i, w in enumerate(
@@ -50,26 +63,6 @@ _ORDINALS = {w: i + 1 for i, w in enumerate(
 _ORDINALS.update({"twentieth": 20, "thirtieth": 30})
 _SCALES = {"hundred": 100, "thousand": 1000}
 _CLAUSE = re.compile(r";\s+")
-_SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ed", "es", "s", "ly")
-
-
-def stem(word: str) -> str:
-    w = word.lower().replace("\u2019", "'")
-    if w.endswith("'s"):
-        w = w[:-2]
-    for suf in _SUFFIXES:
-        if w.endswith(suf) and len(w) - len(suf) >= 3:
-            return w[:-len(suf)] + ("y" if suf in ("ies", "ied") else "")
-    return w
-
-
-def same_stem(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    return len(short) >= 4 and long_.startswith(short) and len(long_) - len(short) <= 3
-
-
 @dataclass(frozen=True)
 class Token:
     text: str
@@ -120,27 +113,53 @@ def _is_negation(t: Token) -> bool:
     return low in NEGATIONS or low.endswith("n't")
 
 
+def _plain(t: Token) -> bool:
+    """A word that says something of its own (not a stop word, a light verb, a negation or a quantifier)."""
+    low = t.text.lower()
+    return (t.number is None and len(t.text) > 1 and low not in STOP and low not in WEAK and low not in QUANTIFIERS
+            and not _is_negation(t))
+
+
 def content_stems(toks: list[Token]) -> list[str]:
-    return [t.number if t.number is not None else stem(t.text) for t in toks
-            if t.number is not None or (t.text.lower() not in STOP and t.text.lower() not in WEAK
-                                        and not _is_negation(t) and len(t.text) > 1)]
+    return [t.number if t.number is not None else UNITS.get(t.text.lower()) or stem(t.text) for t in toks
+            if t.number is not None or _plain(t)]
+
+
+def _is_date(t: Token) -> bool:
+    return t.text.lower() in MONTHS and t.text.lower() != "may"
 
 
 def key_terms(toks: list[Token]) -> list[Token]:
-    """Figures, names (capitalised, not opening the sentence) and months/weekdays."""
+    """Figures, units, quantifiers, months and weekdays, and names (capitalised, not opening the sentence)."""
     out = []
     opening = True
     for t in toks:
         low = t.text.lower()
-        if t.number is not None:
+        if t.number is not None or _is_date(t) or low in UNITS or low in QUANTIFIERS:
             out.append(t)
-        elif low in MONTHS and low != "may":
-            out.append(t)
-        elif (t.text[0].isupper() and not opening and low not in STOP and low not in WEAK
-              and not _is_negation(t)):
+        elif t.text[0].isupper() and not opening and _plain(t):
             out.append(t)
         opening = False
     return out
+
+
+def _anchor(t: Token) -> str | None:
+    """What a figure or date is compared by: the figure, or the month/weekday."""
+    return t.number if t.number is not None else t.text.lower() if _is_date(t) else None
+
+
+def governed(text: str, toks: list[Token]) -> tuple[set[str], set[str]]:
+    """``(stems of the words a negation governs, stems of the words stated without one)``: a ``not``,
+    ``no``, ``never``, ``without``... governs the plain words after it up to the end of its clause."""
+    under: set[int] = set()
+    for i, t in enumerate(toks):
+        if _is_negation(t):
+            for j in range(i + 1, len(toks)):
+                if any(c in text[toks[j - 1].end:toks[j].start] for c in ",;:.!?"):
+                    break
+                under.add(j)
+    plain = [j for j, t in enumerate(toks) if _plain(t)]
+    return {stem(toks[j].text) for j in plain if j in under}, {stem(toks[j].text) for j in plain if j not in under}
 
 
 @dataclass
@@ -157,25 +176,72 @@ class Verdict:
         return (int(self.entailed), -len(self.missing) - len(self.reasons), self.coverage)
 
 
-def _has(stems: list[str], word: str) -> bool:
-    return any(same_stem(word, s) for s in stems)
+def _has(stems: list[str] | set[str], word: str) -> bool:
+    return word in stems or any(same_stem(word, s) for s in stems)
 
 
-def _role_ok(statement: list[Token], at: int, sentence: list[Token]) -> bool:
-    """The words around figure ``statement[at]`` stand nearest to that figure in the passage's sentence."""
-    figure = statement[at].number
-    context = [stem(t.text) for t in statement[max(0, at - ROLE_SPAN):at + ROLE_SPAN + 1]
-               if t.number is None and t.text.lower() not in STOP | WEAK | UNITS and not _is_negation(t)]
+def _context(statement: list[Token], at: int) -> list[str]:
+    """The plain words nearest to ``statement[at]`` (up to ``ROLE_SPAN`` on either side): what it is."""
+    def plain(t: Token) -> bool:
+        return _plain(t) and t.text.lower() not in UNITS and t.text.lower() not in PREPOSITIONS and _anchor(t) is None
+
+    before = [stem(t.text) for t in statement[:at] if plain(t)][-ROLE_SPAN:]
+    after = [stem(t.text) for t in statement[at + 1:] if plain(t)][:ROLE_SPAN]
+    return before + after
+
+
+def _segments(text: str, toks: list[Token]) -> list[int]:
+    """The segment of each token: a comma, ``and``, ``but`` or ``or`` starts a new one."""
+    out, seg = [], 0
+    for i, t in enumerate(toks):
+        if i and ("," in text[toks[i - 1].end:t.start] or t.text.lower() in ("and", "but", "or")):
+            seg += 1
+        out.append(seg)
+    return out
+
+
+def _role_ok(statement: list[Token], at: int, text: str, sentence: list[Token], title: list[str]) -> bool:
+    """The words around figure or date ``statement[at]`` belong to it in the passage's sentence ``text``:
+    in its segment, or, in a segment without a figure, nearer to it than to any figure or date of the
+    sentence that the statement does not state. Words of the document's title alone say nothing here."""
+    anchor = _anchor(statement[at])
+    context = [w for w in _context(statement, at)
+               if not (_has(title, w) and not any(same_stem(w, stem(t.text)) for t in sentence))]
     if not context:
         return True
-    mine = [i for i, t in enumerate(sentence) if t.number == figure]
-    others = [i for i, t in enumerate(sentence) if t.number is not None and t.number != figure]
-    owned = 0
-    for word in context:
-        places = [i for i, t in enumerate(sentence) if t.number is None and same_stem(word, stem(t.text))]
-        if any(min(abs(p - m) for m in mine) <= min((abs(p - o) for o in others), default=10**6) for p in places):
-            owned += 1
-    return owned >= math.ceil(len(context) / 2)
+    stated = {_anchor(t) for t in statement} - {None}
+    segment = _segments(text, sentence)
+    mine = [i for i, t in enumerate(sentence) if _anchor(t) == anchor]
+    others = [i for i, t in enumerate(sentence) if _anchor(t) is not None and _anchor(t) not in stated]
+    with_figure = {segment[i] for i in mine + others}
+
+    def belongs(p: int) -> bool:
+        near = [m for m in mine if segment[m] == segment[p]] if segment[p] in with_figure else mine
+        rivals = [o for o in others if segment[o] == segment[p]] if segment[p] in with_figure else others
+        return bool(near) and min(abs(p - m) for m in near) <= min((abs(p - o) for o in rivals), default=10**6)
+
+    owned = sum(1 for word in context if any(
+        belongs(i) for i, t in enumerate(sentence) if t.number is None and same_stem(word, stem(t.text))))
+    return 2 * owned >= len(context)
+
+
+def _unit_after(toks: list[Token], at: int) -> str | None:
+    """The unit a figure counts (``30 days``, ``12 euros``, ``16 weeks of``), if it is written right after it."""
+    for t in toks[at + 1:at + 3]:
+        if t.text.lower() in UNITS:
+            return UNITS[t.text.lower()]
+        if t.number is not None or _plain(t):
+            return None
+    return None
+
+
+def _unit_ok(statement: list[Token], at: int, sentence: list[Token]) -> bool:
+    """A figure counts the same unit in the statement as in the passage (``three months`` is not ``three days``)."""
+    unit = _unit_after(statement, at)
+    if unit is None:
+        return True
+    units = [_unit_after(sentence, i) for i, t in enumerate(sentence) if t.number == statement[at].number]
+    return unit in units or all(u is None for u in units)
 
 
 def _sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -193,53 +259,80 @@ def _sentence_spans(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def _key_present(k: Token, toks: list[Token], stems: list[str]) -> bool:
+    low = k.text.lower()
+    if k.number is not None:
+        return any(t.number == k.number for t in toks)
+    if low in QUANTIFIERS:
+        return any(QUANTIFIERS.get(t.text.lower()) == QUANTIFIERS[low] for t in toks)
+    if low in UNITS:
+        return any(UNITS.get(t.text.lower()) == UNITS[low] for t in toks)
+    return _has(stems, stem(k.text))
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    span: tuple[int, int]
+    toks: list[Token]
+    stems: list[str]
+    under: set[str]  # words a negation governs
+    free: set[str]  # words stated without one
+
+
+@functools.lru_cache(maxsize=512)
+def _read(passage: str) -> list[_Sentence]:
+    """A passage's sentences (clauses) as the check reads them: once for every statement."""
+    out = []
+    for s, e in _sentence_spans(passage):
+        toks = tokens(passage[s:e])
+        under, free = governed(passage[s:e], toks)
+        out.append(_Sentence((s, e), toks, content_stems(toks), under, free))
+    return out
+
+
 def check(statement: str, passage: str, title: str = "") -> Verdict:
-    """Whether ``passage`` (titled ``title``) entails ``statement``, and where."""
+    """Whether ``passage`` (titled ``title``) entails ``statement``, and in which of its sentences."""
     s_toks = tokens(statement)
     content = content_stems(s_toks)
     keys = key_terms(s_toks)
-    negated = any(_is_negation(t) for t in s_toks)
-    title_toks = tokens(title)
-    title_stems = content_stems(title_toks) + [t.text.lower() for t in title_toks]
-    spans = _sentence_spans(passage)
-    sent_toks = [tokens(passage[s:e]) for s, e in spans]
-    windows = [(i, i) for i in range(len(spans))] + [(i, i + 1) for i in range(len(spans) - 1)]
+    s_under, _ = governed(statement, s_toks)
+    title_toks = [t for t in tokens(title) if t.number is None or len(t.number) == 4]  # a year, not "v2"
+    title_stems = content_stems(title_toks)
+    read = _read(passage)
+    where = {w: {k for k, r in enumerate(read) if _has(r.stems, w)} for w in set(content)}  # sentences holding w
+    in_title = {w for w in where if _has(title_stems, w)}
     best: Verdict | None = None
-    for a, b in windows:
-        toks = [t for k in range(a, b + 1) for t in sent_toks[k]]
-        stems = content_stems(toks) + title_stems
-        covered = sum(1 for w in content if _has(stems, w)) if content else 0
-        coverage = covered / len(content) if content else 0.0
-        numbers_here = {t.number for t in toks} | {t.number for t in title_toks}
-        missing, numbers_missing, reasons = [], [], []
-        for k in keys:
-            if k.number is not None:
-                if k.number not in numbers_here:
-                    missing.append(k.text)
-                    numbers_missing.append(k.number)
-            elif not _has(stems, stem(k.text)):
-                missing.append(k.text)
-        if missing:
-            reasons.append("key_terms_missing")
+    for k, r in enumerate(read):
+        start, end = r.span
+        toks = r.toks + title_toks
+        stems = r.stems + title_stems
+        covered = [w for w in content if k in where[w] or w in in_title]
+        coverage = len(covered) / len(content) if content else 0.0
+        missing = [t.text for t in keys if not _key_present(t, toks, stems)]
+        numbers_missing = sorted({t.number for t in keys if t.number is not None and t.text in missing})
+        reasons = ["key_terms_missing"] if missing else []
         for n, t in enumerate(s_toks):
-            if t.number is None or t.number in numbers_missing:
-                continue
-            holders = [k for k in range(a, b + 1) if any(x.number == t.number for x in sent_toks[k])]
-            if holders and not any(_role_ok(s_toks, n, sent_toks[k]) for k in holders):
+            anchor = _anchor(t)
+            if anchor is not None and t.text not in missing and any(_anchor(x) == anchor for x in r.toks) \
+                    and not (_role_ok(s_toks, n, passage[start:end], r.toks, title_stems)
+                             and _unit_ok(s_toks, n, r.toks)):
                 reasons.append("figure_of_another_statement")
                 break
-        main = max(range(a, b + 1), key=lambda k: sum(1 for w in content if _has(content_stems(sent_toks[k]), w)))
-        if negated != any(_is_negation(t) for t in sent_toks[main]):
+        denied = r.under - r.free  # what the passage's sentence only denies
+        if any(not _has(r.under, w) for w in s_under) or any(_has(denied, w) and not _has(s_under, w)
+                                                              for w in content):
             reasons.append("negation_differs")
+        if any(w not in covered and where[w] - {k} for w in content):
+            reasons.append("words_of_another_statement")
         if not content:
             reasons.append("nothing_to_check")
         elif coverage < COVER:
             reasons.append("words_not_in_passage")
-        v = Verdict(not reasons, round(coverage, 4), (spans[a][0], spans[b][1]), missing, reasons,
-                    sorted(set(numbers_missing)))
+        v = Verdict(not reasons, round(coverage, 4), (start, end), missing, reasons, numbers_missing)
         if best is None or v.rank > best.rank:
             best = v
-    assert best is not None
+    if best is None:  # a passage without a word
+        return Verdict(False, 0.0, (0, 0), [t.text for t in keys], ["words_not_in_passage"])
     return best
 
 

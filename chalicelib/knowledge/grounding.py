@@ -5,7 +5,8 @@ the rule-based entailment check (``knowledge/entailment.py``): it is ``supported
 entails it (its figures, names, dates and negations stand in one sentence of the passage with the same
 role, and most of its words are there). A sentence backed by a verified ``[n: "quote"]`` marker is checked
 against the passage it cites first; a marker proves the quote exists, not that the sentence follows from
-it. ``partial``: some of its words are missing but nothing contradicts; ``unsupported``: a key term is
+it; a passage whose document has a newer version among the retrieved ones supports nothing
+(``superseded_version``). ``partial``: some of its words are missing but nothing contradicts; ``unsupported``: a key term is
 absent, a figure belongs to another statement, negation differs, or little of it is there. Every entry
 says which check decided it (``decided_by``: ``rules``).
 
@@ -63,14 +64,44 @@ def longest_shared_words(sentence: str, passage: str) -> tuple[str | None, int, 
     return passage[first.start():last.end()], first.start(), match.size
 
 
-def attribute(sentence: str, hits: list[Hit], prefer: set[int] | None = None) -> Attribution | None:
+def superseded(hits: list[Hit]) -> set[int]:
+    """Refs of retrieved passages whose document has a newer version among the hits (as the extractive
+    provider decides it): they support nothing."""
+    return extractive.superseded([Passage(i + 1, h.chunk.title, h.chunk.text) for i, h in enumerate(hits)])
+
+
+_LIST_SYNTAX = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+")
+_QUOTES = " \t\"'\u201c\u201d\u2018\u2019"
+
+
+def verbatim(sentence: str, hit: Hit) -> tuple[int, str]:
+    """Where ``sentence`` stands verbatim in the passage, as a quote of it (a list item, the passage's
+    title and a colon before it, and quotation marks around it aside): ``(start in the chunk, quote)``,
+    or ``(-1, "")``. A verbatim quote is entailed by its passage."""
+    core = _LIST_SYNTAX.sub("", sentence)
+    title = hit.chunk.title.strip()
+    if title and core.startswith(title + ":"):
+        core = core[len(title) + 1:]
+    core = core.strip(_QUOTES)
+    if len(core) < 3 or not any(c.isalnum() for c in core):
+        return -1, ""
+    return hit.chunk.text.find(core), core
+
+
+def attribute(sentence: str, hits: list[Hit], prefer: set[int] | None = None,
+              old: set[int] | None = None) -> Attribution | None:
     """The passage that best entails ``sentence``; the passages of ``prefer`` (1-based refs, those its
-    verified markers cite) are taken when one of them entails it."""
+    verified markers cite) are taken when one of them entails it; those of ``old`` (superseded versions)
+    entail nothing."""
     if not hits or not sentence.strip():
         return None
     best: Attribution | None = None
     for i, hit in enumerate(hits):
-        v = entailment.check(sentence, hit.chunk.text, hit.chunk.title)
+        at, core = verbatim(sentence, hit)
+        v = entailment.check(sentence, hit.chunk.text, hit.chunk.title) if at < 0 else \
+            entailment.Verdict(True, 1.0, (at, at + len(core)))
+        if v.entailed and old and i + 1 in old:
+            v.entailed, v.reasons = False, ["superseded_version"]
         s, e = v.window
         cand = Attribution(i + 1, v, hit.chunk.text[s:e], s)
         key = (cand.ref in (prefer or set()) and v.entailed, v.rank)
@@ -92,9 +123,10 @@ def assess(content: str, hits: list[Hit], cited: dict[int, set[int]] | set[int]
     per: list[dict[str, Any]] = []
     attributed: list[dict[str, Any]] = []
     seen: set[tuple[str, int, int]] = set()
+    old = superseded(hits)
     for i, s, e in statements:
         text = CITE_RE.sub("", content[s:e]).strip()
-        found = attribute(text, hits, refs.get(i))
+        found = attribute(text, hits, refs.get(i), old)
         status = found.status if found else "unsupported"
         entry: dict[str, Any] = {"index": i, "start": s, "end": e, "status": status,
                                  "support": found.support if found else 0.0, "cited": i in refs,

@@ -10,52 +10,59 @@ or version number, or a passage that says it is superseded), only the current on
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 
 from chalicelib.llm.prompt import Completion, Passage, Prompt, estimate_tokens, prompt_tokens
+from chalicelib.llm.wording import same_stem, stem, stems, words
 
 PREFIX = "Extractive answer (quoted from your sources, not generated):"
 NOTHING = "Extractive answer: nothing in the sources you may read answers this question."
 MAX_QUOTES = 3
-RELEVANT = 0.6  # share of the question's key terms a passage must hold to be quoted
-WORD_RE = re.compile(r"\w{2,}", re.U)
-STOP = frozenset("the a an and or of to in on for with is are was were be by at as it its this that what which who "
-                 "how when where why do does did from about me my our we you your their there any all".split())
+RELEVANT = 0.65  # weighted share of the question's key terms one sentence (with its title) must hold
 GENERIC = frozenset("policy policies rule rules long many much often get gets have has need can could may might must "
                     "should will would know tell please happen happens allowed there is anything something thing "
-                    "things someone kind type what does say says said".split())
+                    "things someone kind type what does say says said large big fast quickly soon use used using "
+                    "after before through per over into than also live lives located".split())
 SENT_RE = re.compile(r"[^.!?\n]*[^.!?\n\s][^.!?\n]*[.!?]?")
 _VERSION = re.compile(r"(?<![\d])(?:19|20)\d\d(?![\d])|\bv(?:ersion)?[\s_-]?\d+\b", re.I)
 _SUPERSEDED = re.compile(r"\b(?:superseded|no longer (?:valid|applies|in force|in effect)|replaced by|obsolete)\b",
                          re.I)
 
 
-def words(text: str) -> set[str]:
-    return {w for w in WORD_RE.findall(text.lower()) if w not in STOP}
-
-
-def _stem(word: str) -> str:
-    for suf in ("ations", "ation", "ings", "ing", "ies", "ed", "es", "s"):
-        if word.endswith(suf) and len(word) - len(suf) >= 3:
-            return word[:-len(suf)]
-    return word
-
-
 def key_terms(question: str) -> set[str]:
-    """The question's content words that say what it is about (stems; all content words when every one
-    is generic)."""
+    """The stems of the question's words that say what it is about (all its words when each is generic)."""
     content = words(question)
-    keys = {_stem(w) for w in content - GENERIC}
-    return keys or {_stem(w) for w in content}
+    return {stem(w) for w in content - GENERIC} or {stem(w) for w in content}
 
 
-def relevance(keys: set[str], passage: Passage) -> float:
-    """The share of ``keys`` standing in the passage (its text or title)."""
-    if not keys:
-        return 0.0
-    held = {_stem(w) for w in words(passage.text + " " + passage.title)}
-    return sum(1 for k in keys if k in held) / len(keys)
+def _holds(held: set[str], key: str) -> bool:
+    return any(same_stem(key, h) for h in held)
+
+
+def relevance(question: str, passages: list[Passage]) -> list[tuple[float, int, int, str, int]]:
+    """Each sentence of ``passages`` with the share of the question's key terms it holds (its title
+    counts), each term weighted by how rare it is among the passages (a term none holds weighs most):
+    ``(relevance, passage rank, start, sentence, ref)``, best first."""
+    keys = key_terms(question)
+    if not keys or not passages:
+        return []
+    bags = [stems(p.text + " " + p.title) for p in passages]
+    weight = {k: 1 + math.log((len(passages) + 1) / (1 + sum(1 for b in bags if _holds(b, k)))) for k in keys}
+    total = sum(weight.values())
+    out = []
+    for rank, p in enumerate(passages):
+        title = stems(p.title)
+        for m in SENT_RE.finditer(p.text):
+            sentence = m.group(0).strip()
+            if len(sentence) < 3 or '"' in sentence or "]" in sentence:
+                continue
+            held = stems(sentence) | title
+            score = sum(w for k, w in weight.items() if _holds(held, k)) / total
+            out.append((round(score, 4), rank, m.start(), sentence, p.ref))
+    out.sort(key=lambda c: (-c[0], c[1], c[2]))
+    return out
 
 
 def _family(title: str) -> tuple[str, tuple[int, ...]]:
@@ -80,25 +87,24 @@ def superseded(passages: list[Passage]) -> set[int]:
     return out
 
 
-def answerable(passages: list[Passage], question: str) -> list[Passage]:
-    """The passages that may be quoted for ``question``: those holding ``RELEVANT`` of its key terms,
-    without the superseded versions of a document whose current version is among them."""
-    keys = key_terms(question)
-    relevant = [p for p in passages if relevance(keys, p) >= RELEVANT]
-    old = superseded(relevant)
-    return [p for p in relevant if p.ref not in old]
+def answerable(passages: list[Passage], question: str) -> list[tuple[float, int, int, str, int]]:
+    """The sentences that may be quoted for ``question``, best first: those holding ``RELEVANT`` of its
+    key terms, without those of a superseded version of a document whose current version is among them."""
+    found = [c for c in relevance(question, passages) if c[0] >= RELEVANT]
+    old = superseded([p for p in passages if any(c[4] == p.ref for c in found)])
+    return [c for c in found if c[4] not in old]
 
 
 def candidates(passages: list[Passage], query: set[str]) -> list[tuple[float, int, int, str, int]]:
     """Sentences sharing words (stems) with ``query``: ``(-shared, passage rank, start, sentence, ref)``, best first."""
-    wanted = {_stem(w) for w in query}
+    wanted = {stem(w) for w in query}
     out = []
     for rank, p in enumerate(passages):
         for m in SENT_RE.finditer(p.text):
             sentence = m.group(0).strip()
             if len(sentence) < 3 or '"' in sentence or "]" in sentence:
                 continue
-            overlap = len(wanted & {_stem(w) for w in words(sentence)})
+            overlap = len(wanted & stems(sentence))
             if overlap:
                 out.append((-overlap, rank, m.start(), sentence, p.ref))
     out.sort()
@@ -110,8 +116,7 @@ def declined(text: str) -> bool:
 
 
 def answer(prompt: Prompt) -> str:
-    question = prompt.question()
-    picked = candidates(answerable(prompt.passages, question), words(question))[:MAX_QUOTES]
+    picked = answerable(prompt.passages, prompt.question())[:MAX_QUOTES]
     if not picked:
         return NOTHING
     titles = {p.ref: p.title for p in prompt.passages}
