@@ -20,7 +20,6 @@ stated (a correct paraphrase with other words is not supported).
 from __future__ import annotations
 
 import functools
-import math
 import re
 from dataclasses import dataclass, field
 

@@ -64,6 +64,9 @@ class Prompt:
     max_tokens: int = 1024
     tools: list[dict[str, Any]] = field(default_factory=list)  # {name, description, parameters: JSON Schema}
     boundary: str = field(default_factory=new_boundary)
+    # the extractive provider may answer that nothing in the passages answers the question (chat); an
+    # agent's answer over its own step outputs quotes the closest ones instead
+    may_decline: bool = True
 
     def question(self) -> str:
         return next((m["content"] for m in reversed(self.messages) if m["role"] == "user"), "")

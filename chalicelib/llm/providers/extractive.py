@@ -87,6 +87,11 @@ def superseded(passages: list[Passage]) -> set[int]:
     return out
 
 
+def superseded_removed(passages: list[Passage]) -> list[Passage]:
+    old = superseded(passages)
+    return [p for p in passages if p.ref not in old]
+
+
 def answerable(passages: list[Passage], question: str) -> list[tuple[float, int, int, str, int]]:
     """The sentences that may be quoted for ``question``, best first: those holding ``RELEVANT`` of its
     key terms, without those of a superseded version of a document whose current version is among them."""
@@ -98,7 +103,7 @@ def answerable(passages: list[Passage], question: str) -> list[tuple[float, int,
 def candidates(passages: list[Passage], query: set[str]) -> list[tuple[float, int, int, str, int]]:
     """Sentences sharing words (stems) with ``query``: ``(-shared, passage rank, start, sentence, ref)``, best first."""
     wanted = {stem(w) for w in query}
-    out = []
+    out: list[tuple[float, int, int, str, int]] = []
     for rank, p in enumerate(passages):
         for m in SENT_RE.finditer(p.text):
             sentence = m.group(0).strip()
@@ -117,6 +122,8 @@ def declined(text: str) -> bool:
 
 def answer(prompt: Prompt) -> str:
     picked = answerable(prompt.passages, prompt.question())[:MAX_QUOTES]
+    if not picked and not prompt.may_decline:
+        picked = candidates(superseded_removed(prompt.passages), words(prompt.question()))[:MAX_QUOTES]
     if not picked:
         return NOTHING
     titles = {p.ref: p.title for p in prompt.passages}
