@@ -363,8 +363,11 @@ class Live:
         principal, routing, hits, existing = self.principal, self.routing, self.hits, self.existing
         started = time.perf_counter()
         spec = routing.chosen
+        from chalicelib.knowledge import entailment_model  # noqa: PLC0415 - as grounding
+
+        checker = entailment_model.for_answer(principal, routing) if not stopped else None
         checked = grounding.ground(completion.text, hits, routing.region, generative=spec.kind == "generative",
-                                   question=self.question)
+                                   question=self.question, checker=checker)
         self.timings.grounding_ms = (time.perf_counter() - started) * 1000
         notes = _notes(spec.kind, checked)
         now, message_id, chat_id = self.created_at, self.message_id, self.chat_id
@@ -396,6 +399,9 @@ class Live:
         item.messages, item.message_count, item.expires_at = raw, len(messages), expires
         item.updated_at = clock.iso()
         datasets = sorted({c["source"]["dataset_id"] for c in checked.citations} | {h.chunk.dataset_id for h in hits})
+        checked_tokens = (checker.input_tokens, checker.output_tokens) if checker is not None else (0, 0)
+        other = checker if checker is not None and checker.calls > 0 and checker.model != spec.id else None
+        same = (0, 0) if other else checked_tokens
         counted = False
 
         def effects(tx: Tx) -> None:
@@ -408,8 +414,10 @@ class Live:
                                                                 "user_id": principal.user_id})
                     for ds in datasets], expires_at=expires):
                 tx.save(edge)
-            counted = usage.add_in(tx, principal.workspace_id, spec.id, completion.input_tokens,
-                                   completion.output_tokens)
+            counted = usage.add_in(tx, principal.workspace_id, spec.id, completion.input_tokens + same[0],
+                                   completion.output_tokens + same[1])
+            if other:  # the grounding check's tokens, under the model that checked (one item once per transaction)
+                usage.add_in(tx, principal.workspace_id, other.model, other.input_tokens, other.output_tokens)
             idempotency.complete_in(tx, {"type": "chat_message", "chat_id": chat_id, "id": message_id})
 
         reply = {"id": message_id, "chat_id": chat_id, "message": {"role": "assistant", "content": checked.content},
@@ -434,7 +442,10 @@ class Live:
                                "message again.") from None
             made.append(reply)
         if not counted:  # the counters live in another region than the chat: one more write
-            usage.add(principal.workspace_id, spec.id, completion.input_tokens, completion.output_tokens)
+            usage.add(principal.workspace_id, spec.id, completion.input_tokens + same[0],
+                      completion.output_tokens + same[1])
+            if other:
+                usage.add(principal.workspace_id, other.model, other.input_tokens, other.output_tokens)
         self.timings.storage_ms = (time.perf_counter() - started) * 1000
         return reply
 

@@ -12,6 +12,8 @@ DOMAIN_JOIN = "domain_join"
 CHAT_AUTO_EXPIRY = "chat_auto_expiry"  # ISO 8601 duration, or absent for "until deleted"
 AGENT_RUN_AUTO_EXPIRY = "agent_run_auto_expiry"
 AUTO_EXPIRY_SETTINGS = (CHAT_AUTO_EXPIRY, AGENT_RUN_AUTO_EXPIRY)
+GROUNDING_CHECK_MODEL = "grounding_check_model"  # the model that checks answers' statements: an id, "off", or absent
+PLAIN_SETTINGS = (*AUTO_EXPIRY_SETTINGS, GROUNDING_CHECK_MODEL)  # set as given (validated by the PATCH)
 
 
 def settings_of(ws: WorkspaceAttrs) -> dict[str, Any]:

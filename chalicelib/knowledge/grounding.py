@@ -8,7 +8,8 @@ against the passage it cites first; a marker proves the quote exists, not that t
 it; a passage whose document has a newer version among the retrieved ones supports nothing
 (``superseded_version``). ``partial``: some of its words are missing but nothing contradicts; ``unsupported``: a key term is
 absent, a figure belongs to another statement, negation differs, or little of it is there. Every entry
-says which check decided it (``decided_by``: ``rules``).
+says which check decided it (``decided_by``: ``rules``, or ``model`` where a generative model confirmed or
+refused a statement the rules support, ``knowledge/entailment_model.py``).
 
 A supported sentence cites the passage's sentence(s) that entail it, located verbatim in the stored
 chunk. ``ratio`` is the share of statements supported, ``score`` their mean support; ``low`` is set under
@@ -23,6 +24,7 @@ from typing import Any
 
 from chalicelib.knowledge import citations, entailment
 from chalicelib.knowledge.citations import Verified
+from chalicelib.knowledge.entailment_model import Checker
 from chalicelib.knowledge.service import Hit
 from chalicelib.llm.prompt import CITE_RE, Passage, analyse, sentences
 from chalicelib.llm.providers import extractive
@@ -110,11 +112,12 @@ def attribute(sentence: str, hits: list[Hit], prefer: set[int] | None = None,
     return best
 
 
-def assess(content: str, hits: list[Hit], cited: dict[int, set[int]] | set[int]
+def assess(content: str, hits: list[Hit], cited: dict[int, set[int]] | set[int], checker: Checker | None = None
            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(grounding, attributed citations)`` for the rendered answer ``content``.
 
-    ``cited``: sentences (indexes in ``content``) backed by a verified marker, with the passages cited.
+    ``cited``: sentences (indexes in ``content``) backed by a verified marker, with the passages cited;
+    ``checker``: the model that confirms each statement the rules support (``knowledge/entailment_model.py``).
     """
     refs = cited if isinstance(cited, dict) else {i: set() for i in cited}
     _, counts = analyse(content)
@@ -134,6 +137,16 @@ def assess(content: str, hits: list[Hit], cited: dict[int, set[int]] | set[int]
         if found is not None:
             v = found.verdict
             entry.update({"passage": found.ref, "coverage": v.coverage})
+            if status == "supported" and checker is not None:
+                verdict = checker.entails(text, found.quote)
+                if verdict is None:
+                    entry["model_check"] = "no_verdict"
+                else:
+                    entry["decided_by"] = "model"
+                if verdict is False:
+                    status = entry["status"] = "unsupported"
+                    entry["support"] = 0.0
+                    entry["reasons"] = ["model_not_entailed"]
             if v.reasons:
                 entry["reasons"] = v.reasons
             if v.missing:
@@ -162,7 +175,9 @@ def assess(content: str, hits: list[Hit], cited: dict[int, set[int]] | set[int]
                  "unsupported_sentences": sum(1 for p in per if p["status"] == "unsupported"),
                  "score": round(sum(p["support"] for p in per) / total, 4) if total else 0.0,
                  "low": ratio < LOW_RATIO, "per_sentence": per,
-                 "method": {"rules": True, "model": None}}
+                 "method": {"rules": True, "model": checker.model if checker is not None else None}}
+    if checker is not None:
+        grounding["model_check"] = checker.usage()
     return grounding, attributed
 
 
@@ -194,14 +209,15 @@ def best_quotes(question: str, hits: list[Hit]) -> tuple[list[str], list[dict[st
     return lines, cites
 
 
-def ground(text: str, hits: list[Hit], region: str, *, generative: bool, question: str) -> Verified:
+def ground(text: str, hits: list[Hit], region: str, *, generative: bool, question: str,
+           checker: Checker | None = None) -> Verified:
     """Verify the model's markers, attribute every sentence, and say so when grounding is low.
 
     A low-grounded answer keeps its text after a note and before the best quotes; an answer with no
     supported sentence is replaced by the note and the best quotes (the text moves to ``unverified``).
     """
     checked = citations.verify(text, hits)
-    grounding, attributed = assess(checked.content, hits, checked.backed_refs)
+    grounding, attributed = assess(checked.content, hits, checked.backed_refs, checker)
     out = Verified(checked.content, checked.citations + attributed, grounding, checked.dropped)
     if not generative and extractive.declined(text):
         out.notice = "not_in_sources"

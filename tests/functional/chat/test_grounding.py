@@ -222,3 +222,65 @@ def test_a_short_correct_answer_is_shown_as_supported(world: helpers.World, peer
     assert "notice" not in body and body["message"]["content"] == "Lisbon."
     assert "Lisbon" in body["citations"][0]["quote"]
     _check_citations(body)
+
+
+# --- the model's entailment check after the rules --------------------------------------------------------
+
+def _judge(refuse: str) -> Any:
+    """The scripted model as checker: 'no' for statements holding ``refuse``, 'yes' for the others."""
+    def reply(body: dict[str, Any]) -> str | None:
+        ask_ = body["messages"][-1]["content"]
+        if not body["messages"][0]["content"].startswith("You check a statement"):
+            return None
+        statement = ask_.split("\nStatement: ", 1)[1]
+        return "no" if refuse in statement else "Yes."
+    return reply
+
+
+def test_the_model_confirms_or_refuses_what_the_rules_support(world: helpers.World,
+                                                              peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = "Employees get thirty vacation days per year. Unused days expire in March."
+    peer.reply = _judge("expire")
+    body = answer(world, "How many vacation days do employees get?").json_body
+    per = body["grounding"]["per_sentence"]
+    assert [(p["status"], p["decided_by"]) for p in per] == [("supported", "model"), ("unsupported", "model")]
+    assert per[1]["reasons"] == ["model_not_entailed"]
+    check = body["grounding"]["model_check"]
+    assert (check["model"], check["calls"]) == (MODEL, 2) and body["grounding"]["method"]["model"] == MODEL
+    checks = [c for c in peer.calls if c["body"] and c["body"]["messages"][0]["content"].startswith("You check")]
+    assert len(checks) == 2 and all(c["body"]["max_tokens"] == 3 for c in checks)
+    assert "<<DATA " in checks[0]["body"]["messages"][1]["content"]  # the passage goes as untrusted data
+    # the same statement and passage again: the verdicts come from the cache, no new call
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert body["grounding"]["model_check"]["calls"] == 0 and body["grounding"]["model_check"]["cached"] == 2
+    assert len([c for c in peer.calls if c["body"] and c["body"]["messages"][0]["content"].startswith("You check")]) == 2
+    with helpers.client() as c:  # the check's tokens are in the usage report, under the model that checked
+        use = c.http.get("/v1/usage", headers=bearer(world.tenant.token)).json_body["items"]
+    mine = [u for u in use if u["model"] == MODEL]
+    assert mine and mine[0]["input_tokens"] == 2 * 100 + 2 * 100 and mine[0]["requests"] == 2
+
+
+def test_an_admin_designates_the_checking_model_or_turns_it_off(world: helpers.World,
+                                                                peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = "Employees get thirty vacation days per year."
+    peer.reply = _judge("thirty")
+    ws = world.tenant.workspace_id
+
+    def patch(value: Any) -> Any:
+        with helpers.client() as c:
+            return c.http.patch(f"/v1/workspaces/{ws}", headers={**bearer(world.tenant.token),
+                                                                 "Content-Type": "application/json"},
+                                body=json.dumps({"grounding_check_model": value}))
+
+    assert patch(12).status_code == 400  # not a model id: nothing changes
+    assert patch("off").status_code == 200
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert body["grounding"]["per_sentence"][0]["decided_by"] == "rules" and "model_check" not in body["grounding"]
+    assert patch("team/none").status_code == 200  # a model this workspace cannot use: the answering model checks
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert "team/none cannot check here" in body["grounding"]["model_check"]["note"]
+    assert body["grounding"]["per_sentence"][0]["status"] == "unsupported"
+    with helpers.client() as c:
+        assert c.http.patch(f"/v1/workspaces/{ws}", headers={**bearer(world.member.token),
+                                                             "Content-Type": "application/json"},
+                            body=json.dumps({"grounding_check_model": "off"})).status_code == 403
