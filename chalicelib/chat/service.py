@@ -36,6 +36,7 @@ from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.workspace_settings import CHAT_AUTO_EXPIRY, auto_expiry_seconds
 from chalicelib.gateway.catalog import lineage
+from chalicelib.knowledge import entailment_model
 from chalicelib.llm import service as models
 from chalicelib.llm.prompt import Completion, Passage, Prompt, estimate_tokens, prompt_tokens
 from chalicelib.llm.providers.openai_http import ProviderError
@@ -363,8 +364,6 @@ class Live:
         principal, routing, hits, existing = self.principal, self.routing, self.hits, self.existing
         started = time.perf_counter()
         spec = routing.chosen
-        from chalicelib.knowledge import entailment_model  # noqa: PLC0415 - as grounding
-
         checker = entailment_model.for_answer(principal, routing) if not stopped else None
         checked = grounding.ground(completion.text, hits, routing.region, generative=spec.kind == "generative",
                                    question=self.question, checker=checker)

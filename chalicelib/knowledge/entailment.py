@@ -19,10 +19,11 @@ stated (a correct paraphrase with other words is not supported).
 """
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 
+from chalicelib.core import process_state
+from chalicelib.llm.prompt import sentences
 from chalicelib.llm.wording import same_stem, stem
 
 COVER = 0.75
@@ -244,8 +245,6 @@ def _unit_ok(statement: list[Token], at: int, sentence: list[Token]) -> bool:
 
 
 def _sentence_spans(text: str) -> list[tuple[int, int]]:
-    from chalicelib.llm.prompt import sentences  # noqa: PLC0415 - keeps this module free of the prompt's imports
-
     out: list[tuple[int, int]] = []
     for s, e in sentences(text) or [(0, len(text))]:  # and clauses: "...; ..." (a dataset row's fields too)
         pos = s
@@ -278,7 +277,7 @@ class _Sentence:
     free: set[str]  # words stated without one
 
 
-@functools.lru_cache(maxsize=512)
+@process_state.cached(maxsize=512, derived=True)  # a pure function of the passage's text
 def _read(passage: str) -> list[_Sentence]:
     """A passage's sentences (clauses) as the check reads them: once for every statement."""
     out = []

@@ -77,17 +77,22 @@ _QUOTES = " \t\"'\u201c\u201d\u2018\u2019"
 
 
 def verbatim(sentence: str, hit: Hit) -> tuple[int, str]:
-    """Where ``sentence`` stands verbatim in the passage, as a quote of it (a list item, the passage's
-    title and a colon before it, and quotation marks around it aside): ``(start in the chunk, quote)``,
-    or ``(-1, "")``. A verbatim quote is entailed by its passage."""
+    """Where ``sentence`` (three words or more) stands verbatim in the passage from the start of one of
+    its sentences, as a quote of it (a list item, the passage's title and a colon before it, and quotation
+    marks around it aside): ``(start in the chunk, quote)``, or ``(-1, "")``. Such a quote is entailed by
+    its passage."""
     core = _LIST_SYNTAX.sub("", sentence)
     title = hit.chunk.title.strip()
     if title and core.startswith(title + ":"):
         core = core[len(title) + 1:]
     core = core.strip(_QUOTES)
-    if len(core) < 3 or not any(c.isalnum() for c in core):
+    if len(_WORD.findall(core)) < 3:  # a word or two is checked by the rules, and quoted with its sentence
         return -1, ""
-    return hit.chunk.text.find(core), core
+    text = hit.chunk.text
+    at = text.find(core)
+    while at >= 0 and text[:at].rstrip() and text[:at].rstrip()[-1] not in ".!?:;\n":
+        at = text.find(core, at + 1)  # only from the start of one of its sentences ("not ..." stays out)
+    return at, core
 
 
 def attribute(sentence: str, hits: list[Hit], prefer: set[int] | None = None,

@@ -85,3 +85,11 @@ def test_the_cited_passage_is_preferred_when_it_entails() -> None:
     other = hit("Employees get thirty vacation days per year, says the summary.", "summary.md", 2)
     grounding, _ = assess("Employees get thirty vacation days per year.", [other, hit(n=1)], {0: {2}})
     assert grounding["per_sentence"][0]["passage"] == 2
+
+
+def test_a_verbatim_quote_is_entailed_only_from_the_start_of_a_sentence() -> None:
+    passage = "It is not true that refunds are paid twice. Refunds are paid within 14 days."
+    quoted = attribute('- refunds.md: "Refunds are paid within 14 days."', [hit(passage, "refunds.md")])
+    assert quoted is not None and quoted.status == "supported" and quoted.quote == "Refunds are paid within 14 days."
+    inner = attribute("refunds are paid twice.", [hit(passage, "refunds.md")])
+    assert inner is not None and inner.status == "unsupported"
