@@ -42,6 +42,7 @@ class Result:
     superseded_shown: int = 0
     calibration: dict[float, tuple[float, float]] = field(default_factory=dict)  # threshold -> (declined, answered)
     seconds: float = 0.0
+    held_out: Result | None = None  # the same measures on answers written after the rules were frozen
 
     @property
     def precision(self) -> float:
@@ -84,16 +85,10 @@ def _retrieve(hits: list[Any], model: Any, question: str) -> list[Any]:
     return [hits[i] for i, _ in lexical.top(*lexical.score(model, lexical.query_ids(model, question), None), K)]
 
 
-def evaluate(data: dict[str, Any] | None = None, *, calibrate: bool = True) -> Result:
+def _grade(answers: list[dict[str, Any]], hits: list[Any], model: Any, r: Result) -> None:
     from chalicelib.knowledge.grounding import assess
-    from chalicelib.llm.prompt import Passage, Prompt
-    from chalicelib.llm.providers import extractive
 
-    data = data or load()
-    started = time.perf_counter()
-    hits, model = _corpus(data)
-    r = Result()
-    for answer in data["answers"]:
+    for answer in answers:
         retrieved = _retrieve(hits, model, answer["question"])
         statements = answer["statements"]
         grounding, _ = assess(" ".join(s["text"] for s in statements), retrieved, {})
@@ -116,6 +111,19 @@ def evaluate(data: dict[str, Any] | None = None, *, calibrate: bool = True) -> R
             r.correct_answers += 1
             r.hidden += grounding["grounded_sentences"] == 0
             r.low += grounding["low"] and grounding["grounded_sentences"] > 0
+
+
+def evaluate(data: dict[str, Any] | None = None, *, calibrate: bool = True) -> Result:
+    from chalicelib.llm.prompt import Passage, Prompt
+    from chalicelib.llm.providers import extractive
+
+    data = data or load()
+    started = time.perf_counter()
+    hits, model = _corpus(data)
+    r = Result()
+    _grade(data["answers"], hits, model, r)
+    r.held_out = Result()
+    _grade(data.get("held_out_answers", []), hits, model, r.held_out)
     keep = extractive.RELEVANT
     try:
         for threshold in THRESHOLDS if calibrate else (keep,):
@@ -162,6 +170,9 @@ def report(r: Result) -> str:
              f"| precision of `supported` | {r.precision:.3f} ({r.true_positive} of "
              f"{r.true_positive + r.false_positive}) | >= 0.95 |",
              f"| recall of `supported` | {r.recall:.3f} ({r.true_positive} of {r.labelled_supported}) | >= 0.85 |",
+             *([f"| held out ({h.statements} statements written after the rules were frozen): precision, recall | "
+                f"{h.precision:.3f} ({h.true_positive} of {h.true_positive + h.false_positive}), {h.recall:.3f} "
+                f"({h.true_positive} of {h.labelled_supported}) | |"] if (h := r.held_out) and h.statements else []),
              f"| correct answers hidden (no statement supported: text replaced by the note and quotes) | "
              f"{r.hidden} of {r.correct_answers} | |",
              f"| correct answers shown with the low-grounding note | {r.low} of {r.correct_answers} | |",
@@ -191,6 +202,10 @@ def report(r: Result) -> str:
         lines += ["", "Wrong statements labelled `supported`: " + "; ".join(f"\"{t}\"" for t in r.false) + "."]
     if r.misses:
         lines += ["", "Correct statements not supported: " + "; ".join(f"\"{t}\"" for t in r.misses) + "."]
+    if r.held_out and (r.held_out.false or r.held_out.misses):
+        lines += ["", "Held out, wrong statements labelled `supported`: "
+                  + ("; ".join(f"\"{t}\"" for t in r.held_out.false) or "none") + ". Correct ones not supported: "
+                  + ("; ".join(f"\"{t}\"" for t in r.held_out.misses) or "none") + "."]
     return "\n".join(lines)
 
 

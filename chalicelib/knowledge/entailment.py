@@ -9,13 +9,17 @@ A statement is entailed by a passage when, inside one sentence (or clause) of it
 - **each figure keeps its role**: the words around the figure in the statement stand in the passage's
   sentence that holds the figure, nearer to it than to any other figure of that sentence (a real amount
   of another rule of the same policy does not count);
-- **negation agrees**: the statement and the passage's sentence both deny, or both assert;
-- **its content words are there**: at least ``COVER`` of them (crude stems, so ``refunded`` = ``refunds``).
+- **negation agrees**: what the passage's sentence denies is not asserted, and what the statement
+  denies is denied there (a ``not``, ``no``, ``never``, ``without`` governs the words up to its clause's end);
+- **no word stands only elsewhere**: a word of the statement found in another sentence of the passage but
+  not in this one means two rules were mixed;
+- **its content words are there**: ``COVER`` of them, i.e. all (crude stems, so ``refunded`` = ``refunds``;
+  light verbs, modals and attribution words aside).
 
 What it cannot catch (``docs/api/chat.md``): a changed modal verb (``may`` / ``must``), a swapped
-relation between two terms both present in the sentence (who did what to whom), a wrong word that is
-not a key term when the rest of the sentence still covers ``COVER``, and anything implied rather than
-stated (a correct paraphrase with other words is not supported).
+relation between two terms both present in the sentence (who did what to whom), a word that flips the
+meaning without being a negation ("outside"), and anything implied rather than stated (a correct
+paraphrase with other words is not supported).
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from chalicelib.core import process_state
 from chalicelib.llm.prompt import sentences
 from chalicelib.llm.wording import same_stem, stem
 
-COVER = 0.75
+COVER = 1.0  # every content word stands in the sentence (0.75 let one substituted word through)
 PARTIAL_COVER = 0.5
 ROLE_SPAN = 3  # words on either side of a figure that say what it is
 

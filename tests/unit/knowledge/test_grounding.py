@@ -33,7 +33,7 @@ def test_the_quote_is_the_longest_shared_run_of_words_as_stored() -> None:
 def test_figures_written_in_words_or_digits_are_the_same_figure() -> None:
     assert [t.number for t in tokens("thirty-five days, 1,500 euros, the first day") if t.number] == ["35", "1500", "1"]
     assert label("Employees get 30 vacation days per year.", PASSAGE) == "supported"
-    assert label("Employees receive thirty vacation days a year.", PASSAGE) == "supported"
+    assert label("Employees get thirty vacation days a year.", PASSAGE) == "supported"
 
 
 def test_an_invented_figure_is_unsupported_and_flagged() -> None:
