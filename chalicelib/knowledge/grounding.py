@@ -222,10 +222,11 @@ def ground(text: str, hits: list[Hit], region: str, *, generative: bool, questio
     supported sentence is replaced by the note and the best quotes (the text moves to ``unverified``).
     """
     checked = citations.verify(text, hits)
-    grounding, attributed = assess(checked.content, hits, checked.backed_refs, checker)
+    declined = not generative and extractive.declined(text)
+    grounding, attributed = assess("" if declined else checked.content, hits, checked.backed_refs, checker)
     out = Verified(checked.content, checked.citations + attributed, grounding, checked.dropped)
-    if not generative and extractive.declined(text):
-        out.notice = "not_in_sources"
+    if declined:  # the answer asserts nothing: no statement to grade
+        out.notice, grounding["low"] = "not_in_sources", False
     if not generative or not grounding["low"] or not grounding["sentences"]:
         grounding["spans_of"] = "content"
         return out

@@ -48,5 +48,6 @@ def test_extractive_answers_decline_and_prefer_the_current_version(tenant: Tenan
             assert declined["message"]["content"] == "Extractive answer: nothing in the sources you may read " \
                                                      "answers this question."
             assert declined["citations"] == [] and "Travel" not in declined["message"]["content"]
+            assert (declined["grounding"]["sentences"], declined["grounding"]["low"]) == (0, False)
         stored = c.http.get(f"/v1/chats/{declined['chat_id']}", headers=bearer(tenant.token)).json_body
         assert stored["messages"][-1]["notice"]["code"] == "not_in_sources"
