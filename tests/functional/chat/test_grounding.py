@@ -284,3 +284,25 @@ def test_an_admin_designates_the_checking_model_or_turns_it_off(world: helpers.W
         assert c.http.patch(f"/v1/workspaces/{ws}", headers={**bearer(world.member.token),
                                                              "Content-Type": "application/json"},
                             body=json.dumps({"grounding_check_model": "off"})).status_code == 403
+
+
+def test_a_cheaper_designated_model_checks_and_is_billed_apart(tenant: Tenant, peer: scripted_peer.ScriptedPeer,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    helpers.use_providers(monkeypatch, {"preference": [MODEL], "providers": [
+        {"id": "team", "kind": "openai", "endpoints": {"us-east-1": {"base_url": peer.url}},
+         "models": [{"id": "small", "context_tokens": 16000}, {"id": "cheap", "context_tokens": 4000}]}]})
+    world = helpers.build(tenant)
+    peer.answer = "Employees get thirty vacation days per year."
+    peer.reply = _judge("nothing refused")
+    with helpers.client() as c:
+        assert c.http.patch(f"/v1/workspaces/{tenant.workspace_id}", body=json.dumps(
+            {"grounding_check_model": "team/cheap"}), headers={**bearer(tenant.token),
+                                                               "Content-Type": "application/json"}).status_code == 200
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert body["model"] == MODEL and body["grounding"]["model_check"]["model"] == "team/cheap"
+    assert body["grounding"]["per_sentence"][0]["decided_by"] == "model"
+    check = [c for c in peer.calls if c["body"] and c["body"]["messages"][0]["content"].startswith("You check")]
+    assert [c["body"]["model"] for c in check] == ["cheap"]
+    with helpers.client() as c:
+        use = {u["model"]: u for u in c.http.get("/v1/usage", headers=bearer(tenant.token)).json_body["items"]}
+    assert use["team/cheap"]["input_tokens"] == 100 and use[MODEL]["input_tokens"] == 100
