@@ -144,8 +144,8 @@ def assess(content: str, hits: list[Hit], cited: dict[int, set[int]] | set[int],
             entry.update({"passage": found.ref, "coverage": v.coverage})
             if status == "supported" and checker is not None:
                 verdict = checker.entails(text, found.quote)
-                if verdict is None:
-                    entry["model_check"] = "no_verdict"
+                if verdict is None or verdict == "over_limit":
+                    entry["model_check"] = verdict or "no_verdict"
                 else:
                     entry["decided_by"] = "model"
                 if verdict is False:

@@ -93,3 +93,24 @@ def test_a_verbatim_quote_is_entailed_only_from_the_start_of_a_sentence() -> Non
     assert quoted is not None and quoted.status == "supported" and quoted.quote == "Refunds are paid within 14 days."
     inner = attribute("refunds are paid twice.", [hit(passage, "refunds.md")])
     assert inner is not None and inner.status == "unsupported"
+
+
+def test_the_model_check_asks_once_per_statement_and_passage_and_stops_at_its_limit() -> None:
+    from chalicelib.knowledge import entailment_model
+    from chalicelib.llm.prompt import Completion
+
+    asked: list[str] = []
+
+    def ask(prompt: object) -> Completion:
+        asked.append("x")
+        return Completion("Maybe.", 10, 1)
+
+    checker = entailment_model.Checker("ws_unit", "m/unit", ask)
+    text = " ".join(["Employees get thirty vacation days per year."] * 3)
+    grounding, _ = assess(text, [hit()], {}, checker)
+    assert len(asked) == 1 and [p["model_check"] for p in grounding["per_sentence"]] == ["no_verdict"] * 3
+    assert [p["status"] for p in grounding["per_sentence"]] == ["supported"] * 3  # the rules' label stands
+    checker.calls = entailment_model.MAX_CALLS
+    grounding, _ = assess("Unused days expire in March.", [hit()], {}, checker)
+    assert grounding["per_sentence"][0]["model_check"] == "over_limit" and len(asked) == 1
+    assert [entailment_model.parse(t) for t in ("Yes.", " no", "**No**", "Perhaps")] == [True, False, False, None]
