@@ -114,3 +114,15 @@ def test_the_model_check_asks_once_per_statement_and_passage_and_stops_at_its_li
     grounding, _ = assess("Unused days expire in March.", [hit()], {}, checker)
     assert grounding["per_sentence"][0]["model_check"] == "over_limit" and len(asked) == 1
     assert [entailment_model.parse(t) for t in ("Yes.", " no", "**No**", "Perhaps")] == [True, False, False, None]
+
+
+def test_a_failing_model_check_leaves_the_rules_label() -> None:
+    from chalicelib.knowledge import entailment_model
+
+    def ask(prompt: object) -> object:
+        raise TimeoutError("the checking model is down")
+
+    checker = entailment_model.Checker("ws_unit", "m/down", ask)  # type: ignore[arg-type]
+    grounding, _ = assess("Employees get thirty vacation days per year.", [hit()], {}, checker)
+    assert grounding["per_sentence"][0]["status"] == "supported"
+    assert grounding["per_sentence"][0]["model_check"] == "no_verdict" and grounding["model_check"]["failed"] == 1
