@@ -35,6 +35,7 @@ MODULES: tuple[str, ...] = (
     "bench_gateway_query",
     "bench_regions",
     "bench_chat",
+    "bench_grounding",
     "bench_models",
     "bench_reader",
     "bench_protocols",

@@ -20,6 +20,7 @@ from chalicelib.knowledge import answer_links
 
 if TYPE_CHECKING:
     from chalicelib.knowledge.citations import Verified
+    from chalicelib.knowledge.entailment_model import Checker
     from chalicelib.knowledge.service import Hit
 
 
@@ -33,7 +34,7 @@ def guard(workspace_id: str, hits: list[Hit]) -> answer_links.Guard:
 
 
 def ground(text: str, hits: list[Hit], workspace_id: str, region: str, *, generative: bool,
-           question: str) -> Verified:
+           question: str, checker: Checker | None = None) -> Verified:
     """The model's text with its links checked, grounded (``knowledge/grounding.ground``)."""
     from chalicelib.knowledge import grounding  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
@@ -41,7 +42,8 @@ def ground(text: str, hits: list[Hit], workspace_id: str, region: str, *, genera
     pool = list(hits)
     while True:
         clean = answer_links.sanitise(text, answer_links.rules(allowed, [h.chunk.text for h in pool]))
-        checked = grounding.ground(clean.text, hits, region, generative=generative, question=question)
+        checked = grounding.ground(clean.text, hits, region, generative=generative, question=question,
+                                   checker=checker)
         cited = {c.get("chunk_id") for c in checked.citations}
         narrowed = [h for h in pool if h.chunk.id in cited]
         if len(narrowed) == len(pool):

@@ -37,6 +37,7 @@ from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import region_of
 from chalicelib.core.workspace_settings import CHAT_AUTO_EXPIRY, auto_expiry_seconds
 from chalicelib.gateway.catalog import lineage
+from chalicelib.knowledge import entailment_model
 from chalicelib.llm import service as models
 from chalicelib.llm.prompt import Completion, Passage, Prompt, estimate_tokens, prompt_tokens
 from chalicelib.llm.providers.openai_http import ProviderError
@@ -53,6 +54,7 @@ RETRIEVE_K = 5
 MAX_ANSWER_TOKENS = 1024
 BODY_FIELDS = {"model", "messages", "stream"}
 LIST_KIND = "chats"
+NOT_IN_SOURCES = "Nothing in the sources you may read answers this question."
 log = get_logger("chat")
 
 
@@ -127,7 +129,9 @@ def _own(principal: Principal, chat_id: str) -> ChatAttrs:
 def _notes(kind: str, checked: Any) -> dict[str, Any]:
     """What the reader must know beside the answer: no generative model, or low grounding."""
     out: dict[str, Any] = {}
-    if kind == "extractive":
+    if kind == "extractive" and checked.notice == "not_in_sources":
+        out["notice"] = {"code": "not_in_sources", "message": NOT_IN_SOURCES + " " + models.NO_GENERATIVE_MODEL}
+    elif kind == "extractive":
         out["notice"] = {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}
     elif checked.notice:
         out["notice"] = {"code": checked.notice, "message": checked.content.split("\n", 1)[0]}
@@ -383,8 +387,10 @@ class Live:
         principal, routing, hits, existing = self.principal, self.routing, self.hits, self.existing
         started = time.perf_counter()
         spec = routing.chosen
+        checker = entailment_model.for_answer(principal, routing) if not stopped else None
         checked = answer_output.ground(completion.text, hits, principal.workspace_id, routing.region,
-                                       generative=spec.kind == "generative", question=self.question)
+                                       generative=spec.kind == "generative", question=self.question,
+                                       checker=checker)
         self.timings.grounding_ms = (time.perf_counter() - started) * 1000
         notes = _notes(spec.kind, checked)
         now, message_id, chat_id = self.created_at, self.message_id, self.chat_id
@@ -418,6 +424,9 @@ class Live:
             item.answering = None
         item.updated_at = clock.iso()
         datasets = sorted({c["source"]["dataset_id"] for c in checked.citations} | {h.chunk.dataset_id for h in hits})
+        checked_tokens = (checker.input_tokens, checker.output_tokens) if checker is not None else (0, 0)
+        other = checker if checker is not None and checker.calls > 0 and checker.model != spec.id else None
+        same = (0, 0) if other else checked_tokens
         counted = False
 
         def effects(tx: Tx) -> None:
@@ -430,8 +439,10 @@ class Live:
                                                                 "user_id": principal.user_id})
                     for ds in datasets], expires_at=expires):
                 tx.save(edge)
-            counted = usage.add_in(tx, principal.workspace_id, spec.id, completion.input_tokens,
-                                   completion.output_tokens)
+            counted = usage.add_in(tx, principal.workspace_id, spec.id, completion.input_tokens + same[0],
+                                   completion.output_tokens + same[1])
+            if other:  # the grounding check's tokens, under the model that checked (one item once per transaction)
+                usage.add_in(tx, principal.workspace_id, other.model, other.input_tokens, other.output_tokens)
             idempotency.complete_in(tx, {"type": "chat_message", "chat_id": chat_id, "id": message_id})
 
         reply = {"id": message_id, "chat_id": chat_id, "message": {"role": "assistant", "content": checked.content},
@@ -456,7 +467,10 @@ class Live:
                                "message again.") from None
             made.append(reply)
         if not counted:  # the counters live in another region than the chat: one more write
-            usage.add(principal.workspace_id, spec.id, completion.input_tokens, completion.output_tokens)
+            usage.add(principal.workspace_id, spec.id, completion.input_tokens + same[0],
+                      completion.output_tokens + same[1])
+            if other:
+                usage.add(principal.workspace_id, other.model, other.input_tokens, other.output_tokens)
         self.timings.storage_ms = (time.perf_counter() - started) * 1000
         self.reply = reply
         return reply
@@ -473,9 +487,10 @@ def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
                                              "grounding", "kind", "created_at")},
                     **({"stopped": True} if m.get("stopped") else {}),
                     **({"redacted": m["redacted"]} if m.get("redacted") else {}),
-                    **({"notice": {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}}
-                       if m.get("kind") == "extractive" else {}),
-                    **{k: m[k] for k in ("notice", "unverified_answer") if k in m}}
+                    **{k: m[k] for k in ("notice", "unverified_answer") if k in m},
+                    **({"notice": m.get("notice") or {"code": "no_generative_model",
+                                                       "message": models.NO_GENERATIVE_MODEL}}
+                       if m.get("kind") == "extractive" else {})}
     raise not_found("chat message")
 
 

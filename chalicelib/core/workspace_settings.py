@@ -14,6 +14,8 @@ AGENT_RUN_AUTO_EXPIRY = "agent_run_auto_expiry"
 AUTO_EXPIRY_SETTINGS = (CHAT_AUTO_EXPIRY, AGENT_RUN_AUTO_EXPIRY)
 RATE_LIMITS = "rate_limits"  # {"per_token", "per_workspace"}: requests per minute, at most the plan's
 ANSWER_LINK_HOSTS = "answer_link_hosts"  # hosts (or "*." + host) whose links answers keep
+GROUNDING_CHECK_MODEL = "grounding_check_model"  # the model that checks answers' statements: an id, "off", or absent
+PLAIN_SETTINGS = (*AUTO_EXPIRY_SETTINGS, GROUNDING_CHECK_MODEL)  # set as given (validated by the PATCH)
 
 
 def settings_of(ws: WorkspaceAttrs) -> dict[str, Any]:

@@ -1,19 +1,19 @@
-"""Grounding of generative answers, computed by the service (a model need not write citation markers).
+"""Grounding of every answer, computed by the service (a model need not write citation markers).
 
-Each answer sentence that makes a statement is compared with every passage retrieved for the answer:
+Each answer sentence that makes a statement is checked against the passages retrieved for the answer by
+the rule-based entailment check (``knowledge/entailment.py``): it is ``supported`` only when one passage
+entails it (its figures, names, dates and negations stand in one sentence of the passage with the same
+role, and most of its words are there). A sentence backed by a verified ``[n: "quote"]`` marker is checked
+against the passage it cites first; a marker proves the quote exists, not that the sentence follows from
+it; a passage whose document has a newer version among the retrieved ones supports nothing
+(``superseded_version``). ``partial``: some of its words are missing but nothing contradicts; ``unsupported``: a key term is
+absent, a figure belongs to another statement, negation differs, or little of it is there. Every entry
+says which check decided it (``decided_by``: ``rules``, or ``model`` where a generative model confirmed or
+refused a statement the rules support, ``knowledge/entailment_model.py``).
 
-- **quote**: the longest run of words the sentence shares verbatim (case-insensitive) with the passage,
-  located in the stored chunk, so it can be shown and cited with its exact span;
-- **lexical**: the share of the sentence's content words found in the passage;
-- **semantic**: the best cosine similarity between the sentence and the passage's sentences, with the
-  region's embedding model or the offline ``builtin/wordllama`` one when installed (else lexical only).
-
-``support`` = max(quote coverage, 0.6 x lexical + 0.4 x semantic) (lexical alone without embeddings);
-a number in the sentence that no passage holds cuts it to a third (an invented figure is the typical
-hallucination). A sentence is ``supported`` at 0.55 or more, ``partial`` from 0.3, else ``unsupported``;
-one backed by a verified ``[n: "quote"]`` marker is ``supported``. The figure ``ratio`` is the share of
-statements supported, ``score`` their mean support; ``low`` is set under ``LOW_RATIO`` (the chat service
-then says so and shows the best quotes, ``docs/api/chat.md``).
+A supported sentence cites the passage's sentence(s) that entail it, located verbatim in the stored
+chunk. ``ratio`` is the share of statements supported, ``score`` their mean support; ``low`` is set under
+``LOW_RATIO`` (the chat service then says so and shows the best quotes, ``docs/api/chat.md``).
 """
 from __future__ import annotations
 
@@ -22,30 +22,33 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.knowledge import answer_links, citations, dense
+from chalicelib.knowledge import answer_links, citations, entailment
 from chalicelib.knowledge.citations import Verified
+from chalicelib.knowledge.entailment_model import Checker
 from chalicelib.knowledge.service import Hit
 from chalicelib.llm.prompt import CITE_RE, Passage, analyse, sentences
+from chalicelib.llm.providers import extractive
 from chalicelib.llm.providers.extractive import candidates, words
 
-SUPPORTED = 0.55
-PARTIAL = 0.3
 LOW_RATIO = 0.5
-MIN_QUOTE_WORDS = 4
-NUMBER_PENALTY = 1 / 3
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"\w+", re.U)
 
 
 @dataclass
 class Attribution:
     ref: int  # 1-based passage number
-    support: float
-    lexical: float
-    semantic: float | None
-    quote: str | None
-    quote_start: int  # in the chunk (-1: no quote)
-    numbers_missing: list[str]
+    verdict: entailment.Verdict
+    quote: str  # the passage's sentence(s) that the statement was checked against, verbatim
+    quote_start: int  # in the chunk
+
+    @property
+    def status(self) -> str:
+        return entailment.status(self.verdict)
+
+    @property
+    def support(self) -> float:
+        v = self.verdict
+        return round(v.coverage if v.entailed or self.status == "partial" else min(v.coverage, 0.29), 4)
 
 
 def longest_shared_words(sentence: str, passage: str) -> tuple[str | None, int, int]:
@@ -63,117 +66,112 @@ def longest_shared_words(sentence: str, passage: str) -> tuple[str | None, int, 
     return passage[first.start():last.end()], first.start(), match.size
 
 
-def _numbers(text: str) -> set[str]:
-    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+def superseded(hits: list[Hit]) -> set[int]:
+    """Refs of retrieved passages whose document has a newer version among the hits (as the extractive
+    provider decides it): they support nothing."""
+    return extractive.superseded([Passage(i + 1, h.chunk.title, h.chunk.text) for i, h in enumerate(hits)])
 
 
-class Embedder:
-    """Sentence vectors for the semantic score (None when no embedding model is available)."""
-
-    def __init__(self, region: str) -> None:
-        self.region = region
-        self.model: str | None = dense.model_for(region)
-        if self.model is None:
-            try:
-                dense.embed(dense.WORDLLAMA, region, ["probe"])  # loads the optional package once
-                self.model = dense.WORDLLAMA
-            except ImportError:
-                self.model = None
-
-    def vectors(self, texts: list[str]) -> Any:
-        assert self.model is not None
-        return dense.embed(self.model, self.region, texts)
+_LIST_SYNTAX = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+")
+_QUOTES = " \t\"'\u201c\u201d\u2018\u2019"
 
 
-def attribute(sentence: str, hits: list[Hit], sims: list[float | None]) -> Attribution | None:
-    """The passage that best supports ``sentence`` (``sims``: its semantic similarity to each passage)."""
-    content = words(sentence)
-    if not content or not hits:
+def verbatim(sentence: str, hit: Hit) -> tuple[int, str]:
+    """Where ``sentence`` (three words or more) stands verbatim in the passage from the start of one of
+    its sentences, as a quote of it (a list item, the passage's title and a colon before it, and quotation
+    marks around it aside): ``(start in the chunk, quote)``, or ``(-1, "")``. Such a quote is entailed by
+    its passage."""
+    core = _LIST_SYNTAX.sub("", sentence)
+    title = hit.chunk.title.strip()
+    if title and core.startswith(title + ":"):
+        core = core[len(title) + 1:]
+    core = core.strip(_QUOTES)
+    if len(_WORD.findall(core)) < 3:  # a word or two is checked by the rules, and quoted with its sentence
+        return -1, ""
+    text = hit.chunk.text
+    at = text.find(core)
+    while at >= 0 and text[:at].rstrip() and text[:at].rstrip()[-1] not in ".!?:;\n":
+        at = text.find(core, at + 1)  # only from the start of one of its sentences ("not ..." stays out)
+    return at, core
+
+
+def attribute(sentence: str, hits: list[Hit], prefer: set[int] | None = None,
+              old: set[int] | None = None) -> Attribution | None:
+    """The passage that best entails ``sentence``; the passages of ``prefer`` (1-based refs, those its
+    verified markers cite) are taken when one of them entails it; those of ``old`` (superseded versions)
+    entail nothing."""
+    if not hits or not sentence.strip():
         return None
-    nums = _numbers(sentence)
     best: Attribution | None = None
-    total_words = max(1, len(_WORD.findall(sentence)))
     for i, hit in enumerate(hits):
-        text = hit.chunk.text
-        lexical = len(content & words(text)) / len(content)
-        quote, start, size = longest_shared_words(sentence, text)
-        coverage = size / total_words if size >= MIN_QUOTE_WORDS or size == total_words else 0.0
-        semantic = sims[i]
-        blended = lexical if semantic is None else 0.6 * lexical + 0.4 * max(0.0, semantic)
-        support = max(coverage, blended)
-        missing = sorted(nums - _numbers(text))
-        if missing:
-            support *= NUMBER_PENALTY
-        cand = Attribution(i + 1, round(support, 4), round(lexical, 4),
-                           None if semantic is None else round(float(semantic), 4),
-                           quote if size >= MIN_QUOTE_WORDS else None, start if size >= MIN_QUOTE_WORDS else -1,
-                           missing)
-        if best is None or cand.support > best.support:
+        at, core = verbatim(sentence, hit)
+        v = entailment.check(sentence, hit.chunk.text, hit.chunk.title) if at < 0 else \
+            entailment.Verdict(True, 1.0, (at, at + len(core)))
+        if v.entailed and old and i + 1 in old:
+            v.entailed, v.reasons = False, ["superseded_version"]
+        s, e = v.window
+        cand = Attribution(i + 1, v, hit.chunk.text[s:e], s)
+        key = (cand.ref in (prefer or set()) and v.entailed, v.rank)
+        if best is None or key > (best.ref in (prefer or set()) and best.verdict.entailed, best.verdict.rank):
             best = cand
     return best
 
 
-def status_of(support: float) -> str:
-    return "supported" if support >= SUPPORTED else "partial" if support >= PARTIAL else "unsupported"
-
-
-def _similarities(embedder: Embedder | None, statements: list[str], hits: list[Hit]) -> list[list[float | None]]:
-    if embedder is None or embedder.model is None or not statements or not hits:
-        return [[None] * len(hits) for _ in statements]
-    pieces: list[tuple[int, str]] = []
-    for i, hit in enumerate(hits):
-        for s, e in sentences(hit.chunk.text) or [(0, len(hit.chunk.text))]:
-            pieces.append((i, hit.chunk.text[s:e]))
-    vecs = embedder.vectors(statements + [p for _, p in pieces])
-    out: list[list[float | None]] = []
-    for n in range(len(statements)):
-        row: list[float | None] = [None] * len(hits)
-        for k, (i, _) in enumerate(pieces):
-            sim = float(vecs[n] @ vecs[len(statements) + k])
-            row[i] = sim if row[i] is None else max(row[i] or 0.0, sim)
-        out.append(row)
-    return out
-
-
-def assess(content: str, hits: list[Hit], cited_sentences: set[int], embedder: Embedder | None
+def assess(content: str, hits: list[Hit], cited: dict[int, set[int]] | set[int], checker: Checker | None = None
            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(grounding, attributed citations)`` for the rendered answer ``content``.
 
-    ``cited_sentences``: indexes of sentences (of ``content``) already backed by a verified marker.
+    ``cited``: sentences (indexes in ``content``) backed by a verified marker, with the passages cited;
+    ``checker``: the model that confirms each statement the rules support (``knowledge/entailment_model.py``).
     """
+    refs = cited if isinstance(cited, dict) else {i: set() for i in cited}
     _, counts = analyse(content)
     spans = sentences(content)
     statements = [(i, s, e) for i, ((s, e), c) in enumerate(zip(spans, counts, strict=False)) if c]
-    texts = [CITE_RE.sub("", content[s:e]).strip() for _, s, e in statements]
-    sims = _similarities(embedder, texts, hits)
     per: list[dict[str, Any]] = []
-    citations: list[dict[str, Any]] = []
+    attributed: list[dict[str, Any]] = []
     seen: set[tuple[str, int, int]] = set()
-    for (i, s, e), text, row in zip(statements, texts, sims, strict=True):
+    old = superseded(hits)
+    for i, s, e in statements:
+        text = CITE_RE.sub("", content[s:e]).strip()
         lost = answer_links.carries_marker(text)  # a sentence that lost a link or an image is never grounded
-        found = None if lost else attribute(text, hits, row)
-        support = found.support if found else 0.0
-        cited = i in cited_sentences and not lost
-        status = "supported" if cited else status_of(support)
-        entry: dict[str, Any] = {"index": i, "start": s, "end": e, "status": status, "support": 1.0 if cited else support,
-                                 "cited": cited, **({"link_removed": True} if lost else {})}
+        found = None if lost else attribute(text, hits, refs.get(i), old)
+        status = found.status if found else "unsupported"
+        entry: dict[str, Any] = {"index": i, "start": s, "end": e, "status": status,
+                                 "support": found.support if found else 0.0, "cited": i in refs and not lost,
+                                 "decided_by": "rules", **({"link_removed": True} if lost else {})}
         if found is not None:
-            entry.update({"passage": found.ref, "lexical": found.lexical, "semantic": found.semantic})
-            if found.numbers_missing:
-                entry["numbers_not_in_sources"] = found.numbers_missing
-            if found.quote is not None and status != "unsupported":
+            v = found.verdict
+            entry.update({"passage": found.ref, "coverage": v.coverage})
+            if status == "supported" and checker is not None:
+                verdict = checker.entails(text, found.quote)
+                if verdict is None or verdict == "over_limit":
+                    entry["model_check"] = verdict or "no_verdict"
+                else:
+                    entry["decided_by"] = "model"
+                if verdict is False:
+                    status = entry["status"] = "unsupported"
+                    entry["support"] = 0.0
+                    entry["reasons"] = ["model_not_entailed"]
+            if v.reasons:
+                entry["reasons"] = v.reasons
+            if v.missing:
+                entry["terms_not_in_passage"] = v.missing
+            if v.numbers_missing:
+                entry["numbers_not_in_sources"] = v.numbers_missing
+            if status == "supported":
                 hit = hits[found.ref - 1]
                 end = found.quote_start + len(found.quote)
                 entry["quote"] = found.quote
                 key = (hit.chunk.id, found.quote_start, end)
-                if key not in seen and not cited:
+                if key not in seen and i not in refs:
                     seen.add(key)
                     cit = hit.citation()
                     cit.update({"ref": found.ref, "quote": found.quote,
                                 "span": {"start": hit.chunk.start + found.quote_start, "end": hit.chunk.start + end},
                                 "chunk_span": {"start": found.quote_start, "end": end}, "verified": True,
                                 "attributed": True})
-                    citations.append(cit)
+                    attributed.append(cit)
         per.append(entry)
     total = len(per)
     grounded = sum(1 for p in per if p["status"] == "supported")
@@ -183,9 +181,10 @@ def assess(content: str, hits: list[Hit], cited_sentences: set[int], embedder: E
                  "unsupported_sentences": sum(1 for p in per if p["status"] == "unsupported"),
                  "score": round(sum(p["support"] for p in per) / total, 4) if total else 0.0,
                  "low": ratio < LOW_RATIO, "per_sentence": per,
-                 "method": {"quote": True, "lexical": True,
-                            "embedding": embedder.model if embedder is not None and embedder.model else None}}
-    return grounding, citations
+                 "method": {"rules": True, "model": checker.model if checker is not None else None}}
+    if checker is not None:
+        grounding["model_check"] = checker.usage()
+    return grounding, attributed
 
 
 LOW_NOTE = ("Only part of this answer is supported by the sources you may read (grounding {pct}%); sentences "
@@ -216,16 +215,19 @@ def best_quotes(question: str, hits: list[Hit]) -> tuple[list[str], list[dict[st
     return lines, cites
 
 
-def ground(text: str, hits: list[Hit], region: str, *, generative: bool, question: str) -> Verified:
+def ground(text: str, hits: list[Hit], region: str, *, generative: bool, question: str,
+           checker: Checker | None = None) -> Verified:
     """Verify the model's markers, attribute every sentence, and say so when grounding is low.
 
     A low-grounded answer keeps its text after a note and before the best quotes; an answer with no
     supported sentence is replaced by the note and the best quotes (the text moves to ``unverified``).
     """
     checked = citations.verify(text, hits)
-    embedder = Embedder(region) if generative and hits else None
-    grounding, attributed = assess(checked.content, hits, checked.backed, embedder)
+    declined = not generative and extractive.declined(text)
+    grounding, attributed = assess("" if declined else checked.content, hits, checked.backed_refs, checker)
     out = Verified(checked.content, checked.citations + attributed, grounding, checked.dropped)
+    if declined:  # the answer asserts nothing: no statement to grade
+        out.notice, grounding["low"] = "not_in_sources", False
     if not generative or not grounding["low"] or not grounding["sentences"]:
         grounding["spans_of"] = "content"
         return out

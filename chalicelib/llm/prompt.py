@@ -64,6 +64,9 @@ class Prompt:
     max_tokens: int = 1024
     tools: list[dict[str, Any]] = field(default_factory=list)  # {name, description, parameters: JSON Schema}
     boundary: str = field(default_factory=new_boundary)
+    # the extractive provider may answer that nothing in the passages answers the question (chat); an
+    # agent's answer over its own step outputs quotes the closest ones instead
+    may_decline: bool = True
 
     def question(self) -> str:
         return next((m["content"] for m in reversed(self.messages) if m["role"] == "user"), "")
@@ -101,19 +104,39 @@ def prompt_tokens(prompt: Prompt) -> int:
     return sum(estimate_tokens(m.get("content") or "") for m in prompt.with_passages())
 
 
-SENTENCE_RE = re.compile(r"[^\n.!?]+(?:[.!?]+|$)|[^\n]+", re.M)
+# A sentence ends at terminal punctuation, then any closing quotes or brackets, then any citation markers
+# (``.[1] ``, ``." [2]``, ``. [3: "quote"] ``), when whitespace and a new sentence's first character follow;
+# a line break always ends one (list items, headings).
+_MARKERS = r'(?:\s*\[\d{1,3}(?::\s*"[^"\]]*"|\x00*)\])*'
+_BOUNDARY = re.compile(r'[.!?]+["\'\u201d\u2019)]*' + _MARKERS + r'(?=\s+["\'(\[\u201c\u2018\-*\u2022\d\w])')
+_BREAK = re.compile(r"\n+")
+_ITEM_NUMBER = re.compile(r"(?:\d{1,3}|[A-Za-z])[.)]")
 
 
 def sentences(text: str) -> list[tuple[int, int]]:
-    """Spans of the sentences of ``text`` (a citation marker stays with the sentence before it)."""
+    """Spans of the sentences of ``text``: a citation marker and a closing quote stay with the sentence
+    before them, whether the marker follows the period (``days.[1] The fee``) or precedes it."""
+    cuts: list[tuple[int, int]] = []  # (end of a sentence, start of the next)
+    inside = [(m.start() + 1, m.end()) for m in CITE_RE.finditer(text)]  # a quoted marker's own text
+    for m in _BOUNDARY.finditer(text):
+        if any(a <= m.start() < b for a, b in inside):
+            continue
+        nxt = m.end() + len(text[m.end():]) - len(text[m.end():].lstrip())
+        if nxt < len(text) and not (text[nxt].isalpha() and text[nxt].islower()):
+            cuts.append((m.end(), nxt))
+    cuts += [(m.start(), m.end()) for m in _BREAK.finditer(text)]
     out: list[tuple[int, int]] = []
     pos = 0
-    for m in re.finditer(r"(?<=[.!?])\s+(?=[\"'A-Z0-9\-\u201c])|\n+", text):
-        if text[pos:m.start()].strip():
-            out.append((pos, m.start()))
-        pos = m.end()
+    for end, nxt in sorted(cuts):
+        if end < pos or _ITEM_NUMBER.fullmatch(text[pos:end].strip()):  # "1. First." is one sentence
+            continue
+        if text[pos:end].strip():
+            s = pos + len(text[pos:end]) - len(text[pos:end].lstrip())
+            out.append((s, end))
+        pos = nxt
     if text[pos:].strip():
-        out.append((pos, len(text)))
+        s = pos + len(text[pos:]) - len(text[pos:].lstrip())
+        out.append((s, len(text.rstrip())))
     return out
 
 

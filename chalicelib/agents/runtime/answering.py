@@ -123,7 +123,7 @@ def extractive_answer(state: StateLike) -> dict[str, Any]:
                 passages.append(Passage(len(passages) + 1, f"step {step['name']}", text))
                 origin[len(passages)] = step["name"]
     prompt = Prompt(messages=[{"role": "user", "content": _question(state)}], passages=passages,
-                    max_tokens=int(state.agent["limits"]["max_tokens"]))
+                    max_tokens=int(state.agent["limits"]["max_tokens"]), may_decline=False)
     done = service.complete(Routing(EXTRACTIVE, state.ctx.region, "declared plan: the extractive provider answers"),
                             prompt)
     found, _ = claims(done.text)

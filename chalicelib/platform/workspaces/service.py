@@ -31,7 +31,7 @@ from chalicelib.core.store import idempotency
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
 from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, workspaces, workspaces_of
-from chalicelib.core.workspace_settings import ANSWER_LINK_HOSTS, AUTO_EXPIRY_SETTINGS, RATE_LIMITS, settings_of
+from chalicelib.core.workspace_settings import ANSWER_LINK_HOSTS, PLAIN_SETTINGS, RATE_LIMITS, settings_of
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 from chalicelib.platform.workspaces import disaster_recovery, link_hosts
@@ -126,7 +126,7 @@ def public_settings(ws: WorkspaceAttrs) -> dict[str, Any]:
     plan = rate_limits.plan_quotas(ws.billing_plan)
     chosen = s.get(RATE_LIMITS) or {}
     return {"domain_join": {"enabled": bool(dj.get("enabled")), "domain": dj.get("domain")},
-            **{key: s.get(key) for key in AUTO_EXPIRY_SETTINGS},
+            **{key: s.get(key) for key in PLAIN_SETTINGS},
             ANSWER_LINK_HOSTS: list(s.get(ANSWER_LINK_HOSTS) or []),
             RATE_LIMITS: {name: chosen.get(name) or getattr(plan, name) for name in rate_limits.SETTING_FIELDS}}
 
@@ -213,6 +213,7 @@ PATCH_FIELDS = {
     "agent_run_auto_expiry": F(str, nullable=True, max_len=32,
                                check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
     "answer_link_hosts": F(list, nullable=True, max_len=link_hosts.MAX_HOSTS, check=link_hosts.check),
+    "grounding_check_model": F(str, nullable=True, min_len=1, max_len=200),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
     "replication_secondary_region": F(str, max_len=32),
@@ -289,7 +290,7 @@ def update_workspace(ws_id: str, body: dict[str, Any], *, actor: audit.Actor, am
     _set_rate_limits(ws, body, patch)
     _set_link_hosts(body, patch)
     _set_replication(ws, body, actor, patch)
-    if {"domain_join", RATE_LIMITS, ANSWER_LINK_HOSTS, *AUTO_EXPIRY_SETTINGS} & set(patch.changes):
+    if {"domain_join", RATE_LIMITS, ANSWER_LINK_HOSTS, *PLAIN_SETTINGS} & set(patch.changes):
         patch.actions.append(WorkspaceAttrs.settings.set(json.dumps(patch.settings, sort_keys=True)))
     if not patch.actions:
         return ws
@@ -357,8 +358,9 @@ def _set_domain_join(wanted: dict[str, Any], verified_email_domain: str | None, 
 
 
 def _set_auto_expiry(body: dict[str, Any], patch: _Patch) -> None:
-    """Chat and agent-run auto-expiry (ISO 8601 durations, or null for "until deleted")."""
-    for key in AUTO_EXPIRY_SETTINGS:
+    """Chat and agent-run auto-expiry (ISO 8601 durations, or null for "until deleted"), and the model that
+    checks answers' grounding (a model id, "off", or null for the answering model)."""
+    for key in PLAIN_SETTINGS:
         if key in body and body[key] != patch.settings.get(key):
             patch.changes[key] = {"from": patch.settings.get(key), "to": body[key]}
             patch.settings[key] = body[key]

@@ -77,10 +77,12 @@ def test_masked_value_never_in_answer_citation_stream_or_index(tenant: Tenant, w
     with helpers.client() as c:
         plain = post(c, "/v1/chats", tenant.token, ask(question))
         streamed = post(c, "/v1/chats", tenant.token, ask(question, stream=True))
+        city = post(c, "/v1/chats", tenant.token, ask("Which city does Zelda Quark live in?"))
     assert plain.status_code == 201
     assert streamed.status_code == 201
-    assert any("Zelda Quark" in cit["quote"] for cit in plain.json_body["citations"])
-    for body in (plain.body, streamed.body):
+    assert plain.json_body["notice"]["code"] == "not_in_sources"  # the e-mail is masked: no source holds it
+    assert any("Zelda Quark" in cit["quote"] for cit in city.json_body["citations"])  # her row is quoted
+    for body in (plain.body, streamed.body, city.body):
         assert MASKED_EMAIL.encode() not in body
     # nothing but the dataset's own synced Parquet (the data bucket) holds the clear value: not the index
     # files, the chats, the idempotency records, the audit trail or the lineage

@@ -55,7 +55,7 @@ def test_a_supported_answer_without_markers_is_attributed_with_verified_quotes(
     body = r.json_body
     assert statuses(body) == ["supported", "supported"]
     g = body["grounding"]
-    assert (g["ratio"], g["low"], g["sentences"]) == (1.0, False, 2) and g["method"]["lexical"]
+    assert (g["ratio"], g["low"], g["sentences"]) == (1.0, False, 2) and g["method"]["rules"]
     assert "notice" not in body and body["message"]["content"] == peer.answer
     cite = body["citations"][0]
     assert cite["attributed"] and cite["verified"] and cite["source"]["dataset_id"] == world.handbook
@@ -63,7 +63,7 @@ def test_a_supported_answer_without_markers_is_attributed_with_verified_quotes(
     # the quote is verbatim in the stored passage at its span
     first = g["per_sentence"][0]
     assert body["message"]["content"][first["start"]:first["end"]].startswith("Employees get thirty")
-    assert first["quote"] in peer.answer
+    assert first["quote"].endswith("Employees get thirty vacation days per year.")
 
 
 def test_a_partly_supported_answer_marks_each_sentence_and_flags_the_invented_figure(
@@ -184,3 +184,129 @@ def test_without_a_generative_model_the_reply_says_how_to_connect_one(
     assert body["kind"] == "extractive" and body["notice"]["code"] == "no_generative_model"
     assert "POST /v1/models/connections" in body["notice"]["message"]
     assert models["generative_available"] is False and "LOCAL_MODEL" in models["notice"]
+
+
+# --- support means entailment: wrong answers in the sources' wording, correct short answers ----------------
+
+def _check_citations(body: dict[str, Any]) -> None:
+    for cite in body["citations"]:  # every citation shown is verified: its quote stands at its span
+        assert cite["verified"] is True and cite["quote"].strip()
+        assert len(cite["quote"]) < 200  # a sentence of the passage, never a whole unrelated paragraph
+
+
+def test_support_means_the_passage_entails_the_sentence(world: helpers.World,
+                                                        peer: scripted_peer.ScriptedPeer) -> None:
+    # the marker after the period, as the prompt asks: two sentences; an invented person is not supported
+    peer.answer = ("Employees get thirty vacation days per year.[1] "
+                   "Travel is booked through the travel desk by Maria Lopez.[2]")
+    body = answer(world, "How many vacation days do employees get, and who books travel?").json_body
+    per = body["grounding"]["per_sentence"]
+    assert statuses(body) == ["supported", "unsupported"] and body["grounding"]["sentences"] == 2
+    assert per[1]["terms_not_in_passage"] == ["Maria", "Lopez"] and per[1]["decided_by"] == "rules"
+    assert "[1]" not in body["message"]["content"] and "[2]" not in body["message"]["content"]  # bare: dropped
+    assert [c.get("attributed") for c in body["citations"]] == [True]  # only the supported sentence's quote
+    assert body["citations"][0]["quote"].endswith("Employees get thirty vacation days per year.")
+    _check_citations(body)
+
+    # a real figure of the sources, in another sentence's role
+    peer.answer = "Unused vacation days expire after thirty days."
+    body = answer(world, "When do unused vacation days expire?").json_body
+    assert statuses(body) == ["unsupported"] and body["notice"]["code"] == "unsupported"
+    assert "figure_of_another_statement" in body["grounding"]["per_sentence"][0]["reasons"]
+
+    # negation flipped
+    peer.answer = "Economy class is not the default for travel."
+    assert statuses(answer(world, "Which class is the default for travel?").json_body) == ["unsupported"]
+
+
+def test_a_short_correct_answer_is_shown_as_supported(world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = "Lisbon."
+    body = answer(world, "Which city does Zelda Quark live in?").json_body
+    assert statuses(body) == ["supported"] and body["grounding"]["ratio"] == 1.0
+    assert "notice" not in body and body["message"]["content"] == "Lisbon."
+    assert "Lisbon" in body["citations"][0]["quote"]
+    _check_citations(body)
+
+
+# --- the model's entailment check after the rules --------------------------------------------------------
+
+def _judge(refuse: str) -> Any:
+    """The scripted model as checker: 'no' for statements holding ``refuse``, 'yes' for the others."""
+    def reply(body: dict[str, Any]) -> str | None:
+        ask_ = body["messages"][-1]["content"]
+        if not body["messages"][0]["content"].startswith("You check a statement"):
+            return None
+        statement = ask_.split("\nStatement: ", 1)[1]
+        return "no" if refuse in statement else "Yes."
+    return reply
+
+
+def test_the_model_confirms_or_refuses_what_the_rules_support(world: helpers.World,
+                                                              peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = "Employees get thirty vacation days per year. Unused days expire in March."
+    peer.reply = _judge("expire")
+    body = answer(world, "How many vacation days do employees get?").json_body
+    per = body["grounding"]["per_sentence"]
+    assert [(p["status"], p["decided_by"]) for p in per] == [("supported", "model"), ("unsupported", "model")]
+    assert per[1]["reasons"] == ["model_not_entailed"]
+    check = body["grounding"]["model_check"]
+    assert (check["model"], check["calls"]) == (MODEL, 2) and body["grounding"]["method"]["model"] == MODEL
+    checks = [c for c in peer.calls if c["body"] and c["body"]["messages"][0]["content"].startswith("You check")]
+    assert len(checks) == 2 and all(c["body"]["max_tokens"] == 3 for c in checks)
+    assert "<<DATA " in checks[0]["body"]["messages"][1]["content"]  # the passage goes as untrusted data
+    # the same statement and passage again: the verdicts come from the cache, no new call
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert body["grounding"]["model_check"]["calls"] == 0 and body["grounding"]["model_check"]["cached"] == 2
+    assert len([c for c in peer.calls if c["body"] and c["body"]["messages"][0]["content"].startswith("You check")]) == 2
+    with helpers.client() as c:  # the check's tokens are in the usage report, under the model that checked
+        use = c.http.get("/v1/usage", headers=bearer(world.tenant.token)).json_body["items"]
+    mine = [u for u in use if u["model"] == MODEL]
+    assert mine and mine[0]["input_tokens"] == 2 * 100 + 2 * 100 and mine[0]["requests"] == 2
+
+
+def test_an_admin_designates_the_checking_model_or_turns_it_off(world: helpers.World,
+                                                                peer: scripted_peer.ScriptedPeer) -> None:
+    peer.answer = "Employees get thirty vacation days per year."
+    peer.reply = _judge("thirty")
+    ws = world.tenant.workspace_id
+
+    def patch(value: Any) -> Any:
+        with helpers.client() as c:
+            return c.http.patch(f"/v1/workspaces/{ws}", headers={**bearer(world.tenant.token),
+                                                                 "Content-Type": "application/json"},
+                                body=json.dumps({"grounding_check_model": value}))
+
+    assert patch(12).status_code == 400  # not a model id: nothing changes
+    assert patch("off").status_code == 200
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert body["grounding"]["per_sentence"][0]["decided_by"] == "rules" and "model_check" not in body["grounding"]
+    assert patch("team/none").status_code == 200  # a model this workspace cannot use: the answering model checks
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert "team/none cannot check here" in body["grounding"]["model_check"]["note"]
+    assert body["grounding"]["per_sentence"][0]["status"] == "unsupported"
+    with helpers.client() as c:
+        assert c.http.patch(f"/v1/workspaces/{ws}", headers={**bearer(world.member.token),
+                                                             "Content-Type": "application/json"},
+                            body=json.dumps({"grounding_check_model": "off"})).status_code == 403
+
+
+def test_a_cheaper_designated_model_checks_and_is_billed_apart(tenant: Tenant, peer: scripted_peer.ScriptedPeer,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    helpers.use_providers(monkeypatch, {"preference": [MODEL], "providers": [
+        {"id": "team", "kind": "openai", "endpoints": {"us-east-1": {"base_url": peer.url}},
+         "models": [{"id": "small", "context_tokens": 16000}, {"id": "cheap", "context_tokens": 4000}]}]})
+    world = helpers.build(tenant)
+    peer.answer = "Employees get thirty vacation days per year."
+    peer.reply = _judge("nothing refused")
+    with helpers.client() as c:
+        assert c.http.patch(f"/v1/workspaces/{tenant.workspace_id}", body=json.dumps(
+            {"grounding_check_model": "team/cheap"}), headers={**bearer(tenant.token),
+                                                               "Content-Type": "application/json"}).status_code == 200
+    body = answer(world, "How many vacation days do employees get?").json_body
+    assert body["model"] == MODEL and body["grounding"]["model_check"]["model"] == "team/cheap"
+    assert body["grounding"]["per_sentence"][0]["decided_by"] == "model"
+    check = [c for c in peer.calls if c["body"] and c["body"]["messages"][0]["content"].startswith("You check")]
+    assert [c["body"]["model"] for c in check] == ["cheap"]
+    with helpers.client() as c:
+        use = {u["model"]: u for u in c.http.get("/v1/usage", headers=bearer(tenant.token)).json_body["items"]}
+    assert use["team/cheap"]["input_tokens"] == 100 and use[MODEL]["input_tokens"] == 100

@@ -3,6 +3,7 @@ the model only, for the answers a real model cannot give deterministically (exac
 injections obeyed, malformed streams, slowness). Each test sets what it answers:
 
 - ``answer``: the assistant text (plain, or streamed in pieces when the request says ``stream``);
+- ``reply``: a function of the request body giving another text for some requests (None: ``answer``);
 - ``models``: what ``GET /v1/models`` lists (``None``: answer 404 there, as a non-OpenAI server would);
 - ``key``: the Bearer key it requires (``None``: none); a wrong or missing key answers 401;
 - ``delay``: seconds to wait before answering; ``malformed``: stream a broken event; ``html``: answer a
@@ -35,6 +36,7 @@ class ScriptedPeer:
     malformed: bool = False
     html: bool = False
     tool_calls: list[dict[str, Any]] | None = None
+    reply: Any = None  # (request body) -> str | None
     gate: threading.Event | None = None
     gate_after: int = 0
     pace: float = 0.0
@@ -91,7 +93,8 @@ def start(**script: Any) -> ScriptedPeer:
             if peer.html:
                 self._send(200, b"<html><body>Welcome</body></html>", "text/html")
                 return
-            message: dict[str, Any] = {"role": "assistant", "content": peer.answer}
+            text = (peer.reply(body) if peer.reply is not None else None) or peer.answer
+            message: dict[str, Any] = {"role": "assistant", "content": text}
             if peer.tool_calls is not None:
                 message = {"role": "assistant", "content": None, "tool_calls": peer.tool_calls}
             if not body.get("stream"):
@@ -102,7 +105,6 @@ def start(**script: Any) -> ScriptedPeer:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            text = peer.answer
             try:
                 for n, i in enumerate(range(0, len(text), 11)):
                     if peer.gate is not None and n == peer.gate_after:

@@ -38,6 +38,11 @@ def configured(tenant: Tenant, peer: openai_peer.Peer, monkeypatch: pytest.Monke
     return {"world": world, "eu": eu, "ciphertext": ciphertext}
 
 
+def answers(peer: openai_peer.Peer) -> list[dict[str, Any]]:
+    """The calls asking for an answer, not for the grounding check of one."""
+    return [c for c in peer.calls if not c["body"]["messages"][0]["content"].startswith("You check a statement")]
+
+
 def test_us_workspace_auto_uses_the_endpoint(tenant: Tenant, peer: openai_peer.Peer, configured: dict[str, Any],
                                              capsys: pytest.CaptureFixture[str]) -> None:
     world = configured["world"]
@@ -53,7 +58,8 @@ def test_us_workspace_auto_uses_the_endpoint(tenant: Tenant, peer: openai_peer.P
     assert body["provider"] == "us-llm"
     assert body["kind"] == "generative"
     assert body["usage"] == {"input_tokens": 321, "output_tokens": 45}
-    assert len(peer.calls) == 1
+    assert len(answers(peer)) == 1  # the answer (the grounding check asks the model too, below)
+    assert body["grounding"]["model_check"]["model"] == MODEL
     call = peer.calls[0]
     assert call["path"] == "/v1/chat/completions"
     assert call["auth"] == f"Bearer {openai_peer.KEY}"
@@ -88,7 +94,7 @@ def test_streaming_through_the_endpoint(tenant: Tenant, peer: openai_peer.Peer, 
         r = post(c, "/v1/chats", world.member.token, ask("How many vacation days do employees get?", stream=True))
     assert r.status_code == 201
     assert r.headers["Content-Type"].startswith("text/event-stream")
-    assert len(peer.calls) == 1
+    assert len(answers(peer)) == 1
     assert peer.calls[0]["body"]["stream"] is True
     events = [json.loads(line[6:]) for line in r.body.decode().splitlines() if line.startswith("data: ")]
     assert events[0]["model"] == MODEL

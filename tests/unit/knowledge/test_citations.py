@@ -51,3 +51,18 @@ def test_duplicate_quotes_are_cited_once() -> None:
     out = verify(f'A [1: "{q}"]. B [1: "{q}"].', [_hit()])
     assert len(out.citations) == 1
     assert out.grounding["grounded_sentences"] == 2
+
+
+def test_a_bare_marker_or_an_empty_quote_never_becomes_a_verified_citation() -> None:
+    other = _hit("An unrelated paragraph about the canteen and its opening hours.", start=500)
+    for text in ("Refunds take two weeks [2].", 'Refunds take two weeks [2: "the"].',
+                 "Refunds take two weeks.[2] Credit never expires [2].", 'Refunds take two weeks [2: "  "].'):
+        out = verify(text, [_hit(), other])
+        assert out.citations == [] and "[2]" not in out.content, text
+        assert out.backed == set() and out.backed_refs == {}
+
+
+def test_a_marker_after_the_period_belongs_to_its_sentence_and_the_next_one_stands_alone() -> None:
+    out = verify('Refunds take two weeks.[1: "Refunds are paid within 14 days."] The fee is 40 EUR.', [_hit()])
+    assert out.grounding["sentences"] == 2 and out.grounding["grounded_sentences"] == 1
+    assert out.backed_refs == {0: {1}}
