@@ -163,6 +163,9 @@ TABLES: tuple[Table, ...] = (
           purpose="two-person restore requests of backups: requester, approvals, time box, outcome counts"),
     Table("replication_state", REGIONAL, "workspace_id", attributes={"workspace_id": "S"},
           purpose="cross-region DR per workspace: secondary region, checkpoint time, last run's counts (no content)"),
+    Table("directory", REGIONAL, "workspace_id", "key", attributes={"workspace_id": "S", "key": "S"},
+          purpose="a workspace's groups, its SCIM-provisioned users, their name claims and its SCIM tokens "
+                  "(hashed); group membership itself is on the memberships"),
 )
 
 QUEUES: tuple[Queue, ...] = (
