@@ -2,7 +2,8 @@
 
 Creating a user links (or creates) the platform account of its e-mail address (the primary of ``emails``,
 else the first, else ``userName`` when it is an address) and, while ``active``, makes it a Member of the
-workspace (``joined_via`` scim); the user signs in through the workspace's SSO connection with that
+workspace (``joined_via`` scim); a user sent without any address gets its id, but no account and no
+membership until an update brings one; the user signs in through the workspace's SSO connection with that
 address. ``active: false`` or DELETE removes the membership the way an Admin's removal does
 (``workspaces/members.remove_member``: audited, the last Admin is kept, every token and session of the
 user is refused in this workspace from its next request, within ``SCOPE_CACHE_SECONDS`` in other
@@ -26,7 +27,7 @@ from chalicelib.core import audit, clock
 from chalicelib.core.authz import Role
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import email as valid_email
-from chalicelib.core.ids import is_id
+from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store.tables import connection
 from chalicelib.core.tenancy import membership
 from chalicelib.identity import users as accounts
@@ -70,13 +71,29 @@ def _stored(user: Any) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in _STORED_OUT}
 
 
-def _email_of(user: Any) -> str:
+def _email_of(user: Any) -> str | None:
+    """The address the account signs in with: the primary of ``emails``, else the first, else ``userName``
+    when it is an address (None: no address yet)."""
     emails = list(user.emails or [])
     chosen = next((e for e in emails if e.primary), emails[0] if emails else None)
     for candidate in ([str(chosen.value)] if chosen is not None and chosen.value else []) + [str(user.user_name)]:
         if valid_email(candidate.strip()) is None and "@" in candidate:
             return candidate.strip()
-    raise protocol.error(400, "invalidValue", "A user needs an e-mail address: in emails or as its userName.")
+    return None
+
+
+def _account(user_id: str, address: str | None) -> Any:
+    """The platform account behind a SCIM user: the one of ``user_id``, else one created with that id for
+    ``address`` (None while the provider has sent no address: such a user cannot sign in and is no member)."""
+    account = accounts.get_user(user_id)
+    if account is not None or address is None:
+        return account
+    if accounts.find_by_email(address) is not None:
+        raise _uniqueness("This e-mail address belongs to another account.")
+    try:
+        return accounts.create_user(address, user_id=user_id)
+    except ApiError:
+        raise _uniqueness("This e-mail address belongs to another account.") from None
 
 
 def resource(caller: ScimCaller, rec: ScimUserAttrs, with_groups: bool = True) -> dict[str, Any]:
@@ -119,29 +136,30 @@ def create(caller: ScimCaller, payload: Any) -> ScimUserAttrs:
         raise _uniqueness("A user with this userName already exists in this workspace.")
     except DoesNotExist:
         pass
-    account = accounts.find_by_email(address)
-    if account is None:
+    account = accounts.find_by_email(address) if address else None
+    if account is None and address:
         try:
             account = accounts.create_user(address, display_name=(user.display_name or None))
         except ApiError:  # created concurrently
             account = accounts.find_by_email(address)
             if account is None:
                 raise
+    user_id = account.id if account is not None else new_id("usr")
     now = clock.iso()
-    rec = cls(ws, USER_PREFIX + account.id, user_id=account.id, user_name=str(user.user_name).strip(),
+    rec = cls(ws, USER_PREFIX + user_id, user_id=user_id, user_name=str(user.user_name).strip(),
               external_id=user.external_id or None, active=user.active is not False,
               resource=json.dumps(_stored(user)), version=1, created_at=now, updated_at=now)
     try:
         with TransactWrite(connection=connection(region)) as tx:
-            tx.save(claims(ws, _name_key(rec.user_name), owner_id=account.id), condition=claims.key.does_not_exist())
+            tx.save(claims(ws, _name_key(rec.user_name), owner_id=user_id), condition=claims.key.does_not_exist())
             tx.save(rec, condition=cls.key.does_not_exist())
     except TransactWriteError:
         raise _uniqueness("This user is already provisioned in this workspace (under its userName or its "
                           "e-mail address).") from None
     audit.append(region, ws, "scim.user_provisioned", actor=caller.actor,
-                 target={"type": "user", "id": account.id, "email": account.email},
-                 details={"active": bool(rec.active)}, caller=None)
-    if rec.active:
+                 target={"type": "user", "id": user_id, **({"email": account.email} if account else {})},
+                 details={"active": bool(rec.active), "has_address": account is not None}, caller=None)
+    if rec.active and account is not None:
         _activate(caller, account.id, account.email)
     return rec
 
@@ -181,6 +199,7 @@ def _save(caller: ScimCaller, rec: ScimUserAttrs, user: Any) -> ScimUserAttrs:
     claims, cls = name_claims(region), scim_users(region)
     new_name = str(user.user_name).strip()
     active = user.active is not False
+    account = _account(rec.user_id, _email_of(user)) if active else None  # before the write: a 409 changes nothing
     actions = [cls.user_name.set(new_name), cls.active.set(active), cls.resource.set(json.dumps(_stored(user))),
                cls.version.add(1), cls.updated_at.set(clock.iso())]
     actions.append(cls.external_id.set(user.external_id) if user.external_id else cls.external_id.remove())
@@ -195,12 +214,10 @@ def _save(caller: ScimCaller, rec: ScimUserAttrs, user: Any) -> ScimUserAttrs:
         if current.version != rec.version:
             raise protocol.error(412, None, "The user changed meanwhile; read it again.") from None
         raise _uniqueness("A user with this userName already exists in this workspace.") from None
+    if active and account is not None:
+        _activate(caller, rec.user_id, account.email)  # also a user whose first address just arrived
     if active != bool(rec.active):
-        if active:
-            account = accounts.get_user(rec.user_id)
-            if account is not None:
-                _activate(caller, rec.user_id, account.email)
-        else:
+        if not active:
             _deactivate(caller, rec.user_id)
         audit.append(region, ws, "scim.user_activated" if active else "scim.user_deactivated", actor=caller.actor,
                      target={"type": "user", "id": rec.user_id})

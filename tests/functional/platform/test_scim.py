@@ -132,8 +132,6 @@ def test_bad_input_changes_nothing(tenant: Tenant) -> None:
         assert status == 400 and body["scimType"] == "invalidSyntax"
         status, body, _ = scim(c, tenant, token, "POST", "/Users", {"schemas": USER["schemas"], "active": True})
         assert status == 400 and body["scimType"] == "invalidValue"
-        status, body, _ = scim(c, tenant, token, "POST", "/Users", {**USER, "userName": "no-address", "emails": []})
-        assert status == 400 and body["scimType"] == "invalidValue"
         status, body, _ = scim(c, tenant, token, "POST", "/Users", {**USER, "emails": "x"})
         assert status == 400
         assert scim(c, tenant, token, "GET", "/Users")[1]["totalResults"] == 0
@@ -155,3 +153,21 @@ def test_discovery(tenant: Tenant) -> None:
         status, schemas, _ = scim(c, tenant, token, "GET", "/Schemas")
         assert "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User" in {s["id"] for s in schemas["Resources"]}
         assert scim(c, tenant, token, "GET", "/Schemas/urn:ietf:params:scim:schemas:core:2.0:Group")[0] == 200
+
+
+def test_a_user_without_an_address_joins_when_one_arrives(tenant: Tenant) -> None:
+    with Client(APP) as c:
+        token = scim_token(c, tenant)
+        status, user, _ = scim(c, tenant, token, "POST", "/Users", {**USER, "userName": "ada", "emails": []})
+        assert status == 201 and user["active"] is True
+        assert membership(tenant.workspace_id, user["id"]) is None  # no address: no account, no sign-in
+        patch = {"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+                 "Operations": [{"op": "add", "path": "emails", "value": [{"value": "ada@acme.example.com"}]}]}
+        assert scim(c, tenant, token, "PATCH", f"/Users/{user['id']}", patch)[0] == 200
+        assert membership(tenant.workspace_id, user["id"]).email == "ada@acme.example.com"
+        status, other, _ = scim(c, tenant, token, "POST", "/Users", {**USER, "userName": "eve", "emails": []})
+        patch["Operations"][0]["value"] = [{"value": tenant.email}]  # someone else's address
+        status, body, _ = scim(c, tenant, token, "PATCH", f"/Users/{other['id']}", patch)
+        assert status == 409 and body["scimType"] == "uniqueness"
+        assert membership(tenant.workspace_id, other["id"]) is None
+        assert "emails" not in scim(c, tenant, token, "GET", f"/Users/{other['id']}")[1]
