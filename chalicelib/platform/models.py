@@ -131,8 +131,11 @@ class ScimUserAttrs(DirectoryAttrs):
     user_id = UnicodeAttribute()
     user_name = UnicodeAttribute()
     external_id = UnicodeAttribute(null=True)
-    active = BooleanAttribute(default=True)
+    active = BooleanAttribute(null=True)  # absent: unassigned, which counts as active
     resource = UnicodeAttribute(default="{}")  # JSON: the SCIM attributes beyond the ones above
+    # the groups of a provisioned user that is no member now (deactivated, or no address yet): they move
+    # to the membership when it is made, and back here when it is removed (each edge in one place)
+    groups = UnicodeSetAttribute(null=True)
     version = NumberAttribute(default=1)
     created_at = UnicodeAttribute()
     updated_at = UnicodeAttribute()

@@ -1,9 +1,10 @@
 """SCIM Groups: the workspace groups (``platform/workspaces/groups.py``) as SCIM resources.
 
 A group the provider creates is a workspace group with ``source`` scim (REST then leaves it to the
-provider). Its ``members`` are users of the workspace: a value naming anyone else (an unknown id, or a
-provisioned user that is deactivated and so not a member) is skipped, since only a member can hold what a
-group grants. Entra ID's ``remove`` of ``members`` with a ``value`` list removes those members.
+provider). Its ``members`` are provisioned users or workspace members; a provisioned user that is no member
+now (deactivated, or sent without an address) stays in its groups, which grant it nothing until it is a
+member again (``workspaces/groups.py`` keeps those edges on its SCIM record). Entra ID's ``remove`` of
+``members`` with a ``value`` list removes those members.
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from pydantic import ValidationError
 from scim2_models import Context, Group, PatchOp, SCIMException
 
 from chalicelib.core.http.errors import ApiError
-from chalicelib.core.tenancy import MembershipAttrs
 from chalicelib.platform.models import GroupAttrs
 from chalicelib.platform.scim import protocol
 from chalicelib.platform.scim.tokens import ScimCaller
@@ -34,21 +34,34 @@ def get_group(caller: ScimCaller, group_id: str) -> GroupAttrs:
         raise not_found() from None
 
 
-def resource(caller: ScimCaller, g: GroupAttrs, members: list[MembershipAttrs] | None) -> dict[str, Any]:
+def resource(caller: ScimCaller, g: GroupAttrs, members: list[tuple[str, str]] | None) -> dict[str, Any]:
+    """The SCIM Group; ``members`` as (user id, display) pairs (None: left out)."""
     base = protocol.base_url(caller.scope.workspace_id)
     data: dict[str, Any] = {"schemas": [GROUP_SCHEMA], "id": g.group_id, "displayName": g.name}
     if g.external_id:
         data["externalId"] = g.external_id
     if members is not None:
-        data["members"] = [{"value": m.user_id, "display": m.email, "type": "User", "$ref": f"{base}/Users/{m.user_id}"}
-                           for m in sorted(members, key=lambda m: m.user_id)]
+        data["members"] = [{"value": uid, "display": shown, "type": "User", "$ref": f"{base}/Users/{uid}"}
+                           for uid, shown in sorted(members)]
     data["meta"] = {"resourceType": "Group", "created": g.created_at, "lastModified": g.updated_at,
                     "location": f"{base}/Groups/{g.group_id}", "version": protocol.etag(g.version)}
     return data
 
 
-def _members(caller: ScimCaller, g: GroupAttrs) -> list[MembershipAttrs]:
-    return groups.members_by_group(caller.scope.workspace_id).get(g.group_id, [])
+def _all_members(caller: ScimCaller) -> dict[str, list[tuple[str, str]]]:
+    """group id -> (user id, display) of every member: workspace members, and provisioned users that are
+    none now (deactivated; they hold nothing until they are members again)."""
+    ws = caller.scope.workspace_id
+    out: dict[str, list[tuple[str, str]]] = {}
+    for gid, found in groups.members_by_group(ws).items():
+        out.setdefault(gid, []).extend((m.user_id, m.email) for m in found)
+    for gid, recs in groups.pending_members(ws).items():
+        out.setdefault(gid, []).extend((r.user_id, r.user_name) for r in recs)
+    return out
+
+
+def _members(caller: ScimCaller, g: GroupAttrs) -> list[tuple[str, str]]:
+    return _all_members(caller).get(g.group_id, [])
 
 
 def read(caller: ScimCaller, g: GroupAttrs, query: dict[str, str] | None = None) -> dict[str, Any]:
@@ -129,7 +142,7 @@ def replace(caller: ScimCaller, group_id: str, payload: Any, if_match: str | Non
     g = get_group(caller, group_id)
     protocol.check_if_match(if_match, g.version)
     group = _validate(payload, Context.RESOURCE_REPLACEMENT_REQUEST)
-    return _apply(caller, g, group, {m.user_id for m in _members(caller, g)})
+    return _apply(caller, g, group, {uid for uid, _ in _members(caller, g)})
 
 
 def _member_removals(payload: Any) -> Any:
@@ -154,7 +167,7 @@ def _member_removals(payload: Any) -> Any:
 def patch(caller: ScimCaller, group_id: str, payload: Any, if_match: str | None) -> GroupAttrs:
     g = get_group(caller, group_id)
     protocol.check_if_match(if_match, g.version)
-    current = {m.user_id for m in _members(caller, g)}
+    current = {uid for uid, _ in _members(caller, g)}
     data = resource(caller, g, [])
     data["members"] = [{"value": v} for v in sorted(current)]
     data.pop("meta")
@@ -190,7 +203,7 @@ def search(caller: ScimCaller, query: dict[str, str]) -> dict[str, Any]:
         found = groups.all_groups(ws)
     found.sort(key=lambda g: g.group_id)
     without = protocol.excluded(query, "members")
-    by_group = {} if without or not found else groups.members_by_group(ws)
+    by_group = {} if without or not found else _all_members(caller)
     resources = [resource(caller, g, None if without else by_group.get(g.group_id, [])) for g in found]
     if flt is not None and not eq:
         resources = [r for r in resources if _matches(flt, r)]

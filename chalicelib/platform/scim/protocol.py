@@ -153,3 +153,60 @@ def without_foreign_schemas(payload: Any, known: tuple[str, ...]) -> Any:
         return payload
     kept = [s for s in payload["schemas"] if s in known or (isinstance(s, str) and s in payload)]
     return {**payload, "schemas": kept or list(known[:1])}
+
+
+def _names(raw: str | None, core: str) -> list[str]:
+    """Attribute names of ``attributes``/``excludedAttributes``, lower-cased, the core schema's URN prefix
+    dropped (``urn:...:core:2.0:User:userName`` is ``username``)."""
+    out = []
+    for part in (raw or "").split(","):
+        name = part.strip()
+        if name.lower().startswith(core.lower() + ":"):
+            name = name[len(core) + 1:]
+        if name:
+            out.append(name.lower())
+    return out
+
+
+def _split(name: str, data: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(top-level key of ``data``, sub-attribute) named by ``name``: ``name.givenName``, or an extension's
+    ``urn:...:User:department`` (its URN is the top-level key)."""
+    for key in data:
+        k = key.lower()
+        if name == k:
+            return key, None
+        if name.startswith(k + ":") or name.startswith(k + "."):
+            return key, name[len(k) + 1:]
+    return None, None
+
+
+ALWAYS = ("schemas", "id")
+
+
+def project(data: dict[str, Any], query: dict[str, str], core: str) -> dict[str, Any]:
+    """A resource cut to ``attributes`` (plus what is always returned), or without ``excludedAttributes``
+    (RFC 7644 section 3.4.2.5); names are case-insensitive."""
+    wanted, dropped = _names(query.get("attributes"), core), _names(query.get("excludedAttributes"), core)
+    if wanted:
+        out: dict[str, Any] = {k: v for k, v in data.items() if k in ALWAYS}
+        for name in wanted:
+            key, sub = _split(name, data)
+            if key is None:
+                continue
+            if sub is None or not isinstance(data[key], dict):
+                out[key] = data[key]
+            else:
+                inner = {k: v for k, v in data[key].items() if k.lower() == sub}
+                if inner:
+                    out.setdefault(key, {}).update(inner)
+        return out
+    out = dict(data)
+    for name in dropped:
+        key, sub = _split(name, out)
+        if key is None or key in ALWAYS:
+            continue
+        if sub is None:
+            out.pop(key)
+        elif isinstance(out[key], dict):
+            out[key] = {k: v for k, v in out[key].items() if k.lower() != sub}
+    return out

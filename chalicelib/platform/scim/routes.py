@@ -63,15 +63,46 @@ def get_resource_type(ctx: Ctx, workspace_id: str, type_id: str) -> Response:
     raise protocol.error(404, None, "No such resource type.")
 
 
-def _user(c: tokens.ScimCaller, rec: Any, status: int = 200) -> Response:
+USER_CORE = "urn:ietf:params:scim:schemas:core:2.0:User"
+GROUP_CORE = "urn:ietf:params:scim:schemas:core:2.0:Group"
+
+
+def _list(found: dict[str, Any], query: dict[str, str], core: str) -> Response:
+    found["Resources"] = [protocol.project(r, query, core) for r in found["Resources"]]
+    return protocol.respond(found)
+
+
+def _search_query(ctx: Ctx) -> dict[str, str]:
+    """A ``POST .search`` body (RFC 7644 section 3.4.3) as the query parameters of a GET."""
+    body = _body(ctx)
+    if not isinstance(body, dict):
+        raise protocol.error(400, "invalidSyntax", "The request body must be a JSON object.")
+    out: dict[str, str] = {}
+    for key in ("filter", "startIndex", "count", "attributes", "excludedAttributes"):
+        value = body.get(key)
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        if value is not None:
+            out[key] = str(value)
+    return out
+
+
+def _user(c: tokens.ScimCaller, rec: Any, status: int = 200, query: dict[str, str] | None = None) -> Response:
     data = users.resource(c, rec)
-    return protocol.respond(data, status, etag=data["meta"]["version"],
+    return protocol.respond(protocol.project(data, query or {}, USER_CORE), status, etag=data["meta"]["version"],
                             location=data["meta"]["location"] if status == 201 else None)
 
 
 @api.route(BASE + "/Users", **_KW)
 def list_users(ctx: Ctx, workspace_id: str) -> Response:
-    return protocol.respond(users.search(_caller(ctx, workspace_id), ctx.query))
+    return _list(users.search(_caller(ctx, workspace_id), ctx.query), ctx.query, USER_CORE)
+
+
+@api.route(BASE + "/Users/.search", methods=["POST"], **_KW)
+def search_users(ctx: Ctx, workspace_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    query = _search_query(ctx)
+    return _list(users.search(c, query), query, USER_CORE)
 
 
 @api.route(BASE + "/Users", methods=["POST"], **_KW)
@@ -83,7 +114,7 @@ def create_user(ctx: Ctx, workspace_id: str) -> Response:
 @api.route(BASE + "/Users/{user_id}", **_KW)
 def get_user(ctx: Ctx, workspace_id: str, user_id: str) -> Response:
     c = _caller(ctx, workspace_id)
-    return _user(c, users.get_record(c, user_id))
+    return _user(c, users.get_record(c, user_id), query=ctx.query)
 
 
 @api.route(BASE + "/Users/{user_id}", methods=["PUT"], **_KW)
@@ -107,13 +138,20 @@ def delete_user(ctx: Ctx, workspace_id: str, user_id: str) -> Response:
 
 def _group(c: tokens.ScimCaller, g: Any, status: int = 200, query: dict[str, str] | None = None) -> Response:
     data = groups.read(c, g, query)
-    return protocol.respond(data, status, etag=data["meta"]["version"],
+    return protocol.respond(protocol.project(data, query or {}, GROUP_CORE), status, etag=data["meta"]["version"],
                             location=data["meta"]["location"] if status == 201 else None)
 
 
 @api.route(BASE + "/Groups", **_KW)
 def list_groups(ctx: Ctx, workspace_id: str) -> Response:
-    return protocol.respond(groups.search(_caller(ctx, workspace_id), ctx.query))
+    return _list(groups.search(_caller(ctx, workspace_id), ctx.query), ctx.query, GROUP_CORE)
+
+
+@api.route(BASE + "/Groups/.search", methods=["POST"], **_KW)
+def search_groups(ctx: Ctx, workspace_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    query = _search_query(ctx)
+    return _list(groups.search(c, query), query, GROUP_CORE)
 
 
 @api.route(BASE + "/Groups", methods=["POST"], **_KW)

@@ -29,16 +29,16 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import email as valid_email
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store.tables import connection
-from chalicelib.core.tenancy import membership
+from chalicelib.core.tenancy import forget_scopes, membership, memberships
 from chalicelib.identity import users as accounts
 from chalicelib.platform.models import ScimUserAttrs, name_claims, scim_users
 from chalicelib.platform.scim import protocol
 from chalicelib.platform.scim.tokens import ScimCaller
-from chalicelib.platform.workspaces import members
+from chalicelib.platform.workspaces import groups, members
 from chalicelib.platform.workspaces.service import adjust_member_count
 
 ScimUser = User[EnterpriseUser]
-USER_PREFIX = "user#"
+USER_PREFIX = groups.SCIM_USER_PREFIX
 SCHEMAS = ("urn:ietf:params:scim:schemas:core:2.0:User", "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User")
 NAME_PREFIX = "uname#"
 _STORED_OUT = ("id", "meta", "groups", "password")
@@ -99,10 +99,12 @@ def _account(user_id: str, address: str | None) -> Any:
 def resource(caller: ScimCaller, rec: ScimUserAttrs, with_groups: bool = True) -> dict[str, Any]:
     """The SCIM resource; ``groups`` (read-only, from the membership) only on single reads."""
     data = json.loads(rec.resource or "{}")
-    data.update({"id": rec.user_id, "userName": rec.user_name, "active": bool(rec.active)})
+    data.update({"id": rec.user_id, "userName": rec.user_name})
+    if rec.active is not None:
+        data["active"] = bool(rec.active)
     if rec.external_id:
         data["externalId"] = rec.external_id
-    m = membership(caller.scope.workspace_id, rec.user_id) if rec.active and with_groups else None
+    m = membership(caller.scope.workspace_id, rec.user_id) if rec.active is not False and with_groups else None
     groups = sorted((m.groups or ()) if m is not None else ())
     if groups:
         data["groups"] = [{"value": g, "type": "direct"} for g in groups]
@@ -147,7 +149,7 @@ def create(caller: ScimCaller, payload: Any) -> ScimUserAttrs:
     user_id = account.id if account is not None else new_id("usr")
     now = clock.iso()
     rec = cls(ws, USER_PREFIX + user_id, user_id=user_id, user_name=str(user.user_name).strip(),
-              external_id=user.external_id or None, active=user.active is not False,
+              external_id=user.external_id or None, active=user.active,
               resource=json.dumps(_stored(user)), version=1, created_at=now, updated_at=now)
     try:
         with TransactWrite(connection=connection(region)) as tx:
@@ -158,13 +160,14 @@ def create(caller: ScimCaller, payload: Any) -> ScimUserAttrs:
                           "e-mail address).") from None
     audit.append(region, ws, "scim.user_provisioned", actor=caller.actor,
                  target={"type": "user", "id": user_id, **({"email": account.email} if account else {})},
-                 details={"active": bool(rec.active), "has_address": account is not None}, caller=None)
-    if rec.active and account is not None:
+                 details={"active": rec.active is not False, "has_address": account is not None}, caller=None)
+    if rec.active is not False and account is not None:
         _activate(caller, account.id, account.email)
     return rec
 
 
 def _activate(caller: ScimCaller, user_id: str, email: str) -> None:
+    """Make the user a Member; the groups its record held while it was none move to the membership."""
     ws, region = caller.scope.workspace_id, caller.scope.region or ""
     if membership(ws, user_id) is not None:
         return
@@ -174,17 +177,31 @@ def _activate(caller: ScimCaller, user_id: str, email: str) -> None:
     except TransactWriteError:
         return  # joined meanwhile
     adjust_member_count(ws, 1)
+    rec = scim_users(region).get(ws, USER_PREFIX + user_id, consistent_read=True)
+    if rec.groups:
+        mcls = memberships(region)
+        with TransactWrite(connection=connection(region)) as tx:
+            tx.update(mcls(ws, user_id), actions=[mcls.groups.add(set(rec.groups))], condition=mcls.user_id.exists())
+            tx.update(rec, actions=[type(rec).groups.remove()])
+        forget_scopes()
     audit.append(region, ws, "member.joined", actor=caller.actor, target={"type": "user", "id": user_id, "email": email},
                  details={"via": "scim", "role": Role.MEMBER.value})
 
 
 def _deactivate(caller: ScimCaller, user_id: str) -> None:
-    ws = caller.scope.workspace_id
-    if membership(ws, user_id) is None:
+    """Remove the membership; its groups go back to the user's SCIM record (they grant nothing there)."""
+    ws, region = caller.scope.workspace_id, caller.scope.region or ""
+    m = membership(ws, user_id)
+    if m is None:
         return
+    cls = scim_users(region)
+    if m.groups:
+        cls(ws, USER_PREFIX + user_id).update(actions=[cls.groups.set(set(m.groups))])
     try:
         members.remove_member(ws, user_id, actor=caller.actor)
     except ApiError as err:
+        if m.groups:
+            cls(ws, USER_PREFIX + user_id).update(actions=[cls.groups.remove()])
         if err.code == "last_admin":
             raise protocol.error(409, "mutability", "This user is the workspace's last Admin: make another member "
                                                     "Admin before deactivating it.") from None
@@ -200,7 +217,8 @@ def _save(caller: ScimCaller, rec: ScimUserAttrs, user: Any) -> ScimUserAttrs:
     new_name = str(user.user_name).strip()
     active = user.active is not False
     account = _account(rec.user_id, _email_of(user)) if active else None  # before the write: a 409 changes nothing
-    actions = [cls.user_name.set(new_name), cls.active.set(active), cls.resource.set(json.dumps(_stored(user))),
+    actions = [cls.user_name.set(new_name), cls.resource.set(json.dumps(_stored(user))),
+               cls.active.set(user.active) if user.active is not None else cls.active.remove(),
                cls.version.add(1), cls.updated_at.set(clock.iso())]
     actions.append(cls.external_id.set(user.external_id) if user.external_id else cls.external_id.remove())
     try:
@@ -216,7 +234,7 @@ def _save(caller: ScimCaller, rec: ScimUserAttrs, user: Any) -> ScimUserAttrs:
         raise _uniqueness("A user with this userName already exists in this workspace.") from None
     if active and account is not None:
         _activate(caller, rec.user_id, account.email)  # also a user whose first address just arrived
-    if active != bool(rec.active):
+    if active != (rec.active is not False):
         if not active:
             _deactivate(caller, rec.user_id)
         audit.append(region, ws, "scim.user_activated" if active else "scim.user_deactivated", actor=caller.actor,

@@ -24,9 +24,10 @@ from chalicelib.core.http.validation import F
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store.tables import connection
 from chalicelib.core.tenancy import MembershipAttrs, forget_scopes, memberships, region_of
-from chalicelib.platform.models import GroupAttrs, groups_table, name_claims
+from chalicelib.platform.models import GroupAttrs, ScimUserAttrs, groups_table, name_claims, scim_users
 
 GROUP_PREFIX = "grp#"
+SCIM_USER_PREFIX = "user#"  # platform/scim/users.py: a provisioned user's record
 NAME_PREFIX = "gname#"
 MAX_NAME = 200
 MAX_DESCRIPTION = 1000
@@ -152,6 +153,8 @@ def delete_group(workspace_id: str, group: GroupAttrs, *, actor: audit.Actor, ca
     mcls = memberships(region)
     for m in _members_query(workspace_id, group.group_id):
         m.update(actions=[mcls.groups.delete({group.group_id})])
+    for rec in pending_members(workspace_id).get(group.group_id, []):
+        rec.update(actions=[type(rec).groups.delete({group.group_id})])
     forget_scopes()
     audit.append(region, workspace_id, "group.deleted", actor=actor, target={"type": "group", "id": group.group_id},
                  details={"name": group.name}, caller=caller)
@@ -186,23 +189,46 @@ def list_members(workspace_id: str, group_id: str, limit: int, after: str | None
     return {"members": [{"user_id": m.user_id, "email": m.email, "role": m.role} for m in out.pop("_items")], **out}
 
 
-def _change(workspace_id: str, group: GroupAttrs, user_id: str, add: bool) -> bool:
-    """Add (or remove) one member in one transaction with the group's version bump; False when nothing
-    changed. 404 when the user is not a member of the workspace."""
+def _holder(workspace_id: str, user_id: str) -> MembershipAttrs | ScimUserAttrs:
+    """Where the user's group edges live: the membership, else (a provisioned user that is no member
+    now) its SCIM record; 404 for anyone else."""
     region = region_of(workspace_id)
-    mcls, gcls = memberships(region), groups_table(region)
     if not is_id(user_id, "usr"):
         raise not_found("member")
     try:
-        m = mcls.get(workspace_id, user_id, consistent_read=True)
-    except mcls.DoesNotExist:
+        return memberships(region).get(workspace_id, user_id, consistent_read=True)
+    except DoesNotExist:
+        pass
+    try:
+        return scim_users(region).get(workspace_id, SCIM_USER_PREFIX + user_id, consistent_read=True)
+    except DoesNotExist:
         raise not_found("member") from None
+
+
+def pending_members(workspace_id: str) -> dict[str, list[ScimUserAttrs]]:
+    """group id -> the provisioned users in it that are no member now (SCIM shows them; they hold nothing)."""
+    cls = scim_users(region_of(workspace_id))
+    out: dict[str, list[ScimUserAttrs]] = {}
+    for rec in cls.query(workspace_id, cls.key.startswith(SCIM_USER_PREFIX), filter_condition=cls.groups.exists(),
+                         consistent_read=True):
+        for gid in rec.groups or ():
+            out.setdefault(gid, []).append(rec)
+    return out
+
+
+def _change(workspace_id: str, group: GroupAttrs, user_id: str, add: bool) -> bool:
+    """Add (or remove) one member in one transaction with the group's version bump; False when nothing
+    changed. 404 when the user is neither a member of the workspace nor provisioned there."""
+    region = region_of(workspace_id)
+    gcls = groups_table(region)
+    m = _holder(workspace_id, user_id)
     if (group.group_id in (m.groups or ())) == add:
         return False
+    mcls = type(m)
     action = mcls.groups.add({group.group_id}) if add else mcls.groups.delete({group.group_id})
     try:
         with TransactWrite(connection=connection(region)) as tx:
-            tx.update(m, actions=[action], condition=mcls.user_id.exists())
+            tx.update(m, actions=[action], condition=mcls.workspace_id.exists())
             tx.update(group, actions=[gcls.version.add(1), gcls.updated_at.set(clock.iso())],
                       condition=gcls.key.exists())
     except TransactWriteError:

@@ -171,3 +171,27 @@ def test_a_user_without_an_address_joins_when_one_arrives(tenant: Tenant) -> Non
         assert status == 409 and body["scimType"] == "uniqueness"
         assert membership(tenant.workspace_id, other["id"]) is None
         assert "emails" not in scim(c, tenant, token, "GET", f"/Users/{other['id']}")[1]
+
+
+def test_a_deactivated_user_keeps_its_groups_and_regains_them(tenant: Tenant) -> None:
+    with Client(APP) as c:
+        token = scim_token(c, tenant)
+        user = scim(c, tenant, token, "POST", "/Users", USER)[1]
+        group = scim(c, tenant, token, "POST", "/Groups", {"schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
+                                                            "displayName": "Eng", "members": [{"value": user["id"]}]})[1]
+        assert group["members"][0]["value"] == user["id"]
+        off = {"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+               "Operations": [{"op": "replace", "path": "active", "value": False}]}
+        assert scim(c, tenant, token, "PATCH", f"/Users/{user['id']}", off)[0] == 200
+        assert membership(tenant.workspace_id, user["id"]) is None
+        assert [m["value"] for m in scim(c, tenant, token, "GET", f"/Groups/{group['id']}")[1]["members"]] == [user["id"]]
+        off["Operations"][0]["value"] = True
+        assert scim(c, tenant, token, "PATCH", f"/Users/{user['id']}", off)[0] == 200
+        assert membership(tenant.workspace_id, user["id"]).groups == {group["id"]}
+        status, found, _ = scim(c, tenant, token, "POST", "/Users/.search",
+                                {"schemas": ["urn:ietf:params:scim:api:messages:2.0:SearchRequest"],
+                                 "filter": 'userName eq "ada@acme.example.com"', "attributes": ["userName"]})
+        assert status == 200 and found["Resources"] == [{"schemas": user["schemas"], "id": user["id"],
+                                                         "userName": "ada@acme.example.com"}]
+        status, got, _ = scim(c, tenant, token, "GET", f"/Users/{user['id']}?excludedAttributes=emails,name")
+        assert "emails" not in got and got["userName"] == "ada@acme.example.com"

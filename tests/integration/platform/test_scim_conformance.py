@@ -26,6 +26,8 @@ def test_scim2_tester_finds_no_error(platform: RunningPlatform) -> None:
                        headers={"Authorization": f"Bearer {created['token']}"}) as http:
         results = check_server(SyncSCIMClient(http), raise_exceptions=False)
     failed = [(x.title, x.resource_type, x.reason) for x in results if x.status in FAILED]
+    for f in failed:
+        print("SCIMFAIL", f)
     assert results and not failed, failed
     requests.delete(f"{platform.urls['platform']}/workspaces/{ws}/scim/tokens/{created['id']}",
                     headers={"Authorization": f"Bearer {api_token}"}, timeout=30)
