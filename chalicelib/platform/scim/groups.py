@@ -126,7 +126,7 @@ def create(caller: ScimCaller, payload: Any) -> GroupAttrs:
 def _apply(caller: ScimCaller, g: GroupAttrs, group: Any, current: set[str]) -> GroupAttrs:
     ws = caller.scope.workspace_id
     try:
-        g = groups.update_group(ws, g, name=group.display_name, external_id=group.external_id or None,
+        g = groups.update_group(ws, g, name=group.display_name, external_id=group.external_id or "",
                                 actor=caller.actor)
     except ApiError as err:
         if err.code == "group_name_taken":

@@ -7,6 +7,7 @@ from typing import Any
 from chalice import Response
 
 from chalicelib.core.http.api import Api, Ctx
+from chalicelib.core.http.errors import ApiError
 from chalicelib.platform.scim import discovery, groups, protocol, tokens, users
 
 api = Api("platform")
@@ -85,6 +86,29 @@ def _search_query(ctx: Ctx) -> dict[str, str]:
         if value is not None:
             out[key] = str(value)
     return out
+
+
+@api.route(BASE + "/.search", methods=["POST"], **_KW)
+def search_all(ctx: Ctx, workspace_id: str) -> Response:
+    """A search over Users and Groups (RFC 7644 section 3.4.3): a filter naming an attribute one type lacks
+    matches none of that type; users come first, each type in id order."""
+    c = _caller(ctx, workspace_id)
+    query = _search_query(ctx)
+    page = protocol.page_of(query)
+    whole = {**query, "startIndex": "1", "count": str(protocol.MAX_COUNT)}
+    found: list[dict[str, Any]] = []
+    refused: list[ApiError] = []
+    for search, core in ((users.search, USER_CORE), (groups.search, GROUP_CORE)):
+        try:
+            found += [protocol.project(r, query, core) for r in search(c, whole)["Resources"]]
+        except ApiError as err:
+            if err.code != "invalidFilter":
+                raise
+            refused.append(err)
+    if len(refused) == 2:
+        raise refused[0]
+    chosen = found[page.start - 1: page.start - 1 + page.count]
+    return protocol.respond(protocol.list_response(chosen, len(found), page))
 
 
 def _user(c: tokens.ScimCaller, rec: Any, status: int = 200, query: dict[str, str] | None = None) -> Response:

@@ -117,8 +117,8 @@ def update_group(workspace_id: str, group: GroupAttrs, *, name: str | None = Non
     if description is not None and description != group.description:
         actions.append(cls.description.set(description))
         changes["description"] = True
-    if external_id is not None and external_id != group.external_id:
-        actions.append(cls.external_id.set(external_id))
+    if external_id is not None and external_id != (group.external_id or ""):  # "": remove it
+        actions.append(cls.external_id.set(external_id) if external_id else cls.external_id.remove())
     renamed = name is not None and name.strip() != group.name
     if renamed:
         assert name is not None
