@@ -56,13 +56,13 @@ def render_error(err: ApiError) -> Response:
     scim_type = err.extra.get("scimType") or _SCIM_TYPES.get(err.code)
     if scim_type:
         body["scimType"] = scim_type
-    return Response(body=json.dumps(body), status_code=err.status,
-                    headers={"Content-Type": SCIM_JSON, "Cache-Control": "no-store",
-                             correlation.HEADER: correlation.current(), **err.headers})
+    headers: dict[str, str | list[str]] = {"Content-Type": SCIM_JSON, "Cache-Control": "no-store",
+                                           correlation.HEADER: correlation.current(), **err.headers}
+    return Response(body=json.dumps(body), status_code=err.status, headers=headers)
 
 
 def respond(body: Any, status: int = 200, etag: str | None = None, location: str | None = None) -> Response:
-    headers = {"Content-Type": SCIM_JSON, "Cache-Control": "no-store"}
+    headers: dict[str, str | list[str]] = {"Content-Type": SCIM_JSON, "Cache-Control": "no-store"}
     if etag:
         headers["ETag"] = etag
     if location:
@@ -70,11 +70,11 @@ def respond(body: Any, status: int = 200, etag: str | None = None, location: str
     return Response(body=json.dumps(body, separators=(",", ":")), status_code=status, headers=headers)
 
 
-def etag(version: int) -> str:
+def etag(version: float) -> str:
     return f'W/"{int(version)}"'
 
 
-def check_if_match(header: str | None, version: int) -> None:
+def check_if_match(header: str | None, version: float) -> None:
     """412 unless an ``If-Match`` header (when sent) names the resource's current version (or ``*``)."""
     if header is None:
         return
@@ -117,7 +117,7 @@ def parse_filter(model: type, text: str | None) -> Any:
     if len(text) > MAX_FILTER:
         raise error(400, "invalidFilter", f"A filter holds at most {MAX_FILTER} characters.")
     try:
-        return ScimFilter[model](text)  # type: ignore[index]
+        return ScimFilter[model](text)  # type: ignore[index,valid-type]
     except (SCIMException, ValueError) as exc:
         raise error(400, "invalidFilter", f"The filter is not valid: {str(exc)[:200]}") from None
 

@@ -217,7 +217,7 @@ def _save(caller: ScimCaller, rec: ScimUserAttrs, user: Any) -> ScimUserAttrs:
     new_name = str(user.user_name).strip()
     active = user.active is not False
     account = _account(rec.user_id, _email_of(user)) if active else None  # before the write: a 409 changes nothing
-    actions = [cls.user_name.set(new_name), cls.resource.set(json.dumps(_stored(user))),
+    actions: list[Any] = [cls.user_name.set(new_name), cls.resource.set(json.dumps(_stored(user))),
                cls.active.set(user.active) if user.active is not None else cls.active.remove(),
                cls.version.add(1), cls.updated_at.set(clock.iso())]
     actions.append(cls.external_id.set(user.external_id) if user.external_id else cls.external_id.remove())

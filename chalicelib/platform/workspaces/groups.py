@@ -112,7 +112,7 @@ def update_group(workspace_id: str, group: GroupAttrs, *, name: str | None = Non
     """Rename or describe a group (one transaction moves the name claim); bumps its version."""
     region = region_of(workspace_id)
     cls, claims = groups_table(region), name_claims(region)
-    actions = [cls.version.add(1), cls.updated_at.set(clock.iso())]
+    actions: list[Any] = [cls.version.add(1), cls.updated_at.set(clock.iso())]
     changes: dict[str, Any] = {}
     if description is not None and description != group.description:
         actions.append(cls.description.set(description))
