@@ -195,3 +195,15 @@ def test_a_deactivated_user_keeps_its_groups_and_regains_them(tenant: Tenant) ->
                                                          "userName": "ada@acme.example.com"}]
         status, got, _ = scim(c, tenant, token, "GET", f"/Users/{user['id']}?excludedAttributes=emails,name")
         assert "emails" not in got and got["userName"] == "ada@acme.example.com"
+
+
+def test_erasure_removes_the_providers_record(tenant: Tenant) -> None:
+    from chalicelib.residency import erasure
+
+    with Client(APP) as c:
+        token = scim_token(c, tenant)
+        user = scim(c, tenant, token, "POST", "/Users", USER)[1]
+        counts = erasure.erase_in_workspace(tenant.region, tenant.workspace_id, user["id"], "")
+        assert counts["scim_users"] == 1 and counts["memberships"] == 1
+        assert scim(c, tenant, token, "GET", f"/Users/{user['id']}")[0] == 404
+        assert scim(c, tenant, token, "POST", "/Users", USER)[0] == 201  # the userName is free again
