@@ -98,7 +98,6 @@ def _set_members(caller: ScimCaller, g: GroupAttrs, wanted: set[str], current: s
         except ApiError as err:
             if err.status != 404:
                 raise
-        g = groups.get_group(ws, g.group_id)
     for user_id in sorted(wanted - current):
         try:
             groups.add_member(ws, g, user_id, actor=caller.actor)
@@ -107,7 +106,6 @@ def _set_members(caller: ScimCaller, g: GroupAttrs, wanted: set[str], current: s
                 raise
             if err.detail.startswith("The group"):
                 raise not_found() from None
-        g = groups.get_group(ws, g.group_id)
 
 
 def create(caller: ScimCaller, payload: Any) -> GroupAttrs:
@@ -126,8 +124,9 @@ def create(caller: ScimCaller, payload: Any) -> GroupAttrs:
 def _apply(caller: ScimCaller, g: GroupAttrs, group: Any, current: set[str]) -> GroupAttrs:
     ws = caller.scope.workspace_id
     try:
-        g = groups.update_group(ws, g, name=group.display_name, external_id=group.external_id or "",
-                                actor=caller.actor)
+        if group.display_name.strip() != g.name or (group.external_id or "") != (g.external_id or ""):
+            g = groups.update_group(ws, g, name=group.display_name, external_id=group.external_id or "",
+                                    actor=caller.actor)
     except ApiError as err:
         if err.code == "group_name_taken":
             raise protocol.error(409, "uniqueness", "A group with this displayName already exists.") from None
