@@ -28,6 +28,7 @@ MODULES: tuple[str, ...] = (
     "bench_signin",
     "bench_passkeys_sso",
     "bench_platform",
+    "bench_scim",
     "bench_catalog",
     "bench_packaging",
     "bench_audit",

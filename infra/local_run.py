@@ -163,6 +163,11 @@ def _request_handler(group: str | None = None) -> type:
                 status, headers, body = deep_not_found_page([f"{app_url.scheme}://{app_url.netloc}"])
                 return self._send_http_response(status, headers, body)
             response = unknown_route_response(self.headers.get("x-correlation-id"))
+            if group == "platform" and self.path.startswith("/scim/"):  # SCIM clients expect SCIM's error shape
+                from chalicelib.core.http.api import UNKNOWN_ROUTE
+                from chalicelib.platform.scim.protocol import render_error
+
+                response = render_error(UNKNOWN_ROUTE)
             self._send_http_response(response.status_code, dict(response.headers), response.body)
 
     return Handler

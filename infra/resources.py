@@ -171,6 +171,9 @@ TABLES: tuple[Table, ...] = (
           purpose="cross-region DR per workspace: secondary region, checkpoint time, last run's counts (no content)"),
     Table("request_counters", REGIONAL, "key", attributes={"key": "S"}, ttl="expires_at",
           purpose="API request counts per workspace and token (digests) in one-minute windows"),
+    Table("directory", REGIONAL, "workspace_id", "key", attributes={"workspace_id": "S", "key": "S"},
+          purpose="a workspace's groups, its SCIM-provisioned users, their name claims and its SCIM tokens "
+                  "(hashed); group membership itself is on the memberships"),
 )
 
 QUEUES: tuple[Queue, ...] = (

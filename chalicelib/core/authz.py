@@ -79,6 +79,9 @@ class Principal:
     # datasets its builder ticked). It narrows the dataset ACL (``catalog.can_read``), never widens it;
     # an empty set reads nothing. ``None``: every dataset the ACL lets the user read.
     datasets: frozenset[str] | None = None
+    # The workspace groups the caller belongs to now (``grp_...`` ids, from the live membership): ACLs,
+    # dataset grants and model allow-lists match ``group:<id>`` entries against them like user entries.
+    groups: frozenset[str] = frozenset()
 
     def can(self, permission: str) -> bool:
         if permission == AUTHENTICATED:

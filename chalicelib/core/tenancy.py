@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import DoesNotExist
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
@@ -126,6 +126,9 @@ class MembershipAttrs(_ForgetsOnWrite):
     joined_at = UnicodeAttribute()
     joined_via = UnicodeAttribute(default="created")  # created | invitation | domain_join | seed
     role_since = UnicodeAttribute(null=True)  # when ``role`` was last set (absent: since ``joined_at``)
+    # the workspace groups (``grp_...``) the member belongs to: the one home of group membership, read with
+    # the role on every request (``live_principal``), so a change applies to the next request
+    groups = UnicodeSetAttribute(null=True)
     by_user = _ByUser()
 
 
@@ -194,7 +197,7 @@ def live_principal(principal: Principal) -> Principal:
     if not mfa_used(principal.amr) and get_workspace(principal.workspace_id).enforce_mfa:
         raise ApiError(403, "mfa_required", "This workspace requires multi-factor authentication: sign in again "
                                             "with a second factor (API tokens must be created from such a sign-in).")
-    return replace(principal, roles=(m.role,), membership=m)
+    return replace(principal, roles=(m.role,), membership=m, groups=frozenset(m.groups or ()))
 
 
 def require_member(principal: Principal, workspace_id: str) -> MembershipAttrs:

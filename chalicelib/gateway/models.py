@@ -44,7 +44,7 @@ class DatasetAttrs(BaseModel):
     classification = UnicodeAttribute(default="INTERNAL")  # PUBLIC | INTERNAL | CONFIDENTIAL | PII
     schema = UnicodeAttribute(default="[]")  # JSON [{name, type, nullable, classification, policy, description}]
     acl = UnicodeAttribute(default="[]")  # JSON [{type: user|role|group, id}]
-    # JSON {document_id: [{type: role|user, id}]}: per-document ACLs narrowing ``acl`` for those rows
+    # JSON {document_id: [{type: role|user|group, id}]}: per-document ACLs narrowing ``acl`` for those rows
     row_acl = UnicodeAttribute(null=True)
     schema_version = NumberAttribute(default=0)
     schema_drift = UnicodeAttribute(default="[]")  # JSON [{version, at, added, changed}]

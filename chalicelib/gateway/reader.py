@@ -156,9 +156,9 @@ def index_format() -> str:
 
 def _check_acl(acl: Any) -> list[dict[str, str]]:
     if (not isinstance(acl, list) or len(acl) > MAX_ACL_ENTRIES
-            or not all(isinstance(a, dict) and set(a) == {"type", "id"} and a["type"] in ("role", "user")
+            or not all(isinstance(a, dict) and set(a) == {"type", "id"} and a["type"] in catalog.ACL_TYPES
                        and isinstance(a["id"], str) and 1 <= len(a["id"]) <= 64 for a in acl)):
-        raise validation_error([{"field": "acl", "message": "must be a list of {type: role|user, id}"}])
+        raise validation_error([{"field": "acl", "message": "must be a list of {type: role|user|group, id}"}])
     return [{"type": a["type"], "id": a["id"]} for a in acl]
 
 

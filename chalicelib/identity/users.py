@@ -58,10 +58,11 @@ def find_by_email_evenly(email: str) -> UserAttrs | None:
 
 
 def create_user(email: str, *, email_verified: bool = False, display_name: str | None = None,
-                **fields: Any) -> UserAttrs:
-    """Create a user and claim its e-mail atomically; 409 when the address is taken."""
+                user_id: str | None = None, **fields: Any) -> UserAttrs:
+    """Create a user and claim its e-mail atomically; 409 when the address is taken. ``user_id``: an id
+    already handed out for this person (a SCIM-provisioned user whose address arrives later)."""
     address = normalise_email(email)
-    user = users()(new_id("usr"), email=address, email_verified=email_verified,
+    user = users()(user_id or new_id("usr"), email=address, email_verified=email_verified,
                    display_name=display_name, created_at=clock.iso(), **fields)
     claim = global_model(EmailClaimAttrs)(f"email#{address}", user_id=user.id)
     try:

@@ -10,6 +10,7 @@ from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import ROLE_VALUES, Principal
 from chalicelib.core.http.errors import validation_error
+from chalicelib.core.ids import is_id
 from chalicelib.core.tenancy import region_of
 from chalicelib.llm.connections import workspace_registry
 from chalicelib.llm.models import ModelAccessAttrs, model_access
@@ -35,21 +36,26 @@ def allow_list(workspace_id: str) -> dict[str, list[str]]:
     return allow_of(settings_item(workspace_id))
 
 
-def allowed_for(allow: dict[str, list[str]], roles: tuple[str, ...], model_id: str) -> bool:
-    """True when any of ``roles`` may use the model (a role without a list may use all)."""
-    return any(r not in allow or model_id in allow[r] for r in roles)
+def allowed_for(allow: dict[str, list[str]], roles: tuple[str, ...], model_id: str,
+                groups: frozenset[str] = frozenset()) -> bool:
+    """True when any of ``roles`` may use the model (a role without a list may use all), or the list of
+    one of the caller's ``groups`` (key ``group:<id>``) names it: a group's list only adds models."""
+    return any(r not in allow or model_id in allow[r] for r in roles) or \
+        any(model_id in allow.get(f"group:{g}", ()) for g in groups)
 
 
 def set_allow_list(principal: Principal, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
-    """Replace the allow-list: ``{"roles": {"member": ["builtin/extractive"], ...}}`` (``null`` clears a role)."""
+    """Replace the allow-list: ``{"roles": {"member": ["builtin/extractive"], "group:grp_...": [...]}}``
+    (``null`` clears an entry); a group's entry adds models for its members."""
     if not isinstance(body, dict) or set(body) != {"roles"} or not isinstance(body["roles"], dict):
         raise validation_error([{"field": "roles", "message": "must be an object mapping roles to model id lists"}])
     known = {m.id for m in workspace_registry(principal.workspace_id, settings_item(principal.workspace_id)).models}
     allow: dict[str, list[str]] = {}
     errors = []
     for role, ids in body["roles"].items():
-        if role not in ROLE_VALUES:
-            errors.append({"field": f"roles.{str(role)[:32]}", "message": "is not a role"})
+        if role not in ROLE_VALUES and not (isinstance(role, str) and role.startswith("group:")
+                                            and is_id(role[len("group:"):], "grp")):
+            errors.append({"field": f"roles.{str(role)[:32]}", "message": "is not a role or group:<group id>"})
         elif ids is None:
             continue
         elif not isinstance(ids, list) or len(ids) > MAX_MODELS_PER_ROLE or not all(isinstance(i, str) for i in ids):

@@ -65,7 +65,7 @@ def choose(principal: Principal, requested: str, need: Need, reg: Registry | Non
         if region not in spec.regions:
             raise ApiError(422, "model_not_available", f"The model '{spec.id}' has no endpoint in {region}, where "
                            "this workspace's data must stay; choose another model or 'auto'.")
-        if not access.allowed_for(allow, roles, spec.id):
+        if not access.allowed_for(allow, roles, spec.id, principal.groups):
             raise ApiError(422, "model_not_allowed", f"The model '{spec.id}' is not allowed for your role in this "
                            "workspace; choose another model or 'auto'.")
         gap = _capability_gap(spec, need)
@@ -79,7 +79,7 @@ def choose(principal: Principal, requested: str, need: Need, reg: Registry | Non
         if region not in spec.regions:
             outside += 1  # never named: a model without an endpoint here does not exist for this workspace
             continue
-        if not access.allowed_for(allow, roles, spec.id):
+        if not access.allowed_for(allow, roles, spec.id, principal.groups):
             excluded.append({"model": spec.id, "reason": "not allowed for your role"})
             continue
         gap = _capability_gap(spec, need)

@@ -37,7 +37,7 @@ def available(principal: Principal) -> dict[str, Any]:
     allow = access.allow_of(item)
     items = []
     for spec in sorted(reg.in_region(region), key=lambda m: reg.rank(m.id)):
-        if not access.allowed_for(allow, principal.roles, spec.id):
+        if not access.allowed_for(allow, principal.roles, spec.id, principal.groups):
             continue
         restricted = any(r in allow for r in principal.roles)
         items.append({

@@ -108,3 +108,79 @@ class ReplicationStateAttrs(BaseModel):
 
 def replication_states(region: str) -> type[ReplicationStateAttrs]:
     return regional(ReplicationStateAttrs, region)
+
+
+class DirectoryAttrs(BaseModel):
+    """The ``directory`` table of a workspace (regional): one item kind per ``key`` prefix, each a class
+    below. Group membership is not here: it lives on the memberships (``core.tenancy``)."""
+
+    TABLE = "directory"
+    workspace_id = UnicodeAttribute(hash_key=True)
+    key = UnicodeAttribute(range_key=True)
+
+
+class GroupAttrs(DirectoryAttrs):
+    """``grp#<group id>``: a workspace group, made by an Admin (``source`` admin) or by SCIM (scim).
+    ``version`` grows with every change of the group or of its members (the SCIM ETag)."""
+
+    group_id = UnicodeAttribute()
+    name = UnicodeAttribute()
+    description = UnicodeAttribute(default="")
+    source = UnicodeAttribute(default="admin")  # admin | scim
+    external_id = UnicodeAttribute(null=True)
+    version = NumberAttribute(default=1)
+    created_at = UnicodeAttribute()
+    updated_at = UnicodeAttribute()
+
+
+class NameClaimAttrs(DirectoryAttrs):
+    """``gname#<lower-cased group name>`` / ``uname#<lower-cased SCIM userName>`` -> the id holding the
+    name: group names and SCIM user names are unique in a workspace, case-insensitively."""
+
+    owner_id = UnicodeAttribute()
+
+
+class ScimUserAttrs(DirectoryAttrs):
+    """``user#<user id>``: a user the workspace's identity provider provisioned over SCIM. The resource
+    (names, e-mails, enterprise extension) is kept as the provider sent it; ``active`` false means the
+    membership was removed (the record stays so the provider can reactivate it)."""
+
+    user_id = UnicodeAttribute()
+    user_name = UnicodeAttribute()
+    external_id = UnicodeAttribute(null=True)
+    active = BooleanAttribute(null=True)  # absent: unassigned, which counts as active
+    resource = UnicodeAttribute(default="{}")  # JSON: the SCIM attributes beyond the ones above
+    # the groups of a provisioned user that is no member now (deactivated, or no address yet): they move
+    # to the membership when it is made, and back here when it is removed (each edge in one place)
+    groups = UnicodeSetAttribute(null=True)
+    version = NumberAttribute(default=1)
+    created_at = UnicodeAttribute()
+    updated_at = UnicodeAttribute()
+
+
+class ScimTokenAttrs(DirectoryAttrs):
+    """``tok#<token id>``: a workspace SCIM token; only the SHA-256 of its secret is stored."""
+
+    token_id = UnicodeAttribute()
+    name = UnicodeAttribute()
+    secret_hash = UnicodeAttribute()
+    created_at = UnicodeAttribute()
+    created_by = UnicodeAttribute()  # JSON {id, email}
+    last_used_at = UnicodeAttribute(null=True)
+    revoked_at = UnicodeAttribute(null=True)
+
+
+def groups_table(region: str) -> type[GroupAttrs]:
+    return regional(GroupAttrs, region)
+
+
+def name_claims(region: str) -> type[NameClaimAttrs]:
+    return regional(NameClaimAttrs, region)
+
+
+def scim_users(region: str) -> type[ScimUserAttrs]:
+    return regional(ScimUserAttrs, region)
+
+
+def scim_tokens(region: str) -> type[ScimTokenAttrs]:
+    return regional(ScimTokenAttrs, region)

@@ -97,7 +97,14 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
     ws = {"S": workspace_id}
     is_theirs = _Matcher(region, mac, email)
     counts = {"memberships": 0, "chats": 0, "agent_memory": 0, "agent_runs": 0, "invitations": 0,
-              "audit_personal": 0, "idempotency": 0, "lineage_edges": 0, "attributions": 0}
+              "audit_personal": 0, "idempotency": 0, "lineage_edges": 0, "attributions": 0,
+              "scim_users": 0}
+    scim = _ddb(region).delete_item(TableName=aws.table_name("directory"), ReturnValues="ALL_OLD",
+                                    Key={"workspace_id": ws, "key": {"S": f"user#{user_id}"}})
+    if scim.get("Attributes"):  # the provider's record of the user, and its userName claim
+        _delete(region, "directory", {"workspace_id": ws,
+                                      "key": {"S": "uname#" + _s(scim["Attributes"], "user_name").strip().casefold()}})
+        counts["scim_users"] = 1
     got = _ddb(region).delete_item(TableName=aws.table_name("memberships"),
                                    Key={"workspace_id": ws, "user_id": {"S": user_id}}, ReturnValues="ALL_OLD")
     if got.get("Attributes"):

@@ -33,8 +33,9 @@ NOT_BACKED_UP: frozenset[str] = frozenset({"idempotency", "chat_answers", "resto
                                            "catalog_versions", "audit_heads", "request_counters"})
 # backed up but never restored: the audit trail is append-only (the template denies deletes and updates);
 # memberships are who may act now: a restore must neither bring back a removed member nor drop the
-# Admins approving it, and the member count lives in the global directory
-NOT_RESTORED: frozenset[str] = frozenset({"audit_events", "memberships"})
+# Admins approving it, and the member count lives in the global directory; the directory (groups, SCIM
+# users and SCIM tokens) likewise: a restore must not bring back a deleted group or a revoked SCIM token
+NOT_RESTORED: frozenset[str] = frozenset({"audit_events", "memberships", "directory"})
 # bucket -> prefix template of a workspace's objects
 WORKSPACE_PREFIXES: dict[str, str] = {"data": "datasets/{ws}/", "documents": "uploads/{ws}/",
                                       "knowledge": "indexes/{ws}/"}
@@ -57,7 +58,7 @@ BACKED_UP_TABLES: tuple[TableKeys, ...] = (
     TableKeys("model_access", "workspace_id"), TableKeys("knowledge", "workspace_id", "key"),
     TableKeys("chats", "workspace_id", "id"), TableKeys("agents", "workspace_id", "id"),
     TableKeys("agent_runs", "workspace_id", "id"), TableKeys("agent_run_log", "run_key", "sk"),
-    TableKeys("agent_memory", "scope", "key"),
+    TableKeys("agent_memory", "scope", "key"), TableKeys("directory", "workspace_id", "key"),
 )
 
 PENDING, QUEUED, RESTORING, RESTORED, FAILED = "pending", "queued", "restoring", "restored", "failed"

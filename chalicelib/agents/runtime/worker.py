@@ -130,7 +130,7 @@ def starting_principal(run: models.RunAttrs) -> Principal | None:
     if m is None:
         return None
     return Principal(user_id=run.user_id, workspace_id=run.workspace_id, roles=(m.role,), email=run.user_email,
-                     amr=("agent_run",), token_id=run.id, membership=m,
+                     amr=("agent_run",), token_id=run.id, membership=m, groups=frozenset(m.groups or ()),
                      datasets=tools.dataset_scope(json.loads(run.agent)))
 
 

@@ -3,8 +3,8 @@
 Read rules (the one place they live; REST, GraphQL, lineage, policies and the query engine use them):
 
 - A dataset is readable when the caller is a workspace Admin, or when an entry of its ``acl`` matches
-  one of the caller's roles (``{"type": "role", "id": "member"}``) or the caller's user id
-  (``{"type": "user", "id": "usr_..."}``). Unreadable datasets are never listed, counted or named.
+  one of the caller's roles (``{"type": "role", "id": "member"}``), the caller's user id
+  (``{"type": "user", "id": "usr_..."}``) or a group the caller belongs to now (``{"type": "group", "id": "grp_..."}``). Unreadable datasets are never listed, counted or named.
 - A field under the ``DENY`` policy does not exist for non-admin callers (not listed, not searchable by
   name or classification, not loaded for queries). Admins see it in the schema with its policy.
 - Field policies apply to the *values* for everyone, Admins included; only ``ALLOW`` shows raw values.
@@ -61,7 +61,7 @@ T = TypeVar("T")
 CLASSIFICATIONS = ("PUBLIC", "INTERNAL", "CONFIDENTIAL", "PII")
 FIELD_POLICIES = ("ALLOW", "MASK", "HASH", "REDACT", "DENY")
 FIELD_TYPES = ("STRING", "INTEGER", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE", "JSON")
-ACL_TYPES = ("role", "user", "group")  # group: reserved, matches nobody yet
+ACL_TYPES = ("role", "user", "group")  # group: a workspace group (grp_...), matched by its members
 DEFAULT_PAGE = 25
 MAX_PAGE = 100
 FULL_RELOAD_SECONDS = 900  # safety net for a write whose version bump was lost (a crash in between)
@@ -452,8 +452,9 @@ def is_admin(principal: Principal) -> bool:
 
 
 def principal_keys(principal: Principal) -> frozenset[str]:
-    """The ACL entries that match the caller: its roles and its user id."""
-    return frozenset([f"role:{r}" for r in principal.roles] + [f"user:{principal.user_id}"])
+    """The ACL entries that match the caller: its roles, its user id and its workspace groups."""
+    return frozenset([f"role:{r}" for r in principal.roles] + [f"user:{principal.user_id}"]
+                     + [f"group:{g}" for g in principal.groups])
 
 
 def _acl_admits(principal: Principal, rec: DatasetRecord) -> bool:

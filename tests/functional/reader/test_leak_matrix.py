@@ -57,3 +57,46 @@ def test_every_surface_is_in_the_matrix() -> None:
     """The list names each surface once (a copy-paste would make one surface count twice)."""
     names = [s.name for s in SURFACES]
     assert len(names) == len(set(names)) >= 10
+
+
+# the surfaces that show the group's grant reached the Member: reads that store nothing (a chat answered
+# now would keep what it quoted, and the Member's own stored chats are not re-filtered when a grant ends)
+GRANT_PROOF = ("rest_query", "knowledge_search")
+
+
+def test_a_member_removed_from_a_group_loses_what_it_gave_everywhere(world: matrix.World) -> None:
+    """The restricted documents are granted to a group the Member is in: the query and search surfaces
+    show the Member their ALLOW values. The Member leaves the group: from the next request no
+    surface gives any value of a restricted document (the same token, no new sign-in). The module's
+    ACLs are put back afterwards, and the cached reads of the other cases are left untouched."""
+    from dataclasses import replace
+
+    from chalicelib.core.audit import Actor
+    from chalicelib.gateway import reader
+    from chalicelib.platform.workspaces import groups
+
+    ws = world.tenant.workspace_id
+    actor = Actor("user", world.tenant.user_id, world.tenant.email)
+    group = groups.create_group(ws, "Matrix readers", actor=actor)
+    groups.add_member(ws, group, world.member.user_id, actor=actor)
+
+    def restrict(acl: list[dict[str, str]]) -> None:
+        for policy in matrix.POLICIES:
+            reader.set_document_acl(world.admin(), world.datasets[policy], world.documents[(policy, "restricted")], acl)
+
+    restricted = [world.markers[(role, policy, "restricted")] for role in matrix.ROLES for policy in matrix.POLICIES]
+    granted = [world.markers[(role, "ALLOW", "restricted")] for role in matrix.ROLES]
+    try:
+        restrict([{"type": "role", "id": "admin"}, {"type": "group", "id": group.group_id}])
+        fresh = replace(world, cache={})
+        for surface in (s for s in SURFACES if s.name in GRANT_PROOF):
+            seen = surface.read(fresh)
+            assert all(m in seen for m in granted), f"{surface.name} did not give the group's grant to its member"
+        groups.remove_member(ws, groups.get_group(ws, group.group_id), world.member.user_id, actor=actor)
+        after = replace(world, cache={})
+        for surface in (s for s in SURFACES if s.acl_applies):
+            seen = surface.read(after)
+            assert not [m for m in restricted if m in seen], f"{surface.name} still gave what the group granted"
+    finally:
+        restrict([{"type": "role", "id": "admin"}])
+        groups.delete_group(ws, groups.get_group(ws, group.group_id), actor=actor)

@@ -1,0 +1,209 @@
+"""SCIM 2.0 endpoints at ``{base_url}/scim/v2/{workspace_id}/``: each checks the workspace SCIM token
+(``tokens.authenticate``) and answers in SCIM's media type and error shape."""
+from __future__ import annotations
+
+from typing import Any
+
+from chalice import Response
+
+from chalicelib.core.http.api import Api, Ctx
+from chalicelib.core.http.errors import ApiError
+from chalicelib.platform.scim import discovery, groups, protocol, tokens, users
+
+api = Api("platform")
+BASE = "/scim/v2/{workspace_id}"
+_KW: dict[str, Any] = {"public": True, "content_types": protocol.CONTENT_TYPES, "render_error": protocol.render_error}
+
+
+def _caller(ctx: Ctx, workspace_id: str) -> tokens.ScimCaller:
+    return tokens.authenticate(workspace_id, ctx.header("authorization"))
+
+
+def _body(ctx: Ctx) -> Any:
+    try:
+        return ctx.json()
+    except Exception as exc:  # noqa: BLE001 - any unreadable body is SCIM's invalidSyntax
+        raise protocol.error(getattr(exc, "status", 400), "invalidSyntax", "The body is not a JSON object.") from None
+
+
+@api.route(BASE + "/ServiceProviderConfig", **_KW)
+def service_provider_config(ctx: Ctx, workspace_id: str) -> Response:
+    _caller(ctx, workspace_id)
+    return protocol.respond(discovery.service_provider_config(workspace_id))
+
+
+@api.route(BASE + "/Schemas", **_KW)
+def list_schemas(ctx: Ctx, workspace_id: str) -> Response:
+    _caller(ctx, workspace_id)
+    found = discovery.schemas(workspace_id)
+    return protocol.respond(protocol.list_response(found, len(found), protocol.Page(1, len(found))))
+
+
+@api.route(BASE + "/Schemas/{schema_id}", **_KW)
+def get_schema(ctx: Ctx, workspace_id: str, schema_id: str) -> Response:
+    _caller(ctx, workspace_id)
+    for schema in discovery.schemas(workspace_id):
+        if schema["id"] == schema_id:
+            return protocol.respond(schema)
+    raise protocol.error(404, None, "No such schema.")
+
+
+@api.route(BASE + "/ResourceTypes", **_KW)
+def list_resource_types(ctx: Ctx, workspace_id: str) -> Response:
+    _caller(ctx, workspace_id)
+    found = discovery.resource_types(workspace_id)
+    return protocol.respond(protocol.list_response(found, len(found), protocol.Page(1, len(found))))
+
+
+@api.route(BASE + "/ResourceTypes/{type_id}", **_KW)
+def get_resource_type(ctx: Ctx, workspace_id: str, type_id: str) -> Response:
+    _caller(ctx, workspace_id)
+    for rt in discovery.resource_types(workspace_id):
+        if rt["id"] == type_id:
+            return protocol.respond(rt)
+    raise protocol.error(404, None, "No such resource type.")
+
+
+USER_CORE = "urn:ietf:params:scim:schemas:core:2.0:User"
+GROUP_CORE = "urn:ietf:params:scim:schemas:core:2.0:Group"
+
+
+def _list(found: dict[str, Any], query: dict[str, str], core: str) -> Response:
+    found["Resources"] = [protocol.project(r, query, core) for r in found["Resources"]]
+    return protocol.respond(found)
+
+
+def _search_query(ctx: Ctx) -> dict[str, str]:
+    """A ``POST .search`` body (RFC 7644 section 3.4.3) as the query parameters of a GET."""
+    body = _body(ctx)
+    if not isinstance(body, dict):
+        raise protocol.error(400, "invalidSyntax", "The request body must be a JSON object.")
+    out: dict[str, str] = {}
+    for key in ("filter", "startIndex", "count", "attributes", "excludedAttributes"):
+        value = body.get(key)
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        if value is not None:
+            out[key] = str(value)
+    return out
+
+
+@api.route(BASE + "/.search", methods=["POST"], **_KW)
+def search_all(ctx: Ctx, workspace_id: str) -> Response:
+    """A search over Users and Groups (RFC 7644 section 3.4.3): a filter naming an attribute one type lacks
+    matches none of that type; users come first, each type in id order."""
+    c = _caller(ctx, workspace_id)
+    query = _search_query(ctx)
+    page = protocol.page_of(query)
+    whole = {**query, "startIndex": "1", "count": str(protocol.MAX_COUNT)}
+    found: list[dict[str, Any]] = []
+    refused: list[ApiError] = []
+    for search, core in ((users.search, USER_CORE), (groups.search, GROUP_CORE)):
+        try:
+            found += [protocol.project(r, query, core) for r in search(c, whole)["Resources"]]
+        except ApiError as err:
+            if err.code != "invalidFilter":
+                raise
+            refused.append(err)
+    if len(refused) == 2:
+        raise refused[0]
+    chosen = found[page.start - 1: page.start - 1 + page.count]
+    return protocol.respond(protocol.list_response(chosen, len(found), page))
+
+
+def _user(c: tokens.ScimCaller, rec: Any, status: int = 200, query: dict[str, str] | None = None) -> Response:
+    data = users.resource(c, rec)
+    return protocol.respond(protocol.project(data, query or {}, USER_CORE), status, etag=data["meta"]["version"],
+                            location=data["meta"]["location"] if status == 201 else None)
+
+
+@api.route(BASE + "/Users", **_KW)
+def list_users(ctx: Ctx, workspace_id: str) -> Response:
+    return _list(users.search(_caller(ctx, workspace_id), ctx.query), ctx.query, USER_CORE)
+
+
+@api.route(BASE + "/Users/.search", methods=["POST"], **_KW)
+def search_users(ctx: Ctx, workspace_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    query = _search_query(ctx)
+    return _list(users.search(c, query), query, USER_CORE)
+
+
+@api.route(BASE + "/Users", methods=["POST"], **_KW)
+def create_user(ctx: Ctx, workspace_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    return _user(c, users.create(c, _body(ctx)), 201)
+
+
+@api.route(BASE + "/Users/{user_id}", **_KW)
+def get_user(ctx: Ctx, workspace_id: str, user_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    return _user(c, users.get_record(c, user_id), query=ctx.query)
+
+
+@api.route(BASE + "/Users/{user_id}", methods=["PUT"], **_KW)
+def replace_user(ctx: Ctx, workspace_id: str, user_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    return _user(c, users.replace(c, user_id, _body(ctx), ctx.header("if-match")))
+
+
+@api.route(BASE + "/Users/{user_id}", methods=["PATCH"], **_KW)
+def patch_user(ctx: Ctx, workspace_id: str, user_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    return _user(c, users.patch(c, user_id, _body(ctx), ctx.header("if-match")))
+
+
+@api.route(BASE + "/Users/{user_id}", methods=["DELETE"], **_KW)
+def delete_user(ctx: Ctx, workspace_id: str, user_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    users.delete(c, user_id, ctx.header("if-match"))
+    return Response(body="", status_code=204)
+
+
+def _group(c: tokens.ScimCaller, g: Any, status: int = 200, query: dict[str, str] | None = None) -> Response:
+    data = groups.read(c, g, query)
+    return protocol.respond(protocol.project(data, query or {}, GROUP_CORE), status, etag=data["meta"]["version"],
+                            location=data["meta"]["location"] if status == 201 else None)
+
+
+@api.route(BASE + "/Groups", **_KW)
+def list_groups(ctx: Ctx, workspace_id: str) -> Response:
+    return _list(groups.search(_caller(ctx, workspace_id), ctx.query), ctx.query, GROUP_CORE)
+
+
+@api.route(BASE + "/Groups/.search", methods=["POST"], **_KW)
+def search_groups(ctx: Ctx, workspace_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    query = _search_query(ctx)
+    return _list(groups.search(c, query), query, GROUP_CORE)
+
+
+@api.route(BASE + "/Groups", methods=["POST"], **_KW)
+def create_group(ctx: Ctx, workspace_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    return _group(c, groups.create(c, _body(ctx)), 201)
+
+
+@api.route(BASE + "/Groups/{group_id}", **_KW)
+def get_group(ctx: Ctx, workspace_id: str, group_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    return _group(c, groups.get_group(c, group_id), query=ctx.query)
+
+
+@api.route(BASE + "/Groups/{group_id}", methods=["PUT"], **_KW)
+def replace_group(ctx: Ctx, workspace_id: str, group_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    return _group(c, groups.replace(c, group_id, _body(ctx), ctx.header("if-match")))
+
+
+@api.route(BASE + "/Groups/{group_id}", methods=["PATCH"], **_KW)
+def patch_group(ctx: Ctx, workspace_id: str, group_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    return _group(c, groups.patch(c, group_id, _body(ctx), ctx.header("if-match")))
+
+
+@api.route(BASE + "/Groups/{group_id}", methods=["DELETE"], **_KW)
+def delete_group(ctx: Ctx, workspace_id: str, group_id: str) -> Response:
+    c = _caller(ctx, workspace_id)
+    groups.delete(c, group_id, ctx.header("if-match"))
+    return Response(body="", status_code=204)
