@@ -41,6 +41,7 @@ class Settings:
     query_cache_bytes: int = 256 * 1024 * 1024  # per-container budget of cached policy-projected tables
     signin_limit_factor: int = 1  # multiplies the sign-in and mail rate limits (a test stack under a fuzzer)
     api_rate_limit_factor: int = 1  # multiplies the API request quotas (core/http/rate_limits.py)
+    local_endpoints: bool = False  # LOCAL_ENDPOINTS=1 under make run: model endpoints on loopback admitted
 
     @property
     def issuer(self) -> str:
@@ -87,4 +88,6 @@ def settings() -> Settings:
         query_cache_bytes=int(os.environ.get("QUERY_CACHE_BYTES", str(256 * 1024 * 1024))),
         signin_limit_factor=max(1, int(os.environ.get("SIGNIN_LIMIT_FACTOR", "1"))),
         api_rate_limit_factor=max(1, int(os.environ.get("API_RATE_LIMIT_FACTOR", "1"))),
+        # only in the local stage (make run, the tests): a deployment never admits loopback model endpoints
+        local_endpoints=os.environ.get("LOCAL_ENDPOINTS", "") == "1" and os.environ.get("STAGE", "local") == "local",
     )
