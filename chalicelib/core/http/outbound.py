@@ -110,9 +110,8 @@ def check_address(ip: IP, host: str, port: int = 0, policy: Policy = Policy()) -
                 or addr.is_reserved):
             raise Refused(f"{host} resolves to a forbidden address", "forbidden")
         if not addr.is_global and not policy.allows(addr, port):
-            where = "is on this machine (a loopback address)" if addr.is_loopback else \
-                "resolves to a private address (a private network)"
-            raise Refused(f"{host} {where}", "private")
+            where = "on this machine (loopback)" if addr.is_loopback else "on a private network"
+            raise Refused(f"{host} resolves to a private address {where}", "private")
 
 
 def resolve(host: str, port: int, policy: Policy = Policy()) -> str:

@@ -319,7 +319,7 @@ def test_a_model_server_on_this_machine_needs_the_switch_and_the_refusal_names_i
         refused = create(c, tenant.token, body)
         off = c.http.get("/v1/models/connections", headers=bearer(tenant.token)).json_body
     assert refused.status_code == 422 and refused.json_body["code"] == "endpoint_refused"
-    assert "is on this machine" in refused.json_body["detail"]
+    assert "private address on this machine" in refused.json_body["detail"]
     assert "LOCAL_ENDPOINTS=1" in refused.json_body["detail"] and "docs/api/models.md" in refused.json_body["detail"]
     assert off["items"] == [] and off["local_endpoints"] is False and peer.calls == []
 
