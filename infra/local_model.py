@@ -123,6 +123,10 @@ def start(path: str | Path, *, threads: int = 2, context: int = DEFAULT_CONTEXT,
     except (ValueError, KeyError, TypeError):
         proc.kill()
         proc.wait()
+        if port:  # taken between the check and the bind: this run takes a free port, and says so
+            sys.stderr.write(f"LOCAL_MODEL: could not listen on port {port}; the local model server takes a free "
+                             "port this time (docs/operations.md, LOCAL_MODEL_PORT).\n")
+            return start(path, threads=threads, context=context, port=0)
         raise LocalModelError(f"the local model server could not load {path}") from None
     server = LocalModelServer(path, proc, port, model_id(path))
     deadline = time.monotonic() + READY_TIMEOUT_S
