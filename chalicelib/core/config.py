@@ -50,6 +50,7 @@ class Settings:
     otel_service_name: str = "aiplatform"
     in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: flush telemetry before the process freezes
     openlineage_urls: tuple[tuple[str, str], ...] = ()  # OPENLINEAGE_URL and OPENLINEAGE_URL_<REGION>
+    local_endpoints: bool = False  # LOCAL_ENDPOINTS=1 under make run: model endpoints on loopback admitted
 
     @property
     def issuer(self) -> str:
@@ -113,4 +114,6 @@ def settings() -> Settings:
         in_lambda=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
         openlineage_urls=tuple(sorted((k, v.strip()) for k, v in os.environ.items()
                                       if (k == "OPENLINEAGE_URL" or k.startswith("OPENLINEAGE_URL_")) and v.strip())),
+        # only in the local stage (make run, the tests): a deployment never admits loopback model endpoints
+        local_endpoints=os.environ.get("LOCAL_ENDPOINTS", "") == "1" and os.environ.get("STAGE", "local") == "local",
     )

@@ -7,7 +7,8 @@ same per-role allow-list (``workspace_registry``). Its key is encrypted with the
 key (encryption context: purpose, workspace and connection) and never returned, logged or audited: an
 answer says only ``has_key``. An endpoint URL is an outbound request on the tenant's behalf: it goes
 through ``core/http/outbound.py`` when tested, listed and used (no private, loopback, link-local or metadata
-address unless the deployment declares it in ``OUTBOUND_ALLOW``). A workspace may declare a connection
+address unless the deployment declares it in ``OUTBOUND_ALLOW``; loopback under ``make run`` started with
+``LOCAL_ENDPOINTS=1``, never in a deployment; metadata and link-local never). A workspace may declare a connection
 only in its own region, so an EU-pinned workspace may use only connections declared in eu-central.
 
 Connections live in the workspace's ``model_access`` item (one item per workspace, next to the
@@ -26,6 +27,7 @@ from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import Principal
+from chalicelib.core.config import settings
 from chalicelib.core.http import outbound
 from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
@@ -63,7 +65,7 @@ FIELDS = {
     "api_key": F(str, min_len=1, max_len=4096),
     "models": F(list, max_len=MAX_MODELS),
 }
-PATCH_FIELDS = {"base_url": F(str, min_len=8, max_len=2048), "api_key": F(str, nullable=True, min_len=1, max_len=4096),
+PATCH_FIELDS = {"name": F(str, pattern=NAME_PATTERN), "base_url": F(str, min_len=8, max_len=2048), "api_key": F(str, nullable=True, min_len=1, max_len=4096),
                 "models": F(list, min_len=1, max_len=MAX_MODELS)}
 
 
@@ -165,11 +167,12 @@ def _base_url(value: str) -> str:
         raise validation_error([{"field": "base_url", "message": "must carry no credentials, query or fragment; "
                                                                 "put the key in api_key"}])
     try:
-        outbound.resolve(host, port, outbound.Policy())
+        outbound.resolve(host, port, openai_http.policy(Endpoint(value, None, tenant="new")))
     except outbound.Refused as err:
-        raise ApiError(422, "endpoint_refused", f"The endpoint may not be reached from the platform: {err}. "
-                       "Private, loopback and link-local addresses are refused unless the deployment declares "
-                       "them (OUTBOUND_ALLOW); instance-metadata addresses always.",
+        hint = (f" It is on this machine or a private network; {openai_http.LOCAL_HINT}. Other private addresses "
+                "only when the deployment declares them (OUTBOUND_ALLOW)." if err.kind == "private" else
+                " Instance-metadata and link-local addresses are always refused." if err.kind == "forbidden" else "")
+        raise ApiError(422, "endpoint_refused", f"The endpoint may not be reached from the platform: {err}.{hint}",
                        errors=[{"field": "base_url", "message": str(err)}]) from None
     return value.rstrip("/").removesuffix("/v1").rstrip("/")
 
@@ -251,7 +254,7 @@ def check_call(spec: ModelSpec, region: str) -> None:
 
 def list_connections(principal: Principal) -> dict[str, Any]:
     return {"items": [public(c) for c in stored(_item(principal.workspace_id))],
-            "region": region_of(principal.workspace_id)}
+            "region": region_of(principal.workspace_id), "local_endpoints": settings().local_endpoints}
 
 
 def _find(conns: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -259,6 +262,14 @@ def _find(conns: list[dict[str, Any]], name: str) -> dict[str, Any]:
     if found is None:
         raise not_found("model connection")
     return found
+
+
+def _check_free_name(conns: list[dict[str, Any]], name: str) -> None:
+    """409 when ``name`` is a provider of the deployment or another connection of the workspace."""
+    if name in {m.provider for m in registry().models} | {"builtin", "auto"}:
+        raise conflict("connection_exists", f"'{name}' is a provider of this deployment; choose another name.")
+    if any(c["name"] == name for c in conns):
+        raise conflict("connection_exists", f"A model connection named '{name}' exists; edit it or pick another name.")
 
 
 def get_connection(principal: Principal, name: str) -> dict[str, Any]:
@@ -270,8 +281,7 @@ def create(principal: Principal, body: Any, caller: CallerLike | None = None) ->
     data = validate(body, FIELDS)
     name, kind = data["name"], data["kind"]
     region = _region(principal, data["region"])
-    if name in {m.provider for m in registry().models} | {"builtin", "auto"}:
-        raise conflict("connection_exists", f"'{name}' is a provider of this deployment; choose another name.")
+    _check_free_name([], name)
     conn: dict[str, Any] = {"name": name, "kind": kind, "region": region, "created_at": clock.iso(),
                             "created_by": principal.user_id}
     if kind == "openai":
@@ -294,8 +304,7 @@ def create(principal: Principal, body: Any, caller: CallerLike | None = None) ->
         raise validation_error([{"field": "models", "message": "name at least one Bedrock model id"}])
     item = _item(principal.workspace_id)
     conns = stored(item)
-    if any(c["name"] == name for c in conns):
-        raise conflict("connection_exists", f"A model connection named '{name}' exists; edit it or pick another name.")
+    _check_free_name(conns, name)
     if len(conns) >= MAX_CONNECTIONS:
         raise ApiError(422, "too_many_connections", f"A workspace may have at most {MAX_CONNECTIONS} connections.")
     if key:
@@ -306,12 +315,21 @@ def create(principal: Principal, body: Any, caller: CallerLike | None = None) ->
 
 
 def update(principal: Principal, name: str, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
-    """Change the URL, the key (``null`` removes it) or the models of a connection."""
+    """Change the name, the URL, the key (``null`` removes it; write-only) or the models of a connection,
+    with the checks of ``create``. A new name re-encrypts the kept key under the new name's context."""
     data = validate(body, PATCH_FIELDS)
     item = _item(principal.workspace_id)
     conns = stored(item)
     conn = dict(_find(conns, name))
     changed = sorted(data)
+    new_name = data.get("name", name)
+    if new_name != name:
+        _check_free_name(conns, new_name)
+        if conn.get("api_key_ciphertext") and "api_key" not in data:
+            clear = secrets.decrypt(conn["region"], _context(principal.workspace_id, name), conn["api_key_ciphertext"])
+            conn["api_key_ciphertext"] = secrets.encrypt(conn["region"], _context(principal.workspace_id, new_name),
+                                                         clear)
+        conn["name"] = new_name
     if "base_url" in data:
         if conn["kind"] != "openai":
             raise validation_error([{"field": "base_url", "message": "a Bedrock connection takes no URL"}])
@@ -324,11 +342,12 @@ def update(principal: Principal, name: str, body: Any, caller: CallerLike | None
         if data["api_key"] is None:
             conn.pop("api_key_ciphertext", None)
         else:
-            conn["api_key_ciphertext"] = secrets.encrypt(conn["region"], _context(principal.workspace_id, name),
+            conn["api_key_ciphertext"] = secrets.encrypt(conn["region"], _context(principal.workspace_id, new_name),
                                                          data["api_key"])
     conn["updated_at"], conn["updated_by"] = clock.iso(), principal.user_id
     _save(principal, item, [conn if c["name"] == name else c for c in conns])
-    _audit(principal, "models.connection_updated", conn, caller, {"changed": changed})
+    _audit(principal, "models.connection_updated", conn, caller,
+           {"changed": changed, **({"renamed_from": name} if new_name != name else {})})
     return public(conn)
 
 

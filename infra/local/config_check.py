@@ -144,6 +144,16 @@ def _models(env: Mapping[str, str], problems: list[str]) -> None:
         problems.append("MODEL_PROVIDERS: the provider file does not have the documented shape (docs/api/models.md)")
 
 
+def _local_endpoints(env: Mapping[str, str], problems: list[str]) -> None:
+    """``LOCAL_ENDPOINTS=1`` admits model connections to this machine: ``make run`` only, never deployed."""
+    value = env.get("LOCAL_ENDPOINTS", "0")
+    if value not in ("0", "1", ""):
+        problems.append(f"LOCAL_ENDPOINTS={value!r}: must be 0 or 1")
+    elif value == "1" and env.get("STAGE", "local") != "local":
+        problems.append(f"LOCAL_ENDPOINTS=1 with STAGE={env['STAGE']!r}: model endpoints on this machine are "
+                        "admitted only under make run (STAGE local), never in a deployment")
+
+
 def _workers(env: Mapping[str, str], problems: list[str]) -> None:
     from infra.local.workers import workers_per_queue
 
@@ -162,6 +172,8 @@ def check(env: Mapping[str, str] | None = None, *, ports: Mapping[str, int] | No
     if ports is not None:
         _ports(env, ports, problems)
     _number(env, "LOCAL_SNAPSHOT_SECONDS", "1", 0.05, 3600, problems)
+    _number(env, "LOCAL_MODEL_PORT", "8020", 1, 65534, problems, integer=True)
+    _local_endpoints(env, problems)
     if env.get("LOCAL_PERSIST", "1") not in ("0", "1"):
         problems.append(f"LOCAL_PERSIST={env['LOCAL_PERSIST']!r}: must be 0 or 1")
     _workers(env, problems)

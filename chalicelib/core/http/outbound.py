@@ -75,9 +75,10 @@ class Policy:
 
     private: bool = False  # every private and loopback address (local and test stages of the http connector)
     declared: bool = True  # the deployment's OUTBOUND_ALLOW entries
+    loopback: bool = False  # any loopback address (model endpoints under make run with LOCAL_ENDPOINTS=1)
 
     def allows(self, ip: IP, port: int) -> bool:
-        if self.private:
+        if self.private or (self.loopback and ip.is_loopback):
             return True
         return self.declared and any(_matches(entry, ip, port) for entry in declared_entries())
 
@@ -109,7 +110,8 @@ def check_address(ip: IP, host: str, port: int = 0, policy: Policy = Policy()) -
                 or addr.is_reserved):
             raise Refused(f"{host} resolves to a forbidden address", "forbidden")
         if not addr.is_global and not policy.allows(addr, port):
-            raise Refused(f"{host} resolves to a private address", "private")
+            where = "on this machine (loopback)" if addr.is_loopback else "on a private network"
+            raise Refused(f"{host} resolves to a private address {where}", "private")
 
 
 def resolve(host: str, port: int, policy: Policy = Policy()) -> str:

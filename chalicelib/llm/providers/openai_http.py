@@ -4,7 +4,8 @@ and ``GET {base_url}/v1/models``, reached in the workspace's region only (an end
 
 Every request goes through the one outbound client (``core/http/outbound.py``): the host is resolved once and
 the connection made to the checked address; redirects are refused and answers are size-capped. An endpoint a workspace declared (a model connection) may reach only public addresses
-and those the deployment declares (``OUTBOUND_ALLOW``); the deployment's own provider file is trusted.
+and those the deployment declares (``OUTBOUND_ALLOW``), plus loopback under ``make run`` with
+``LOCAL_ENDPOINTS=1``; the deployment's own provider file is trusted.
 Each model has a timeout for the whole answer (``ModelSpec.timeout_s``): past it the request is closed
 and a ``ProviderError`` says so. The key is decrypted from KMS and sent as a Bearer token; error
 messages never carry it or the response body.
@@ -15,6 +16,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from chalicelib.core.config import settings
 from chalicelib.core.http import outbound
 from chalicelib.llm import secrets
 from chalicelib.llm.prompt import Completion, Prompt, ToolCall, estimate_tokens, prompt_tokens
@@ -22,6 +24,8 @@ from chalicelib.llm.registry import Endpoint, ModelSpec
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 MAX_TOOL_ARGUMENT_CHARS = 64 * 1024
+LOCAL_HINT = ("to use a model server on your own machine with make run, start it with LOCAL_ENDPOINTS=1 "
+              "(see docs/api/models.md)")
 
 
 class ProviderError(Exception):
@@ -33,8 +37,9 @@ class ProviderError(Exception):
 
 
 def policy(ep: Endpoint) -> outbound.Policy:
-    """A workspace's endpoint: public and declared addresses only; the deployment's: trusted."""
-    return outbound.Policy(private=ep.tenant is None)
+    """A workspace's endpoint: public and declared addresses only (and loopback when ``LOCAL_ENDPOINTS``
+    is on); the deployment's: trusted."""
+    return outbound.Policy(private=ep.tenant is None, loopback=settings().local_endpoints)
 
 
 def key_of(spec: ModelSpec, region: str, ep: Endpoint) -> str | None:
@@ -46,7 +51,8 @@ def key_of(spec: ModelSpec, region: str, ep: Endpoint) -> str | None:
 def failure(name: str, err: outbound.OutboundError, timeout: float) -> ProviderError:
     """The provider error for a failed exchange (its ``code`` names the failure)."""
     if isinstance(err, outbound.Refused):
-        return ProviderError(f"{name} may not be reached: {err}", "endpoint_refused")
+        hint = f"; {LOCAL_HINT}" if err.kind == "private" else ""
+        return ProviderError(f"{name} may not be reached: {err}{hint}", "endpoint_refused")
     if err.kind == "timeout":
         return ProviderError(f"{name} did not answer within {timeout:g} s", "timeout")
     if err.kind == "too_large":

@@ -299,3 +299,89 @@ def test_an_agent_may_use_any_model_get_models_offers_connections_included(
     assert made.json_body["model"] == "team-llm/small"
     assert unknown.status_code == 400 and unknown.json_body["errors"][0]["field"] == "model"
     assert renamed.status_code == 200 and renamed.json_body["model"] == "team-llm/tiny"
+
+
+# --- model servers on this machine: LOCAL_ENDPOINTS=1 under make run ---------------------------------------
+
+def patch(c: Any, token: str, name: str, body: dict[str, Any]) -> Any:
+    return c.http.patch(f"/v1/models/connections/{name}", headers={**bearer(token), "Content-Type": "application/json"},
+                        body=json.dumps(body))
+
+
+def test_a_model_server_on_this_machine_needs_the_switch_and_the_refusal_names_it(
+        tenant: Tenant, world: helpers.World, peer: scripted_peer.ScriptedPeer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    body = {"name": "mine", "kind": "openai", "region": "us-east", "base_url": peer.url, "models": ["small"],
+            "api_key": KEY}
+    monkeypatch.setenv("OUTBOUND_ALLOW", "")
+    settings.cache_clear()
+    with helpers.client() as c:
+        refused = create(c, tenant.token, body)
+        off = c.http.get("/v1/models/connections", headers=bearer(tenant.token)).json_body
+    assert refused.status_code == 422 and refused.json_body["code"] == "endpoint_refused"
+    assert "private address on this machine" in refused.json_body["detail"]
+    assert "LOCAL_ENDPOINTS=1" in refused.json_body["detail"] and "docs/api/models.md" in refused.json_body["detail"]
+    assert off["items"] == [] and off["local_endpoints"] is False and peer.calls == []
+
+    monkeypatch.setenv("LOCAL_ENDPOINTS", "1")
+    settings.cache_clear()
+    with helpers.client() as c:
+        made = create(c, tenant.token, body)
+        on = c.http.get("/v1/models/connections", headers=bearer(tenant.token)).json_body
+        chat = post(c, "/v1/chats", world.member.token, ask("Vacation days?", model="mine/small"))
+        metadata = create(c, tenant.token, {**body, "name": "meta", "base_url": "http://169.254.169.254"})
+        private = create(c, tenant.token, {**body, "name": "lan", "base_url": "http://10.0.0.5:8080"})
+    assert made.status_code == 201, made.body
+    assert on["local_endpoints"] is True and [i["name"] for i in on["items"]] == ["mine"]
+    assert chat.status_code == 201 and "thirty" in json.dumps(chat.json_body), chat.body
+    # the switch admits loopback only: metadata, link-local and other private networks stay refused
+    assert metadata.status_code == 422 and "always refused" in metadata.json_body["detail"]
+    assert private.status_code == 422 and "private network" in private.json_body["detail"]
+
+
+def test_the_switch_is_ignored_outside_the_local_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCAL_ENDPOINTS", "1")
+    monkeypatch.setenv("STAGE", "prod")
+    settings.cache_clear()
+    try:
+        assert settings().local_endpoints is False
+    finally:
+        monkeypatch.delenv("STAGE")
+        settings.cache_clear()
+
+
+def test_an_admin_edits_url_key_models_and_name_audited_and_the_key_never_returned(
+        tenant: Tenant, world: helpers.World, peer: scripted_peer.ScriptedPeer,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    member = token_for(tenant.workspace_id, "member")
+    with helpers.client() as c:
+        assert create(c, tenant.token, {"name": "team-llm", "kind": "openai", "region": "us-east",
+                                        "base_url": "https://93.184.216.34", "api_key": KEY,
+                                        "models": ["small"]}).status_code == 201
+        by_member = patch(c, member.token, "team-llm", {"base_url": peer.url})
+        bad = [patch(c, tenant.token, "team-llm", {"base_url": "http://169.254.169.254"}),
+               patch(c, tenant.token, "team-llm", {"base_url": "ftp://example.com"}),
+               patch(c, tenant.token, "team-llm", {"name": "Bad Name"}),
+               patch(c, tenant.token, "team-llm", {"name": "builtin"}),
+               patch(c, tenant.token, "team-llm", {"models": []}),
+               patch(c, tenant.token, "team-llm", {"colour": "red"}),
+               patch(c, tenant.token, "nope", {"name": "other"})]
+        unchanged = c.http.get("/v1/models/connections/team-llm", headers=bearer(tenant.token)).json_body
+        edited = patch(c, tenant.token, "team-llm", {"base_url": peer.url + "/v1", "name": "renamed",
+                                                     "models": ["tiny", "small"]})
+        gone = c.http.get("/v1/models/connections/team-llm", headers=bearer(tenant.token))
+        tested = post(c, "/v1/models/connections/renamed/test", tenant.token, {}).json_body
+    assert by_member.status_code == 403
+    assert [b.status_code for b in bad] == [422, 400, 400, 409, 400, 400, 404], [b.body for b in bad]
+    assert unchanged["base_url"] == "https://93.184.216.34" and unchanged["model_ids"] == ["team-llm/small"]
+    assert edited.status_code == 200, edited.body
+    assert edited.json_body["base_url"] == peer.url and edited.json_body["has_key"] is True
+    assert edited.json_body["model_ids"] == ["renamed/tiny", "renamed/small"]
+    assert gone.status_code == 404
+    assert tested["ok"] is True  # the key, re-encrypted under the new name, still reaches the endpoint
+    assert KEY not in edited.body.decode() if isinstance(edited.body, bytes) else KEY not in edited.body
+    events = audit_details(tenant)
+    updated = [e for e in events if e["action"]["S"] == "models.connection_updated"]
+    assert len(updated) == 1 and KEY not in json.dumps(events)
+    assert "renamed_from" in json.dumps(updated[0]) and "team-llm" in json.dumps(updated[0])
+    assert KEY not in capsys.readouterr().out

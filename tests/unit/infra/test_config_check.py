@@ -48,3 +48,16 @@ def test_make_run_stops_before_starting_anything(monkeypatch: pytest.MonkeyPatch
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "LOCAL_MODEL_TIMEOUT='1200': must be from 1 to 900" in err
+
+
+def test_local_endpoints_is_refused_outside_the_local_stage_and_must_be_0_or_1() -> None:
+    config_check.check({"LOCAL_ENDPOINTS": "1"})
+    with pytest.raises(config_check.ConfigProblems) as err:
+        config_check.check({"LOCAL_ENDPOINTS": "1", "STAGE": "prod", "LOCAL_MODEL_PORT": "0"})
+    assert err.value.problems == [
+        "LOCAL_MODEL_PORT='0': must be from 1 to 65534",
+        "LOCAL_ENDPOINTS=1 with STAGE='prod': model endpoints on this machine are admitted only under make run "
+        "(STAGE local), never in a deployment"]
+    with pytest.raises(config_check.ConfigProblems) as err:
+        config_check.check({"LOCAL_ENDPOINTS": "yes"})
+    assert err.value.problems == ["LOCAL_ENDPOINTS='yes': must be 0 or 1"]

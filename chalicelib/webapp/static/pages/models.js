@@ -1,6 +1,7 @@
 // Models (Admin): the workspace's model connections (add an OpenAI-compatible endpoint or a Bedrock
 // model in the workspace's region, test it with the exact failure named, remove it; keys are sent once
-// and never shown again) and which models each role may use (the per-role allow-list).
+// and never shown again; edit its name, URL, key or models) and which models each role may use (the
+// per-role allow-list). A warning shows while make run admits model servers on this machine (LOCAL_ENDPOINTS=1).
 import { platform } from "../api.js";
 import { h, field, form, table, section, badge, action, problemBox, loading, empty } from "../dom.js";
 import { isAdmin } from "../shell.js";
@@ -13,11 +14,41 @@ function checksView(result) {
     h("ul", {}, (result.checks || []).map((c) => h("li", {}, badge(c.ok ? "ok" : (c.code || "failed"), c.ok ? "good" : "warn"), " ", c.message))));
 }
 
+/** The edit form of one connection: only the fields changed are sent; a blank key keeps the kept one. */
+function editForm(c, done) {
+  const name = h("input", { name: "name", value: c.name, required: true, pattern: "[a-z][a-z0-9-]{1,31}", autocomplete: "off" });
+  const url = h("input", { type: "url", name: "base_url", value: c.base_url || "", disabled: c.kind === "bedrock" });
+  const key = h("input", { type: "password", name: "api_key", autocomplete: "off", disabled: c.kind === "bedrock" });
+  const dropKey = h("input", { type: "checkbox", name: "drop_key", disabled: !c.has_key });
+  const ids = (c.models || []).map((m) => m.id).join(", ");
+  const models = h("input", { name: "models", value: ids });
+  return form(async (data, out) => {
+    const body = {};
+    const newName = String(data.get("name") || "").trim();
+    if (newName !== c.name) body.name = newName;
+    if (c.kind === "openai" && String(data.get("base_url") || "").trim() !== c.base_url) body.base_url = String(data.get("base_url")).trim();
+    if (dropKey.checked) body.api_key = null;
+    else if (String(data.get("api_key") || "")) body.api_key = String(data.get("api_key"));
+    const listed = String(data.get("models") || "").split(",").map((s) => s.trim()).filter(Boolean);
+    if (listed.join(", ") !== ids) body.models = listed.map((id) => (c.models || []).find((m) => m.id === id) || { id });
+    if (!Object.keys(body).length) { out.replaceChildren(h("p", { class: "note" }, "Nothing changed.")); return; }
+    const saved = await platform(`/v1/models/connections/${encodeURIComponent(c.name)}`, { method: "PATCH", body });
+    key.value = "";
+    await done(saved);
+  }, field("Name", name, "Renaming changes the ids its models are offered as (name/model)."),
+  field("Endpoint URL", url), field("New API key", key, "Leave empty to keep the kept key; it is never shown."),
+  field("Remove the key", dropKey), field("Models", models, "Comma-separated model ids."),
+  h("button", { type: "submit", class: "small" }, "Save changes"));
+}
+
 function connectionsBox(region, onChange) {
   const box = h("div", {}, loading());
+  const warning = h("div", {});
   const draw = async () => {
     try {
-      const { items } = await platform("/v1/models/connections");
+      const { items, local_endpoints: local } = await platform("/v1/models/connections");
+      warning.replaceChildren(local ? h("p", { class: "problem", id: "local-endpoints-on", role: "note" },
+        "Model servers on this machine are admitted (make run with LOCAL_ENDPOINTS=1): any Admin may point a connection at a service on this computer. A deployment never allows this.") : "");
       box.replaceChildren(items.length ? table("Model connections", ["Name", "Endpoint", "Models", "Key", ""], items.map((c) => [
         h("strong", {}, c.name), c.kind === "bedrock" ? `Bedrock (${c.region})` : `${c.base_url} (${c.region})`,
         h("ul", { class: "plain" }, (c.model_ids || []).map((id) => h("li", {}, h("code", {}, id)))),
@@ -25,6 +56,9 @@ function connectionsBox(region, onChange) {
         h("span", {}, action("Test", async (out) => {
           out.replaceChildren(checksView(await platform(`/v1/models/connections/${encodeURIComponent(c.name)}/test`, { method: "POST" })));
         }, { class: "small", "aria-label": `Test ${c.name}` }), " ",
+        action("Edit", async (out) => {
+          out.replaceChildren(editForm(c, async () => { await draw(); onChange(); }));
+        }, { class: "small secondary", "aria-label": `Edit ${c.name}` }), " ",
         action("Remove", async () => {
           if (!confirm(`Remove the connection ${c.name}? Chats and agents using its models will need another model.`)) return;
           await platform(`/v1/models/connections/${encodeURIComponent(c.name)}`, { method: "DELETE" });
@@ -54,7 +88,7 @@ function connectionsBox(region, onChange) {
     out.replaceChildren(h("p", { class: "ok", id: "conn-added" }, `Added ${made.name}: ${(made.model_ids || []).join(", ")}. The key is kept encrypted and will not be shown again.`));
     await draw();
     onChange();
-  }, h("p", { class: "note" }, `Connections serve this workspace's region (${region}) only${region === "eu-central-1" ? ": an EU workspace may use only connections in eu-central" : ""}. Private and loopback addresses are refused unless the deployment declares them.`),
+  }, h("p", { class: "note" }, `Connections serve this workspace's region (${region}) only${region === "eu-central-1" ? ": an EU workspace may use only connections in eu-central" : ""}. Private and loopback addresses are refused unless the deployment declares them (make run: LOCAL_ENDPOINTS=1 admits model servers on this machine).`),
   field("Kind", kind), field("Name", name, "Lower-case letters, digits and dashes; its models are offered as name/model."),
   field("Endpoint URL", url, "OpenAI-compatible base URL (…/v1). Not used for Bedrock."),
   field("API key", key, "Optional. Sent once, kept as KMS ciphertext in this region, never shown again."),
@@ -63,7 +97,7 @@ function connectionsBox(region, onChange) {
   h("button", { type: "submit", id: "conn-add" }, "Add connection"));
   kind.addEventListener("change", () => { url.disabled = key.disabled = kind.value === "bedrock"; });
   draw();
-  return [box, h("h3", {}, "Add a connection"), add];
+  return [warning, box, h("h3", {}, "Add a connection"), add];
 }
 
 /** The per-role model allow-list form (also on the settings page); ``draw`` reloads it. */
