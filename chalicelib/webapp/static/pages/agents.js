@@ -215,7 +215,7 @@ async function run({ view, params }) {
         s.duration_ms !== undefined && s.duration_ms !== null ? ` · ${Math.round(s.duration_ms)} ms` : ""),
       s.error ? h("p", { class: "error" }, message(s.error)) : null,
       s.withheld ? h("p", { class: "note" }, s.withheld.message)
-        : h("pre", { class: "mono" }, JSON.stringify({ input: s.input, output: s.output }, null, 2)));
+        : h("pre", { class: "mono", tabindex: "0" }, JSON.stringify({ input: s.input, output: s.output }, null, 2))); // scrolls: reachable by keyboard
     box.addEventListener("toggle", () => { if (box.open) open.add(key); else open.delete(key); });
     return h("li", { "data-status": s.status }, box);
   };
@@ -243,7 +243,7 @@ async function run({ view, params }) {
     output.replaceChildren(out ? h("div", {},
       out.answer ? answerView(out.answer) : null,
       out.note ? h("p", { class: "note" }, out.note) : null,
-      h("details", {}, h("summary", {}, "Full output"), h("pre", { class: "mono" }, typeof out === "string" ? out : JSON.stringify(out, null, 2))))
+      h("details", {}, h("summary", {}, "Full output"), h("pre", { class: "mono", tabindex: "0" }, typeof out === "string" ? out : JSON.stringify(out, null, 2))))
       : r.withheld ? h("p", { class: "note", id: "run-withheld" }, r.withheld.message)
       : empty(TERMINAL.includes(r.status) ? "This run has no output." : "No output yet."));
   };
