@@ -199,6 +199,7 @@ def after_restart(pages: tuple[str, ...] = ("/", "/audit", "/settings", "/agents
             session = context.storage_state()
             context.close()
             stop_platform(running)
+            (state_dir / "run.json").unlink()  # the last run's: started means written again
             running = start_platform(state_dir, _same_ports(running))  # the same state, ports and session
             app = running.urls["app"]
             rows = []
