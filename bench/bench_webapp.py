@@ -10,6 +10,9 @@ and the chat page's time to first answer token; each beside a same-run reference
   (warm: unchanged modules answer 304).
 - First answer token: the chat page's Send click to the first answer text on screen, next to the same
   question as one bare ``POST /v1/chats`` from Python with the same session's access token.
+- First page after a restart: the local platform is stopped and started again on the same state (the
+  session survives), and the overview is opened at once -- the first request of each fresh process --
+  next to the same page opened again and to the plain hosted sign-in page, in the same run.
 - Streaming with a real model (``LOCAL_MODEL``: SmolLM2-135M in llama.cpp's server, answers capped at
   160 tokens, its own stack): time to the first ``content_delta`` and to the end of the stream, read
   through the web app's forwarder (``/api/platform/...`` with the session cookie) and straight from the
@@ -146,7 +149,78 @@ def main() -> None:
             browser.close()
     finally:
         stop_platform(running)
+    after_restart()
     streaming()
+
+
+def _page_ms(browser: Any, state: dict[str, Any], url: str) -> float:
+    """Navigation start to ``app-interactive`` of ``url`` in a fresh context (cold browser cache) with the session."""
+    context = browser.new_context(storage_state=state)
+    page = context.new_page()
+    page.goto(url)
+    _ready(page)
+    took = float(page.evaluate(TTI_JS))
+    context.close()
+    return took
+
+
+def _same_ports(running: Any) -> dict[str, str]:
+    """The environment that starts the platform again on the ports of ``running``."""
+    from urllib.parse import urlsplit
+
+    port = lambda url: str(urlsplit(url).port)  # noqa: E731
+    eu = running.regions["eu-central-1"]
+    ports = {"platform": port(running.urls["platform"]), "gateway": port(running.urls["gateway"]),
+             "identity": port(running.urls["identity"]), "app": port(running.urls["app"]),
+             "platform-eu-central-1": port(eu["platform"]), "gateway-eu-central-1": port(eu["gateway"])}
+    return {"LOCAL_PORTS": ",".join(f"{k}={v}" for k, v in ports.items()),
+            "EMULATOR_PORT": port(running.urls["aws_endpoint"])}
+
+
+def after_restart(pages: tuple[str, ...] = ("/", "/audit", "/settings", "/agents")) -> None:
+    """The first page each restarted process serves, next to the same page again and to a plain page."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.integration.conftest import start_platform, stop_platform
+    from tests.integration.webapp.browser import CHROMIUM, sign_in_with_password_and_totp
+
+    state_dir = Path(tempfile.mkdtemp(prefix="bench-restart-"))
+    running = start_platform(state_dir)
+    try:
+        app, auth, demo = running.urls["app"], running.urls["identity"], running.demo
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            page = context.new_page()
+            page.goto(app + "/")
+            sign_in_with_password_and_totp(page, auth, demo["email"], demo["password"], demo["totp_secret"])
+            page.wait_for_url(app + "/")
+            _ready(page)
+            session = context.storage_state()
+            context.close()
+            stop_platform(running)
+            (state_dir / "run.json").unlink()  # the last run's: started means written again
+            running = start_platform(state_dir, _same_ports(running))  # the same state, ports and session
+            app = running.urls["app"]
+            rows = []
+            for path in pages:
+                first = _page_ms(browser, session, app + path)
+                again = _page_ms(browser, session, app + path)
+                anon = browser.new_context()
+                plain = anon.new_page()
+                plain.goto(running.urls["identity"] + "/signin?conditional=off", wait_until="load")
+                ref = float(plain.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd"))
+                anon.close()
+                rows.append((path, first, again, ref))
+            browser.close()
+    finally:
+        stop_platform(running)
+    print("### First page after a restart (ms, time to interactive)\n")
+    print("| page (in this order, right after the restart) | first open | opened again | plain page (hosted "
+          "sign-in) | first / plain |\n|---|---:|---:|---:|---:|")
+    for path, first, again, ref in rows:
+        print(f"| {path} | {first:.0f} | {again:.0f} | {ref:.0f} | {first / ref:.1f}x |")
+    print()
 
 
 STREAM_QUESTION = "How fast do orders ship? Answer in two sentences."

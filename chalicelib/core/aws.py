@@ -37,6 +37,21 @@ def client(service: str, region: str, *, read_timeout: float | None = None) -> A
     return _client(service, region, read_timeout)
 
 
+def botocore_session() -> Any:
+    """The process's one botocore session (under boto3's): its loader parses each service's model once, so
+    a client made from it (PynamoDB's included, ``store/tables.py``) costs no second JSON load."""
+    global _session
+    with _lock:
+        if _session is None:
+            _session = boto3.session.Session()
+        return _session._session
+
+
+def shared_session_lock() -> threading.Lock:
+    """The lock every client creation from the shared session takes (botocore's is not thread-safe)."""
+    return _lock
+
+
 @cached(maxsize=64, derived=True)
 def _client(service: str, region: str, read_timeout: float | None = None) -> Any:
     global _session

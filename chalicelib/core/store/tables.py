@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from pynamodb.connection import Connection
 from pynamodb.models import Model
 
-from chalicelib.core.aws import table_name
+from chalicelib.core.aws import botocore_session, shared_session_lock, table_name
 from chalicelib.core.config import settings
 from chalicelib.core.process_state import cached
 from chalicelib.core.regions import check_client_region
@@ -24,10 +24,27 @@ class BaseModel(Model):
     TABLE = ""
 
 
+def _with_shared_session(conn: Connection) -> Connection:
+    """``conn`` with its DynamoDB client made now from the process's one botocore session. Left alone,
+    PynamoDB gives every connection (one per model class) a session of its own, and each new session parses
+    botocore's DynamoDB model again: the first request of a process touching a dozen tables paid that a
+    dozen times (seconds on a loaded machine). The client stays on the connection for every thread."""
+    session = botocore_session()
+    with shared_session_lock():
+        conn._local.session = session  # read by ``Connection.client`` when it makes the client, just below
+        try:
+            conn.client  # noqa: B018 - made and kept on the connection
+        finally:
+            conn._local.session = None
+    return conn
+
+
 @cached(maxsize=256, derived=True)
 def _bind(base: type, region: str, table: str) -> type:
     meta = type("Meta", (), {"table_name": table, "region": region, "max_retry_attempts": 4})
-    return type(f"{base.__name__}_{region.replace('-', '_')}", (base,), {"Meta": meta})
+    cls = type(f"{base.__name__}_{region.replace('-', '_')}", (base,), {"Meta": meta})
+    _with_shared_session(cls._get_connection().connection)  # type: ignore[attr-defined]
+    return cls
 
 
 def regional(base: type[M], region: str) -> type[M]:
@@ -56,7 +73,7 @@ def global_connection() -> Connection:
 
 @cached(maxsize=8, derived=True)
 def _connection(region: str) -> Connection:
-    return Connection(region=region, max_retry_attempts=4)
+    return _with_shared_session(Connection(region=region, max_retry_attempts=4))
 
 
 

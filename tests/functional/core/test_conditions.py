@@ -50,3 +50,18 @@ def test_other_errors_are_not_condition_failures(stack: None) -> None:
         Missing.get("x", "y")
     assert not condition_failed(err.value)
     assert not condition_failed(ValueError("ConditionalCheckFailedException"))
+
+
+def test_every_table_connection_shares_the_process_s_one_botocore_session(stack: None) -> None:
+    """Each model class has its own PynamoDB connection; their clients come from one botocore session, so
+    its loader parses the DynamoDB model once per process rather than once per table (docs/webapp.md)."""
+    from chalicelib.core.aws import botocore_session
+    from chalicelib.core.tenancy import MembershipAttrs, WorkspaceAttrs
+
+    clients = [regional(m, REGION)._get_connection().connection.client for m in (IdempotencyAttrs, WorkspaceAttrs, MembershipAttrs)]
+    clients.append(connection(REGION).client)
+    loader = botocore_session().get_component("data_loader")
+    assert all(c._loader is loader for c in clients)
+    assert len({id(c) for c in clients}) == len(clients)  # still one client per connection (its own config)
+    _item("k-shared").save()  # and they work
+    assert regional(IdempotencyAttrs, REGION).get("usr_1", "k-shared").state == "done"

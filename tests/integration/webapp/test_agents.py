@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import pytest
+import requests
 
 from infra.local_run import HOLD_AGENT_STEPS
 from tests.integration.sessions import mfa_member
@@ -28,6 +29,11 @@ def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -
     check_page(page, "agents")
     page.click("a:has-text('New agent')")
     page.wait_for_selector("fieldset legend:has-text('What it may do')")
+    # the shared local platform serves no tool-capable model: the builder says so and where to connect one
+    assert not _tool_models(platform)
+    notice = page.locator("#agent-no-tool-model")
+    assert "No tool-capable model is connected" in notice.text_content()
+    assert notice.locator("a:has-text('Models page')").get_attribute("href") == "/models"
     check_page(page, "agent-new")
     page.go_back()
     ready(page)
@@ -40,7 +46,19 @@ def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -
     page.wait_for_url("**/runs/run_*")
     page.wait_for_selector("#run-status .badge:text-is('completed')", timeout=90000)
     assert page.locator("#run-steps li[data-status=completed]").count() == 4
-    assert page.text_content("#run-answer").strip()
+    # named for people: the agent and when the run started, not its id
+    assert page.text_content("#run-name").startswith("Demo order analyst · ")
+    assert "run_" not in page.text_content("h1")
+    # each step folds: closed, its summary names it; opened, its input and output show
+    first = page.locator("#run-steps li details.step").first
+    assert page.locator("#run-steps li details.step > summary").count() == 4
+    assert first.get_attribute("open") is None and not first.locator("pre").is_visible()
+    first.locator("summary").click()
+    assert first.locator("pre").is_visible()
+    # the extractive answer is a Markdown list: shown as a sanitised HTML list, no "- " left as text
+    page.wait_for_selector("#run-answer ul li")
+    answer = page.text_content("#run-answer").strip()
+    assert answer and "\n- " not in answer and page.locator("#run-answer script").count() == 0
     assert page.locator("#cancel-run").count() == 0  # a finished run offers no cancel
     check_page(page, "agent-run")
     page.go_back()
@@ -84,6 +102,15 @@ def test_start_an_agent_run_and_watch_it_complete(platform: Any, browser: Any) -
     finally:
         sqs.set_queue_attributes(QueueUrl=queue, Attributes={"DelaySeconds": "0"})
     context.close()
+
+
+def _tool_models(platform: Any) -> list[str]:
+    """The demo workspace's models that call tools, as GET /v1/models says (``capabilities.tool_use``)."""
+    ws = platform.demo["workspaces"]["us-east-1"]
+    r = requests.get(platform.regions["us-east-1"]["platform"] + "/models", timeout=30,
+                     headers={"Authorization": f"Bearer {ws['api_token']}"})
+    assert r.status_code == 200, r.text
+    return [m["id"] for m in r.json()["items"] if m["capabilities"]["tool_use"]]
 
 
 class _RunReads:

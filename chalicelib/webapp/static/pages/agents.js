@@ -4,6 +4,7 @@ import { gateway, missing, platform } from "../api.js";
 import * as agents from "../agents_api.js";
 import { h, field, form, table, section, badge, when, problemBox, empty, humanDuration } from "../dom.js";
 import { allowed } from "../shell.js";
+import { renderMarkdown } from "../chat_api.js";
 
 const message = (e) => (e && typeof e === "object" ? e.message || e.code || JSON.stringify(e) : e);
 const KIND = { completed: "good", failed: "bad", cancelled: "warn", expired: "bad", in_progress: "warn", queued: "" };
@@ -81,17 +82,18 @@ const DEADLINES = [["PT30S", "30 seconds"], ["PT1M", "1 minute"], ["PT2M", "2 mi
 
 // The builder: name, instructions, model, tools ticked, limits in words; the plan editor is advanced.
 async function edit({ view, params, navigate }) {
+  // the definition, the models and the catalog are read at once
+  const catalog = readableDatasets().then((found) => [found, null], (err) => [new Map(), err]);
+  const offered = platform("/v1/models").then((body) => body.items || [], () => []);
   const current = params.agent_id ? await agents.getAgent(params.agent_id) : { name: "", instructions: "", model: "auto", tools: ["knowledge_search"], datasets: [], limits: {} };
   const limits = current.limits || {};
-  let models = [];
-  try { models = (await platform("/v1/models")).items || []; } catch { models = []; }
+  const models = await offered;
+  const toolModels = models.filter((m) => m.capabilities && m.capabilities.tool_use);
   const model = h("select", { name: "model", id: "agent-model" }, h("option", { value: "auto" }, "auto (chosen for each run)"),
     models.map((m) => h("option", { value: m.id, selected: m.id === current.model }, `${m.name || m.id} · ${m.provider}`)),
     current.model && current.model !== "auto" && !models.some((m) => m.id === current.model) ? h("option", { value: current.model, selected: true }, current.model) : "");
   const tools = agents.TOOLS.map((t) => field((TOOL_WORDS[t] || [t])[0], h("input", { type: "checkbox", name: "tools", value: t, checked: (current.tools || []).includes(t) }), (TOOL_WORDS[t] || [])[1]));
-  let readable = new Map();
-  let failed = null;
-  try { readable = await readableDatasets(); } catch (err) { failed = err; } // the ticked ones stay ticked
+  const [readable, failed] = await catalog; // on failure the ticked ones stay ticked
   const datasets = datasetChoices(readable, current.datasets || [], failed);
   const plan = h("textarea", { name: "plan", id: "agent-plan", rows: "6" }, current.plan ? JSON.stringify(current.plan, null, 2) : "");
   const deadline = h("select", { name: "deadline" }, h("option", { value: "" }, "the platform's default"),
@@ -113,6 +115,7 @@ async function edit({ view, params, navigate }) {
   }, field("Name", h("input", { name: "name", value: current.name, required: true, maxlength: "100" })),
   field("Instructions", h("textarea", { name: "instructions", id: "agent-instructions" }, current.instructions || ""), "What the agent is for and how it should answer, in plain words."),
   field("Model", model, "Only models allowed for this workspace and your role are listed."),
+  toolModels.length ? "" : noToolModel(),
   h("fieldset", {}, h("legend", {}, "What it may do"), h("p", { class: "hint" }, "It acts with your access rights: it reads only the data you may read."), tools),
   datasets,
   h("div", { class: "row" }, field("Most steps per run", h("input", { type: "number", min: "1", name: "max_steps", value: limits.max_steps ?? "" }), "Empty: the platform's default."),
@@ -123,11 +126,20 @@ async function edit({ view, params, navigate }) {
   h("button", { type: "submit", id: "save-agent" }, "Save"))));
 }
 
+// Without a model that calls tools, a run follows its plan (or searches the documents) and quotes the
+// step outputs; the builder says so before the agent is saved, and where a model is connected.
+const noToolModel = () => h("div", { class: "notice", id: "agent-no-tool-model", role: "note" },
+  h("p", {}, h("strong", {}, "No tool-capable model is connected. "),
+    "Without one, this agent cannot choose its own steps: a run follows its fixed plan (or searches the documents) and answers by quoting what the steps found."),
+  h("p", {}, "To connect one, an Admin adds a model that supports tool use on the ", h("a", { href: "/models" }, "Models page"),
+    " (any OpenAI-compatible endpoint or a Bedrock model in this workspace's region)."));
+
 async function one({ view, params, me, navigate }) {
-  const a = await agents.getAgent(params.agent_id);
-  const runs = await agents.listRuns(params.agent_id);
+  // the definition, its runs and the catalog are read at once (the catalog is only used when it names datasets)
+  const catalog = readableDatasets().catch(() => new Map());
+  const [a, runs] = await Promise.all([agents.getAgent(params.agent_id), agents.listRuns(params.agent_id)]);
   const named = a.datasets || [];
-  const readable = named.length ? await readableDatasets().catch(() => new Map()) : new Map();
+  const readable = named.length ? await catalog : new Map();
   const datasetNames = named.length ? h("ul", { id: "agent-dataset-list" }, named.map((id) => h("li", {}, readable.has(id) ? readable.get(id).name : `a dataset you cannot see (${id})`)))
     : "every dataset the person running it may read";
   const templated = JSON.stringify(a.plan || []).match(/\{\{input\.(\w+)\}\}/g) || [];
@@ -177,27 +189,61 @@ function usageText(r) {
   return r.status === "in_progress" ? `${count(done, "step")} done so far` : "";
 }
 
+// Sanitised HTML from the app's server (markdown-it-py + nh3), parsed inert (a template), then moved in.
+function htmlNode(html) {
+  const t = document.createElement("template");
+  t.innerHTML = html;
+  return t.content;
+}
+
+// A run is named for people: its agent and when it started (or was queued).
+const runName = (agentName, r) => `${agentName || "Agent"} · ${when(r.started_at || r.created_at)}`;
+
 async function run({ view, params }) {
-  let r = await agents.getRun(params.agent_id, params.run_id);
+  // the run and its agent's name are read at once (the agent may be gone: the run keeps a plain name)
+  const [first, agent] = await Promise.all([agents.getRun(params.agent_id, params.run_id), agents.getAgent(params.agent_id).catch(() => null)]);
+  let r = first;
   const status = h("p", { id: "run-status", role: "status" }, runBadge(r.status));
   const steps = h("ol", { class: "steps", id: "run-steps", "aria-live": "polite" });
   const output = h("div", { id: "run-output" });
-  const stepView = (s) => h("li", { "data-status": s.status }, h("strong", {}, `${s.name || ""} (${s.tool})`), ` ${s.status || ""}`,
-    s.duration_ms !== undefined && s.duration_ms !== null ? ` · ${Math.round(s.duration_ms)} ms` : "", " ",
-    s.error ? h("span", { class: "error" }, message(s.error)) : null,
-    s.withheld ? h("span", { class: "note" }, s.withheld.message)
-      : h("details", {}, h("summary", {}, "Input and output"), h("pre", { class: "mono" }, JSON.stringify({ input: s.input, output: s.output }, null, 2))));
+  // each step folds: its summary line (name, tool, status, time) opens to its input and output
+  const open = new Set(); // steps the reader opened stay open while the list is redrawn
+  const stepView = (s, i) => {
+    const key = `${i}:${s.name || s.tool}`;
+    const box = h("details", { class: "step", open: open.has(key) },
+      h("summary", {}, h("strong", {}, `${s.name || ""} (${s.tool})`), ` ${s.status || ""}`,
+        s.duration_ms !== undefined && s.duration_ms !== null ? ` · ${Math.round(s.duration_ms)} ms` : ""),
+      s.error ? h("p", { class: "error" }, message(s.error)) : null,
+      s.withheld ? h("p", { class: "note" }, s.withheld.message)
+        : h("pre", { class: "mono", tabindex: "0" }, JSON.stringify({ input: s.input, output: s.output }, null, 2))); // scrolls: reachable by keyboard
+    box.addEventListener("toggle", () => { if (box.open) open.add(key); else open.delete(key); });
+    return h("li", { "data-status": s.status }, box);
+  };
+  // the answer is Markdown: shown as text at once, then as the server's sanitised HTML (rendered once)
+  let rendered = { text: null, html: null };
+  const answerView = (text) => {
+    const box = h("div", { class: "answer markdown", id: "run-answer" });
+    if (rendered.text === text && rendered.html !== null) box.append(htmlNode(rendered.html));
+    else {
+      box.append(h("p", {}, text));
+      renderMarkdown([text]).then(([html]) => {
+        rendered = { text, html };
+        box.replaceChildren(htmlNode(html));
+      }).catch(() => {}); // the plain text stays
+    }
+    return box;
+  };
   const cancel = h("button", { type: "button", class: "danger", id: "cancel-run" }, "Cancel run");
   const drawAll = () => {
     if (TERMINAL.includes(r.status)) cancel.remove(); // a finished run offers no cancel, from the moment it shows finished
     status.replaceChildren(runBadge(r.status), r.error ? h("span", { class: "error" }, ` ${message(r.error)}`) : "",
       usageText(r) ? h("span", { class: "meta", id: "run-usage" }, ` · ${usageText(r)}`) : "");
-    steps.replaceChildren(...(r.steps || []).map(stepView));
+    steps.replaceChildren(...(r.steps || []).map((s, i) => stepView(s, i)));
     const out = r.output;
     output.replaceChildren(out ? h("div", {},
-      out.answer ? h("p", { class: "answer", id: "run-answer" }, out.answer) : null,
+      out.answer ? answerView(out.answer) : null,
       out.note ? h("p", { class: "note" }, out.note) : null,
-      h("details", {}, h("summary", {}, "Full output"), h("pre", { class: "mono" }, typeof out === "string" ? out : JSON.stringify(out, null, 2))))
+      h("details", {}, h("summary", {}, "Full output"), h("pre", { class: "mono", tabindex: "0" }, typeof out === "string" ? out : JSON.stringify(out, null, 2))))
       : r.withheld ? h("p", { class: "note", id: "run-withheld" }, r.withheld.message)
       : empty(TERMINAL.includes(r.status) ? "This run has no output." : "No output yet."));
   };
@@ -217,7 +263,7 @@ async function run({ view, params }) {
       if (!TERMINAL.includes(r.status)) cancelled.textContent = "Stopping after the current step…"; // a queued run is cancelled at once
     } catch (err) { cancelled.replaceChildren(problemBox(err)); cancel.disabled = false; }
   });
-  view.replaceChildren(h("h1", {}, `Run ${r.id}`), section("Status", status, TERMINAL.includes(r.status) ? null : [cancel, cancelled]),
+  view.replaceChildren(h("h1", { id: "run-name" }, runName(agent && agent.name, r)), h("p", { class: "meta" }, "Run ", h("code", {}, r.id)), section("Status", status, TERMINAL.includes(r.status) ? null : [cancel, cancelled]),
     section("Steps", steps), section("Output", output));
   drawAll();
   // the page is ready (not busy) once drawn; its steps then stream in, announced by the live list
