@@ -175,6 +175,8 @@ QUEUES: tuple[Queue, ...] = (
           purpose="audit exports, built and signed by the export job"),
     Queue("residency-jobs", visibility_timeout=RESIDENCY_VISIBILITY_TIMEOUT_S,
           purpose="approved restores and access requests (export, erasure)"),
+    Queue("knowledge-index", visibility_timeout=VISIBILITY_TIMEOUT_S,
+          purpose="knowledge index rebuilds a search found stale (at most one queued per dataset and target)"),
 )
 
 BUCKETS: tuple[Bucket, ...] = (
