@@ -69,7 +69,7 @@ def index_dataset(region: str, workspace_id: str, dataset_id: str) -> int:
     cls = knowledge(region)
     old = store.manifests(region, workspace_id).indexes.get(dataset_id)
     chunks = chunks_of(rec, region) if rec is not None else []
-    if not chunks:
+    if rec is None or not chunks:
         if old is not None:
             old.delete()
             if old.prefix:
