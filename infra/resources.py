@@ -186,6 +186,8 @@ QUEUES: tuple[Queue, ...] = (
           purpose="chat answers generated outside the request that asked (chalicelib/chat/answers.py)"),
     Queue("residency-jobs", visibility_timeout=RESIDENCY_VISIBILITY_TIMEOUT_S,
           purpose="approved restores and access requests (export, erasure)"),
+    Queue("knowledge-index", visibility_timeout=VISIBILITY_TIMEOUT_S,
+          purpose="knowledge index rebuilds a search found stale (at most one queued per dataset and target)"),
 )
 
 BUCKETS: tuple[Bucket, ...] = (

@@ -1,7 +1,8 @@
 """Knowledge storage (regional). One table keyed by workspace; its items are ``index#<dataset id>``: the
 manifest of a dataset's current index (S3 prefix of its files in the region's ``knowledge`` bucket, the
 dataset snapshot it was built from, chunk count, and the fingerprint of the field policies it was built
-under). Per-document ACLs are the dataset's row-level policy, on its catalog item (``gateway/reader.py``);
+under); and ``rebuild#<dataset id>``: a rebuild a search asked for and queued (``knowledge/indexer``).
+Per-document ACLs are the dataset's row-level policy, on its catalog item (``gateway/reader.py``);
 ``docacl#`` items of earlier versions are no longer read.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from chalicelib.core.store.tables import BaseModel, regional
 
 KIND_INDEX = "index#"
+KIND_REBUILD = "rebuild#"  # a rebuild asked for by a search and queued (``version``: its target)
 
 
 class KnowledgeAttrs(BaseModel):
@@ -23,6 +25,7 @@ class KnowledgeAttrs(BaseModel):
     source_kind = UnicodeAttribute(null=True)  # index: document | dataset
     policy_fingerprint = UnicodeAttribute(null=True)
     embedding_model = UnicodeAttribute(null=True)  # index: the model of its dense vectors (None: lexical only)
+    index_format = UnicodeAttribute(null=True)  # index: ``reader.index_format()`` it was built under
     chunk_count = NumberAttribute(default=0)
     updated_at = UnicodeAttribute()
 

@@ -10,7 +10,12 @@ Order of work (permissions before ranking), each rule from the policy-enforcing 
    row-level policy), and chunks holding a field whose policy is not ALLOW for the caller, are masked out
    before any score is computed;
 3. BM25 scores the remaining chunks; the best ``k`` over all datasets are returned, best first.
-An index built under other field policies than the dataset's current ones is rebuilt first.
+A search only reads. An index built under other field policies, another snapshot or another embedding model
+than the dataset's current ones is stale: it is served as it is, masked by the caller's CURRENT view (rule 2
+with today's policies and ACLs, documents matched under both of their possible names), scored lexically
+when its vectors come from another model, and its rebuild is queued (``indexer.request_rebuild``). An index
+written under another identity format (``reader.index_format``), or of a dataset that has no data now, is
+not served until rebuilt.
 """
 from __future__ import annotations
 
@@ -76,14 +81,15 @@ def _check(query: Any, k: Any, filters: Any) -> dict[str, Any]:
 MAX_MASKS = 32  # per loaded index
 
 
-def _allowed(idx: store.Loaded, view: reader.View) -> np.ndarray | None:
+def _allowed(idx: store.Loaded, view: reader.View, stale: bool = False) -> np.ndarray | None:
     """The mask of chunks the caller may read (None: all of them), kept on the index per distinct
-    (ALLOW fields, hidden documents): callers with the same view share it."""
+    (ALLOW fields, hidden documents, stale): callers with the same view share it. ``stale``: the index was
+    built under other field policies, so a hidden document is matched under both of its names."""
     allow_fields = frozenset(f["name"] for f in view.fields if f["policy"] == "ALLOW")
-    key = (allow_fields, view.hidden)
+    key = (allow_fields, view.hidden, stale)
     if key in idx.masks:
         return idx.masks[key]
-    mask = _mask(idx, view, allow_fields)
+    mask = _mask(idx, view, allow_fields, stale)
     if mask is not None:
         mask.flags.writeable = False  # shared by every caller with this view
     if len(idx.masks) >= MAX_MASKS:
@@ -92,13 +98,22 @@ def _allowed(idx: store.Loaded, view: reader.View) -> np.ndarray | None:
     return mask
 
 
-def _mask(idx: store.Loaded, view: reader.View, allow_fields: frozenset[str]) -> np.ndarray | None:
+def _doc_names(rec: catalog.DatasetRecord, doc: str, stale: bool) -> tuple[str, ...]:
+    """How chunks may name document ``doc``: as today's policy names it, or (``stale``) as either policy
+    of ``document_id`` would have (its id, or its opaque ``docref_``)."""
+    if not stale:
+        return (reader.document_ref(rec, doc),)
+    return doc, "docref_" + reader.opaque_ref(rec, "document", doc)
+
+
+def _mask(idx: store.Loaded, view: reader.View, allow_fields: frozenset[str], stale: bool) -> np.ndarray | None:
     mask: np.ndarray | None = None
     for fields, rows in (idx.by_fields or {}).items():
         if not allow_fields.issuperset(fields):
             mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
             mask[rows] = False
-    hidden = [i for doc in view.hidden for i in idx.by_doc.get(reader.document_ref(view.rec, doc), ())]
+    hidden = [i for doc in view.hidden for name in _doc_names(view.rec, doc, stale)
+              for i in idx.by_doc.get(name, ())]
     if hidden:
         mask = np.ones(len(idx.chunks), dtype=bool) if mask is None else mask
         mask[np.array(hidden, dtype=np.int64)] = False
@@ -127,16 +142,18 @@ def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any]
         m = manifests.indexes.get(rec.id)
         if m is None or m.source_kind not in kinds:
             continue
-        if (m.policy_fingerprint != indexer.policy_fingerprint(rec) or m.version != rec.data_prefix
-                or m.embedding_model != embedder):
-            indexer.index_dataset(region, ws, rec.id)  # policies, snapshot or embedder changed: rebuild first
-            m = store.manifests(region, ws).indexes.get(rec.id)
-            if m is None:
+        wanted = indexer.target(rec, embedder)
+        if indexer.built_for(m) != wanted or m.index_format != reader.index_format():
+            indexer.request_rebuild(region, ws, rec.id, wanted)  # served as it is meanwhile, masked below
+            if m.index_format != reader.index_format() or not rec.data_prefix:
                 continue
+        if not m.prefix:
+            continue
         idx = store.load(region, m.prefix)
-        allowed = _allowed(idx, reader.view(principal, rec))
+        stale_policies = m.policy_fingerprint != indexer.policy_fingerprint(rec)
+        allowed = _allowed(idx, reader.view(principal, rec), stale_policies)
         scored = lexical.score(idx.model, lexical.query_ids(idx.model, query), allowed)
-        if mode == "lexical" or idx.vectors is None or embedder is None:
+        if mode == "lexical" or idx.vectors is None or embedder is None or m.embedding_model != embedder:
             for i, s in lexical.top(*scored, k):
                 found.append(Hit(idx.chunks[i], s, rec.name))
             continue

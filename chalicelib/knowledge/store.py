@@ -37,8 +37,8 @@ class Loaded:
     by_doc: dict[str, list[int]]
     vectors: np.ndarray | None = None  # unit vectors, one row per chunk (hybrid retrieval)
     by_fields: dict[tuple[str, ...], np.ndarray] | None = None  # chunk indices per set of source fields
-    # readable-chunk masks per (ALLOW fields, hidden documents) of the callers so far (knowledge/service)
-    masks: dict[tuple[frozenset[str], frozenset[str]], np.ndarray | None] = field(default_factory=dict)
+    # readable-chunk masks per (ALLOW fields, hidden documents, stale) of the callers so far (knowledge/service)
+    masks: dict[tuple[frozenset[str], frozenset[str], bool], np.ndarray | None] = field(default_factory=dict)
 
 
 @dataclass

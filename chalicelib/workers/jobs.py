@@ -4,7 +4,7 @@
 
 It is also the composition root for reactions across contexts: a sync that changed a dataset's data
 rebuilds its knowledge index (``index_changed_dataset``, passed to the sync worker), so the gateway never
-imports the knowledge context.
+imports the knowledge context; a search that finds an index stale queues its rebuild on ``knowledge-index``.
 
 Workers must not import graphql or duckdb at module level.
 """
@@ -169,6 +169,13 @@ def index_changed_dataset(region: str, workspace_id: str, dataset_id: str) -> No
     indexer.on_sync(region, workspace_id, dataset_id)
 
 
+def knowledge_index(event: dict[str, Any]) -> dict[str, Any]:
+    """Knowledge index rebuilds a search found stale and asked for (``knowledge-index`` queue)."""
+    from chalicelib.knowledge import indexer
+
+    return indexer.handle(event)
+
+
 def sync_jobs(event: dict[str, Any]) -> dict[str, Any]:
     """Connector sync runs (``sync-jobs`` queue); the worker module loads duckdb only when it runs."""
     from chalicelib.gateway.ingest import sync_worker
@@ -212,6 +219,7 @@ QUEUE_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "audit-exports": audit_exports,
     "residency-jobs": residency_jobs,
     "chat-answers": chat_answers,
+    "knowledge-index": knowledge_index,
 }
 
 

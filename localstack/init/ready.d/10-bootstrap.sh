@@ -82,6 +82,8 @@ ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-erasure
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-revocation_ledger --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"ref","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"ref","AttributeType":"S"}]'
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-restore_requests --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
 ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-replication_state --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"}]'
+ok awslocal --region us-east-1 dynamodb create-table --table-name aiplat-request_counters --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"key","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"key","AttributeType":"S"}]'
+ok awslocal --region us-east-1 dynamodb update-time-to-live --table-name aiplat-request_counters --time-to-live-specification Enabled=true,AttributeName=expires_at
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-sync-jobs-dlq
 dlq_arn=$(awslocal --region us-east-1 sqs get-queue-attributes --queue-url "$(awslocal --region us-east-1 sqs get-queue-url --queue-name aiplat-sync-jobs-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-sync-jobs --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
@@ -94,6 +96,9 @@ ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-audit-export
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-residency-jobs-dlq
 dlq_arn=$(awslocal --region us-east-1 sqs get-queue-attributes --queue-url "$(awslocal --region us-east-1 sqs get-queue-url --queue-name aiplat-residency-jobs-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
 ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-residency-jobs --attributes '{"VisibilityTimeout":"900","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
+ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-knowledge-index-dlq
+dlq_arn=$(awslocal --region us-east-1 sqs get-queue-attributes --queue-url "$(awslocal --region us-east-1 sqs get-queue-url --queue-name aiplat-knowledge-index-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
+ok awslocal --region us-east-1 sqs create-queue --queue-name aiplat-knowledge-index --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
 ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-data-us-east-1
 ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-documents-us-east-1
 ok awslocal --region us-east-1 s3api create-bucket --bucket aiplat-knowledge-us-east-1
@@ -158,6 +163,8 @@ ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-eras
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-revocation_ledger --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"ref","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"ref","AttributeType":"S"}]'
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-restore_requests --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"},{"AttributeName":"id","KeyType":"RANGE"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"},{"AttributeName":"id","AttributeType":"S"}]'
 ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-replication_state --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"workspace_id","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"workspace_id","AttributeType":"S"}]'
+ok awslocal --region eu-central-1 dynamodb create-table --table-name aiplat-request_counters --billing-mode PAY_PER_REQUEST --key-schema '[{"AttributeName":"key","KeyType":"HASH"}]' --attribute-definitions '[{"AttributeName":"key","AttributeType":"S"}]'
+ok awslocal --region eu-central-1 dynamodb update-time-to-live --table-name aiplat-request_counters --time-to-live-specification Enabled=true,AttributeName=expires_at
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-sync-jobs-dlq
 dlq_arn=$(awslocal --region eu-central-1 sqs get-queue-attributes --queue-url "$(awslocal --region eu-central-1 sqs get-queue-url --queue-name aiplat-sync-jobs-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-sync-jobs --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
@@ -170,6 +177,9 @@ ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-audit-exp
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-residency-jobs-dlq
 dlq_arn=$(awslocal --region eu-central-1 sqs get-queue-attributes --queue-url "$(awslocal --region eu-central-1 sqs get-queue-url --queue-name aiplat-residency-jobs-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
 ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-residency-jobs --attributes '{"VisibilityTimeout":"900","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
+ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-knowledge-index-dlq
+dlq_arn=$(awslocal --region eu-central-1 sqs get-queue-attributes --queue-url "$(awslocal --region eu-central-1 sqs get-queue-url --queue-name aiplat-knowledge-index-dlq --query QueueUrl --output text)" --attribute-names QueueArn --query Attributes.QueueArn --output text)
+ok awslocal --region eu-central-1 sqs create-queue --queue-name aiplat-knowledge-index --attributes '{"VisibilityTimeout":"300","RedrivePolicy":"{\"deadLetterTargetArn\":\"'"$dlq_arn"'\",\"maxReceiveCount\":\"5\"}"}'
 ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-data-eu-central-1 --create-bucket-configuration LocationConstraint=eu-central-1
 ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-documents-eu-central-1 --create-bucket-configuration LocationConstraint=eu-central-1
 ok awslocal --region eu-central-1 s3api create-bucket --bucket aiplat-knowledge-eu-central-1 --create-bucket-configuration LocationConstraint=eu-central-1

@@ -15,6 +15,7 @@ from chalicelib.knowledge import indexer, service, store
 from tests.functional.conftest import Tenant, bearer
 from tests.functional.gateway.data import field, token_for
 from tests.functional.knowledge.helpers import put_keyed as put_dataset
+from tests.functional.knowledge.helpers import run_index_rebuilds
 
 
 def _index_bytes(region: str) -> bytes:
@@ -71,13 +72,19 @@ def test_masked_field_never_in_index_or_hits(tenant: Tenant, world: dict[str, An
     assert r.json_body["items"][0]["text"] == "name: Zelda Quark; city: Lisbon"
 
 
-def test_policy_change_rebuilds_index_before_use(tenant: Tenant, world: dict[str, Any]) -> None:
+def test_policy_change_masks_at_once_and_the_queued_rebuild_drops_the_value(tenant: Tenant,
+                                                                           world: dict[str, Any]) -> None:
     ws, region = tenant.workspace_id, tenant.region
     catalog.set_field_policy(service_principal(tenant), world["people"], "city", "REDACT")
     hits = service.search(service_principal(tenant), "Lisbon", 5)
     assert all("Lisbon" not in h.chunk.text for h in hits)
+    assert b"Lisbon" in _index_bytes(region)  # the search wrote nothing: the rebuild is queued
+    assert run_index_rebuilds(region) == [{"batchItemFailures": []}]
     assert b"Lisbon" not in _index_bytes(region)
-    assert store.manifests(region, ws).indexes[world["people"]].chunk_count == 1
+    store.invalidate(ws)
+    m = store.manifests(region, ws).indexes[world["people"]]
+    assert m.chunk_count == 1
+    assert m.policy_fingerprint == indexer.policy_fingerprint(catalog.snapshot(ws).datasets[world["people"]])
 
 
 def test_document_acl_masks_before_scoring(tenant: Tenant, world: dict[str, Any]) -> None:
