@@ -15,7 +15,10 @@ AUTO_EXPIRY_SETTINGS = (CHAT_AUTO_EXPIRY, AGENT_RUN_AUTO_EXPIRY)
 RATE_LIMITS = "rate_limits"  # {"per_token", "per_workspace"}: requests per minute, at most the plan's
 ANSWER_LINK_HOSTS = "answer_link_hosts"  # hosts (or "*." + host) whose links answers keep
 GROUNDING_CHECK_MODEL = "grounding_check_model"  # the model that checks answers' statements: an id, "off", or absent
-PLAIN_SETTINGS = (*AUTO_EXPIRY_SETTINGS, GROUNDING_CHECK_MODEL)  # set as given (validated by the PATCH)
+# prompts and answers become span attributes (core/telemetry/tracing.py, which keeps the same name: it cannot
+# import this module)
+TRACE_CONTENT = "trace_content"
+PLAIN_SETTINGS = (*AUTO_EXPIRY_SETTINGS, GROUNDING_CHECK_MODEL, TRACE_CONTENT)  # set as given (validated by the PATCH)
 
 
 def settings_of(ws: WorkspaceAttrs) -> dict[str, Any]:

@@ -214,6 +214,7 @@ PATCH_FIELDS = {
                                check=duration_check(3600, 3650 * 86400, "PT1H and P3650D")),
     "answer_link_hosts": F(list, nullable=True, max_len=link_hosts.MAX_HOSTS, check=link_hosts.check),
     "grounding_check_model": F(str, nullable=True, min_len=1, max_len=200),
+    "trace_content": F(bool, nullable=True),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
     "replication_secondary_region": F(str, max_len=32),

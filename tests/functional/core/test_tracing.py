@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from chalicelib.core import aws, correlation
+from chalicelib.core import aws, correlation, workspace_settings
 from chalicelib.core.store import queues
 from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import forget_scopes, workspaces
@@ -105,9 +105,10 @@ def test_a_workspace_that_opts_in_gets_prompts_and_answers(world: helpers.World,
                                                            spans: InMemorySpanExporter) -> None:
     ws = workspaces().get(world.tenant.workspace_id)
     ws.update(actions=[workspaces().settings.set(json.dumps({tracing.TRACE_CONTENT: True}))])
+    assert tracing.TRACE_CONTENT == workspace_settings.TRACE_CONTENT  # the setting the PATCH writes
     forget_scopes()
     with helpers.client() as c:
-        r = post(c, "/v1/chats", world.member.token, ask(QUESTION + " " + MASKED_EMAIL))
+        r = post(c, "/v1/chats", world.member.token, ask(QUESTION))
     assert r.status_code == 201, r.body
     (model,) = named(spans, "chat ")
     assert QUESTION in model.attributes["gen_ai.input.messages"]
@@ -133,3 +134,22 @@ def test_queued_work_continues_the_trace(tenant: Tenant, spans: InMemorySpanExpo
     assert consumer.attributes["messaging.system"] == "aws_sqs"
     send = [s for s in spans.get_finished_spans() if s.attributes.get("rpc.method") == "SendMessage"]
     assert send and send[0].attributes["rpc.service"] == "sqs"
+
+
+def test_an_admin_opts_the_workspace_in_to_content(tenant: Tenant) -> None:
+    from tests.functional.gateway.data import token_for
+
+    member = token_for(tenant.workspace_id, "member")
+    path = f"/v1/workspaces/{tenant.workspace_id}"
+    with helpers.client() as c:
+        def patch(token: str, body: Any) -> Any:
+            return c.http.patch(path, headers={**bearer(token), "Content-Type": "application/json"},
+                                body=json.dumps(body))
+
+        assert patch(tenant.token, {"trace_content": "yes"}).status_code == 400
+        assert patch(member.token, {"trace_content": True}).status_code == 403
+        assert c.http.get(path, headers=bearer(tenant.token)).json_body["settings"]["trace_content"] is None
+        on = patch(tenant.token, {"trace_content": True})
+        assert on.status_code == 200 and on.json_body["settings"]["trace_content"] is True
+        stored = json.loads(workspaces().get(tenant.workspace_id, consistent_read=True).settings)
+        assert stored[tracing.TRACE_CONTENT] is True  # what the tracer reads
