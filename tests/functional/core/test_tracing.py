@@ -18,7 +18,7 @@ from chalicelib.core.store import queues
 from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import forget_scopes, workspaces
 from tests.functional.chat import helpers
-from tests.functional.chat.helpers import MASKED_EMAIL, ask, post
+from tests.functional.chat.helpers import ask, post
 from tests.functional.conftest import Tenant, bearer
 
 QUESTION = "How many vacation days do employees get per year?"
