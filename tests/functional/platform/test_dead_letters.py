@@ -43,7 +43,7 @@ def test_operators_see_counts_per_region_and_queue(tenant: Tenant, client: Clien
     assert set(body["regions"]) == {"us-east-1", "eu-central-1"}
     us = {q["queue"]: q for q in body["regions"]["us-east-1"]["dead_letter_queues"]}
     eu = {q["queue"]: q for q in body["regions"]["eu-central-1"]["dead_letter_queues"]}
-    assert set(us) == {"sync-jobs", "agent-runs", "audit-exports", "residency-jobs"}
+    assert set(us) == {"sync-jobs", "agent-runs", "audit-exports", "residency-jobs", "chat-answers", "knowledge-index"}
     assert set(us) == set(dead_letters.queues("us-east-1"))
     assert us["agent-runs"]["messages"] == 2 and us["sync-jobs"]["messages"] == 0
     assert eu["sync-jobs"]["messages"] == 1 and body["regions"]["eu-central-1"]["messages"] == 1
