@@ -40,11 +40,8 @@ def client(service: str, region: str, *, read_timeout: float | None = None) -> A
 def botocore_session() -> Any:
     """The process's one botocore session (under boto3's): its loader parses each service's model once, so
     a client made from it (PynamoDB's included, ``store/tables.py``) costs no second JSON load."""
-    global _session
     with _lock:
-        if _session is None:
-            _session = boto3.session.Session()
-        return _session._session
+        return _shared()._session
 
 
 def shared_session_lock() -> threading.Lock:
@@ -54,14 +51,19 @@ def shared_session_lock() -> threading.Lock:
 
 @cached(maxsize=64, derived=True)
 def _client(service: str, region: str, read_timeout: float | None = None) -> Any:
-    global _session
     config = _BOTO_CONFIG if read_timeout is None else _BOTO_CONFIG.merge(
         Config(read_timeout=read_timeout, retries={"total_max_attempts": 1, "mode": "standard"}))
     with _lock:  # one session: its loaded service models are shared by every client
-        if _session is None:
-            _session = boto3.session.Session()
-            tracing.instrument_botocore(_session)
-        return _session.client(service, region_name=region, config=config)
+        return _shared().client(service, region_name=region, config=config)
+
+
+def _shared() -> boto3.session.Session:
+    """The process's boto3 session, made (and traced: one span per AWS call) at first use; under ``_lock``."""
+    global _session
+    if _session is None:
+        _session = boto3.session.Session()
+        tracing.instrument_botocore(_session)
+    return _session
 
 
 def table_name(name: str) -> str:
