@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+from typing import Any
 
 import pytest
 from chalice.test import Client
@@ -40,6 +41,14 @@ OWN_ERROR_SHAPES = {
     "/mcp": lambda body: isinstance(body.get("error"), dict) or bool(body.get("code") and body.get("correlation_id")),
     "/v1/chat/completions": lambda body: isinstance(body["error"]["message"], str),
 }
+SCIM = "/scim/v2/"  # RFC 7644's error message (``application/scim+json``) on every SCIM route
+
+
+def own_error_shape(path: str) -> Any:
+    """The check of a protocol's own error body for ``path``, or None for problem+json."""
+    if path.startswith(SCIM):
+        return lambda body: "urn:ietf:params:scim:api:messages:2.0:Error" in body["schemas"] and body["status"]
+    return OWN_ERROR_SHAPES.get(path)
 
 
 def test_the_route_table_has_json_routes() -> None:
@@ -61,8 +70,8 @@ def test_nested_json_is_400_on_every_json_route(tenant: Tenant, authenticated: b
                     assert r.status_code < 500, (where, r.status_code, r.body[:200])
                     if r.status_code < 400:  # a route that never reads its body (e.g. passkey options)
                         answered.setdefault("ignored", []).append(where)
-                    elif path in OWN_ERROR_SHAPES:  # protocols that answer in their own error shape
-                        assert OWN_ERROR_SHAPES[path](json.loads(r.body)), (where, r.body[:200])
+                    elif own_error_shape(path):  # protocols that answer in their own error shape
+                        assert own_error_shape(path)(json.loads(r.body)), (where, r.body[:200])
                     else:
                         assert r.headers["Content-Type"] == PROBLEM_CONTENT_TYPE, where
                         problem = json.loads(r.body)
