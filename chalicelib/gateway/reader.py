@@ -157,8 +157,10 @@ def index_format() -> str:
 def _check_acl(acl: Any) -> list[dict[str, str]]:
     if (not isinstance(acl, list) or len(acl) > MAX_ACL_ENTRIES
             or not all(isinstance(a, dict) and set(a) == {"type", "id"} and a["type"] in catalog.ACL_TYPES
-                       and isinstance(a["id"], str) and 1 <= len(a["id"]) <= 64 for a in acl)):
-        raise validation_error([{"field": "acl", "message": "must be a list of {type: role|user|group, id}"}])
+                       and isinstance(a["id"], str) and 1 <= len(a["id"]) <= 64
+                       and (a["type"] != "group" or is_id(a["id"], "grp")) for a in acl)):
+        raise validation_error([{"field": "acl", "message": "must be a list of {type: role|user|group, id}; a "
+                                                            "group's id is a grp_ id"}])
     return [{"type": a["type"], "id": a["id"]} for a in acl]
 
 
