@@ -123,7 +123,12 @@ def declined(text: str) -> bool:
 def answer(prompt: Prompt) -> str:
     picked = answerable(prompt.passages, prompt.question())[:MAX_QUOTES]
     if not picked and not prompt.may_decline:
-        picked = candidates(superseded_removed(prompt.passages), words(prompt.question()))[:MAX_QUOTES]
+        current = superseded_removed(prompt.passages)
+        picked = candidates(current, words(prompt.question()))[:MAX_QUOTES]
+        if not picked and current:  # no shared word: the best-ranked passage's first sentence
+            m = SENT_RE.search(current[0].text)
+            if m and '"' not in m.group(0) and "]" not in m.group(0):
+                picked = [(0, 0, 0, m.group(0).strip(), current[0].ref)]
     if not picked:
         return NOTHING
     titles = {p.ref: p.title for p in prompt.passages}
