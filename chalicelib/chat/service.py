@@ -388,8 +388,10 @@ class Live:
         started = time.perf_counter()
         spec = routing.chosen
         checker = entailment_model.for_answer(principal, routing) if not stopped else None
+        # a stopped answer stays as far as it was written (its person watched it and stopped it): its sentences
+        # are labelled, and it is never replaced by the note of an unsupported answer
         checked = answer_output.ground(completion.text, hits, principal.workspace_id, routing.region,
-                                       generative=spec.kind == "generative", question=self.question,
+                                       generative=spec.kind == "generative" and not stopped, question=self.question,
                                        checker=checker)
         self.timings.grounding_ms = (time.perf_counter() - started) * 1000
         notes = _notes(spec.kind, checked)
