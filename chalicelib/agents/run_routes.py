@@ -63,7 +63,7 @@ def cancel_run(ctx: Ctx, agent_id: str, run_id: str) -> Any:
 def run_events(ctx: Ctx, agent_id: str, run_id: str) -> Any:
     paging.check_params(ctx.query, ("after", "wait"))
     run = runs.load(ctx.user, agent_id, run_id)
-    last = parse_last_event_id(ctx.header("last-event-id") or ctx.query.get("after"))
+    last = parse_last_event_id(ctx.header("last-event-id") or ctx.query.get("after") or None)  # empty: from the start
     if last is None:
         raise validation_error([{"field": "Last-Event-ID", "message": "must be an event id (a sequence number)"}])
     wait = query_int(ctx.query, "wait", 0, minimum=0, maximum=MAX_WAIT_S)

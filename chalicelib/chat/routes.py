@@ -119,7 +119,7 @@ def continue_chat(ctx: Ctx, chat_id: str) -> Response:
 @api.route("/v1/chats/{chat_id}/answers/{message_id}/events", permission="chat.use")
 def answer_events(ctx: Ctx, chat_id: str, message_id: str) -> Response:
     check_params(ctx.query, ("after", "wait"))
-    last = parse_last_event_id(ctx.header("last-event-id") or ctx.query.get("after"))
+    last = parse_last_event_id(ctx.header("last-event-id") or ctx.query.get("after") or None)  # empty: from the start
     if last is None:
         raise validation_error([{"field": "Last-Event-ID", "message": "must be an event id (a sequence number)"}])
     wait = query_int(ctx.query, "wait", answers.DEFAULT_WAIT_S, minimum=0, maximum=answers.MAX_WAIT_S)
