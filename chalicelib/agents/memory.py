@@ -61,6 +61,12 @@ def read_labelled(region: str, workspace_id: str, agent_id: str, user_id: str, k
     return values, seen, withheld
 
 
+def exported(reader: Principal, item: dict[str, Any]) -> dict[str, Any] | None:
+    """A stored value (its plain table item) for its user's data export: None when ``reader``'s live rights
+    do not satisfy its labels (the export counts it as withheld, as a read does)."""
+    return item if labelling.satisfied(reader, labelling.loads(item.get("labels"))) else None
+
+
 def read(region: str, workspace_id: str, agent_id: str, user_id: str, key: str | None = None, *,
          reader: Principal) -> dict[str, Any]:
     """``{"memory": {key: value}, "withheld": n}`` for one key (or every key) that has not expired, as

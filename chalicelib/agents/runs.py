@@ -168,8 +168,12 @@ def _error(stored: str | None, shown: bool) -> dict[str, Any] | None:
 def run_labels(run: models.RunAttrs) -> set[labels.Label]:
     """The labels of everything the run read: those stored at its finish, and a dataset label for each
     dataset it read (what a run finished before labels existed has)."""
-    found = labels.loads(run.labels) if run.labels else set()
-    return found | {("dataset", ds, "") for ds in json.loads(run.read or "[]")}
+    return _labels_of(run.labels, run.read)
+
+
+def _labels_of(stored: str | None, read: str | None) -> set[labels.Label]:
+    found = labels.loads(stored) if stored else set()
+    return found | {("dataset", ds, "") for ds in json.loads(read or "[]")}
 
 
 def _definition_run(run: models.RunAttrs) -> dict[str, Any]:
@@ -204,6 +208,26 @@ def view(run: models.RunAttrs, reader: Principal, *, with_steps: bool = False) -
         out = run_redaction.redact(reader, {**out, "steps": steps})
         if not with_steps:
             out.pop("steps")
+    return out
+
+
+def exported(reader: Principal, item: dict[str, Any]) -> dict[str, Any]:
+    """A stored run (its plain table item) for its starter's data export, as ``view`` shows it to them now:
+    what it wrote is withheld when they no longer satisfy its labels, and redacted where it rests only on
+    sources they can no longer read."""
+    out = dict(item)
+    if (item.get("output") or item.get("error")) and not labels.satisfied(
+            reader, _labels_of(item.get("labels"), item.get("read"))):
+        out.pop("output", None)
+        out.pop("error", None)
+        return {**out, "withheld": WITHHELD}
+    if item.get("output"):
+        steps = step_views(region_of(reader.workspace_id), reader.workspace_id, str(item.get("id")), reader,
+                           keep_read=True)
+        shown = run_redaction.redact(reader, {"output": json.loads(item["output"]), "steps": steps})
+        out["output"] = json.dumps(shown["output"])
+        if shown.get("redacted"):
+            out["redacted"] = shown["redacted"]
     return out
 
 

@@ -160,13 +160,9 @@ def _handle_record(record: dict[str, Any]) -> bool:
 
 def _principal(workspace_id: str, user_id: str, request: dict[str, Any], message_id: str) -> Principal | None:
     """The asker with the role their membership has now (None once they left the workspace)."""
-    m = tenancy.membership(workspace_id, user_id)
-    if m is None:
-        return None
     datasets = request.get("datasets")
-    return Principal(user_id=user_id, workspace_id=workspace_id, roles=(m.role,), email=request.get("email") or "",
-                     amr=("chat_answer",), token_id=message_id, membership=m,
-                     datasets=frozenset(datasets) if datasets is not None else None)
+    return tenancy.acting_member(workspace_id, user_id, email=request.get("email") or "", amr="chat_answer",
+                                 token_id=message_id, datasets=frozenset(datasets) if datasets is not None else None)
 
 
 class _Writer:

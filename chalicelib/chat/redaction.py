@@ -18,6 +18,7 @@ images as a new answer's are (``knowledge/answer_links``), so no stored chat sho
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from chalicelib.core.authz import Principal
@@ -127,3 +128,14 @@ def redact(principal: Principal, message: dict[str, Any],
 def redact_all(principal: Principal, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     verdicts = _verdicts(principal, messages)
     return [redact(principal, m, verdicts) for m in messages]
+
+
+def exported(principal: Principal, item: dict[str, Any]) -> dict[str, Any]:
+    """A stored chat (its plain table item) as its author may read it now, for their data export: its
+    messages as ``GET /v1/chats/{id}`` shows them."""
+    try:
+        messages = json.loads(item.get("messages") or "[]")
+    except ValueError:
+        return item
+    return {**item, "messages": json.dumps(redact_all(principal, messages)) if isinstance(messages, list)
+            else item.get("messages")}

@@ -200,6 +200,17 @@ def live_principal(principal: Principal) -> Principal:
     return replace(principal, roles=(m.role,), membership=m, groups=frozenset(m.groups or ()))
 
 
+def acting_member(workspace_id: str, user_id: str, *, email: str, amr: str, token_id: str,
+                  datasets: frozenset[str] | None = None) -> Principal | None:
+    """A user as work done for them outside a request acts (a queued answer, an agent run, an export): with
+    the role and groups their membership has now, ``amr`` naming the work; None once they left."""
+    m = membership(workspace_id, user_id)
+    if m is None:
+        return None
+    return Principal(user_id=user_id, workspace_id=workspace_id, roles=(m.role,), email=email, amr=(amr,),
+                     token_id=token_id, membership=m, groups=frozenset(m.groups or ()), datasets=datasets)
+
+
 def require_member(principal: Principal, workspace_id: str) -> MembershipAttrs:
     """A workspace named in a path must be the token's own, and the caller a member there (else 404)."""
     require_workspace(principal, workspace_id)

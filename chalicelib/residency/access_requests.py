@@ -23,7 +23,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
@@ -38,7 +38,7 @@ from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues
 from chalicelib.core.store.conditions import condition_failed
-from chalicelib.core.tenancy import memberships, region_of, workspaces_of
+from chalicelib.core.tenancy import acting_member, memberships, region_of, workspaces_of
 from chalicelib.residency import erasure, pseudonymised
 from chalicelib.residency.models import (
     ACCESS_DEADLINE_SECONDS,
@@ -67,6 +67,13 @@ _des = TypeDeserializer()
 PRIVATE_TABLES = ("chats", "agent_runs", "agent_memory")
 WITHHELD_REASON = ("Private to the member: only an export the member requests about their own account "
                    "holds it.")
+NO_LONGER_READABLE = ("Written by the member's agent runs after reading what the member may no longer read "
+                      "(labels: docs/security.md).")
+# How each private table's item reads to its author now (the contexts that own them; the composition root
+# passes them in): chats redacted where a source is no longer readable, runs and memory withheld where their
+# labels are no longer satisfied. A view returns None for an item withheld whole.
+PrivateView = Callable[[Principal, dict[str, Any]], "dict[str, Any] | None"]
+PrivateViews = Mapping[str, PrivateView]
 
 
 def to_dict(req: AccessRequestAttrs, *, links: bool = False) -> dict[str, Any]:
@@ -171,7 +178,7 @@ def may_download(user: Principal, req: AccessRequestAttrs) -> bool:
 
 # --- the worker's part -------------------------------------------------------------------------------
 
-def run(region: str, workspace_id: str, request_id: str) -> dict[str, Any]:
+def run(region: str, workspace_id: str, request_id: str, views: PrivateViews) -> dict[str, Any]:
     """Take a queued request once (``queued`` -> ``running``), do it, record and audit the outcome."""
     cls = access_requests(region)
     try:
@@ -186,7 +193,7 @@ def run(region: str, workspace_id: str, request_id: str) -> dict[str, Any]:
         raise
     target = {"type": "access_request", "id": req.id}
     try:
-        result = _export(region, req) if req.kind == EXPORT else _erase(region, req)
+        result = _export(region, req, views) if req.kind == EXPORT else _erase(region, req)
     except Exception as exc:  # noqa: BLE001 - recorded and audited as the request's outcome
         log.exception("access request failed", extra={"workspace_id": workspace_id, "request": req.id})
         req.update(actions=[cls.status.set(FAILED), cls.error.set(type(exc).__name__)])
@@ -238,26 +245,43 @@ def _global_records(user_id: str) -> Iterator[dict[str, Any]]:
             yield {"table": "auth_state", "item": _plain(item)}
 
 
+def _private_items(region: str, workspace_id: str, user_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(table, item) of the content private to the user in one workspace (``PRIVATE_TABLES``)."""
+    for chat in erasure._query(region, "chats", "workspace_id", workspace_id):
+        if erasure._s(chat, "user_id") == user_id:
+            yield "chats", chat
+    for run in erasure._query(region, "agent_runs", "workspace_id", workspace_id):
+        if erasure._s(run, "user_id") == user_id:
+            yield "agent_runs", run
+    for item in erasure._scan(region, "agent_memory", FilterExpression="begins_with(#s, :p)",
+                              ExpressionAttributeNames={"#s": "scope"},
+                              ExpressionAttributeValues={":p": {"S": workspace_id + "#"}}):
+        if erasure._s(item, "scope").rsplit("#", 1)[-1] == user_id:
+            yield "agent_memory", item
+
+
 def _workspace_records(region: str, workspace_id: str, user_id: str, email: str, *,
-                       private: bool) -> Iterator[dict[str, Any]]:
-    """The subject's records in one workspace. ``private`` (the subject's own export only) adds the content
-    private to the subject (``PRIVATE_TABLES``); otherwise one ``withheld`` record names what was left out."""
+                       views: PrivateViews | None, request_id: str) -> Iterator[dict[str, Any]]:
+    """The subject's records in one workspace. ``views`` (the subject's own export only) adds the content
+    private to the subject (``PRIVATE_TABLES``) as the subject may read it now; otherwise one ``withheld``
+    record names what was left out."""
     m = aws.client("dynamodb", region).get_item(TableName=aws.table_name("memberships"), ConsistentRead=True,
                                                 Key={"workspace_id": {"S": workspace_id}, "user_id": {"S": user_id}})
     if m.get("Item"):
         yield {"table": "memberships", "item": _plain(m["Item"])}
-    if private:
-        for chat in erasure._query(region, "chats", "workspace_id", workspace_id):
-            if erasure._s(chat, "user_id") == user_id:
-                yield {"table": "chats", "item": _plain(chat)}
-        for run in erasure._query(region, "agent_runs", "workspace_id", workspace_id):
-            if erasure._s(run, "user_id") == user_id:
-                yield {"table": "agent_runs", "item": _plain(run)}
-        for item in erasure._scan(region, "agent_memory", FilterExpression="begins_with(#s, :p)",
-                                  ExpressionAttributeNames={"#s": "scope"},
-                                  ExpressionAttributeValues={":p": {"S": workspace_id + "#"}}):
-            if erasure._s(item, "scope").rsplit("#", 1)[-1] == user_id:
-                yield {"table": "agent_memory", "item": _plain(item)}
+    reader = acting_member(workspace_id, user_id, email=email, amr="access_request", token_id=request_id) \
+        if views is not None else None
+    if views is not None and reader is not None:
+        withheld: dict[str, int] = {}
+        for table, item in _private_items(region, workspace_id, user_id):
+            shown = views[table](reader, _plain(item))
+            if shown is None:
+                withheld[table] = withheld.get(table, 0) + 1
+            else:
+                yield {"table": table, "item": shown}
+        if withheld:
+            yield {"table": "withheld", "item": {"tables": sorted(withheld), "counts": withheld,
+                                                 "reason": NO_LONGER_READABLE}}
     else:
         yield {"table": "withheld", "item": {"tables": list(PRIVATE_TABLES), "reason": WITHHELD_REASON}}
     for inv in erasure._query(region, "invitations", "workspace_id", workspace_id):
@@ -276,7 +300,7 @@ def _zip(files: dict[str, list[dict[str, Any]]]) -> bytes:
     return buf.getvalue()
 
 
-def _export(region: str, req: AccessRequestAttrs) -> dict[str, Any]:
+def _export(region: str, req: AccessRequestAttrs, views: PrivateViews) -> dict[str, Any]:
     user = aws.client("dynamodb", settings().global_region).get_item(
         TableName=aws.table_name("users"), Key={"id": {"S": req.subject}}, ConsistentRead=True).get("Item") or {}
     email = erasure._s(user, "email").lower()
@@ -288,7 +312,8 @@ def _export(region: str, req: AccessRequestAttrs) -> dict[str, Any]:
     for m in _scope_workspaces(req, region):
         files = by_region.setdefault(m["region"], {})
         files[f"{m['region']}/{m['workspace_id']}.jsonl"] = list(
-            _workspace_records(m["region"], m["workspace_id"], req.subject, email, private=own))
+            _workspace_records(m["region"], m["workspace_id"], req.subject, email, views=views if own else None,
+                               request_id=req.id))
     parts = []
     for part_region, files in sorted(by_region.items()):
         key = f"exports/{req.workspace_id}/{req.id}/{part_region}.zip"

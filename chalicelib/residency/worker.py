@@ -12,6 +12,7 @@ attempt is the last before the dead-letter queue).
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from chalicelib.core.store import queues
@@ -20,22 +21,23 @@ from chalicelib.residency import access_requests, backups, restore
 from chalicelib.residency.models import JOBS_QUEUE
 
 
-def handle_one(message: dict[str, Any]) -> dict[str, Any]:
+def handle_one(message: dict[str, Any], views: access_requests.PrivateViews) -> dict[str, Any]:
     ws, request_id = str(message["workspace_id"]), str(message["request_id"])
     region = region_of(ws)
     if message.get("kind") == "restore":
         return restore.run_queued(region, ws, request_id)
     if message.get("kind") == "access_request":
-        return access_requests.run(region, ws, request_id)
+        return access_requests.run(region, ws, request_id, views)
     raise ValueError(f"unknown residency job {message.get('kind')!r}")
 
 
-def handle(event: dict[str, Any]) -> dict[str, Any]:
-    """Lambda SQS handler with partial batch failures."""
-    return queues.handle_batch(event, _handle_record, what="residency job")
+def handle(event: dict[str, Any], views: access_requests.PrivateViews) -> dict[str, Any]:
+    """Lambda SQS handler with partial batch failures; ``views``: how each private table's item reads to its
+    author now (``access_requests.PrivateViews``, given by the composition root)."""
+    return queues.handle_batch(event, partial(_handle_record, views=views), what="residency job")
 
 
-def _handle_record(record: dict[str, Any]) -> bool:
+def _handle_record(record: dict[str, Any], views: access_requests.PrivateViews) -> bool:
     message = json.loads(record.get("body") or "")
     if isinstance(message, dict) and message.get("kind") == "backup":
         job = queues.parse_body(record, workspace_id="ws", backup_id="bkp")
@@ -47,5 +49,5 @@ def _handle_record(record: dict[str, Any]) -> bool:
         backups.run_job(region, job["workspace_id"], job["backup_id"], actor, attempt=attempt,
                         last_attempt=attempt >= queues.max_receives(JOBS_QUEUE, region))
         return True
-    handle_one(message)
+    handle_one(message, views)
     return True

@@ -205,11 +205,19 @@ def chat_answers(event: dict[str, Any]) -> dict[str, Any]:
     return answers.handle(event)
 
 
+def private_views() -> dict[str, Any]:
+    """How each table private to its author reads to that author now (``access_requests.PrivateViews``)."""
+    from chalicelib.agents import memory, runs
+    from chalicelib.chat import redaction
+
+    return {"chats": redaction.exported, "agent_runs": runs.exported, "agent_memory": memory.exported}
+
+
 def residency_jobs(event: dict[str, Any]) -> dict[str, Any]:
     """Approved restores and access requests (``residency-jobs`` queue)."""
     from chalicelib.residency import worker
 
-    return worker.handle(event)
+    return worker.handle(event, private_views())
 
 
 # queue name (as declared in infra/resources.py) -> handler(lambda_sqs_event) -> {"batchItemFailures": [...]}

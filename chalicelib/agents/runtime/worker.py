@@ -126,12 +126,8 @@ def fail_run(region: str, workspace_id: str, run_id: str, code: str, message: st
 def starting_principal(run: models.RunAttrs) -> Principal | None:
     """The user who started the run, with the role their membership has *now* (None if they left),
     limited to the agent's datasets when the definition the run was started with names some."""
-    m = tenancy.membership(run.workspace_id, run.user_id)
-    if m is None:
-        return None
-    return Principal(user_id=run.user_id, workspace_id=run.workspace_id, roles=(m.role,), email=run.user_email,
-                     amr=("agent_run",), token_id=run.id, membership=m, groups=frozenset(m.groups or ()),
-                     datasets=tools.dataset_scope(json.loads(run.agent)))
+    return tenancy.acting_member(run.workspace_id, run.user_id, email=run.user_email or "", amr="agent_run",
+                                 token_id=run.id, datasets=tools.dataset_scope(json.loads(run.agent)))
 
 
 def execute(workspace_id: str, run_id: str, delivery_id: str, *, after_step: AfterStep | None = None) -> str:

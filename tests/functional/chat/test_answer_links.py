@@ -25,6 +25,7 @@ from tests.functional.gateway.data import field
 from tests.functional.knowledge.helpers import put_keyed
 from tests.functional.models import scripted_peer
 from tests.functional.platform.helpers import call
+from tests.functional.reader.surfaces import own_export
 
 EVIL = "attacker.example"
 VACATION = "Employees get thirty vacation days per year."
@@ -210,6 +211,9 @@ def test_a_stored_chat_and_its_replays_redact_a_source_no_longer_readable(
         assert answer["content"][s["start"]:s["end"]].strip()
     assert all(c["quote"] is None for c in answer["citations"] if c.get("redacted"))
     assert replayed.json_body["redacted"]["sentences"] == 1
+    exported = own_export(tenant, world.member)  # her data export holds her chats as she may read them now
+    assert "forty percent" not in exported and "[redacted: its source is no longer readable by you]" in exported
+    assert VACATION in exported
     # the Admin still reads every document: her own view of the same kind of answer is whole
     with helpers.client() as c:
         admin = post(c, "/v1/chats", tenant.token, question)

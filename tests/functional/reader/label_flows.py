@@ -11,7 +11,7 @@ A second Member, the holder, is admitted by name to every restricted document of
 
 Each surface that returns what those runs wrote is read as the holder before and after the Admin narrows
 every restricted document to Admins (``PHASES``): memory (REST), the runs (read with their steps, listed,
-and the start replayed with its ``Idempotency-Key``) and, after, the ``memory_read`` tool of a later run
+and the start replayed with its ``Idempotency-Key``), the holder's export of their own account and, after, the ``memory_read`` tool of a later run
 of each agent (with what the model was sent). ``LABEL_SURFACES`` is the one list.
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ from chalicelib.llm.registry import registry
 from tests.functional.agents.helpers import deliver
 from tests.functional.agents.scripted_model import ScriptedModel
 from tests.functional.platform.helpers import User, add_member, call
+from tests.functional.reader.surfaces import own_export
 from tests.functional.reader.world import POLICIES, World
 
 FORMS = ("plain", "base64", "reversed", "split")
@@ -67,6 +68,7 @@ LABEL_SURFACES: list[LabelSurface] = [
     LabelSurface("memory_rest", PHASES, True),
     LabelSurface("run_read", PHASES, True),
     LabelSurface("run_list", PHASES, False),
+    LabelSurface("own_export", PHASES, True),
     LabelSurface("start_replayed", ("after",), False),
     LabelSurface("memory_tool", ("after",), False),
 ]
@@ -167,6 +169,7 @@ def _read(c: Client, w: Flows, phase: str) -> None:
     w.seen[("memory_rest", phase)] = json.dumps(memory)
     w.seen[("run_read", phase)] = json.dumps(runs)
     w.seen[("run_list", phase)] = json.dumps(listed)
+    w.seen[("own_export", phase)] = own_export(w.world.tenant, w.holder)
     if phase == "after":
         w.seen[("start_replayed", phase)] = json.dumps(replayed)
 

@@ -21,6 +21,7 @@ from chalice.test import Client
 
 from chalicelib.core import aws
 from chalicelib.groups import create_app
+from chalicelib.workers import jobs
 from tests.functional.agents.helpers import deliver
 from tests.functional.platform.helpers import call
 from tests.functional.reader.world import POLICIES, TOPIC, World
@@ -163,27 +164,47 @@ def index_objects(w: World) -> str:
     return "\n".join(out)
 
 
-def access_request_export(w: World) -> str:
-    """The Member's own export (after the chats and the agent run): every file of every part."""
+def own_export(tenant: Any, user: Any) -> str:
+    """Every file of every part of ``user``'s export of their own account (run by the residency worker's code
+    with the composition root's views)."""
     from chalicelib.residency import access_requests
 
-    _chats(w)
-    region, ws = w.tenant.region, w.tenant.workspace_id
+    region, ws = tenant.region, tenant.workspace_id
     with Client(create_app("platform")) as c:
-        status, req, _ = call(c, "POST", "/v1/access-requests", w.member.token,
-                              {"kind": "export", "user_id": w.member.user_id})
+        status, req, _ = call(c, "POST", "/v1/access-requests", user.token, {"kind": "export", "user_id": user.user_id})
         _ok(status, req, "access request")
-    assert access_requests.run(region, ws, req["id"])["status"] == "completed"
+    assert access_requests.run(region, ws, req["id"], jobs.private_views())["status"] == "completed"
     out = []
-    for part_region in (region,):
-        s3 = aws.client("s3", part_region)
-        bucket = aws.bucket_name("access-exports", part_region)
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"exports/{ws}/{req['id']}/"):
-            for obj in page.get("Contents", []):
-                with zipfile.ZipFile(io.BytesIO(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())) as z:
-                    out.extend(z.read(n).decode() for n in z.namelist())
+    s3 = aws.client("s3", region)
+    bucket = aws.bucket_name("access-exports", region)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"exports/{ws}/{req['id']}/"):
+        for obj in page.get("Contents", []):
+            with zipfile.ZipFile(io.BytesIO(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())) as z:
+                out.extend(json.dumps(_unnested(json.loads(line))) for n in z.namelist()
+                           for line in z.read(n).decode().splitlines())
     assert out, "the export holds no file"
     return "\n".join(out)
+
+
+def _unnested(value: Any) -> Any:
+    """``value`` with the JSON text its items hold (stored attributes such as ``messages`` or ``value``) decoded,
+    so a copy shows as it would in an API answer."""
+    if isinstance(value, dict):
+        return {k: _unnested(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unnested(v) for v in value]
+    if isinstance(value, str) and value[:1] in "[{\"":
+        try:
+            return _unnested(json.loads(value))
+        except ValueError:
+            return value
+    return value
+
+
+def access_request_export(w: World) -> str:
+    """The Member's own export (after the chats and the agent run): every file of every part."""
+    _chats(w)
+    return own_export(w.tenant, w.member)
 
 
 def lineage(w: World) -> str:
