@@ -49,3 +49,20 @@ def test_demoted_admin_acts_with_the_new_role(tenant: Tenant) -> None:
     gateway = Client(create_app("gateway"))
     assert gateway.http.get("/v1/catalog/datasets", headers=bearer(carol)).status_code == 403  # viewer: no knowledge
     assert platform.http.get("/v1/audit/events?from=2020-01-01T00:00:00Z", headers=bearer(carol)).status_code == 200
+
+
+def test_work_done_for_a_member_acts_with_their_live_role_and_groups(tenant: Tenant) -> None:
+    """Queued answers, agent runs and exports act as the member is now: the role and groups of the live
+    membership (a group's grant reaches them), and nobody once they left."""
+    from chalicelib.core.tenancy import acting_member, forget_scopes
+
+    cls = memberships(tenant.region)
+    m = cls.get(tenant.workspace_id, tenant.user_id)
+    m.update(actions=[cls.groups.add({"grp_readers"}), cls.role.set("member")])
+    forget_scopes()
+    who = acting_member(tenant.workspace_id, tenant.user_id, email=tenant.email, amr="chat_answer", token_id="msg_1")
+    assert who is not None
+    assert (who.roles, who.groups, who.amr, who.datasets) == (("member",), frozenset({"grp_readers"}), ("chat_answer",), None)
+    m.delete()
+    forget_scopes()
+    assert acting_member(tenant.workspace_id, tenant.user_id, email=tenant.email, amr="agent_run", token_id="run_1") is None
