@@ -181,7 +181,7 @@ def test_markdown_renders_and_dangerous_input_stays_inert() -> None:
     html = markdown.render("# Title\n\n- **bold** item\n\n```python\nprint('<b>')\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
                            "[docs](https://example.com/docs)")
     assert "<h1>Title</h1>" in html and "<strong>bold</strong>" in html and "<table>" in html
-    assert '<code class="language-python">print(\'&lt;b&gt;\')' in html
+    assert '<code class="language-python"><span class="nb">print</span><span class="p">(</span><span class="s1">\'&lt;b&gt;\'</span>' in html
     assert '<a href="https://example.com/docs" rel="noopener noreferrer nofollow">docs</a>' in html
     for attack in ATTACKS:
         tags = _tags(markdown.render(attack))

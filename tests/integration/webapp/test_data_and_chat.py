@@ -6,8 +6,12 @@ local platform, every page axe-clean under the app's CSP, screenshots at 1280 an
   oversized file each get their own clear message (the last four refused at upload, nothing of them
   stored; the two PDFs, which only a parser can tell, named by the sync that read them);
 - a question whose answer needs the PDF: its citation [1] opens the passage with its page in the side
-  panel; regenerate, rename, server-side search; a streaming answer stopped with Stop;
-- a model answer holding <script>, <img onerror>, javascript: links and raw HTML renders inert;
+  panel; regenerate, rename, server-side search (the list shows only the matches); a streaming answer
+  stopped with Stop;
+- a model answer holding <script>, <img onerror>, javascript: links and raw HTML renders inert, its code
+  blocks highlighted with a working copy button, its table a table;
+- a long conversation keeps the composer in the window (1280 and 375 px); on a phone the conversation
+  list is a drawer (closed at first, Escape and choosing a conversation close it);
 - an s3 connector added through the role-grant step (trust policy and ExternalId shown), "Check access";
 - every page at 1280 and 375 px: no "null", no sideways scroll.
 """
@@ -135,9 +139,20 @@ def test_upload_documents_then_ask_with_cited_page(platform: Any, admin: Any) ->
     page.fill(".chat-list input[aria-label='New title']", f"Refund timing {TAG}")
     page.click(".chat-list button:has-text('Save')")
     page.wait_for_selector(f".chat-list a:text-is('Refund timing {TAG}')")
+    listed = page.locator(".chat-list li").count()
     page.fill("#chat-search", f"refund timing {TAG}")
     page.click("#search-chats")
-    page.wait_for_selector(f"#search-results a[href='/chat/{chat_id}']")
+    page.wait_for_selector(".chat-list.search-hits")
+    assert [a.get_attribute("href") for a in page.query_selector_all(".chat-list li > a")] == [f"/chat/{chat_id}"]
+    page.fill("#chat-search", f"nothing like this {TAG}")
+    page.click("#search-chats")
+    page.wait_for_selector("#no-match")
+    assert "No conversation matches" in page.text_content("#no-match")
+    assert page.locator(".chat-list").count() == 0
+    page.fill("#chat-search", "")  # clearing the search brings the whole list back
+    page.wait_for_selector("#no-match", state="detached")
+    page.wait_for_selector(f".chat-list:not(.search-hits) a[href='/chat/{chat_id}']")
+    assert page.locator(".chat-list li").count() == listed
 
     # Stop: the answer's request is held in the network until Stop is pressed
     held: list[Any] = []
@@ -162,16 +177,12 @@ def _sse(events: list[tuple[str, dict[str, Any]]]) -> str:
                    for n, (e, d) in enumerate(events, start=1))
 
 
-def test_a_hostile_answer_renders_inert(platform: Any, admin: Any) -> None:
-    """The model's answer is scripted here (a real model cannot be made to answer this deterministically);
-    everything after the network (the page, the app's renderer, the CSP) is the real one."""
-    app, page = platform.urls["app"], admin
-    hostile = ("Here is **bold** and `code`.\n\n<script>window.pwned = 1</script>\n\n"
-               '<img src="x" onerror="window.pwned = 2">\n\n[click me](javascript:window.pwned=3)\n\n'
-               '<a href="javascript:window.pwned=4">raw link</a> <b>raw bold</b> <iframe src="/"></iframe>\n\n'
-               "```html\n<script>window.pwned = 5</script>\n```\n")
+def _scripted_answers(page: Any, app: str, answer: str, questions: list[str]) -> None:
+    """Asks ``questions`` on a new chat page, each answered with ``answer`` by a scripted model (a real model
+    cannot be made to answer this deterministically); everything after the network (the page, the app's
+    renderer, the CSP) is the real one."""
     body = _sse([("message_start", {"id": "msg_x", "chat_id": None, "model": "builtin/extractive", "routing": None}),
-                 ("content_delta", {"text": hostile}),
+                 ("content_delta", {"text": answer}),
                  ("citations", {"citations": [], "grounding": {"ratio": 0}}),
                  ("message_stop", {"usage": {}})])
     page.route("**/api/platform/v1/chats", lambda route: route.fulfill(
@@ -179,20 +190,105 @@ def test_a_hostile_answer_renders_inert(platform: Any, admin: Any) -> None:
         else route.continue_())
     try:
         _goto(page, app + "/chat")
-        page.fill("#prompt", "Say something dangerous")
-        page.click("#send")
-        page.wait_for_selector("#messages li.assistant:not(.streaming) .answer strong")
+        for n, question in enumerate(questions, start=1):
+            page.fill("#prompt", question)
+            page.click("#send")
+            page.wait_for_function("(n) => document.querySelectorAll('#messages li.assistant:not(.streaming)').length === n"
+                                   " && !document.querySelector('#messages li.streaming')", arg=n)
     finally:
         page.unroute("**/api/platform/v1/chats")
+
+
+def test_a_hostile_answer_renders_inert(platform: Any, admin: Any) -> None:
+    app, page = platform.urls["app"], admin
+    hostile = ("Here is **bold** and `code`.\n\n<script>window.pwned = 1</script>\n\n"
+               '<img src="x" onerror="window.pwned = 2">\n\n[click me](javascript:window.pwned=3)\n\n'
+               '<a href="javascript:window.pwned=4">raw link</a> <b>raw bold</b> <iframe src="/"></iframe>\n\n'
+               "```html\n<script>window.pwned = 5</script>\n```\n\n"
+               '```"><script>window.pwned = 6</script>\nplain\n```\n\n'
+               "```python\ndef refund(days):\n    return days <= 9  # business days\n```\n\n"
+               "| plan | days |\n|---|---:|\n| <i>basic</i> | 9 |\n")
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app)
+    _scripted_answers(page, app, hostile, ["Say something dangerous"])
     answer = page.locator("#messages li.assistant .answer")
     assert page.evaluate("window.pwned") is None
-    for selector in ("script", "img", "iframe", "a[href^='javascript']", "[onerror]", "b"):
+    for selector in ("script", "img", "iframe", "a[href^='javascript']", "[onerror]", "b", "i", "[style]"):
         assert answer.locator(selector).count() == 0, selector
     text = answer.text_content()
     assert "<script>window.pwned = 1</script>" in text and "<b>raw bold</b>" in text
-    assert answer.locator("pre code").text_content().startswith("<script>")
-    assert page.locator("#messages li.assistant .copy-code").count() == 1
+    # code blocks: highlighted by token classes, the language named, a copy button each; a hostile
+    # language name is no class at all
+    assert answer.locator("pre code").first.text_content().startswith("<script>")
+    assert answer.locator("code.language-html span.nt").count() >= 2
+    assert answer.locator("code.language-python span.k").first.text_content() == "def"
+    assert [c.text_content() for c in answer.locator(".code-lang").all()] == ["html", "python"]
+    assert answer.locator("pre code:not([class])").text_content() == "plain\n"
+    assert page.locator("#messages li.assistant .copy-code").count() == 3
+    copy = answer.locator(".code-block", has=page.locator("code.language-python")).locator(".copy-code")
+    copy.click()
+    page.wait_for_selector("#messages .copy-code[data-state=copied]")
+    assert page.evaluate("navigator.clipboard.readText()") == "def refund(days):\n    return days <= 9  # business days\n"
+    # the table
+    assert [th.text_content() for th in answer.locator("table th").all()] == ["plan", "days"]
+    assert answer.locator("table td").first.text_content() == "<i>basic</i>"
     check_page(page)
+
+
+LONG = ("### Refunds\n\n" + "\n\n".join(f"Step {n}: a refund request is read, checked and answered." for n in range(1, 13))
+        + "\n\n```python\n" + "".join(f"print('line {n}')\n" for n in range(1, 16)) + "```\n")
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_a_long_conversation_keeps_the_composer_in_view(platform: Any, admin: Any, width: int) -> None:
+    app, page = platform.urls["app"], admin
+    page.set_viewport_size({"width": width, "height": 800})
+    try:
+        _scripted_answers(page, app, LONG, ["How are refunds handled?", "And after that?", "Once more, please."])
+        assert page.locator("#messages > li").count() == 6
+        assert page.evaluate("document.documentElement.scrollHeight") > 3 * 800  # the messages scroll
+        for scroll in ("0", "document.documentElement.scrollHeight / 2", "document.documentElement.scrollHeight"):
+            page.evaluate(f"window.scrollTo(0, {scroll})")
+            for control in ("#prompt", "#send", "#model"):
+                box = page.locator(control).bounding_box()
+                assert box and box["y"] >= 0 and box["y"] + box["height"] <= 800, (scroll, control, box)
+        assert page.locator("#composer .composer-options").count() == 1  # where answer options go
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        check_page(page)
+        # what the reader sees: the window at the end of the conversation (a full-page shot would
+        # draw the composer where the window ended)
+        page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{'mobile-' if width == 375 else ''}chat-conversation.png"))
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_conversations_are_a_drawer_on_a_phone(platform: Any, admin: Any) -> None:
+    app, page = platform.urls["app"], admin
+    _goto(page, app + "/chat")
+    page.wait_for_selector("#chat-drawer .chat-list")  # a sidebar at 1280 px
+    assert page.is_hidden("#chat-drawer-toggle")
+    page.set_viewport_size({"width": 375, "height": 800})
+    try:
+        _goto(page, app + "/chat")
+        page.wait_for_selector("#chat-drawer .chat-list li", state="attached")
+        assert page.is_hidden("#chat-drawer") and page.get_attribute("#chat-drawer-toggle", "aria-expanded") == "false"
+        page.click("#chat-drawer-toggle")
+        page.wait_for_selector("#chat-drawer .chat-list", state="visible")
+        assert page.get_attribute("#chat-drawer-toggle", "aria-expanded") == "true"
+        check_page(page, "mobile-chat-drawer")
+        page.keyboard.press("Escape")
+        page.wait_for_selector("#chat-drawer", state="hidden")
+        assert page.evaluate("document.activeElement.id") == "chat-drawer-toggle"
+        page.click("#chat-drawer-toggle")
+        link = page.locator("#chat-drawer .chat-list li > a").first
+        href = link.get_attribute("href")
+        link.click()
+        page.wait_for_url(app + href)
+        ready(page)
+        assert page.is_hidden("#chat-drawer") and page.is_visible("#prompt")
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
 
 
 def test_s3_connector_through_the_role_grant_step(platform: Any, admin: Any) -> None:

@@ -1,8 +1,10 @@
 // Chat: answers rendered from Markdown (sanitised by the app's server), shown as they stream with a
 // Stop button; copy, thumbs up/down, regenerate, edit and resend; citations numbered in order of use,
 // each opening its passage (with its page) in a side panel; sentences the grounding marks unsupported
-// are flagged; conversations renamed, searched (server side) and deleted; documents attached from the
-// chat box go to the workspace's knowledge.
+// are flagged; conversations renamed, searched (server side: the list shows only the matches) and
+// deleted; documents attached from the chat box go to the workspace's knowledge. Code blocks come
+// highlighted from the server and get a copy button here. The messages scroll under a composer that
+// stays at the bottom of the window; on a phone the conversation list is a drawer.
 import { missing } from "../api.js";
 import { listModels, listChats, searchChats, getChat, deleteChat, renameChat, rate, ask, follow, stopAnswer, renderMarkdown } from "../chat_api.js";
 import { h, field, form, section, problemBox, loading, badge, empty, announce, action } from "../dom.js";
@@ -113,17 +115,46 @@ function decorate(root, list, panel, unsupported) {
     }
   }
   if (unsupported.length) root.append(h("p", { class: "note unsupported-note" }, `${unsupported.length} sentence${unsupported.length > 1 ? "s are" : " is"} not supported by a cited source (marked).`));
-  for (const pre of root.querySelectorAll("pre")) {
-    const copy = h("button", { type: "button", class: "small secondary copy-code" }, "Copy code");
-    copy.addEventListener("click", () => copyText(pre.textContent, copy));
-    pre.before(h("div", { class: "code-tools" }, copy));
-  }
+  for (const pre of root.querySelectorAll("pre")) enhanceCode(pre);
 }
 
-async function copyText(text, btn) {
+// A code block: its language (from the sanitised language-* class) and a copy button above it.
+function enhanceCode(pre) {
+  const code = pre.querySelector("code");
+  const lang = code ? [...code.classList].find((c) => c.startsWith("language-")) : null;
+  const copy = h("button", { type: "button", class: "small secondary copy-code" }, "Copy code");
+  copy.addEventListener("click", () => copyText(pre.textContent, copy, pre));
+  const box = h("div", { class: "code-block" });
+  pre.replaceWith(box);
+  box.append(h("div", { class: "code-tools" }, lang ? h("span", { class: "code-lang" }, lang.slice(9)) : "", copy), pre);
+}
+
+// Copies with the async Clipboard API; where it is refused (no permission, an insecure origin) the
+// text is copied through a selection instead, and if that fails too the block is left selected.
+async function copyText(text, btn, node = null) {
   const label = btn.textContent;
-  try { await navigator.clipboard.writeText(text); btn.textContent = "Copied"; } catch { btn.textContent = "Copy failed: select the text"; }
+  let ok = false;
+  try { await navigator.clipboard.writeText(text); ok = true; } catch { ok = copyBySelection(text, node); }
+  btn.dataset.state = ok ? "copied" : "failed";
+  btn.textContent = ok ? "Copied" : "Press Ctrl+C to copy";
   setTimeout(() => { btn.textContent = label; }, 1500);
+}
+
+function copyBySelection(text, node) {
+  const scratch = h("textarea", { class: "sr-only", readonly: true, "aria-hidden": "true", tabindex: "-1" });
+  scratch.value = text;
+  document.body.append(scratch);
+  scratch.select();
+  let ok = false;
+  try { ok = document.execCommand("copy"); } catch { ok = false; }
+  scratch.remove();
+  if (!ok && node) {
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    window.getSelection().removeAllRanges();
+    window.getSelection().addRange(range);
+  }
+  return ok;
 }
 
 // Sanitised HTML from the server into a node: parsed inert (a template), then moved into the page.
@@ -145,8 +176,8 @@ export async function render({ view, params, navigate, me }) {
       : problemBox(err));
     return;
   }
-  const select = h("select", { name: "model", id: "model" }, h("option", { value: "auto" }, "auto (chosen for you)"),
-    models.map((m) => h("option", { value: m.id }, `${m.name || m.id} · ${m.provider} · ${m.region}${m.kind === "extractive" ? " (quotes your sources)" : ""}`)));
+  const select = h("select", { name: "model", id: "model", class: "model-picker" }, h("option", { value: "auto" }, "auto (chosen for you)"),
+    models.map((m) => h("option", { value: m.id, title: `${m.provider} · ${m.region}` }, `${m.name || m.id}${m.kind === "extractive" ? " (quotes your sources)" : ""}`)));
   const panel = h("aside", { class: "passage-panel", id: "passage-panel", "aria-label": "Cited passage", hidden: true });
   const thread = h("ol", { class: "messages", id: "messages", "aria-live": "polite" });
   let current = chatId;
@@ -219,6 +250,7 @@ export async function render({ view, params, navigate, me }) {
     thread.replaceChildren(...items);
     emptyNote.hidden = items.length > 0;
   }
+  const showLatest = () => { if (thread.lastElementChild) thread.lastElementChild.scrollIntoView({ block: "nearest" }); };
 
   let resumeId = null; // an answer still being generated when the page was (re)loaded
   if (chatId) {
@@ -227,7 +259,8 @@ export async function render({ view, params, navigate, me }) {
     resumeId = chat.answering ? chat.answering.id : null;
   }
 
-  const prompt = h("textarea", { name: "prompt", id: "prompt", rows: "3", required: true, "aria-describedby": "prompt-hint" });
+  const prompt = h("textarea", { name: "prompt", id: "prompt", rows: "2", required: true,
+    placeholder: "Ask about your workspace's data and documents (Ctrl+Enter sends)" });
   const stop = h("button", { type: "button", id: "stop", class: "secondary", hidden: true }, "Stop");
   const status = h("div", { class: "form-status", role: "status", id: "chat-status" });
   stop.addEventListener("click", async () => {
@@ -267,6 +300,7 @@ export async function render({ view, params, navigate, me }) {
     const live = h("div", { class: "answer streaming-text" });
     answerLi.append(live);
     thread.append(answerLi);
+    showLatest();
     busy = new AbortController();
     let started = null; // {chat, id} of the answer once its first event arrived
     if (resume) queued = { chat: current, id: resume };
@@ -307,32 +341,45 @@ export async function render({ view, params, navigate, me }) {
       sendBtn.disabled = false;
     }
     await drawThread();
+    showLatest();
     drawList();
   }
 
   const sendBtn = h("button", { type: "submit", id: "send" }, "Send");
+  // The model picker, the answer options (empty here; filled by the answer settings) and a note on
+  // which models are offered, in one compact bar under the message box.
+  const modelsHelp = h("details", { class: "models-help", id: "models-help" }, h("summary", {}, "About models"),
+    h("div", { class: "popover" },
+      h("p", {}, "Only models allowed for this workspace's residency and your role are offered; each answer's routing note names the models it excluded and why."),
+      isAdmin(me) ? h("p", {}, h("a", { href: "/models" }, "Models page")) : ""));
   const composer = form(async (data) => {
     const text = String(data.get("prompt") || "").trim();
     if (!text) return;
     prompt.value = "";
     await send({ text });
-  }, field("Model", select, "Only models allowed for this workspace's residency and your role are offered."),
-  field("Message", prompt), h("p", { class: "hint", id: "prompt-hint" }, "Answers cite your workspace's data and documents."),
-  h("div", { class: "row-actions" }, sendBtn, stop, attachControl(me)), status);
+  }, h("label", { for: "prompt", class: "sr-only" }, "Message"), prompt,
+  h("div", { class: "composer-bar" },
+    h("span", { class: "composer-picks" }, h("label", { for: "model", class: "sr-only" }, "Model"), select,
+      h("div", { class: "composer-options" }), modelsHelp),
+    h("span", { class: "row-actions composer-actions" }, attachControl(me), stop, sendBtn)), status);
+  composer.classList.add("composer");
+  composer.id = "composer";
   prompt.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) composer.requestSubmit(); });
 
   const emptyNote = empty("No messages yet: ask about your workspace's data and documents.");
-  const list = h("div", { id: "chat-list-box" }, loading());
+  const list = h("div", { id: "chat-list-box", "aria-live": "polite" }, loading());
+
+  // The conversation list, or only the conversations a search matches (the server searches titles
+  // and messages); clearing the search brings the whole list back.
+  let query = "";
+  let drawn = 0; // the latest drawList call: an earlier, slower answer is not drawn over it
   const searchBox = h("input", { type: "search", name: "q", id: "chat-search", placeholder: "Words in a title or message" });
-  const results = h("div", { id: "search-results", "aria-live": "polite" });
-  const searchForm = form(async (data) => {
-    const q = String(data.get("q") || "").trim();
-    if (!q) { results.replaceChildren(); return; }
-    const page = await searchChats(q);
-    results.replaceChildren(page.items.length ? h("ul", { class: "search-hits" }, page.items.map((c) => h("li", {},
-      h("a", { href: `/chat/${encodeURIComponent(c.id)}` }, c.title), h("div", { class: "meta" }, c.match === "message" ? c.snippet : "title matches"))))
-      : empty(`No conversation mentions "${q}".`));
-  }, field("Search conversations", searchBox), h("button", { type: "submit", class: "small", id: "search-chats" }, "Search"));
+  const clearBtn = h("button", { type: "button", class: "small secondary", id: "clear-search", hidden: true }, "Clear");
+  const setQuery = (q) => { query = q; clearBtn.hidden = !q; return drawList(); };
+  clearBtn.addEventListener("click", () => { searchBox.value = ""; setQuery(""); searchBox.focus(); });
+  searchBox.addEventListener("input", () => { if (!searchBox.value.trim() && query) setQuery(""); });
+  const searchForm = form(async (data) => setQuery(String(data.get("q") || "").trim()),
+    field("Search conversations", searchBox), h("button", { type: "submit", class: "small", id: "search-chats" }, "Search"), clearBtn);
 
   function chatItem(c) {
     const link = h("a", { href: `/chat/${encodeURIComponent(c.id)}`, "aria-current": c.id === current ? "page" : null }, c.title || "Untitled");
@@ -351,14 +398,20 @@ export async function render({ view, params, navigate, me }) {
       if (c.id === current) await navigate("/chat"); else drawList();
     });
     li.append(h("span", { class: "chat-tools" }, rename, del));
+    if (c.match) li.append(h("div", { class: "meta" }, c.match === "message" ? c.snippet : "title matches"));
     return li;
   }
   async function drawList() {
+    const mine = ++drawn;
+    const q = query;
     try {
-      const page = await listChats();
-      const chats = page.items || [];
-      list.replaceChildren(chats.length ? h("ul", { class: "chat-list" }, chats.map(chatItem)) : empty("No conversations yet."));
-    } catch (err) { list.replaceChildren(problemBox(err)); }
+      const chats = ((q ? await searchChats(q) : await listChats()).items) || [];
+      if (mine !== drawn) return;
+      if (q) {
+        list.replaceChildren(chats.length ? h("ul", { class: "chat-list search-hits" }, chats.map(chatItem))
+          : h("p", { class: "empty", id: "no-match" }, `No conversation matches "${q}".`));
+      } else list.replaceChildren(chats.length ? h("ul", { class: "chat-list" }, chats.map(chatItem)) : empty("No conversations yet."));
+    } catch (err) { if (mine === drawn) list.replaceChildren(problemBox(err)); }
   }
   await drawThread();
   if (resumeId) send({ resume: resumeId }); // a reload mid-answer: follow it from its first event
@@ -367,11 +420,36 @@ export async function render({ view, params, navigate, me }) {
     "No generative model is connected: answers quote your sources instead of being written by a model. ",
     isAdmin(me) ? h("a", { href: "/models" }, "Connect a model") : "Ask an Admin to connect one on the Models page",
     " (any OpenAI-compatible endpoint, or a Bedrock model in this workspace's region).");
-  view.replaceChildren(h("h1", {}, "Chat"), noModel, h("div", { class: "chat" },
-    section("Conversations", h("a", { href: "/chat", class: "button secondary" }, "New conversation"), searchForm, results, list),
-    h("div", { class: "chat-main" }, section("Conversation", emptyNote, thread, composer), panel,
-      section("Models offered here", h("ul", { id: "models" }, models.map((m) => h("li", {}, h("strong", {}, m.name || m.id), ` (${m.provider}, ${m.region}): ${m.available_because || ""}`))),
-        h("p", { class: "note" }, "Models without an endpoint in this workspace's region, or not on your role's allow-list, are not offered; each answer's routing note names the models it excluded and why.")))));
+
+  // The conversation list: a sidebar on a wide screen, a drawer on a phone (closed at first; its
+  // button, Escape, or choosing a conversation closes it).
+  const toggle = h("button", { type: "button", class: "small secondary drawer-toggle", id: "chat-drawer-toggle",
+    "aria-expanded": "false", "aria-controls": "chat-drawer" }, "Conversations");
+  const closeDrawer = h("button", { type: "button", class: "small secondary drawer-close", id: "chat-drawer-close" }, "Close");
+  const drawer = h("div", { class: "chat-side", id: "chat-drawer" }, closeDrawer,
+    section("Conversations", h("a", { href: "/chat", class: "button secondary" }, "New conversation"), searchForm, list),
+    section("Models offered here", h("ul", { id: "models", class: "models-list" }, models.map((m) => h("li", {},
+      h("strong", {}, m.name || m.id), ` (${m.provider}, ${m.region})`, m.available_because ? h("div", { class: "meta" }, m.available_because) : "")))));
+  const setDrawer = (open) => {
+    drawer.classList.toggle("open", open);
+    toggle.setAttribute("aria-expanded", String(open));
+    if (open) closeDrawer.focus();
+    else if (drawer.contains(document.activeElement)) toggle.focus();
+  };
+  toggle.addEventListener("click", () => setDrawer(!drawer.classList.contains("open")));
+  closeDrawer.addEventListener("click", () => setDrawer(false));
+  drawer.addEventListener("click", (ev) => { if (ev.target.closest("a[href^='/chat']")) setDrawer(false); });
+  const onKey = (ev) => {
+    if (!drawer.isConnected) { document.removeEventListener("keydown", onKey); return; }
+    if (ev.key === "Escape" && drawer.classList.contains("open")) setDrawer(false);
+  };
+  document.addEventListener("keydown", onKey);
+
+  const conversation = section("Conversation", emptyNote, thread, composer);
+  conversation.querySelector("h2").classList.add("sr-only");
+  view.replaceChildren(h("div", { class: "chat-head" }, h("h1", {}, "Chat"), toggle), noModel,
+    h("div", { class: "chat" }, drawer, h("div", { class: "chat-main" }, conversation, panel)));
+  showLatest();
   await drawList();
 }
 
