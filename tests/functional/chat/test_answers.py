@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.chat import answer_log
+from chalicelib.chat import answer_log, answers
 from chalicelib.core import aws
 from chalicelib.core.config import settings
 from chalicelib.residency import erasure
@@ -113,12 +113,29 @@ def test_a_reader_of_another_users_answer_gets_404_and_bad_ids_400(tenant: Tenan
     assert state is not None and not state.stop  # the refused Stop changed nothing
 
 
+PIECES = len(range(0, len(ANSWER), 11))  # what the model writes in all (11 characters a piece)
+
+
 @pytest.fixture
 def peer() -> Iterator[scripted_peer.ScriptedPeer]:
-    p = scripted_peer.start(answer=ANSWER, gate=threading.Event(), gate_after=3, pace=0.01)
+    """Three pieces, the gate, then ``FLUSH_DELTAS`` + 4 pieces, then held until the test lets it go on:
+    the worker must see a Stop stored at the gate within those pieces, however slowly it is scheduled."""
+    p = scripted_peer.start(answer=ANSWER, gate=threading.Event(), gate_after=3, pace=0.01,
+                            hold=threading.Event(), hold_after=3 + answers.FLUSH_DELTAS + 4)
     yield p
     p.gate.set()  # type: ignore[union-attr]
+    p.hold.set()  # type: ignore[union-attr]
     p.stop()
+
+
+def read_until(c: Any, token: str, path: str, done: Any) -> list[tuple[int, str, dict[str, Any]]]:
+    """The events read (each response holds until events are stored) until ``done(events)``."""
+    got: list[tuple[int, str, dict[str, Any]]] = []
+    for _ in range(20):
+        got += parse(read(c, token, path, last=got[-1][0] if got else None, wait=20).body)
+        if done(got):
+            return got
+    raise AssertionError(f"not seen in 20 reads: {got}")
 
 
 def test_stop_is_obeyed_across_requests_and_keeps_the_partial_answer(
@@ -131,14 +148,16 @@ def test_stop_is_obeyed_across_requests_and_keeps_the_partial_answer(
                     {"Prefer": "respond-async"}).json_body
         worker = threading.Thread(target=drain)
         worker.start()  # the model writes three pieces, then waits at the gate
-        first = parse(read(c, token, made["events"], wait=20).body)  # held until the first pieces are stored
-        assert first[0][1] == "message_start" and first[-1][1] == "content_delta"
+        first = read_until(c, token, made["events"], lambda got: got[-1][1] == "content_delta")
+        assert first[0][1] == "message_start"
         assert post(c, made["stop"], token, {}).json_body["status"] == "stopping"
         assert not peer.ended.is_set()
         peer.gate.set()  # type: ignore[union-attr]
-        worker.join(30)
-        assert peer.ended.is_set() and peer.broken  # the worker closed the model's stream
-        assert peer.pieces_sent < len(range(0, len(ANSWER), 11))
+        worker.join(60)  # the model is held before its end: only the worker's own stop ends this
+        assert not worker.is_alive()
+        peer.hold.set()  # type: ignore[union-attr]
+        assert peer.ended.wait(30) and peer.broken  # the worker had closed the model's stream
+        assert peer.pieces_sent < PIECES
         rest = parse(read(c, token, made["events"], last=first[-1][0]).body)
         assert rest[-1][1] == "message_stop" and rest[-1][2]["stop_reason"] == "stopped"
         chat = c.http.get(f"/v1/chats/{made['chat_id']}", headers=bearer(token)).json_body
@@ -146,6 +165,8 @@ def test_stop_is_obeyed_across_requests_and_keeps_the_partial_answer(
         assert stored["stopped"] is True and 0 < len(stored["content"]) < len(ANSWER.strip())
         assert "answering" not in chat
         assert post(c, made["stop"], token, {}).json_body["status"] == "ended"
+    # a stopped answer is never checked by the grounding model: the model was asked once, for the answer
+    assert [call["body"].get("stream") for call in peer.calls if call["body"] is not None] == [True]
 
 
 def test_a_model_failure_is_the_streams_last_event_and_the_question_stays(
