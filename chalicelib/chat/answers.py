@@ -14,7 +14,9 @@ Readers follow the events with server-sent events from any ``Last-Event-ID`` (``
 ends a short while after its first event, or after ``wait`` seconds without one, or with the answer's
 last event, and starts with ``retry:`` so an ``EventSource`` reconnects by itself. A buffering proxy
 (API Gateway's Lambda proxy integration) therefore still delivers progress, and no response comes near
-its integration timeout, however long the model takes.
+its integration timeout, however long the model takes. The answer's first text is stored as soon as the
+model writes it, and a response that began before it ends with it: behind such a proxy the first words
+arrive when the model wrote them, not a linger later.
 """
 from __future__ import annotations
 
@@ -184,6 +186,7 @@ class _Writer:
         self.lock = threading.Lock()
         self.ended = threading.Event()
         self.stop_seen = False
+        self.shown = False  # the answer's first text was stored
         self.unchecked = 0  # events since the stop flag was last read
         self.checked_at = time.monotonic()
 
@@ -192,7 +195,8 @@ class _Writer:
         with self.lock:
             if name == "content_delta":
                 self.text.append(data.get("text", ""))
-                full = len(self.text) >= FLUSH_DELTAS
+                full = len(self.text) >= FLUSH_DELTAS or not self.shown  # the first text at once
+                self.shown = True
             else:
                 self._text_event()
                 self.seq += 1
@@ -367,7 +371,9 @@ def follow(principal: Principal, chat_id: str, message_id: str, last: int, *, wa
            linger_s: float | None = LINGER_S) -> Iterator[str]:
     """The answer's events after ``last`` as SSE text, as they are stored (404 for another's answer,
     raised before the first chunk). The stream ends with the answer's last event, ``linger_s`` after its
-    first event (None: not before the answer ends), or after ``wait_s`` seconds."""
+    first event (None: not before the answer ends), or after ``wait_s`` seconds; and (unless ``linger_s``
+    is None) with the answer's first text when the reader had none (``last`` at most 1, ``message_start``):
+    a reader behind a buffering proxy then sees the first words without a linger."""
     state = _visible_state(principal, chat_id, message_id)
     region = region_of(principal.workspace_id)
     if state is None or state.status == answer_log.DONE:
@@ -380,6 +386,7 @@ def follow(principal: Principal, chat_id: str, message_id: str, last: int, *, wa
     def chunks() -> Iterator[str]:
         nonlocal last
         started, first = time.monotonic(), None
+        no_text = linger_s is not None and last < 2  # at most ``message_start`` seen: no text yet
         retry = f"retry: {RETRY_MS}\n"  # in the first block: an EventSource reconnects after the response ends
         while True:
             found = answer_log.after(region, principal.workspace_id, message_id, last)
@@ -389,6 +396,8 @@ def follow(principal: Principal, chat_id: str, message_id: str, last: int, *, wa
                 last = int(e["data"]["sequence"])
                 if e["event"] in answer_log.FINAL_EVENTS:
                     return
+            if no_text and any(e["event"] == "content_delta" for e in found):
+                return  # the first words: delivered now, not a linger later
             now = time.monotonic()
             if found and first is None:
                 first = now
