@@ -18,12 +18,24 @@ and the chat page's time to first answer token; each beside a same-run reference
   through the web app's forwarder (``/api/platform/...`` with the session cookie) and straight from the
   API with the same session's token, alternated in the same run; and in the browser, Send click to the
   first answer text and to the finished answer.
+- Behind API Gateway's proxy semantics (``APIGW_PROXY=1``, ``infra/local/apigw_proxy.py``: whole bodies, a
+  29 s integration timeout) next to the direct path, two stacks running side by side in the same run with
+  the same model: the scripted OpenAI-compatible peer the tests use (``tests/functional/models/
+  scripted_peer.py``), which waits ``MODEL_FIRST_S`` before its first piece (the model's own first token)
+  and then writes one piece every 50 ms, so the timing is the platform's, not a model's mood. Send click to
+  the first answer text in the browser, alternated between the stacks. Then, behind the proxy only, an
+  answer the same peer writes slowly for ``BENCH_LONG_ANSWER_SECONDS`` (90) seconds, far past the 29 s
+  timeout: the page is reloaded 10 s after Send, resumes the answer, and shows it to its end; the text on
+  the page is compared with the answer stored in the chat. ``BENCH_WEBAPP_SECTIONS`` (e.g. ``gateway``)
+  runs only some sections (``pages``, ``restart``, ``streaming``, ``gateway``; all by default).
 """
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -68,7 +80,25 @@ def _api_chat(base: str, token: str) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+def _sections() -> set[str]:
+    wanted = os.environ.get("BENCH_WEBAPP_SECTIONS", "")
+    return {w.strip() for w in wanted.split(",") if w.strip()} or {"pages", "restart", "streaming", "gateway"}
+
+
 def main() -> None:
+    sections = _sections()
+    if "pages" in sections:
+        pages()
+    if "restart" in sections:
+        after_restart()
+    if "streaming" in sections:
+        streaming()
+    if "gateway" in sections:
+        behind_gateway()
+
+
+def pages() -> None:
+    """Time to interactive, transferred bytes and the first answer token (module docstring)."""
     from playwright.sync_api import sync_playwright
 
     from tests.integration.conftest import start_platform, stop_platform
@@ -149,8 +179,6 @@ def main() -> None:
             browser.close()
     finally:
         stop_platform(running)
-    after_restart()
-    streaming()
 
 
 def _page_ms(browser: Any, state: dict[str, Any], url: str) -> float:
@@ -310,3 +338,117 @@ def streaming(runs: int = RUNS) -> None:
     print(row("stream read through the web app's forwarder (Python)", forwarded))
     print(row("browser: Send click to first answer text / finished answer", in_page))
     print()
+
+
+MODEL_FIRST_S = 1.0  # the scripted model's own time to its first piece
+PACE_S = 0.05
+SHORT_ANSWER = "The scripted model writes this sentence one piece at a time. " * 4
+RELOAD_AT_S = 10.0
+FINISHED_JS = "() => !!document.querySelector('#messages li.assistant:not(.streaming) .answer')" \
+    " && !document.getElementById('send').disabled"
+SHOWN_JS = "() => { const a = document.querySelectorAll('#messages li.assistant .answer'); " \
+    "return a.length ? a[a.length - 1].textContent : ''; }"
+RESUMED_JS = "() => !!(document.querySelector('#messages li.assistant .answer') || {}).textContent"
+STORED_JS = """async (id) => (await fetch(`/api/platform/v1/chats/${id}`,
+  {headers: {'X-Requested-With': 'app'}})).json()"""
+
+
+def _scripted_providers(url: str) -> str:
+    return json.dumps({"preference": ["team/small"], "providers": [
+        {"id": "team", "kind": "openai", "endpoints": {r: {"base_url": url} for r in ("us-east-1", "eu-central-1")},
+         "models": [{"id": "small", "name": "Scripted model", "context_tokens": 16000, "streaming": True,
+                     "timeout_seconds": 300}]}]})
+
+
+def _long_answer(page: Any, app: str, seconds: float) -> dict[str, Any]:
+    """Send, reload at ``RELOAD_AT_S``, wait for the end: the times (s after Send) and the texts compared."""
+    page.goto(app + "/chat")
+    _ready(page)
+    page.fill("#prompt", "Write slowly, please.")
+    t0 = time.monotonic()
+    page.click("#send")
+    page.wait_for_function("() => /\\/chat\\/chat_/.test(location.pathname)", timeout=60000)
+    time.sleep(max(0.0, RELOAD_AT_S - (time.monotonic() - t0)))
+    reloaded = time.monotonic() - t0
+    page.reload()
+    page.wait_for_function(RESUMED_JS, timeout=60000)
+    resumed = time.monotonic() - t0
+    page.wait_for_function(FINISHED_JS, timeout=int((seconds + 120) * 1000), polling=250)
+    done = time.monotonic() - t0
+    shown = page.evaluate(SHOWN_JS)
+    stored = page.evaluate(STORED_JS, page.url.rsplit("/", 1)[1])["messages"][-1]
+    return {"reloaded": reloaded, "resumed": resumed, "done": done, "shown": " ".join(shown.split()),
+            "stored": " ".join(str(stored.get("content", "")).split()), "stopped": stored.get("stopped", False)}
+
+
+def behind_gateway(runs: int = RUNS) -> None:
+    """The API-Gateway rows (module docstring): a direct stack and an ``APIGW_PROXY=1`` stack, one scripted model."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.functional.models import scripted_peer
+    from tests.integration.conftest import start_platform, stop_platform
+    from tests.integration.webapp.browser import CHROMIUM, sign_in_with_password_and_totp
+
+    opened = threading.Event()
+    opened.set()  # no gate: ``pace`` applies from the first piece on
+    peer = scripted_peer.start(answer=SHORT_ANSWER, delay=MODEL_FIRST_S, gate=opened, gate_after=1, pace=PACE_S,
+                               reply=lambda body: None if body.get("stream") else "no")
+    seconds = float(os.environ.get("BENCH_LONG_ANSWER_SECONDS", "90"))
+    env = {"MODEL_PROVIDERS": _scripted_providers(peer.url)}
+    stacks = {"direct": start_platform(Path(tempfile.mkdtemp(prefix="bench-direct-")), env),
+              "gateway": start_platform(Path(tempfile.mkdtemp(prefix="bench-apigw-")), {**env, "APIGW_PROXY": "1"})}
+    firsts: dict[str, list[float]] = {name: [] for name in stacks}
+    long: dict[str, Any] = {}
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            pages = {}
+            for name, running in stacks.items():
+                context = browser.new_context(viewport={"width": 1280, "height": 900})
+                page = context.new_page()
+                app, demo = running.urls["app"], running.demo
+                page.goto(app + "/chat")
+                sign_in_with_password_and_totp(page, running.urls["identity"], demo["email"], demo["password"],
+                                               demo["totp_secret"])
+                page.wait_for_url(app + "/chat")
+                _ready(page)
+                pages[name] = page
+            for i in range(runs + 1):  # alternated, each going first in turn; the first round warms up
+                for name in (list(stacks) if i % 2 == 0 else list(stacks)[::-1]):
+                    page, app = pages[name], stacks[name].urls["app"]
+                    page.goto(app + "/chat")
+                    _ready(page)
+                    page.fill("#prompt", "What does the scripted model say?")
+                    took = float(page.evaluate(FIRST_TOKEN_JS))
+                    page.wait_for_function(FINISHED_JS, timeout=60000)
+                    if i:
+                        firsts[name].append(took)
+            stop_platform(stacks.pop("direct"))
+            peer.answer = "The scripted model writes this long answer very slowly. " * 60
+            peer.pace = seconds / len(range(0, len(peer.answer), 11))
+            long = _long_answer(pages["gateway"], stacks["gateway"].urls["app"], seconds)
+            browser.close()
+    finally:
+        for running in stacks.values():
+            stop_platform(running)
+        peer.stop()
+
+    direct, gateway = statistics.median(firsts["direct"]), statistics.median(firsts["gateway"])
+    model_ms = MODEL_FIRST_S * 1000
+    print(f"### Chat behind API Gateway's proxy semantics (scripted model: first piece after {model_ms:.0f} ms, "
+          f"then one every {PACE_S * 1000:.0f} ms; {runs} runs each, alternated, ms)\n")
+    print("| path | Send click to first answer text, median [min-max] | minus the model's own first token | "
+          "/ direct |\n|---|---:|---:|---:|")
+    print(f"| direct (`make run`) | {_spread(firsts['direct'])} | {direct - model_ms:.0f} | 1.00x |")
+    print(f"| behind the proxy (`APIGW_PROXY=1`: whole bodies, 29 s timeout) | {_spread(firsts['gateway'])} | "
+          f"{gateway - model_ms:.0f} | {gateway / direct:.2f}x |")
+    print(f"\nTargets: behind the proxy at most the model's first token + 500 ms "
+          f"({'met' if gateway <= model_ms + 500 else 'NOT met'}), within 1.3x of the direct path "
+          f"({'met' if gateway <= 1.3 * direct else 'NOT met'}).\n")
+    same = long["shown"] == long["stored"] and bool(long["stored"])
+    print(f"A {seconds:.0f} s answer behind the proxy (the scripted model writing one piece every "
+          f"{peer.pace * 1000:.0f} ms; every response well under the 29 s timeout): the page reloaded at "
+          f"{long['reloaded']:.1f} s after Send resumed the answer at {long['resumed']:.1f} s (its text shown "
+          f"again from the first event) and showed it finished at {long['done']:.1f} s; the text on the page "
+          f"{'equals' if same else 'DIFFERS from'} the answer stored in the chat "
+          f"({len(long['stored'])} characters{', stopped' if long['stopped'] else ''}).\n")
