@@ -18,16 +18,17 @@ and the chat page's time to first answer token; each beside a same-run reference
   through the web app's forwarder (``/api/platform/...`` with the session cookie) and straight from the
   API with the same session's token, alternated in the same run; and in the browser, Send click to the
   first answer text and to the finished answer.
-- Behind API Gateway's proxy semantics (``APIGW_PROXY=1``, ``infra/local/apigw_proxy.py``: whole bodies, a
-  29 s integration timeout) next to the direct path, two stacks running side by side in the same run with
-  the same model: the scripted OpenAI-compatible peer the tests use (``tests/functional/models/
-  scripted_peer.py``), which waits ``MODEL_FIRST_S`` before its first piece (the model's own first token)
-  and then writes one piece every 50 ms, so the timing is the platform's, not a model's mood. Send click to
-  the first answer text in the browser, alternated between the stacks. Then, behind the proxy only, an
-  answer the same peer writes slowly for ``BENCH_LONG_ANSWER_SECONDS`` (90) seconds, far past the 29 s
-  timeout: the page is reloaded 10 s after Send, resumes the answer, and shows it to its end; the text on
-  the page is compared with the answer stored in the chat. ``BENCH_WEBAPP_SECTIONS`` (e.g. ``gateway``)
-  runs only some sections (``pages``, ``restart``, ``streaming``, ``gateway``; all by default).
+- Behind API Gateway's proxy semantics (``APIGW_PROXY=1``, ``infra/local/apigw_proxy.py``: whole bodies,
+  a 29 s integration timeout) next to the direct path, in the same run with the same model (one stack,
+  run direct and then restarted behind the proxy on the same state, ports and browser session). The
+  model is the scripted OpenAI-compatible peer the tests use (``tests/functional/models/scripted_peer.py``):
+  it waits ``MODEL_FIRST_S`` before its first piece (the model's own first token), then writes one piece
+  every 50 ms, so the timing is the platform's. Measured: Send click to the first answer text in the
+  browser. Then, behind the proxy only, an answer the same peer writes slowly for
+  ``BENCH_LONG_ANSWER_SECONDS`` (90) seconds, far past the 29 s timeout: the page is reloaded 10 s after
+  Send, resumes the answer and shows it to its end; the text on the page is compared with the answer
+  stored in the chat. ``BENCH_WEBAPP_SECTIONS`` (e.g. ``gateway``) runs only some sections (``pages``,
+  ``restart``, ``streaming``, ``gateway``; all by default).
 """
 from __future__ import annotations
 
@@ -346,8 +347,9 @@ SHORT_ANSWER = "The scripted model writes this sentence one piece at a time. " *
 RELOAD_AT_S = 10.0
 FINISHED_JS = "() => !!document.querySelector('#messages li.assistant:not(.streaming) .answer')" \
     " && !document.getElementById('send').disabled"
-SHOWN_JS = "() => { const a = document.querySelectorAll('#messages li.assistant .answer'); " \
-    "return a.length ? a[a.length - 1].textContent : ''; }"
+SHOWN_JS = """() => { const a = document.querySelectorAll('#messages li.assistant .answer');
+  if (!a.length) return ''; const c = a[a.length - 1].cloneNode(true);
+  c.querySelectorAll('.note').forEach((n) => n.remove()); return c.textContent; }"""
 RESUMED_JS = "() => !!(document.querySelector('#messages li.assistant .answer') || {}).textContent"
 STORED_JS = """async (id) => (await fetch(`/api/platform/v1/chats/${id}`,
   {headers: {'X-Requested-With': 'app'}})).json()"""
@@ -364,6 +366,7 @@ def _long_answer(page: Any, app: str, seconds: float) -> dict[str, Any]:
     """Send, reload at ``RELOAD_AT_S``, wait for the end: the times (s after Send) and the texts compared."""
     page.goto(app + "/chat")
     _ready(page)
+    page.wait_for_selector("#models li")
     page.fill("#prompt", "Write slowly, please.")
     t0 = time.monotonic()
     page.click("#send")
@@ -381,62 +384,67 @@ def _long_answer(page: Any, app: str, seconds: float) -> dict[str, Any]:
             "stored": " ".join(str(stored.get("content", "")).split()), "stopped": stored.get("stopped", False)}
 
 
+def _first_texts(page: Any, app: str, runs: int) -> list[float]:
+    """Send click to the first answer text, ``runs`` times after one warm-up, each answer awaited to its end."""
+    took = []
+    for i in range(runs + 1):
+        page.goto(app + "/chat")
+        _ready(page)
+        page.wait_for_selector("#models li")
+        page.fill("#prompt", "What does the scripted model say?")
+        first = float(page.evaluate(FIRST_TOKEN_JS))
+        page.wait_for_function(FINISHED_JS, timeout=60000)
+        if i:
+            took.append(first)
+    return took
+
+
 def behind_gateway(runs: int = RUNS) -> None:
-    """The API-Gateway rows (module docstring): a direct stack and an ``APIGW_PROXY=1`` stack, one scripted model."""
+    """The API-Gateway rows (module docstring): the stack direct, then again on the same state and ports with
+    ``APIGW_PROXY=1`` (no second seeding; the browser's session goes on), one scripted model for both."""
     from playwright.sync_api import sync_playwright
 
     from tests.functional.models import scripted_peer
-    from tests.integration.conftest import start_platform, stop_platform
+    from tests.integration import conftest
     from tests.integration.webapp.browser import CHROMIUM, sign_in_with_password_and_totp
 
+    conftest.START_TIMEOUT = max(conftest.START_TIMEOUT, 600)  # the first start seeds both regions; slow when busy
     opened = threading.Event()
     opened.set()  # no gate: ``pace`` applies from the first piece on
     peer = scripted_peer.start(answer=SHORT_ANSWER, delay=MODEL_FIRST_S, gate=opened, gate_after=1, pace=PACE_S,
                                reply=lambda body: None if body.get("stream") else "no")
     seconds = float(os.environ.get("BENCH_LONG_ANSWER_SECONDS", "90"))
     env = {"MODEL_PROVIDERS": _scripted_providers(peer.url)}
-    stacks = {"direct": start_platform(Path(tempfile.mkdtemp(prefix="bench-direct-")), env),
-              "gateway": start_platform(Path(tempfile.mkdtemp(prefix="bench-apigw-")), {**env, "APIGW_PROXY": "1"})}
-    firsts: dict[str, list[float]] = {name: [] for name in stacks}
-    long: dict[str, Any] = {}
+    state_dir = Path(tempfile.mkdtemp(prefix="bench-apigw-"))
+    running = conftest.start_platform(state_dir, env)
+    firsts: dict[str, list[float]] = {}
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-            pages = {}
-            for name, running in stacks.items():
-                context = browser.new_context(viewport={"width": 1280, "height": 900})
-                page = context.new_page()
-                app, demo = running.urls["app"], running.demo
-                page.goto(app + "/chat")
-                sign_in_with_password_and_totp(page, running.urls["identity"], demo["email"], demo["password"],
-                                               demo["totp_secret"])
-                page.wait_for_url(app + "/chat")
-                _ready(page)
-                pages[name] = page
-            for i in range(runs + 1):  # alternated, each going first in turn; the first round warms up
-                for name in (list(stacks) if i % 2 == 0 else list(stacks)[::-1]):
-                    page, app = pages[name], stacks[name].urls["app"]
-                    page.goto(app + "/chat")
-                    _ready(page)
-                    page.fill("#prompt", "What does the scripted model say?")
-                    took = float(page.evaluate(FIRST_TOKEN_JS))
-                    page.wait_for_function(FINISHED_JS, timeout=60000)
-                    if i:
-                        firsts[name].append(took)
-            stop_platform(stacks.pop("direct"))
+            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            app, demo = running.urls["app"], running.demo
+            page.goto(app + "/chat")
+            sign_in_with_password_and_totp(page, running.urls["identity"], demo["email"], demo["password"],
+                                           demo["totp_secret"])
+            page.wait_for_url(app + "/chat")
+            _ready(page)
+            firsts["direct"] = _first_texts(page, app, runs)
+            conftest.stop_platform(running)
+            (state_dir / "run.json").unlink()  # the last run's: started means written again
+            running = conftest.start_platform(state_dir, {**env, **_same_ports(running), "APIGW_PROXY": "1"})
+            firsts["gateway"] = _first_texts(page, app, runs)
             peer.answer = "The scripted model writes this long answer very slowly. " * 60
             peer.pace = seconds / len(range(0, len(peer.answer), 11))
-            long = _long_answer(pages["gateway"], stacks["gateway"].urls["app"], seconds)
+            long = _long_answer(page, app, seconds)
             browser.close()
     finally:
-        for running in stacks.values():
-            stop_platform(running)
+        conftest.stop_platform(running)
         peer.stop()
 
     direct, gateway = statistics.median(firsts["direct"]), statistics.median(firsts["gateway"])
     model_ms = MODEL_FIRST_S * 1000
     print(f"### Chat behind API Gateway's proxy semantics (scripted model: first piece after {model_ms:.0f} ms, "
-          f"then one every {PACE_S * 1000:.0f} ms; {runs} runs each, alternated, ms)\n")
+          f"then one every {PACE_S * 1000:.0f} ms; {runs} runs each, ms)\n")
     print("| path | Send click to first answer text, median [min-max] | minus the model's own first token | "
           "/ direct |\n|---|---:|---:|---:|")
     print(f"| direct (`make run`) | {_spread(firsts['direct'])} | {direct - model_ms:.0f} | 1.00x |")
