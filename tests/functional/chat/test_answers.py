@@ -166,6 +166,20 @@ def test_stop_is_obeyed_across_requests_and_keeps_the_partial_answer(
     assert [call["body"].get("stream") for call in peer.calls if call["body"] is not None] == [True]
 
 
+def test_the_first_text_is_stored_at_once_and_later_pieces_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    written: list[list[tuple[int, str]]] = []
+    monkeypatch.setattr(answer_log, "write", lambda region, ws, msg, batch: written.append([(n, e) for n, e, _ in batch]))
+    writer = answers._Writer("us-east-1", "ws_x", "msg_x", None)
+    writer.add("message_start", {})
+    writer.add("content_delta", {"text": "Employees"})
+    assert written == [[(1, "message_start"), (2, "content_delta")]]  # the first words, without a batch's wait
+    for _ in range(answers.FLUSH_DELTAS - 1):
+        writer.add("content_delta", {"text": " get"})
+    assert len(written) == 1  # later pieces wait for their batch (or the ticker)
+    writer.add("content_delta", {"text": " thirty"})
+    assert written[1:] == [[(3, "content_delta")]]
+
+
 def test_a_model_failure_is_the_streams_last_event_and_the_question_stays(
         tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
     peer = scripted_peer.start(answer="Thirty days.", html=True)
