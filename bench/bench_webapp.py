@@ -18,12 +18,25 @@ and the chat page's time to first answer token; each beside a same-run reference
   through the web app's forwarder (``/api/platform/...`` with the session cookie) and straight from the
   API with the same session's token, alternated in the same run; and in the browser, Send click to the
   first answer text and to the finished answer.
+- Behind API Gateway's proxy semantics (``APIGW_PROXY=1``, ``infra/local/apigw_proxy.py``: whole bodies,
+  a 29 s integration timeout) next to the direct path, in the same run with the same model (one stack,
+  run direct and then restarted behind the proxy on the same state, ports and browser session). The
+  model is the scripted OpenAI-compatible peer the tests use (``tests/functional/models/scripted_peer.py``):
+  it waits ``MODEL_FIRST_S`` before its first piece (the model's own first token), then writes one piece
+  every 50 ms, so the timing is the platform's. Measured: Send click to the first answer text in the
+  browser. Then, behind the proxy only, an answer the same peer writes slowly for
+  ``BENCH_LONG_ANSWER_SECONDS`` (90) seconds, far past the 29 s timeout: the page is reloaded 10 s after
+  Send, resumes the answer and shows it to its end; the text on the page is compared with the answer
+  stored in the chat. ``BENCH_WEBAPP_SECTIONS`` (e.g. ``gateway``) runs only some sections (``pages``,
+  ``restart``, ``streaming``, ``gateway``; all by default).
 """
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -68,7 +81,25 @@ def _api_chat(base: str, token: str) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+def _sections() -> set[str]:
+    wanted = os.environ.get("BENCH_WEBAPP_SECTIONS", "")
+    return {w.strip() for w in wanted.split(",") if w.strip()} or {"pages", "restart", "streaming", "gateway"}
+
+
 def main() -> None:
+    sections = _sections()
+    if "pages" in sections:
+        pages()
+    if "restart" in sections:
+        after_restart()
+    if "streaming" in sections:
+        streaming()
+    if "gateway" in sections:
+        behind_gateway()
+
+
+def pages() -> None:
+    """Time to interactive, transferred bytes and the first answer token (module docstring)."""
     from playwright.sync_api import sync_playwright
 
     from tests.integration.conftest import start_platform, stop_platform
@@ -149,8 +180,6 @@ def main() -> None:
             browser.close()
     finally:
         stop_platform(running)
-    after_restart()
-    streaming()
 
 
 def _page_ms(browser: Any, state: dict[str, Any], url: str) -> float:
@@ -310,3 +339,124 @@ def streaming(runs: int = RUNS) -> None:
     print(row("stream read through the web app's forwarder (Python)", forwarded))
     print(row("browser: Send click to first answer text / finished answer", in_page))
     print()
+
+
+MODEL_FIRST_S = 1.0  # the scripted model's own time to its first piece
+PACE_S = 0.05
+SHORT_ANSWER = "The scripted model writes this sentence one piece at a time. " * 4
+RELOAD_AT_S = 10.0
+FINISHED_JS = "() => !!document.querySelector('#messages li.assistant:not(.streaming) .answer')" \
+    " && !document.getElementById('send').disabled"
+SHOWN_JS = """() => { const a = document.querySelectorAll('#messages li.assistant .answer');
+  if (!a.length) return ''; const c = a[a.length - 1].cloneNode(true);
+  c.querySelectorAll('.note').forEach((n) => n.remove()); return c.textContent; }"""
+RESUMED_JS = "() => !!(document.querySelector('#messages li.assistant .answer') || {}).textContent"
+STORED_JS = """async (id) => (await fetch(`/api/platform/v1/chats/${id}`,
+  {headers: {'X-Requested-With': 'app'}})).json()"""
+
+
+def _scripted_providers(url: str) -> str:
+    return json.dumps({"preference": ["team/small"], "providers": [
+        {"id": "team", "kind": "openai", "endpoints": {r: {"base_url": url} for r in ("us-east-1", "eu-central-1")},
+         "models": [{"id": "small", "name": "Scripted model", "context_tokens": 16000, "streaming": True,
+                     "timeout_seconds": 300}]}]})
+
+
+def _long_answer(page: Any, app: str, seconds: float) -> dict[str, Any]:
+    """Send, reload at ``RELOAD_AT_S``, wait for the end: the times (s after Send) and the texts compared."""
+    page.goto(app + "/chat")
+    _ready(page)
+    page.wait_for_selector("#models li")
+    page.fill("#prompt", "Write slowly, please.")
+    t0 = time.monotonic()
+    page.click("#send")
+    page.wait_for_function("() => /\\/chat\\/chat_/.test(location.pathname)", timeout=60000)
+    time.sleep(max(0.0, RELOAD_AT_S - (time.monotonic() - t0)))
+    reloaded = time.monotonic() - t0
+    page.reload()
+    page.wait_for_function(RESUMED_JS, timeout=60000)
+    resumed = time.monotonic() - t0
+    page.wait_for_function(FINISHED_JS, timeout=int((seconds + 120) * 1000), polling=250)
+    done = time.monotonic() - t0
+    shown = page.evaluate(SHOWN_JS)
+    stored = page.evaluate(STORED_JS, page.url.rsplit("/", 1)[1])["messages"][-1]
+    return {"reloaded": reloaded, "resumed": resumed, "done": done, "shown": " ".join(shown.split()),
+            "stored": " ".join(str(stored.get("content", "")).split()), "stopped": stored.get("stopped", False)}
+
+
+def _first_texts(page: Any, app: str, runs: int) -> list[float]:
+    """Send click to the first answer text, ``runs`` times after one warm-up, each answer awaited to its end."""
+    took = []
+    for i in range(runs + 1):
+        page.goto(app + "/chat")
+        _ready(page)
+        page.wait_for_selector("#models li")
+        page.fill("#prompt", "What does the scripted model say?")
+        first = float(page.evaluate(FIRST_TOKEN_JS))
+        page.wait_for_function(FINISHED_JS, timeout=60000)
+        if i:
+            took.append(first)
+    return took
+
+
+def behind_gateway(runs: int = RUNS) -> None:
+    """The API-Gateway rows (module docstring): the stack direct, then again on the same state and ports with
+    ``APIGW_PROXY=1`` (no second seeding; the browser's session goes on), one scripted model for both."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.functional.models import scripted_peer
+    from tests.integration import conftest
+    from tests.integration.webapp.browser import CHROMIUM, sign_in_with_password_and_totp
+
+    conftest.START_TIMEOUT = max(conftest.START_TIMEOUT, 600)  # the first start seeds both regions; slow when busy
+    opened = threading.Event()
+    opened.set()  # no gate: ``pace`` applies from the first piece on
+    peer = scripted_peer.start(answer=SHORT_ANSWER, delay=MODEL_FIRST_S, gate=opened, gate_after=1, pace=PACE_S,
+                               reply=lambda body: None if body.get("stream") else "no")
+    seconds = float(os.environ.get("BENCH_LONG_ANSWER_SECONDS", "90"))
+    env = {"MODEL_PROVIDERS": _scripted_providers(peer.url)}
+    state_dir = Path(tempfile.mkdtemp(prefix="bench-apigw-"))
+    running = conftest.start_platform(state_dir, env)
+    firsts: dict[str, list[float]] = {}
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            app, demo = running.urls["app"], running.demo
+            page.goto(app + "/chat")
+            sign_in_with_password_and_totp(page, running.urls["identity"], demo["email"], demo["password"],
+                                           demo["totp_secret"])
+            page.wait_for_url(app + "/chat")
+            _ready(page)
+            firsts["direct"] = _first_texts(page, app, runs)
+            conftest.stop_platform(running)
+            (state_dir / "run.json").unlink()  # the last run's: started means written again
+            running = conftest.start_platform(state_dir, {**env, **_same_ports(running), "APIGW_PROXY": "1"})
+            firsts["gateway"] = _first_texts(page, app, runs)
+            peer.answer = "The scripted model writes this long answer very slowly. " * 60
+            peer.pace = seconds / len(range(0, len(peer.answer), 11))
+            long = _long_answer(page, app, seconds)
+            browser.close()
+    finally:
+        conftest.stop_platform(running)
+        peer.stop()
+
+    direct, gateway = statistics.median(firsts["direct"]), statistics.median(firsts["gateway"])
+    model_ms = MODEL_FIRST_S * 1000
+    print(f"### Chat behind API Gateway's proxy semantics (scripted model: first piece after {model_ms:.0f} ms, "
+          f"then one every {PACE_S * 1000:.0f} ms; {runs} runs each, ms)\n")
+    print("| path | Send click to first answer text, median [min-max] | minus the model's own first token | "
+          "/ direct |\n|---|---:|---:|---:|")
+    print(f"| direct (`make run`) | {_spread(firsts['direct'])} | {direct - model_ms:.0f} | 1.00x |")
+    print(f"| behind the proxy (`APIGW_PROXY=1`: whole bodies, 29 s timeout) | {_spread(firsts['gateway'])} | "
+          f"{gateway - model_ms:.0f} | {gateway / direct:.2f}x |")
+    print(f"\nTargets: behind the proxy at most the model's first token + 500 ms "
+          f"({'met' if gateway <= model_ms + 500 else 'NOT met'}), within 1.3x of the direct path "
+          f"({'met' if gateway <= 1.3 * direct else 'NOT met'}).\n")
+    same = long["shown"] == long["stored"] and bool(long["stored"])
+    print(f"A {seconds:.0f} s answer behind the proxy (the scripted model writing one piece every "
+          f"{peer.pace * 1000:.0f} ms; every response well under the 29 s timeout): the page reloaded at "
+          f"{long['reloaded']:.1f} s after Send resumed the answer at {long['resumed']:.1f} s (its text shown "
+          f"again from the first event) and showed it finished at {long['done']:.1f} s; the text on the page "
+          f"{'equals' if same else 'DIFFERS from'} the answer stored in the chat "
+          f"({len(long['stored'])} characters{', stopped' if long['stopped'] else ''}).\n")

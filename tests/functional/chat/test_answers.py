@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from chalicelib.chat import answer_log
+from chalicelib.chat import answer_log, answers
 from chalicelib.core import aws
+from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
 from chalicelib.residency import erasure
 from chalicelib.workers.jobs import QUEUE_HANDLERS
@@ -113,11 +114,18 @@ def test_a_reader_of_another_users_answer_gets_404_and_bad_ids_400(tenant: Tenan
     assert state is not None and not state.stop  # the refused Stop changed nothing
 
 
+PIECES = len(range(0, len(ANSWER), 11))  # what the model writes in all (11 characters a piece)
+
+
 @pytest.fixture
 def peer() -> Iterator[scripted_peer.ScriptedPeer]:
-    p = scripted_peer.start(answer=ANSWER, gate=threading.Event(), gate_after=3, pace=0.01)
+    """Three pieces, the gate, then ``FLUSH_DELTAS`` + 4 pieces, then held until the test lets it go on:
+    the worker must see a Stop stored at the gate within those pieces, however slowly it is scheduled."""
+    p = scripted_peer.start(answer=ANSWER, gate=threading.Event(), gate_after=3, pace=0.01,
+                            hold=threading.Event(), hold_after=3 + answers.FLUSH_DELTAS + 4)
     yield p
     p.gate.set()  # type: ignore[union-attr]
+    p.hold.set()  # type: ignore[union-attr]
     p.stop()
 
 
@@ -131,14 +139,22 @@ def test_stop_is_obeyed_across_requests_and_keeps_the_partial_answer(
                     {"Prefer": "respond-async"}).json_body
         worker = threading.Thread(target=drain)
         worker.start()  # the model writes three pieces, then waits at the gate
-        first = parse(read(c, token, made["events"], wait=20).body)  # held until the first pieces are stored
-        assert first[0][1] == "message_start" and first[-1][1] == "content_delta"
+        # a reader that has no text yet gets the first words as soon as they are stored (lingering or waiting
+        # longer than the model is held at the gate would end this read with the whole answer instead)
+        state = answer_log.state(tenant.region, tenant.workspace_id, made["id"])
+        reader = Principal(user_id=state.user_id or "", workspace_id=tenant.workspace_id, roles=("member",),
+                           email="", amr=("pwd",), token_id="t")
+        first = parse("".join(answers.follow(reader, made["chat_id"], made["id"], 0, wait_s=600,
+                                             linger_s=600)).encode())
+        assert first[0][1] == "message_start" and {e[1] for e in first[1:]} == {"content_delta"}
         assert post(c, made["stop"], token, {}).json_body["status"] == "stopping"
         assert not peer.ended.is_set()
         peer.gate.set()  # type: ignore[union-attr]
-        worker.join(30)
-        assert peer.ended.is_set() and peer.broken  # the worker closed the model's stream
-        assert peer.pieces_sent < len(range(0, len(ANSWER), 11))
+        worker.join(60)  # the model is held before its end: only the worker's own stop ends this
+        assert not worker.is_alive()
+        peer.hold.set()  # type: ignore[union-attr]
+        assert peer.ended.wait(30) and peer.broken  # the worker had closed the model's stream
+        assert peer.pieces_sent < PIECES
         rest = parse(read(c, token, made["events"], last=first[-1][0]).body)
         assert rest[-1][1] == "message_stop" and rest[-1][2]["stop_reason"] == "stopped"
         chat = c.http.get(f"/v1/chats/{made['chat_id']}", headers=bearer(token)).json_body
@@ -146,6 +162,22 @@ def test_stop_is_obeyed_across_requests_and_keeps_the_partial_answer(
         assert stored["stopped"] is True and 0 < len(stored["content"]) < len(ANSWER.strip())
         assert "answering" not in chat
         assert post(c, made["stop"], token, {}).json_body["status"] == "ended"
+    # a stopped answer is never checked by the grounding model: the model was asked once, for the answer
+    assert [call["body"].get("stream") for call in peer.calls if call["body"] is not None] == [True]
+
+
+def test_the_first_text_is_stored_at_once_and_later_pieces_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    written: list[list[tuple[int, str]]] = []
+    monkeypatch.setattr(answer_log, "write", lambda region, ws, msg, batch: written.append([(n, e) for n, e, _ in batch]))
+    writer = answers._Writer("us-east-1", "ws_x", "msg_x", None)
+    writer.add("message_start", {})
+    writer.add("content_delta", {"text": "Employees"})
+    assert written == [[(1, "message_start"), (2, "content_delta")]]  # the first words, without a batch's wait
+    for _ in range(answers.FLUSH_DELTAS - 1):
+        writer.add("content_delta", {"text": " get"})
+    assert len(written) == 1  # later pieces wait for their batch (or the ticker)
+    writer.add("content_delta", {"text": " thirty"})
+    assert written[1:] == [[(3, "content_delta")]]
 
 
 def test_a_model_failure_is_the_streams_last_event_and_the_question_stays(

@@ -10,7 +10,9 @@ injections obeyed, malformed streams, slowness). Each test sets what it answers:
   web page instead of JSON;
 - ``gate`` and ``gate_after``: a streamed answer sends its first ``gate_after`` pieces, then waits until
   the test sets ``gate`` (so "the first pieces arrived, the answer is not complete" is a state, not a
-  race); ``pace``: seconds between the pieces after the gate (a model still writing). ``ended`` is set
+  race); ``pace``: seconds between the pieces after the gate (a model still writing); ``hold`` and
+  ``hold_after``: a second gate, after that many pieces (a model that has not finished whatever its
+  reader does until the test lets it). ``ended`` is set
   when the stream ends, ``broken`` when the client closed it first (the platform stopped the model),
   ``pieces_sent`` counts what was written.
 Every request is recorded (path, Authorization header, body).
@@ -40,6 +42,8 @@ class ScriptedPeer:
     gate: threading.Event | None = None
     gate_after: int = 0
     pace: float = 0.0
+    hold: threading.Event | None = None
+    hold_after: int = 0
     ended: threading.Event = field(default_factory=threading.Event)
     broken: bool = False
     pieces_sent: int = 0
@@ -109,6 +113,8 @@ def start(**script: Any) -> ScriptedPeer:
                 for n, i in enumerate(range(0, len(text), 11)):
                     if peer.gate is not None and n == peer.gate_after:
                         peer.gate.wait(60)
+                    if peer.hold is not None and n == peer.hold_after:
+                        peer.hold.wait(60)
                     if peer.gate is not None and n >= peer.gate_after and peer.pace:
                         time.sleep(peer.pace)
                     chunk = {"choices": [{"index": 0, "delta": {"content": text[i:i + 11]}}]}
