@@ -3,7 +3,9 @@
 
 The document is written from this one run only (machine, date and commit at the top), so its figures
 cannot contradict each other. ``python -m bench NAME...`` runs the modules whose names contain one of the
-given words and only prints (the document is rewritten by a full run).
+given words and only prints (the document is rewritten by a full run); ``python -m bench --update NAME...``
+also puts those sections into the document in place of their last run's, each stamped with the date, commit
+and load of its own run (its figures still sit beside references measured in that same run).
 
 Adding a benchmark: write ``bench/bench_<area>.py`` with a docstring (its first paragraph introduces the
 section) and a ``main()`` that prints markdown, then add its name to ``MODULES``.
@@ -131,10 +133,36 @@ def document(header: str, sections: list[str]) -> str:
             "figures.\n\n" + header + "\n\n" + "\n".join(sections))
 
 
+def _sections(text: str) -> dict[str, str]:
+    """The document's sections by module name (each from its ``## name`` line to the next)."""
+    parts = text.split("\n## ")
+    return {p.split("\n", 1)[0].strip(): "## " + p.rstrip("\n") + "\n" for p in parts[1:]}
+
+
+def update(names: list[str]) -> None:
+    """Run ``names`` and put their sections into the document in place of the last run's (in ``MODULES``
+    order), each stamped as a run of its own."""
+    chosen = [m for m in MODULES if any(o in m for o in names)]
+    text = OUTPUT.read_text() if OUTPUT.exists() else document(machine_header(), [])
+    head = text.split("\n## ", 1)[0].rstrip("\n") + "\n"
+    sections = _sections(text)
+    for name in chosen:
+        stamp = machine_header()
+        fresh = run_module(name)
+        title, rest = fresh.split("\n\n", 1)
+        sections[name] = f"{title}\n\nMeasured in a run of its own, apart from the header's:\n\n{stamp}\n\n{rest}"
+    ordered = [sections[m] for m in MODULES if m in sections]
+    OUTPUT.write_text(head + "\n" + "\n".join(ordered))
+    print(f"updated {', '.join(chosen)} in {OUTPUT.relative_to(ROOT)}", flush=True)
+
+
 def main() -> None:
     os.environ.setdefault("LOG_LEVEL", "WARNING")  # no access-log lines between the tables
     if sys.argv[1:2] == ["--one"]:
         run_one(sys.argv[2])
+        return
+    if sys.argv[1:2] == ["--update"]:
+        update(sys.argv[2:])
         return
     only = sys.argv[1:]
     header = machine_header()
