@@ -132,12 +132,21 @@ def _notes(kind: str, checked: Any) -> dict[str, Any]:
     if kind == "extractive" and checked.notice == "not_in_sources":
         out["notice"] = {"code": "not_in_sources", "message": NOT_IN_SOURCES + " " + models.NO_GENERATIVE_MODEL}
     elif kind == "extractive":
-        out["notice"] = {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}
+        out["notice"] = {"code": "no_generative_model", "message": _off_the_point(checked) + models.NO_GENERATIVE_MODEL}
     elif checked.notice:
         out["notice"] = {"code": checked.notice, "message": checked.content.split("\n", 1)[0]}
+    elif checked.grounding.get("answers_question") is False:
+        out["notice"] = {"code": "may_not_answer", "message": _off_the_point(checked).strip()}
     if checked.unverified is not None:
         out["unverified_answer"] = checked.unverified
     return out
+
+
+def _off_the_point(checked: Any) -> str:
+    """What a reader must know when the supported quotes miss some of the question's key terms."""
+    missing = checked.grounding.get("question_terms_not_quoted")
+    return (f"The quoted sources do not mention {', '.join(missing)}: they may not answer your question. "
+            if missing else "")
 
 
 def _sources(hits: list[Hit], cited: list[dict[str, Any]]) -> list[dict[str, Any]]:

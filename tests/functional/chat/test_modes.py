@@ -117,3 +117,20 @@ def test_the_extractive_path_never_answers_generally(tenant: Tenant, monkeypatch
         body = post(c, "/v1/chats", world.member.token, ask(QUESTION, mode="general_allowed")).json_body
         assert body["kind"] == "extractive" and "origin" not in body
         assert body["notice"]["code"] == "not_in_sources"
+
+
+def test_quotes_that_miss_the_question_s_key_terms_are_not_shown_as_an_answer(
+        tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quote is true (100% of its sentences backed) but says nothing of Berlin: the answer says so."""
+    helpers.use_providers(monkeypatch, None)
+    world = helpers.build(tenant)
+    with helpers.client() as c:
+        body = post(c, "/v1/chats", world.member.token,
+                    ask("How many vacation days do employees get per year in Berlin?")).json_body
+        g = body["grounding"]
+        assert body["kind"] == "extractive" and g["ratio"] == 1.0  # the quote itself is verbatim
+        assert g["answers_question"] is False and g["question_terms_not_quoted"] == ["berlin"]
+        assert "do not mention berlin" in body["notice"]["message"]
+        plain = post(c, "/v1/chats", world.member.token, ask("How many vacation days do employees get per year?"))
+        assert plain.json_body["grounding"]["answers_question"] is True
+        assert "do not mention" not in plain.json_body["notice"]["message"]
