@@ -154,7 +154,7 @@ def update(principal: Principal, preset_id: str, body: Any, caller: CallerLike |
     if "name" in body:
         _unique(principal, item.owner, body["name"], other_than=item.id)
     cls = presets(region_of(principal.workspace_id))
-    actions = [cls.updated_at.set(clock.iso())]
+    actions: list[Any] = [cls.updated_at.set(clock.iso())]
     actions += [getattr(cls, k).set(v) for k, v in body.items()]
     item.update(actions=actions, condition=cls.owner == item.owner)
     _audit(principal, item, "preset.updated", caller, {"fields": sorted(body), "name": item.name})
