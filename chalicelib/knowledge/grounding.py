@@ -15,7 +15,8 @@ A supported sentence cites the passage's sentence(s) that entail it, located ver
 chunk. ``ratio`` is the share of statements supported, ``score`` their mean support; ``low`` is set under
 ``LOW_RATIO`` (the chat service then says so and shows the best quotes, ``docs/api/chat.md``). A ratio says
 the statements stand in the sources, not that they answer the question: ``answers_question`` is false (and
-``question_terms_not_quoted`` names them) when the supported quotes miss some of the question's key terms.
+``question_terms_not_quoted`` names them) when the passages the supported statements quote miss some of the
+question's key terms.
 """
 from __future__ import annotations
 
@@ -219,13 +220,13 @@ def best_quotes(question: str, hits: list[Hit]) -> tuple[list[str], list[dict[st
 
 
 def terms_not_quoted(question: str, hits: list[Hit], grounding: dict[str, Any]) -> list[str]:
-    """The question's key terms (as the extractive provider picks them) that none of the supported
-    statements' quotes holds (with its passage's title): quotes without them may be true and still not
-    answer the question (a question about Berlin answered by a rule that does not name Berlin)."""
+    """The question's key terms (as the extractive provider picks them) that none of the passages quoted by
+    supported statements holds (text or title): quotes without them may be true and still not answer the
+    question (a question about Berlin answered by a rule that does not name Berlin)."""
     held: set[str] = set()
-    for e in grounding["per_sentence"]:
-        if e["status"] == "supported" and e.get("quote") and 0 < e.get("passage", 0) <= len(hits):
-            held |= stems(e["quote"]) | stems(hits[e["passage"] - 1].chunk.title)
+    for ref in {e.get("passage", 0) for e in grounding["per_sentence"] if e["status"] == "supported"}:
+        if 0 < ref <= len(hits):
+            held |= stems(hits[ref - 1].chunk.text) | stems(hits[ref - 1].chunk.title)
     by_stem = {stem(w): w for w in sorted(words(question))}
     return sorted(by_stem.get(k, k) for k in extractive.key_terms(question) if not any(same_stem(k, h) for h in held))
 
