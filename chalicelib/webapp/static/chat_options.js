@@ -13,8 +13,8 @@ export function mountChatOptions(box, me) {
   if (!box) return () => ({});
   const preset = h("select", { name: "preset", id: "preset" }, h("option", { value: "" }, "No preset"));
   const general = h("input", { type: "checkbox", name: "general_allowed", id: "general-allowed" });
-  const mode = h("label", { id: "mode-choice", hidden: true }, general, " Allow general answers when your sources do not answer");
-  box.replaceChildren(h("label", { id: "preset-choice" }, "Preset ", preset), mode);
+  const mode = h("label", { id: "mode-choice", hidden: true }, general, " New chat: allow general answers when your sources do not answer");
+  box.replaceChildren(h("label", { id: "preset-choice", title: "Applies when a new chat starts" }, "Preset for a new chat ", preset), mode);
   platform("/v1/presets").then(({ items }) => {
     preset.append(...(items || []).map((p) => h("option", { value: p.id }, p.scope === "workspace" ? `${p.name} (workspace)` : p.name)));
   }).catch(() => {});

@@ -80,6 +80,10 @@ def test_a_general_answer_is_labelled_uncited_and_never_counted_as_supported(
         assert any("general knowledge" in s for s in system)
         stored = c.http.get(f"/v1/chats/{body['chat_id']}", headers=bearer(world.member.token)).json_body
         assert stored["mode"] == "general_allowed" and stored["messages"][-1]["origin"] == "general"
+        # a chat that did not choose general answers never gets one, even where the workspace allows them
+        default = post(c, "/v1/chats", world.member.token, ask(QUESTION)).json_body
+        assert "origin" not in default and default["notice"]["code"] == "unsupported"
+        assert default["grounding"]["unsupported_sentences"] == 2
         # a supported answer in the same chat stays a sources answer
         peer.answer = "Employees get thirty vacation days per year."
         again = post(c, f"/v1/chats/{body['chat_id']}/messages", world.member.token,
