@@ -62,7 +62,7 @@ def test_a_chat_may_not_allow_general_answers_where_the_workspace_does_not(world
         assert set_mode(c, world.tenant, "everything").status_code == 400
 
 
-def test_a_general_answer_is_labelled_uncited_and_never_counted_as_supported(
+def test_a_general_answer_is_labelled_uncited_and_never_counted_as_supported_on_both_apis(
         world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
     with helpers.client() as c:
         ws = set_mode(c, world.tenant, "knowledge_first").json_body
@@ -98,10 +98,7 @@ def test_a_general_answer_is_labelled_uncited_and_never_counted_as_supported(
         late = post(c, f"/v1/chats/{body['chat_id']}/messages", world.member.token,
                     ask(QUESTION, mode="knowledge"))
         assert late.status_code == 400 and late.json_body["errors"][0]["field"] == "mode"
-
-
-def test_the_openai_api_labels_a_general_answer_in_its_extra_fields(world: helpers.World) -> None:
-    with helpers.client() as c:
+        # the OpenAI-compatible API: the same answer, labelled in its extra fields
         set_mode(c, world.tenant, "knowledge_first")
         r = post(c, "/v1/chat/completions", world.member.token, ask(QUESTION, mode="general_allowed"))
         assert r.status_code == 200, r.body
@@ -113,7 +110,8 @@ def test_the_openai_api_labels_a_general_answer_in_its_extra_fields(world: helpe
         assert plain["origin"] == "sources" and "384,400" not in plain["choices"][0]["message"]["content"]
 
 
-def test_the_extractive_path_never_answers_generally(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_extractive_path_never_answers_generally_nor_passes_off_quotes_beside_the_point(
+        tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
     helpers.use_providers(monkeypatch, None)  # no generative model: extractive answers
     world = helpers.build(tenant)
     with helpers.client() as c:
@@ -121,14 +119,7 @@ def test_the_extractive_path_never_answers_generally(tenant: Tenant, monkeypatch
         body = post(c, "/v1/chats", world.member.token, ask(QUESTION, mode="general_allowed")).json_body
         assert body["kind"] == "extractive" and "origin" not in body
         assert body["notice"]["code"] == "not_in_sources"
-
-
-def test_quotes_that_miss_the_question_s_key_terms_are_not_shown_as_an_answer(
-        tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The quote is true (100% of its sentences backed) but says nothing of Berlin: the answer says so."""
-    helpers.use_providers(monkeypatch, None)
-    world = helpers.build(tenant)
-    with helpers.client() as c:
+        # a true quote (100% of its sentences backed) that says nothing of Berlin does not pass for an answer
         body = post(c, "/v1/chats", world.member.token,
                     ask("How many vacation days do employees get per year in Berlin?")).json_body
         g = body["grounding"]
