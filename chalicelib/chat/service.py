@@ -504,7 +504,8 @@ class Live:
                                       "region": region, "routing_reason": routing.reason,
                                       "sources": _sources(hits, checked.citations),
                                       "citations_dropped": len(checked.dropped), "usage": assistant["usage"],
-                                      "grounding": checked.grounding["ratio"], **ended},
+                                      "grounding": checked.grounding["ratio"], **ended,
+                                      **({"origin": modes.GENERAL} if general else {})},
                              caller=self.caller, effects=effects)
             except Refused as refused:
                 if refused.tags != {"effect"}:
