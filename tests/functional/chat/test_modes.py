@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from chalicelib.core import audit
 from tests.functional.chat import helpers
 from tests.functional.chat.helpers import ask, post
 from tests.functional.chat.test_grounding import configure
@@ -80,6 +81,9 @@ def test_a_general_answer_is_labelled_uncited_and_never_counted_as_supported_on_
         assert any("general knowledge" in s for s in system)
         stored = c.http.get(f"/v1/chats/{body['chat_id']}", headers=bearer(world.member.token)).json_body
         assert stored["mode"] == "general_allowed" and stored["messages"][-1]["origin"] == "general"
+        answered = [e for e in audit.iter_chain(world.tenant.region, world.tenant.workspace_id)
+                    if e["action"] == "chat.answered"]
+        assert answered[-1]["details"]["origin"] == "general"
         # a chat that did not choose general answers never gets one, even where the workspace allows them
         default = post(c, "/v1/chats", world.member.token, ask(QUESTION)).json_body
         assert "origin" not in default and default["notice"]["code"] == "unsupported"
