@@ -1,6 +1,6 @@
 """Agent definitions: name, instructions, model (an id or ``auto``), allowed tools, an optional declared
 plan, the datasets it may read and limits. Stored in the workspace's region; Members and Admins write,
-everyone reads.
+everyone reads. A definition may be created from a preset (``preset_id``: its instructions are copied).
 
 ``datasets`` (at most ``MAX_DATASETS`` ids of the agent's workspace) limits what the agent's tools read:
 absent or empty, every dataset the running user may read; otherwise only those of them the running user
@@ -25,6 +25,7 @@ from typing import Any
 
 from chalicelib.agents import models, plan_schema, templates
 from chalicelib.agents.tools import TOOL_NAMES, TOOLS
+from chalicelib.chat import presets
 from chalicelib.core import audit, clock, durations
 from chalicelib.core.authz import Principal
 from chalicelib.core.http import paging
@@ -210,6 +211,13 @@ def get_item(workspace_id: str, agent_id: str) -> models.AgentAttrs:
 
 
 def create(principal: Principal, body: dict[str, Any], caller: Any = None) -> dict[str, Any]:
+    """A new definition; ``preset_id`` (a preset the creator may read, ``chat/presets.py``) copies the
+    preset's instructions into it (instead of ``instructions``)."""
+    if isinstance(body, dict) and "preset_id" in body:
+        if "instructions" in body:
+            raise validation_error([{"field": "preset_id", "message": "is given instead of instructions"}])
+        _, instructions = presets.instructions_of(principal, body["preset_id"])
+        body = {**{k: v for k, v in body.items() if k != "preset_id"}, "instructions": instructions}
     validate(body, FIELDS)
     d = normalise(body, principal=principal)
     region = region_of(principal.workspace_id)

@@ -94,7 +94,8 @@ def ask(principal: Principal, body: Any, caller: CallerLike | None, chat_id: str
     existing = live.existing
     if existing is None:
         title = live.question.strip().splitlines()[0][:80]
-        item = cls(principal.workspace_id, live.chat_id, user_id=principal.user_id, title=title, created_at=now)
+        item = cls(principal.workspace_id, live.chat_id, user_id=principal.user_id, title=title, created_at=now,
+                   **service.chat_options(live))
         messages, condition = recorded, cls.id.does_not_exist()
     else:
         item, messages = existing, json.loads(existing.messages) + recorded

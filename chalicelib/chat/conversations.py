@@ -13,7 +13,7 @@ import json
 import unicodedata
 from typing import Any
 
-from chalicelib.chat import redaction, service
+from chalicelib.chat import modes, redaction, service
 from chalicelib.chat.models import ChatAttrs, chats
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
@@ -55,13 +55,25 @@ def _only(body: Any, allowed: set[str]) -> dict[str, Any]:
 
 
 def rename(principal: Principal, chat_id: str, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
-    """Give the chat a new title (spaces collapsed); the chat's summary."""
+    """Give the chat a new title (spaces collapsed) and/or a new ``mode`` (``chat/modes.py``); its summary."""
     require(principal, "chat.use")
-    title = _clean_title(_only(body, {"title"}).get("title"))
+    body = _only(body, {"title", "mode"})
+    if not body:
+        raise validation_error([{"field": "body", "message": "must change title or mode"}])
+    title = _clean_title(body.get("title")) if "title" in body else None
+    mode = modes.check(principal, body["mode"]) if "mode" in body else None
     item = service._own(principal, chat_id)
-    item.update(actions=[ChatAttrs.title.set(title)], condition=ChatAttrs.user_id == principal.user_id)
-    audit.append(region_of(principal.workspace_id), principal.workspace_id, "chat.renamed", actor=_actor(principal),
-                 target={"type": "chat", "id": chat_id}, caller=caller)  # never the title (chat content)
+    actions: list[Any] = [ChatAttrs.title.set(title)] if title is not None else []
+    if mode is not None:
+        actions.append(ChatAttrs.mode.set(mode) if mode != modes.KNOWLEDGE else ChatAttrs.mode.remove())
+    item.update(actions=actions, condition=ChatAttrs.user_id == principal.user_id)
+    region = region_of(principal.workspace_id)
+    if title is not None:
+        audit.append(region, principal.workspace_id, "chat.renamed", actor=_actor(principal),
+                     target={"type": "chat", "id": chat_id}, caller=caller)  # never the title (chat content)
+    if mode is not None:
+        audit.append(region, principal.workspace_id, "chat.mode_changed", actor=_actor(principal),
+                     target={"type": "chat", "id": chat_id}, details={"mode": mode}, caller=caller)
     return service._summary(item)
 
 

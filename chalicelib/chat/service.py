@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from chalicelib.chat import answer_output, redaction, usage
+from chalicelib.chat import answer_output, modes, presets, redaction, usage
 from chalicelib.chat.models import ChatAttrs, chats
 from chalicelib.core import audit, clock, correlation
 from chalicelib.core.audit import Actor, CallerLike
@@ -52,7 +52,7 @@ MAX_MODEL_CHARS = 200
 MAX_CHAT_BYTES = 300_000  # one DynamoDB item holds a chat (400 KB limit)
 RETRIEVE_K = 5
 MAX_ANSWER_TOKENS = 1024
-BODY_FIELDS = {"model", "messages", "stream"}
+BODY_FIELDS = {"model", "messages", "stream", "mode", "preset_id"}  # mode, preset_id: a new chat only
 LIST_KIND = "chats"
 NOT_IN_SOURCES = "Nothing in the sources you may read answers this question."
 log = get_logger("chat")
@@ -132,12 +132,21 @@ def _notes(kind: str, checked: Any) -> dict[str, Any]:
     if kind == "extractive" and checked.notice == "not_in_sources":
         out["notice"] = {"code": "not_in_sources", "message": NOT_IN_SOURCES + " " + models.NO_GENERATIVE_MODEL}
     elif kind == "extractive":
-        out["notice"] = {"code": "no_generative_model", "message": models.NO_GENERATIVE_MODEL}
+        out["notice"] = {"code": "no_generative_model", "message": _off_the_point(checked) + models.NO_GENERATIVE_MODEL}
     elif checked.notice:
         out["notice"] = {"code": checked.notice, "message": checked.content.split("\n", 1)[0]}
+    elif checked.grounding.get("answers_question") is False:
+        out["notice"] = {"code": "may_not_answer", "message": _off_the_point(checked).strip()}
     if checked.unverified is not None:
         out["unverified_answer"] = checked.unverified
     return out
+
+
+def _off_the_point(checked: Any) -> str:
+    """What a reader must know when the supported quotes miss some of the question's key terms."""
+    missing = checked.grounding.get("question_terms_not_quoted")
+    return (f"The quoted sources do not mention {', '.join(missing)}: they may not answer your question. "
+            if missing else "")
 
 
 def _sources(hits: list[Hit], cited: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -179,6 +188,10 @@ def start(principal: Principal, body: Any, caller: CallerLike | None = None, cha
         stored = stored[:-len(new_messages)]  # the recorded question is the new message, not history
     history = [{"role": m["role"], "content": m["content"]}  # as the caller may read it now (chat/redaction.py)
                for m in redaction.redact_all(principal, stored)]
+    mode, instructions, preset_id = _chat_options(principal, body, existing, asked)
+    general = modes.general_allowed(principal, mode)
+    history = ([{"role": "system", "content": instructions}] if instructions else []) \
+        + ([{"role": "system", "content": modes.GENERAL_RULE}] if general else []) + history
     question = new_messages[-1]["content"]
 
     started = time.perf_counter()
@@ -191,11 +204,28 @@ def start(principal: Principal, body: Any, caller: CallerLike | None = None, cha
     routing = models.route(principal, model_id, need)
     prompt.max_tokens = min(MAX_ANSWER_TOKENS, routing.chosen.max_answer_tokens)
     live = Live(principal, caller, existing, new_messages, question, hits, prompt, routing, stream, timings,
-                on_fail, chat_id=existing.id if existing is not None else new_id("chat"), asked=bool(asked))
+                on_fail, chat_id=existing.id if existing is not None else new_id("chat"), asked=bool(asked),
+                mode=mode, instructions=instructions, preset_id=preset_id, general_allowed=general)
     if asked:
         live.message_id = asked
         live.created_at = created_at or live.created_at
     return live
+
+
+def _chat_options(principal: Principal, body: dict[str, Any], existing: ChatAttrs | None,
+                  asked: str | None) -> tuple[str, str | None, str | None]:
+    """``(mode, system instructions, preset id)`` of the chat: chosen when it is created (``mode``,
+    ``preset_id``), stored with it after (``PATCH /v1/chats/{id}`` changes the mode)."""
+    if existing is not None:
+        if not asked and ("mode" in body or "preset_id" in body):
+            raise validation_error([{"field": k, "message": "is chosen when the chat is created (PATCH the chat "
+                                     "to change its mode)"} for k in ("mode", "preset_id") if k in body])
+        return existing.mode or modes.KNOWLEDGE, existing.instructions, existing.preset_id
+    mode = modes.check(principal, body.get("mode"))
+    if "preset_id" in body:
+        preset_id, instructions = presets.instructions_of(principal, body["preset_id"])
+        return mode, instructions, preset_id
+    return mode, None, None
 
 
 def stream_sse(begin: Callable[[], Live], held: idempotency.Hold,
@@ -250,6 +280,10 @@ class Live:
     committing: Callable[[], ContextManager[list[Any]]] | None = None  # around the store (Idempotency-Key)
     correlation_id: str = field(default_factory=correlation.current)  # the request's, for a late error event
     asked: bool = False  # the question is already stored in the chat (``start``)
+    mode: str = modes.KNOWLEDGE  # of a new chat; stored with it (chat/modes.py)
+    instructions: str | None = None  # a new chat's system instructions (from its preset)
+    preset_id: str | None = None
+    general_allowed: bool = False  # this answer may be general (chat/modes.py)
     stopped_reply: dict[str, Any] | None = None  # the reply stored when the answer was stopped
     reply: dict[str, Any] | None = None  # the reply once stored
     _opened: tuple[Iterator[str | Completion], str | Completion, float] | None = None
@@ -362,7 +396,7 @@ class Live:
             return
         yield event("citations", {"content": reply["message"]["content"], "citations": reply["citations"],
                                   "grounding": reply["grounding"],
-                                  **{k: reply[k] for k in ("notice", "unverified_answer") if k in reply}})
+                                  **{k: reply[k] for k in ("notice", "unverified_answer", "origin") if k in reply}})
         yield event("message_stop", {"usage": reply["usage"], "stop_reason": "end_turn"})
 
     def _head(self) -> dict[str, Any]:
@@ -394,7 +428,16 @@ class Live:
                                        generative=spec.kind == "generative" and not stopped, question=self.question,
                                        checker=checker)
         self.timings.grounding_ms = (time.perf_counter() - started) * 1000
+        general = (self.general_allowed and spec.kind == "generative" and not stopped
+                   and modes.unanswered(checked.grounding, checked.notice))
+        if general:  # the sources do not answer: the model's own text, labelled general, no citations
+            checked.content = checked.unverified if checked.unverified is not None else checked.content
+            checked.unverified, checked.citations, checked.notice = None, [], None
+            checked.grounding = modes.general_grounding(checked.grounding)
         notes = _notes(spec.kind, checked)
+        if general:
+            notes.update({"origin": modes.GENERAL, "notice": {"code": "general_answer",
+                                                              "message": modes.GENERAL_NOTICE}})
         now, message_id, chat_id = self.created_at, self.message_id, self.chat_id
         ended = {"stopped": True} if stopped else {}
         assistant = {"id": message_id, "role": "assistant", "content": checked.content, "created_at": now,
@@ -413,7 +456,8 @@ class Live:
         if existing is None:
             title = self.question.strip().splitlines()[0][:80]
             messages = stored_new + [assistant]
-            item = cls(principal.workspace_id, chat_id, user_id=principal.user_id, title=title, created_at=now)
+            item = cls(principal.workspace_id, chat_id, user_id=principal.user_id, title=title, created_at=now,
+                       **chat_options(self))
         else:
             item = existing
             messages = json.loads(existing.messages) + stored_new + [assistant]
@@ -460,7 +504,8 @@ class Live:
                                       "region": region, "routing_reason": routing.reason,
                                       "sources": _sources(hits, checked.citations),
                                       "citations_dropped": len(checked.dropped), "usage": assistant["usage"],
-                                      "grounding": checked.grounding["ratio"], **ended},
+                                      "grounding": checked.grounding["ratio"], **ended,
+                                      **({"origin": modes.GENERAL} if general else {})},
                              caller=self.caller, effects=effects)
             except Refused as refused:
                 if refused.tags != {"effect"}:
@@ -489,7 +534,7 @@ def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
                                              "grounding", "kind", "created_at")},
                     **({"stopped": True} if m.get("stopped") else {}),
                     **({"redacted": m["redacted"]} if m.get("redacted") else {}),
-                    **{k: m[k] for k in ("notice", "unverified_answer") if k in m},
+                    **{k: m[k] for k in ("notice", "unverified_answer", "origin") if k in m},
                     **({"notice": m.get("notice") or {"code": "no_generative_model",
                                                        "message": models.NO_GENERATIVE_MODEL}}
                        if m.get("kind") == "extractive" else {})}
@@ -507,7 +552,8 @@ def sse_events(reply: dict[str, Any]) -> list[dict[str, Any]]:
     events += [{"event": "content_delta", "data": {"text": p}} for p in pieces]
     events.append({"event": "citations", "data": {"content": content, "citations": reply["citations"],
                                                   "grounding": reply["grounding"],
-                                                  **{k: reply[k] for k in ("notice", "unverified_answer") if k in reply}}})
+                                                  **{k: reply[k] for k in ("notice", "unverified_answer", "origin")
+                                                     if k in reply}}})
     events.append({"event": "message_stop", "data": {"usage": reply["usage"],
                                                      "stop_reason": "stopped" if reply.get("stopped") else "end_turn"}})
     for n, e in enumerate(events, start=1):
@@ -530,7 +576,14 @@ def iter_sse(reply: dict[str, Any]) -> Iterator[str]:
 def _summary(item: ChatAttrs) -> dict[str, Any]:
     return {"id": item.id, "title": item.title, "message_count": int(item.message_count or 0),
             "created_at": item.created_at, "updated_at": item.updated_at,
-            "expires_at": clock.iso(item.expires_at) if item.expires_at else None}
+            "expires_at": clock.iso(item.expires_at) if item.expires_at else None,
+            "mode": item.mode or modes.KNOWLEDGE, "preset_id": item.preset_id}
+
+
+def chat_options(live: Live) -> dict[str, Any]:
+    """What a new chat keeps of the choices it was created with (``_chat_options``)."""
+    return {"mode": live.mode if live.mode != modes.KNOWLEDGE else None, "instructions": live.instructions,
+            "preset_id": live.preset_id}
 
 
 def get_chat(principal: Principal, chat_id: str) -> dict[str, Any]:

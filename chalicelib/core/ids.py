@@ -7,7 +7,7 @@ from ulid import ULID
 
 PREFIXES = frozenset(
     {"usr", "ws", "inv", "chat", "agt", "run", "conn", "ds", "sync", "evt", "tok", "key", "sess",
-     "grant", "cli", "pol", "exp", "msg", "doc", "q", "bkp", "rst", "dsr", "mcp", "grp"}
+     "grant", "cli", "pol", "exp", "msg", "doc", "q", "bkp", "rst", "dsr", "mcp", "grp", "pre"}
 )
 _ID_RE = re.compile(r"^(?P<prefix>[a-z]+)_(?P<ulid>[0-9A-HJKMNP-TV-Z]{26})$")
 

@@ -15,10 +15,12 @@ AUTO_EXPIRY_SETTINGS = (CHAT_AUTO_EXPIRY, AGENT_RUN_AUTO_EXPIRY)
 RATE_LIMITS = "rate_limits"  # {"per_token", "per_workspace"}: requests per minute, at most the plan's
 ANSWER_LINK_HOSTS = "answer_link_hosts"  # hosts (or "*." + host) whose links answers keep
 GROUNDING_CHECK_MODEL = "grounding_check_model"  # the model that checks answers' statements: an id, "off", or absent
+ANSWER_MODE = "answer_mode"  # knowledge_only (absent) or knowledge_first: chats may allow general answers
+ANSWER_MODES = ("knowledge_only", "knowledge_first")
 # prompts and answers become span attributes (core/telemetry/tracing.py, which keeps the same name: it cannot
 # import this module)
 TRACE_CONTENT = "trace_content"
-PLAIN_SETTINGS = (*AUTO_EXPIRY_SETTINGS, GROUNDING_CHECK_MODEL, TRACE_CONTENT)  # set as given (validated by the PATCH)
+PLAIN_SETTINGS = (*AUTO_EXPIRY_SETTINGS, GROUNDING_CHECK_MODEL, TRACE_CONTENT, ANSWER_MODE)  # set as given (validated by the PATCH)
 
 
 def settings_of(ws: WorkspaceAttrs) -> dict[str, Any]:
@@ -43,3 +45,9 @@ def answer_link_hosts(workspace_id: str) -> tuple[str, ...]:
     """The hosts an Admin allowed answers to link to (validated when set; anything else is ignored)."""
     value = settings_of(get_workspace(workspace_id)).get(ANSWER_LINK_HOSTS)
     return tuple(h for h in value if isinstance(h, str)) if isinstance(value, list) else ()
+
+
+def answer_mode(workspace_id: str) -> str:
+    """``knowledge_first`` when an Admin allowed general answers, else ``knowledge_only`` (the default)."""
+    value = settings_of(get_workspace(workspace_id)).get(ANSWER_MODE)
+    return value if value in ANSWER_MODES else ANSWER_MODES[0]

@@ -13,7 +13,10 @@ refused a statement the rules support, ``knowledge/entailment_model.py``).
 
 A supported sentence cites the passage's sentence(s) that entail it, located verbatim in the stored
 chunk. ``ratio`` is the share of statements supported, ``score`` their mean support; ``low`` is set under
-``LOW_RATIO`` (the chat service then says so and shows the best quotes, ``docs/api/chat.md``).
+``LOW_RATIO`` (the chat service then says so and shows the best quotes, ``docs/api/chat.md``). A ratio says
+the statements stand in the sources, not that they answer the question: ``answers_question`` is false (and
+``question_terms_not_quoted`` names them) when the passages the supported statements quote miss some of the
+question's key terms.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from chalicelib.knowledge.service import Hit
 from chalicelib.llm.prompt import CITE_RE, Passage, analyse, sentences
 from chalicelib.llm.providers import extractive
 from chalicelib.llm.providers.extractive import candidates, words
+from chalicelib.llm.wording import same_stem, stem, stems
 
 LOW_RATIO = 0.5
 _WORD = re.compile(r"\w+", re.U)
@@ -215,6 +219,18 @@ def best_quotes(question: str, hits: list[Hit]) -> tuple[list[str], list[dict[st
     return lines, cites
 
 
+def terms_not_quoted(question: str, hits: list[Hit], grounding: dict[str, Any]) -> list[str]:
+    """The question's key terms (as the extractive provider picks them) that none of the passages quoted by
+    supported statements holds (text or title): quotes without them may be true and still not answer the
+    question (a question about Berlin answered by a rule that does not name Berlin)."""
+    held: set[str] = set()
+    for ref in {e.get("passage", 0) for e in grounding["per_sentence"] if e["status"] == "supported"}:
+        if 0 < ref <= len(hits):
+            held |= stems(hits[ref - 1].chunk.text) | stems(hits[ref - 1].chunk.title)
+    by_stem = {stem(w): w for w in sorted(words(question))}
+    return sorted(by_stem.get(k, k) for k in extractive.key_terms(question) if not any(same_stem(k, h) for h in held))
+
+
 def ground(text: str, hits: list[Hit], region: str, *, generative: bool, question: str,
            checker: Checker | None = None) -> Verified:
     """Verify the model's markers, attribute every sentence, and say so when grounding is low.
@@ -228,6 +244,11 @@ def ground(text: str, hits: list[Hit], region: str, *, generative: bool, questio
     out = Verified(checked.content, checked.citations + attributed, grounding, checked.dropped)
     if declined:  # the answer asserts nothing: no statement to grade
         out.notice, grounding["low"] = "not_in_sources", False
+    if grounding["grounded_sentences"]:  # a ratio says the quotes are true, not that they answer the question
+        missing = terms_not_quoted(question, hits, grounding)
+        grounding["answers_question"] = not missing
+        if missing:
+            grounding["question_terms_not_quoted"] = missing
     if not generative or not grounding["low"] or not grounding["sentences"]:
         grounding["spans_of"] = "content"
         return out

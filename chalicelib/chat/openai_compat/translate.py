@@ -11,7 +11,10 @@ never a call of a client-defined function. Message content may be a string or a 
 
 The reply is the chat's answer: ``content`` holds the inline ``[n]`` markers, and the extension fields
 ``citations`` (each verified against its stored passage), ``grounding``, ``chat_id``, ``region`` and
-``routing`` sit beside OpenAI's own fields, which clients ignore or expose as extra fields.
+``routing`` sit beside OpenAI's own fields, which clients ignore or expose as extra fields. ``origin`` is
+``general`` for an answer from the model's general knowledge, not from the workspace's sources (allowed by
+the extension request field ``mode: general_allowed`` where the workspace allows it, ``chat/modes.py``),
+with ``notice`` saying so; ``sources`` otherwise.
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ _SAMPLING: dict[str, tuple[tuple[type, ...], Any]] = {
     "store": ((bool,), lambda v: True),
     "metadata": ((dict,), lambda v: len(v) <= 16 and all(isinstance(x, str) for x in v.values())),
 }
-FIELDS = {"model", "messages", "stream", "stream_options", "tools", "tool_choice", *_SAMPLING}
+FIELDS = {"model", "messages", "stream", "stream_options", "tools", "tool_choice", "mode", *_SAMPLING}  # mode: ours
 ROLE_MAP = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -111,7 +114,10 @@ def chat_request(body: Any) -> tuple[dict[str, Any], bool]:
         if name in body and body[name] is not None and not (_is(body[name], types) and check(body[name])):
             raise invalid(f"{name} has an invalid type or value.", name)
     _tools(body.get("tools"), body.get("tool_choice"))
-    return {"model": model, "messages": messages, "stream": bool(stream)}, bool((options or {}).get("include_usage"))
+    out = {"model": model, "messages": messages, "stream": bool(stream)}
+    if body.get("mode") is not None:  # an extension: knowledge or general_allowed (chat/modes.py)
+        out["mode"] = body["mode"]
+    return out, bool((options or {}).get("include_usage"))
 
 
 def _tools(tools: Any, choice: Any) -> None:
@@ -131,7 +137,8 @@ def _created(reply: dict[str, Any]) -> int:
 def _extensions(reply: dict[str, Any]) -> dict[str, Any]:
     return {"citations": reply["citations"], "grounding": reply["grounding"], "chat_id": reply["chat_id"],
             "region": reply["region"], "routing": reply["routing"], "provider": reply["provider"],
-            "kind": reply["kind"]}
+            "kind": reply["kind"], "origin": reply.get("origin", "sources"),
+            **({"notice": reply["notice"]} if "notice" in reply else {})}
 
 
 def _usage(reply: dict[str, Any]) -> dict[str, int]:

@@ -31,7 +31,14 @@ from chalicelib.core.store import idempotency
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
 from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, workspaces, workspaces_of
-from chalicelib.core.workspace_settings import ANSWER_LINK_HOSTS, PLAIN_SETTINGS, RATE_LIMITS, settings_of
+from chalicelib.core.workspace_settings import (
+    ANSWER_LINK_HOSTS,
+    ANSWER_MODE,
+    ANSWER_MODES,
+    PLAIN_SETTINGS,
+    RATE_LIMITS,
+    settings_of,
+)
 from chalicelib.identity.oauth.grants.token_exchange import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE
 from chalicelib.platform.models import DomainJoinIndexAttrs, domain_index
 from chalicelib.platform.workspaces import disaster_recovery, link_hosts
@@ -127,6 +134,7 @@ def public_settings(ws: WorkspaceAttrs) -> dict[str, Any]:
     chosen = s.get(RATE_LIMITS) or {}
     return {"domain_join": {"enabled": bool(dj.get("enabled")), "domain": dj.get("domain")},
             **{key: s.get(key) for key in PLAIN_SETTINGS},
+            ANSWER_MODE: s.get(ANSWER_MODE) or ANSWER_MODES[0],
             ANSWER_LINK_HOSTS: list(s.get(ANSWER_LINK_HOSTS) or []),
             RATE_LIMITS: {name: chosen.get(name) or getattr(plan, name) for name in rate_limits.SETTING_FIELDS}}
 
@@ -215,6 +223,7 @@ PATCH_FIELDS = {
     "answer_link_hosts": F(list, nullable=True, max_len=link_hosts.MAX_HOSTS, check=link_hosts.check),
     "grounding_check_model": F(str, nullable=True, min_len=1, max_len=200),
     "trace_content": F(bool, nullable=True),
+    ANSWER_MODE: F(str, nullable=True, enum=ANSWER_MODES),
     "replication": F(str, enum=REPLICATION_VALUES),
     "acknowledge_data_leaves_region": F(bool),
     "replication_secondary_region": F(str, max_len=32),

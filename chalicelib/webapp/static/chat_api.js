@@ -24,7 +24,7 @@ function apply(reply, ev) {
   const data = ev.json || {};
   if (ev.event === "message_start") Object.assign(reply, { id: data.id, chat_id: data.chat_id || reply.chat_id, routing: data.routing, model: data.model, provider: data.provider, region: data.region, kind: data.kind });
   else if (ev.event === "content_delta") reply.content += data.text ?? "";
-  else if (ev.event === "citations") Object.assign(reply, typeof data.content === "string" ? { content: data.content } : {}, { citations: data.citations || [], grounding: data.grounding || null, notice: data.notice || null, unverified_answer: data.unverified_answer || null });
+  else if (ev.event === "citations") Object.assign(reply, typeof data.content === "string" ? { content: data.content } : {}, { citations: data.citations || [], grounding: data.grounding || null, notice: data.notice || null, unverified_answer: data.unverified_answer || null, origin: data.origin || null });
   else if (ev.event === "message_stop") Object.assign(reply, { usage: data.usage || null, stopped: data.stop_reason === "stopped" });
   else if (ev.event === "error") throw Object.assign(new Error(data.detail || "The answer failed."), { problem: data });
 }
@@ -66,9 +66,9 @@ export const stopAnswer = (chatId, messageId) => platform(`${chatPath(chatId)}/a
 // ``onQueued`` hears its ids and the answer is followed as above (a server that answers the event
 // stream or the whole reply itself is read as it is). ``regenerate`` answers the last question again and
 // ``edit`` replaces one question: these stream in their own response. ``signal`` aborts the request.
-export async function ask({ model, messages, chatId, regenerate = false, edit = null, signal }, onEvent, onQueued = () => {}) {
+export async function ask({ model, messages, chatId, regenerate = false, edit = null, signal, options = {} }, onEvent, onQueued = () => {}) {
   let path = chatId ? `${chatPath(chatId)}/messages` : "/v1/chats";
-  let body = { model, stream: true, messages: chatId ? messages.slice(-1) : messages };
+  let body = { model, stream: true, messages: chatId ? messages.slice(-1) : messages, ...(chatId ? {} : options) };
   const headers = { "Idempotency-Key": idempotencyKey() };
   if (!regenerate && !edit) headers.Prefer = "respond-async";
   if (regenerate) { path = `${chatPath(chatId)}/regenerate`; body = { model, stream: true }; }

@@ -7,6 +7,7 @@
 // stays at the bottom of the window; on a phone the conversation list is a drawer.
 import { missing } from "../api.js";
 import { listModels, listChats, searchChats, getChat, deleteChat, renameChat, rate, ask, follow, stopAnswer, renderMarkdown } from "../chat_api.js";
+import { mountChatOptions, originLabel, groundingText } from "../chat_options.js";
 import { h, field, form, section, problemBox, loading, badge, empty, announce, action } from "../dom.js";
 import { isAdmin } from "../shell.js";
 import { ACCEPT, uploadConnector, uploadFiles } from "../uploads.js";
@@ -212,13 +213,13 @@ export async function render({ view, params, navigate, me }) {
     const isLast = messages[messages.length - 1] === m;
     const regen = isLast && current ? h("button", { type: "button", class: "small secondary", id: "regenerate" }, "Regenerate") : "";
     if (regen) regen.addEventListener("click", () => send({ regenerate: true }));
-    li.replaceChildren(body,
+    li.replaceChildren(originLabel(m), body,
       list.length ? h("div", { class: "citations" }, h("h3", {}, "Sources"), list.map((c) => citationView(c, panel))) : "",
       h("div", { class: "msg-tools" }, copy, up, down, regen, rateStatus),
       m.stopped ? h("p", { class: "note stopped-mark" }, "Stopped: this answer was cut off when Stop was pressed.") : "",
       routingView(m.routing),
       h("p", { class: "meta" }, [m.model, m.region].filter(Boolean).join(" · "),
-        m.grounding && typeof m.grounding.ratio === "number" ? ` · ${Math.round(m.grounding.ratio * 100)}% of sentences backed by a verified quote` : ""));
+        groundingText(m)));
   }
 
   function questionView(li, m) {
@@ -318,8 +319,8 @@ export async function render({ view, params, navigate, me }) {
     };
     try {
       const reply = resume ? await follow(current, resume, onEvent)
-        : await ask({ model: select.value, messages: messages.map(({ role, content }) => ({ role, content })), chatId: current, regenerate, edit, signal: busy.signal }, onEvent, onQueued);
-      const m = { id: reply.id, role: "assistant", content: reply.content, citations: reply.citations, grounding: reply.grounding, routing: reply.routing, model: reply.model, region: reply.region };
+        : await ask({ model: select.value, messages: messages.map(({ role, content }) => ({ role, content })), chatId: current, regenerate, edit, signal: busy.signal, options: chatOptions() }, onEvent, onQueued);
+      const m = { id: reply.id, role: "assistant", content: reply.content, citations: reply.citations, grounding: reply.grounding, routing: reply.routing, model: reply.model, region: reply.region, origin: reply.origin };
       messages.push(m);
       if (!current && reply.chat_id) { current = reply.chat_id; window.history.replaceState(null, "", `/chat/${encodeURIComponent(current)}`); }
       if (current) messages = (await getChat(current)).messages || messages; // ids of the stored question
@@ -346,17 +347,23 @@ export async function render({ view, params, navigate, me }) {
   }
 
   const sendBtn = h("button", { type: "submit", id: "send" }, "Send");
+<<<<<<< HEAD
   // The model picker, the answer options (empty here; filled by the answer settings) and a note on
   // which models are offered, in one compact bar under the message box.
   const modelsHelp = h("details", { class: "models-help", id: "models-help" }, h("summary", {}, "About models"),
     h("div", { class: "popover" },
       h("p", {}, "Only models allowed for this workspace's residency and your role are offered; each answer's routing note names the models it excluded and why."),
       isAdmin(me) ? h("p", {}, h("a", { href: "/models" }, "Models page")) : ""));
+=======
+  const optionsBox = h("div", { class: "composer-options" });
+  const chatOptions = mountChatOptions(optionsBox, me);
+>>>>>>> modes
   const composer = form(async (data) => {
     const text = String(data.get("prompt") || "").trim();
     if (!text) return;
     prompt.value = "";
     await send({ text });
+<<<<<<< HEAD
   }, h("label", { for: "prompt", class: "sr-only" }, "Message"), prompt,
   h("div", { class: "composer-bar" },
     h("span", { class: "composer-picks" }, h("label", { for: "model", class: "sr-only" }, "Model"), select,
@@ -364,6 +371,11 @@ export async function render({ view, params, navigate, me }) {
     h("span", { class: "row-actions composer-actions" }, attachControl(me), stop, sendBtn)), status);
   composer.classList.add("composer");
   composer.id = "composer";
+=======
+  }, field("Model", select, "Only models allowed for this workspace's residency and your role are offered."), optionsBox,
+  field("Message", prompt), h("p", { class: "hint", id: "prompt-hint" }, "Answers cite your workspace's data and documents."),
+  h("div", { class: "row-actions" }, sendBtn, stop, attachControl(me)), status);
+>>>>>>> modes
   prompt.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) composer.requestSubmit(); });
 
   const emptyNote = empty("No messages yet: ask about your workspace's data and documents.");

@@ -1,6 +1,6 @@
 // Workspace settings (Admin): name, MFA, domain-join, replication (with the EU acknowledgement and
 // the DR lag: `replication_lag_seconds`, `last_replicated_at`), chat/run auto-expiry, the hosts answers may link
-// to (`answer_link_hosts`), model allow-list per role, SSO
+// to (`answer_link_hosts`), whether chats may allow general answers (`answer_mode`), model allow-list per role, SSO
 // connections, support access grants and usage. Parts whose API is not on this deployment yet say so.
 import { platform, missing } from "../api.js";
 import { h, field, form, table, section, badge, when, action, problemBox, loading } from "../dom.js";
@@ -21,11 +21,13 @@ export async function render({ view, me, reloadFrame }) {
   const expiry = h("input", { name: "chat_auto_expiry", value: s.chat_auto_expiry || "", placeholder: "P30D (empty: never)" });
   const linkHosts = h("input", { name: "answer_link_hosts", value: (s.answer_link_hosts || []).join(", "),
     placeholder: "docs.example.com, *.intranet.example.com" });
+  const answerMode = h("input", { type: "checkbox", name: "answer_mode", checked: s.answer_mode === "knowledge_first" });
   const general = form(async (data, out) => {
     const body = { name: String(data.get("name")).trim(), enforce_mfa: mfa.checked,
       domain_join: djOn.checked ? { enabled: true, domain: String(data.get("domain")).trim() } : { enabled: false },
       chat_auto_expiry: String(data.get("chat_auto_expiry")).trim() || null,
-      answer_link_hosts: String(data.get("answer_link_hosts")).split(/[\s,]+/).filter(Boolean) };
+      answer_link_hosts: String(data.get("answer_link_hosts")).split(/[\s,]+/).filter(Boolean),
+      answer_mode: answerMode.checked ? "knowledge_first" : "knowledge_only" };
     await platform(`/v1/workspaces/${wsId}`, { method: "PATCH", body });
     out.replaceChildren(h("p", { class: "ok" }, "Saved."));
     await reloadFrame();
@@ -33,6 +35,7 @@ export async function render({ view, me, reloadFrame }) {
   field("Let people with a verified address at this domain join as Members", djOn), field("Domain", djDomain, "Must be the domain of your own verified e-mail."),
   field("Chat and agent run auto-expiry (ISO 8601 duration)", expiry),
   field("Hosts answers may link to", linkHosts, "Links to other hosts lose their address unless a cited source holds it; images are kept only from this platform."),
+  field("Chats may allow general answers", answerMode, "When the sources do not answer, a chat that allows it answers from the model's general knowledge, labelled as not from your sources."),
   h("button", { type: "submit" }, "Save"));
 
   view.replaceChildren(h("h1", {}, "Settings"),
