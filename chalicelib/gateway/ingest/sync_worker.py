@@ -1,6 +1,7 @@
 """The sync worker: ``handle`` receives Lambda-shaped SQS events from the ``sync-jobs`` queue.
 
-One message = one SyncRun. The worker:
+One message = one SyncRun (or the lineage of one federated query, written by ``query/lineage_queue.py``).
+For a run, the worker:
 1. takes the connector's lease (conditional update: free, expired, or already this sync's), so two
    syncs of one connector never run at once; a message that finds the lease taken waits (its
    visibility timeout is shortened to ``BUSY_RETRY_S`` and it is retried);
@@ -48,6 +49,7 @@ from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.ingest import connectors, normalize
 from chalicelib.gateway.ingest import typed_rows as ingest
 from chalicelib.gateway.ingest.sources import Batch, SourceError, module
+from chalicelib.gateway.query import lineage_queue
 from chalicelib.gateway.vocabulary import LINEAGE_CONNECTOR, LINEAGE_DATASET, highest_classification
 
 log = get_logger("gateway.sync")
@@ -78,6 +80,12 @@ def handle(event: dict[str, Any], on_changed: OnChanged | None = None) -> dict[s
 
 
 def _handle_record(record: dict[str, Any], on_changed: OnChanged | None = None) -> bool:
+    lineage_body = queues.parse_body(record, workspace_id="ws")
+    if lineage_body is not None and lineage_queue.is_lineage(lineage_body):  # a query's lineage, not a sync
+        if tenancy.region_of(lineage_body["workspace_id"]) not in served_regions():
+            log.error("query lineage message for another region", extra={"message_id": record.get("messageId")})
+            return False
+        return lineage_queue.handle(lineage_body)
     body = queues.parse_body(record, workspace_id="ws", sync_id="sync", connector_id="conn")
     if body is None:
         log.error("poison sync message (unparseable)", extra={"message_id": record.get("messageId")})
