@@ -41,7 +41,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
-import functools
 import hashlib
 import json
 import os
@@ -60,6 +59,7 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
+from chalicelib.core.process_state import cached
 from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import reader, storage
@@ -67,8 +67,7 @@ from chalicelib.gateway.catalog import fieldpolicy
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.query import cache as query_cache
 from chalicelib.gateway.query import columns as query_columns
-from chalicelib.gateway.query import lineage_queue
-from chalicelib.gateway.query import sql_errors, statement
+from chalicelib.gateway.query import lineage_queue, sql_errors, statement
 from chalicelib.gateway.query import timer as query_timer
 
 log = get_logger("gateway.query")
@@ -123,7 +122,7 @@ def _clean(err: Exception) -> str:
     return sql_errors.public_message(err)
 
 
-@functools.lru_cache(maxsize=256)
+@cached(maxsize=256, derived=True)
 def _checked(sql: str) -> str:
     """``check_sql`` and ``check_functions`` of one text, remembered when it passed (both depend on the text
     alone: the parser and the allow-list are fixed for the process); a refusal is checked again each time."""
