@@ -294,7 +294,7 @@ def _commit_unchanged(region: str, conn: models.ConnectorAttrs, run: models.Sync
     dataset = read.dataset
     snap = storage.SnapshotResult(prefix=dataset.data_prefix, row_count=int(dataset.row_count), rows_written=0,
                                   rows_deleted=0, parts=0)
-    details = {"rows_deleted": 0, "rows_unchanged": 0, "parts": 0, "drift": None, "skipped": []}
+    details: dict[str, Any] = {"rows_deleted": 0, "rows_unchanged": 0, "parts": 0, "drift": None, "skipped": []}
     _commit(region, conn, run, conn.dataset_id or "", json.loads(dataset.schema or "[]"), None, snap, batch.cursor,
             details, 0, progress.objects, read, leased_by=None, run_attempt=attempt)
     return {"rows_read": 0, "rows_written": 0, "row_count": snap.row_count}
