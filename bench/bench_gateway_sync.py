@@ -1,12 +1,13 @@
 """Sync throughput of an ``s3`` CSV connector (primary key ``id``) through the real worker against in-process moto
 (each sync timed from its request through the service, its queued message handed to the worker's SQS handler as
 Lambda would and acknowledged, to its run read back), at 100k and 1M rows (one CSV object of all rows but the last
-10k, which sit in a second object), beside same-run references with the workers' DuckDB settings (ONE thread, the
+11k, which sit in a second object of 10k and a third of 1k), beside same-run references with the workers' DuckDB settings (ONE thread, the
 same 160 MB cap): DuckDB alone doing the same data work on the same rows (read the CSV with its type detection,
 key, 64-bit row hash stored as an integer as ours is, sort by key, write ZSTD Parquet parts), and the same plus the
 same S3 transfers as the sync (the source objects downloaded from moto, the parts uploaded to it, one streamed PUT
 each), interleaved with ours (the order alternating), logging off. Then an incremental sync after the 10k rows of
-the second object changed (1% of the rows at 1M, 10% at 100k) against the full sync of the same dataset, with the
+the second object changed (1% of the rows at 1M, 10% at 100k), and the worker's time when only a third object of
+1k rows changed (1% at 100k), against the full sync of the same dataset, with the
 AWS calls of each timed sync and the time spent inside them (the in-process emulator's share of the time); an
 incremental sync's floors (a sync requested when nothing changed since the last, and the changed object's data
 work on a DuckDB connection opened before, as a sync's is) beside the targets' allowance; a growth
@@ -32,6 +33,7 @@ import time
 from bench.common import AwsCalls, quiet, use_emulator
 
 PER_OBJECT = 10_000
+SMALL_CHANGE = 1_000  # a third object: 1% of 100k rows, changed alone for the worker-time comparison
 # ``BENCH_SYNC_SIZES=1000000 BENCH_SYNC_REPEAT=1 BENCH_SYNC_MEMORY=0`` for a quicker run while iterating
 SIZES = tuple(int(n) for n in os.environ.get("BENCH_SYNC_SIZES", "100000,1000000").split(","))
 REPEAT = int(os.environ.get("BENCH_SYNC_REPEAT", "3"))
@@ -139,6 +141,8 @@ def main() -> None:
         calls = AwsCalls()  # every AWS call of a timed sync (request, queue, worker, run read) and its time
         warm = _connect(os.path.join(tmp, "warm-spill"))
 
+        worker_s: list[float] = []  # the worker handler's time of the last ``one_sync``
+
         def one_sync(conn_id: str, mode: str) -> dict:
             """Requested, its message received and handed to the worker's handler as Lambda would (no
             on_changed: the sync alone, without indexing), acknowledged, and its run read."""
@@ -146,26 +150,31 @@ def main() -> None:
             msg = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1, AttributeNames=["All"])["Messages"][0]
             record = {"messageId": msg["MessageId"], "receiptHandle": msg["ReceiptHandle"], "body": msg["Body"],
                       "attributes": msg["Attributes"], "eventSource": "aws:sqs", "awsRegion": region}
+            t0 = time.perf_counter()
             assert sync_worker.handle({"Records": [record]}) == {"batchItemFailures": []}
+            worker_s[:] = [time.perf_counter() - t0]
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"])
             got = sync.get_sync_run(principal, run["id"])
             assert got["status"] == "SUCCEEDED", got
             return got
 
         for size in SIZES:
-            big = size - PER_OBJECT
+            big = size - PER_OBJECT - SMALL_CHANGE
             src = os.path.join(tmp, f"all-{size}.csv")
             with open(src, "w") as fh:
                 fh.write(_csv(0, big))
                 fh.write(_csv(big, PER_OBJECT, header=False))
+                fh.write(_csv(big + PER_OBJECT, SMALL_CHANGE, header=False))
             s3.put_object(Bucket="bench-source", Key=f"r{size}/0-big.csv", Body=_csv(0, big).encode())
             s3.put_object(Bucket="bench-source", Key=f"r{size}/1-small.csv", Body=_csv(big, PER_OBJECT).encode())
+            s3.put_object(Bucket="bench-source", Key=f"r{size}/2-tiny.csv",
+                          Body=_csv(big + PER_OBJECT, SMALL_CHANGE).encode())
             conn = connectors.create_connector(principal, {"name": f"Bench {size}", "kind": "s3", "config": {
                 "role_arn": "arn:aws:iam::111122223333:role/bench-reader", "bucket": "bench-source",
                 "prefix": f"r{size}/", "primary_key": ["id"]}}, None)
             times: dict[str, list[float]] = {k: [] for k in (
                 "full", "ref", "ref_s3", "ref_changed", "ref_warm", "incr", "full_aws", "incr_aws", "full_calls",
-                "incr_calls", "still", "still_aws", "still_calls")}
+                "incr_calls", "still", "still_aws", "still_calls", "full_worker", "tiny_worker", "still_worker")}
             version = 0
             keys = (f"r{size}/0-big.csv", f"r{size}/1-small.csv")
 
@@ -194,6 +203,7 @@ def main() -> None:
                 times["full"].append(time.perf_counter() - t0)
                 times["full_aws"].append(calls.seconds)
                 times["full_calls"].append(sum(calls.seen.values()))
+                times["full_worker"].append(worker_s[0])
                 assert run["rows_read"] == size, run
                 if r % 2 == 1:
                     references()
@@ -213,7 +223,13 @@ def main() -> None:
                 times["still"].append(time.perf_counter() - t0)
                 times["still_aws"].append(calls.seconds)
                 times["still_calls"].append(sum(calls.seen.values()))
+                times["still_worker"].append(worker_s[0])
                 assert run["rows_read"] == 0 and run["rows_written"] == 0, run
+                s3.put_object(Bucket="bench-source", Key=f"r{size}/2-tiny.csv",  # 1% of the rows at 100k
+                              Body=_csv(big + PER_OBJECT, SMALL_CHANGE, version).encode())
+                run = one_sync(conn["id"], "INCREMENTAL")
+                times["tiny_worker"].append(worker_s[0])
+                assert run["rows_read"] == SMALL_CHANGE and run["rows_written"] == SMALL_CHANGE, run
             results[size] = times
         calls.close()
         warm.close()
@@ -252,6 +268,17 @@ def main() -> None:
                      f"{m['incr'] / m['full']:.1%} | {target} | {m['incr_calls']:.0f} ({m['full_calls']:.0f}) | "
                      f"{m['incr_aws']:.3f} ({m['full_aws']:.3f}) | {m['ref_changed']:.3f} "
                      f"[{min(t['ref_changed']):.3f}-{max(t['ref_changed']):.3f}] | {m['incr'] / m['ref_changed']:.1f}x |")
+    lines += ["", f"| worker time (the queue handler alone) | rows | full sync s | {SMALL_CHANGE:,}-row object changed s "
+              "| incremental / full | nothing changed s | target |", "|---|---:|---:|---:|---:|---:|---|"]
+    for size in SIZES:
+        m, t = med[size], results[size]
+
+        def span(k: str, m: dict = m, t: dict = t) -> str:
+            return f"{m[k]:.3f} [{min(t[k]):.3f}-{max(t[k]):.3f}]"
+
+        lines.append(f"| {SMALL_CHANGE / size:.1%} of the rows changed | {size:,} | {span('full_worker')} | "
+                     f"{span('tiny_worker')} | {m['tiny_worker'] / m['full_worker']:.1%} | {span('still_worker')} | "
+                     f"{'<= 20% of full at 100k' if size == 100_000 else '-'} |")
     lines += ["", "| an incremental sync's floors | " + " | ".join(f"{n:,} rows" for n in SIZES) + " |",
               "|---|" + "---:|" * len(SIZES),
               "| a sync with nothing changed since the last (request, queue, lease, listing, commit, run read) s | "

@@ -69,15 +69,16 @@ def query_node(dataset_ids: Iterable[str], day: str) -> str:
 
 
 def record_query(workspace_id: str, used: list[tuple[str, str]], answer: dict[str, str] | None = None, *,
-                 user_id: str | None = None) -> str | None:
+                 user_id: str | None = None, day: str | None = None) -> str | None:
     """Lineage of one federated query, aggregated: one node per day and set of datasets read, one edge
     per dataset into it (``uses`` counts the queries), and ``node -> answer`` when the query serves one.
     Edges expire ``QUERY_LINEAGE_DAYS`` after their day, so reads do not grow the table without bound.
     The answer edge records ``user_id`` (a private answer is shown only to its user); the aggregated
-    edges name no user. One transaction (one round trip); returns the node id."""
+    edges name no user. ``day`` (``YYYY-MM-DD``) is the query's, when it is recorded later (default today).
+    One transaction (one round trip); returns the node id."""
     if not used:
         return None
-    day = clock.utcnow().strftime("%Y-%m-%d")
+    day = day or clock.utcnow().strftime("%Y-%m-%d")
     node = query_node([ds for ds, _ in used], day)
     cls = models.lineage_edges(region_of(workspace_id))
     expires = int(clock.parse_iso(f"{day}T00:00:00Z").timestamp()) + (QUERY_LINEAGE_DAYS + 1) * 86400

@@ -1,6 +1,7 @@
 """The sync worker: ``handle`` receives Lambda-shaped SQS events from the ``sync-jobs`` queue.
 
-One message = one SyncRun. The worker:
+One message = one SyncRun (or the lineage of one federated query, written by ``query/lineage_queue.py``).
+For a run, the worker:
 1. takes the connector's lease (conditional update: free, expired, or already this sync's), so two
    syncs of one connector never run at once; a message that finds the lease taken waits (its
    visibility timeout is shortened to ``BUSY_RETRY_S`` and it is retried);
@@ -47,7 +48,8 @@ from chalicelib.gateway.catalog import lineage_edges, lineage_events
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.ingest import connectors, normalize
 from chalicelib.gateway.ingest import typed_rows as ingest
-from chalicelib.gateway.ingest.sources import Batch, SourceError, module
+from chalicelib.gateway.ingest.sources import Batch, SourceError, Src, module
+from chalicelib.gateway.query import lineage_queue
 from chalicelib.gateway.vocabulary import LINEAGE_CONNECTOR, LINEAGE_DATASET, highest_classification
 
 log = get_logger("gateway.sync")
@@ -78,6 +80,12 @@ def handle(event: dict[str, Any], on_changed: OnChanged | None = None) -> dict[s
 
 
 def _handle_record(record: dict[str, Any], on_changed: OnChanged | None = None) -> bool:
+    lineage_body = queues.parse_body(record, workspace_id="ws")
+    if lineage_body is not None and lineage_queue.is_lineage(lineage_body):  # a query's lineage, not a sync
+        if tenancy.region_of(lineage_body["workspace_id"]) not in served_regions():
+            log.error("query lineage message for another region", extra={"message_id": record.get("messageId")})
+            return False
+        return lineage_queue.handle(lineage_body)
     body = queues.parse_body(record, workspace_id="ws", sync_id="sync", connector_id="conn")
     if body is None:
         log.error("poison sync message (unparseable)", extra={"message_id": record.get("messageId")})
@@ -220,15 +228,28 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
         _fail(region, workspace_id, sync_id, "the connector was paused before the sync started", final=True)
         return Outcome("done", "connector paused")
     previous_owner = conn.lock_owner
+    read = _Read(dataset) if run.dataset_id and run.dataset_id == conn.dataset_id else None
     try:
-        _acquire(conn, run, attempt)
-    except Busy:
+        looked = _look_first(region, conn, run, read)
+        if looked is not None and _unchanged(looked[0]):  # nothing new at the source: no lease, no data work
+            try:
+                result = _commit_unchanged(region, conn, run, attempt, read, *looked)
+            finally:
+                looked[0].cleanup()
+            if previous_owner and previous_owner != sync_id:  # its lease had lapsed: that worker was lost
+                _mark_lost(region, workspace_id, previous_owner)
+        else:
+            try:
+                _acquire(conn, run, attempt)
+            except Busy:
+                if looked is not None:
+                    looked[0].cleanup()
+                return Outcome("busy")
+            if previous_owner and previous_owner != sync_id:  # took over an expired lease: that worker was lost
+                _mark_lost(region, workspace_id, previous_owner)
+            result = _sync(region, conn, run, attempt, on_changed, read, looked)
+    except Busy:  # another sync took the lease while this one found nothing new
         return Outcome("busy")
-    if previous_owner and previous_owner != sync_id:  # took over an expired lease: that worker was lost
-        _mark_lost(region, workspace_id, previous_owner)
-    try:
-        result = _sync(region, conn, run, attempt, on_changed,
-                       _Read(dataset) if run.dataset_id and run.dataset_id == conn.dataset_id else None)
     except Exception as err:  # noqa: BLE001 - every failure is recorded on the run
         error = str(err) if isinstance(err, SourceError) else f"sync failed ({type(err).__name__})"
         if not isinstance(err, SourceError):
@@ -241,8 +262,47 @@ def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt:
     return Outcome("done", json.dumps(result))
 
 
+def _lease_free(conn: models.ConnectorAttrs, run: models.SyncRunAttrs) -> bool:
+    """Whether no other sync held the connector's lease when it was read (free, lapsed or this run's)."""
+    return conn.lock_owner is None or conn.lock_owner == run.id or int(conn.lock_expires_at or 0) < int(clock.now())
+
+
+def _look_first(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, read: _Read | None
+                ) -> tuple[Batch, _Progress, Src] | None:
+    """An incremental sync of a dataset that has data, with the lease free, reads (lists) its source before
+    leasing: an unchanged source then needs no lease (``_commit_unchanged``). None: lease first, as usual."""
+    if (run.mode != "INCREMENTAL" or read is None or read.dataset is None or not read.dataset.data_prefix
+            or not conn.cursor or not _lease_free(conn, run)):
+        return None
+    progress = _Progress(region, run)
+    src = replace(connectors.source_of(conn, region), progress=progress)
+    return module(conn.kind).read(src, json.loads(conn.cursor), run.mode), progress, src
+
+
+def _unchanged(batch: Batch) -> bool:
+    """Nothing to merge: no record, file, replaced or deleted source, nor skipped object."""
+    return (not batch.complete and not batch.replaced_sources and not batch.files and not len(batch.records)
+            and not batch.rows_read and not batch.skipped)
+
+
+def _commit_unchanged(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, attempt: int,
+                      read: _Read | None, batch: Batch, progress: _Progress, src: Src) -> dict[str, Any]:
+    """Commit an incremental sync that found nothing new (cursor, freshness, the run SUCCEEDED) without having
+    taken the lease: the commit is conditional on no other sync holding it (else ``Busy``) and on the
+    dataset's snapshot as read, as every commit is."""
+    assert read is not None and read.dataset is not None
+    dataset = read.dataset
+    snap = storage.SnapshotResult(prefix=dataset.data_prefix, row_count=int(dataset.row_count), rows_written=0,
+                                  rows_deleted=0, parts=0)
+    details: dict[str, Any] = {"rows_deleted": 0, "rows_unchanged": 0, "parts": 0, "drift": None, "skipped": []}
+    _commit(region, conn, run, conn.dataset_id or "", json.loads(dataset.schema or "[]"), None, snap, batch.cursor,
+            details, 0, progress.objects, read, leased_by=None, run_attempt=attempt)
+    return {"rows_read": 0, "rows_written": 0, "row_count": snap.row_count}
+
+
 def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, attempt: int,
-          on_changed: OnChanged | None, read: _Read | None = None) -> dict[str, Any]:
+          on_changed: OnChanged | None, read: _Read | None = None,
+          looked: tuple[Batch, _Progress, Src] | None = None) -> dict[str, Any]:
     ws = conn.workspace_id
     dataset_id = conn.dataset_id or ""
     if read is not None:
@@ -253,11 +313,14 @@ def _sync(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, at
         except DoesNotExist:
             dataset = None
     mode = run.mode
-    # a first sync (or a dataset without data) always reads everything
-    cursor = json.loads(conn.cursor) if (conn.cursor and dataset is not None and dataset.data_prefix) else None
-    progress = _Progress(region, run)
-    src = replace(connectors.source_of(conn, region), progress=progress)
-    batch = module(conn.kind).read(src, cursor, mode)
+    if looked is not None:  # read before the lease was taken (``_look_first``)
+        batch, progress, src = looked
+    else:
+        # a first sync (or a dataset without data) always reads everything
+        cursor = json.loads(conn.cursor) if (conn.cursor and dataset is not None and dataset.data_prefix) else None
+        progress = _Progress(region, run)
+        src = replace(connectors.source_of(conn, region), progress=progress)
+        batch = module(conn.kind).read(src, cursor, mode)
 
     try:
         # a whole source's CSV objects may be typed from their samples, checked as they are written
@@ -372,11 +435,14 @@ class _Read:
 def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, dataset_id: str,
             schema: list[dict[str, Any]], drift: dict[str, Any] | None, snap: storage.SnapshotResult,
             cursor: dict[str, Any], details: dict[str, Any], rows_read: int, objects_read: int = 0,
-            read: _Read | None = None) -> None:
+            read: _Read | None = None, *, leased_by: str | None = "", run_attempt: int = 0) -> None:
     """Dataset + connector cursor + SyncRun + (with the dataset's first data) the connector -> dataset lineage
     edge + the ``connector.sync_succeeded`` audit event + the catalog version's bump (other containers
     reload just this dataset and connector) in ONE transaction, conditional on the lease, the dataset's
-    previous data_prefix and schema (a concurrent field-policy change is merged in, then retried)."""
+    previous data_prefix and schema (a concurrent field-policy change is merged in, then retried).
+    ``leased_by=None``: the sync holds no lease (``_commit_unchanged``); the commit is then conditional on no
+    other sync holding it (refused: ``Busy``), takes the run from any active state and records ``run_attempt``."""
+    leased = leased_by is not None
     D, C, R, E = models.DatasetAttrs, models.ConnectorAttrs, models.SyncRunAttrs, models.LineageEdgeAttrs
     ws = conn.workspace_id
     change: list[catalog.Change] = []  # the bump of the transaction last built
@@ -422,13 +488,17 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
                       actions=[C.cursor.set(json.dumps(cursor)), C.status.set("HEALTHY"), C.last_error.remove(),
                                C.last_checked_at.set(now), C.lock_owner.remove(), C.lock_expires_at.remove(),
                                C.updated_at.set(now)],
-                      condition=C.lock_owner == run.id, tag="lease")
-            tx.update(models.sync_runs(region)(ws, run.id),
-                      actions=[R.status.set("SUCCEEDED"), R.finished_at.set(now), R.rows_read.set(rows_read),
-                               R.objects_read.set(objects_read),
-                               R.rows_written.set(snap.rows_written), R.error.remove(),
-                               R.details.set(json.dumps(details)), R.dataset_id.set(dataset_id)],
-                      condition=R.status == "RUNNING", tag="run")
+                      condition=(C.lock_owner == run.id) if leased else C.id.exists() & (
+                          C.lock_owner.does_not_exist() | (C.lock_owner == run.id)
+                          | (C.lock_expires_at < int(clock.now()))), tag="lease")
+            run_actions = [R.status.set("SUCCEEDED"), R.finished_at.set(now), R.rows_read.set(rows_read),
+                           R.objects_read.set(objects_read),
+                           R.rows_written.set(snap.rows_written), R.error.remove(),
+                           R.details.set(json.dumps(details)), R.dataset_id.set(dataset_id)]
+            if not leased:
+                run_actions += [R.attempts.set(run_attempt), R.started_at.set(run.started_at or now)]
+            tx.update(models.sync_runs(region)(ws, run.id), actions=run_actions,
+                      condition=(R.status == "RUNNING") if leased else R.status.is_in(*ACTIVE), tag="run")
             if current is not None and current.data_prefix:
                 return  # the dataset's first data wrote its connector -> dataset edge; it goes with the connector
             # the connector -> dataset edge, written once (a later sync leaves its creation time)
@@ -451,9 +521,11 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
             if change[0].refused(refused.tags):
                 continue  # only the catalog version was stale: again, bumped after the commit
             fresh = _run(region, ws, run.id)
-            if fresh is not None and fresh.status != "RUNNING":
+            if fresh is not None and fresh.status not in (("RUNNING",) if leased else ACTIVE):
                 raise RuntimeError("the run was finished by another attempt") from None
             if "lease" in refused.tags:
+                if not leased:
+                    raise Busy() from None
                 raise RuntimeError("the connector lease was lost") from None
             if current is not None and "dataset" in refused.tags:
                 latest = models.datasets(region).get(ws, dataset_id, consistent_read=True)

@@ -29,9 +29,10 @@ Per query:
    A single row larger than the byte cap is refused (422 ``row_too_large``).
 6. Lineage is recorded aggregated (``lineage.record_query``): ``dataset -> query`` per dataset used into
    the day's node of that set of datasets (plus ``query -> answer`` when the caller names the chat
-   answer, agent run or saved query it serves). The write starts once the SQL is bound to its datasets
-   and runs beside the query (``aws.alongside``), as does the catalog version check
-   (``catalog.checked_alongside``); the query answers when both are back.
+   answer, agent run or saved query it serves). The query does not write it: once the SQL is bound to
+   its datasets it sends one message to the region's queue (``lineage_queue``: the worker writes it; a
+   failed send writes it directly) beside the query (``aws.alongside``), as the catalog version check
+   runs (``catalog.checked_alongside``); the query answers when both are back.
 
 DuckDB is imported inside the functions (the gateway's cold start does not pay for it).
 """
@@ -58,14 +59,15 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
+from chalicelib.core.process_state import cached
 from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import reader, storage
-from chalicelib.gateway.catalog import fieldpolicy, lineage
+from chalicelib.gateway.catalog import fieldpolicy
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.query import cache as query_cache
 from chalicelib.gateway.query import columns as query_columns
-from chalicelib.gateway.query import sql_errors, statement
+from chalicelib.gateway.query import lineage_queue, sql_errors, statement
 from chalicelib.gateway.query import timer as query_timer
 
 log = get_logger("gateway.query")
@@ -118,6 +120,14 @@ def check_sql(sql: Any) -> str:
 
 def _clean(err: Exception) -> str:
     return sql_errors.public_message(err)
+
+
+@cached(maxsize=256, derived=True)
+def _checked(sql: str) -> str:
+    """``check_sql`` and ``check_functions`` of one text, remembered when it passed (both depend on the text
+    alone: the parser and the allow-list are fixed for the process); a refusal is checked again each time."""
+    check_functions(check_sql(sql))
+    return sql
 
 
 def check_functions(sql: str) -> None:
@@ -366,7 +376,7 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
         time_limit: float | None = None, after: str | None = None) -> dict[str, Any]:
     """Run one SELECT for the caller; see the module docstring."""
     require(principal, "knowledge.read")
-    sql = check_sql(sql)
+    sql = _checked(sql) if isinstance(sql, str) else check_sql(sql)
     limit = DEFAULT_ROWS if limit is None else limit
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_ROWS:
         raise ApiError(400, "validation_failed", f"'limit' must be between 1 and {MAX_ROWS}.",
@@ -378,7 +388,6 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
             raise ApiError(400, "validation_failed", "'answer' must be {type, id} with type one of "
                            + ", ".join(ANSWER_TYPES) + ".", errors=[{"field": "answer", "message": "is invalid"}])
     skip = _cursor_offset(sql, after)
-    check_functions(sql)
     names = referenced(sql)
     lineage_write: list[Future[Any]] = []  # started once, beside the query's run (``_run``)
 
@@ -395,9 +404,9 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
         try:
             needs, complete = columns_needed(sql, used, fields, spare[0][0] if spare else None)
             if used and not lineage_write:
-                lineage_write.append(aws.alongside(lineage.record_query, principal.workspace_id,
-                                                     [(r.id, r.name) for r in used], answer,
-                                                     user_id=principal.user_id))
+                lineage_write.append(aws.alongside(lineage_queue.send, principal.workspace_id,
+                                                   [(r.id, r.name) for r in used], answer,
+                                                   user_id=principal.user_id))
             return _run(principal, sql, used, fields, key, needs, complete, spare, limit=limit,
                         time_limit=time_limit, skip=skip, views=views)
         finally:

@@ -20,6 +20,7 @@ from chalicelib.gateway.catalog import versions as catalog_versions
 from chalicelib.gateway.query import service as query_mod
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.data import field, put_dataset
+from tests.functional.gateway.sync_helpers import drain
 
 
 @pytest.fixture
@@ -185,6 +186,7 @@ def test_a_query_checks_the_version_beside_its_run_and_never_answers_from_a_stal
 
     _as_another_container(tenant.workspace_id, ds, schema=json.dumps([fields[0], field("email", policy="REDACT")]))
     assert email() is None  # the first answer, from the old policy, was not returned
+    drain(tenant.region)  # the queries' lineage messages, written by the worker
     edges = models.lineage_edges("us-east-1")
     node = lineage.query_node([ds], clock.utcnow().strftime("%Y-%m-%d"))
     assert edges.get(tenant.workspace_id, f"{ds}>{node}").uses == 3  # one use per query, run again or not

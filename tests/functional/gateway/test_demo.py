@@ -10,6 +10,7 @@ from chalicelib.gateway import demo
 from chalicelib.groups import create_app
 from tests.functional.conftest import Tenant, bearer
 from tests.functional.gateway.data import token_for
+from tests.functional.gateway.sync_helpers import drain
 
 
 def test_demo_first_calls(tenant: Tenant) -> None:
@@ -34,6 +35,7 @@ def test_demo_first_calls(tenant: Tenant) -> None:
             assert set(email[:-4]) == {"*"}
             assert len(phone) == 64
         assert {d["name"] for d in body["datasets"]} == {"customers", "orders"}
+        drain(tenant.region)  # the query's lineage, written by the worker from its message
         r = c.http.get(f"/v1/lineage/{customers}", headers=bearer(member))
         graph = json.loads(r.body)
         kinds = {n["type"] for n in graph["nodes"]}

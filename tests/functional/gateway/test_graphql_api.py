@@ -12,6 +12,7 @@ from chalicelib.core import clock
 from chalicelib.gateway.api import graphql_api
 from tests.functional.conftest import Tenant, bearer, make_tenant
 from tests.functional.gateway.data import World, build_world, field, get, post, put_dataset
+from tests.functional.gateway.sync_helpers import drain
 
 FIELD = "name type nullable classification policy description"
 DATASET = f"""id name owner freshness classification description lastSyncedAt rowCount
@@ -86,6 +87,7 @@ def test_graphql_and_rest_agree_on_every_operation(frozen_clock: None, world: Wo
     assert g["schema"] == get(world, f"/v1/catalog/datasets/{world.customers}/schema", tok)[1]["fields"]
     # lineage
     post(world, "/v1/query", tok, {"sql": "SELECT count(*) FROM customers", "answer": {"type": "AGENT_RUN", "id": "run_x"}})
+    drain(world.tenant.region)  # the query's lineage, written by the worker from its message
     g = data(world, tok, 'query($id: ID!) { lineage(datasetId: $id, depth: 2) { root depth truncated '
                          'nodes { id type name hop } edges { source target createdAt } } }', {"id": world.customers})
     r = get(world, f"/v1/lineage/{world.customers}?depth=2", tok)[1]

@@ -98,15 +98,24 @@ def test_engine_errors_still_say_what_the_caller_wrote_wrong(world: World) -> No
     assert "syntax" in body["detail"].lower()
 
 
-def test_a_query_that_fails_running_answers_its_own_error_when_its_lineage_write_fails_too(
+def test_a_query_that_fails_running_answers_its_own_error_when_its_lineage_cannot_be_recorded(
         world: World, monkeypatch) -> None:
-    """The lineage write runs beside the query; when both fail, the caller gets the query's error (a 400
-    naming its SQL mistake), not the write's; when only the write fails, the query fails as before."""
+    """The lineage message is sent beside the query; when the queue refuses it the query writes the lineage
+    itself; when that fails too, the caller gets the query's error (a 400 naming its SQL mistake) if it has
+    one, else a 500: a query never answers with its lineage neither queued nor written."""
+    from chalicelib.core.store import queues
     from chalicelib.gateway.catalog import lineage
 
     def throttled(*args: object, **kwargs: object) -> None:
         raise RuntimeError("throttled")
 
+    monkeypatch.setattr(queues, "enqueue", throttled)
+    written: list[str] = []
+    real = lineage.record_query
+    monkeypatch.setattr(lineage, "record_query", lambda *a, **k: written.append(real(*a, **k)))
+    status, body = query(world, "SELECT count(*) FROM customers")
+    assert status == 200, body
+    assert written and written[0].startswith("qday_")  # written directly, the queue being unavailable
     monkeypatch.setattr(lineage, "record_query", throttled)
     status, body = query(world, "SELECT CAST(country AS INTEGER) FROM customers")  # fails on its first row
     assert status == 400, body
@@ -115,6 +124,37 @@ def test_a_query_that_fails_running_answers_its_own_error_when_its_lineage_write
     status, body = query(world, "SELECT count(*) FROM customers")
     assert status == 500
     assert "throttled" not in json.dumps(body)
+
+
+def test_a_query_queues_its_lineage_and_the_worker_writes_it(world: World) -> None:
+    """The query sends one message naming the datasets it read and its day; the worker writes the day's
+    node from it; a malformed message is refused (kept for redelivery, then the dead-letter queue)."""
+    from chalicelib.core import aws
+    from chalicelib.gateway import models
+    from chalicelib.gateway.catalog import lineage
+    from chalicelib.gateway.ingest import sync_worker
+    from chalicelib.gateway.query import lineage_queue
+    from tests.functional.gateway.sync_helpers import drain, lambda_record, receive
+
+    region, ws = world.tenant.region, world.tenant.workspace_id
+    drain(region)
+    status, body = query(world, "SELECT count(*) FROM customers")
+    assert status == 200, body
+    msgs = receive(region)
+    bodies = [json.loads(m["Body"]) for m in msgs]
+    assert [b["kind"] for b in bodies] == [lineage_queue.KIND]
+    assert [d[0] for d in bodies[0]["datasets"]] == [d["id"] for d in body["datasets"]]
+    assert not [e for e in models.lineage_edges(region).query(ws) if e.target_type == "query"]  # not yet
+    for m in msgs:  # back on the queue for the worker
+        aws.client("sqs", region).change_message_visibility(
+            QueueUrl=aws.queue_url(lineage_queue.QUEUE, region), ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+    drain(region)
+    node = lineage.query_node([d["id"] for d in body["datasets"]], bodies[0]["day"])
+    assert [int(e.uses) for e in models.lineage_edges(region).query(ws) if e.target_id == node] == [1]
+    bad = {**bodies[0], "datasets": "customers"}
+    out = sync_worker.handle({"Records": [{**lambda_record(msgs[0], region), "body": json.dumps(bad)}]})
+    assert out["batchItemFailures"]
+    assert [int(e.uses) for e in models.lineage_edges(region).query(ws) if e.target_id == node] == [1]
 
 
 @pytest.mark.parametrize("sql", [

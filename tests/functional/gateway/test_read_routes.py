@@ -14,6 +14,7 @@ from chalicelib.gateway.catalog import fieldpolicy, lineage
 from chalicelib.groups import create_app
 from tests.functional.conftest import Tenant, bearer, make_tenant
 from tests.functional.gateway.data import World, build_world, field, get, post, put_dataset, query
+from tests.functional.gateway.sync_helpers import drain
 
 # --- catalog ---------------------------------------------------------------------------------------
 
@@ -246,6 +247,7 @@ def test_lineage_up_to_the_answer_without_unreadable_nodes(world: World, one_day
                       answer={"type": "CHAT_ANSWER", "id": "msg_answer1"})
     assert status == 200
     assert {d["name"] for d in q["datasets"]} == {"customers", "orders"}
+    drain(world.tenant.region)  # the query's lineage message, written by the worker
     status, graph = get(world, f"/v1/lineage/{world.customers}", world.member.token)
     assert status == 200
     types = {n["id"]: n["type"] for n in graph["nodes"]}
@@ -311,6 +313,8 @@ def test_eu_workspace_query_reads_only_eu_central_objects(stack: None) -> None:
         r = client.http.get(f"/v1/catalog/datasets/{ds}/schema", headers=bearer(eu.token))
         assert r.status_code == 200
     assert us_calls == []
+    drain(eu.region)  # the query's lineage message goes to the EU queue and is written there
+    drain("us-east-1")
     us_bucket = us_s3.list_objects_v2(Bucket=aws.bucket_name("data", "us-east-1")).get("KeyCount", 0)
     eu_keys = [o["Key"] for o in aws.client("s3", "eu-central-1").list_objects_v2(
         Bucket=aws.bucket_name("data", "eu-central-1"))["Contents"]]
@@ -356,6 +360,7 @@ def test_query_lineage_does_not_grow_with_reads(world: World, one_day: None) -> 
     for _ in range(5):
         assert query(world, "SELECT count(*) FROM customers c JOIN orders o ON o.customer_id = c.id")[0] == 200
     assert query(world, "SELECT count(*) FROM customers")[0] == 200
+    drain(region)
     edges = list(gw_models.lineage_edges(region).query(ws))
     assert len(edges) == before + 3  # customers+orders -> one node (2 edges), customers alone -> another (1)
     day = clock.utcnow().strftime("%Y-%m-%d")

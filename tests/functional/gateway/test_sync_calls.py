@@ -14,7 +14,7 @@ from typing import Any
 import botocore.client
 
 from chalicelib.core import aws
-from chalicelib.gateway import storage
+from chalicelib.gateway import models, storage
 from chalicelib.gateway.catalog import versions
 from chalicelib.gateway.ingest import sync_worker
 from tests.functional.conftest import Tenant
@@ -162,3 +162,72 @@ def test_local_copies_go_with_the_objects_a_prune_or_a_deletion_removes(tenant: 
         st, _ = call(c, "DELETE", f"/v1/connectors/{conn['id']}", tenant.token)
         assert st == 200
         assert copies() == set()
+
+
+def test_a_no_op_incremental_sync_makes_at_most_6_aws_calls_and_no_lease_or_data_work(tenant: Tenant,
+                                                                                      monkeypatch) -> None:
+    """An incremental sync of a source that did not change, from its request to its commit: the request reads
+    the connector and commits the run (2 calls) and sends its message; the worker reads the run, connector
+    and dataset together, lists the source and commits cursor, freshness and the run, with no lease
+    taken and nothing staged or written. (Not counted: the request limiter's write, and the receive and
+    delete of the message, which Lambda's event source makes.)"""
+    from chalicelib.gateway.ingest import typed_rows
+    from chalicelib.knowledge import indexer
+    from tests.functional.aws_calls import counting, route_calls
+
+    monkeypatch.setattr(indexer, "on_sync", lambda *a, **k: None)
+    with client() as c:
+        bucket, conn = _synced(c, tenant, "Unchanged", {"u/0.csv": "id,v\n1,a\n2,b\n"})
+        before = dataset(tenant, conn["dataset"]["id"])
+
+        def never(*args: object, **kwargs: object) -> None:
+            raise AssertionError("an unchanged source needs no lease and no data work")
+
+        for owner, name in ((sync_worker, "_acquire"), (typed_rows, "open_stage"), (storage, "write_snapshot"),
+                            (storage, "prune")):
+            monkeypatch.setattr(owner, name, never)
+        with counting() as calls:
+            st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "INCREMENTAL"})
+            assert st == 202, run
+            drain(tenant.region)
+        got = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+    ours = route_calls(calls)
+    for harness in ("sqs ReceiveMessage ", "sqs DeleteMessage "):
+        del ours[harness]
+    assert (got["status"], got["rows_read"], got["rows_written"], got["attempts"]) == ("SUCCEEDED", 0, 0, 1), got
+    assert sum(ours.values()) <= 6, dict(ours)
+    assert ours["dynamodb TransactWriteItems "] == 2, dict(ours)  # the request's and the commit: no lease
+    after = dataset(tenant, conn["dataset"]["id"])
+    assert after.data_prefix == before.data_prefix
+    assert after.last_synced_at > before.last_synced_at
+    item = models.connectors(tenant.region).get(tenant.workspace_id, conn["id"], consistent_read=True)
+    assert (item.lock_owner, item.status) == (None, "HEALTHY")
+
+
+def test_an_unchanged_source_waits_while_another_sync_holds_the_lease(tenant: Tenant, monkeypatch) -> None:
+    """The lease-free commit of an unchanged source is conditional on no other sync holding the lease: a
+    sync that finds it held is busy (retried later) and commits nothing."""
+    from chalicelib.knowledge import indexer
+
+    monkeypatch.setattr(indexer, "on_sync", lambda *a, **k: None)
+    with client() as c:
+        bucket, conn = _synced(c, tenant, "Held", {"h/0.csv": "id,v\n1,a\n"})
+        st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token, {"mode": "INCREMENTAL"})
+        assert st == 202, run
+        C = models.ConnectorAttrs
+        real_look = sync_worker._look_first
+
+        def held_meanwhile(*args: object, **kwargs: object) -> object:
+            looked = real_look(*args, **kwargs)  # the lease was free when read; taken before the commit
+            models.connectors(tenant.region)(tenant.workspace_id, conn["id"]).update(
+                actions=[C.lock_owner.set("sync_other"), C.lock_expires_at.set(2**40)])
+            return looked
+
+        monkeypatch.setattr(sync_worker, "_look_first", held_meanwhile)
+        out = sync_worker.run_sync(tenant.workspace_id, run["id"], connector_id=conn["id"],
+                                   dataset_id=conn["dataset"]["id"])
+        assert out.status == "busy"
+        got = call(c, "GET", f"/v1/connectors/{conn['id']}/syncs/{run['id']}", tenant.token)[1]
+    assert got["status"] == "QUEUED", got
+    item = models.connectors(tenant.region).get(tenant.workspace_id, conn["id"], consistent_read=True)
+    assert item.lock_owner == "sync_other"

@@ -37,10 +37,14 @@ def test_sync_then_search_query_and_lineage_over_http(platform: RunningPlatform)
                       json={"sql": f"SELECT email, city FROM {name} WHERE email LIKE 'a%' OR id = 1"})
     assert r.status_code == 200, r.text
     assert r.json()["rows"] == [["*************.com", "Berlin"]]
-    gql = requests.post(f"{gw}/graphql", headers=h, timeout=30, json={
-        "query": "query($id: ID!) { dataset(id: $id) { name freshness source { kind } } "
-                 "lineage(datasetId: $id) { truncated nodes { type } } }", "variables": {"id": ds_id}}).json()
-    assert "errors" not in gql, gql
+    for _ in range(60):  # the query's lineage is written by the sync worker from its queued message
+        gql = requests.post(f"{gw}/graphql", headers=h, timeout=30, json={
+            "query": "query($id: ID!) { dataset(id: $id) { name freshness source { kind } } "
+                     "lineage(datasetId: $id) { truncated nodes { type } } }", "variables": {"id": ds_id}}).json()
+        assert "errors" not in gql, gql
+        if "QUERY" in {n["type"] for n in gql["data"]["lineage"]["nodes"]}:
+            break
+        time.sleep(0.5)
     assert gql["data"]["dataset"]["source"]["kind"] == "s3"
     assert {"CONNECTOR", "DATASET", "QUERY"} <= {n["type"] for n in gql["data"]["lineage"]["nodes"]}
     assert requests.get(f"{gw}/graphql?sdl", timeout=10).text.startswith('"""')
