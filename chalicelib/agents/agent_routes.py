@@ -6,7 +6,10 @@ from typing import Any
 
 from chalice import Response  # type: ignore[attr-defined]
 
+from chalicelib import tool_catalog
 from chalicelib.agents import definitions, memory
+from chalicelib.agents.plan_schema import call_schema
+from chalicelib.agents.tools import TOOLS
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.tenancy import region_of
@@ -25,6 +28,15 @@ def list_agents(ctx: Ctx) -> Any:
     paging.check_params(ctx.query, ("limit", "after"))
     return definitions.list_agents(ctx.user.workspace_id, paging.limit(ctx.query, 25, 100),
                                    paging.decode("agents", ctx.query.get("after")))
+
+
+@api.route("/v1/agents/tools", permission="agents.read")
+def list_agent_tools(ctx: Ctx) -> Any:
+    """The tools an agent may be given, from the platform's tool catalogue (the web app's builder reads it)."""
+    return {"tools": [{"name": spec.name, "title": spec.title, "summary": spec.summary,
+                       "description": spec.description, "permission": spec.permission, "writes": spec.writes,
+                       "arguments": call_schema(TOOLS[spec.name])}
+                      for spec in tool_catalog.on(tool_catalog.AGENTS)]}
 
 
 @api.route("/v1/agents/{agent_id}", permission="agents.read")

@@ -16,6 +16,7 @@ Nothing is rewritten in storage.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib.core.authz import Principal
@@ -40,6 +41,22 @@ def _shared(sentence: str, texts: list[str]) -> int:
 def redact(principal: Principal, run: dict[str, Any]) -> dict[str, Any]:
     """``run`` (a view with its steps, each with ``_read``) as ``principal`` may read it now."""
     steps = [dict(s) for s in run.get("steps") or []]
+    ok = _readable_sources(principal, steps)
+    gone: list[str] = []
+    kept: list[str] = []
+    count = {"sentences": 0, "quotes": 0, "steps": 0}
+    for s in steps:
+        _redact_step(s, ok, gone, kept, count)
+    result = {**run, "steps": steps}
+    output = run.get("output")
+    if not gone or not isinstance(output, dict):
+        return result if not gone else {**result, "redacted": {"reason": REASON, **count}}
+    return {**result, "output": _redact_output(dict(output), gone, kept, count),
+            "redacted": {"reason": REASON, **count}}
+
+
+def _readable_sources(principal: Principal, steps: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
+    """Whether ``principal`` may read a source the steps read (one ``sources_readable`` call for them all)."""
     asks: list[dict[str, Any]] = []
     for s in steps:
         out = s.get("output")
@@ -53,36 +70,38 @@ def redact(principal: Principal, run: dict[str, Any]) -> dict[str, Any]:
     def ok(src: dict[str, Any]) -> bool:
         return verdict.get(json.dumps(src, sort_keys=True), False)
 
-    gone: list[str] = []
-    kept: list[str] = []
-    count = {"sentences": 0, "quotes": 0, "steps": 0}
-    for s in steps:
-        read = s.pop("_read", [])
-        out = s.get("output")
-        if s.get("tool") == "knowledge_search" and isinstance(out, dict):
-            passages = []
-            for p in out.get("passages") or []:
-                if isinstance(p, dict) and not ok(_passage_source(p)):
-                    gone.append(str(p.get("text") or ""))
-                    p = {**p, "text": REDACTED, "redacted": True,
-                         "citation": {**(p.get("citation") or {}), "quote": None}}
-                elif isinstance(p, dict):
-                    kept.append(str(p.get("text") or ""))
-                passages.append(p)
-            if any(isinstance(p, dict) and p.get("redacted") for p in passages):
-                s["output"] = {**out, "passages": passages}
-                count["steps"] += 1
-        elif out is not None and not all(ok({"dataset_id": d}) for d in read):
-            gone.append(json.dumps(out, default=str))
-            s["output"] = {"redacted": {"reason": REASON}}
+    return ok
+
+
+def _redact_step(s: dict[str, Any], ok: Callable[[dict[str, Any]], bool], gone: list[str], kept: list[str],
+                 count: dict[str, int]) -> None:
+    """The step's output as the reader may see it (in place); what it hides joins ``gone``, the rest ``kept``."""
+    read = s.pop("_read", [])
+    out = s.get("output")
+    if s.get("tool") == "knowledge_search" and isinstance(out, dict):
+        passages = []
+        for p in out.get("passages") or []:
+            if isinstance(p, dict) and not ok(_passage_source(p)):
+                gone.append(str(p.get("text") or ""))
+                p = {**p, "text": REDACTED, "redacted": True,
+                     "citation": {**(p.get("citation") or {}), "quote": None}}
+            elif isinstance(p, dict):
+                kept.append(str(p.get("text") or ""))
+            passages.append(p)
+        if any(isinstance(p, dict) and p.get("redacted") for p in passages):
+            s["output"] = {**out, "passages": passages}
             count["steps"] += 1
-        elif out is not None:
-            kept.append(json.dumps(out, default=str))
-    result = {**run, "steps": steps}
-    output = run.get("output")
-    if not gone or not isinstance(output, dict):
-        return result if not gone else {**result, "redacted": {"reason": REASON, **count}}
-    output = dict(output)
+    elif out is not None and not all(ok({"dataset_id": d}) for d in read):
+        gone.append(json.dumps(out, default=str))
+        s["output"] = {"redacted": {"reason": REASON}}
+        count["steps"] += 1
+    elif out is not None:
+        kept.append(json.dumps(out, default=str))
+
+
+def _redact_output(output: dict[str, Any], gone: list[str], kept: list[str], count: dict[str, int]) -> dict[str, Any]:
+    """The run's answer without the sentences that quote hidden outputs (more than visible ones), and its
+    citations without the quotes taken from them."""
     answer = output.get("answer")
     if isinstance(answer, str):
         spans = [(a, b) for a, b in sentences(answer)
@@ -97,4 +116,4 @@ def redact(principal: Principal, run: dict[str, Any]) -> dict[str, Any]:
         cites.append(c)
     if "citations" in output:
         output["citations"] = cites
-    return {**result, "output": output, "redacted": {"reason": REASON, **count}}
+    return output

@@ -19,8 +19,9 @@ stores the value with the run's taint; a tool that sends data outside the worksp
 none today) is refused with ``tainted_run`` while the taint is restricted. Both hold for model-chosen calls
 and declared plans alike, whatever the value looks like (an encoded copy carries the label all the same).
 
-``TOOLS`` is the one list of tool names and their input fields (explicit, no import-time registration);
-``plan_schema.py`` derives the OpenAPI document's step schemas from those fields.
+``TOOLS`` binds each agent tool of the platform's tool catalogue (``chalicelib/tool_catalog.py``: names,
+descriptions, input fields, permission, writing or not) to its function here; ``plan_schema.py`` derives the
+OpenAPI document's step schemas from those fields.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from chalicelib import tool_catalog
 from chalicelib.agents import labels, memory
 from chalicelib.agents.labels import Label
 from chalicelib.core.authz import Principal
@@ -38,10 +40,7 @@ from chalicelib.core.telemetry import tracing
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge.chunking import DOCUMENT
 
-MAX_ROWS = 200
-MEMORY_KEY_MAX = 128
 MEMORY_VALUE_MAX = 16 * 1024
-MEMORY_KEY_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"  # no control characters
 
 
 class ToolError(Exception):
@@ -199,24 +198,12 @@ def _memory_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                         args["key"], args["value"], run_id=ctx.run_id, labels=ctx.labels)
 
 
-TOOLS: dict[str, Tool] = {t.name: t for t in (
-    Tool("knowledge_search", "Search the workspace's indexed documents and datasets; returns passages with citations.",
-         {"query": F(str, required=True, min_len=1, max_len=1000), "limit": F(int, minimum=1, maximum=20)},
-         _knowledge_search),
-    Tool("query", "Run one federated SQL SELECT over the datasets the user may read.",
-         {"sql": F(str, required=True, min_len=1, max_len=20_000), "limit": F(int, minimum=1, maximum=MAX_ROWS)},
-         _query),
-    Tool("catalog_search", "Search the data catalog (names, descriptions, field names).",
-         {"query": F(str, max_len=200), "limit": F(int, minimum=1, maximum=25)}, _catalog_search),
-    Tool("dataset_schema", "The normalised schema and field policies of one dataset (id or name).",
-         {"dataset": F(str, required=True, min_len=1, max_len=128)}, _dataset_schema),
-    Tool("memory_read", "Read what this agent remembered for this user (one key, or every key).",
-         {"key": F(str, min_len=1, max_len=MEMORY_KEY_MAX, pattern=MEMORY_KEY_PATTERN)}, _memory_read),
-    Tool("memory_write", "Remember a value for this user (kept 30 days after the last write).",
-         {"key": F(str, required=True, min_len=1, max_len=MEMORY_KEY_MAX, pattern=MEMORY_KEY_PATTERN),
-           "value": F((str, int, float, bool, list, dict), required=True)},
-         _memory_write, writes=True),
-)}
+_FUNCTIONS: dict[str, Callable[[ToolContext, dict[str, Any]], Any]] = {
+    "knowledge_search": _knowledge_search, "query": _query, "catalog_search": _catalog_search,
+    "dataset_schema": _dataset_schema, "memory_read": _memory_read, "memory_write": _memory_write,
+}
+TOOLS: dict[str, Tool] = {s.name: Tool(s.name, s.description, s.fields, _FUNCTIONS[s.name], writes=s.writes,
+                                       sends_out=s.sends_out) for s in tool_catalog.on(tool_catalog.AGENTS)}
 TOOL_NAMES: tuple[str, ...] = tuple(TOOLS)
 
 

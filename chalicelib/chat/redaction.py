@@ -85,7 +85,22 @@ def redact(principal: Principal, message: dict[str, Any],
     gone = {r for r, src in sources.items() if not verdicts.get(_key(src), False)}
     if not gone:
         return m
-    gone_chunks = {sources[r].get("chunk_id") for r in gone}
+    citations, quotes = _redacted_citations(m, gone, {sources[r].get("chunk_id") for r in gone})
+    grounding = dict(m.get("grounding") or {})
+    per = [dict(p) for p in grounding.get("per_sentence") or []]
+    sentences = _redacted_sentences(per, gone)
+    count = {"sentences": len(sentences), "quotes": len(quotes)}
+    _cut_texts(m, grounding.get("spans_of", "content"), sentences, quotes, per)
+    if per:
+        grounding["per_sentence"] = per
+        m["grounding"] = grounding
+    m["citations"] = citations
+    m["redacted"] = {"reason": REASON, **count}
+    return m
+
+
+def _redacted_citations(m: dict[str, Any], gone: set[Any], gone_chunks: set[Any]) -> tuple[list[dict[str, Any]], set[str]]:
+    """The message's citations with those of hidden sources redacted, and the quotes they held."""
     citations = [dict(c) for c in m.get("citations") or []]
     quotes = set()
     for c in citations:
@@ -93,8 +108,11 @@ def redact(principal: Principal, message: dict[str, Any],
             if c.get("quote"):
                 quotes.add(c["quote"])
             c.update({"quote": None, "redacted": True})
-    grounding = dict(m.get("grounding") or {})
-    per = [dict(p) for p in grounding.get("per_sentence") or []]
+    return citations, quotes
+
+
+def _redacted_sentences(per: list[dict[str, Any]], gone: set[Any]) -> list[tuple[int, int]]:
+    """The spans of the sentences a hidden source supports (their grounding entries redacted in place)."""
     sentences = []
     for p in per:
         if p.get("passage") in gone and p.get("status") in ("supported", "partial"):
@@ -103,8 +121,12 @@ def redact(principal: Principal, message: dict[str, Any],
             p["redacted"] = True
         elif p.get("passage") in gone:
             p.pop("quote", None)
-    spans_of = grounding.get("spans_of", "content")
-    count = {"sentences": len(sentences), "quotes": len(quotes)}
+    return sentences
+
+
+def _cut_texts(m: dict[str, Any], spans_of: str, sentences: list[tuple[int, int]], quotes: set[str],
+               per: list[dict[str, Any]]) -> None:
+    """The message's texts without those sentences and quotes (in place); the grounding spans moved to match."""
     texts = {"content": m.get("content") or "", "unverified_answer": m.get("unverified_answer")}
     for name, text in texts.items():
         if not isinstance(text, str):
@@ -117,12 +139,6 @@ def redact(principal: Principal, message: dict[str, Any],
     m["content"] = texts["content"]
     if isinstance(texts["unverified_answer"], str):
         m["unverified_answer"] = texts["unverified_answer"]
-    if per:
-        grounding["per_sentence"] = per
-        m["grounding"] = grounding
-    m["citations"] = citations
-    m["redacted"] = {"reason": REASON, **count}
-    return m
 
 
 def redact_all(principal: Principal, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -314,28 +314,37 @@ def _inline(p: _Pass, children: list[Token], to_source: Any) -> None:
         if tok.type == "image" and not image_ok(str(tok.attrGet("src") or ""), p.r):
             alt = _plain(tok.children or [], p.r)
             s, e = span if span else (None, None)
-            p.cut(to_source(s) if s is not None else None, to_source(e) if e is not None else None,
-                  f"{alt} {IMAGE_REMOVED}".strip(), "image", str(tok.attrGet("src") or ""))
+            p.cut(_at(to_source, s), _at(to_source, e), f"{alt} {IMAGE_REMOVED}".strip(), "image",
+                  str(tok.attrGet("src") or ""))
         elif tok.type == "link_open":
             stack.append((tok, i))
         elif tok.type == "link_close" and stack:
             opener, at = stack.pop()
-            href = str(opener.attrGet("href") or "")
-            if link_ok(href, p.r):
-                continue
-            if opener.markup == "linkify":  # a bare URL: the linkify pass cuts it at its exact span
-                shown = "".join(c.content for c in children[at + 1:i])
-                if _bare_counts(shown, "" if "://" not in shown else "http:") and not p.r.in_sources(shown):
-                    p.removed.append({"kind": "link", "host": _host(href)[1]})
-                continue
-            label = _plain(children[at + 1:i], p.r)
-            s, e = (opener.meta or {}).get("span", (None, None))
-            text = f"{label} {LINK_REMOVED}" if label and opener.markup != "autolink" else LINK_REMOVED
-            p.cut(to_source(s) if s is not None else None, to_source(e) if e is not None else None, text,
-                  "link", href)
+            _link(p, opener, children[at + 1:i], to_source)
         elif tok.type == "html_inline" and span:
             for _, _, marker, tag in _html_edits(tok.content, p.r):
                 p.cut(to_source(span[0]), to_source(span[1]), marker, "html:" + tag, "")
+
+
+def _at(to_source: Any, offset: int | None) -> int | None:
+    """A parsed offset in the source text (None stays None: the span could not be located)."""
+    return to_source(offset) if offset is not None else None
+
+
+def _link(p: _Pass, opener: Token, inside: list[Token], to_source: Any) -> None:
+    """One link (its opening token and the tokens it holds): cut unless the rules allow its address."""
+    href = str(opener.attrGet("href") or "")
+    if link_ok(href, p.r):
+        return
+    if opener.markup == "linkify":  # a bare URL: the linkify pass cuts it at its exact span
+        shown = "".join(c.content for c in inside)
+        if _bare_counts(shown, "" if "://" not in shown else "http:") and not p.r.in_sources(shown):
+            p.removed.append({"kind": "link", "host": _host(href)[1]})
+        return
+    label = _plain(inside, p.r)
+    s, e = (opener.meta or {}).get("span", (None, None))
+    text = f"{label} {LINK_REMOVED}" if label and opener.markup != "autolink" else LINK_REMOVED
+    p.cut(_at(to_source, s), _at(to_source, e), text, "link", href)
 
 
 def _collect(text: str, r: Rules) -> _Pass:

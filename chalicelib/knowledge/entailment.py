@@ -292,50 +292,82 @@ def _read(passage: str) -> list[_Sentence]:
     return out
 
 
+@dataclass(frozen=True)
+class _Claim:
+    """A statement as ``check`` compares it with one passage's sentences."""
+
+    toks: list[Token]
+    content: list[str]  # its content words' stems
+    keys: list[Token]  # its key terms: each must be in the passage
+    under: set[str]  # words a negation governs
+    title_toks: list[Token]  # the passage's title's words (a year, not "v2", among its numbers)
+    title_stems: list[str]
+    where: dict[str, set[int]]  # content word -> the passage's sentences holding it
+    in_title: set[str]  # content words the title holds
+
+
 def check(statement: str, passage: str, title: str = "") -> Verdict:
     """Whether ``passage`` (titled ``title``) entails ``statement``, and in which of its sentences."""
     s_toks = tokens(statement)
     content = content_stems(s_toks)
-    keys = key_terms(s_toks)
     s_under, _ = governed(statement, s_toks)
     title_toks = [t for t in tokens(title) if t.number is None or len(t.number) == 4]  # a year, not "v2"
     title_stems = content_stems(title_toks)
     read = _read(passage)
     where = {w: {k for k, r in enumerate(read) if _has(r.stems, w)} for w in set(content)}  # sentences holding w
-    in_title = {w for w in where if _has(title_stems, w)}
+    claim = _Claim(s_toks, content, key_terms(s_toks), s_under, title_toks, title_stems, where,
+                   {w for w in where if _has(title_stems, w)})
     best: Verdict | None = None
     for k, r in enumerate(read):
-        start, end = r.span
-        toks = r.toks + title_toks
-        stems = r.stems + title_stems
-        covered = [w for w in content if k in where[w] or w in in_title]
-        coverage = len(covered) / len(content) if content else 0.0
-        missing = [t.text for t in keys if not _key_present(t, toks, stems)]
-        numbers_missing = sorted({t.number for t in keys if t.number is not None and t.text in missing})
-        reasons = ["key_terms_missing"] if missing else []
-        for n, t in enumerate(s_toks):
-            anchor = _anchor(t)
-            if anchor is not None and t.text not in missing and any(_anchor(x) == anchor for x in r.toks) \
-                    and not (_role_ok(s_toks, n, passage[start:end], r.toks, title_stems)
-                             and _unit_ok(s_toks, n, r.toks)):
-                reasons.append("figure_of_another_statement")
-                break
-        denied = r.under - r.free  # what the passage's sentence only denies
-        if any(not _has(r.under, w) for w in s_under) or any(_has(denied, w) and not _has(s_under, w)
-                                                              for w in content):
-            reasons.append("negation_differs")
-        if any(w not in covered and where[w] - {k} for w in content):
-            reasons.append("words_of_another_statement")
-        if not content:
-            reasons.append("nothing_to_check")
-        elif coverage < COVER:
-            reasons.append("words_not_in_passage")
-        v = Verdict(not reasons, round(coverage, 4), (start, end), missing, reasons, numbers_missing)
+        v = _verdict(claim, k, r, passage)
         if best is None or v.rank > best.rank:
             best = v
     if best is None:  # a passage without a word
-        return Verdict(False, 0.0, (0, 0), [t.text for t in keys], ["words_not_in_passage"])
+        return Verdict(False, 0.0, (0, 0), [t.text for t in claim.keys], ["words_not_in_passage"])
     return best
+
+
+def _verdict(c: _Claim, k: int, r: _Sentence, passage: str) -> Verdict:
+    """The claim against the passage's ``k``-th sentence ``r``."""
+    start, end = r.span
+    toks = r.toks + c.title_toks
+    stems = r.stems + c.title_stems
+    covered = [w for w in c.content if k in c.where[w] or w in c.in_title]
+    coverage = len(covered) / len(c.content) if c.content else 0.0
+    missing = [t.text for t in c.keys if not _key_present(t, toks, stems)]
+    numbers_missing = sorted({t.number for t in c.keys if t.number is not None and t.text in missing})
+    reasons = ["key_terms_missing"] if missing else []
+    if _figure_of_another(c, r, passage[start:end], missing):
+        reasons.append("figure_of_another_statement")
+    reasons += _word_reasons(c, k, r, covered, coverage)
+    return Verdict(not reasons, round(coverage, 4), (start, end), missing, reasons, numbers_missing)
+
+
+def _figure_of_another(c: _Claim, r: _Sentence, text: str, missing: list[str]) -> bool:
+    """A figure or date of the claim that the sentence ``text`` states of something else (or in another unit)."""
+    for n, t in enumerate(c.toks):
+        anchor = _anchor(t)
+        if anchor is not None and t.text not in missing and any(_anchor(x) == anchor for x in r.toks) \
+                and not (_role_ok(c.toks, n, text, r.toks, c.title_stems) and _unit_ok(c.toks, n, r.toks)):
+            return True
+    return False
+
+
+def _word_reasons(c: _Claim, k: int, r: _Sentence, covered: list[str], coverage: float) -> list[str]:
+    """What the sentence's words say against the claim: a negation that differs, words of the claim only
+    in other sentences, too few of its words."""
+    reasons = []
+    denied = r.under - r.free  # what the passage's sentence only denies
+    if any(not _has(r.under, w) for w in c.under) or any(_has(denied, w) and not _has(c.under, w)
+                                                         for w in c.content):
+        reasons.append("negation_differs")
+    if any(w not in covered and c.where[w] - {k} for w in c.content):
+        reasons.append("words_of_another_statement")
+    if not c.content:
+        reasons.append("nothing_to_check")
+    elif coverage < COVER:
+        reasons.append("words_not_in_passage")
+    return reasons
 
 
 def status(v: Verdict) -> str:

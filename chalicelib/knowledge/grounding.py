@@ -145,38 +145,58 @@ def assess(content: str, hits: list[Hit], cited: dict[int, set[int]] | set[int],
                                  "support": found.support if found else 0.0, "cited": i in refs and not lost,
                                  "decided_by": "rules", **({"link_removed": True} if lost else {})}
         if found is not None:
-            v = found.verdict
-            entry.update({"passage": found.ref, "coverage": v.coverage})
-            if status == "supported" and checker is not None:
-                verdict = checker.entails(text, found.quote)
-                if verdict is None or verdict == "over_limit":
-                    entry["model_check"] = verdict or "no_verdict"
-                else:
-                    entry["decided_by"] = "model"
-                if verdict is False:
-                    status = entry["status"] = "unsupported"
-                    entry["support"] = 0.0
-                    entry["reasons"] = ["model_not_entailed"]
-            if v.reasons:
-                entry["reasons"] = v.reasons
-            if v.missing:
-                entry["terms_not_in_passage"] = v.missing
-            if v.numbers_missing:
-                entry["numbers_not_in_sources"] = v.numbers_missing
+            status = _checked(entry, found, text, checker)
             if status == "supported":
-                hit = hits[found.ref - 1]
-                end = found.quote_start + len(found.quote)
                 entry["quote"] = found.quote
-                key = (hit.chunk.id, found.quote_start, end)
-                if key not in seen and i not in refs:
-                    seen.add(key)
-                    cit = hit.citation()
-                    cit.update({"ref": found.ref, "quote": found.quote,
-                                "span": {"start": hit.chunk.start + found.quote_start, "end": hit.chunk.start + end},
-                                "chunk_span": {"start": found.quote_start, "end": end}, "verified": True,
-                                "attributed": True})
+                cit = _attributed(hits[found.ref - 1], found, seen) if i not in refs else None
+                if cit is not None:
                     attributed.append(cit)
         per.append(entry)
+    return _summary(per, checker), attributed
+
+
+def _checked(entry: dict[str, Any], found: Any, text: str, checker: Checker | None) -> str:
+    """The sentence's entry completed with its passage and the rules' verdict, the model's too when it
+    checks a supported statement (it may overrule the rules); the sentence's status."""
+    v = found.verdict
+    status = found.status
+    entry.update({"passage": found.ref, "coverage": v.coverage})
+    if status == "supported" and checker is not None:
+        verdict = checker.entails(text, found.quote)
+        if verdict is None or verdict == "over_limit":
+            entry["model_check"] = verdict or "no_verdict"
+        else:
+            entry["decided_by"] = "model"
+        if verdict is False:
+            status = entry["status"] = "unsupported"
+            entry["support"] = 0.0
+            entry["reasons"] = ["model_not_entailed"]
+    if v.reasons:
+        entry["reasons"] = v.reasons
+    if v.missing:
+        entry["terms_not_in_passage"] = v.missing
+    if v.numbers_missing:
+        entry["numbers_not_in_sources"] = v.numbers_missing
+    return status
+
+
+def _attributed(hit: Hit, found: Any, seen: set[tuple[str, int, int]]) -> dict[str, Any] | None:
+    """The citation an uncited supported sentence is attributed to (None: that quote is cited already)."""
+    end = found.quote_start + len(found.quote)
+    key = (hit.chunk.id, found.quote_start, end)
+    if key in seen:
+        return None
+    seen.add(key)
+    cit = hit.citation()
+    cit.update({"ref": found.ref, "quote": found.quote,
+                "span": {"start": hit.chunk.start + found.quote_start, "end": hit.chunk.start + end},
+                "chunk_span": {"start": found.quote_start, "end": end}, "verified": True,
+                "attributed": True})
+    return cit
+
+
+def _summary(per: list[dict[str, Any]], checker: Checker | None) -> dict[str, Any]:
+    """The answer's grounding from its sentences' entries."""
     total = len(per)
     grounded = sum(1 for p in per if p["status"] == "supported")
     ratio = round(grounded / total, 4) if total else 0.0
@@ -188,7 +208,7 @@ def assess(content: str, hits: list[Hit], cited: dict[int, set[int]] | set[int],
                  "method": {"rules": True, "model": checker.model if checker is not None else None}}
     if checker is not None:
         grounding["model_check"] = checker.usage()
-    return grounding, attributed
+    return grounding
 
 
 LOW_NOTE = ("Only part of this answer is supported by the sources you may read (grounding {pct}%); sentences "

@@ -54,6 +54,18 @@ def _type_name(t: type | tuple[type, ...]) -> str:
 def _check_one(name: str, spec: F, value: Any) -> str | None:
     if value is None:
         return None if spec.nullable else "must not be null"
+    message = _type_problem(spec, value) or _size_problem(spec, value)
+    if message:
+        return message
+    if spec.pattern is not None and isinstance(value, str) and not _whole(spec.pattern).fullmatch(value):
+        return f"must match {spec.pattern}"
+    if spec.check is not None:
+        return spec.check(value)
+    return None
+
+
+def _type_problem(spec: F, value: Any) -> str | None:
+    """The value's type against the field's (a JSON boolean is no number), then its enumeration."""
     # bool is an int in Python; JSON keeps them apart
     if isinstance(value, bool) and spec.type is not bool and not (isinstance(spec.type, tuple) and bool in spec.type):
         return f"must be a {_type_name(spec.type)}"
@@ -61,20 +73,22 @@ def _check_one(name: str, spec: F, value: Any) -> str | None:
         return f"must be a {_type_name(spec.type)}"
     if spec.enum is not None and value not in spec.enum:
         return "must be one of " + ", ".join(str(e) for e in spec.enum)
+    return None
+
+
+def _size_problem(spec: F, value: Any) -> str | None:
+    """A text's or list's length, or a number's value, against the field's bounds."""
     if isinstance(value, (str, list, dict)):
+        unit = "characters" if isinstance(value, str) else "items"
         if spec.min_len is not None and len(value) < spec.min_len:
-            return f"must have at least {spec.min_len} characters" if isinstance(value, str) else f"must have at least {spec.min_len} items"
+            return f"must have at least {spec.min_len} {unit}"
         if spec.max_len is not None and len(value) > spec.max_len:
-            return f"must have at most {spec.max_len} characters" if isinstance(value, str) else f"must have at most {spec.max_len} items"
+            return f"must have at most {spec.max_len} {unit}"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if spec.minimum is not None and value < spec.minimum:
             return f"must be at least {spec.minimum}"
         if spec.maximum is not None and value > spec.maximum:
             return f"must be at most {spec.maximum}"
-    if spec.pattern is not None and isinstance(value, str) and not _whole(spec.pattern).fullmatch(value):
-        return f"must match {spec.pattern}"
-    if spec.check is not None:
-        return spec.check(value)
     return None
 
 

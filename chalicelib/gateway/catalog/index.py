@@ -1,6 +1,6 @@
 """The inverted index of one workspace's catalog snapshot, so a search never scans the catalog.
 
-Built when ``gateway/catalog/service.py`` loads a snapshot in full and updated copy-on-write when it reloads
+Built when ``gateway/catalog/snapshot_cache.py`` loads a snapshot in full and updated copy-on-write when it reloads
 changed datasets by version. Every dataset holds a *slot*; a set of datasets is a Python ``int`` used as a
 bitmap over slots, so intersections, counts and paging are a few big-integer operations in C:
 

@@ -1,4 +1,4 @@
-"""The catalog's version per workspace: the cheap "did the catalog change?" check of ``gateway/catalog/service.py``.
+"""The catalog's version per workspace: the cheap "did the catalog change?" check of ``gateway/catalog/snapshot_cache.py``.
 
 Every change to a workspace's datasets (schema, field policies, ACL, a sync's result, deletion) or
 connectors calls ``record_change`` right after its write. It bumps the workspace's version (one item in

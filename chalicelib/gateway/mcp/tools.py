@@ -1,9 +1,10 @@
 """The MCP tools: one per existing gateway operation, generated from the gateway's OpenAPI document.
 
-Each ``ToolDef`` names an operation (method and path) of ``gateway/api/openapi.json``; its MCP ``inputSchema``
-is built from that operation's path, query and header parameters and its JSON request body (``$ref``s
-inlined), its description from the operation's summary, and the permission that lists it is the operation's
-``x-permission``. A call runs the REST route's own view function with the caller's principal (already
+The tools are the MCP entries of the platform's tool catalogue (``chalicelib/tool_catalog.py``). Each names
+an operation (method and path) of ``gateway/api/openapi.json``; its MCP ``inputSchema`` is built from that
+operation's path, query and header parameters and its JSON request body (``$ref``s inlined), its description
+from the operation's summary, and the permission that lists it is the operation's ``x-permission`` (which
+the catalogue states too). A call runs the REST route's own view function with the caller's principal (already
 authorized by ``core.http.api.authorize``), so it reads through the same services, validation, row and byte
 caps and field policies as REST; a 4xx of the operation is a tool result with ``isError``.
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from chalicelib import tool_catalog
 from chalicelib.core import audit, correlation, process_state
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http import openapi
@@ -29,37 +31,13 @@ from chalicelib.core.telemetry import tracing
 from chalicelib.core.tenancy import region_of, scope_of
 from chalicelib.gateway.api.read_routes import OPENAPI_PATH
 from chalicelib.gateway.catalog import lineage
+from chalicelib.tool_catalog import ToolSpec
 
 MAX_REF_DEPTH = 8
 ROUTE_MODULES = ("chalicelib.gateway.api.read_routes", "chalicelib.gateway.api.routes", "chalicelib.knowledge.routes")
 
-
-@dataclass(frozen=True)
-class ToolDef:
-    """An MCP tool over one OpenAPI operation."""
-
-    name: str
-    method: str
-    path: str
-    title: str
-    hidden: tuple[str, ...] = ()  # operation inputs a tool does not offer
-    required: tuple[str, ...] = ()  # inputs the tool requires beyond the operation's own
-    read_only: bool = True
-    rows_key: str = "items"  # the list in the answer whose length is the call's row count
-
-
-TOOLS: tuple[ToolDef, ...] = (
-    ToolDef("search_datasets", "GET", "/v1/catalog/datasets", "Search datasets", hidden=("search",)),
-    ToolDef("get_dataset_schema", "GET", "/v1/catalog/datasets/{dataset_id}/schema", "Dataset schema and field policies",
-            rows_key="fields"),
-    ToolDef("get_lineage", "GET", "/v1/lineage/{dataset_id}", "Dataset lineage", rows_key="nodes"),
-    # ``answer`` writes a lineage edge of the caller's choosing: the tool call records its own edge instead
-    ToolDef("query", "POST", "/v1/query", "Read-only federated SQL query", hidden=("answer",), rows_key="rows"),
-    ToolDef("search_knowledge", "GET", "/v1/knowledge/search", "Search documents and data (verified passages)"),
-    ToolDef("list_connectors", "GET", "/v1/connectors", "List connectors and their health", rows_key="connectors"),
-    ToolDef("sync_connector", "POST", "/v1/connectors/{connector_id}/sync", "Start a connector sync",
-            required=("idempotency_key",), read_only=False, rows_key=""),
-)
+ToolDef = ToolSpec  # an MCP tool: a catalogue entry over one OpenAPI operation
+TOOLS: tuple[ToolDef, ...] = tool_catalog.on(tool_catalog.MCP)
 BY_NAME = {t.name: t for t in TOOLS}
 HEADER_ARGS = {"Idempotency-Key": "idempotency_key"}  # operation header -> tool argument
 
@@ -87,7 +65,8 @@ def operation(tool: ToolDef) -> dict[str, Any]:
 
 
 def permission(tool: ToolDef) -> str:
-    return str(operation(tool)["x-permission"])
+    """The permission the catalogue declares (the operation's ``x-permission``: the tests check they agree)."""
+    return tool.permission
 
 
 @dataclass(frozen=True)
@@ -141,7 +120,7 @@ def listing(tool: ToolDef) -> dict[str, Any]:
         description += "\n\n" + op["description"]
     return {"name": tool.name, "title": tool.title, "description": description,
             "inputSchema": inputs(tool.name).schema,
-            "annotations": {"title": tool.title, "readOnlyHint": tool.read_only, "idempotentHint": True,
+            "annotations": {"title": tool.title, "readOnlyHint": not tool.writes, "idempotentHint": True,
                             "destructiveHint": False, "openWorldHint": False}}
 
 

@@ -2,7 +2,8 @@
 import { platform, events, idempotencyKey } from "./api.js";
 
 const a = (id) => `/v1/agents/${encodeURIComponent(id)}`;
-export const TOOLS = ["knowledge_search", "query", "catalog_search", "dataset_schema", "memory_read", "memory_write"];
+// The tools an agent may be given, from the platform's tool catalogue: [{name, title, summary, ...}].
+export const listTools = () => platform("/v1/agents/tools").then((body) => body.tools || []);
 export const listAgents = () => platform("/v1/agents", { query: { limit: 100 } });
 export const getAgent = (id) => platform(a(id));
 export const saveAgent = (id, body) => (id ? platform(a(id), { method: "PATCH", body }) : platform("/v1/agents", { method: "POST", body }));

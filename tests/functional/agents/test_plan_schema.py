@@ -130,3 +130,25 @@ def test_a_template_in_a_number_field_is_stored_and_an_update_checks_the_same_sc
         status, again, _ = call(c, "GET", f"/v1/agents/{agent['id']}", user.token)
     assert again["plan"] == [step]
     assert again["version"] == 1
+
+
+def test_the_agent_tools_route_answers_the_catalogue_as_the_document_states(tenant: Tenant) -> None:
+    """``GET /v1/agents/tools``: every agent tool of the catalogue, in its order, with the arguments' schema
+    a model's call is checked against; the answer fits the document's ``AgentTool``; no token: 401."""
+    from chalicelib import tool_catalog  # noqa: PLC0415
+
+    viewer = member(tenant.workspace_id, "viewer")
+    tool = jsonschema_rs.Draft202012Validator({"$ref": "#/components/schemas/AgentTool",
+                                               "components": DOCUMENT["components"]})
+    with platform_client() as c:
+        status, answer, _ = call(c, "GET", "/v1/agents/tools", viewer.token)
+        assert call(c, "GET", "/v1/agents/tools")[0] == 401
+    assert status == 200, answer
+    assert [t["name"] for t in answer["tools"]] == list(TOOL_NAMES) == [
+        s.name for s in tool_catalog.on(tool_catalog.AGENTS)]
+    assert all(tool.is_valid(t) for t in answer["tools"])
+    by_name = {t["name"]: t for t in answer["tools"]}
+    assert by_name["memory_write"]["writes"] is True and by_name["query"]["writes"] is False
+    assert by_name["query"]["arguments"]["required"] == ["sql"]
+    assert by_name["query"]["arguments"]["properties"]["limit"] == {"type": "integer", "minimum": 1, "maximum": 200}
+    assert by_name["knowledge_search"]["title"] == "Search documents and data"

@@ -14,7 +14,7 @@ from chalicelib.core import aws, clock
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
 from chalicelib.gateway import models
-from chalicelib.gateway.catalog import lineage
+from chalicelib.gateway.catalog import lineage, snapshot_cache
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.catalog import versions as catalog_versions
 from chalicelib.gateway.query import service as query_mod
@@ -127,8 +127,8 @@ def test_a_write_through_the_catalog_is_seen_by_another_container(seeded: tuple[
     snapshot_before = catalog.snapshot(tenant.workspace_id)
     catalog.set_field_policy(admin, ids[3], "email", "MASK")
     # the other container still holds the old snapshot: put it back and read again
-    with catalog._lock:
-        catalog._cache[tenant.workspace_id] = snapshot_before
+    with snapshot_cache._lock:
+        snapshot_cache._cache[tenant.workspace_id] = snapshot_before
     snapshot_before.checked_at = float("-inf")
     assert catalog.schema_of(admin, ids[3])["fields"][1]["policy"] == "MASK"
 
@@ -194,8 +194,8 @@ def test_a_query_checks_the_version_beside_its_run_and_never_answers_from_a_stal
     before = catalog.snapshot(tenant.workspace_id)
     late = put_dataset(tenant.workspace_id, "us-east-1", "late", fields, [(2, "bo@example.com")])
     catalog_versions.record_change("us-east-1", tenant.workspace_id, datasets=[late])  # written elsewhere
-    with catalog._lock:  # ... so this container still holds the snapshot without it, its check due
-        catalog._cache[tenant.workspace_id] = before
+    with snapshot_cache._lock:  # ... so this container still holds the snapshot without it, its check due
+        snapshot_cache._cache[tenant.workspace_id] = before
     before.checked_at = 0.0
     assert query_mod.run(member, "SELECT count(*) FROM late")["rows"] == [[1]]  # not "no such dataset"
 
@@ -210,8 +210,8 @@ def test_a_query_after_a_change_made_here_checks_first(tenant: Tenant, monkeypat
     query_mod.run(member, "SELECT email FROM people")
     catalog.set_field_policy(admin, ds, "email", "REDACT")
     ahead: list[str] = []
-    real = catalog.aws.alongside
-    monkeypatch.setattr(catalog.aws, "alongside", lambda fn, *a, **k: ahead.append(fn.__name__) or real(fn, *a, **k))
+    real = aws.alongside
+    monkeypatch.setattr(aws, "alongside", lambda fn, *a, **k: ahead.append(fn.__name__) or real(fn, *a, **k))
     assert query_mod.run(member, "SELECT email FROM people")["rows"] == [[None]]
     assert "current" not in ahead
     query_mod.run(member, "SELECT email FROM people")

@@ -1,4 +1,4 @@
-"""JSON Lines and Parquet objects take the native path (``gateway/ingest/typed_rows.py``) and give the dataset, rows,
+"""JSON Lines and Parquet objects take the native path (``gateway/ingest/native_objects.py``) and give the dataset, rows,
 types, keys, hashes and classification that the equivalent CSV gives, and what the row-by-row reader gives
 for the same object."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from chalicelib.gateway import storage
-from chalicelib.gateway.ingest import typed_rows as ingest
+from chalicelib.gateway.ingest import native_objects
 from chalicelib.gateway.ingest.sources import s3_objects
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, dataset, drain, new_bucket, put
@@ -125,7 +125,7 @@ def test_jsonl_edges_match_the_row_by_row_reader(tenant: Tenant, row_by_row: lis
     with client() as c:
         native = _state(tenant, _sync_into(c, tenant, bucket, "e/", "Edges native"))
         took_native = not row_by_row
-        monkeypatch.setattr(ingest, "_load_json", lambda *a: None)  # force the row-by-row reader
+        monkeypatch.setattr(native_objects, "_load_json", lambda *a: None)  # force the row-by-row reader
         python = _state(tenant, _sync_into(c, tenant, bucket, "e/", "Edges python"))
     assert took_native == (len(lines) == 3)
     assert native == python

@@ -84,12 +84,12 @@ def test_random_sources_sync_to_the_same_snapshots_and_diffs_as_the_old_path(ten
                                                                               seed: int) -> None:
     """Odd seeds sniff 40-row samples, so a full refresh types most objects from their sample (checked as
     they are written, typed again exactly where a later value refutes it)."""
-    from chalicelib.gateway.ingest import typed_rows
+    from chalicelib.gateway.ingest import native_objects
     from chalicelib.knowledge import indexer
 
     monkeypatch.setattr(indexer, "on_sync", lambda *a, **k: None)
     if seed % 2:
-        monkeypatch.setattr(typed_rows, "SNIFF_ROWS", 40)
+        monkeypatch.setattr(native_objects, "SNIFF_ROWS", 40)
     before = random_csv.table(3000 + seed)
     after = random_csv.changed(seed, before)
     bucket = new_bucket(tenant.region)

@@ -75,9 +75,9 @@ def test_primary_keys_and_errors_match_the_row_by_row_reader(tenant: Tenant) -> 
 
 
 def test_a_type_sniffed_from_the_first_rows_still_widens_on_a_later_value(tenant: Tenant) -> None:
-    from chalicelib.gateway.ingest import typed_rows as ingest
+    from chalicelib.gateway.ingest import native_objects
 
-    n = ingest.SNIFF_ROWS + 50
+    n = native_objects.SNIFF_ROWS + 50
     lines = ["id,a,b,c,d"] + [f"{i},{i},{i},2024-01-{i % 28 + 1:02d},{i}" for i in range(n - 1)]
     lines.append(f"{n - 1},1.5,x,2024-01-01T10:00:00Z,")  # the last row only: FLOAT, STRING, TIMESTAMP, null
     bucket = new_bucket(tenant.region)

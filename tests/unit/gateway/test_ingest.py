@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.gateway.ingest import normalize
+from chalicelib.gateway.ingest import type_rules_sql as rules
 from chalicelib.gateway.ingest import typed_rows as ingest
 
 VALUES = [
@@ -25,8 +26,8 @@ def stage():
 
 @pytest.mark.parametrize("value", VALUES)
 def test_sql_category_is_the_python_type(stage, value: str) -> None:
-    code = stage.con.execute(f"SELECT {ingest._category('v')} FROM (SELECT ?::VARCHAR AS v)", [value]).fetchone()[0]
-    assert ingest._CODES[code] == normalize.infer(value, True), value
+    code = stage.con.execute(f"SELECT {rules.category('v')} FROM (SELECT ?::VARCHAR AS v)", [value]).fetchone()[0]
+    assert rules.CODES[code] == normalize.infer(value, True), value
 
 
 @pytest.mark.parametrize("value,typ", [
@@ -37,7 +38,7 @@ def test_sql_category_is_the_python_type(stage, value: str) -> None:
 def test_sql_cast_is_the_python_coercion(stage, value: str, typ: str) -> None:
     from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 
-    got = stage.con.execute(f"SELECT CAST({ingest._typed('v', typ)} AS {DUCKDB_TYPES[typ]})::VARCHAR "
+    got = stage.con.execute(f"SELECT CAST({rules.typed('v', typ)} AS {DUCKDB_TYPES[typ]})::VARCHAR "
                             "FROM (SELECT ?::VARCHAR AS v)", [value]).fetchone()[0]
     want = stage.con.execute(f"SELECT CAST(?::VARCHAR AS {DUCKDB_TYPES[typ]})::VARCHAR",
                              [str(normalize.coerce(value, typ))]).fetchone()[0]
@@ -48,7 +49,7 @@ def test_sql_cast_is_the_python_coercion(stage, value: str, typ: str) -> None:
 def test_sql_key_text_is_json_dumps(stage, value: str) -> None:
     import json
 
-    got = stage.con.execute(f"SELECT {ingest._json_str('v')} FROM (SELECT ?::VARCHAR AS v)", [value]).fetchone()[0]
+    got = stage.con.execute(f"SELECT {rules.json_str('v')} FROM (SELECT ?::VARCHAR AS v)", [value]).fetchone()[0]
     assert got == json.dumps(value)
 
 
@@ -59,5 +60,5 @@ ALLOWED = {"INTEGER": {"INTEGER"}, "FLOAT": {"INTEGER", "FLOAT"}, "BOOLEAN": {"B
 @pytest.mark.parametrize("typ", sorted(ALLOWED))
 def test_the_one_test_confirming_a_sniffed_type_is_the_python_rule(stage, typ: str) -> None:
     for value in VALUES:
-        got = stage.con.execute(f"SELECT {ingest._is('v', typ)} FROM (SELECT ?::VARCHAR AS v)", [value]).fetchone()[0]
+        got = stage.con.execute(f"SELECT {rules.is_of('v', typ)} FROM (SELECT ?::VARCHAR AS v)", [value]).fetchone()[0]
         assert bool(got) == (normalize.infer(value, True) in ALLOWED[typ]), (typ, value)

@@ -9,6 +9,7 @@ import duckdb
 
 from chalicelib.core.authz import Principal
 from chalicelib.gateway import reader
+from chalicelib.gateway.catalog import records
 from chalicelib.gateway.catalog import service as catalog
 
 WS = "ws_01HZZZZZZZZZZZZZZZZZZZZZZ1"
@@ -28,7 +29,7 @@ def _record(row_acl: dict[str, Any], doc_policy: str = "ALLOW") -> catalog.Datas
         last_synced_at=None, created_at="2026-01-01T00:00:00Z", updated_at="2026-01-01T00:00:00Z",
         classification="INTERNAL")
     rec.acl_keys = frozenset({"role:member"})
-    rec.row_acl = catalog._row_acl(json.dumps(row_acl))
+    rec.row_acl = records.parse_row_acl(json.dumps(row_acl))
     return rec
 
 

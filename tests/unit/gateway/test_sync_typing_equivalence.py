@@ -10,7 +10,9 @@ import tempfile
 import duckdb
 import pytest
 
+from chalicelib.gateway.ingest import native_objects as native
 from chalicelib.gateway.ingest import normalize
+from chalicelib.gateway.ingest import type_rules_sql as rules
 from chalicelib.gateway.ingest import typed_rows as ingest
 from chalicelib.gateway.ingest.sources import Batch, CsvFile, SourceError, s3_objects
 from tests.reference import random_csv
@@ -116,7 +118,7 @@ def test_random_objects_type_key_and_hash_as_the_old_path(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_value_past_the_sniffers_sample_changes_types_as_the_old_path(seed: int) -> None:
-    t = random_csv.table(1000 + seed, long_rows=ingest.SNIFF_ROWS + 500)
+    t = random_csv.table(1000 + seed, long_rows=native.SNIFF_ROWS + 500)
     _same(t)
 
 
@@ -137,7 +139,7 @@ def _or_error(fn, *args):
 
 def test_objects_typed_from_their_samples_match_the_old_path(monkeypatch) -> None:
     """With 30-row samples, random sources typed from their samples give the old path's result."""
-    monkeypatch.setattr(ingest, "SNIFF_ROWS", 30)
+    monkeypatch.setattr(native, "SNIFF_ROWS", 30)
     sampled_sources = 0
     for seed in range(40):
         t = random_csv.table(4000 + seed, long_rows=60 if seed % 2 else 0, blank_key=seed % 5 == 4)
@@ -173,7 +175,7 @@ def _source(late: list[str]) -> random_csv.Table:
     ["", "7", "1.5", "2024-01-01", "2024-02-01T10:00:00Z"],  # no key: the sync fails, naming row 2,900
 ])
 def test_a_value_past_the_sample_refutes_it_and_the_exact_path_decides(monkeypatch, late: list[str]) -> None:
-    monkeypatch.setattr(ingest, "SNIFF_ROWS", 1000)
+    monkeypatch.setattr(native, "SNIFF_ROWS", 1000)
     t = _source(late)
     want = _or_error(_run, oracle, t, [])
     got = _or_error(_run_sampled, t, [])
@@ -200,7 +202,7 @@ def test_the_writers_integer_check_accepts_only_what_the_typing_rules_call_an_in
                    + rng.choice(["", "", ".0", " ", "x"]))
     con = duckdb.connect()
     try:
-        got = dict(con.execute(f"SELECT v, coalesce({ingest._accepts('v', 'INTEGER')}, false) FROM "
+        got = dict(con.execute(f"SELECT v, coalesce({rules.accepts('v', 'INTEGER')}, false) FROM "
                                "unnest($1) t(v)", [sorted(values)]).fetchall())
     finally:
         con.close()
@@ -216,13 +218,13 @@ def test_the_datasets_types_propose_and_the_values_decide_as_the_old_path(monkey
     the source below once held ``prior``: a proposal its values refute (a float for an integer, a date-time
     for a date) gets the full rules, one they narrow (integers for a float) is narrowed, and the result is
     the old path's, exact and from samples alike."""
-    monkeypatch.setattr(ingest, "SNIFF_ROWS", 1000)
+    monkeypatch.setattr(native, "SNIFF_ROWS", 1000)
     t = _source(["2899", "7", "1.5", "2024-01-01", "2024-02-01T10:00:00Z"])
     first = _run(oracle, t, [])[0]
     old_schema = [f if f["name"] == "id" else {**f, "type": prior} for f in first]
     sniffed: list[str] = []
-    real_sniff = ingest._sniff
-    monkeypatch.setattr(ingest, "_sniff", lambda stage, f, width: sniffed.append(f.source) or real_sniff(stage, f, width))
+    real_sniff = native._sniff
+    monkeypatch.setattr(native, "_sniff", lambda stage, f, width: sniffed.append(f.source) or real_sniff(stage, f, width))
     want = _run(oracle, t, old_schema)
     assert _run(ingest, t, old_schema) == want
     got = _run_sampled(t, old_schema)
@@ -234,15 +236,15 @@ def test_a_new_column_is_proposed_by_the_sniffer_beside_the_datasets_types(monke
     t = _source(["2899", "7", "1.5", "2024-01-01", "2024-02-01T10:00:00Z"])
     old_schema = [f for f in _run(oracle, t, [])[0] if f["name"] != "ts"]  # ``ts`` arrives new
     sniffed: list[str] = []
-    real_sniff = ingest._sniff
-    monkeypatch.setattr(ingest, "_sniff", lambda stage, f, width: sniffed.append(f.source) or real_sniff(stage, f, width))
+    real_sniff = native._sniff
+    monkeypatch.setattr(native, "_sniff", lambda stage, f, width: sniffed.append(f.source) or real_sniff(stage, f, width))
     assert _run(ingest, t, old_schema) == _run(oracle, t, old_schema)
     assert sniffed == ["t/00.csv"]
 
 
 def test_sources_typed_from_the_datasets_types_and_their_samples_match_the_old_path(monkeypatch) -> None:
     """Random changed sources after a first sync, with 30-row samples: the dataset's types propose."""
-    monkeypatch.setattr(ingest, "SNIFF_ROWS", 30)
+    monkeypatch.setattr(native, "SNIFF_ROWS", 30)
     for seed in range(20):
         before = random_csv.table(5000 + seed, long_rows=60 if seed % 2 else 0)
         first = _or_error(_run, oracle, before, [])

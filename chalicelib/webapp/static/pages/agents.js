@@ -31,14 +31,6 @@ async function list({ view, me }) {
       h("a", { href: `/agents/${encodeURIComponent(a.id)}` }, a.name), a.model, (a.tools || []).join(", "), when(a.updated_at || a.created_at)]), "No agents yet.")));
 }
 
-const TOOL_WORDS = {
-  knowledge_search: ["Search documents and data", "Finds passages in the workspace's documents and datasets you may read."],
-  query: ["Run SQL queries", "Reads datasets with SQL; field policies mask sensitive columns."],
-  catalog_search: ["Search the catalog", "Finds datasets by name, owner and classification."],
-  dataset_schema: ["Read a dataset's columns", "Looks up a dataset's fields and their policies."],
-  memory_read: ["Read its notes", "Reads what earlier runs of this agent wrote down."],
-  memory_write: ["Write notes", "Keeps a short note for later runs."],
-};
 // The workspace's datasets the user may read, by id (paged through the catalog; at most a few pages).
 async function readableDatasets() {
   const found = new Map();
@@ -85,6 +77,7 @@ async function edit({ view, params, navigate }) {
   // the definition, the models and the catalog are read at once
   const catalog = readableDatasets().then((found) => [found, null], (err) => [new Map(), err]);
   const offered = platform("/v1/models").then((body) => body.items || [], () => []);
+  const catalogue = agents.listTools();
   const current = params.agent_id ? await agents.getAgent(params.agent_id) : { name: "", instructions: "", model: "auto", tools: ["knowledge_search"], datasets: [], limits: {} };
   const limits = current.limits || {};
   const models = await offered;
@@ -92,7 +85,7 @@ async function edit({ view, params, navigate }) {
   const model = h("select", { name: "model", id: "agent-model" }, h("option", { value: "auto" }, "auto (chosen for each run)"),
     models.map((m) => h("option", { value: m.id, selected: m.id === current.model }, `${m.name || m.id} · ${m.provider}`)),
     current.model && current.model !== "auto" && !models.some((m) => m.id === current.model) ? h("option", { value: current.model, selected: true }, current.model) : "");
-  const tools = agents.TOOLS.map((t) => field((TOOL_WORDS[t] || [t])[0], h("input", { type: "checkbox", name: "tools", value: t, checked: (current.tools || []).includes(t) }), (TOOL_WORDS[t] || [])[1]));
+  const tools = (await catalogue).map((t) => field(t.title, h("input", { type: "checkbox", name: "tools", value: t.name, checked: (current.tools || []).includes(t.name) }), t.summary));
   const [readable, failed] = await catalog; // on failure the ticked ones stay ticked
   const datasets = datasetChoices(readable, current.datasets || [], failed);
   const plan = h("textarea", { name: "plan", id: "agent-plan", rows: "6" }, current.plan ? JSON.stringify(current.plan, null, 2) : "");

@@ -285,13 +285,18 @@ export async function render({ view, params, navigate, me }) {
     return null;
   }
 
+  // How many messages of the thread stay when asking: all, up to the last question (regenerate), or
+  // those before the edited question.
+  function kept({ regenerate, edit }) {
+    if (edit) return messages.findIndex((m) => m.id === edit.messageId);
+    return regenerate ? messages.map((m) => m.role).lastIndexOf("user") + 1 : messages.length;
+  }
+
   // Ask (a new question, regenerate, or an edited question), streaming the answer into the thread.
   async function send({ text = "", regenerate = false, edit = null, resume = null } = {}) {
     if (busy) return;
     status.replaceChildren();
-    let keep = messages.length;
-    if (regenerate) keep = messages.map((m) => m.role).lastIndexOf("user") + 1;
-    if (edit) keep = messages.findIndex((m) => m.id === edit.messageId);
+    const keep = kept({ regenerate, edit });
     const before = messages;
     messages = messages.slice(0, keep);
     if (edit) messages.push({ role: "user", content: edit.content });
