@@ -25,7 +25,6 @@ from typing import Any
 
 from chalicelib.agents import models, plan_schema, templates
 from chalicelib.agents.tools import TOOL_NAMES, TOOLS
-from chalicelib.chat import presets
 from chalicelib.core import audit, clock, durations
 from chalicelib.core.authz import Principal
 from chalicelib.core.http import paging
@@ -34,6 +33,7 @@ from chalicelib.core.http.validation import F, problem, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
 from chalicelib.gateway.catalog import service as catalog
+from chalicelib.llm import presets
 from chalicelib.llm import service as llm_service
 from chalicelib.llm.registry import registry
 
@@ -211,7 +211,7 @@ def get_item(workspace_id: str, agent_id: str) -> models.AgentAttrs:
 
 
 def create(principal: Principal, body: dict[str, Any], caller: Any = None) -> dict[str, Any]:
-    """A new definition; ``preset_id`` (a preset the creator may read, ``chat/presets.py``) copies the
+    """A new definition; ``preset_id`` (a preset the creator may read, ``llm/presets.py``) copies the
     preset's instructions into it (instead of ``instructions``)."""
     if isinstance(body, dict) and "preset_id" in body:
         if "instructions" in body:

@@ -27,22 +27,6 @@ class ChatAttrs(BaseModel):
     preset_id = UnicodeAttribute(null=True)
 
 
-class PresetAttrs(BaseModel):
-    """Saved instructions (``chat/presets.py``), kept in the chats table of the workspace's region under
-    ids ``pre_...`` (chats are ``chat_...``): ``owner`` is a user id (private) or ``workspace`` (shared)."""
-
-    TABLE = "chats"
-    workspace_id = UnicodeAttribute(hash_key=True)
-    id = UnicodeAttribute(range_key=True)  # pre_...
-    owner = UnicodeAttribute()
-    user_id = UnicodeAttribute(null=True)  # the owner of a private preset (erased and exported with them)
-    name = UnicodeAttribute()
-    instructions = UnicodeAttribute()
-    created_by = UnicodeAttribute()
-    created_at = UnicodeAttribute()
-    updated_at = UnicodeAttribute()
-
-
 class UsageAttrs(BaseModel):
     """Tokens in and out per workspace, day and model: ``key`` = ``<YYYY-MM-DD>#<model id>``."""
 
@@ -81,10 +65,6 @@ def answers(region: str) -> type[AnswerAttrs]:
 
 def chats(region: str) -> type[ChatAttrs]:
     return regional(ChatAttrs, region)
-
-
-def presets(region: str) -> type[PresetAttrs]:
-    return regional(PresetAttrs, region)
 
 
 def usage() -> type[UsageAttrs]:

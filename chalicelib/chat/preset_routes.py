@@ -1,12 +1,12 @@
-"""Preset routes at {base_url}/v1/presets (platform group). Thin: every view calls ``chat/presets``."""
+"""Preset routes at {base_url}/v1/presets (platform group). Thin: every view calls ``llm/presets``."""
 from __future__ import annotations
 
 from typing import Any
 
 from chalice import Response  # type: ignore[attr-defined]
 
-from chalicelib.chat import presets
 from chalicelib.core.http.api import Api, Ctx, json_response
+from chalicelib.llm import presets
 
 api = Api("platform")
 

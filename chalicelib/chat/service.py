@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from chalicelib.chat import answer_output, modes, presets, redaction, usage
+from chalicelib.chat import answer_output, modes, redaction, usage
 from chalicelib.chat.models import ChatAttrs, chats
 from chalicelib.core import audit, clock, correlation
 from chalicelib.core.audit import Actor, CallerLike
@@ -38,6 +38,7 @@ from chalicelib.core.tenancy import region_of
 from chalicelib.core.workspace_settings import CHAT_AUTO_EXPIRY, auto_expiry_seconds
 from chalicelib.gateway.catalog import lineage
 from chalicelib.knowledge import entailment_model
+from chalicelib.llm import presets
 from chalicelib.llm import service as models
 from chalicelib.llm.prompt import Completion, Passage, Prompt, estimate_tokens, prompt_tokens
 from chalicelib.llm.providers.openai_http import ProviderError
@@ -416,6 +417,17 @@ class Live:
             log.warning("stopped answer not stored", extra={"chat_id": self.chat_id}, exc_info=True)
             self._failed()
 
+    def _as_general(self, checked: Any, kind: str, stopped: bool) -> bool:
+        """Where the chat allows general answers and the sources do not answer: ``checked`` becomes the model's
+        own text, labelled general, without citations (True)."""
+        if not (self.general_allowed and kind == "generative" and not stopped
+                and modes.unanswered(checked.grounding, checked.notice)):
+            return False
+        checked.content = checked.unverified if checked.unverified is not None else checked.content
+        checked.unverified, checked.citations, checked.notice = None, [], None
+        checked.grounding = modes.general_grounding(checked.grounding)
+        return True
+
     def _store(self, completion: Completion, *, stopped: bool = False) -> dict[str, Any]:
         """Verify the answer's citations and store it (one transaction, module docstring)."""
         principal, routing, hits, existing = self.principal, self.routing, self.hits, self.existing
@@ -428,12 +440,7 @@ class Live:
                                        generative=spec.kind == "generative" and not stopped, question=self.question,
                                        checker=checker)
         self.timings.grounding_ms = (time.perf_counter() - started) * 1000
-        general = (self.general_allowed and spec.kind == "generative" and not stopped
-                   and modes.unanswered(checked.grounding, checked.notice))
-        if general:  # the sources do not answer: the model's own text, labelled general, no citations
-            checked.content = checked.unverified if checked.unverified is not None else checked.content
-            checked.unverified, checked.citations, checked.notice = None, [], None
-            checked.grounding = modes.general_grounding(checked.grounding)
+        general = self._as_general(checked, spec.kind, stopped)
         notes = _notes(spec.kind, checked)
         if general:
             notes.update({"origin": modes.GENERAL, "notice": {"code": "general_answer",

@@ -14,7 +14,6 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from chalicelib.chat.models import PresetAttrs, presets
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import Principal, require
@@ -22,6 +21,7 @@ from chalicelib.core.http.errors import ApiError, forbidden, not_found, validati
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.tenancy import region_of
+from chalicelib.llm.models import PresetAttrs, presets
 
 WORKSPACE = "workspace"
 SCOPES = ("private", WORKSPACE)
