@@ -177,7 +177,7 @@ def delete_group(workspace_id: str, group: GroupAttrs, *, actor: audit.Actor, ca
 
     audit.append(region, workspace_id, "group.deleted", actor=actor, target={"type": "group", "id": group.group_id},
                  details={"name": group.name}, caller=caller, effects=effects)
-    found = edges(workspace_id, group.group_id)
+    found = list(edges(workspace_id, group.group_id))
     mcls, rcls = memberships(region), scim_users(region)
     for e in found:  # the edge is on the membership, else on the SCIM record of a user that is no member now
         try:
