@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from pydantic import ValidationError
-from pynamodb.exceptions import DoesNotExist, TransactWriteError
+from pynamodb.exceptions import DoesNotExist
 from pynamodb.transactions import TransactWrite
 from scim2_models import Context, EnterpriseUser, PatchOp, SCIMException, User
 
@@ -29,7 +29,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import email as valid_email
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store.tables import connection
-from chalicelib.core.store.transact import Refused, Tx
+from chalicelib.core.store.transact import Conflict, Refused, Tx
 from chalicelib.core.tenancy import forget_scopes, membership
 from chalicelib.identity import users as accounts
 from chalicelib.platform.models import ScimUserAttrs, name_claims, scim_users
@@ -215,7 +215,7 @@ def _deactivate(caller: ScimCaller, user_id: str) -> set[str]:
     if moved:
         cls(ws, USER_PREFIX + user_id).update(actions=[cls.groups.set(moved)])
     try:
-        members.remove_member(ws, user_id, actor=caller.actor, keep_groups=True)
+        members.remove_member(ws, user_id, actor=caller.actor, keep_groups=True, target=m)
     except ApiError as err:
         if moved:
             cls(ws, USER_PREFIX + user_id).update(actions=[cls.groups.remove()])
@@ -236,17 +236,28 @@ def _save(caller: ScimCaller, rec: ScimUserAttrs, user: Any) -> ScimUserAttrs:
     new_name = str(user.user_name).strip()
     active = user.active is not False
     account = _account(rec.user_id, _email_of(user)) if active else None  # before the write: a 409 changes nothing
-    actions: list[Any] = [cls.user_name.set(new_name), cls.resource.set(json.dumps(_stored(user))),
-               cls.active.set(user.active) if user.active is not None else cls.active.remove(),
-               cls.version.add(1), cls.updated_at.set(clock.iso())]
+    now, stored = clock.iso(), json.dumps(_stored(user))
+    actions: list[Any] = [cls.user_name.set(new_name), cls.resource.set(stored),
+                          cls.active.set(user.active) if user.active is not None else cls.active.remove(),
+                          cls.version.add(1), cls.updated_at.set(now)]
     actions.append(cls.external_id.set(user.external_id) if user.external_id else cls.external_id.remove())
+    turned = active != (rec.active is not False)
+
+    def effects(tx: Tx) -> None:
+        tx.update(rec, actions=actions, condition=cls.version == rec.version)
+        if _name_key(new_name) != _name_key(rec.user_name):
+            tx.delete(claims(ws, _name_key(rec.user_name)))
+            tx.save(claims(ws, _name_key(new_name), owner_id=rec.user_id), condition=claims.key.does_not_exist())
+
     try:
-        with TransactWrite(connection=connection(region)) as tx:
-            tx.update(rec, actions=actions, condition=cls.version == rec.version)
-            if _name_key(new_name) != _name_key(rec.user_name):
-                tx.delete(claims(ws, _name_key(rec.user_name)))
-                tx.save(claims(ws, _name_key(new_name), owner_id=rec.user_id), condition=claims.key.does_not_exist())
-    except TransactWriteError:
+        if turned:  # the change and its audit event in one transaction
+            audit.append(region, ws, "scim.user_activated" if active else "scim.user_deactivated", actor=caller.actor,
+                         target={"type": "user", "id": rec.user_id}, effects=effects)
+        else:
+            tx = Tx(region)
+            effects(tx)
+            tx.commit()
+    except (Refused, Conflict):
         current = get_record(caller, rec.user_id)
         if current.version != rec.version:
             raise protocol.error(412, None, "The user changed meanwhile; read it again.") from None
@@ -254,12 +265,11 @@ def _save(caller: ScimCaller, rec: ScimUserAttrs, user: Any) -> ScimUserAttrs:
     if active and account is not None and membership(ws, rec.user_id) is None:
         # also a user whose first address just arrived; the record read now holds its groups
         _activate(caller, scim_users(region).get(ws, USER_PREFIX + rec.user_id, consistent_read=True), account.email)
-    if active != (rec.active is not False):
-        if not active:
-            _deactivate(caller, rec.user_id)
-        audit.append(region, ws, "scim.user_activated" if active else "scim.user_deactivated", actor=caller.actor,
-                     target={"type": "user", "id": rec.user_id})
-    return get_record(caller, rec.user_id)
+    if turned and not active:
+        _deactivate(caller, rec.user_id)
+    return cls(ws, rec.key, user_id=rec.user_id, user_name=new_name, external_id=user.external_id or None,
+               active=user.active, resource=stored, version=int(rec.version) + 1, created_at=rec.created_at,
+               updated_at=now)
 
 
 def replace(caller: ScimCaller, user_id: str, payload: Any, if_match: str | None) -> dict[str, Any]:

@@ -103,10 +103,10 @@ def change_role(workspace_id: str, user_id: str, role: str, *, actor: audit.Acto
 
 
 def remove_member(workspace_id: str, user_id: str, *, actor: audit.Actor, caller: Any = None,
-                  keep_groups: bool = False) -> None:
-    """Remove the membership; its group edges go too, unless ``keep_groups`` (SCIM deactivation moved
-    them to the user's SCIM record)."""
-    target = get_member(workspace_id, user_id)
+                  keep_groups: bool = False, target: MembershipAttrs | None = None) -> None:
+    """Remove the membership (``target``: as just read); its group edges go too, unless ``keep_groups``
+    (SCIM deactivation moved them to the user's SCIM record)."""
+    target = target or get_member(workspace_id, user_id)
     cls = memberships(region_of(workspace_id))
 
     def write(tx: TransactWrite) -> None:

@@ -20,7 +20,7 @@ GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
 # most AWS calls each operation may make (the request limiter's write left out; a request after one that
 # changed a membership reads the workspace entry again in this one container)
 BUDGET = {"POST /Users": 8, "POST /Groups": 4, "PATCH /Groups add": 5, "PATCH /Groups remove": 7,
-          "GET /Groups/{id}": 4, "PATCH /Users active false": 12}
+          "GET /Groups/{id}": 4, "PATCH /Users active false": 8}
 
 
 def _user(n: str) -> dict[str, Any]:
