@@ -139,3 +139,26 @@ def test_a_groups_members_follow_the_membership_lifecycle(tenant: Tenant) -> Non
         assert [m["value"] for m in scim(c, tenant, token, "GET", f"/Groups/{g['id']}")[1]["members"]] == [leo.user_id]
         assert scim(c, tenant, token, "DELETE", f"/Groups/{g['id']}")[0] == 204
         assert groups.member_ids(ws, g["id"]) == [] and not membership(ws, leo.user_id).groups
+
+
+def test_a_member_change_on_a_stale_group_reads_it_again_and_a_deleted_group_is_404(tenant: Tenant) -> None:
+    from chalicelib.core.audit import Actor
+    from chalicelib.core.http.errors import ApiError
+    from chalicelib.platform.workspaces import groups
+
+    ws, actor = tenant.workspace_id, Actor("user", tenant.user_id, tenant.email)
+    mia, leo = add_member(ws, "mia@example.com", "member"), add_member(ws, "leo@example.com", "member")
+    g = groups.create_group(ws, "Ops", actor=actor)
+    stale = groups.get_group(ws, g.group_id)
+    assert groups.add_member(ws, g, mia.user_id, actor=actor) is not None and g.version == 2
+    edge = groups.add_member(ws, stale, leo.user_id, actor=actor)  # version 1 is gone: read again, then add
+    assert edge is not None and edge.display == "leo@example.com" and stale.version == 3
+    assert groups.get_group(ws, g.group_id).version == 3 and groups.member_ids(ws, g.group_id) == sorted(
+        [mia.user_id, leo.user_id])
+    groups.delete_group(ws, groups.get_group(ws, g.group_id), actor=actor)
+    try:
+        groups.add_member(ws, stale, mia.user_id, actor=actor)
+        raise AssertionError("adding a member to a deleted group must be refused")
+    except ApiError as err:
+        assert err.status == 404
+    assert not membership(ws, mia.user_id).groups and groups.member_ids(ws, g.group_id) == []
