@@ -162,3 +162,18 @@ def test_a_member_change_on_a_stale_group_reads_it_again_and_a_deleted_group_is_
     except ApiError as err:
         assert err.status == 404
     assert not membership(ws, mia.user_id).groups and groups.member_ids(ws, g.group_id) == []
+
+
+def test_erasing_a_user_erases_their_group_edges(tenant: Tenant) -> None:
+    """An edge holds the member's address (its display): erasure takes it with the membership."""
+    from chalicelib.core.audit import Actor
+    from chalicelib.platform.workspaces import groups
+    from chalicelib.residency import erasure
+
+    ws = tenant.workspace_id
+    mia = add_member(ws, "mia@example.com", "member")
+    g = groups.create_group(ws, "Ops", actor=Actor("user", tenant.user_id, tenant.email))
+    groups.add_member(ws, g, mia.user_id, actor=Actor("user", tenant.user_id, tenant.email))
+    assert groups.member_ids(ws, g.group_id) == [mia.user_id]
+    erasure.erase_in_workspace(tenant.region, ws, mia.user_id, "", "mia@example.com")
+    assert groups.member_ids(ws, g.group_id) == [] and membership(ws, mia.user_id) is None
