@@ -112,7 +112,8 @@ def replication_states(region: str) -> type[ReplicationStateAttrs]:
 
 class DirectoryAttrs(BaseModel):
     """The ``directory`` table of a workspace (regional): one item kind per ``key`` prefix, each a class
-    below. Group membership is not here: it lives on the memberships (``core.tenancy``)."""
+    below. Group membership lives on the memberships (``core.tenancy``), each edge indexed here too
+    (``GroupMemberAttrs``)."""
 
     TABLE = "directory"
     workspace_id = UnicodeAttribute(hash_key=True)
@@ -131,6 +132,18 @@ class GroupAttrs(DirectoryAttrs):
     version = NumberAttribute(default=1)
     created_at = UnicodeAttribute()
     updated_at = UnicodeAttribute()
+
+
+class GroupMemberAttrs(DirectoryAttrs):
+    """``gmem#<group id>#<user id>``: one edge of a group, written in the transaction that adds the group
+    to the ``groups`` set of the membership (or of the SCIM record of a provisioned user that is no
+    member now) and deleted in the one that takes it out, so a group's members are a query over that
+    group only. ``display`` is the member's address (a provisioned user's ``userName`` when it had no
+    membership) when it joined the group."""
+
+    group_id = UnicodeAttribute()
+    user_id = UnicodeAttribute()
+    display = UnicodeAttribute(default="")
 
 
 class NameClaimAttrs(DirectoryAttrs):
@@ -172,6 +185,10 @@ class ScimTokenAttrs(DirectoryAttrs):
 
 def groups_table(region: str) -> type[GroupAttrs]:
     return regional(GroupAttrs, region)
+
+
+def group_members(region: str) -> type[GroupMemberAttrs]:
+    return regional(GroupMemberAttrs, region)
 
 
 def name_claims(region: str) -> type[NameClaimAttrs]:

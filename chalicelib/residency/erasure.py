@@ -91,6 +91,10 @@ def _s(item: dict[str, Any], attr: str) -> str:
     return str(item.get(attr, {}).get("S", ""))
 
 
+def _groups_of(item: dict[str, Any] | None) -> list[str]:
+    return list((item or {}).get("groups", {}).get("SS", []))
+
+
 def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
                        email: str | None = None) -> dict[str, int]:
     """Remove the user's personal data from one workspace; returns counts per kind."""
@@ -110,6 +114,9 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
     if got.get("Attributes"):
         counts["memberships"] = 1
         workspaces()(workspace_id).update(actions=[workspaces().member_count.add(-1)])
+    # the user's group edges (``platform/models.py`` GroupMemberAttrs: they hold the address as display)
+    for group_id in {*_groups_of(scim.get("Attributes")), *_groups_of(got.get("Attributes"))}:
+        _delete(region, "directory", {"workspace_id": ws, "key": {"S": f"gmem#{group_id}#{user_id}"}})
     for chat in _query(region, "chats", "workspace_id", workspace_id):
         if _s(chat, "user_id") == user_id:
             for message in json.loads(_s(chat, "messages") or "[]"):

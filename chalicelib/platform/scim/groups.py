@@ -34,39 +34,37 @@ def get_group(caller: ScimCaller, group_id: str) -> GroupAttrs:
         raise not_found() from None
 
 
-def resource(caller: ScimCaller, g: GroupAttrs, members: list[tuple[str, str]] | None) -> dict[str, Any]:
-    """The SCIM Group; ``members`` as (user id, display) pairs (None: left out)."""
+Members = dict[str, str]  # user id -> display
+
+
+def resource(caller: ScimCaller, g: GroupAttrs, members: Members | None) -> dict[str, Any]:
+    """The SCIM Group (``members`` None: left out)."""
     base = protocol.base_url(caller.scope.workspace_id)
     data: dict[str, Any] = {"schemas": [GROUP_SCHEMA], "id": g.group_id, "displayName": g.name}
     if g.external_id:
         data["externalId"] = g.external_id
     if members is not None:
         data["members"] = [{"value": uid, "display": shown, "type": "User", "$ref": f"{base}/Users/{uid}"}
-                           for uid, shown in sorted(members)]
+                           for uid, shown in sorted(members.items())]
     data["meta"] = {"resourceType": "Group", "created": g.created_at, "lastModified": g.updated_at,
                     "location": f"{base}/Groups/{g.group_id}", "version": protocol.etag(g.version)}
     return data
 
 
-def _all_members(caller: ScimCaller) -> dict[str, list[tuple[str, str]]]:
-    """group id -> (user id, display) of every member: workspace members, and provisioned users that are
-    none now (deactivated; they hold nothing until they are members again)."""
-    ws = caller.scope.workspace_id
-    out: dict[str, list[tuple[str, str]]] = {}
-    for gid, found in groups.members_by_group(ws).items():
-        out.setdefault(gid, []).extend((m.user_id, m.email) for m in found)
-    for gid, recs in groups.pending_members(ws).items():
-        out.setdefault(gid, []).extend((r.user_id, r.user_name) for r in recs)
-    return out
-
-
-def _members(caller: ScimCaller, g: GroupAttrs) -> list[tuple[str, str]]:
-    return _all_members(caller).get(g.group_id, [])
+def _members(caller: ScimCaller, g: GroupAttrs) -> Members:
+    """The group's members: workspace members, and provisioned users that are none now (deactivated;
+    they hold nothing until they are members again), from one query over the group's edges."""
+    return {e.user_id: e.display for e in groups.edges(caller.scope.workspace_id, g.group_id)}
 
 
 def read(caller: ScimCaller, g: GroupAttrs, query: dict[str, str] | None = None) -> dict[str, Any]:
     without = protocol.excluded(query or {}, "members")
     return resource(caller, g, None if without else _members(caller, g))
+
+
+def read_one(caller: ScimCaller, group_id: str, query: dict[str, str]) -> dict[str, Any]:
+    """``GET /Groups/{id}``."""
+    return read(caller, get_group(caller, group_id), query)
 
 
 def _validate(payload: Any, ctx: Context) -> Any:
@@ -90,25 +88,33 @@ def _values(group: Any) -> set[str]:
     return {str(m.value) for m in (group.members or []) if m.value}
 
 
-def _set_members(caller: ScimCaller, g: GroupAttrs, wanted: set[str], current: set[str]) -> None:
-    ws = caller.scope.workspace_id
-    for user_id in sorted(current - wanted):
+def _set_members(caller: ScimCaller, g: GroupAttrs, wanted: set[str], current: Members) -> Members:
+    """Make the group's members ``wanted`` (unknown users are skipped); the members after it. ``g`` then
+    holds the group's new version."""
+    ws, out = caller.scope.workspace_id, dict(current)
+    for user_id in sorted(set(current) - wanted):
         try:
             groups.remove_member(ws, g, user_id, actor=caller.actor)
         except ApiError as err:
             if err.status != 404:
                 raise
-    for user_id in sorted(wanted - current):
+        out.pop(user_id, None)
+    for user_id in sorted(wanted - set(current)):
         try:
-            groups.add_member(ws, g, user_id, actor=caller.actor)
+            edge = groups.add_member(ws, g, user_id, actor=caller.actor)
         except ApiError as err:
             if err.status != 404:
                 raise
             if err.detail.startswith("The group"):
                 raise not_found() from None
+            continue
+        if edge is not None:
+            out[user_id] = edge.display
+    return out
 
 
-def create(caller: ScimCaller, payload: Any) -> GroupAttrs:
+def create(caller: ScimCaller, payload: Any) -> dict[str, Any]:
+    """``POST /Groups``: the new group's resource."""
     group = _validate(payload, Context.RESOURCE_CREATION_REQUEST)
     try:
         g = groups.create_group(caller.scope.workspace_id, group.display_name, source="scim",
@@ -117,11 +123,10 @@ def create(caller: ScimCaller, payload: Any) -> GroupAttrs:
         if err.code == "group_name_taken":
             raise protocol.error(409, "uniqueness", "A group with this displayName already exists.") from None
         raise
-    _set_members(caller, g, _values(group), set())
-    return groups.get_group(caller.scope.workspace_id, g.group_id)
+    return resource(caller, g, _set_members(caller, g, _values(group), {}))
 
 
-def _apply(caller: ScimCaller, g: GroupAttrs, group: Any, current: set[str]) -> GroupAttrs:
+def _apply(caller: ScimCaller, g: GroupAttrs, group: Any, current: Members) -> dict[str, Any]:
     ws = caller.scope.workspace_id
     try:
         if group.display_name.strip() != g.name or (group.external_id or "") != (g.external_id or ""):
@@ -133,15 +138,14 @@ def _apply(caller: ScimCaller, g: GroupAttrs, group: Any, current: set[str]) -> 
         if err.code == "concurrent_update":
             raise protocol.error(412, None, "The group changed meanwhile; read it again.") from None
         raise
-    _set_members(caller, g, _values(group), current)
-    return groups.get_group(ws, g.group_id)
+    return resource(caller, g, _set_members(caller, g, _values(group), current))
 
 
-def replace(caller: ScimCaller, group_id: str, payload: Any, if_match: str | None) -> GroupAttrs:
+def replace(caller: ScimCaller, group_id: str, payload: Any, if_match: str | None) -> dict[str, Any]:
     g = get_group(caller, group_id)
     protocol.check_if_match(if_match, g.version)
     group = _validate(payload, Context.RESOURCE_REPLACEMENT_REQUEST)
-    return _apply(caller, g, group, {uid for uid, _ in _members(caller, g)})
+    return _apply(caller, g, group, _members(caller, g))
 
 
 def _member_removals(payload: Any) -> Any:
@@ -163,11 +167,11 @@ def _member_removals(payload: Any) -> Any:
     return {**payload, "Operations": ops}
 
 
-def patch(caller: ScimCaller, group_id: str, payload: Any, if_match: str | None) -> GroupAttrs:
+def patch(caller: ScimCaller, group_id: str, payload: Any, if_match: str | None) -> dict[str, Any]:
     g = get_group(caller, group_id)
     protocol.check_if_match(if_match, g.version)
-    current = {uid for uid, _ in _members(caller, g)}
-    data = resource(caller, g, [])
+    current = _members(caller, g)
+    data = resource(caller, g, {})
     data["members"] = [{"value": v} for v in sorted(current)]
     data.pop("meta")
     try:
@@ -188,7 +192,7 @@ def delete(caller: ScimCaller, group_id: str, if_match: str | None) -> None:
 
 def search(caller: ScimCaller, query: dict[str, str]) -> dict[str, Any]:
     """``GET /Groups``: ``displayName eq`` and ``externalId eq`` cheaply, any other filter by evaluation;
-    members from one read of the workspace's memberships (none with ``excludedAttributes=members``)."""
+    members from one query over the workspace's group edges (none with ``excludedAttributes=members``)."""
     ws = caller.scope.workspace_id
     flt = protocol.parse_filter(Group, query.get("filter"))
     page = protocol.page_of(query)
@@ -202,8 +206,9 @@ def search(caller: ScimCaller, query: dict[str, str]) -> dict[str, Any]:
         found = groups.all_groups(ws)
     found.sort(key=lambda g: g.group_id)
     without = protocol.excluded(query, "members")
-    by_group = {} if without or not found else _all_members(caller)
-    resources = [resource(caller, g, None if without else by_group.get(g.group_id, [])) for g in found]
+    by_group = {} if without or not found else groups.edges_by_group(ws)
+    resources = [resource(caller, g, None if without else {e.user_id: e.display for e in by_group.get(g.group_id, [])})
+                 for g in found]
     if flt is not None and not eq:
         resources = [r for r in resources if _matches(flt, r)]
     chosen = resources[page.start - 1: page.start - 1 + page.count]

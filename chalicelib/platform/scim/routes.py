@@ -2,6 +2,8 @@
 (``tokens.authenticate``) and answers in SCIM's media type and error shape."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from chalice import Response
@@ -111,99 +113,67 @@ def search_all(ctx: Ctx, workspace_id: str) -> Response:
     return protocol.respond(protocol.list_response(chosen, len(found), page))
 
 
-def _user(c: tokens.ScimCaller, rec: Any, status: int = 200, query: dict[str, str] | None = None) -> Response:
-    data = users.resource(c, rec)
-    return protocol.respond(protocol.project(data, query or {}, USER_CORE), status, etag=data["meta"]["version"],
+@dataclass(frozen=True)
+class _Kind:
+    """One SCIM resource type's endpoints: the service functions behind the shared route shapes."""
+
+    name: str  # Users | Groups
+    id_param: str  # user_id | group_id
+    core: str
+    search: Callable[[tokens.ScimCaller, dict[str, str]], dict[str, Any]]
+    create: Callable[[tokens.ScimCaller, Any], dict[str, Any]]
+    read: Callable[[tokens.ScimCaller, str, dict[str, str]], dict[str, Any]]
+    replace: Callable[[tokens.ScimCaller, str, Any, str | None], dict[str, Any]]
+    patch: Callable[[tokens.ScimCaller, str, Any, str | None], dict[str, Any]]
+    delete: Callable[[tokens.ScimCaller, str, str | None], None]
+
+
+def _one(data: dict[str, Any], core: str, status: int = 200, query: dict[str, str] | None = None) -> Response:
+    return protocol.respond(protocol.project(data, query or {}, core), status, etag=data["meta"]["version"],
                             location=data["meta"]["location"] if status == 201 else None)
 
 
-@api.route(BASE + "/Users", **_KW)
-def list_users(ctx: Ctx, workspace_id: str) -> Response:
-    return _list(users.search(_caller(ctx, workspace_id), ctx.query), ctx.query, USER_CORE)
+def _register(kind: _Kind) -> None:
+    """List, ``.search``, create, read, replace, patch and delete of one resource type."""
+    path, one = f"{BASE}/{kind.name}", f"{BASE}/{kind.name}/{{{kind.id_param}}}"
+
+    def list_all(ctx: Ctx, workspace_id: str) -> Response:
+        return _list(kind.search(_caller(ctx, workspace_id), ctx.query), ctx.query, kind.core)
+
+    def search(ctx: Ctx, workspace_id: str) -> Response:
+        c = _caller(ctx, workspace_id)
+        query = _search_query(ctx)
+        return _list(kind.search(c, query), query, kind.core)
+
+    def create(ctx: Ctx, workspace_id: str) -> Response:
+        c = _caller(ctx, workspace_id)
+        return _one(kind.create(c, _body(ctx)), kind.core, 201)
+
+    def read(ctx: Ctx, workspace_id: str, **ids: str) -> Response:
+        c, resource_id = _caller(ctx, workspace_id), ids[kind.id_param]
+        return _one(kind.read(c, resource_id, ctx.query), kind.core, query=ctx.query)
+
+    def replace(ctx: Ctx, workspace_id: str, **ids: str) -> Response:
+        c, resource_id = _caller(ctx, workspace_id), ids[kind.id_param]
+        return _one(kind.replace(c, resource_id, _body(ctx), ctx.header("if-match")), kind.core)
+
+    def patch(ctx: Ctx, workspace_id: str, **ids: str) -> Response:
+        c, resource_id = _caller(ctx, workspace_id), ids[kind.id_param]
+        return _one(kind.patch(c, resource_id, _body(ctx), ctx.header("if-match")), kind.core)
+
+    def delete(ctx: Ctx, workspace_id: str, **ids: str) -> Response:
+        c, resource_id = _caller(ctx, workspace_id), ids[kind.id_param]
+        kind.delete(c, resource_id, ctx.header("if-match"))
+        return Response(body="", status_code=204)
+
+    for view, at, verb in ((list_all, path, "GET"), (search, path + "/.search", "POST"), (create, path, "POST"),
+                           (read, one, "GET"), (replace, one, "PUT"), (patch, one, "PATCH"),
+                           (delete, one, "DELETE")):
+        view.__name__ = f"{view.__name__}_{kind.name.lower()}"
+        api.route(at, methods=[verb], **_KW)(view)
 
 
-@api.route(BASE + "/Users/.search", methods=["POST"], **_KW)
-def search_users(ctx: Ctx, workspace_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    query = _search_query(ctx)
-    return _list(users.search(c, query), query, USER_CORE)
-
-
-@api.route(BASE + "/Users", methods=["POST"], **_KW)
-def create_user(ctx: Ctx, workspace_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    return _user(c, users.create(c, _body(ctx)), 201)
-
-
-@api.route(BASE + "/Users/{user_id}", **_KW)
-def get_user(ctx: Ctx, workspace_id: str, user_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    return _user(c, users.get_record(c, user_id), query=ctx.query)
-
-
-@api.route(BASE + "/Users/{user_id}", methods=["PUT"], **_KW)
-def replace_user(ctx: Ctx, workspace_id: str, user_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    return _user(c, users.replace(c, user_id, _body(ctx), ctx.header("if-match")))
-
-
-@api.route(BASE + "/Users/{user_id}", methods=["PATCH"], **_KW)
-def patch_user(ctx: Ctx, workspace_id: str, user_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    return _user(c, users.patch(c, user_id, _body(ctx), ctx.header("if-match")))
-
-
-@api.route(BASE + "/Users/{user_id}", methods=["DELETE"], **_KW)
-def delete_user(ctx: Ctx, workspace_id: str, user_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    users.delete(c, user_id, ctx.header("if-match"))
-    return Response(body="", status_code=204)
-
-
-def _group(c: tokens.ScimCaller, g: Any, status: int = 200, query: dict[str, str] | None = None) -> Response:
-    data = groups.read(c, g, query)
-    return protocol.respond(protocol.project(data, query or {}, GROUP_CORE), status, etag=data["meta"]["version"],
-                            location=data["meta"]["location"] if status == 201 else None)
-
-
-@api.route(BASE + "/Groups", **_KW)
-def list_groups(ctx: Ctx, workspace_id: str) -> Response:
-    return _list(groups.search(_caller(ctx, workspace_id), ctx.query), ctx.query, GROUP_CORE)
-
-
-@api.route(BASE + "/Groups/.search", methods=["POST"], **_KW)
-def search_groups(ctx: Ctx, workspace_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    query = _search_query(ctx)
-    return _list(groups.search(c, query), query, GROUP_CORE)
-
-
-@api.route(BASE + "/Groups", methods=["POST"], **_KW)
-def create_group(ctx: Ctx, workspace_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    return _group(c, groups.create(c, _body(ctx)), 201)
-
-
-@api.route(BASE + "/Groups/{group_id}", **_KW)
-def get_group(ctx: Ctx, workspace_id: str, group_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    return _group(c, groups.get_group(c, group_id), query=ctx.query)
-
-
-@api.route(BASE + "/Groups/{group_id}", methods=["PUT"], **_KW)
-def replace_group(ctx: Ctx, workspace_id: str, group_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    return _group(c, groups.replace(c, group_id, _body(ctx), ctx.header("if-match")))
-
-
-@api.route(BASE + "/Groups/{group_id}", methods=["PATCH"], **_KW)
-def patch_group(ctx: Ctx, workspace_id: str, group_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    return _group(c, groups.patch(c, group_id, _body(ctx), ctx.header("if-match")))
-
-
-@api.route(BASE + "/Groups/{group_id}", methods=["DELETE"], **_KW)
-def delete_group(ctx: Ctx, workspace_id: str, group_id: str) -> Response:
-    c = _caller(ctx, workspace_id)
-    groups.delete(c, group_id, ctx.header("if-match"))
-    return Response(body="", status_code=204)
+_register(_Kind("Users", "user_id", USER_CORE, users.search, users.create, users.read, users.replace, users.patch,
+                users.delete))
+_register(_Kind("Groups", "group_id", GROUP_CORE, groups.search, groups.create, groups.read_one, groups.replace, groups.patch,
+                groups.delete))

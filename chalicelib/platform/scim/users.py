@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from pydantic import ValidationError
-from pynamodb.exceptions import DoesNotExist, TransactWriteError
+from pynamodb.exceptions import DoesNotExist
 from pynamodb.transactions import TransactWrite
 from scim2_models import Context, EnterpriseUser, PatchOp, SCIMException, User
 
@@ -29,7 +29,8 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import email as valid_email
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store.tables import connection
-from chalicelib.core.tenancy import forget_scopes, membership, memberships
+from chalicelib.core.store.transact import Conflict, Refused, Tx
+from chalicelib.core.tenancy import forget_scopes, membership
 from chalicelib.identity import users as accounts
 from chalicelib.platform.models import ScimUserAttrs, name_claims, scim_users
 from chalicelib.platform.scim import protocol
@@ -96,22 +97,29 @@ def _account(user_id: str, address: str | None) -> Any:
         raise _uniqueness("This e-mail address belongs to another account.") from None
 
 
-def resource(caller: ScimCaller, rec: ScimUserAttrs, with_groups: bool = True) -> dict[str, Any]:
-    """The SCIM resource; ``groups`` (read-only, from the membership) only on single reads."""
+def resource(caller: ScimCaller, rec: ScimUserAttrs, in_groups: set[str] | bool = True) -> dict[str, Any]:
+    """The SCIM resource; ``groups`` (read-only: the membership's, read when ``in_groups`` is True, known
+    when a set, left out when False) only on single reads."""
     data = json.loads(rec.resource or "{}")
     data.update({"id": rec.user_id, "userName": rec.user_name})
     if rec.active is not None:
         data["active"] = bool(rec.active)
     if rec.external_id:
         data["externalId"] = rec.external_id
-    m = membership(caller.scope.workspace_id, rec.user_id) if rec.active is not False and with_groups else None
-    groups = sorted((m.groups or ()) if m is not None else ())
-    if groups:
-        data["groups"] = [{"value": g, "type": "direct"} for g in groups]
+    if in_groups is True:
+        m = membership(caller.scope.workspace_id, rec.user_id) if rec.active is not False else None
+        in_groups = set(m.groups or ()) if m is not None else set()
+    if in_groups:
+        data["groups"] = [{"value": g, "type": "direct"} for g in sorted(in_groups)]
     location = f"{protocol.base_url(caller.scope.workspace_id)}/Users/{rec.user_id}"
     data["meta"] = {"resourceType": "User", "created": rec.created_at, "lastModified": rec.updated_at,
                     "location": location, "version": protocol.etag(rec.version)}
     return data
+
+
+def read(caller: ScimCaller, user_id: str, query: dict[str, str]) -> dict[str, Any]:
+    """``GET /Users/{id}``."""
+    return resource(caller, get_record(caller, user_id))
 
 
 def get_record(caller: ScimCaller, user_id: str) -> ScimUserAttrs:
@@ -128,12 +136,14 @@ def _uniqueness(detail: str) -> ApiError:
     return protocol.error(409, "uniqueness", detail)
 
 
-def create(caller: ScimCaller, payload: Any) -> ScimUserAttrs:
+def create(caller: ScimCaller, payload: Any) -> dict[str, Any]:
+    """``POST /Users``: the record, its name claim and the audit event in one transaction, then the
+    membership (with its own event) while the user is active and has an address."""
     user = _validate(payload, Context.RESOURCE_CREATION_REQUEST)
     ws, region = caller.scope.workspace_id, caller.scope.region or ""
     address = _email_of(user)
     claims, cls = name_claims(region), scim_users(region)
-    try:
+    try:  # before the account is made: a taken userName changes nothing
         claims.get(ws, _name_key(user.user_name), consistent_read=True)
         raise _uniqueness("A user with this userName already exists in this workspace.")
     except DoesNotExist:
@@ -151,62 +161,71 @@ def create(caller: ScimCaller, payload: Any) -> ScimUserAttrs:
     rec = cls(ws, USER_PREFIX + user_id, user_id=user_id, user_name=str(user.user_name).strip(),
               external_id=user.external_id or None, active=user.active,
               resource=json.dumps(_stored(user)), version=1, created_at=now, updated_at=now)
+
+    def effects(tx: Tx) -> None:
+        tx.save(claims(ws, _name_key(rec.user_name), owner_id=user_id), condition=claims.key.does_not_exist())
+        tx.save(rec, condition=cls.key.does_not_exist())
+
     try:
-        with TransactWrite(connection=connection(region)) as tx:
-            tx.save(claims(ws, _name_key(rec.user_name), owner_id=user_id), condition=claims.key.does_not_exist())
-            tx.save(rec, condition=cls.key.does_not_exist())
-    except TransactWriteError:
+        audit.append(region, ws, "scim.user_provisioned", actor=caller.actor,
+                     target={"type": "user", "id": user_id, **({"email": account.email} if account else {})},
+                     details={"active": rec.active is not False, "has_address": account is not None}, caller=None,
+                     effects=effects)
+    except Refused:
         raise _uniqueness("This user is already provisioned in this workspace (under its userName or its "
                           "e-mail address).") from None
-    audit.append(region, ws, "scim.user_provisioned", actor=caller.actor,
-                 target={"type": "user", "id": user_id, **({"email": account.email} if account else {})},
-                 details={"active": rec.active is not False, "has_address": account is not None}, caller=None)
+    in_groups: set[str] = set()
     if rec.active is not False and account is not None:
-        _activate(caller, account.id, account.email)
-    return rec
+        in_groups = _activate(caller, rec, account.email)
+    return resource(caller, rec, in_groups)
 
 
-def _activate(caller: ScimCaller, user_id: str, email: str) -> None:
-    """Make the user a Member; the groups its record held while it was none move to the membership."""
+def _activate(caller: ScimCaller, rec: ScimUserAttrs, email: str) -> set[str]:
+    """Make the user a Member (the membership and its audit event in one transaction); the groups its
+    record held while it was none move to the membership in it. The member's groups after it."""
     ws, region = caller.scope.workspace_id, caller.scope.region or ""
-    if membership(ws, user_id) is not None:
-        return
+    moved = set(rec.groups or ())
+
+    def effects(tx: Tx) -> None:
+        members.add_member_tx(tx, ws, rec.user_id, email, Role.MEMBER.value, "scim", moved)
+        if moved:
+            tx.update(rec, actions=[type(rec).groups.remove()], condition=type(rec).key.exists(), tag="record")
+
     try:
-        with TransactWrite(connection=connection(region)) as tx:
-            members.add_member_tx(tx, ws, user_id, email, Role.MEMBER.value, "scim")
-    except TransactWriteError:
-        return  # joined meanwhile
+        audit.append(region, ws, "member.joined", actor=caller.actor,
+                     target={"type": "user", "id": rec.user_id, "email": email},
+                     details={"via": "scim", "role": Role.MEMBER.value}, effects=effects)
+    except Refused:  # a member already (joined meanwhile), or the record went
+        m = membership(ws, rec.user_id)
+        return set(m.groups or ()) if m is not None else set()
     adjust_member_count(ws, 1)
-    rec = scim_users(region).get(ws, USER_PREFIX + user_id, consistent_read=True)
-    if rec.groups:
-        mcls = memberships(region)
-        with TransactWrite(connection=connection(region)) as tx:
-            tx.update(mcls(ws, user_id), actions=[mcls.groups.add(set(rec.groups))], condition=mcls.user_id.exists())
-            tx.update(rec, actions=[type(rec).groups.remove()])
-        forget_scopes()
-    audit.append(region, ws, "member.joined", actor=caller.actor, target={"type": "user", "id": user_id, "email": email},
-                 details={"via": "scim", "role": Role.MEMBER.value})
+    forget_scopes()
+    return moved
 
 
-def _deactivate(caller: ScimCaller, user_id: str) -> None:
-    """Remove the membership; its groups go back to the user's SCIM record (they grant nothing there)."""
+def _deactivate(caller: ScimCaller, user_id: str) -> set[str]:
+    """Remove the membership; its groups (and their edges) go back to the user's SCIM record (they grant
+    nothing there). The groups moved."""
     ws, region = caller.scope.workspace_id, caller.scope.region or ""
     m = membership(ws, user_id)
     if m is None:
-        return
+        return set()
     cls = scim_users(region)
-    if m.groups:
-        cls(ws, USER_PREFIX + user_id).update(actions=[cls.groups.set(set(m.groups))])
+    moved = set(m.groups or ())
+    if moved:
+        cls(ws, USER_PREFIX + user_id).update(actions=[cls.groups.set(moved)])
     try:
-        members.remove_member(ws, user_id, actor=caller.actor)
+        members.remove_member(ws, user_id, actor=caller.actor, keep_groups=True, target=m)
     except ApiError as err:
-        if m.groups:
+        if moved:
             cls(ws, USER_PREFIX + user_id).update(actions=[cls.groups.remove()])
         if err.code == "last_admin":
             raise protocol.error(409, "mutability", "This user is the workspace's last Admin: make another member "
                                                     "Admin before deactivating it.") from None
         if err.status != 404:
             raise
+        return set()
+    return moved
 
 
 def _save(caller: ScimCaller, rec: ScimUserAttrs, user: Any) -> ScimUserAttrs:
@@ -217,35 +236,46 @@ def _save(caller: ScimCaller, rec: ScimUserAttrs, user: Any) -> ScimUserAttrs:
     new_name = str(user.user_name).strip()
     active = user.active is not False
     account = _account(rec.user_id, _email_of(user)) if active else None  # before the write: a 409 changes nothing
-    actions: list[Any] = [cls.user_name.set(new_name), cls.resource.set(json.dumps(_stored(user))),
-               cls.active.set(user.active) if user.active is not None else cls.active.remove(),
-               cls.version.add(1), cls.updated_at.set(clock.iso())]
+    now, stored = clock.iso(), json.dumps(_stored(user))
+    actions: list[Any] = [cls.user_name.set(new_name), cls.resource.set(stored),
+                          cls.active.set(user.active) if user.active is not None else cls.active.remove(),
+                          cls.version.add(1), cls.updated_at.set(now)]
     actions.append(cls.external_id.set(user.external_id) if user.external_id else cls.external_id.remove())
+    turned = active != (rec.active is not False)
+
+    def effects(tx: Tx) -> None:
+        tx.update(rec, actions=actions, condition=cls.version == rec.version)
+        if _name_key(new_name) != _name_key(rec.user_name):
+            tx.delete(claims(ws, _name_key(rec.user_name)))
+            tx.save(claims(ws, _name_key(new_name), owner_id=rec.user_id), condition=claims.key.does_not_exist())
+
     try:
-        with TransactWrite(connection=connection(region)) as tx:
-            tx.update(rec, actions=actions, condition=cls.version == rec.version)
-            if _name_key(new_name) != _name_key(rec.user_name):
-                tx.delete(claims(ws, _name_key(rec.user_name)))
-                tx.save(claims(ws, _name_key(new_name), owner_id=rec.user_id), condition=claims.key.does_not_exist())
-    except TransactWriteError:
+        if turned:  # the change and its audit event in one transaction
+            audit.append(region, ws, "scim.user_activated" if active else "scim.user_deactivated", actor=caller.actor,
+                         target={"type": "user", "id": rec.user_id}, effects=effects)
+        else:
+            tx = Tx(region)
+            effects(tx)
+            tx.commit()
+    except (Refused, Conflict):
         current = get_record(caller, rec.user_id)
         if current.version != rec.version:
             raise protocol.error(412, None, "The user changed meanwhile; read it again.") from None
         raise _uniqueness("A user with this userName already exists in this workspace.") from None
-    if active and account is not None:
-        _activate(caller, rec.user_id, account.email)  # also a user whose first address just arrived
-    if active != (rec.active is not False):
-        if not active:
-            _deactivate(caller, rec.user_id)
-        audit.append(region, ws, "scim.user_activated" if active else "scim.user_deactivated", actor=caller.actor,
-                     target={"type": "user", "id": rec.user_id})
-    return get_record(caller, rec.user_id)
+    if active and account is not None and membership(ws, rec.user_id) is None:
+        # also a user whose first address just arrived; the record read now holds its groups
+        _activate(caller, scim_users(region).get(ws, USER_PREFIX + rec.user_id, consistent_read=True), account.email)
+    if turned and not active:
+        _deactivate(caller, rec.user_id)
+    return cls(ws, rec.key, user_id=rec.user_id, user_name=new_name, external_id=user.external_id or None,
+               active=user.active, resource=stored, version=int(rec.version) + 1, created_at=rec.created_at,
+               updated_at=now)
 
 
-def replace(caller: ScimCaller, user_id: str, payload: Any, if_match: str | None) -> ScimUserAttrs:
+def replace(caller: ScimCaller, user_id: str, payload: Any, if_match: str | None) -> dict[str, Any]:
     rec = get_record(caller, user_id)
     protocol.check_if_match(if_match, rec.version)
-    return _save(caller, rec, _validate(payload, Context.RESOURCE_REPLACEMENT_REQUEST))
+    return resource(caller, _save(caller, rec, _validate(payload, Context.RESOURCE_REPLACEMENT_REQUEST)))
 
 
 def _value_paths(payload: Any, current: dict[str, Any]) -> Any:
@@ -265,10 +295,10 @@ def _value_paths(payload: Any, current: dict[str, Any]) -> Any:
     return {**payload, "Operations": ops}
 
 
-def patch(caller: ScimCaller, user_id: str, payload: Any, if_match: str | None) -> ScimUserAttrs:
+def patch(caller: ScimCaller, user_id: str, payload: Any, if_match: str | None) -> dict[str, Any]:
     rec = get_record(caller, user_id)
     protocol.check_if_match(if_match, rec.version)
-    current = resource(caller, rec)
+    current = resource(caller, rec, False)
     current.pop("meta", None)
     current.pop("groups", None)
     try:
@@ -280,14 +310,15 @@ def patch(caller: ScimCaller, user_id: str, payload: Any, if_match: str | None) 
         raise protocol.from_exception(exc) from None
     if not user.user_name or not str(user.user_name).strip():
         raise protocol.error(400, "invalidValue", "userName is required.")
-    return _save(caller, rec, user)
+    return resource(caller, _save(caller, rec, user))
 
 
 def delete(caller: ScimCaller, user_id: str, if_match: str | None) -> None:
     rec = get_record(caller, user_id)
     protocol.check_if_match(if_match, rec.version)
-    _deactivate(caller, rec.user_id)
+    moved = _deactivate(caller, rec.user_id)
     ws, region = caller.scope.workspace_id, caller.scope.region or ""
+    groups.drop_edges(ws, rec.user_id, moved | set(rec.groups or ()))
     claims = name_claims(region)
     with TransactWrite(connection=connection(region)) as tx:
         tx.delete(rec)

@@ -60,7 +60,7 @@ def list_members(ctx: Ctx, workspace_id: str, group_id: str) -> Any:
 @api.route(GROUPS + "/{group_id}/members/{user_id}", methods=["PUT"], permission="members.manage")
 def add_member(ctx: Ctx, workspace_id: str, group_id: str, user_id: str) -> Any:
     g = groups.editable(groups.get_group(workspace_id, group_id))
-    added = groups.add_member(workspace_id, g, user_id, actor=Actor.of(ctx.user), caller=ctx.caller)
+    added = groups.add_member(workspace_id, g, user_id, actor=Actor.of(ctx.user), caller=ctx.caller) is not None
     return json_response({"group_id": g.group_id, "user_id": user_id, "added": added}, 201 if added else 200)
 
 

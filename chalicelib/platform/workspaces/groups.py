@@ -3,18 +3,21 @@
 A group is an item of the ``directory`` table (``platform/models.py``); who belongs to it is the
 ``groups`` set of each membership (``core.tenancy``), which the authorisation path reads with the role on
 every request, so adding or removing a member applies to the member's next request (within
-``SCOPE_CACHE_SECONDS`` in other containers) on every path that matches ``group:<id>`` entries. A member
-joins or leaves a group in one transaction that also bumps the group's ``version``.
+``SCOPE_CACHE_SECONDS`` in other containers) on every path that matches ``group:<id>`` entries. Each edge
+is also an item of its own (``gmem#<group>#<user>``), so a group's members, and deleting a group, cost
+the size of that group, never of the workspace. A member joins or leaves a group in one transaction: the
+``groups`` set, the edge item, the group's ``version`` and the audit event.
 
 Names are unique in a workspace (case-insensitively, through a name claim item). A group the identity
 provider manages (``source`` scim) is changed only over SCIM: REST answers 409 ``managed_by_provisioning``.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist, TransactWriteError
+from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.core import audit, clock
@@ -23,12 +26,23 @@ from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store.tables import connection
+from chalicelib.core.store.transact import Refused, Tx
 from chalicelib.core.tenancy import MembershipAttrs, forget_scopes, memberships, region_of
-from chalicelib.platform.models import GroupAttrs, ScimUserAttrs, groups_table, name_claims, scim_users
+from chalicelib.platform.models import (
+    GroupAttrs,
+    GroupMemberAttrs,
+    ScimUserAttrs,
+    group_members,
+    groups_table,
+    name_claims,
+    scim_users,
+)
 
 GROUP_PREFIX = "grp#"
 SCIM_USER_PREFIX = "user#"  # platform/scim/users.py: a provisioned user's record
 NAME_PREFIX = "gname#"
+EDGE_PREFIX = "gmem#"  # platform/models.py GroupMemberAttrs: sorts before GROUP_PREFIX, so lists of groups skip it
+MAX_ATTEMPTS = 5  # a member change lost to a concurrent change of the same group reads it and tries again
 MAX_NAME = 200
 MAX_DESCRIPTION = 1000
 MAX_GROUPS = 1000  # per workspace
@@ -87,23 +101,31 @@ def find_by_name(workspace_id: str, name: str) -> GroupAttrs | None:
         return None
 
 
+def _count(workspace_id: str) -> int:
+    cls = groups_table(region_of(workspace_id))
+    return int(cls.count(workspace_id, cls.key.startswith(GROUP_PREFIX), consistent_read=True))
+
+
 def create_group(workspace_id: str, name: str, *, description: str = "", source: str = "admin",
                  external_id: str | None = None, actor: audit.Actor, caller: Any = None) -> GroupAttrs:
+    """The group, its name claim and the audit event in one transaction (409 when the name is taken)."""
     region = region_of(workspace_id)
-    if len(all_groups(workspace_id)) >= MAX_GROUPS:
+    if _count(workspace_id) >= MAX_GROUPS:
         raise ApiError(422, "too_many_groups", f"A workspace holds at most {MAX_GROUPS} groups.")
     cls, claims = groups_table(region), name_claims(region)
     gid, now = new_id("grp"), clock.iso()
     group = cls(workspace_id, GROUP_PREFIX + gid, group_id=gid, name=name.strip(), description=description,
                 source=source, external_id=external_id, version=1, created_at=now, updated_at=now)
+
+    def effects(tx: Tx) -> None:
+        tx.save(claims(workspace_id, _name_key(name), owner_id=gid), condition=claims.key.does_not_exist())
+        tx.save(group, condition=cls.key.does_not_exist())
+
     try:
-        with TransactWrite(connection=connection(region)) as tx:
-            tx.save(claims(workspace_id, _name_key(name), owner_id=gid), condition=claims.key.does_not_exist())
-            tx.save(group, condition=cls.key.does_not_exist())
-    except TransactWriteError:
+        audit.append(region, workspace_id, "group.created", actor=actor, target={"type": "group", "id": gid},
+                     details={"name": group.name, "source": source}, caller=caller, effects=effects)
+    except Refused:
         raise name_taken() from None
-    audit.append(region, workspace_id, "group.created", actor=actor, target={"type": "group", "id": gid},
-                 details={"name": group.name, "source": source}, caller=caller)
     return group
 
 
@@ -143,48 +165,92 @@ def update_group(workspace_id: str, group: GroupAttrs, *, name: str | None = Non
 
 
 def delete_group(workspace_id: str, group: GroupAttrs, *, actor: audit.Actor, caller: Any = None) -> None:
-    """Delete the group, then take it out of every membership (adding a member needs the group, so none
-    is added meanwhile; ACL entries naming the group match nobody from then on)."""
+    """Delete the group (with its name claim and audit event, in one transaction), then take it out of each
+    of its members: a query over the group's edges (adding a member needs the group, so none is added
+    meanwhile; ACL entries naming the group match nobody from then on)."""
     region = region_of(workspace_id)
     claims = name_claims(region)
-    with TransactWrite(connection=connection(region)) as tx:
+
+    def effects(tx: Tx) -> None:
         tx.delete(group)
         tx.delete(claims(workspace_id, _name_key(group.name)))
-    mcls = memberships(region)
-    for m in _members_query(workspace_id, group.group_id):
-        m.update(actions=[mcls.groups.delete({group.group_id})])
-    for rec in pending_members(workspace_id).get(group.group_id, []):
-        rec.update(actions=[type(rec).groups.delete({group.group_id})])
-    forget_scopes()
+
     audit.append(region, workspace_id, "group.deleted", actor=actor, target={"type": "group", "id": group.group_id},
-                 details={"name": group.name}, caller=caller)
+                 details={"name": group.name}, caller=caller, effects=effects)
+    found = list(edges(workspace_id, group.group_id))
+    mcls, rcls = memberships(region), scim_users(region)
+    for e in found:  # the edge is on the membership, else on the SCIM record of a user that is no member now
+        try:
+            mcls(workspace_id, e.user_id).update(actions=[mcls.groups.delete({group.group_id})],
+                                                 condition=mcls.user_id.exists())
+        except UpdateError:
+            with contextlib.suppress(UpdateError):
+                rcls(workspace_id, SCIM_USER_PREFIX + e.user_id).update(
+                    actions=[rcls.groups.delete({group.group_id})], condition=rcls.key.exists())
+    _delete_edges(region, found)
+    forget_scopes()
 
 
-def _members_query(workspace_id: str, group_id: str) -> Iterable[MembershipAttrs]:
-    cls = memberships(region_of(workspace_id))
-    return cls.query(workspace_id, cls.user_id.startswith("usr_"), filter_condition=cls.groups.contains(group_id),
-                     consistent_read=True)
+def _edge_key(group_id: str, user_id: str) -> str:
+    return f"{EDGE_PREFIX}{group_id}#{user_id}"
 
 
-def member_ids(workspace_id: str, group_id: str) -> list[str]:
-    """The user ids of the group's members, sorted."""
-    return sorted(m.user_id for m in _members_query(workspace_id, group_id))
+def edges(workspace_id: str, group_id: str, after: str | None = None) -> Iterator[GroupMemberAttrs]:
+    """The group's edges (members, and provisioned users that are no member now), in user id order."""
+    cls = group_members(region_of(workspace_id))
+    prefix = _edge_key(group_id, "")
+    cond = cls.key.between(prefix + after + "\x00", prefix + "\U0010ffff") if after else cls.key.startswith(prefix)
+    return cls.query(workspace_id, cond, consistent_read=True)
 
 
-def members_by_group(workspace_id: str) -> dict[str, list[MembershipAttrs]]:
-    """Every group's members, from one read of the workspace's memberships (for lists of groups)."""
-    out: dict[str, list[MembershipAttrs]] = {}
-    cls = memberships(region_of(workspace_id))
-    for m in cls.query(workspace_id, cls.user_id.startswith("usr_"), consistent_read=True):
-        for gid in m.groups or ():
-            out.setdefault(gid, []).append(m)
+def edges_by_group(workspace_id: str) -> dict[str, list[GroupMemberAttrs]]:
+    """Every group's edges, from one query over the workspace's edges (for lists of groups)."""
+    cls = group_members(region_of(workspace_id))
+    out: dict[str, list[GroupMemberAttrs]] = {}
+    for e in cls.query(workspace_id, cls.key.startswith(EDGE_PREFIX), consistent_read=True):
+        out.setdefault(e.group_id, []).append(e)
     return out
 
 
+def _delete_edges(region: str, found: Iterable[GroupMemberAttrs]) -> None:
+    with group_members(region).batch_write() as batch:
+        for e in found:
+            batch.delete(e)
+
+
+def drop_edges(workspace_id: str, user_id: str, group_ids: Iterable[str]) -> None:
+    """Delete the edges of a user whose membership (and SCIM record) no longer holds these groups."""
+    region = region_of(workspace_id)
+    cls = group_members(region)
+    _delete_edges(region, [cls(workspace_id, _edge_key(g, user_id)) for g in sorted(set(group_ids))])
+
+
+def member_ids(workspace_id: str, group_id: str) -> list[str]:
+    """The user ids of the group's members, sorted (provisioned users that are no member now included)."""
+    return [e.user_id for e in edges(workspace_id, group_id)]
+
+
 def list_members(workspace_id: str, group_id: str, limit: int, after: str | None) -> dict[str, Any]:
+    """One page of the group's workspace members: its edges in pages, each page's memberships in one
+    batch read (a provisioned user that is no member now is left out)."""
     get_group(workspace_id, group_id)
-    found = [m for m in _members_query(workspace_id, group_id) if after is None or m.user_id > after]
-    found.sort(key=lambda m: m.user_id)
+    mcls = memberships(region_of(workspace_id))
+    found: list[MembershipAttrs] = []
+    chunk: list[GroupMemberAttrs] = []
+
+    def take() -> None:
+        got = {m.user_id: m for m in mcls.batch_get([(workspace_id, e.user_id) for e in chunk], consistent_read=True)}
+        found.extend(got[e.user_id] for e in chunk if e.user_id in got)
+        chunk.clear()
+
+    for e in edges(workspace_id, group_id, after):
+        chunk.append(e)
+        if len(chunk) > limit:
+            take()
+            if len(found) > limit:
+                break
+    if chunk and len(found) <= limit:
+        take()
     out = paging.page(found[: limit + 1], limit, "group_members", lambda m: m.user_id)
     return {"members": [{"user_id": m.user_id, "email": m.email, "role": m.role} for m in out.pop("_items")], **out}
 
@@ -205,54 +271,59 @@ def _holder(workspace_id: str, user_id: str) -> MembershipAttrs | ScimUserAttrs:
         raise not_found("member") from None
 
 
-def pending_members(workspace_id: str) -> dict[str, list[ScimUserAttrs]]:
-    """group id -> the provisioned users in it that are no member now (SCIM shows them; they hold nothing)."""
-    cls = scim_users(region_of(workspace_id))
-    out: dict[str, list[ScimUserAttrs]] = {}
-    for rec in cls.query(workspace_id, cls.key.startswith(SCIM_USER_PREFIX), filter_condition=cls.groups.exists(),
-                         consistent_read=True):
-        for gid in rec.groups or ():
-            out.setdefault(gid, []).append(rec)
-    return out
-
-
-def _change(workspace_id: str, group: GroupAttrs, user_id: str, add: bool) -> bool:
-    """Add (or remove) one member in one transaction with the group's version bump; False when nothing
-    changed. 404 when the user is neither a member of the workspace nor provisioned there."""
+def _change(workspace_id: str, group: GroupAttrs, user_id: str, add: bool, *, actor: audit.Actor,
+            caller: Any) -> GroupMemberAttrs | None:
+    """Add (or remove) one member: the holder's ``groups`` set, the group's edge, the group's version and
+    the audit event in one transaction. Returns the edge (None when nothing changed); ``group`` then holds
+    the new version. 404 when the user is neither a member of the workspace nor provisioned there, or
+    when the group was deleted meanwhile."""
     region = region_of(workspace_id)
-    gcls = groups_table(region)
+    gcls, ecls = groups_table(region), group_members(region)
     m = _holder(workspace_id, user_id)
     if (group.group_id in (m.groups or ())) == add:
-        return False
+        return None
     mcls = type(m)
     action = mcls.groups.add({group.group_id}) if add else mcls.groups.delete({group.group_id})
-    try:
-        with TransactWrite(connection=connection(region)) as tx:
-            tx.update(m, actions=[action], condition=mcls.workspace_id.exists())
-            tx.update(group, actions=[gcls.version.add(1), gcls.updated_at.set(clock.iso())],
-                      condition=gcls.key.exists())
-    except TransactWriteError:
-        get_group(workspace_id, group.group_id)  # 404 when it was deleted meanwhile
-        raise not_found("member") from None
-    forget_scopes()  # this container applies the change from its next request
-    return True
+    display = m.email if isinstance(m, MembershipAttrs) else m.user_name
+    edge = ecls(workspace_id, _edge_key(group.group_id, user_id), group_id=group.group_id, user_id=user_id,
+                display=display)
+    for _ in range(MAX_ATTEMPTS):
+        now = clock.iso()
+
+        def effects(tx: Tx, now: str = now) -> None:
+            tx.update(m, actions=[action], condition=mcls.workspace_id.exists(), tag="holder")
+            if add:
+                tx.save(edge)
+            else:
+                tx.delete(edge)
+            tx.update(group, actions=[gcls.version.add(1), gcls.updated_at.set(now)],
+                      condition=gcls.version == group.version, tag="group")
+
+        try:
+            audit.append(region, workspace_id, "group.member_added" if add else "group.member_removed", actor=actor,
+                         target={"type": "user", "id": user_id}, details={"group_id": group.group_id}, caller=caller,
+                         effects=effects)
+        except Refused as refused:
+            current = get_group(workspace_id, group.group_id)  # 404 when it was deleted meanwhile
+            if "holder" in refused.tags:
+                raise not_found("member") from None
+            group.version, group.updated_at = current.version, current.updated_at  # changed meanwhile: again
+            continue
+        group.version, group.updated_at = int(group.version) + 1, now
+        forget_scopes()  # this container applies the change from its next request
+        return edge
+    raise ApiError(409, "concurrent_update", "The group changed meanwhile; retry.")
 
 
-def add_member(workspace_id: str, group: GroupAttrs, user_id: str, *, actor: audit.Actor, caller: Any = None) -> bool:
-    changed = _change(workspace_id, group, user_id, True)
-    if changed:
-        audit.append(region_of(workspace_id), workspace_id, "group.member_added", actor=actor,
-                     target={"type": "user", "id": user_id}, details={"group_id": group.group_id}, caller=caller)
-    return changed
+def add_member(workspace_id: str, group: GroupAttrs, user_id: str, *, actor: audit.Actor,
+               caller: Any = None) -> GroupMemberAttrs | None:
+    """Add the user to the group: its edge, or None when it was in the group already."""
+    return _change(workspace_id, group, user_id, True, actor=actor, caller=caller)
 
 
 def remove_member(workspace_id: str, group: GroupAttrs, user_id: str, *, actor: audit.Actor,
                   caller: Any = None) -> bool:
-    changed = _change(workspace_id, group, user_id, False)
-    if changed:
-        audit.append(region_of(workspace_id), workspace_id, "group.member_removed", actor=actor,
-                     target={"type": "user", "id": user_id}, details={"group_id": group.group_id}, caller=caller)
-    return changed
+    return _change(workspace_id, group, user_id, False, actor=actor, caller=caller) is not None
 
 
 def editable(group: GroupAttrs) -> GroupAttrs:

@@ -17,7 +17,9 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F
 from chalicelib.core.store.tables import connection
+from chalicelib.core.store.transact import Tx
 from chalicelib.core.tenancy import MembershipAttrs, forget_scopes, memberships, region_of
+from chalicelib.platform.workspaces import groups
 from chalicelib.platform.workspaces.service import adjust_member_count
 
 ROLE_FIELDS = {"role": F(str, required=True, enum=ROLE_VALUES)}
@@ -100,24 +102,31 @@ def change_role(workspace_id: str, user_id: str, role: str, *, actor: audit.Acto
     return get_member(workspace_id, user_id)
 
 
-def remove_member(workspace_id: str, user_id: str, *, actor: audit.Actor, caller: Any = None) -> None:
-    target = get_member(workspace_id, user_id)
+def remove_member(workspace_id: str, user_id: str, *, actor: audit.Actor, caller: Any = None,
+                  keep_groups: bool = False, target: MembershipAttrs | None = None) -> None:
+    """Remove the membership (``target``: as just read); its group edges go too, unless ``keep_groups``
+    (SCIM deactivation moved them to the user's SCIM record)."""
+    target = target or get_member(workspace_id, user_id)
     cls = memberships(region_of(workspace_id))
 
     def write(tx: TransactWrite) -> None:
         tx.delete(target, condition=cls.role == target.role)
 
     _guarded_write(workspace_id, target, write)
+    if target.groups and not keep_groups:
+        groups.drop_edges(workspace_id, user_id, target.groups)
     adjust_member_count(workspace_id, -1)
     audit.append(region_of(workspace_id), workspace_id, "member.removed", actor=actor,
                  target={"type": "user", "id": user_id, "email": target.email},
                  details={"role": target.role}, caller=caller)
 
 
-def add_member_tx(tx: TransactWrite, workspace_id: str, user_id: str, email: str, role: str, via: str) -> None:
-    """Add a membership inside ``tx`` (fails the transaction when the user already is a member)."""
+def add_member_tx(tx: TransactWrite | Tx, workspace_id: str, user_id: str, email: str, role: str, via: str,
+                  group_ids: set[str] | None = None) -> None:
+    """Add a membership (in ``group_ids``, whose edges exist) inside ``tx`` (fails the transaction when
+    the user already is a member)."""
     cls = memberships(region_of(workspace_id))
     now = clock.iso()
-    tx.save(cls(workspace_id, user_id, role=role, email=email, joined_at=now, joined_via=via, role_since=now),
-            condition=cls.user_id.does_not_exist())
+    tx.save(cls(workspace_id, user_id, role=role, email=email, joined_at=now, joined_via=via, role_since=now,
+                groups=group_ids or None), condition=cls.user_id.does_not_exist())
     forget_scopes()  # nothing reads the membership before the commit; every read after it is fresh

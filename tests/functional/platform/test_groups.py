@@ -102,3 +102,78 @@ def test_a_group_grants_a_dataset_and_models_until_the_member_leaves_it(tenant: 
         assert sees() == (404, [])
         bad = {"roles": {"group:grp_nope": []}}
         assert call(c, "PUT", "/v1/models/allow-list", tenant.token, bad)[0] == 400
+
+
+def test_a_groups_members_follow_the_membership_lifecycle(tenant: Tenant) -> None:
+    """Each group edge is an item of its own: it stays while a provisioned user is deactivated (SCIM still
+    shows it, REST lists members only), moves back on reactivation, and goes with the membership, the SCIM
+    user and the group."""
+    from chalicelib.platform.workspaces import groups
+
+    ws, base = tenant.workspace_id, _groups(tenant.workspace_id)
+    patch = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+    mia, leo = add_member(ws, "mia@example.com", "member"), add_member(ws, "leo@example.com", "member")
+    with Client(PLATFORM) as c:
+        token = scim_token(c, tenant)
+        ada = scim(c, tenant, token, "POST", "/Users", {
+            "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": "ada@example.com"})[1]
+        g = scim(c, tenant, token, "POST", "/Groups", {
+            "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"], "displayName": "Ops",
+            "members": [{"value": u} for u in (mia.user_id, leo.user_id, ada["id"])]})[1]
+        assert sorted(m["value"] for m in g["members"]) == sorted([mia.user_id, leo.user_id, ada["id"]])
+        active = {"schemas": [patch], "Operations": [{"op": "replace", "value": {"active": False}}]}
+        assert scim(c, tenant, token, "PATCH", f"/Users/{ada['id']}", active)[0] == 200
+        assert membership(ws, ada["id"]) is None
+        shown = scim(c, tenant, token, "GET", f"/Groups/{g['id']}")[1]
+        assert {m["value"]: m["display"] for m in shown["members"]}[ada["id"]] == "ada@example.com"
+        page1 = call(c, "GET", f"{base}/{g['id']}/members?limit=1", tenant.token)[1]
+        page2 = call(c, "GET", f"{base}/{g['id']}/members?limit=1&after={page1['next_cursor']}", tenant.token)[1]
+        assert [m["user_id"] for m in page1["members"] + page2["members"]] == sorted([mia.user_id, leo.user_id])
+        assert page2["has_more"] is False
+        active["Operations"][0]["value"]["active"] = True
+        assert scim(c, tenant, token, "PATCH", f"/Users/{ada['id']}", active)[0] == 200
+        assert membership(ws, ada["id"]).groups == {g["id"]}
+        assert call(c, "DELETE", f"/v1/workspaces/{ws}/members/{mia.user_id}", tenant.token)[0] == 204
+        assert scim(c, tenant, token, "DELETE", f"/Users/{ada['id']}")[0] == 204
+        assert groups.member_ids(ws, g["id"]) == [leo.user_id]
+        assert [m["value"] for m in scim(c, tenant, token, "GET", f"/Groups/{g['id']}")[1]["members"]] == [leo.user_id]
+        assert scim(c, tenant, token, "DELETE", f"/Groups/{g['id']}")[0] == 204
+        assert groups.member_ids(ws, g["id"]) == [] and not membership(ws, leo.user_id).groups
+
+
+def test_a_member_change_on_a_stale_group_reads_it_again_and_a_deleted_group_is_404(tenant: Tenant) -> None:
+    from chalicelib.core.audit import Actor
+    from chalicelib.core.http.errors import ApiError
+    from chalicelib.platform.workspaces import groups
+
+    ws, actor = tenant.workspace_id, Actor("user", tenant.user_id, tenant.email)
+    mia, leo = add_member(ws, "mia@example.com", "member"), add_member(ws, "leo@example.com", "member")
+    g = groups.create_group(ws, "Ops", actor=actor)
+    stale = groups.get_group(ws, g.group_id)
+    assert groups.add_member(ws, g, mia.user_id, actor=actor) is not None and g.version == 2
+    edge = groups.add_member(ws, stale, leo.user_id, actor=actor)  # version 1 is gone: read again, then add
+    assert edge is not None and edge.display == "leo@example.com" and stale.version == 3
+    assert groups.get_group(ws, g.group_id).version == 3 and groups.member_ids(ws, g.group_id) == sorted(
+        [mia.user_id, leo.user_id])
+    groups.delete_group(ws, groups.get_group(ws, g.group_id), actor=actor)
+    try:
+        groups.add_member(ws, stale, mia.user_id, actor=actor)
+        raise AssertionError("adding a member to a deleted group must be refused")
+    except ApiError as err:
+        assert err.status == 404
+    assert not membership(ws, mia.user_id).groups and groups.member_ids(ws, g.group_id) == []
+
+
+def test_erasing_a_user_erases_their_group_edges(tenant: Tenant) -> None:
+    """An edge holds the member's address (its display): erasure takes it with the membership."""
+    from chalicelib.core.audit import Actor
+    from chalicelib.platform.workspaces import groups
+    from chalicelib.residency import erasure
+
+    ws = tenant.workspace_id
+    mia = add_member(ws, "mia@example.com", "member")
+    g = groups.create_group(ws, "Ops", actor=Actor("user", tenant.user_id, tenant.email))
+    groups.add_member(ws, g, mia.user_id, actor=Actor("user", tenant.user_id, tenant.email))
+    assert groups.member_ids(ws, g.group_id) == [mia.user_id]
+    erasure.erase_in_workspace(tenant.region, ws, mia.user_id, "", "mia@example.com")
+    assert groups.member_ids(ws, g.group_id) == [] and membership(ws, mia.user_id) is None

@@ -24,7 +24,7 @@ from chalicelib.groups import create_app
 from chalicelib.workers import jobs
 from tests.functional.agents.helpers import deliver
 from tests.functional.platform.helpers import call
-from tests.functional.reader.world import POLICIES, TOPIC, World
+from tests.functional.reader.world import TOPIC, World
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def _dump(value: Any) -> str:
 def rest_query(w: World) -> str:
     out = []
     with Client(create_app("gateway")) as c:
-        for policy in POLICIES:
+        for policy in w.policies:
             for sql in (f"SELECT * FROM {w.name(policy)}",
                         f"SELECT *, count(*) OVER () AS n FROM {w.name(policy)} ORDER BY 1"):
                 status, body, _ = call(c, "POST", "/v1/query", w.member.token, {"sql": sql})
@@ -57,7 +57,7 @@ def rest_query(w: World) -> str:
 
 def graphql(w: World) -> str:
     lineage = " ".join(f'l_{p.lower()}: lineage(datasetId: "{w.datasets[p]}") {{ nodes {{ id type name }} }}'
-                       for p in POLICIES)
+                       for p in w.policies)
     query = ("{ datasets(first: 25) { edges { node { id name description schema { name policy } } } } "
              "policies { id field policy } " + lineage + " }")
     with Client(create_app("gateway")) as c:
@@ -86,7 +86,7 @@ def _chats(w: World) -> dict[str, list[Any]]:
     if "_chats" not in w.cache:
         plain, streamed, ids = [], [], []
         with Client(create_app("platform")) as c:
-            for policy in POLICIES:
+            for policy in w.policies:
                 for stream in (False, True):
                     body = {"model": "auto", "messages": [{"role": "user", "content": _question(policy)}],
                             "stream": stream}
@@ -129,7 +129,7 @@ def agent_run(w: World, scoped: bool = False) -> str:
     matrix datasets (its ticked datasets), which must narrow nothing of the policies."""
     plan = [{"name": "search", "tool": "knowledge_search", "input": {"query": TOPIC, "limit": 20}}]
     plan += [{"name": f"rows_{p.lower()}", "tool": "query", "input": {"sql": f"SELECT * FROM {w.name(p)}"}}
-             for p in POLICIES]
+             for p in w.policies]
     agent = {"name": "Matrix reader", "instructions": "Read the books.", "model": "auto",
              "tools": ["knowledge_search", "query"], "plan": plan,
              "limits": {"max_steps": 8, "deadline": "PT10M", "max_tokens": 4000}}
@@ -144,7 +144,7 @@ def agent_run(w: World, scoped: bool = False) -> str:
         status, done, _ = call(c, "GET", f"/v1/agents/{created['id']}/runs/{run['id']}", w.member.token)
         _ok(status, done, "get run")
     assert done["status"] == "completed", done
-    assert [s["tool"] for s in done["steps"]] == ["knowledge_search"] + ["query"] * len(POLICIES), done
+    assert [s["tool"] for s in done["steps"]] == ["knowledge_search"] + ["query"] * len(w.policies), done
     return _dump(done)
 
 
@@ -211,7 +211,7 @@ def lineage(w: World) -> str:
     _chats(w)  # chat answers are lineage nodes
     out = []
     with Client(create_app("gateway")) as c:
-        for policy in POLICIES:
+        for policy in w.policies:
             status, body, _ = call(c, "GET", f"/v1/lineage/{w.datasets[policy]}?depth=2", w.member.token)
             _ok(status, body, "lineage")
             out.append(_dump(body))
@@ -230,7 +230,7 @@ def mcp_tools(w: World) -> str:
                                   audience=mcp_resource())
     _chats(w)  # chat answers are lineage nodes
     calls = [("search_knowledge", {"q": TOPIC, "k": 50}), ("search_datasets", {})]
-    for policy in POLICIES:
+    for policy in w.policies:
         calls += [("query", {"sql": f"SELECT * FROM {w.name(policy)}"}),
                   ("get_dataset_schema", {"dataset_id": w.datasets[policy]}),
                   ("get_lineage", {"dataset_id": w.datasets[policy], "depth": 2})]
@@ -250,7 +250,7 @@ def openai_chat_completions(w: World) -> str:
     """``POST /v1/chat/completions`` as the Member, plain and streamed (every chunk), per matrix policy."""
     out = []
     with Client(create_app("platform")) as c:
-        for policy in POLICIES:
+        for policy in w.policies:
             for stream in (False, True):
                 body = {"model": "auto", "messages": [{"role": "user", "content": _question(policy)}],
                         "stream": stream, **({"stream_options": {"include_usage": True}} if stream else {})}

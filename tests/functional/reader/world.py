@@ -32,6 +32,8 @@ class World:
     documents: dict[tuple[str, str], str]  # (policy, acl) -> document id
     markers: dict[tuple[str, str, str], str]  # (role, policy, acl) -> marker
     cache: dict[str, str] = field(default_factory=dict)  # surface name -> what it returned (read once)
+    # the policies whose datasets the surfaces read (all of them, unless a case needs fewer)
+    policies: tuple[str, ...] = POLICIES
 
     def name(self, policy: str) -> str:
         return f"m_{policy.lower()}"

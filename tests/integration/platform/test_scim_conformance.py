@@ -13,7 +13,7 @@ from tests.integration.conftest import RunningPlatform
 
 pytestmark = pytest.mark.integration
 FAILED = {Status.ERROR, Status.CRITICAL}
-# A group member's ``display`` is the member's e-mail address (or userName), derived on every read, not
+# A group member's ``display`` is the member's e-mail address (or userName) as it joined the group, not
 # the text a request sent: the tester's patch checks compare it with the random text they sent.
 DERIVED_DISPLAY = {("check_add_attribute", "Group"), ("check_replace_attribute", "Group")}
 
