@@ -98,14 +98,32 @@ def _groups_of(item: dict[str, Any] | None) -> list[str]:
 def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
                        email: str | None = None) -> dict[str, int]:
     """Remove the user's personal data from one workspace; returns counts per kind."""
-    ws = {"S": workspace_id}
     is_theirs = _Matcher(region, mac, email)
     counts = {"memberships": 0, "chats": 0, "agent_memory": 0, "agent_runs": 0, "invitations": 0,
               "audit_personal": 0, "idempotency": 0, "lineage_edges": 0, "attributions": 0,
               "scim_users": 0}
+    _erase_membership(region, workspace_id, user_id, counts)
+    _erase_chats(region, workspace_id, user_id, counts)
+    _erase_agent_content(region, workspace_id, user_id, is_theirs, counts)
+    _erase_invitations(region, workspace_id, user_id, is_theirs, counts)
+    counts["attributions"] += _attributions(region, workspace_id, user_id, is_theirs)
+    ws = {"S": workspace_id}
+    for record in _query(region, "audit_personal", "workspace_id", workspace_id, ConsistentRead=True):
+        if _s(record, "subject") == user_id or is_theirs(_s(record, "email")):
+            _delete(region, "audit_personal", {"workspace_id": ws, "ref": record["ref"]})
+            counts["audit_personal"] += 1
+    # Idempotency-Key records of the user's requests here (references and fingerprints, but theirs)
+    counts["idempotency"] = idempotency.erase(region, user_id, f"{workspace_id}#") + idempotency.erase(
+        region, user_id, f"{idempotency.ACCOUNT}#")
+    return counts
+
+
+def _erase_membership(region: str, workspace_id: str, user_id: str, counts: dict[str, int]) -> None:
+    """The provider's record of the user (and its userName claim), the membership and the group edges."""
+    ws = {"S": workspace_id}
     scim = _ddb(region).delete_item(TableName=aws.table_name("directory"), ReturnValues="ALL_OLD",
                                     Key={"workspace_id": ws, "key": {"S": f"user#{user_id}"}})
-    if scim.get("Attributes"):  # the provider's record of the user, and its userName claim
+    if scim.get("Attributes"):
         _delete(region, "directory", {"workspace_id": ws,
                                       "key": {"S": "uname#" + _s(scim["Attributes"], "user_name").strip().casefold()}})
         counts["scim_users"] = 1
@@ -117,6 +135,11 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
     # the user's group edges (``platform/models.py`` GroupMemberAttrs: they hold the address as display)
     for group_id in {*_groups_of(scim.get("Attributes")), *_groups_of(got.get("Attributes"))}:
         _delete(region, "directory", {"workspace_id": ws, "key": {"S": f"gmem#{group_id}#{user_id}"}})
+
+
+def _erase_chats(region: str, workspace_id: str, user_id: str, counts: dict[str, int]) -> None:
+    """The user's chats (with their answers' lineage edges) and their answers' event logs."""
+    ws = {"S": workspace_id}
     for chat in _query(region, "chats", "workspace_id", workspace_id):
         if _s(chat, "user_id") == user_id:
             for message in json.loads(_s(chat, "messages") or "[]"):
@@ -130,6 +153,12 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
     for item in answer_items:
         if _s(item, "key").split("#", 1)[0] in theirs:
             _delete(region, "chat_answers", {"workspace_id": ws, "key": item["key"]})
+
+
+def _erase_agent_content(region: str, workspace_id: str, user_id: str, is_theirs: _Matcher,
+                         counts: dict[str, int]) -> None:
+    """The user's agent memory and runs (with their logs and lineage edges); their address in others' runs."""
+    ws = {"S": workspace_id}
     for item in _scan(region, "agent_memory", FilterExpression="begins_with(#s, :p)",
                       ExpressionAttributeNames={"#s": "scope"}, ExpressionAttributeValues={":p": {"S": workspace_id + "#"}}):
         if _s(item, "scope").rsplit("#", 1)[-1] == user_id:
@@ -145,23 +174,19 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
         _delete(region, "agent_runs", {"workspace_id": ws, "id": run["id"]})
         counts["lineage_edges"] += _delete_edges_into(region, workspace_id, _s(run, "id"))
         counts["agent_runs"] += 1
+
+
+def _erase_invitations(region: str, workspace_id: str, user_id: str, is_theirs: _Matcher,
+                       counts: dict[str, int]) -> None:
+    """Invitations to the user; their address on invitations they sent."""
     for inv in _query(region, "invitations", "workspace_id", workspace_id):
         inv_id = _s(inv, "id")
         address = inv_id[len("email#"):] if inv_id.startswith("email#") else _s(inv, "email")
         if is_theirs(address) or _s(inv, "accepted_by") == user_id:
-            _delete(region, "invitations", {"workspace_id": ws, "id": inv["id"]})
+            _delete(region, "invitations", {"workspace_id": {"S": workspace_id}, "id": inv["id"]})
             counts["invitations"] += 1
             continue
         counts["attributions"] += _forget_author(region, "invitations", inv, "invited_by", user_id, is_theirs)
-    counts["attributions"] += _attributions(region, workspace_id, user_id, is_theirs)
-    for record in _query(region, "audit_personal", "workspace_id", workspace_id, ConsistentRead=True):
-        if _s(record, "subject") == user_id or is_theirs(_s(record, "email")):
-            _delete(region, "audit_personal", {"workspace_id": ws, "ref": record["ref"]})
-            counts["audit_personal"] += 1
-    # Idempotency-Key records of the user's requests here (references and fingerprints, but theirs)
-    counts["idempotency"] = idempotency.erase(region, user_id, f"{workspace_id}#") + idempotency.erase(
-        region, user_id, f"{idempotency.ACCOUNT}#")
-    return counts
 
 
 def _set(region: str, table: str, item: dict[str, Any], values: dict[str, str | None]) -> None:
