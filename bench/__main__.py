@@ -130,7 +130,8 @@ def run_module(name: str) -> str:
 def document(header: str, sections: list[str]) -> str:
     return ("# Benchmarks\n\nWritten by `make bench` (`bench/__main__.py`) from one run; do not edit by hand. "
             "Each figure sits beside a reference measured in the same run; compare ratios, not absolute "
-            "figures.\n\n" + header + "\n\n" + "\n".join(sections))
+            "figures. A section refreshed alone (`python -m bench --update NAME`) says so and carries its own "
+            "run's date, commit and load.\n\n" + header + "\n\n" + "\n".join(sections))
 
 
 def _sections(text: str) -> dict[str, str]:
@@ -144,15 +145,14 @@ def update(names: list[str]) -> None:
     order), each stamped as a run of its own."""
     chosen = [m for m in MODULES if any(o in m for o in names)]
     text = OUTPUT.read_text() if OUTPUT.exists() else document(machine_header(), [])
-    head = text.split("\n## ", 1)[0].rstrip("\n") + "\n"
+    full_run = "\n".join(line for line in text.split("\n## ", 1)[0].splitlines() if line.startswith("- "))
     sections = _sections(text)
     for name in chosen:
         stamp = machine_header()
         fresh = run_module(name)
         title, rest = fresh.split("\n\n", 1)
         sections[name] = f"{title}\n\nMeasured in a run of its own, apart from the header's:\n\n{stamp}\n\n{rest}"
-    ordered = [sections[m] for m in MODULES if m in sections]
-    OUTPUT.write_text(head + "\n" + "\n".join(ordered))
+    OUTPUT.write_text(document(full_run, [sections[m] for m in MODULES if m in sections]))
     print(f"updated {', '.join(chosen)} in {OUTPUT.relative_to(ROOT)}", flush=True)
 
 
