@@ -1,6 +1,6 @@
 """A container's local copies of the snapshot files it wrote or a sync of it downloaded, so that the next
 sync of the dataset here does not download them again: an incremental sync reads the base parts its change
-touches, and a base stays the same under up to ``storage.MAX_LAYERS`` layers.
+touches, and a base stays the same under up to ``snapshots.layers.MAX_LAYERS`` layers.
 
 A snapshot file never changes once written: its key holds its sync run and attempt
 (``storage.snapshot_prefix``), and no key is written twice with other content (``remember_committed``

@@ -6,23 +6,18 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from chalicelib.gateway.storage import (
-    COMPACT_FRACTION,
-    COMPACT_MIN_ROWS,
-    MAX_LAYERS,
-    PART_ROWS,
+from chalicelib.gateway.snapshots.base import PART_ROWS
+from chalicelib.gateway.snapshots.layers import COMPACT_FRACTION, COMPACT_MIN_ROWS, MAX_LAYERS
+from chalicelib.gateway.snapshots.manifests import (
     Manifest,
     SnapshotResult,
-    _delete_keys,
-    _download,
-    _ident,
-    _list_keys,
-    _put_manifest,
-    _upload,
-    merged_source,
+    put_manifest,
     read_manifest,
     snapshot_prefix,
 )
+from chalicelib.gateway.snapshots.reading import merged_source
+from chalicelib.gateway.snapshots.sql import ident
+from chalicelib.gateway.snapshots.transfer import delete_keys, download, list_keys, upload
 from chalicelib.gateway.vocabulary import DUCKDB_TYPES
 
 
@@ -40,9 +35,9 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
     spec = {"_key": "VARCHAR", "_source": "VARCHAR", "_hash": "VARCHAR",
             **{f["name"]: DUCKDB_TYPES[f["type"]] for f in schema}}
     prefix = snapshot_prefix(workspace_id, dataset_id, sync_id, attempt)
-    stale = _list_keys(region, prefix + "/")
+    stale = list_keys(region, prefix + "/")
     if stale:  # files of an earlier try of this very attempt
-        _delete_keys(region, stale)
+        delete_keys(region, stale)
     con, tmp = stage.con, stage.workdir
     old = read_manifest(region, old_prefix) if old_prefix else Manifest(base=[], base_rows=0)
     con.execute("CREATE TABLE replaced (src VARCHAR)")
@@ -53,24 +48,24 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
     touched = _touched_parts(con, old, replaced_sources) if layerable else None
     if touched is not None:  # the touched base parts and the layers only: their current rows' keys and hashes
         part = Manifest(base=[old.base[i] for i in touched], layers=old.layers)
-        source = merged_source(part, _download(region, part.keys(), os.path.join(tmp, "old")))
+        source = merged_source(part, download(region, part.keys(), os.path.join(tmp, "old")))
         # only the rows the comparison uses: those of replaced sources and those of incoming keys
         con.execute(f"CREATE TABLE old_index AS SELECT _key, _source, _hash FROM {source} WHERE _source IN "
                     "(SELECT src FROM replaced) OR _key IN (SELECT _key FROM incoming)" if source else
                     "CREATE TABLE old_index (_key VARCHAR, _source VARCHAR, _hash VARCHAR)")
         old_rows = old.row_count
     else:
-        local = _download(region, old.keys(), os.path.join(tmp, "old"))
+        local = download(region, old.keys(), os.path.join(tmp, "old"))
         source = merged_source(old, local)
         present = ({r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()} if source else set())
         select = ", ".join(
-            (f"CAST({_ident(n)} AS {t}) AS {_ident(n)}" if n in present else f"CAST(NULL AS {t}) AS {_ident(n)}")
+            (f"CAST({ident(n)} AS {t}) AS {ident(n)}" if n in present else f"CAST(NULL AS {t}) AS {ident(n)}")
             for n, t in spec.items())
         if source:
             con.execute(f"CREATE TEMP VIEW old AS SELECT {select} FROM {source}")
         else:
             con.execute("CREATE TEMP VIEW old AS SELECT " + ", ".join(
-                f"CAST(NULL AS {t}) AS {_ident(n)}" for n, t in spec.items()) + " WHERE false")
+                f"CAST(NULL AS {t}) AS {ident(n)}" for n, t in spec.items()) + " WHERE false")
         con.execute("CREATE TABLE old_index AS SELECT _key, _source, _hash FROM old")
         old_rows = con.execute("SELECT count(*) FROM old_index").fetchone()[0]
     written = con.execute("SELECT count(*) FROM incoming i LEFT JOIN old_index o ON o._key = i._key "
@@ -90,7 +85,7 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
         con.execute("DROP TABLE old_index")
         return write_snapshot(region, workspace_id, dataset_id, sync_id, attempt, schema, stage, old_prefix=old_prefix,
                               complete=complete, replaced_sources=replaced_sources, compact=True)
-    cols = ", ".join(_ident(n) for n in spec)
+    cols = ", ".join(ident(n) for n in spec)
     if as_layer:
         manifest, objects = _write_layer(con, region, tmp, prefix, old, cols, deleted)
         total = old_rows + added - deleted
@@ -110,7 +105,7 @@ def write_snapshot(region: str, workspace_id: str, dataset_id: str, sync_id: str
         manifest = Manifest(base=keys, row_count=int(total), base_rows=int(total),
                             parts=parts if len(parts) == len(keys) else None)
         objects = len(keys)
-    _put_manifest(region, prefix, manifest)
+    put_manifest(region, prefix, manifest)
     return SnapshotResult(prefix=prefix, row_count=int(total), rows_written=int(written), rows_deleted=int(deleted),
                           parts=objects + 1, compacted=not as_layer)
 
@@ -153,7 +148,7 @@ def _write_layer(con: Any, region: str, tmp: str, prefix: str, old: Manifest, co
         path = os.path.join(tmp, f"layer-{kind}.parquet")
         con.execute(f"COPY ({sql}) TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)")
         key = f"{prefix}/layer-{n:03d}-{kind}.parquet"
-        _upload(region, path, key)
+        upload(region, path, key)
         layer[kind] = key
         layer["rows"] += int(count)
         written += 1
@@ -171,6 +166,6 @@ def _upload_parts(con: Any, region: str, tmp: str, prefix: str, table: str, tota
         con.execute(f"COPY (SELECT * FROM {table} WHERE rowid >= {p * PART_ROWS} AND rowid < {(p + 1) * PART_ROWS}) "
                     f"TO '{path}' (FORMAT PARQUET, COMPRESSION ZSTD)")
         key = f"{prefix}/part-{p:05d}.parquet"
-        _upload(region, path, key)
+        upload(region, path, key)
         keys.append(key)
     return keys

@@ -13,7 +13,7 @@ from typing import Any
 
 import botocore.client
 
-from chalicelib.core import aws
+from chalicelib.core import aws, process_state
 from chalicelib.gateway import models, storage
 from chalicelib.gateway.catalog import versions
 from chalicelib.gateway.ingest import sync_worker
@@ -85,7 +85,7 @@ def test_an_incremental_sync_costs_two_transactions_one_dataset_read_and_one_lis
         # the one part the change touches was written here: its local copy is read
         assert calls[("s3", "GetObject", "data")] == 0, calls
 
-        storage.process_state.reset_all()  # a container that did not commit the current snapshot
+        process_state.reset_all()  # a container that did not commit the current snapshot
         calls = counted_sync(2)
         # the old manifest, the touched part and the layer the first incremental sync wrote
         assert calls[("s3", "GetObject", "data")] == 3, calls

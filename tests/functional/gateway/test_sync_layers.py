@@ -6,6 +6,7 @@ import sys
 
 from chalicelib.core import aws
 from chalicelib.gateway import storage
+from chalicelib.gateway.snapshots import base, layers, reading, transfer
 from tests.functional.conftest import Tenant
 from tests.functional.gateway.sync_helpers import READER_ROLE, call, client, dataset, drain, new_bucket, put
 
@@ -104,7 +105,7 @@ def test_one_percent_changed_writes_a_small_layer_and_reads_like_a_full_sync(ten
 
 
 def test_layers_stack_then_compact_and_deleted_objects_drop_their_rows(tenant: Tenant, monkeypatch) -> None:
-    monkeypatch.setattr(storage, "MAX_LAYERS", 2)
+    monkeypatch.setattr(layers, "MAX_LAYERS", 2)
     with client() as c:
         bucket, conn, ds_id = _first_sync(c, tenant, 4, "Stacked rows")
         put(tenant.region, bucket, "rows/01.csv", _csv(1, changed=True))
@@ -175,9 +176,9 @@ def test_a_key_moving_to_another_object_is_counted_once_and_stays_when_its_old_o
                                                                                           monkeypatch) -> None:
     """Digests of the objects whose key range holds an incoming key are read too: a key that moves from
     object 00 to object 01 is an update, not an addition, and deleting object 00 later keeps it."""
-    monkeypatch.setattr(storage, "PART_ROWS", 2048)  # parts are cut at 2,048-row chunks: one object per part,
+    monkeypatch.setattr(base, "PART_ROWS", 2048)  # parts are cut at 2,048-row chunks: one object per part,
     monkeypatch.setattr(sys.modules[__name__], "PER_OBJECT", 2048)  # so the part digests decide which are read
-    monkeypatch.setattr(storage, "COMPACT_MIN_ROWS", 10_000)  # an object's change stays a layer
+    monkeypatch.setattr(layers, "COMPACT_MIN_ROWS", 10_000)  # an object's change stays a layer
     bucket = new_bucket(tenant.region)
     for o in range(3):
         put(tenant.region, bucket, f"rows/{o:02d}.csv", _csv(o))
@@ -208,7 +209,7 @@ def test_a_key_moving_to_another_object_is_counted_once_and_stays_when_its_old_o
 def _recording_downloads(monkeypatch) -> list[str]:
     """The keys the snapshot writer downloads (not the readers after the sync), in order."""
     downloaded: list[str] = []
-    real_download, real_write, writing = storage._download, storage.write_snapshot, []
+    real_download, real_write, writing = transfer.download, storage.write_snapshot, []
 
     def download(region, keys, into, **kw):
         if writing:
@@ -222,7 +223,7 @@ def _recording_downloads(monkeypatch) -> list[str]:
         finally:
             writing.pop()
 
-    monkeypatch.setattr(storage, "_download", download)
+    monkeypatch.setattr(transfer, "download", download)
     monkeypatch.setattr(storage, "write_snapshot", write)
     return downloaded
 
@@ -230,7 +231,7 @@ def _recording_downloads(monkeypatch) -> list[str]:
 def test_an_incremental_sync_reads_only_the_base_parts_its_change_touches(tenant: Tenant, monkeypatch) -> None:
     """Change detection reads the part digests in the manifest, then only the base parts holding the
     changed object's rows or its keys (here one of five), never the whole snapshot."""
-    monkeypatch.setattr(storage, "PART_ROWS", 2048)  # one part per two objects (parts are cut at 2,048-row chunks)
+    monkeypatch.setattr(base, "PART_ROWS", 2048)  # one part per two objects (parts are cut at 2,048-row chunks)
     downloaded = _recording_downloads(monkeypatch)
 
     def rows(obj: int, version: int) -> str:
@@ -267,7 +268,7 @@ def test_a_full_refresh_compares_only_the_parts_that_differ_from_the_old_ones(te
     rows, sum of row hashes; no layer key in its range) is left out of the counts' comparison, and so is
     that old part: it is not even downloaded. The counts stay exact, and a repeated key is still found when
     it repeats a key of such a part."""
-    monkeypatch.setattr(storage, "PART_ROWS", 2048)  # one part per two objects
+    monkeypatch.setattr(base, "PART_ROWS", 2048)  # one part per two objects
     downloaded = _recording_downloads(monkeypatch)
 
     def rows(obj: int, version: int = 0, *, skip: int | None = None, change: int | None = None) -> str:
@@ -324,16 +325,16 @@ def test_a_layer_key_within_a_parts_range_but_not_in_it_leaves_that_part_out_of_
         tenant: Tenant, monkeypatch) -> None:
     """A part's key range only bounds its keys: a layer key that falls in the range of an old part equal to a
     new one is looked up in that part, and the part, not holding it, is still left out of the comparison."""
-    monkeypatch.setattr(storage, "PART_ROWS", 2048)
+    monkeypatch.setattr(base, "PART_ROWS", 2048)
     downloaded = _recording_downloads(monkeypatch)
     compared: list[list[str]] = []
-    real_view = storage._old_view
+    real_view = reading.old_view
 
     def old_view(con, region, tmp, old, spec, local=None):
         compared.append(list(old.base))
         return real_view(con, region, tmp, old, spec, local)
 
-    monkeypatch.setattr(storage, "_old_view", old_view)
+    monkeypatch.setattr(reading, "old_view", old_view)
 
     def extra(version: int) -> str:  # keys between the first object's, in a part of their own
         return "code,amount\n" + "".join(f"u00000{i}x,{i + version}\n" for i in (5, 6, 7))
@@ -365,8 +366,8 @@ def test_a_layer_key_within_a_parts_range_but_not_in_it_leaves_that_part_out_of_
 
 
 def test_an_incremental_change_too_big_for_a_layer_compacts_with_the_same_rows(tenant: Tenant, monkeypatch) -> None:
-    monkeypatch.setattr(storage, "COMPACT_MIN_ROWS", 0)
-    monkeypatch.setattr(storage, "COMPACT_FRACTION", 0.01)  # 100 changed keys of 2,000 rows: past it
+    monkeypatch.setattr(layers, "COMPACT_MIN_ROWS", 0)
+    monkeypatch.setattr(layers, "COMPACT_FRACTION", 0.01)  # 100 changed keys of 2,000 rows: past it
     with client() as c:
         bucket, conn, ds_id = _first_sync(c, tenant, 4, "Compacted rows")
         before = dataset(tenant, ds_id).data_prefix

@@ -180,7 +180,7 @@ def test_parquet_objects_sync(tenant: Tenant, tmp_path) -> None:
 
 def test_crashed_worker_is_redelivered_without_loss_or_duplicates(tenant: Tenant, monkeypatch) -> None:
     from chalicelib.core import aws
-    from chalicelib.gateway import storage
+    from chalicelib.gateway.snapshots import base, transfer
 
     bucket = new_bucket(tenant.region)
     put(tenant.region, bucket, "c/1.csv", "id,v\n" + "".join(f"{i},{i}\n" for i in range(1, 7)))
@@ -189,7 +189,7 @@ def test_crashed_worker_is_redelivered_without_loss_or_duplicates(tenant: Tenant
         assert _sync(c, tenant, conn)["status"] == "SUCCEEDED"
         before = dataset(tenant, conn["dataset"]["id"])
         put(tenant.region, bucket, "c/2.csv", "id,v\n3,333\n" + "".join(f"{i},{i}\n" for i in range(7, 11)))
-        monkeypatch.setattr(storage, "PART_ROWS", 3)
+        monkeypatch.setattr(base, "PART_ROWS", 3)
         calls: list[str] = []
 
         def crash_once(key: str) -> None:
@@ -197,7 +197,7 @@ def test_crashed_worker_is_redelivered_without_loss_or_duplicates(tenant: Tenant
             if len(calls) == 2:  # after two of the attempt's files (layer, manifest) are uploaded
                 raise RuntimeError("worker killed")
 
-        monkeypatch.setattr(storage, "_part_written", crash_once)
+        monkeypatch.setattr(transfer, "part_written", crash_once)
         st, run = call(c, "POST", f"/v1/connectors/{conn['id']}/sync", tenant.token)
         results = drain(tenant.region)
         assert results[0]["batchItemFailures"]

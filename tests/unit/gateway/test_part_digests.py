@@ -11,7 +11,7 @@ import tempfile
 import duckdb
 import pytest
 
-from chalicelib.gateway import storage
+from chalicelib.gateway.snapshots import digests, sql
 
 _SCAN = ("SELECT filename, min(lo), max(hi), list(src), list(n), sum(h) FROM (SELECT filename, "
          "coalesce(_source, '') AS src, min(_key) AS lo, max(_key) AS hi, count(*) AS n, sum(_hash) AS h "
@@ -47,9 +47,9 @@ def test_digests_from_statistics_equal_a_scan_of_the_rows(seed: int) -> None:
                 con.execute(f"COPY (SELECT * FROM t ORDER BY _source NULLS FIRST, _key) TO '{path}' (FORMAT PARQUET)")
                 paths.append(path)
                 longest[path] = max(len(k.encode()) for k, _, _ in rows)
-            got, by_source = storage._digests(con, paths)
+            got, by_source = digests.part_digests(con, paths)
             want, want_by_source = {}, {}
-            for path, lo, hi, sources, rows, hsum in con.execute(_SCAN.format(files=storage._files_sql(paths))).fetchall():
+            for path, lo, hi, sources, rows, hsum in con.execute(_SCAN.format(files=sql.files_sql(paths))).fetchall():
                 want[path] = {"lo": lo, "hi": hi, "sources": sorted(sources), "rows": sum(rows), "hsum": str(hsum)}
                 for src, n in zip(sources, rows, strict=True):
                     want_by_source[src] = want_by_source.get(src, 0) + n
