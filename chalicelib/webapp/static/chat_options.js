@@ -1,6 +1,7 @@
 // The choices a new chat is started with, rendered into the composer's `.composer-options`: a preset
-// picker (GET /v1/presets: the caller's and the workspace's) and the answer mode (shown only where the
-// workspace allows general answers: settings.answer_mode knowledge_first). Also how an answer's origin
+// picker (GET /v1/presets: the caller's and the workspace's; shown when there is one) and the answer mode
+// (shown only where the workspace allows general answers: settings.answer_mode knowledge_first). The
+// page hides the box in an open chat: both are chosen when a chat starts. Also how an answer's origin
 // and grounding are labelled: a general answer says it is not from the workspace's sources and shows no
 // grounding figure; quotes that miss the question's key terms are not shown as a percentage backed.
 import { platform } from "./api.js";
@@ -14,12 +15,15 @@ export function mountChatOptions(box, me) {
   const preset = h("select", { name: "preset", id: "preset" }, h("option", { value: "" }, "No preset"));
   const general = h("input", { type: "checkbox", name: "general_allowed", id: "general-allowed" });
   const mode = h("label", { id: "mode-choice", hidden: true }, general, " New chat: allow general answers when your sources do not answer");
-  box.replaceChildren(h("label", { id: "preset-choice", title: "Applies when a new chat starts" }, "Preset for a new chat ", preset), mode);
+  const presetChoice = h("label", { id: "preset-choice", title: "Applies when a new chat starts", hidden: true }, "Preset for a new chat ", preset);
+  box.replaceChildren(presetChoice, mode);
   platform("/v1/presets").then(({ items }) => {
+    presetChoice.hidden = !(items || []).length; // no picker with nothing to pick
     preset.append(...(items || []).map((p) => h("option", { value: p.id }, p.scope === "workspace" ? `${p.name} (workspace)` : p.name)));
   }).catch(() => {});
   platform(`/v1/workspaces/${encodeURIComponent(me.workspace_id)}`).then((ws) => {
-    mode.hidden = (ws.settings || {}).answer_mode !== "knowledge_first";
+    box.dataset.answerMode = (ws.settings || {}).answer_mode || "knowledge_only"; // read: the choice is settled
+    mode.hidden = box.dataset.answerMode !== "knowledge_first";
   }).catch(() => {});
   return () => ({ ...(preset.value ? { preset_id: preset.value } : {}), ...(!mode.hidden && general.checked ? { mode: "general_allowed" } : {}) });
 }

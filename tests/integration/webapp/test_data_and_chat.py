@@ -12,6 +12,8 @@ local platform, every page axe-clean under the app's CSP, screenshots at 1280 an
   blocks highlighted with a working copy button, its table a table;
 - a long conversation keeps the composer in the window (1280 and 375 px); on a phone the conversation
   list is a drawer (closed at first, Escape and choosing a conversation close it);
+- a preset saved over the API is offered for a new chat and starts it; the answer-mode choice shows only
+  where the workspace allows general answers, and a general answer is labelled, with no grounding figure;
 - an s3 connector added through the role-grant step (trust policy and ExternalId shown), "Check access";
 - every page at 1280 and 375 px: no "null", no sideways scroll.
 """
@@ -21,6 +23,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -177,19 +180,29 @@ def _sse(events: list[tuple[str, dict[str, Any]]]) -> str:
                    for n, (e, d) in enumerate(events, start=1))
 
 
-def _scripted_answers(page: Any, app: str, answer: str, questions: list[str]) -> None:
-    """Asks ``questions`` on a new chat page, each answered with ``answer`` by a scripted model (a real model
-    cannot be made to answer this deterministically); everything after the network (the page, the app's
-    renderer, the CSP) is the real one."""
+def _scripted_answers(page: Any, app: str, answer: str, questions: list[str], origin: str | None = None,
+                      choose: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
+    """Asks ``questions`` on a new chat page (after ``choose()`` set its options), each answered with ``answer``
+    by a scripted model (a real model cannot be made to answer this deterministically; ``origin: general``
+    as the server marks a general answer); everything after the network (the page, the app's renderer, the
+    CSP) is the real one. Returns the bodies the page sent."""
+    general = {"origin": origin} if origin else {}
     body = _sse([("message_start", {"id": "msg_x", "chat_id": None, "model": "builtin/extractive", "routing": None}),
                  ("content_delta", {"text": answer}),
-                 ("citations", {"citations": [], "grounding": {"ratio": 0}}),
+                 ("citations", {"citations": [], "grounding": {"ratio": 0, **general}, **general}),
                  ("message_stop", {"usage": {}})])
-    page.route("**/api/platform/v1/chats", lambda route: route.fulfill(
-        status=201, headers={"Content-Type": "text/event-stream"}, body=body) if route.request.method == "POST"
-        else route.continue_())
+    sent: list[dict[str, Any]] = []
+
+    def answer_post(route: Any) -> None:
+        if route.request.method != "POST":
+            return route.continue_()
+        sent.append(route.request.post_data_json)
+        return route.fulfill(status=201, headers={"Content-Type": "text/event-stream"}, body=body)
+
+    page.route("**/api/platform/v1/chats", answer_post)
     try:
         _goto(page, app + "/chat")
+        choose()
         for n, question in enumerate(questions, start=1):
             page.fill("#prompt", question)
             page.click("#send")
@@ -197,6 +210,7 @@ def _scripted_answers(page: Any, app: str, answer: str, questions: list[str]) ->
                                    " && !document.querySelector('#messages li.streaming')", arg=n)
     finally:
         page.unroute("**/api/platform/v1/chats")
+    return sent
 
 
 def test_a_hostile_answer_renders_inert(platform: Any, admin: Any) -> None:
@@ -289,6 +303,88 @@ def test_conversations_are_a_drawer_on_a_phone(platform: Any, admin: Any) -> Non
         assert page.is_hidden("#chat-drawer") and page.is_visible("#prompt")
     finally:
         page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def _call(page: Any, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    return tuple(page.evaluate("""async ([m, p, b]) => { const r = await fetch(p, {method: m, body: b === null ?
+        undefined : JSON.stringify(b), headers: {"X-Requested-With": "app", "Content-Type": "application/json"}});
+        return [r.status, r.status === 204 ? null : await r.json()]; }""", [method, path, body]))
+
+
+def _new_chat_page(page: Any, app: str, answer_mode: str) -> None:
+    """The new chat page once its options are drawn (the workspace's answer mode read)."""
+    _goto(page, app + "/chat")
+    page.wait_for_selector(f"#composer-options[data-answer-mode={answer_mode}]", state="attached")
+
+
+def test_presets_and_answer_modes_on_the_chat_page(platform: Any, admin: Any) -> None:
+    """A preset saved over the API is offered for a new chat and starts it (the stored chat names it); where
+    the workspace allows general answers the choice shows and is sent, a general answer is labelled without
+    a grounding figure; where it does not, no choice and no mode sent; an open chat shows neither."""
+    app, page = platform.urls["app"], admin
+    ws = f"/api/platform/v1/workspaces/{page.input_value('#ws-switch')}"
+    status, preset = _call(page, "POST", "/api/platform/v1/presets",
+                           {"name": f"Short answers {TAG}", "instructions": "Answer in one short sentence."})
+    assert status == 201, preset
+    try:
+        assert _call(page, "PATCH", ws, {"answer_mode": "knowledge_first"})[0] == 200
+        _new_chat_page(page, app, "knowledge_first")
+        page.wait_for_selector(f"#preset option[value={preset['id']}]", state="attached")
+        assert page.is_visible("#preset-choice") and page.is_visible("#mode-choice")
+        assert not page.is_checked("#general-allowed")  # sources only unless the person asks
+        page.select_option("#preset", preset["id"])
+        page.check("#general-allowed")
+        check_page(page, "chat-presets")
+        page.set_viewport_size({"width": 375, "height": 800})
+        try:
+            _new_chat_page(page, app, "knowledge_first")
+            assert page.is_visible("#mode-choice") and page.is_visible("#prompt") and page.is_visible("#send")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 375
+            check_page(page, "mobile-chat-presets")
+        finally:
+            page.set_viewport_size({"width": 1280, "height": 900})
+
+        # a new chat from the preset, allowing general answers (the real model path answers it)
+        _new_chat_page(page, app, "knowledge_first")
+        page.select_option("#preset", preset["id"])
+        page.check("#general-allowed")
+        page.fill("#prompt", f"How fast do zephyr{TAG} orders ship?")
+        with page.expect_request(lambda r: r.method == "POST" and r.url.endswith("/api/platform/v1/chats")) as asked:
+            page.click("#send")
+        assert asked.value.post_data_json["preset_id"] == preset["id"]
+        assert asked.value.post_data_json["mode"] == "general_allowed"
+        page.wait_for_url(re.compile(re.escape(app) + r"/chat/chat_\w+"))
+        page.wait_for_selector("#messages li.assistant:not(.streaming) .answer", timeout=60000)
+        stored = _api(page, f"/api/platform/v1/chats/{page.url.rsplit('/', 1)[-1]}")
+        assert (stored["preset_id"], stored["mode"]) == (preset["id"], "general_allowed"), stored
+        assert page.is_hidden("#composer-options")  # they apply when a chat starts, not to this one
+
+        # a general answer: labelled, no grounding figure (a sources answer shows its percentage)
+        def allow() -> None:
+            page.wait_for_selector("#composer-options[data-answer-mode=knowledge_first]", state="attached")
+            page.check("#general-allowed")
+        sent = _scripted_answers(page, app, "Most parcels arrive within a week.", ["How long does post take?"],
+                                 origin="general", choose=allow)
+        assert sent[0]["mode"] == "general_allowed" and "preset_id" not in sent[0]
+        answer = page.locator("#messages li.assistant").last
+        assert answer.locator(".general-answer").text_content() == "General answer - not from your workspace's sources"
+        assert "%" not in answer.locator("p.meta").last.text_content()
+        check_page(page)
+
+        # sources only: no choice, no mode sent
+        def sources_only() -> None:
+            page.wait_for_selector("#composer-options[data-answer-mode=knowledge_only]", state="attached")
+            assert page.is_visible("#preset-choice") and page.is_hidden("#mode-choice")
+        assert _call(page, "PATCH", ws, {"answer_mode": "knowledge_only"})[0] == 200
+        sent = _scripted_answers(page, app, "Orders ship within two days.", ["How fast do orders ship?"],
+                                 choose=sources_only)
+        assert "mode" not in sent[0]
+        answer = page.locator("#messages li.assistant").last
+        assert answer.locator(".general-answer").count() == 0
+        assert "0% of sentences backed" in answer.locator("p.meta").last.text_content()
+    finally:
+        _call(page, "PATCH", ws, {"answer_mode": "knowledge_only"})
+        _call(page, "DELETE", f"/api/platform/v1/presets/{preset['id']}")
 
 
 def test_s3_connector_through_the_role_grant_step(platform: Any, admin: Any) -> None:

@@ -250,6 +250,7 @@ export async function render({ view, params, navigate, me }) {
     }
     thread.replaceChildren(...items);
     emptyNote.hidden = items.length > 0;
+    optionsBox.hidden = Boolean(current); // a preset and the answer mode are chosen when a chat starts
   }
   const showLatest = () => { if (thread.lastElementChild) thread.lastElementChild.scrollIntoView({ block: "nearest" }); };
 
@@ -352,35 +353,26 @@ export async function render({ view, params, navigate, me }) {
   }
 
   const sendBtn = h("button", { type: "submit", id: "send" }, "Send");
-<<<<<<< HEAD
-  // The model picker, the answer options (empty here; filled by the answer settings) and a note on
-  // which models are offered, in one compact bar under the message box.
+  // The model picker, the answer options of a new chat (preset, answer mode: chat_options.js) and a note
+  // on which models are offered, in one compact bar under the message box.
   const modelsHelp = h("details", { class: "models-help", id: "models-help" }, h("summary", {}, "About models"),
     h("div", { class: "popover" },
       h("p", {}, "Only models allowed for this workspace's residency and your role are offered; each answer's routing note names the models it excluded and why."),
       isAdmin(me) ? h("p", {}, h("a", { href: "/models" }, "Models page")) : ""));
-=======
-  const optionsBox = h("div", { class: "composer-options" });
+  const optionsBox = h("div", { class: "composer-options", id: "composer-options" });
   const chatOptions = mountChatOptions(optionsBox, me);
->>>>>>> modes
   const composer = form(async (data) => {
     const text = String(data.get("prompt") || "").trim();
     if (!text) return;
     prompt.value = "";
     await send({ text });
-<<<<<<< HEAD
   }, h("label", { for: "prompt", class: "sr-only" }, "Message"), prompt,
   h("div", { class: "composer-bar" },
     h("span", { class: "composer-picks" }, h("label", { for: "model", class: "sr-only" }, "Model"), select,
-      h("div", { class: "composer-options" }), modelsHelp),
+      optionsBox, modelsHelp),
     h("span", { class: "row-actions composer-actions" }, attachControl(me), stop, sendBtn)), status);
   composer.classList.add("composer");
   composer.id = "composer";
-=======
-  }, field("Model", select, "Only models allowed for this workspace's residency and your role are offered."), optionsBox,
-  field("Message", prompt), h("p", { class: "hint", id: "prompt-hint" }, "Answers cite your workspace's data and documents."),
-  h("div", { class: "row-actions" }, sendBtn, stop, attachControl(me)), status);
->>>>>>> modes
   prompt.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) composer.requestSubmit(); });
 
   const emptyNote = empty("No messages yet: ask about your workspace's data and documents.");
