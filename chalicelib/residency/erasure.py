@@ -28,7 +28,7 @@ from chalicelib.core import audit, aws, clock, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency
-from chalicelib.core.tenancy import workspaces
+from chalicelib.core.tenancy import membership_changed, workspaces
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.residency.models import erased_users, erasure_ledger
 
@@ -109,6 +109,7 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
                                    Key={"workspace_id": ws, "user_id": {"S": user_id}}, ReturnValues="ALL_OLD")
     if got.get("Attributes"):
         counts["memberships"] = 1
+        membership_changed(user_id)
         workspaces()(workspace_id).update(actions=[workspaces().member_count.add(-1)])
     for chat in _query(region, "chats", "workspace_id", workspace_id):
         if _s(chat, "user_id") == user_id:

@@ -29,7 +29,7 @@ from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import email as valid_email
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store.tables import connection
-from chalicelib.core.tenancy import forget_scopes, membership, memberships
+from chalicelib.core.tenancy import forget_scopes, membership, membership_changed, memberships
 from chalicelib.identity import users as accounts
 from chalicelib.platform.models import ScimUserAttrs, name_claims, scim_users
 from chalicelib.platform.scim import protocol
@@ -176,6 +176,7 @@ def _activate(caller: ScimCaller, user_id: str, email: str) -> None:
             members.add_member_tx(tx, ws, user_id, email, Role.MEMBER.value, "scim")
     except TransactWriteError:
         return  # joined meanwhile
+    membership_changed(user_id)
     adjust_member_count(ws, 1)
     rec = scim_users(region).get(ws, USER_PREFIX + user_id, consistent_read=True)
     if rec.groups:
