@@ -225,10 +225,6 @@ def begin_request(claims: dict[str, Any], revocations: RevocationCheck) -> None:
         return
     if scope_versions.unit_get(("v", workspace_id))[0]:
         return  # read already in this unit
-    try:
-        region = region_of(workspace_id)
-    except ApiError:
-        return  # a token of a deleted workspace: every workspace permission fails anyway
     now = clock.now()
     table = scope_versions.table()
     user = bool(user_id) and claims.get("token_use") != "service" and user_id != workspace_id
@@ -238,10 +234,11 @@ def begin_request(claims: dict[str, Any], revocations: RevocationCheck) -> None:
         keys.append({"jti": {"S": WATERMARK_KEY}})
     request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
     global_region = settings().global_region
-    member_cls: type[MembershipAttrs] | None = None
-    if user and region == global_region and regions.pinned_region() in ("", region):
-        member_cls = memberships(region)
-        request[member_cls.Meta.table_name] = {
+    # the membership table of the global region, asked before the workspace's region is known (a container's
+    # first request of a workspace); its answer is used only when that is the workspace's region
+    member_table = aws.table_name(MembershipAttrs.TABLE)
+    if user and regions.pinned_region() in ("", global_region):
+        request[member_table] = {
             "Keys": [{"workspace_id": {"S": workspace_id}, "user_id": {"S": user_id}}], "ConsistentRead": True}
     found: dict[str, list[dict[str, Any]]] = {}
     client = aws.client("dynamodb", global_region)
@@ -259,18 +256,23 @@ def begin_request(claims: dict[str, Any], revocations: RevocationCheck) -> None:
         scope_versions.seen(subject, scope_versions.parse(by_key.get(scope_versions.key(subject)["jti"]["S"])))
     if due:
         revocations.take_watermark(by_key.get(WATERMARK_KEY), now)
-    if member_cls is not None:
-        raw = next(iter(found.get(member_cls.Meta.table_name, [])), None)
-        scope_versions.unit_put(("m", workspace_id, user_id),
-                                member_cls.from_raw_data(raw) if raw is not None else None)
+    if user and regions.pinned_region() in ("", global_region):
+        try:
+            region = region_of(workspace_id)  # a container's first request of the workspace: its entry
+        except ApiError:
+            return  # a token of a deleted workspace: every workspace permission fails anyway
+        if region == global_region:
+            raw = next(iter(found.get(member_table, [])), None)
+            scope_versions.unit_put(("m", workspace_id, user_id),
+                                    memberships(region).from_raw_data(raw) if raw is not None else None)
 
 
 def live_principal(principal: Principal) -> Principal:
     """The caller with the role their membership has now, not the one in the token.
 
     A removed member is refused (403 ``membership_revoked``) and a demoted one acts with the new role,
-    whatever token they hold (API tokens live up to 90 days): at once in the container that made the
-    change, within ``SCOPE_CACHE_SECONDS`` in every other. When the workspace has ``enforce_mfa``
+    whatever token they hold (API tokens live up to 90 days): from the next request in every container
+    (the membership is read with every request; ``begin_request``). When the workspace has ``enforce_mfa``
     on, a token whose ``amr`` shows no second factor is refused (403 ``mfa_required``) from the next
     request on, whenever it was issued; an API token carries the ``amr`` of the session that created it.
     Service tokens (client credentials, 15 minutes) carry their client's roles as issued.

@@ -1,7 +1,8 @@
 """The request scope's version items (docs/decisions.md, "Request scope"): AWS calls per request after quiet
 (the clock moved past every former time-to-live: 5 s and 60 s, never slept), and a change of each piece made
 in another container (the item written straight to DynamoDB with its version bumped, as that container's
-write path does; nothing forgotten here) applying on the next request."""
+write path does; nothing forgotten here) applying on the next request. A membership removed elsewhere:
+``tests/functional/platform/test_round_trips.py``."""
 from __future__ import annotations
 
 import json
@@ -99,16 +100,6 @@ def test_an_agent_run_after_quiet_stays_within_its_target(tenant: Tenant) -> Non
             assert get_run(c, user.token, agent["id"], run["id"])["status"] == "completed"
             assert sum(calls.values()) <= AGENT_RUN_MAX, (quiet, dict(calls))
             assert calls["dynamodb GetItem revoked_tokens"] <= 1, (quiet, dict(calls))  # once per delivery
-
-
-def test_a_member_removed_in_another_container_is_refused_on_the_next_request(tenant: Tenant) -> None:
-    with clock.frozen(), Client(create_app("platform")) as c:
-        assert _me(c, tenant.token).status_code == 200
-        aws.client("dynamodb", tenant.region).delete_item(
-            TableName=aws.table_name("memberships"),
-            Key={"workspace_id": {"S": tenant.workspace_id}, "user_id": {"S": tenant.user_id}})
-        r = _me(c, tenant.token)  # no time passed: the membership is read with every request
-    assert r.status_code == 403 and json.loads(r.body)["code"] == "membership_revoked"
 
 
 def test_enforce_mfa_set_in_another_container_applies_on_the_next_request(tenant: Tenant) -> None:
