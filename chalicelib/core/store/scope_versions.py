@@ -98,6 +98,14 @@ def unit_put(name: Hashable, value: Any) -> None:
         u[name] = value
 
 
+def unit_drop(kind: str) -> None:
+    """Forget what the current unit of work read under names ``(kind, ...)`` (after a write of them)."""
+    u = _unit.get()
+    if u is not None:
+        for name in [n for n in u if isinstance(n, tuple) and n and n[0] == kind]:
+            del u[name]
+
+
 def seen(workspace_id: str, versions: Versions) -> None:
     """Record the versions a batch read of the request found (``core.tenancy.begin_request``)."""
     unit_put(("v", workspace_id), versions)
