@@ -129,6 +129,12 @@ def _in_process() -> list[str]:
                   f"| ratio | {run_s / bare_s:.2f}x | |",
                   f"| overhead per step (run minus bare, / 4) | {(run_s - bare_s) / 4 * 1000:.1f} ms | |", ""]
 
+        from bench.common import after_quiet
+
+        lines += after_quiet("A run after quiet (POST + queue + worker; the delivery reads its scope once)",
+                             "run through POST + queue + worker", lambda: through_queue(agent_id, body, 1),
+                             "the same 4 tool calls made directly", lambda: bare_tools(1), n=8)
+
         cheap = client.http.post("/v1/agents", headers=auth, body=json.dumps({
             "name": "cheap", "tools": ["memory_read"], "limits": {"max_steps": CHEAP_STEPS},
             "plan": [{"name": f"s{i}", "tool": "memory_read", "input": {"key": "k"}} for i in range(CHEAP_STEPS)]}))

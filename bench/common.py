@@ -209,3 +209,39 @@ def table(title: str, rows: list[tuple[Measure, Measure | None, str]]) -> str:
     out = "\n".join(lines) + "\n"
     print(out, flush=True)
     return out
+
+
+QUIET_STATES = (("steady", 0.0), ("after 5 s of quiet", 5.0), ("after 60 s of quiet", 60.0))
+
+
+def after_quiet(title: str, name: str, request: Callable[[], object], ref_name: str, ref: Callable[[], object],
+                *, n: int = 12) -> list[str]:
+    """``request`` in three states (steady, then after 5 s and after 60 s of quiet: the process clock,
+    ``chalicelib.core.clock``, moved on before each sample rather than slept), its AWS calls counted, beside
+    ``ref`` measured right after each sample in the same run. Markdown lines: median [min-max] per state."""
+    from chalicelib.core import clock
+    from tests.functional.aws_calls import counting
+
+    def span(values: list[float], fmt: str) -> str:
+        return f"{statistics.median(values):{fmt}} [{min(values):{fmt}}-{max(values):{fmt}}]"
+
+    lines = [f"### {title}\n", f"| state | {name}: ms | AWS calls | reference: {ref_name}: ms | ratio |",
+             "|---|---:|---:|---:|---:|"]
+    request()
+    for label, quiet in QUIET_STATES:
+        ms: list[float] = []
+        calls: list[float] = []
+        ref_ms: list[float] = []
+        for _ in range(n):
+            clock.advance(quiet)
+            with counting() as seen:
+                t0 = time.perf_counter()
+                request()
+                ms.append((time.perf_counter() - t0) * 1000)
+            calls.append(float(sum(seen.values())))
+            t0 = time.perf_counter()
+            ref()
+            ref_ms.append((time.perf_counter() - t0) * 1000)
+        lines.append(f"| {label} | {span(ms, '.1f')} | {span(calls, '.0f')} | {span(ref_ms, '.1f')} | "
+                     f"{statistics.median(ms) / statistics.median(ref_ms):.2f}x |")
+    return lines + [""]

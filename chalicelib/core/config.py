@@ -33,7 +33,7 @@ class Settings:
     query_time_limit_seconds: float
     query_memory_limit: str
     query_spill_limit: str
-    knowledge_cache_seconds: float  # age of a container's loaded knowledge index before a manifest check
+    knowledge_cache_seconds: float  # how long a knowledge search trusts a catalog version check
     model_providers: str = ""  # path of the model provider file, or its JSON (docs/api/models.md)
     region: str = ""  # the region this deployment is pinned to ("" = not pinned: global and local tools)
     regional_urls: str = "{}"  # JSON {region: {"base_url", "gateway_url"}}: every region's public addresses

@@ -4,11 +4,14 @@ The workspace directory entry is global by design (name, slug, residency, billin
 memberships are workspace content and live in the workspace's region. Everything that reads or writes
 workspace content asks ``region_of`` first.
 
-A container trusts a directory entry or a membership it read for ``SCOPE_CACHE_SECONDS`` (the same bound
-as token revocation): a change made in another container applies here at most that much later; any write
-of a directory entry or membership in this container (through the models below) forgets every cached one
-at once. ``scope_of`` resolves a request's ``RequestScope`` (principal, region, directory entry) once, in
-the authorisation path; services take it from there.
+A request (a unit of work, ``core.store.scope_versions.unit``) reads the workspace's scope version item and
+the caller's membership once, in one consistent ``BatchGetItem`` with the revocation watermark when that is
+due (``begin_request``): the membership is the one just read, and a cached directory entry is used while its
+version has not moved (every write of it, through the models below, bumps the version). A change made in
+another container therefore applies from the next request. Outside a unit of work (background jobs that
+open none) a membership is trusted for ``SCOPE_CACHE_SECONDS``. ``scope_of`` resolves a request's
+``RequestScope`` (principal, region, directory entry) once, in the authorisation path; services take it from
+there.
 """
 from __future__ import annotations
 
@@ -20,24 +23,38 @@ from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttrib
 from pynamodb.exceptions import DoesNotExist
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 
-from chalicelib.core import clock, regions
+from chalicelib.core import aws, clock, regions
 from chalicelib.core.authz import Principal, mfa_used, require_workspace
+from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError, not_found
 from chalicelib.core.process_state import cached, enrol
+from chalicelib.core.store import scope_versions
 from chalicelib.core.store.tables import BaseModel, global_model, regional
+from chalicelib.core.tokens import WATERMARK_KEY, RevocationCheck
 
-# How long a container trusts a workspace's directory entry or a membership it read (docs/decisions.md,
-# "Request scope"): the staleness bound for a change written in another container.
+# How long a container trusts a membership it read outside a unit of work (docs/decisions.md, "Request
+# scope"); inside one (every request) the membership is read once per request.
 SCOPE_CACHE_SECONDS = 5.0
 _SCOPE_CACHE_SIZE = 10_000
 _cache_lock = threading.Lock()
-_cached: dict[tuple[str, ...], tuple[float, Any]] = {}  # ("ws", id) | ("m", ws, user) -> (read at, item)
+_cached: dict[tuple[str, ...], tuple[float, Any]] = {}  # ("m", ws, user) -> (read at, item), outside a unit
+_entries: scope_versions.VersionedCache[WorkspaceAttrs] = scope_versions.VersionedCache(
+    "core.tenancy.entries", scope_versions.DIRECTORY, _SCOPE_CACHE_SIZE)
 
 
 def forget_scopes() -> None:
     """Forget every directory entry and membership this container cached (after a write here)."""
     with _cache_lock:
         _cached.clear()
+    _entries.clear()
+    scope_versions.unit_drop("m")  # a membership read earlier in this request is read again
+
+
+def membership_changed(user_id: str) -> None:
+    """After a user's membership was added, removed or given another role (committed): this container
+    forgets what it cached, and every container lists the user's workspaces again (``workspaces_of``)."""
+    forget_scopes()
+    scope_versions.bump(user_id, scope_versions.MEMBERSHIPS)
 
 
 enrol("core.tenancy.scopes", forget_scopes)
@@ -58,25 +75,29 @@ def _cache_put(key: tuple[str, ...], read_at: float, value: Any) -> None:
 
 
 class _ForgetsOnWrite(BaseModel):
-    """A model whose writes in this container drop the cached directory entries and memberships."""
+    """A model whose writes in this container drop the cached directory entries and memberships (and, for
+    a directory entry, bump its version: ``_written``)."""
+
+    def _written(self) -> None:
+        forget_scopes()
 
     def save(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().save(*args, **kwargs)
         finally:
-            forget_scopes()
+            self._written()
 
     def update(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().update(*args, **kwargs)
         finally:
-            forget_scopes()
+            self._written()
 
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().delete(*args, **kwargs)
         finally:
-            forget_scopes()
+            self._written()
 
 
 class _BySlug(GlobalSecondaryIndex):
@@ -105,6 +126,10 @@ class WorkspaceAttrs(_ForgetsOnWrite):
     member_count = NumberAttribute(default=0)
     by_slug = _BySlug()
 
+    def _written(self) -> None:
+        forget_scopes()
+        scope_versions.bump(self.id, scope_versions.DIRECTORY)  # every container reads it again
+
 
 class _ByUser(GlobalSecondaryIndex):
     class Meta:
@@ -117,6 +142,9 @@ class _ByUser(GlobalSecondaryIndex):
 
 class MembershipAttrs(_ForgetsOnWrite):
     """A user's role in a workspace (regional: stored in the workspace's region)."""
+
+    def _written(self) -> None:
+        membership_changed(self.user_id)
 
     TABLE = "memberships"
     workspace_id = UnicodeAttribute(hash_key=True)
@@ -141,20 +169,18 @@ def memberships(region: str) -> type[MembershipAttrs]:
 
 
 def get_workspace(workspace_id: str) -> WorkspaceAttrs:
-    """The directory entry (read at most ``SCOPE_CACHE_SECONDS`` ago; treat it as read-only: a write
+    """The directory entry (the one read when its version last moved; treat it as read-only: a write
     reads its own copy), or a 404 (a malformed id never reaches DynamoDB)."""
     if not isinstance(workspace_id, str) or not 1 <= len(workspace_id) <= 64:
         raise not_found("workspace")
-    found, ws = _cache_get(("ws", workspace_id))
-    if found:
-        return ws  # type: ignore[no-any-return]
-    read_at = clock.now()
+    return _entries.get(workspace_id, lambda: _read_entry(workspace_id))
+
+
+def _read_entry(workspace_id: str) -> WorkspaceAttrs:
     try:
-        ws = workspaces().get(workspace_id)
+        return workspaces().get(workspace_id, consistent_read=True)  # type: ignore[no-any-return]
     except DoesNotExist:
         raise not_found("workspace") from None
-    _cache_put(("ws", workspace_id), read_at, ws)
-    return ws  # type: ignore[no-any-return]
 
 
 @cached(maxsize=4096)
@@ -164,27 +190,90 @@ def region_of(workspace_id: str) -> str:
 
 
 def membership(workspace_id: str, user_id: str) -> MembershipAttrs | None:
-    """The user's membership in the workspace, read in the workspace's region (consistently, at most
-    ``SCOPE_CACHE_SECONDS`` ago; read-only)."""
-    found, m = _cache_get(("m", workspace_id, user_id))
+    """The user's membership in the workspace, read consistently in the workspace's region: once per unit
+    of work (``begin_request`` reads it with the request's scope), else at most ``SCOPE_CACHE_SECONDS``
+    ago; read-only."""
+    name = ("m", workspace_id, user_id)
+    found, m = scope_versions.unit_get(name)
     if found:
         return m  # type: ignore[no-any-return]
+    inside = scope_versions.in_unit()
+    if not inside:
+        found, m = _cache_get(name)
+        if found:
+            return m  # type: ignore[no-any-return]
     cls = memberships(region_of(workspace_id))
     read_at = clock.now()
     try:
         m = cls.get(workspace_id, user_id, consistent_read=True)
     except cls.DoesNotExist:
         m = None
-    _cache_put(("m", workspace_id, user_id), read_at, m)
+    if inside:
+        scope_versions.unit_put(name, m)
+    else:
+        _cache_put(name, read_at, m)
     return m  # type: ignore[no-any-return]
+
+
+def begin_request(claims: dict[str, Any], revocations: RevocationCheck) -> None:
+    """Read what a request of a verified token needs, once, in one consistent ``BatchGetItem`` of the
+    global region: the workspace's scope version item, the revocation watermark when the check is due to
+    read it (``tokens.RevocationCheck.take_watermark``), and the caller's membership when it lives in the
+    same region (else ``membership`` reads it on its own, once), with the user's version item (the listing of
+    their workspaces). Outside a unit of work it does nothing."""
+    workspace_id, user_id = claims.get("workspace_id"), str(claims.get("sub") or "")
+    if not scope_versions.in_unit() or not isinstance(workspace_id, str) or not 1 <= len(workspace_id) <= 64:
+        return
+    if scope_versions.unit_get(("v", workspace_id))[0]:
+        return  # read already in this unit
+    now = clock.now()
+    table = scope_versions.table()
+    user = bool(user_id) and claims.get("token_use") != "service" and user_id != workspace_id
+    keys = [scope_versions.key(workspace_id)] + ([scope_versions.key(user_id)] if user else [])
+    due = revocations.watermark_due(now)
+    if due:
+        keys.append({"jti": {"S": WATERMARK_KEY}})
+    request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
+    global_region = settings().global_region
+    # the membership table of the global region, asked before the workspace's region is known (a container's
+    # first request of a workspace); its answer is used only when that is the workspace's region
+    member_table = aws.table_name(MembershipAttrs.TABLE)
+    if user and regions.pinned_region() in ("", global_region):
+        request[member_table] = {
+            "Keys": [{"workspace_id": {"S": workspace_id}, "user_id": {"S": user_id}}], "ConsistentRead": True}
+    found: dict[str, list[dict[str, Any]]] = {}
+    client = aws.client("dynamodb", global_region)
+    for _ in range(5):
+        answer = client.batch_get_item(RequestItems=request)
+        for name, items in answer.get("Responses", {}).items():
+            found.setdefault(name, []).extend(items)
+        request = answer.get("UnprocessedKeys") or {}
+        if not request:
+            break
+    else:
+        return  # what was left is read on its own when needed
+    by_key = {i["jti"]["S"]: i for i in found.get(table, [])}
+    for subject in (workspace_id, user_id) if user else (workspace_id,):
+        scope_versions.seen(subject, scope_versions.parse(by_key.get(scope_versions.key(subject)["jti"]["S"])))
+    if due:
+        revocations.take_watermark(by_key.get(WATERMARK_KEY), now)
+    if user and regions.pinned_region() in ("", global_region):
+        try:
+            region = region_of(workspace_id)  # a container's first request of the workspace: its entry
+        except ApiError:
+            return  # a token of a deleted workspace: every workspace permission fails anyway
+        if region == global_region:
+            raw = next(iter(found.get(member_table, [])), None)
+            scope_versions.unit_put(("m", workspace_id, user_id),
+                                    memberships(region).from_raw_data(raw) if raw is not None else None)
 
 
 def live_principal(principal: Principal) -> Principal:
     """The caller with the role their membership has now, not the one in the token.
 
     A removed member is refused (403 ``membership_revoked``) and a demoted one acts with the new role,
-    whatever token they hold (API tokens live up to 90 days): at once in the container that made the
-    change, within ``SCOPE_CACHE_SECONDS`` in every other. When the workspace has ``enforce_mfa``
+    whatever token they hold (API tokens live up to 90 days): from the next request in every container
+    (the membership is read with every request; ``begin_request``). When the workspace has ``enforce_mfa``
     on, a token whose ``amr`` shows no second factor is refused (403 ``mfa_required``) from the next
     request on, whenever it was issued; an API token carries the ``amr`` of the session that created it.
     Service tokens (client credentials, 15 minutes) carry their client's roles as issued.
@@ -224,14 +313,26 @@ def roles_for(workspace_id: str, user_id: str) -> list[str]:
     return [m.role] if m else []
 
 
+# A listing is kept while the user's ``memberships`` version stands, and at most this long (a bound for
+# a write that could not bump it, e.g. a restore: docs/decisions.md, "Request scope").
+LISTING_MAX_SECONDS = 300.0
+_listings: scope_versions.VersionedCache[list[dict[str, Any]]] = scope_versions.VersionedCache(
+    "core.tenancy.listings", scope_versions.MEMBERSHIPS, _SCOPE_CACHE_SIZE, max_age=LISTING_MAX_SECONDS)
+
+
 def workspaces_of(user_id: str) -> list[dict[str, Any]]:
-    """Every workspace the user belongs to, across regions: ``[{workspace_id, role, region}]``."""
-    out: list[dict[str, Any]] = []
-    for region in regions.served_regions():
-        for m in memberships(region).by_user.query(user_id):
-            out.append({"workspace_id": m.workspace_id, "role": m.role, "region": region})
-    out.sort(key=lambda x: x["workspace_id"])
-    return out
+    """Every workspace the user belongs to, across regions: ``[{workspace_id, role, region}]`` (read again
+    when the user's ``memberships`` version moved; ``membership_changed``)."""
+    served = regions.served_regions()
+
+    def listing() -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for region in served:
+            for m in memberships(region).by_user.query(user_id):
+                out.append({"workspace_id": m.workspace_id, "role": m.role, "region": region})
+        out.sort(key=lambda x: x["workspace_id"])
+        return out
+    return [dict(x) for x in _listings.get(user_id, listing, sub=served)]
 
 
 def ensure_served_here(principal: Principal, scope: str, params: dict[str, str]) -> None:

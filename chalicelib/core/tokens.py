@@ -374,10 +374,27 @@ class RevocationCheck:
                 return REVOKED
         return self._watermark_until
 
+    def watermark_due(self, now: float) -> bool:
+        """Whether the next check reads the watermark (so a caller about to read the table anyway can
+        fetch it in the same request: ``take_watermark``)."""
+        return self._seen != _generation or self._watermark_until <= now
+
+    def take_watermark(self, item: dict[str, Any] | None, now: float) -> None:
+        """The watermark item as a consistent read made ``now`` found it (``core.tenancy.begin_request``
+        reads it with the request's scope): the same as the check's own read."""
+        if self._seen != _generation:
+            self.clear()
+            self._seen = _generation
+        self.reads += 1
+        self._take(item or {}, now)
+
     def _read_watermark(self, now: float) -> None:
         self.reads += 1
         item = _ddb().get_item(TableName=_table(), Key={"jti": {"S": WATERMARK_KEY}},
                                ConsistentRead=True).get("Item") or {}
+        self._take(item, now)
+
+    def _take(self, item: dict[str, Any], now: float) -> None:
         self._buckets = {name: float(value["N"]) for name, value in item.items() if name != "jti" and "N" in value}
         self._watermark_until = now + self.ttl
 
@@ -503,6 +520,12 @@ class TokenVerifier:
                     self._cache.pop(oldest, None)
         self._cache[token] = (claims, exp, until if until < exp else exp, _generation)
         return claims
+
+    def known(self, token: str) -> dict[str, Any] | None:
+        """The claims of a token this verifier already verified and has not seen expire or revoked (no
+        check made now: ``claims`` still decides), else None."""
+        hit = self._cache.get(token)
+        return hit[0] if hit is not None and hit[1] > clock.now() else None
 
     def _verify(self, token: str, now: float) -> dict[str, Any]:
         # Compact JWS: three non-empty base64url segments (deleting the alphabet must leave exactly two dots).

@@ -74,7 +74,7 @@ def index_dataset(region: str, workspace_id: str, dataset_id: str) -> int:
             old.delete()
             if old.prefix:
                 store.delete_prefix(region, old.prefix)
-        store.invalidate(workspace_id)
+        store.published(workspace_id)
         return 0
     texts = [c.text for c in chunks]
     model = lexical.build(texts)
@@ -87,7 +87,7 @@ def index_dataset(region: str, workspace_id: str, dataset_id: str) -> int:
         embedding_model=embedder, index_format=reader.index_format(), updated_at=clock.iso()).save()
     if old is not None and old.prefix and old.prefix != prefix:
         store.delete_prefix(region, old.prefix)
-    store.invalidate(workspace_id)
+    store.published(workspace_id)
     log.info("knowledge index built", extra={"dataset_id": dataset_id, "chunks": len(chunks)})
     return len(chunks)
 

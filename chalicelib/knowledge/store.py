@@ -1,8 +1,9 @@
 """Where indexes live and how a container keeps them: files in the region's ``knowledge`` bucket under
 ``indexes/<workspace>/<dataset>/<build>/`` (``chunks.json.gz`` plus the ``bm25s`` files), a manifest
 item per dataset in the ``knowledge`` table, and a per-process cache keyed by build, so a new snapshot's
-index replaces the old one at the next search after its manifest changes (manifests are re-read at most
-every ``KNOWLEDGE_CACHE_SECONDS``, default 2 s)."""
+index replaces the old one at the next search after its manifest changes: the manifests are read again
+when the workspace's ``knowledge`` version moved (``published`` bumps it after every manifest write;
+``core.store.scope_versions``), and otherwise kept however old."""
 from __future__ import annotations
 
 import gzip
@@ -17,6 +18,7 @@ import numpy as np
 
 from chalicelib.core import aws, clock, process_state
 from chalicelib.core.config import settings
+from chalicelib.core.store import scope_versions
 from chalicelib.knowledge import lexical
 from chalicelib.knowledge.chunking import Chunk
 from chalicelib.knowledge.models import KIND_INDEX, KnowledgeAttrs, knowledge
@@ -49,7 +51,8 @@ class Manifests:
 
 _lock = threading.Lock()
 _indexes: dict[str, Loaded] = {}
-_manifests: dict[str, Manifests] = {}
+_manifests: scope_versions.VersionedCache[Manifests] = scope_versions.VersionedCache(
+    "knowledge.store.manifests", scope_versions.KNOWLEDGE)
 
 
 def _ttl() -> float:
@@ -57,36 +60,36 @@ def _ttl() -> float:
 
 
 def trust_seconds() -> float:
-    """How long a search trusts what it read: the manifests here, and the catalog version it checked
-    (``catalog.snapshot(..., trust_seconds=...)``), one bound for both (docs/decisions.md)."""
+    """How long a search trusts the catalog version it checked (``catalog.snapshot(...,
+    trust_seconds=...)``; docs/decisions.md). The manifests ride on the workspace's scope version."""
     return _ttl()
 
 
 def invalidate(workspace_id: str | None = None) -> None:
-    with _lock:
-        if workspace_id is None:
-            _manifests.clear()
+    """Forget this container's manifests (all of them: a later read finds the current ones) and, with no
+    workspace named, its loaded indexes."""
+    _manifests.clear()
+    if workspace_id is None:
+        with _lock:
             _indexes.clear()
-        else:
-            _manifests.pop(workspace_id, None)
 
 
 process_state.enrol("knowledge.store", invalidate)
 
 
+def published(workspace_id: str) -> None:
+    """After a manifest write or delete: every container reads the manifests again from its next search."""
+    invalidate(workspace_id)
+    scope_versions.bump(workspace_id, scope_versions.KNOWLEDGE)
+
+
 def manifests(region: str, workspace_id: str) -> Manifests:
-    now = clock.now()
-    with _lock:
-        found = _manifests.get(workspace_id)
-    if found is not None and now - found.loaded_at < _ttl():
-        return found
-    indexes = {}
-    for item in knowledge(region).query(workspace_id, knowledge(region).key.startswith(KIND_INDEX)):
-        indexes[item.dataset_id] = item
-    found = Manifests(now, indexes)
-    with _lock:
-        _manifests[workspace_id] = found
-    return found
+    """The workspace's index manifests, read again when its ``knowledge`` version moved."""
+    def read() -> Manifests:
+        cls = knowledge(region)
+        items = cls.query(workspace_id, cls.key.startswith(KIND_INDEX), consistent_read=True)
+        return Manifests(clock.now(), {item.dataset_id: item for item in items})
+    return _manifests.get(workspace_id, read)
 
 
 def write(region: str, workspace_id: str, dataset_id: str, build: str, chunks: list[Chunk],

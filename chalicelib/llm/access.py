@@ -11,6 +11,7 @@ from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import ROLE_VALUES, Principal
 from chalicelib.core.http.errors import validation_error
 from chalicelib.core.ids import is_id
+from chalicelib.core.store import scope_versions
 from chalicelib.core.tenancy import region_of
 from chalicelib.llm.connections import workspace_registry
 from chalicelib.llm.models import ModelAccessAttrs, model_access
@@ -18,12 +19,26 @@ from chalicelib.llm.models import ModelAccessAttrs, model_access
 MAX_MODELS_PER_ROLE = 100
 
 
+_settings: scope_versions.VersionedCache[ModelAccessAttrs | None] = scope_versions.VersionedCache(
+    "llm.access.settings", scope_versions.MODELS)
+
+
 def settings_item(workspace_id: str) -> ModelAccessAttrs | None:
-    """The workspace's model settings (allow-list and connections): one consistent read."""
+    """The workspace's model settings (allow-list, connections, budget; read-only): one consistent read
+    when their version moved (``changed`` after every write), else the one this container holds."""
+    return _settings.get(workspace_id, lambda: _read(workspace_id))
+
+
+def _read(workspace_id: str) -> ModelAccessAttrs | None:
     try:
         return model_access(region_of(workspace_id)).get(workspace_id, consistent_read=True)
     except DoesNotExist:
         return None
+
+
+def changed(workspace_id: str) -> None:
+    """After any write of the model settings item: every container reads it again from its next request."""
+    scope_versions.bump(workspace_id, scope_versions.MODELS)
 
 
 def allow_of(item: ModelAccessAttrs | None) -> dict[str, list[str]]:
@@ -71,6 +86,7 @@ def set_allow_list(principal: Principal, body: Any, caller: CallerLike | None = 
     cls(principal.workspace_id).update(actions=[  # an update: the item's connections stay as they are
         cls.allow.set(json.dumps(allow, sort_keys=True)), cls.updated_at.set(clock.iso()),
         cls.updated_by.set(principal.user_id)])
+    changed(principal.workspace_id)
     audit.append(region, principal.workspace_id, "models.allow_list_updated",
                  actor=Actor.of(principal), target={"type": "workspace",
                                                                                   "id": principal.workspace_id},

@@ -26,7 +26,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError, validation_error
 from chalicelib.core.tenancy import region_of
-from chalicelib.llm.access import settings_item
+from chalicelib.llm.access import changed, settings_item
 from chalicelib.llm.models import ModelAccessAttrs, model_access
 
 POLICY = "monthly-tokens"
@@ -117,6 +117,7 @@ def put(principal: Principal, body: Any, caller: CallerLike | None = None) -> di
     action = cls.monthly_token_budget.set(value) if value is not None else cls.monthly_token_budget.remove()
     cls(principal.workspace_id).update(actions=[action, cls.updated_at.set(clock.iso()),
                                                 cls.updated_by.set(principal.user_id)])
+    changed(principal.workspace_id)
     audit.append(region, principal.workspace_id, "models.budget_updated", actor=Actor.of(principal),
                  target={"type": "workspace", "id": principal.workspace_id},
                  details={"monthly_tokens": value}, caller=caller)

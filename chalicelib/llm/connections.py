@@ -32,6 +32,7 @@ from chalicelib.core.http import outbound
 from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.regions import OPEN_REGIONS, RESIDENCIES
+from chalicelib.core.store import scope_versions
 from chalicelib.core.tenancy import region_of
 from chalicelib.llm import secrets
 from chalicelib.llm.models import ModelAccessAttrs, model_access
@@ -105,6 +106,7 @@ def _save(principal: Principal, item: ModelAccessAttrs | None, conns: list[dict[
     except (PutError, UpdateError):
         raise conflict("concurrent_change", "The model settings changed meanwhile; read them and try again.") \
             from None
+    scope_versions.bump(principal.workspace_id, scope_versions.MODELS)  # every container reads them again
 
 
 # --- validation ------------------------------------------------------------------------------------------

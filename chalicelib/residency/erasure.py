@@ -28,7 +28,7 @@ from chalicelib.core import audit, aws, clock, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency
-from chalicelib.core.tenancy import workspaces
+from chalicelib.core.tenancy import membership_changed, workspaces
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.residency.models import erased_users, erasure_ledger
 
@@ -131,6 +131,7 @@ def _erase_membership(region: str, workspace_id: str, user_id: str, counts: dict
                                    Key={"workspace_id": ws, "user_id": {"S": user_id}}, ReturnValues="ALL_OLD")
     if got.get("Attributes"):
         counts["memberships"] = 1
+        membership_changed(user_id)
         workspaces()(workspace_id).update(actions=[workspaces().member_count.add(-1)])
     # the user's group edges (``platform/models.py`` GroupMemberAttrs: they hold the address as display)
     for group_id in {*_groups_of(scim.get("Attributes")), *_groups_of(got.get("Attributes"))}:

@@ -37,7 +37,7 @@ from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
-from chalicelib.core.store import queues
+from chalicelib.core.store import queues, scope_versions
 from chalicelib.core.store.conditions import condition_failed
 from chalicelib.core.tenancy import MembershipAttrs, forget_scopes, memberships, region_of
 from chalicelib.gateway.catalog import service as catalog
@@ -268,7 +268,8 @@ def apply(region: str, found: dict[str, Any]) -> dict[str, Any]:
                 content.delete_item(region, table, item)
                 counts["removed"] += 1
         report["tables"][table.name] = counts
-    forget_scopes()  # restored memberships apply in this container from its next request
+    forget_scopes()  # restored memberships apply in this container from its next request, in others too:
+    scope_versions.bump(ws, *scope_versions.PIECES[:-1])  # the workspace's pieces were restored
     wanted_objects = {(o["bucket"], o["key"]): o for o in saved.objects}
     for bucket, prefix in content.prefixes(ws).items():
         counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0}

@@ -40,7 +40,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
-from chalicelib.core.store import queues
+from chalicelib.core.store import queues, scope_versions
 from chalicelib.core.store.transact import Conflict, Refused, Tx
 from chalicelib.core.store.work_timing import HEARTBEAT_EVERY_S
 from chalicelib.gateway.catalog import service as catalog
@@ -99,7 +99,8 @@ def _handle_record(record: dict[str, Any], after_step: AfterStep | None) -> bool
     delivery = str(record.get("messageId") or "local")
     try:
         # the steps of one delivery read the catalog version once per the knowledge search's bound
-        with catalog.one_version_within(settings().knowledge_cache_seconds):
+        # one delivery is one unit of work: the workspace's scope version item is read once for it
+        with catalog.one_version_within(settings().knowledge_cache_seconds), scope_versions.unit():
             outcome = execute(body["workspace_id"], body["run_id"], delivery, after_step=after_step)
     except Exception as err:  # noqa: BLE001 - a poison run: retried, then failed and dead-lettered
         log.exception("agent run attempt failed", extra={"run_id": body["run_id"], "receive": receives})

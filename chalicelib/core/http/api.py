@@ -24,8 +24,16 @@ from chalicelib.core.http import json_body, rate_limits
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError, unauthorized
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import WORKSPACE, scoped
+from chalicelib.core.store import scope_versions
 from chalicelib.core.telemetry import tracing
-from chalicelib.core.tenancy import RequestScope, ensure_served_here, live_principal, require_member, scope_of
+from chalicelib.core.tenancy import (
+    RequestScope,
+    begin_request,
+    ensure_served_here,
+    live_principal,
+    require_member,
+    scope_of,
+)
 from chalicelib.core.tokens import API, Audience, bearer, verifier
 
 log = get_logger("web")
@@ -213,7 +221,14 @@ def resolve(authorization: str | None, permission: str, scope: str = WORKSPACE,
     Returns the request's scope: what it read on the way (cached per container, ``core.tenancy``)."""
     if not authorization:
         raise missing_credentials()
-    principal = verifier(audience).principal(bearer(authorization))
+    token = bearer(authorization)
+    checker = verifier(audience)
+    known = checker.known(token)
+    if known is not None:  # the scope, the membership and a due revocation watermark: one read
+        begin_request(known, checker.revocations)
+    principal = checker.principal(token)
+    if known is None:
+        begin_request(principal.claims, checker.revocations)
     ensure_served_here(principal, scope, params or {})
     if not audience.is_home(principal.claims.get("aud")):  # another region's resource: 421 above, else refused
         raise unauthorized("The access token was issued for another resource.")
@@ -227,6 +242,10 @@ def resolve(authorization: str | None, permission: str, scope: str = WORKSPACE,
 
 def _bind_view(app: Chalice, route: _RouteDef) -> Callable[..., Any]:
     def view(**params: str) -> Any:
+        with scope_versions.unit():  # the request reads its scope once (core.tenancy.begin_request)
+            return handle(**params)
+
+    def handle(**params: str) -> Any:
         ctx = Ctx(request=_REQUEST.get() or app.current_request)
         limits: dict[str, str] = {}  # the RateLimit fields of an authorized request's answer
         try:

@@ -30,7 +30,7 @@ from chalicelib.core.http.validation import email as valid_email
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store.tables import connection
 from chalicelib.core.store.transact import Conflict, Refused, Tx
-from chalicelib.core.tenancy import forget_scopes, membership
+from chalicelib.core.tenancy import forget_scopes, membership, membership_changed
 from chalicelib.identity import users as accounts
 from chalicelib.platform.models import ScimUserAttrs, name_claims, scim_users
 from chalicelib.platform.scim import protocol
@@ -198,6 +198,7 @@ def _activate(caller: ScimCaller, rec: ScimUserAttrs, email: str) -> set[str]:
     except Refused:  # a member already (joined meanwhile), or the record went
         m = membership(ws, rec.user_id)
         return set(m.groups or ()) if m is not None else set()
+    membership_changed(rec.user_id)
     adjust_member_count(ws, 1)
     forget_scopes()
     return moved

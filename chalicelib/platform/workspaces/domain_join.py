@@ -12,7 +12,7 @@ from chalicelib.core import audit
 from chalicelib.core.authz import Role
 from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.store.tables import connection
-from chalicelib.core.tenancy import WorkspaceAttrs, membership, workspaces
+from chalicelib.core.tenancy import WorkspaceAttrs, membership, membership_changed, workspaces
 from chalicelib.core.workspace_settings import settings_of
 from chalicelib.identity import users
 from chalicelib.platform.models import domain_index
@@ -66,6 +66,7 @@ def join(workspace_id: str, user_id: str, *, caller: Any = None) -> dict[str, An
             members.add_member_tx(tx, workspace_id, user_id, user.email, Role.MEMBER.value, "domain_join")
     except TransactWriteError:
         raise conflict("already_member", "You are already a member of this workspace.") from None
+    membership_changed(user_id)
     adjust_member_count(workspace_id, 1)
     audit.append(ws.region, workspace_id, "member.joined", actor=audit.Actor("user", user_id, user.email),
                  target={"type": "user", "id": user_id, "email": user.email},

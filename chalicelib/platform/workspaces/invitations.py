@@ -26,7 +26,7 @@ from chalicelib.core.regions import served_regions
 from chalicelib.core.store import idempotency, revocation_ledger
 from chalicelib.core.store.tables import connection
 from chalicelib.core.store.transact import Conflict, Refused, Tx
-from chalicelib.core.tenancy import get_workspace, membership, region_of
+from chalicelib.core.tenancy import get_workspace, membership, membership_changed, region_of
 from chalicelib.identity import users
 from chalicelib.platform.models import (
     EMAIL_CLAIM_PREFIX,
@@ -192,6 +192,7 @@ def accept(workspace_id: str, invitation_id: str, principal: Principal, *, calle
         if membership(workspace_id, user.id) is not None:
             raise conflict("already_member", "You are already a member of this workspace.") from None
         raise _not_pending(get(workspace_id, invitation_id)) from None
+    membership_changed(user.id)
     adjust_member_count(workspace_id, 1)
     audit.append(region, workspace_id, "invitation.accepted", actor=audit.Actor("user", user.id, user.email),
                  target={"type": "invitation", "id": inv.id, "email": inv.email},

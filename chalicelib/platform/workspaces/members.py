@@ -18,7 +18,7 @@ from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F
 from chalicelib.core.store.tables import connection
 from chalicelib.core.store.transact import Tx
-from chalicelib.core.tenancy import MembershipAttrs, forget_scopes, memberships, region_of
+from chalicelib.core.tenancy import MembershipAttrs, forget_scopes, membership_changed, memberships, region_of
 from chalicelib.platform.workspaces import groups
 from chalicelib.platform.workspaces.service import adjust_member_count
 
@@ -72,7 +72,7 @@ def _guarded_write(workspace_id: str, target: MembershipAttrs, write: Any) -> No
                 write(tx)
                 if other is not None:
                     tx.condition_check(cls, workspace_id, other.user_id, condition=cls.role == Role.ADMIN.value)
-            forget_scopes()  # this container applies the change from its next request
+            membership_changed(target.user_id)  # every container applies the change from its next request
             return
         except TransactWriteError:
             target = get_member(workspace_id, target.user_id)  # re-read and decide again
@@ -129,4 +129,5 @@ def add_member_tx(tx: TransactWrite | Tx, workspace_id: str, user_id: str, email
     now = clock.iso()
     tx.save(cls(workspace_id, user_id, role=role, email=email, joined_at=now, joined_via=via, role_since=now,
                 groups=group_ids or None), condition=cls.user_id.does_not_exist())
-    forget_scopes()  # nothing reads the membership before the commit; every read after it is fresh
+    forget_scopes()  # nothing reads the membership before the commit; every read after it is fresh (the
+    # caller calls ``tenancy.membership_changed`` once it committed)

@@ -27,10 +27,17 @@ from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import DR_REGIONS, endpoints, region_for
-from chalicelib.core.store import idempotency
+from chalicelib.core.store import idempotency, scope_versions
 from chalicelib.core.store.tables import BaseModel, global_connection, global_model
 from chalicelib.core.store.transact import Refused, Tx
-from chalicelib.core.tenancy import WorkspaceAttrs, forget_scopes, memberships, workspaces, workspaces_of
+from chalicelib.core.tenancy import (
+    WorkspaceAttrs,
+    forget_scopes,
+    membership_changed,
+    memberships,
+    workspaces,
+    workspaces_of,
+)
 from chalicelib.core.workspace_settings import (
     ANSWER_LINK_HOSTS,
     ANSWER_MODE,
@@ -114,6 +121,7 @@ def create_workspace(*, owner_id: str, owner_email: str, name: str, residency: s
             if together and "slug" in refused.tags:
                 continue
             raise
+        membership_changed(owner_id)
         return ws
     raise RuntimeError("could not find a free slug")
 
@@ -452,4 +460,5 @@ def _write_update(ws: WorkspaceAttrs, actions: list[Any], old_settings: str, ind
         if index_remove:
             tx.update(domain_index()(f"domain#{index_remove}"),
                       actions=[DomainJoinIndexAttrs.workspace_ids.delete({ws.id})])
-    forget_scopes()  # this container sees the change from its next read
+    forget_scopes()
+    scope_versions.bump(ws.id, scope_versions.DIRECTORY)  # every container reads it again from its next request

@@ -27,10 +27,11 @@ from tests.functional.platform.helpers import call
 from tests.functional.residency.jobs import run_residency_jobs
 
 OTHER = {"eu-central-1": "us-east-1", "us-east-1": "eu-central-1"}
-# global tables that may name a workspace, and why: the directory entry, aggregate usage counters, and
-# identity records bound to a workspace id (tokens, clients); none may hold its content
+# global tables that may name a workspace, and why: the directory entry, aggregate usage counters,
+# identity records bound to a workspace id (tokens, clients), the request scope's version item (counters,
+# ``revoked_tokens``); none may hold its content
 GLOBAL_MAY_NAME_WORKSPACE = frozenset({"workspaces", "usage_counters", "api_tokens", "oauth_clients", "sessions",
-                                       "auth_state"})
+                                       "auth_state", "revoked_tokens"})
 DIRECTORY_FIELDS = frozenset({"id", "name", "slug", "residency", "region", "enforce_mfa", "replication", "created_at",
                               "created_by", "settings", "billing_plan", "member_count",
                               "replication_secondary_region", "replication_acknowledged_by",
@@ -139,6 +140,10 @@ def test_a_workspaces_content_stays_in_its_region(stack: None, residency: str,
         for item in stored_items("us-east-1", table):
             if ws in item:
                 assert table in GLOBAL_MAY_NAME_WORKSPACE, (table, item)
+                if table == "revoked_tokens":  # only the scope version item: its key and counters
+                    fields = json.loads(item)
+                    assert fields["jti"] == {"S": f"scope:{ws}"}, item
+                    assert all(set(v) == {"N"} for k, v in fields.items() if k != "jti"), item
             leaked = [n for n in content if n in item and not n.startswith("mia-")]
             assert not leaked, (table, leaked)  # the member's address lives only in the identity directory
             if "mia-" in item:
