@@ -467,6 +467,8 @@ def main() -> None:
     from bench.common import quiet, use_emulator
 
     use_emulator()
+    import bench.bench_chat  # noqa: F401 - both point this process at the in-process emulator on import:
+    import bench.bench_gateway_query  # noqa: F401 - imported before the server's endpoint is set
     from chalicelib.core import process_state
     from chalicelib.core.config import settings
     from infra.bootstrap import bootstrap_all
@@ -474,12 +476,9 @@ def main() -> None:
     from tests.functional.conftest import make_tenant
     from tests.functional.gateway.data import token_for
 
-    import bench.bench_chat  # noqa: F401 - both point this process at the in-process emulator on import:
-    import bench.bench_gateway_query  # noqa: F401 - imported before the server's endpoint is set
-
     fns = deployed()
     _, idle_peak = run_child("idle", {})
-    print(f"Deployed limits (`.chalice/config.json`, prod): "
+    print("Deployed limits (`.chalice/config.json`, prod): "
           + ", ".join(f"{f.group} {f.memory_mb} MB / {f.timeout_s:.0f} s" for f in fns.values())
           + f"; API Gateway {API_GATEWAY_SECONDS:.0f} s; Lambda at most {LAMBDA_MAX_SECONDS / 60:.0f} min; /tmp "
           f"{TMP_MB} MB. A new process importing the three engines (DuckDB, bm25s, the services) peaks at "
