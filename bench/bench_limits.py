@@ -138,6 +138,16 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
+def _first(fn: Callable[[], object]) -> tuple[float, str | None]:
+    """The time of a first call and, when it failed, why (a limit met inside the engine is a result)."""
+    t0 = time.perf_counter()
+    try:
+        fn()
+    except Exception as err:  # noqa: BLE001 - any refusal or failure ends the growth at this size
+        return time.perf_counter() - t0, f"{type(err).__name__}: {str(err)[:160]}"
+    return time.perf_counter() - t0, None
+
+
 def _child(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
     import logging
 
@@ -167,7 +177,9 @@ def child_query(spec: dict[str, Any]) -> dict[str, Any]:
     from chalicelib.gateway.query import service as query
 
     principal = _principal(spec["token"])
-    first = _timed(lambda: query.run(principal, spec["sql"]))
+    first, error = _first(lambda: query.run(principal, spec["sql"]))
+    if error:
+        return {"first": first, "error": error}
     warm = [_timed(lambda: query.run(principal, spec["sql"])) for _ in range(spec["n"])]
     return {"first": first, "warm": statistics.median(warm)}
 
@@ -222,7 +234,9 @@ def child_knowledge_search(spec: dict[str, Any]) -> dict[str, Any]:
     queries = json.loads(Path(spec["queries"]).read_text())
     only = {"dataset_ids": [spec["dataset"]]}
     hits: list[Any] = []
-    first = _timed(lambda: hits.extend(knowledge.search(principal, queries[0], 5, only)))
+    first, error = _first(lambda: hits.extend(knowledge.search(principal, queries[0], 5, only)))
+    if error:
+        return {"first": first, "error": error}
     assert hits, "the first search found nothing"
     warm = [_timed(lambda q=q: knowledge.search(principal, q, 5, only)) for q in queries[1:spec["n"] + 1]]
     return {"first": first, "warm": statistics.median(warm)}
@@ -254,7 +268,9 @@ def child_catalog(spec: dict[str, Any]) -> dict[str, Any]:
 
     principal = _principal(spec["token"])
     first_filter = catalog.SearchFilters(text="orders table", classification="PII")
-    first = _timed(lambda: catalog.search(principal, first_filter))
+    first, error = _first(lambda: catalog.search(principal, first_filter))
+    if error:
+        return {"first": first, "error": error}
     assert catalog.stats.snapshot_reads == 1 and catalog.stats.full_loads == 0, catalog.stats  # from the object
     varied = _varied_filters(catalog, spec["n_datasets"])
     warm = [_timed(lambda f=f: catalog.search(principal, f)) for f in varied[:spec["n"]]]
@@ -282,6 +298,10 @@ def _fmt_s(seconds: float) -> str:
     return f"{seconds:.2f}" if seconds < 100 else f"{seconds:.0f}"
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "/").replace("\n", " ")
+
+
 def _guard(previous: tuple[int, float] | None, size: int, what: str) -> str | None:
     """The row saying a size is not run (its projected memory over the cap), or None to run it."""
     projected = projected_mib(previous, size)
@@ -293,8 +313,10 @@ def _guard(previous: tuple[int, float] | None, size: int, what: str) -> str | No
 
 def _query_section(ws: str, region: str, token: str, fns: dict[str, Function], tmp: str) -> None:
     from bench.bench_gateway_query import QUERY_SQL, _query_tables
+    from chalicelib.core.config import settings
     from chalicelib.gateway.catalog import service as catalog
 
+    qs = settings()
     gw, wk = fns["gateway"], fns["workers"]
     rows: list[str] = []
     previous: tuple[int, float] | None = None
@@ -314,6 +336,11 @@ def _query_section(ws: str, region: str, token: str, fns: dict[str, Function], t
         ref, ref_peak = run_child("query_ref", {"files": files, "sql": sql, "n": warm_n})
         for path in files.values():
             os.remove(path)
+        if "error" in ours:
+            rows.append(f"| {n:,} | {parquet_mib:,.0f} | fails after {_fmt_s(ours['first'])} s | | {peak:,.0f} "
+                        f"| {_fmt_s(ref['first'])} | {_fmt_s(ref['warm'])} | {ref_peak:,.0f} "
+                        f"| refused: {_cell(ours['error'])} | |")
+            break
         as_gateway = verdict(memory_mb=gw.memory_mb, peak_mib=peak, seconds=ours["first"],
                              time_limits=((API_GATEWAY_SECONDS, f"over {API_GATEWAY_SECONDS:.0f} s"),),
                              tmp_mib=parquet_mib)
@@ -331,7 +358,9 @@ def _query_section(ws: str, region: str, token: str, fns: dict[str, Function], t
           f"local disk, no policies. Limits: gateway function {gw.memory_mb} MB, API Gateway "
           f"{API_GATEWAY_SECONDS:.0f} s, /tmp {TMP_MB} MB (the raw Parquet is on /tmp while a sandbox is built); "
           f"as a worker {wk.memory_mb} MB, {wk.timeout_s:.0f} s configured, {LAMBDA_MAX_SECONDS / 60:.0f} min "
-          f"at most.\n")
+          f"at most. The engine's own bounds per query: `QUERY_MEMORY_LIMIT` {qs.query_memory_limit}, "
+          f"`QUERY_SPILL_LIMIT` {qs.query_spill_limit} of /tmp; a query past them is refused (the row says "
+          f"why) and the growth stops there.\n")
     print("| rows per side | Parquet MiB (both) | ours first s | ours warm s | ours peak MiB | bare DuckDB first s "
           "| bare warm s | bare peak MiB | as the gateway | as a worker |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
@@ -365,6 +394,11 @@ def _knowledge_section(ws: str, region: str, admin_token: str, fns: dict[str, Fu
         built, build_peak = run_child("knowledge_build", spec)
         found, peak = run_child("knowledge_search", spec)
         ref, ref_peak = run_child("knowledge_ref", spec)
+        if "error" in found:
+            rows.append(f"| {n:,} | {_fmt_s(built['build'])} | {build_peak:,.0f} | | fails after "
+                        f"{_fmt_s(found['first'])} s | | {peak:,.0f} | refused: {_cell(found['error'])} | | "
+                        f"{_fmt_s(ref['build'])} | {ref['warm'] * 1e3:.2f} | {ref_peak:,.0f} |")
+            break
         as_worker = verdict(memory_mb=wk.memory_mb, peak_mib=build_peak, seconds=built["build"],
                             time_limits=((wk.timeout_s, f"over the worker's {wk.timeout_s:.0f} s"),
                                          (LAMBDA_MAX_SECONDS, "over 15 min")))
@@ -444,6 +478,10 @@ def _catalog_section(region: str, fns: dict[str, Function]) -> None:
             Bucket=aws.bucket_name(snapshots.BUCKET, region), Key=snapshots.key_of(ws))["ContentLength"] / 2**20
         ours, peak = run_child("catalog", {"token": member, "n_datasets": n, "n": 100})
         ref, ref_peak = run_child("catalog_ref", {"region": region, "ws": ws})
+        if "error" in ours:
+            rows.append(f"| {n:,} | {stored_mib:.1f} | fails after {_fmt_s(ours['first'])} s | | {peak:,.0f} "
+                        f"| refused: {_cell(ours['error'])} | {_fmt_s(ref['first'])} | {ref_peak:,.0f} |")
+            break
         as_gateway = verdict(memory_mb=gw.memory_mb, peak_mib=peak, seconds=ours["first"],
                              time_limits=((API_GATEWAY_SECONDS, f"over {API_GATEWAY_SECONDS:.0f} s"),))
         rows.append(f"| {n:,} | {stored_mib:.1f} | {_fmt_s(ours['first'])} | {ours['warm'] * 1e3:.2f} | {peak:,.0f} "
