@@ -14,7 +14,8 @@ the catalog's snapshot writer (``catalog/snapshots.write``, what a full load sto
 500k datasets item by item through the emulator would take longer than this whole module. A size whose
 peak memory, extrapolated linearly from the size before, would pass ``BENCH_LIMITS_MAX_MIB`` (6 GiB) is
 not run and is reported as the limit. Sizes: ``BENCH_LIMITS_QUERY_ROWS``, ``BENCH_LIMITS_CHUNKS``,
-``BENCH_LIMITS_DATASETS`` (comma-separated; ``k`` and ``M`` suffixes allowed).
+``BENCH_LIMITS_DATASETS`` (comma-separated; ``k`` and ``M`` suffixes allowed); ``BENCH_LIMITS_SECTIONS`` picks
+some of ``query,knowledge,catalog``.
 """
 from __future__ import annotations
 
@@ -298,6 +299,14 @@ def _fmt_s(seconds: float) -> str:
     return f"{seconds:.2f}" if seconds < 100 else f"{seconds:.0f}"
 
 
+def _token(ws: str, role: str) -> str:
+    """A new access token of a ``role`` of the workspace, issued just before the child that uses it (a size
+    can take longer than a token lives)."""
+    from tests.functional.gateway.data import token_for
+
+    return token_for(ws, role).token
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "/").replace("\n", " ")
 
@@ -311,7 +320,7 @@ def _guard(previous: tuple[int, float] | None, size: int, what: str) -> str | No
     return None
 
 
-def _query_section(ws: str, region: str, token: str, fns: dict[str, Function], tmp: str) -> None:
+def _query_section(ws: str, region: str, fns: dict[str, Function], tmp: str) -> None:
     from bench.bench_gateway_query import QUERY_SQL, _query_tables
     from chalicelib.core.config import settings
     from chalicelib.gateway.catalog import service as catalog
@@ -332,7 +341,7 @@ def _query_section(ws: str, region: str, token: str, fns: dict[str, Function], t
         sql = QUERY_SQL.format(c=c, o=o)
         parquet_mib = sum(os.path.getsize(p) for p in files.values()) / 2**20
         warm_n = 5 if n <= 3_000_000 else 3
-        ours, peak = run_child("query", {"token": token, "sql": sql, "n": warm_n})
+        ours, peak = run_child("query", {"token": _token(ws, "member"), "sql": sql, "n": warm_n})
         ref, ref_peak = run_child("query_ref", {"files": files, "sql": sql, "n": warm_n})
         for path in files.values():
             os.remove(path)
@@ -367,7 +376,7 @@ def _query_section(ws: str, region: str, token: str, fns: dict[str, Function], t
     print("\n".join(rows) + "\n", flush=True)
 
 
-def _knowledge_section(ws: str, region: str, admin_token: str, fns: dict[str, Function], tmp: str) -> None:
+def _knowledge_section(ws: str, region: str, fns: dict[str, Function], tmp: str) -> None:
     from bench.bench_chat import CHUNKS_PER_DOC, _corpus
     from chalicelib.gateway.catalog import service as catalog
     from tests.functional.gateway.data import field, put_dataset
@@ -389,10 +398,10 @@ def _knowledge_section(ws: str, region: str, admin_token: str, fns: dict[str, Fu
                           [])
         catalog.changed(ws, datasets=[big])  # as the sync that made it records it
         spec = {"ws": ws, "region": region, "dataset": big, "texts": texts_path, "queries": queries_path,
-                "token": admin_token, "n": 50,
+                "n": 50,
                 "chunks_per_doc": CHUNKS_PER_DOC}
         built, build_peak = run_child("knowledge_build", spec)
-        found, peak = run_child("knowledge_search", spec)
+        found, peak = run_child("knowledge_search", {**spec, "token": _token(ws, "admin")})
         ref, ref_peak = run_child("knowledge_ref", spec)
         if "error" in found:
             rows.append(f"| {n:,} | {_fmt_s(built['build'])} | {build_peak:,.0f} | | fails after "
@@ -459,7 +468,6 @@ def _catalog_section(region: str, fns: dict[str, Function]) -> None:
     from chalicelib.gateway.catalog import snapshots
     from chalicelib.gateway.catalog import versions as catalog_versions
     from tests.functional.conftest import make_tenant
-    from tests.functional.gateway.data import token_for
 
     gw = fns["gateway"]
     rows: list[str] = []
@@ -471,12 +479,11 @@ def _catalog_section(region: str, fns: dict[str, Function]) -> None:
             break
         t = make_tenant(f"limits-catalog-{n}@example.com", name=f"Limits catalog {n}")
         ws = t.workspace_id
-        member = token_for(ws, "member").token
         version = catalog_versions.current(region, ws).version
         snapshots.write(region, ws, version, clock.now(), _catalog_records(ws, n), {})
         stored_mib = aws.client("s3", region).head_object(
             Bucket=aws.bucket_name(snapshots.BUCKET, region), Key=snapshots.key_of(ws))["ContentLength"] / 2**20
-        ours, peak = run_child("catalog", {"token": member, "n_datasets": n, "n": 100})
+        ours, peak = run_child("catalog", {"token": _token(ws, "member"), "n_datasets": n, "n": 100})
         ref, ref_peak = run_child("catalog_ref", {"region": region, "ws": ws})
         if "error" in ours:
             rows.append(f"| {n:,} | {stored_mib:.1f} | fails after {_fmt_s(ours['first'])} s | | {peak:,.0f} "
@@ -512,7 +519,6 @@ def main() -> None:
     from infra.bootstrap import bootstrap_all
     from infra.emulator.process import moto_process
     from tests.functional.conftest import make_tenant
-    from tests.functional.gateway.data import token_for
 
     fns = deployed()
     _, idle_peak = run_child("idle", {})
@@ -530,10 +536,13 @@ def main() -> None:
             with quiet():
                 bootstrap_all()
                 t = make_tenant("limits@example.com", name="Limits")
-                member = token_for(t.workspace_id, "member").token
-                _query_section(t.workspace_id, t.region, member, fns, tmp)
-                _knowledge_section(t.workspace_id, t.region, t.token, fns, tmp)
-                _catalog_section(t.region, fns)
+                chosen = os.environ.get("BENCH_LIMITS_SECTIONS", "query,knowledge,catalog").split(",")
+                if "query" in chosen:
+                    _query_section(t.workspace_id, t.region, fns, tmp)
+                if "knowledge" in chosen:
+                    _knowledge_section(t.workspace_id, t.region, fns, tmp)
+                if "catalog" in chosen:
+                    _catalog_section(t.region, fns)
         finally:
             del os.environ["AWS_ENDPOINT_URL"]
 
