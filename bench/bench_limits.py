@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -545,6 +546,7 @@ def main() -> None:
                     _catalog_section(t.region, fns)
         finally:
             del os.environ["AWS_ENDPOINT_URL"]
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
