@@ -47,6 +47,7 @@ MODULES: tuple[str, ...] = (
     "bench_agents",
     "bench_residency",
     "bench_local_state",
+    "bench_limits",
     "bench_telemetry",
 )
 
