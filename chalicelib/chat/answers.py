@@ -184,6 +184,7 @@ class _Writer:
         self.ended = threading.Event()
         self.stop_seen = False
         self.shown = False  # the answer's first text was stored
+        self.eager = True  # store the first text at once (not for an answer that came whole: it is all there)
         self.unchecked = 0  # events since the stop flag was last read
         self.checked_at = time.monotonic()
 
@@ -192,7 +193,7 @@ class _Writer:
         with self.lock:
             if name == "content_delta":
                 self.text.append(data.get("text", ""))
-                full = len(self.text) >= FLUSH_DELTAS or not self.shown  # the first text at once
+                full = len(self.text) >= FLUSH_DELTAS or (self.eager and not self.shown)  # the first text at once
                 self.shown = True
             else:
                 self._text_event()
@@ -298,6 +299,7 @@ def _generate(begin: Callable[[], service.Live], correlation_id: str, chat_id: s
         live = begin()
         if not live.stream:  # asked for whole: the model answers whole (no pieces to show or stop)
             reply = live.finish().reply
+            writer.eager = False
             for e in service.sse_events(reply):
                 writer.add(e["event"], e["data"])
             return reply
