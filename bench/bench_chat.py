@@ -100,7 +100,7 @@ def _run() -> None:
         prefix = store.write(region, ws, big, "bench", chunks, model)
         knowledge_table(region)(ws, KIND_INDEX + big, dataset_id=big, version=rec.data_prefix, prefix=prefix,
                                 source_kind="document", policy_fingerprint=indexer.policy_fingerprint(rec),
-                                chunk_count=len(chunks), updated_at="x").save()
+                                chunk_count=len(chunks), index_format=reader.index_format(), updated_at="x").save()
         ours_index_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         bare = bm25s.BM25()

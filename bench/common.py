@@ -36,7 +36,8 @@ def use_emulator(**extra: str) -> None:
     serialise_writes()
     for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
         del os.environ[name]
-    os.environ.update({**BENCH_ENV, **extra})
+    # in process there is no queue worker: a chat answer is generated inside its request, the same steps
+    os.environ.update({**BENCH_ENV, "CHAT_ANSWERS": "inline", **extra})
     from chalicelib.core.config import settings
 
     settings.cache_clear()

@@ -94,8 +94,6 @@ def _ask(ctx: Ctx, chat_id: str | None) -> Response:
                **({"Idempotent-Replayed": "true"} if replayed else {})}
     if wait <= 0:  # Prefer: respond-async
         return json_response(answers.pending(made["chat_id"], made["id"]), 202, headers)
-    if wait <= 0:  # Prefer: respond-async
-        return json_response(answers.pending(made["chat_id"], made["id"]), 202, headers)
     if isinstance(body, dict) and body.get("stream") is True:
         return StreamingResponse(answers.stream(user, made["chat_id"], made["id"], wait), status,
                                  {**SSE_HEADERS, **headers})
