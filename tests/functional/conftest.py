@@ -159,3 +159,10 @@ def outbox(stack: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Outbo
     settings.cache_clear()
     (tmp_path / "outbox").mkdir()
     return Outbox(tmp_path / "outbox")
+
+
+def is_scope_version_item(item: dict[str, Any], workspace_id: str) -> bool:
+    """Whether a global ``revoked_tokens`` item (DynamoDB JSON) is the workspace's scope version item: its key
+    and counters only (``core/store/scope_versions.py``), the one regional fact the global store keeps."""
+    return item.get("jti") == {"S": f"scope:{workspace_id}"} and all(
+        set(v) == {"N"} for k, v in item.items() if k != "jti")
