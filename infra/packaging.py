@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import compileall
+import functools
 import importlib.metadata as metadata
 import re
 import shutil
@@ -73,7 +74,8 @@ def _imports(module: str, path: Path) -> set[str]:
     return found
 
 
-def third_party_imports(group: str) -> set[str]:
+@functools.cache
+def third_party_imports(group: str) -> frozenset[str]:
     """Top-level names of the non-project modules reachable from the group's entry modules."""
     from chalicelib.groups import GROUPS
 
@@ -95,7 +97,13 @@ def third_party_imports(group: str) -> set[str]:
                 todo.extend(".".join(parts[:i]) for i in range(2, len(parts) + 1))
             elif top not in sys.stdlib_module_names and top not in ("__future__", "app"):
                 outside.add(top)
-    return outside
+    return frozenset(outside)
+
+
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    """Top-level module name -> the installed distributions providing it (a scan of every installed one)."""
+    return dict(metadata.packages_distributions())
 
 
 def _requires(dist: str) -> set[str]:
@@ -109,7 +117,7 @@ def _requires(dist: str) -> set[str]:
 def requirements(group: str) -> list[str]:
     """The pinned requirement lines the group ships (its imports' distributions and their pinned deps)."""
     pins = pinned()
-    by_module = metadata.packages_distributions()
+    by_module = _distributions()
     wanted = {_norm(d) for top in third_party_imports(group) for d in by_module.get(top, [])} & set(pins)
     if "python-jose" in wanted:
         wanted.add("cryptography")  # the [cryptography] extra: RS256 through pyca/cryptography

@@ -48,18 +48,33 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
+_PACKAGED: dict[tuple[str, str | None], Path] = {}  # (stage, region) -> where its template was written
+_LINTED: set[Path] = set()
+
+
 def _package(project: Path, stage: str, out: Path, region: str | None = None) -> dict:
-    env = {**os.environ, "AWS_DEFAULT_REGION": region or "us-east-1"}
-    extra = package_args(stage).split()  # as `make package` does: HTTP stages merge the gateway responses
-    result = subprocess.run([str(BIN / "chalice"), "package", "--stage", stage, *extra, str(out)], cwd=project,
-                            env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads((out / "sam.json").read_text())
+    """The stage's template as `make package` writes it; a stage is packaged once per module (several tests
+    read the same template), so ``out`` holds it only the first time."""
+    if (stage, region) not in _PACKAGED:
+        env = {**os.environ, "AWS_DEFAULT_REGION": region or "us-east-1"}
+        extra = package_args(stage).split()  # as `make package` does: HTTP stages merge the gateway responses
+        result = subprocess.run([str(BIN / "chalice"), "package", "--stage", stage, *extra, str(out)], cwd=project,
+                                env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        _PACKAGED[(stage, region)] = out
+    return json.loads((_PACKAGED[(stage, region)] / "sam.json").read_text())
+
+
+def _sam(stage: str, region: str | None) -> Path:
+    return _PACKAGED[(stage, region)] / "sam.json"
 
 
 def _lint(path: Path) -> None:
+    if path in _LINTED:
+        return
     result = subprocess.run([str(BIN / "cfn-lint"), str(path)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
+    _LINTED.add(path)
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -105,7 +120,7 @@ def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stag
             assert policy == job_policy(job, region)
     else:
         assert handlers == set()
-    _lint(tmp_path / "sam.json")
+    _lint(_sam(stage, region))
 
 
 def test_other_groups_routes_absent(project: Path, tmp_path: Path) -> None:
@@ -153,7 +168,7 @@ def test_unknown_routes_answer_problem_json_in_every_http_template(project: Path
             responses.pop("INVALID_SIGNATURE")
             responses.pop("RESOURCE_NOT_FOUND")
             assert "THROTTLED" in responses
-            _lint(tmp_path / stage / "sam.json")
+            _lint(_sam(stage, region))
             continue
         missing = responses["MISSING_AUTHENTICATION_TOKEN"]
         assert missing["RestApiId"] == {"Ref": "RestAPI"} and missing["StatusCode"] == "404"
@@ -167,7 +182,7 @@ def test_unknown_routes_answer_problem_json_in_every_http_template(project: Path
                 assert "$context.error" not in body and "$input" not in body and "Authorization" not in body
         assert json.loads(missing["ResponseTemplates"]["application/json"])["status"] == 404
         assert {"INVALID_SIGNATURE", "DEFAULT_4XX", "DEFAULT_5XX"} <= set(responses)
-        _lint(tmp_path / stage / "sam.json")
+        _lint(_sam(stage, region))
 
 
 def test_committed_deployment_config_is_current() -> None:
