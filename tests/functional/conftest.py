@@ -78,12 +78,27 @@ def _moto() -> Iterator[None]:
 
 @pytest.fixture
 def stack(_moto: None) -> Iterator[None]:
-    """Both regions bootstrapped in moto, with every declared table, bucket and queue empty."""
+    """Both regions bootstrapped in moto, with every declared table, bucket and queue empty but the token
+    signing key (``signing_key``)."""
     _wipe()
     reset_process_state()
-    signing.ensure_key()
+    signing_key()
     yield
     reset_process_state()
+
+
+_SIGNING_KEY: list[dict[str, Any]] = []  # the first test's signing key item (KMS keys outlive the wipe)
+
+
+def signing_key() -> None:
+    """An active token signing key: the process's first one put back after a wipe rather than a new one
+    generated per test (an RSA key pair costs about a tenth of a second). Tests of rotation make their own."""
+    ddb, table = aws.client("dynamodb", settings().global_region), aws.table_name("signing_keys")
+    if _SIGNING_KEY:
+        ddb.put_item(TableName=table, Item=_SIGNING_KEY[0])
+        return
+    signing.ensure_key()
+    _SIGNING_KEY.extend(ddb.scan(TableName=table, ConsistentRead=True)["Items"][:1])
 
 
 @dataclass
