@@ -53,6 +53,9 @@ def test_platform_tables_are_refused_in_every_form(tenant: Tenant, region: str) 
     tables = _platform_tables(region)
     assert f"{settings().resource_prefix}-memberships" in tables
     ws_region = tenant.region
+    # every spelling on a few tables (the canonicalisation is one function of the name), and the name and the
+    # ARN that got through before on every table
+    every_form = {f"{settings().resource_prefix}-memberships", tables[0], tables[-1]}
     for name in tables:
         forms = [
             name, name.upper(), f"  {name} ",
@@ -63,7 +66,7 @@ def test_platform_tables_are_refused_in_every_form(tenant: Tenant, region: str) 
             f"arn:aws:dynamodb:{ws_region}:{SOURCE_ACCOUNT}:table/{name}/stream/2024-01-01T00:00:00.000",
             f"arn:aws-cn:dynamodb:{ws_region}:{SOURCE_ACCOUNT}:table/{name}",
         ]
-        for form in forms:
+        for form in forms if name in every_form else forms[:1] + forms[3:4]:
             _refused(tenant, "dynamodb", {"role_arn": READER_ROLE, "table": form}, "config.table")
 
 
