@@ -1,0 +1,73 @@
+"""Services take the request scope: only tenancy, the entry points and the workers look a workspace up.
+
+A service that acts for a workspace takes the ``RequestScope`` (``core.tenancy``) as its first argument:
+the workspace, its region and directory entry, the caller and its live role, resolved once where the
+request enters. So ``region_of`` and ``get_workspace`` are called only in
+
+- ``core/tenancy.py`` (where they live) and ``core/http/`` (the authorisation path that builds the scope);
+- entry points: route modules (``routes.py``, ``*_routes.py``), GraphQL (``*graphql*.py``) and MCP
+  (``gateway/mcp/``), which build the scope of a request;
+- workers (``worker.py``, ``*_worker.py``, ``workers/``), which build the scope of a queued job;
+- ``identity/``, which issues the tokens a scope is later built from (no scope exists yet there).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "chalicelib"
+LOOKUPS = {"region_of", "get_workspace"}
+
+
+# Still looking the workspace up themselves; each moves to taking the scope, then leaves this list.
+PENDING = {
+    # agents, chat, knowledge, llm
+    "agents/definitions.py", "agents/runs.py", "chat/answers.py", "chat/conversations.py", "chat/service.py",
+    "knowledge/entailment_model.py", "knowledge/indexer.py", "knowledge/service.py", "llm/access.py",
+    "llm/budget.py", "llm/connections.py", "llm/presets.py", "llm/routing.py", "llm/service.py",
+
+    # gateway
+    "gateway/catalog/lineage.py", "gateway/catalog/lineage_events.py", "gateway/catalog/policies.py",
+    "gateway/catalog/service.py", "gateway/catalog/snapshot_cache.py", "gateway/ingest/connector_view.py",
+    "gateway/ingest/connectors.py", "gateway/ingest/sync.py", "gateway/query/lineage_queue.py",
+    "gateway/query/service.py", "gateway/reader.py",
+
+    # core, platform, residency
+    "core/store/revocation_ledger.py", "core/workspace_settings.py", "platform/audit/export.py", "platform/me.py",
+    "platform/scim/protocol.py", "platform/scim/tokens.py", "platform/workspaces/groups.py",
+    "platform/workspaces/invitations.py", "platform/workspaces/members.py", "residency/access_requests.py",
+    "residency/restore.py",
+}
+
+
+def allowed(path: Path) -> bool:
+    rel = path.relative_to(PACKAGE)
+    parts, name = rel.parts, path.name
+    return (str(rel) == "core/tenancy.py" or parts[:2] == ("core", "http") or parts[0] in {"identity", "workers"}
+            or name == "routes.py" or name.endswith("_routes.py") or "graphql" in name
+            or parts[:2] == ("gateway", "mcp") or name == "worker.py" or name.endswith("_worker.py"))
+
+
+def lookups(path: Path) -> list[int]:
+    """Lines of ``path`` that call ``region_of`` or ``get_workspace`` (by name or as an attribute)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if name in LOOKUPS:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_tenancy_entry_points_and_workers_look_a_workspace_up() -> None:
+    offenders = {str(p.relative_to(PACKAGE)): lookups(p) for p in sorted(PACKAGE.rglob("*.py")) if not allowed(p)}
+    offenders = {p: lines for p, lines in offenders.items() if lines}
+    assert {p: lines for p, lines in offenders.items() if p not in PENDING} == {}, \
+        "take the RequestScope from the caller instead of looking the workspace up"
+    assert PENDING - set(offenders) == set(), "converted: remove it from PENDING"
+
+
+def test_the_rule_sees_a_lookup() -> None:
+    assert lookups(PACKAGE / "core" / "tenancy.py")  # where they live: the walker finds calls
+    assert not allowed(PACKAGE / "chat" / "service.py") and allowed(PACKAGE / "chat" / "routes.py")
