@@ -398,3 +398,13 @@ def scope_of(principal: Principal) -> RequestScope:
     except ApiError:
         return RequestScope(principal)  # a token of a deleted workspace: every workspace permission fails
     return RequestScope(principal, ws.region, ws)
+
+
+def workspace_scope(workspace_id: str, principal: Principal | None = None) -> RequestScope:
+    """The scope of work for a workspace that enters without a request's scope (a queued job, a SCIM token,
+    a scheduled pass): ``principal`` acting, or the system (no user, no role) when None; 404 when the
+    workspace does not exist."""
+    ws = get_workspace(workspace_id)
+    acting = principal or Principal(user_id="", workspace_id=workspace_id, roles=(), email="", amr=("system",),
+                                    token_id="")
+    return RequestScope(acting, ws.region, ws)
