@@ -90,6 +90,10 @@ def start_platform(state_dir: Path, extra_env: dict[str, str] | None = None) -> 
         # fuzzers and many tests share a few tokens per stack: raise the request quotas (core/http/rate_limits.py,
         # tested in process) rather than switch them off
         "API_RATE_LIMIT_FACTOR": "100",
+        # the emulator's state in memory only: a test stack is never restarted on its state (the tests of
+        # persistence, tests/integration/infra/test_local_state.py, turn it on), and a snapshot each
+        # second of a growing state cost a stack more CPU than its requests
+        "LOCAL_PERSIST": "0",
         **(extra_env or {}),
     })
     state_dir.mkdir(parents=True, exist_ok=True)

@@ -170,22 +170,27 @@ def platform_routes() -> set[tuple[str, str]]:
 
 def snapshot() -> dict[str, Any]:
     """Every stored item of every declared table in every region, archive objects and mail counters; not the
-    API request counters (every authorized request counts, refused by its route or not)."""
+    API request counters (every authorized request counts, refused by its route or not).
+
+    Read from the in-process emulator's own state (this runs twice around every request of the isolation
+    and matrix sweeps): the same items a scan returns, without signing, sending and serialising a scan of
+    every table in every region."""
+    from moto.backends import get_backend
+    from moto.core import DEFAULT_ACCOUNT_ID
+
     out: dict[str, Any] = {}
+    dynamodb, s3, ses = (get_backend(name)[DEFAULT_ACCOUNT_ID] for name in ("dynamodb", "s3", "ses"))
     for table in TABLES:
         if table.name == "request_counters":
             continue
         regions = ["us-east-1"] if table.scope == GLOBAL else list(OPEN_REGIONS)
         for region in regions:
-            ddb = aws.client("dynamodb", region)
-            items = []
-            for page in ddb.get_paginator("scan").paginate(TableName=aws.table_name(table.name)):
-                items += [json.dumps(i, sort_keys=True) for i in page["Items"]]
-            out[f"{region}/{table.name}"] = sorted(items)
+            stored = dynamodb[region].get_table(aws.table_name(table.name))
+            out[f"{region}/{table.name}"] = sorted(json.dumps(i.to_json(), sort_keys=True, default=str)
+                                                   for i in stored.all_items())
     for region in OPEN_REGIONS:
-        s3 = aws.client("s3", region)
         for bucket in BUCKETS:
             name = aws.bucket_name(bucket.name, region)
-            out[f"s3/{name}"] = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=name).get("Contents", []))
-        out[f"ses/{region}"] = aws.client("ses", region).get_send_quota()["SentLast24Hours"]
+            out[f"s3/{name}"] = sorted(s3["global"].get_bucket(name).keys.keys())
+        out[f"ses/{region}"] = ses[region].sent_message_count
     return out

@@ -98,3 +98,21 @@ def test_bad_input_is_a_problem_and_writes_nothing(s: scenario.Scenario, route: 
     after = scenario.snapshot()
     _BASELINE["snapshot"] = after  # a failure here must not cascade into the next cases
     assert after == before
+
+
+def test_the_snapshot_sees_every_kind_of_write(s: scenario.Scenario) -> None:
+    """The comparisons above are only as good as the snapshot: an item, an object or a mail shows in it."""
+    from chalicelib.core import aws, mail
+
+    before = scenario.snapshot()
+    ddb = aws.client("dynamodb", "us-east-1")
+    ddb.put_item(TableName=aws.table_name("revoked_tokens"), Item={"jti": {"S": "snapshot-probe"}})
+    after_item = scenario.snapshot()
+    assert after_item != before
+    aws.client("s3", "eu-central-1").put_object(Bucket=aws.bucket_name("data", "eu-central-1"), Key="probe", Body=b"x")
+    after_object = scenario.snapshot()
+    assert after_object != after_item
+    mail.send("probe@example.com", "probe", "probe", region="eu-central-1")
+    assert scenario.snapshot() != after_object
+    ddb.delete_item(TableName=aws.table_name("revoked_tokens"), Key={"jti": {"S": "snapshot-probe"}})
+    aws.client("s3", "eu-central-1").delete_object(Bucket=aws.bucket_name("data", "eu-central-1"), Key="probe")

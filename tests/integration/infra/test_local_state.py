@@ -28,7 +28,7 @@ PORTS = {"LOCAL_PORTS": ",".join(f"{g}={free_port()}" for g in GROUPS), "EMULATO
 
 def _start(state_dir: Path) -> RunningPlatform:
     (state_dir / "run.json").unlink(missing_ok=True)  # start_platform waits for the new one
-    return start_platform(state_dir, {"LOCAL_SNAPSHOT_SECONDS": "1", **PORTS})
+    return start_platform(state_dir, {"LOCAL_PERSIST": "1", "LOCAL_SNAPSHOT_SECONDS": "1", **PORTS})
 
 
 def _items(platform: RunningPlatform) -> dict[str, list[str]]:
