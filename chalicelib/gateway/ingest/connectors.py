@@ -253,7 +253,7 @@ def update_connector(principal: Principal, connector_id: str, body: Any, caller:
     except UpdateError:
         raise not_found("connector") from None
     if new_config is not None:
-        _record_dropped_secrets(item, region, previous, new_config, principal.user_id)
+        _record_dropped_secrets(item, previous, new_config, principal.user_id)
     catalog.changed(principal.workspace_id, connectors=[connector_id])
     if new_config is not None or body.get("paused") is False:
         health_check(item, region)
@@ -265,7 +265,7 @@ def update_connector(principal: Principal, connector_id: str, body: Any, caller:
     return to_dict(item, region)
 
 
-def _record_dropped_secrets(item: models.ConnectorAttrs, region: str, before: dict[str, Any], after: dict[str, Any],
+def _record_dropped_secrets(item: models.ConnectorAttrs, before: dict[str, Any], after: dict[str, Any],
                             user_id: str) -> None:
     """Ledger entries for the stored secrets ``before`` holds and ``after`` no longer does, so that no
     restore of an older backup brings a replaced (or deleted) credential back into use."""
@@ -273,7 +273,8 @@ def _record_dropped_secrets(item: models.ConnectorAttrs, region: str, before: di
     now = clock.iso()
     for cipher in sealed_secrets(json.dumps(before)).values():
         if cipher not in kept:
-            revocation_ledger.record(region, item.workspace_id, revocation_ledger.CONNECTOR_SECRET,
+            revocation_ledger.record(str(type(item).Meta.region), item.workspace_id,
+                                     revocation_ledger.CONNECTOR_SECRET,
                                      revocation_ledger.secret_ref(item.id, cipher), now, user_id)
 
 
@@ -288,7 +289,7 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
     except DeleteError:
         raise conflict("sync_in_progress", "A sync of this connector is running; delete it when it ends.") from None
 
-    _record_dropped_secrets(item, region, json.loads(item.config or "{}"), {}, principal.user_id)
+    _record_dropped_secrets(item, json.loads(item.config or "{}"), {}, principal.user_id)
     removed_objects = 0
     if item.dataset_id:
         try:
