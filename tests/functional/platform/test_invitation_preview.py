@@ -35,4 +35,7 @@ def test_only_the_invited_address_reads_the_invitation(tenant: Tenant) -> None:
         assert c.http.get(path, headers=bearer(other)).status_code == 404
         assert c.http.get(path.replace(inv["id"], "inv_nope"), headers=bearer(other)).status_code == 404
         assert c.http.get(path.replace(tenant.workspace_id, "ws_nope"), headers=bearer(other)).status_code == 404
+        accept = path.replace(tenant.workspace_id, "ws_nope").replace("/preview", "/accept")
+        gone = c.http.post(accept, headers={**bearer(other), "Content-Type": "application/json"}, body=b"{}")
+        assert gone.status_code == 404 and gone.json_body["code"] == "not_found", gone.body
         assert c.http.get(path).status_code == 401
