@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.authz import Principal
-from chalicelib.core.tenancy import get_workspace, live_principal, workspaces_of
+from chalicelib.core.tenancy import RequestScope, live_principal, workspaces_of
 from chalicelib.platform.workspaces.service import served_at, token_exchange_hint
 
 
-def describe(principal: Principal) -> dict[str, Any]:
+def describe(scope: RequestScope) -> dict[str, Any]:
     """The caller; a token bound to a workspace acts with its live membership (removed members get 403)."""
+    principal = scope.principal
     if principal.workspace_id:
         principal = live_principal(principal)
     member_of = [{"workspace_id": m["workspace_id"], "role": m["role"], "region": m["region"], **served_at(m["region"])}
@@ -31,7 +31,7 @@ def describe(principal: Principal) -> dict[str, Any]:
         "workspaces": member_of,
     }
     if principal.workspace_id:
-        ws = get_workspace(principal.workspace_id)
+        ws = scope.entry()
         out["workspace"] = {"id": ws.id, "name": ws.name, "slug": ws.slug, "residency": ws.residency,
                             **served_at(ws.region)}
     else:

@@ -18,7 +18,7 @@ OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 @api.route("/v1/me", permission=AUTHENTICATED, scope=GLOBAL)
 def me(ctx: Ctx) -> Any:
     """Any verified token, with or without a workspace (the service applies the live membership)."""
-    return me_service.describe(ctx.user)
+    return me_service.describe(ctx.scope)
 
 
 @api.route("/v1/openapi.json", public=True)

@@ -38,7 +38,7 @@ from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues
 from chalicelib.core.store.conditions import condition_failed
-from chalicelib.core.tenancy import acting_member, memberships, region_of, workspaces_of
+from chalicelib.core.tenancy import RequestScope, acting_member, memberships, workspaces_of
 from chalicelib.residency import erasure, pseudonymised
 from chalicelib.residency.models import (
     ACCESS_DEADLINE_SECONDS,
@@ -101,12 +101,11 @@ def _is_admin(user: Principal) -> bool:
     return Role.ADMIN.value in user.roles
 
 
-def create(user: Principal, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
+def create(scope: RequestScope, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
     """Record and queue an export or erasure about ``user_id`` (the caller themself, or, for an Admin,
     a member of the caller's workspace)."""
     data = validate(body, {"kind": F(str, required=True, enum=ACCESS_KINDS), "user_id": F(str, required=True)})
-    ws = user.workspace_id
-    region = region_of(ws)
+    user, ws, region = scope.principal, scope.workspace_id, scope.region or ""
     subject = data["user_id"]
     own = subject == user.user_id
     if not own and not _is_admin(user):
@@ -117,17 +116,17 @@ def create(user: Principal, body: Any, caller: audit.CallerLike) -> dict[str, An
         memberships(region).get(ws, subject, consistent_read=True)
     except DoesNotExist:
         raise not_found("member") from None
-    scope = ACCOUNT if own else WORKSPACE
+    reach = ACCOUNT if own else WORKSPACE  # what the request covers (its ``scope`` field)
     if data["kind"] == ERASE:
-        _refuse_last_admin(subject, ws if scope == WORKSPACE else None)
+        _refuse_last_admin(subject, ws if reach == WORKSPACE else None)
     now = clock.now()
-    req = access_requests(region)(ws, new_id("dsr"), kind=data["kind"], subject=subject, scope=scope,
+    req = access_requests(region)(ws, new_id("dsr"), kind=data["kind"], subject=subject, scope=reach,
                                   requested_by=user.user_id, requested_at=clock.iso(now),
                                   due_at=clock.iso(now + ACCESS_DEADLINE_SECONDS), status=QUEUED)
     req.save()
     audit.append(region, ws, "access_request.created", actor=audit.Actor.of(user),
                  caller=caller, target={"type": "access_request", "id": req.id},
-                 details={"kind": req.kind, "user_id": subject, "scope": scope, "due_at": req.due_at})
+                 details={"kind": req.kind, "user_id": subject, "scope": reach, "due_at": req.due_at})
     queues.enqueue(JOBS_QUEUE, region, {"kind": "access_request", "workspace_id": ws, "request_id": req.id})
     return to_dict(req)
 
@@ -144,17 +143,17 @@ def _refuse_last_admin(subject: str, only: str | None) -> None:
                            "Admin first, so the workspace keeps one.")
 
 
-def get(user: Principal, request_id: str) -> dict[str, Any]:
+def get(scope: RequestScope, request_id: str) -> dict[str, Any]:
     """One request. A user's own export (account-wide) is visible to its subject only: to everyone else,
     Admins included, it does not exist (404), whatever its id. Any other request (a workspace export, an
     erasure: its result is counts) is visible to the workspace's Admins and to its requester and subject;
     only the Admin who made a workspace export gets its download links, and only while still an Admin
-    (``user`` carries the live role)."""
-    ws = user.workspace_id
+    (the scope's principal carries the live role)."""
+    user, ws = scope.principal, scope.workspace_id
     if not is_id(request_id, "dsr"):
         raise not_found("access request")
     try:
-        req = access_requests(region_of(ws)).get(ws, request_id, consistent_read=True)
+        req = access_requests(scope.region or "").get(ws, request_id, consistent_read=True)
     except DoesNotExist:
         raise not_found("access request") from None
     if not visible_to(user, req):

@@ -39,7 +39,7 @@ from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues, scope_versions
 from chalicelib.core.store.conditions import condition_failed
-from chalicelib.core.tenancy import MembershipAttrs, forget_scopes, memberships, region_of
+from chalicelib.core.tenancy import MembershipAttrs, RequestScope, forget_scopes, memberships
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.residency import backups, content, erasure, revocations
 from chalicelib.residency.models import (
@@ -102,13 +102,13 @@ def _notify_admins(region: str, req: RestoreRequestAttrs, user: Principal) -> No
                   f"workspace's Admins now: {link}", region=region, tag="restore-requested")
 
 
-def request(user: Principal, backup_id: str, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
-    """Record a restore request by ``user`` (an Admin, signed in with a second factor) for one of the
-    workspace's backups, and mail every Admin about it."""
+def request(scope: RequestScope, backup_id: str, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
+    """Record a restore request by the scope's principal (an Admin, signed in with a second factor) for one
+    of the workspace's backups, and mail every Admin about it."""
     validate(body, {})
+    user = scope.principal
     _require_second_factor(user)
-    ws = user.workspace_id
-    region = region_of(ws)
+    ws, region = scope.workspace_id, scope.region or ""
     backups.manifest(region, ws, backup_id)  # 404 unless it is this workspace's backup
     now = clock.now()
     req = restore_requests(region)(ws, new_id("rst"), backup_id=backup_id, requested_by=user.user_id,
@@ -133,16 +133,15 @@ def _get(region: str, workspace_id: str, backup_id: str, request_id: str) -> Res
     return req
 
 
-def get(user: Principal, backup_id: str, request_id: str) -> dict[str, Any]:
-    return to_dict(_get(region_of(user.workspace_id), user.workspace_id, backup_id, request_id))
+def get(scope: RequestScope, backup_id: str, request_id: str) -> dict[str, Any]:
+    return to_dict(_get(scope.region or "", scope.workspace_id, backup_id, request_id))
 
 
-def list_requests(user: Principal, backup_id: str, query: dict[str, str]) -> dict[str, Any]:
+def list_requests(scope: RequestScope, backup_id: str, query: dict[str, str]) -> dict[str, Any]:
     paging.check_params(query, ("limit", "after"))
     lim = paging.limit(query)
     after = paging.decode("restore_requests", query.get("after"))
-    ws = user.workspace_id
-    region = region_of(ws)
+    ws, region = scope.workspace_id, scope.region or ""
     backups.manifest(region, ws, backup_id)
     cls = restore_requests(region)
     cond = cls.id > after if after else None
@@ -151,11 +150,12 @@ def list_requests(user: Principal, backup_id: str, query: dict[str, str]) -> dic
     return {"restore_requests": [to_dict(r) for r in paged.pop("_items")], **paged}
 
 
-def approve(user: Principal, backup_id: str, request_id: str, body: Any, caller: audit.CallerLike) -> dict[str, Any]:
-    """Add ``user``'s approval; when enough distinct Admins agree, queue the restore (``status: queued``)."""
+def approve(scope: RequestScope, backup_id: str, request_id: str, body: Any,
+            caller: audit.CallerLike) -> dict[str, Any]:
+    """Add the approval of the scope's principal; when enough distinct Admins agree, queue the restore
+    (``status: queued``)."""
     validate(body, {})
-    ws = user.workspace_id
-    region = region_of(ws)
+    user, ws, region = scope.principal, scope.workspace_id, scope.region or ""
     req = _get(region, ws, backup_id, request_id)
     _require_second_factor(user)
     if user.user_id == req.requested_by:

@@ -38,30 +38,30 @@ def read_backup(ctx: Ctx, backup_id: str) -> dict[str, Any]:
 
 @api.route("/v1/backups/{backup_id}/restore-requests", ["POST"], permission="backups.manage")
 def request_restore(ctx: Ctx, backup_id: str) -> Response:
-    return json_response(restore.request(ctx.user, backup_id, ctx.json(required=False), ctx.caller), 201)
+    return json_response(restore.request(ctx.scope, backup_id, ctx.json(required=False), ctx.caller), 201)
 
 
 @api.route("/v1/backups/{backup_id}/restore-requests", permission="backups.manage")
 def list_restore_requests(ctx: Ctx, backup_id: str) -> dict[str, Any]:
-    return restore.list_requests(ctx.user, backup_id, ctx.query)
+    return restore.list_requests(ctx.scope, backup_id, ctx.query)
 
 
 @api.route("/v1/backups/{backup_id}/restore-requests/{request_id}", permission="backups.manage")
 def read_restore_request(ctx: Ctx, backup_id: str, request_id: str) -> dict[str, Any]:
-    return restore.get(ctx.user, backup_id, request_id)
+    return restore.get(ctx.scope, backup_id, request_id)
 
 
 @api.route("/v1/backups/{backup_id}/restore-requests/{request_id}/approve", ["POST"], permission="backups.manage")
 def approve_restore(ctx: Ctx, backup_id: str, request_id: str) -> Response:
-    req = restore.approve(ctx.user, backup_id, request_id, ctx.json(required=False), ctx.caller)
+    req = restore.approve(ctx.scope, backup_id, request_id, ctx.json(required=False), ctx.caller)
     return json_response(req, 202 if req["status"] == "queued" else 200)
 
 
 @api.route("/v1/access-requests", ["POST"], permission="access_requests.create")
 def create_access_request(ctx: Ctx) -> Response:
-    return json_response(access_requests.create(ctx.user, ctx.json(), ctx.caller), 202)
+    return json_response(access_requests.create(ctx.scope, ctx.json(), ctx.caller), 202)
 
 
 @api.route("/v1/access-requests/{request_id}", permission="access_requests.create")
 def read_access_request(ctx: Ctx, request_id: str) -> dict[str, Any]:
-    return access_requests.get(ctx.user, request_id)
+    return access_requests.get(ctx.scope, request_id)

@@ -11,7 +11,6 @@ from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import PutError
 
 from chalicelib.core.store.tables import BaseModel, regional
-from chalicelib.core.tenancy import region_of
 
 INVITATION, SUPPORT_GRANT, API_TOKEN = "invitation", "support_grant", "api_token"
 CONNECTOR_SECRET = "connector_secret"
@@ -38,12 +37,12 @@ def secret_ref(connector_id: str, ciphertext: str) -> str:
     return f"{connector_id}:{hashlib.sha256(ciphertext.encode()).hexdigest()[:32]}"
 
 
-def record(workspace_id: str, kind: str, item_id: str, revoked_at: str, revoked_by: str | None) -> None:
-    """Write the ledger entry of one revocation (in the same request as the revocation, before it is
-    answered). Idempotent: the first entry stays."""
+def record(region: str, workspace_id: str, kind: str, item_id: str, revoked_at: str, revoked_by: str | None) -> None:
+    """Write the ledger entry of one revocation in the workspace's ``region`` (in the same request as the
+    revocation, before it is answered). Idempotent: the first entry stays."""
     if kind not in KINDS:
         raise ValueError(f"unknown revocation kind {kind!r}")
-    cls = revocation_ledger(region_of(workspace_id))
+    cls = revocation_ledger(region)
     try:
         cls(workspace_id, f"{kind}#{item_id}", revoked_at=revoked_at, revoked_by=revoked_by).save(
             condition=cls.ref.does_not_exist())

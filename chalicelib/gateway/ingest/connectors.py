@@ -273,8 +273,9 @@ def _record_dropped_secrets(item: models.ConnectorAttrs, before: dict[str, Any],
     now = clock.iso()
     for cipher in sealed_secrets(json.dumps(before)).values():
         if cipher not in kept:
-            revocation_ledger.record(item.workspace_id, revocation_ledger.CONNECTOR_SECRET,
-                               revocation_ledger.secret_ref(item.id, cipher), now, user_id)
+            revocation_ledger.record(str(type(item).Meta.region), item.workspace_id,
+                                     revocation_ledger.CONNECTOR_SECRET,
+                                     revocation_ledger.secret_ref(item.id, cipher), now, user_id)
 
 
 def delete_connector(principal: Principal, connector_id: str, caller: Any) -> dict:

@@ -17,7 +17,7 @@ from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError, not_found
 from chalicelib.core.store import revocation_ledger
 from chalicelib.core.store.tables import global_model
-from chalicelib.core.tenancy import get_workspace
+from chalicelib.core.tenancy import get_workspace, region_of
 from chalicelib.identity import users as users_mod
 from chalicelib.identity.models import ApiTokenAttrs
 from chalicelib.identity.oauth.issuing import roles_for_safe
@@ -78,5 +78,5 @@ def revoke(user_id: str, token_id: str) -> ApiTokenAttrs:
         now = int(clock.now())
         record.update(actions=[ApiTokenAttrs.revoked_at.set(now)])
         revoke_jti(record.id, record.expires_at, revocation_ledger.API_TOKEN_REASON, record.user_id)
-        revocation_ledger.record(record.workspace_id, revocation_ledger.API_TOKEN, record.id, clock.iso(now), user_id)
+        revocation_ledger.record(region_of(record.workspace_id), record.workspace_id, revocation_ledger.API_TOKEN, record.id, clock.iso(now), user_id)
     return record

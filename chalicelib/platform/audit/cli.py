@@ -14,6 +14,7 @@ import logging
 import sys
 
 from chalicelib.core.http.errors import ApiError
+from chalicelib.core.tenancy import workspace_scope
 from chalicelib.platform.audit import export as audit_export
 
 
@@ -42,7 +43,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "verify-export":
             report = audit_export.verify_export(args.uri)
         else:
-            report = audit_export.verify_live(args.workspace_id)
+            report = audit_export.verify_live(workspace_scope(args.workspace_id))
     except (ValueError, ApiError) as err:
         print(json.dumps({"ok": False, "problems": [str(err)]}))
         return 2

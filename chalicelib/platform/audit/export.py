@@ -34,7 +34,7 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.regions import OPEN_REGIONS
 from chalicelib.core.store import queues
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.platform.audit import digests as audit_digests
 from chalicelib.platform.audit.query import Filters, seq_bounds
 
@@ -281,11 +281,10 @@ def _check_against_chain_digests(report: Report, region: str, workspace_id: str,
         report.checks.append("no signed chain digest has its head inside the export")
 
 
-def verify_live(workspace_id: str) -> Report:
+def verify_live(scope: RequestScope) -> Report:
     """The live chain (hashes, links, seq from 1) and every signed chain digest of the workspace (head
     and count still present, digests signed by the digest key and linked)."""
-
-    region = region_of(workspace_id)
+    workspace_id, region = scope.workspace_id, scope.entry().region
     report = Report()
     hashes: dict[int, str] = {}
 

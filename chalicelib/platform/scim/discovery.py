@@ -6,6 +6,7 @@ from typing import Any
 
 from scim2_models import Context, EnterpriseUser, Group, ResourceType, User
 
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.platform.scim import protocol
 
 SPC_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig"
@@ -15,11 +16,11 @@ def _dump(model: Any) -> dict[str, Any]:
     return model.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE)  # type: ignore[no-any-return]
 
 
-def _meta(workspace_id: str, kind: str, path: str) -> dict[str, Any]:
-    return {"resourceType": kind, "location": f"{protocol.base_url(workspace_id)}/{path}"}
+def _meta(scope: RequestScope, kind: str, path: str) -> dict[str, Any]:
+    return {"resourceType": kind, "location": f"{protocol.base_url(scope)}/{path}"}
 
 
-def service_provider_config(workspace_id: str) -> dict[str, Any]:
+def service_provider_config(scope: RequestScope) -> dict[str, Any]:
     return {
         "schemas": [SPC_SCHEMA],
         "patch": {"supported": True}, "bulk": {"supported": False, "maxOperations": 0, "maxPayloadSize": 0},
@@ -28,23 +29,23 @@ def service_provider_config(workspace_id: str) -> dict[str, Any]:
         "authenticationSchemes": [{"type": "oauthbearertoken", "name": "Workspace SCIM token", "primary": True,
                                    "description": "A bearer token an Admin creates at "
                                                   "POST /v1/workspaces/{workspace_id}/scim/tokens"}],
-        "meta": _meta(workspace_id, "ServiceProviderConfig", "ServiceProviderConfig"),
+        "meta": _meta(scope, "ServiceProviderConfig", "ServiceProviderConfig"),
     }
 
 
-def schemas(workspace_id: str) -> list[dict[str, Any]]:
+def schemas(scope: RequestScope) -> list[dict[str, Any]]:
     out = []
     for model in (User, EnterpriseUser, Group):
         schema = _dump(model.to_schema())
-        schema["meta"] = _meta(workspace_id, "Schema", f"Schemas/{schema['id']}")
+        schema["meta"] = _meta(scope, "Schema", f"Schemas/{schema['id']}")
         out.append(schema)
     return out
 
 
-def resource_types(workspace_id: str) -> list[dict[str, Any]]:
+def resource_types(scope: RequestScope) -> list[dict[str, Any]]:
     out = []
     for model in (User[EnterpriseUser], Group):
         rt = _dump(ResourceType.from_resource(model))
-        rt["meta"] = _meta(workspace_id, "ResourceType", f"ResourceTypes/{rt['id']}")
+        rt["meta"] = _meta(scope, "ResourceType", f"ResourceTypes/{rt['id']}")
         out.append(rt)
     return out

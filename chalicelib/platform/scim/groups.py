@@ -29,7 +29,7 @@ def not_found() -> ApiError:
 
 def get_group(caller: ScimCaller, group_id: str) -> GroupAttrs:
     try:
-        return groups.get_group(caller.scope.workspace_id, group_id)
+        return groups.get_group(caller.scope, group_id)
     except ApiError:
         raise not_found() from None
 
@@ -39,7 +39,7 @@ Members = dict[str, str]  # user id -> display
 
 def resource(caller: ScimCaller, g: GroupAttrs, members: Members | None) -> dict[str, Any]:
     """The SCIM Group (``members`` None: left out)."""
-    base = protocol.base_url(caller.scope.workspace_id)
+    base = protocol.base_url(caller.scope)
     data: dict[str, Any] = {"schemas": [GROUP_SCHEMA], "id": g.group_id, "displayName": g.name}
     if g.external_id:
         data["externalId"] = g.external_id
@@ -54,7 +54,7 @@ def resource(caller: ScimCaller, g: GroupAttrs, members: Members | None) -> dict
 def _members(caller: ScimCaller, g: GroupAttrs) -> Members:
     """The group's members: workspace members, and provisioned users that are none now (deactivated;
     they hold nothing until they are members again), from one query over the group's edges."""
-    return {e.user_id: e.display for e in groups.edges(caller.scope.workspace_id, g.group_id)}
+    return {e.user_id: e.display for e in groups.edges(caller.scope, g.group_id)}
 
 
 def read(caller: ScimCaller, g: GroupAttrs, query: dict[str, str] | None = None) -> dict[str, Any]:
@@ -91,17 +91,17 @@ def _values(group: Any) -> set[str]:
 def _set_members(caller: ScimCaller, g: GroupAttrs, wanted: set[str], current: Members) -> Members:
     """Make the group's members ``wanted`` (unknown users are skipped); the members after it. ``g`` then
     holds the group's new version."""
-    ws, out = caller.scope.workspace_id, dict(current)
+    out = dict(current)
     for user_id in sorted(set(current) - wanted):
         try:
-            groups.remove_member(ws, g, user_id, actor=caller.actor)
+            groups.remove_member(caller.scope, g, user_id, actor=caller.actor)
         except ApiError as err:
             if err.status != 404:
                 raise
         out.pop(user_id, None)
     for user_id in sorted(wanted - set(current)):
         try:
-            edge = groups.add_member(ws, g, user_id, actor=caller.actor)
+            edge = groups.add_member(caller.scope, g, user_id, actor=caller.actor)
         except ApiError as err:
             if err.status != 404:
                 raise
@@ -117,7 +117,7 @@ def create(caller: ScimCaller, payload: Any) -> dict[str, Any]:
     """``POST /Groups``: the new group's resource."""
     group = _validate(payload, Context.RESOURCE_CREATION_REQUEST)
     try:
-        g = groups.create_group(caller.scope.workspace_id, group.display_name, source="scim",
+        g = groups.create_group(caller.scope, group.display_name, source="scim",
                                 external_id=group.external_id or None, actor=caller.actor)
     except ApiError as err:
         if err.code == "group_name_taken":
@@ -127,10 +127,9 @@ def create(caller: ScimCaller, payload: Any) -> dict[str, Any]:
 
 
 def _apply(caller: ScimCaller, g: GroupAttrs, group: Any, current: Members) -> dict[str, Any]:
-    ws = caller.scope.workspace_id
     try:
         if group.display_name.strip() != g.name or (group.external_id or "") != (g.external_id or ""):
-            g = groups.update_group(ws, g, name=group.display_name, external_id=group.external_id or "",
+            g = groups.update_group(caller.scope, g, name=group.display_name, external_id=group.external_id or "",
                                     actor=caller.actor)
     except ApiError as err:
         if err.code == "group_name_taken":
@@ -187,26 +186,25 @@ def patch(caller: ScimCaller, group_id: str, payload: Any, if_match: str | None)
 def delete(caller: ScimCaller, group_id: str, if_match: str | None) -> None:
     g = get_group(caller, group_id)
     protocol.check_if_match(if_match, g.version)
-    groups.delete_group(caller.scope.workspace_id, g, actor=caller.actor)
+    groups.delete_group(caller.scope, g, actor=caller.actor)
 
 
 def search(caller: ScimCaller, query: dict[str, str]) -> dict[str, Any]:
     """``GET /Groups``: ``displayName eq`` and ``externalId eq`` cheaply, any other filter by evaluation;
     members from one query over the workspace's group edges (none with ``excludedAttributes=members``)."""
-    ws = caller.scope.workspace_id
     flt = protocol.parse_filter(Group, query.get("filter"))
     page = protocol.page_of(query)
     eq = protocol.equality(flt, "displayName", "externalId")
     if eq and eq[0] == "displayName":
-        one = groups.find_by_name(ws, eq[1])
+        one = groups.find_by_name(caller.scope, eq[1])
         found = [one] if one is not None else []
     elif eq:
-        found = [g for g in groups.all_groups(ws) if g.external_id == eq[1]]
+        found = [g for g in groups.all_groups(caller.scope) if g.external_id == eq[1]]
     else:
-        found = groups.all_groups(ws)
+        found = groups.all_groups(caller.scope)
     found.sort(key=lambda g: g.group_id)
     without = protocol.excluded(query, "members")
-    by_group = {} if without or not found else groups.edges_by_group(ws)
+    by_group = {} if without or not found else groups.edges_by_group(caller.scope)
     resources = [resource(caller, g, None if without else {e.user_id: e.display for e in by_group.get(g.group_id, [])})
                  for g in found]
     if flt is not None and not eq:

@@ -15,7 +15,7 @@ from scim2_models.path.expressions import Comparison
 from chalicelib.core import correlation
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.regions import endpoints
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 
 SCIM_JSON = "application/scim+json"
 CONTENT_TYPES = [SCIM_JSON, "application/json"]
@@ -140,10 +140,10 @@ def excluded(query: dict[str, str], name: str) -> bool:
     return name.lower() in {a.strip().lower() for a in (query.get("excludedAttributes") or "").split(",")}
 
 
-def base_url(workspace_id: str) -> str:
+def base_url(scope: RequestScope) -> str:
     """The workspace's SCIM base URL, at the deployment of its region."""
-    api = endpoints(region_of(workspace_id))["api_base_url"]
-    return api[: -len("/v1")] + f"/scim/v2/{workspace_id}"
+    api = endpoints(scope.entry().region)["api_base_url"]
+    return api[: -len("/v1")] + f"/scim/v2/{scope.workspace_id}"
 
 
 def without_foreign_schemas(payload: Any, known: tuple[str, ...]) -> Any:

@@ -10,6 +10,7 @@ from chalice import Response
 
 from chalicelib.core.http.api import Api, Ctx
 from chalicelib.core.http.errors import ApiError
+from chalicelib.core.tenancy import workspace_scope
 from chalicelib.platform.scim import discovery, groups, protocol, tokens, users
 
 api = Api("platform")
@@ -18,7 +19,14 @@ _KW: dict[str, Any] = {"public": True, "content_types": protocol.CONTENT_TYPES, 
 
 
 def _caller(ctx: Ctx, workspace_id: str) -> tokens.ScimCaller:
-    return tokens.authenticate(workspace_id, ctx.header("authorization"))
+    """The identity provider calling with a live SCIM token of the path's workspace; the request's scope
+    is that workspace's (a SCIM token acts for no user)."""
+    token = tokens.presented(ctx.header("authorization"))  # 401 for a malformed one, before any read
+    try:
+        scope = workspace_scope(workspace_id)
+    except ApiError:
+        raise tokens.refused() from None  # no such workspace: the same answer as a wrong token
+    return tokens.authenticate(scope, token)
 
 
 def _body(ctx: Ctx) -> Any:
@@ -30,21 +38,21 @@ def _body(ctx: Ctx) -> Any:
 
 @api.route(BASE + "/ServiceProviderConfig", **_KW)
 def service_provider_config(ctx: Ctx, workspace_id: str) -> Response:
-    _caller(ctx, workspace_id)
-    return protocol.respond(discovery.service_provider_config(workspace_id))
+    caller = _caller(ctx, workspace_id)
+    return protocol.respond(discovery.service_provider_config(caller.scope))
 
 
 @api.route(BASE + "/Schemas", **_KW)
 def list_schemas(ctx: Ctx, workspace_id: str) -> Response:
-    _caller(ctx, workspace_id)
-    found = discovery.schemas(workspace_id)
+    caller = _caller(ctx, workspace_id)
+    found = discovery.schemas(caller.scope)
     return protocol.respond(protocol.list_response(found, len(found), protocol.Page(1, len(found))))
 
 
 @api.route(BASE + "/Schemas/{schema_id}", **_KW)
 def get_schema(ctx: Ctx, workspace_id: str, schema_id: str) -> Response:
-    _caller(ctx, workspace_id)
-    for schema in discovery.schemas(workspace_id):
+    caller = _caller(ctx, workspace_id)
+    for schema in discovery.schemas(caller.scope):
         if schema["id"] == schema_id:
             return protocol.respond(schema)
     raise protocol.error(404, None, "No such schema.")
@@ -52,15 +60,15 @@ def get_schema(ctx: Ctx, workspace_id: str, schema_id: str) -> Response:
 
 @api.route(BASE + "/ResourceTypes", **_KW)
 def list_resource_types(ctx: Ctx, workspace_id: str) -> Response:
-    _caller(ctx, workspace_id)
-    found = discovery.resource_types(workspace_id)
+    caller = _caller(ctx, workspace_id)
+    found = discovery.resource_types(caller.scope)
     return protocol.respond(protocol.list_response(found, len(found), protocol.Page(1, len(found))))
 
 
 @api.route(BASE + "/ResourceTypes/{type_id}", **_KW)
 def get_resource_type(ctx: Ctx, workspace_id: str, type_id: str) -> Response:
-    _caller(ctx, workspace_id)
-    for rt in discovery.resource_types(workspace_id):
+    caller = _caller(ctx, workspace_id)
+    for rt in discovery.resource_types(caller.scope):
         if rt["id"] == type_id:
             return protocol.respond(rt)
     raise protocol.error(404, None, "No such resource type.")

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +22,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError, conflict, not_found
 from chalicelib.core.http.validation import F
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.core.tenancy import RequestScope, get_workspace
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.platform.models import ScimTokenAttrs, scim_tokens
 from chalicelib.platform.scim.protocol import base_url
 
@@ -63,7 +63,7 @@ def create(scope: RequestScope, name: str | None, *, caller: Any = None) -> dict
     item.save(condition=cls.key.does_not_exist())
     audit.append(scope.region or "", scope.workspace_id, "scim.token_created", actor=audit.Actor.of(principal),
                  target={"type": "scim_token", "id": token_id}, details={"name": item.name}, caller=caller)
-    return {**to_public(item), "token": f"scim.{token_id}.{secret}", "base_url": base_url(scope.workspace_id)}
+    return {**to_public(item), "token": f"scim.{token_id}.{secret}", "base_url": base_url(scope)}
 
 
 def revoke(scope: RequestScope, token_id: str, *, caller: Any = None) -> None:
@@ -93,37 +93,42 @@ class ScimCaller:
         return audit.Actor("scim", self.token.token_id, self.token.name)
 
 
-def _refused() -> ApiError:
+def refused() -> ApiError:
     return ApiError(401, "invalid_token", "A valid SCIM token of this workspace is required.",
                     headers={"WWW-Authenticate": 'Bearer realm="scim"'})
 
 
-def authenticate(workspace_id: str, authorization: str | None) -> ScimCaller:
-    """The SCIM caller of ``workspace_id`` (401 for anything but a live token of that workspace; 421 when
-    another region's deployment serves the workspace)."""
+def presented(authorization: str | None) -> tuple[str, str]:
+    """The id and secret of the SCIM token an ``Authorization`` header presents (401 unless it is well
+    formed: checked before anything is read)."""
     value = (authorization or "").strip()
     if not value.lower().startswith("bearer "):
-        raise _refused()
+        raise refused()
     parts = value[7:].strip().split(".")
     if len(parts) != 3 or parts[0] != "scim" or not is_id(parts[1], "tok") or not 20 <= len(parts[2]) <= 100:
-        raise _refused()
-    try:
-        ws = get_workspace(workspace_id)
-    except ApiError:
-        raise _refused() from None
+        raise refused()
+    return parts[1], parts[2]
+
+
+def authenticate(scope: RequestScope, token: tuple[str, str]) -> ScimCaller:
+    """The SCIM caller of ``scope``'s workspace (the SCIM entry point's ``core.tenancy.workspace_scope``)
+    presenting ``token`` (``presented``): 401 for anything but a live token of that workspace, 421 when
+    another region's deployment serves the workspace."""
+    token_id, secret = token
+    region = scope.entry().region
     pin = regions.pinned_region()
-    if pin and ws.region != pin:
-        raise regions.wrong_region(ws.region)
-    cls = scim_tokens(ws.region)
+    if pin and region != pin:
+        raise regions.wrong_region(region)
+    cls = scim_tokens(region)
     try:
-        item = cls.get(workspace_id, TOKEN_PREFIX + parts[1], consistent_read=True)
+        item = cls.get(scope.workspace_id, TOKEN_PREFIX + token_id, consistent_read=True)
     except DoesNotExist:
-        raise _refused() from None
-    if item.revoked_at or not hmac.compare_digest(item.secret_hash, _hash(parts[2])):
-        raise _refused()
+        raise refused() from None
+    if item.revoked_at or not hmac.compare_digest(item.secret_hash, _hash(secret)):
+        raise refused()
     now = clock.utcnow()
     if not item.last_used_at or now - clock.parse_iso(item.last_used_at) > LAST_USED_RESOLUTION:
         item.update(actions=[cls.last_used_at.set(clock.iso())])
-    principal = Principal(user_id="scim", workspace_id=workspace_id, roles=(), email="", amr=(),
+    principal = Principal(user_id="scim", workspace_id=scope.workspace_id, roles=(), email="", amr=(),
                           token_id=item.token_id)
-    return ScimCaller(RequestScope(principal, ws.region, ws), item)
+    return ScimCaller(replace(scope, principal=principal), item)

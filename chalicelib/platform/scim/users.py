@@ -111,7 +111,7 @@ def resource(caller: ScimCaller, rec: ScimUserAttrs, in_groups: set[str] | bool 
         in_groups = set(m.groups or ()) if m is not None else set()
     if in_groups:
         data["groups"] = [{"value": g, "type": "direct"} for g in sorted(in_groups)]
-    location = f"{protocol.base_url(caller.scope.workspace_id)}/Users/{rec.user_id}"
+    location = f"{protocol.base_url(caller.scope)}/Users/{rec.user_id}"
     data["meta"] = {"resourceType": "User", "created": rec.created_at, "lastModified": rec.updated_at,
                     "location": location, "version": protocol.etag(rec.version)}
     return data
@@ -187,7 +187,7 @@ def _activate(caller: ScimCaller, rec: ScimUserAttrs, email: str) -> set[str]:
     moved = set(rec.groups or ())
 
     def effects(tx: Tx) -> None:
-        members.add_member_tx(tx, ws, rec.user_id, email, Role.MEMBER.value, "scim", moved)
+        members.add_member_tx(tx, region, ws, rec.user_id, email, Role.MEMBER.value, "scim", moved)
         if moved:
             tx.update(rec, actions=[type(rec).groups.remove()], condition=type(rec).key.exists(), tag="record")
 
@@ -216,7 +216,7 @@ def _deactivate(caller: ScimCaller, user_id: str) -> set[str]:
     if moved:
         cls(ws, USER_PREFIX + user_id).update(actions=[cls.groups.set(moved)])
     try:
-        members.remove_member(ws, user_id, actor=caller.actor, keep_groups=True, target=m)
+        members.remove_member(caller.scope, user_id, actor=caller.actor, keep_groups=True, target=m)
     except ApiError as err:
         if moved:
             cls(ws, USER_PREFIX + user_id).update(actions=[cls.groups.remove()])
@@ -319,7 +319,7 @@ def delete(caller: ScimCaller, user_id: str, if_match: str | None) -> None:
     protocol.check_if_match(if_match, rec.version)
     moved = _deactivate(caller, rec.user_id)
     ws, region = caller.scope.workspace_id, caller.scope.region or ""
-    groups.drop_edges(ws, rec.user_id, moved | set(rec.groups or ()))
+    groups.drop_edges(caller.scope, rec.user_id, moved | set(rec.groups or ()))
     claims = name_claims(region)
     with TransactWrite(connection=connection(region)) as tx:
         tx.delete(rec)

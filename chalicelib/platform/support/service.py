@@ -113,7 +113,7 @@ def revoke(ws: WorkspaceAttrs, grant_id: str, *, actor: audit.Actor, caller: Any
                  condition=cls.revoked_at.does_not_exist())
     except UpdateError:
         raise conflict("grant_not_active", "The grant was already revoked.") from None
-    revocation_ledger.record(ws.id, revocation_ledger.SUPPORT_GRANT, g.id, now, actor.id)
+    revocation_ledger.record(ws.region, ws.id, revocation_ledger.SUPPORT_GRANT, g.id, now, actor.id)
     audit.append(ws.region, ws.id, "support.access_revoked", actor=actor,
                  target={"type": "support_grant", "id": g.id, "support_user_id": g.support_user_id}, caller=caller)
     return to_public(get(ws, grant_id))

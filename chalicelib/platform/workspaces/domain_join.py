@@ -63,7 +63,7 @@ def join(workspace_id: str, user_id: str, *, caller: Any = None) -> dict[str, An
         raise conflict("already_member", "You are already a member of this workspace.")
     try:
         with TransactWrite(connection=connection(ws.region)) as tx:
-            members.add_member_tx(tx, workspace_id, user_id, user.email, Role.MEMBER.value, "domain_join")
+            members.add_member_tx(tx, ws.region, workspace_id, user_id, user.email, Role.MEMBER.value, "domain_join")
     except TransactWriteError:
         raise conflict("already_member", "You are already a member of this workspace.") from None
     membership_changed(user_id)

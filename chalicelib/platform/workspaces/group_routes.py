@@ -18,54 +18,54 @@ GROUPS = "/v1/workspaces/{workspace_id}/groups"
 @api.route(GROUPS, permission="members.read")
 def list_groups(ctx: Ctx, workspace_id: str) -> Any:
     paging.check_params(ctx.query, ("limit", "after"))
-    return groups.list_groups(workspace_id, paging.limit(ctx.query), paging.decode("groups", ctx.query.get("after")))
+    return groups.list_groups(ctx.scope, paging.limit(ctx.query), paging.decode("groups", ctx.query.get("after")))
 
 
 @api.route(GROUPS, methods=["POST"], permission="members.manage")
 def create_group(ctx: Ctx, workspace_id: str) -> Any:
     body = validate(ctx.json(), groups.CREATE_FIELDS)
-    g = groups.create_group(workspace_id, body["name"], description=body.get("description", ""),
+    g = groups.create_group(ctx.scope, body["name"], description=body.get("description", ""),
                             actor=Actor.of(ctx.user), caller=ctx.caller)
     return json_response(groups.to_public(g), 201)
 
 
 @api.route(GROUPS + "/{group_id}", permission="members.read")
 def get_group(ctx: Ctx, workspace_id: str, group_id: str) -> Any:
-    return groups.to_public(groups.get_group(workspace_id, group_id))
+    return groups.to_public(groups.get_group(ctx.scope, group_id))
 
 
 @api.route(GROUPS + "/{group_id}", methods=["PATCH"], permission="members.manage")
 def update_group(ctx: Ctx, workspace_id: str, group_id: str) -> Any:
     body = validate(ctx.json(), groups.UPDATE_FIELDS)
-    g = groups.editable(groups.get_group(workspace_id, group_id))
-    g = groups.update_group(workspace_id, g, name=body.get("name"), description=body.get("description"),
+    g = groups.editable(groups.get_group(ctx.scope, group_id))
+    g = groups.update_group(ctx.scope, g, name=body.get("name"), description=body.get("description"),
                             actor=Actor.of(ctx.user), caller=ctx.caller)
     return groups.to_public(g)
 
 
 @api.route(GROUPS + "/{group_id}", methods=["DELETE"], permission="members.manage")
 def delete_group(ctx: Ctx, workspace_id: str, group_id: str) -> Any:
-    g = groups.editable(groups.get_group(workspace_id, group_id))
-    groups.delete_group(workspace_id, g, actor=Actor.of(ctx.user), caller=ctx.caller)
+    g = groups.editable(groups.get_group(ctx.scope, group_id))
+    groups.delete_group(ctx.scope, g, actor=Actor.of(ctx.user), caller=ctx.caller)
     return Response(body="", status_code=204)
 
 
 @api.route(GROUPS + "/{group_id}/members", permission="members.read")
 def list_members(ctx: Ctx, workspace_id: str, group_id: str) -> Any:
     paging.check_params(ctx.query, ("limit", "after"))
-    return groups.list_members(workspace_id, group_id, paging.limit(ctx.query),
+    return groups.list_members(ctx.scope, group_id, paging.limit(ctx.query),
                                paging.decode("group_members", ctx.query.get("after")))
 
 
 @api.route(GROUPS + "/{group_id}/members/{user_id}", methods=["PUT"], permission="members.manage")
 def add_member(ctx: Ctx, workspace_id: str, group_id: str, user_id: str) -> Any:
-    g = groups.editable(groups.get_group(workspace_id, group_id))
-    added = groups.add_member(workspace_id, g, user_id, actor=Actor.of(ctx.user), caller=ctx.caller) is not None
+    g = groups.editable(groups.get_group(ctx.scope, group_id))
+    added = groups.add_member(ctx.scope, g, user_id, actor=Actor.of(ctx.user), caller=ctx.caller) is not None
     return json_response({"group_id": g.group_id, "user_id": user_id, "added": added}, 201 if added else 200)
 
 
 @api.route(GROUPS + "/{group_id}/members/{user_id}", methods=["DELETE"], permission="members.manage")
 def remove_member(ctx: Ctx, workspace_id: str, group_id: str, user_id: str) -> Any:
-    g = groups.editable(groups.get_group(workspace_id, group_id))
-    groups.remove_member(workspace_id, g, user_id, actor=Actor.of(ctx.user), caller=ctx.caller)
+    g = groups.editable(groups.get_group(ctx.scope, group_id))
+    groups.remove_member(ctx.scope, g, user_id, actor=Actor.of(ctx.user), caller=ctx.caller)
     return Response(body="", status_code=204)

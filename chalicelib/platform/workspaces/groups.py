@@ -27,7 +27,7 @@ from chalicelib.core.http.validation import F
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store.tables import connection
 from chalicelib.core.store.transact import Refused, Tx
-from chalicelib.core.tenancy import MembershipAttrs, forget_scopes, memberships, region_of
+from chalicelib.core.tenancy import MembershipAttrs, RequestScope, forget_scopes, memberships
 from chalicelib.platform.models import (
     GroupAttrs,
     GroupMemberAttrs,
@@ -66,51 +66,51 @@ def name_taken() -> ApiError:
     return conflict("group_name_taken", "Another group of this workspace has this name.")
 
 
-def get_group(workspace_id: str, group_id: str) -> GroupAttrs:
+def get_group(scope: RequestScope, group_id: str) -> GroupAttrs:
     """The group, or a 404 (a malformed id never reaches DynamoDB)."""
     if not is_id(group_id, "grp"):
         raise not_found("group")
     try:
-        return groups_table(region_of(workspace_id)).get(workspace_id, GROUP_PREFIX + group_id, consistent_read=True)
+        return groups_table(scope.region or "").get(scope.workspace_id, GROUP_PREFIX + group_id, consistent_read=True)
     except DoesNotExist:
         raise not_found("group") from None
 
 
-def all_groups(workspace_id: str) -> list[GroupAttrs]:
-    cls = groups_table(region_of(workspace_id))
-    return list(cls.query(workspace_id, cls.key.startswith(GROUP_PREFIX), consistent_read=True))
+def all_groups(scope: RequestScope) -> list[GroupAttrs]:
+    cls = groups_table(scope.region or "")
+    return list(cls.query(scope.workspace_id, cls.key.startswith(GROUP_PREFIX), consistent_read=True))
 
 
-def list_groups(workspace_id: str, limit: int, after: str | None) -> dict[str, Any]:
-    cls = groups_table(region_of(workspace_id))
+def list_groups(scope: RequestScope, limit: int, after: str | None) -> dict[str, Any]:
+    cls = groups_table(scope.region or "")
     cond = cls.key > GROUP_PREFIX + after if after else cls.key.startswith(GROUP_PREFIX)
-    items = [g for g in cls.query(workspace_id, cond, limit=limit + 1, page_size=limit + 1)
+    items = [g for g in cls.query(scope.workspace_id, cond, limit=limit + 1, page_size=limit + 1)
              if g.key.startswith(GROUP_PREFIX)]
     out = paging.page(items, limit, "groups", lambda g: g.group_id)
     return {"groups": [to_public(g) for g in out.pop("_items")], **out}
 
 
-def find_by_name(workspace_id: str, name: str) -> GroupAttrs | None:
+def find_by_name(scope: RequestScope, name: str) -> GroupAttrs | None:
     try:
-        claim = name_claims(region_of(workspace_id)).get(workspace_id, _name_key(name), consistent_read=True)
+        claim = name_claims(scope.region or "").get(scope.workspace_id, _name_key(name), consistent_read=True)
     except DoesNotExist:
         return None
     try:
-        return get_group(workspace_id, claim.owner_id)
+        return get_group(scope, claim.owner_id)
     except ApiError:
         return None
 
 
-def _count(workspace_id: str) -> int:
-    cls = groups_table(region_of(workspace_id))
-    return int(cls.count(workspace_id, cls.key.startswith(GROUP_PREFIX), consistent_read=True))
+def _count(scope: RequestScope) -> int:
+    cls = groups_table(scope.region or "")
+    return int(cls.count(scope.workspace_id, cls.key.startswith(GROUP_PREFIX), consistent_read=True))
 
 
-def create_group(workspace_id: str, name: str, *, description: str = "", source: str = "admin",
+def create_group(scope: RequestScope, name: str, *, description: str = "", source: str = "admin",
                  external_id: str | None = None, actor: audit.Actor, caller: Any = None) -> GroupAttrs:
     """The group, its name claim and the audit event in one transaction (409 when the name is taken)."""
-    region = region_of(workspace_id)
-    if _count(workspace_id) >= MAX_GROUPS:
+    workspace_id, region = scope.workspace_id, scope.region or ""
+    if _count(scope) >= MAX_GROUPS:
         raise ApiError(422, "too_many_groups", f"A workspace holds at most {MAX_GROUPS} groups.")
     cls, claims = groups_table(region), name_claims(region)
     gid, now = new_id("grp"), clock.iso()
@@ -129,10 +129,10 @@ def create_group(workspace_id: str, name: str, *, description: str = "", source:
     return group
 
 
-def update_group(workspace_id: str, group: GroupAttrs, *, name: str | None = None, description: str | None = None,
+def update_group(scope: RequestScope, group: GroupAttrs, *, name: str | None = None, description: str | None = None,
                  external_id: str | None = None, actor: audit.Actor, caller: Any = None) -> GroupAttrs:
     """Rename or describe a group (one transaction moves the name claim); bumps its version."""
-    region = region_of(workspace_id)
+    workspace_id, region = scope.workspace_id, scope.region or ""
     cls, claims = groups_table(region), name_claims(region)
     actions: list[Any] = [cls.version.add(1), cls.updated_at.set(clock.iso())]
     changes: dict[str, Any] = {}
@@ -154,21 +154,21 @@ def update_group(workspace_id: str, group: GroupAttrs, *, name: str | None = Non
                 tx.save(claims(workspace_id, _name_key(name or ""), owner_id=group.group_id),
                         condition=claims.key.does_not_exist())
     except TransactWriteError:
-        current = get_group(workspace_id, group.group_id)
+        current = get_group(scope, group.group_id)
         if current.version != group.version:
             raise ApiError(409, "concurrent_update", "The group changed meanwhile; read it again and retry.") from None
         raise name_taken() from None
     if changes:
         audit.append(region, workspace_id, "group.updated", actor=actor,
                      target={"type": "group", "id": group.group_id}, details=changes, caller=caller)
-    return get_group(workspace_id, group.group_id)
+    return get_group(scope, group.group_id)
 
 
-def delete_group(workspace_id: str, group: GroupAttrs, *, actor: audit.Actor, caller: Any = None) -> None:
+def delete_group(scope: RequestScope, group: GroupAttrs, *, actor: audit.Actor, caller: Any = None) -> None:
     """Delete the group (with its name claim and audit event, in one transaction), then take it out of each
     of its members: a query over the group's edges (adding a member needs the group, so none is added
     meanwhile; ACL entries naming the group match nobody from then on)."""
-    region = region_of(workspace_id)
+    workspace_id, region = scope.workspace_id, scope.region or ""
     claims = name_claims(region)
 
     def effects(tx: Tx) -> None:
@@ -177,7 +177,7 @@ def delete_group(workspace_id: str, group: GroupAttrs, *, actor: audit.Actor, ca
 
     audit.append(region, workspace_id, "group.deleted", actor=actor, target={"type": "group", "id": group.group_id},
                  details={"name": group.name}, caller=caller, effects=effects)
-    found = list(edges(workspace_id, group.group_id))
+    found = list(edges(scope, group.group_id))
     mcls, rcls = memberships(region), scim_users(region)
     for e in found:  # the edge is on the membership, else on the SCIM record of a user that is no member now
         try:
@@ -195,19 +195,19 @@ def _edge_key(group_id: str, user_id: str) -> str:
     return f"{EDGE_PREFIX}{group_id}#{user_id}"
 
 
-def edges(workspace_id: str, group_id: str, after: str | None = None) -> Iterator[GroupMemberAttrs]:
+def edges(scope: RequestScope, group_id: str, after: str | None = None) -> Iterator[GroupMemberAttrs]:
     """The group's edges (members, and provisioned users that are no member now), in user id order."""
-    cls = group_members(region_of(workspace_id))
+    cls = group_members(scope.region or "")
     prefix = _edge_key(group_id, "")
     cond = cls.key.between(prefix + after + "\x00", prefix + "\U0010ffff") if after else cls.key.startswith(prefix)
-    return cls.query(workspace_id, cond, consistent_read=True)
+    return cls.query(scope.workspace_id, cond, consistent_read=True)
 
 
-def edges_by_group(workspace_id: str) -> dict[str, list[GroupMemberAttrs]]:
+def edges_by_group(scope: RequestScope) -> dict[str, list[GroupMemberAttrs]]:
     """Every group's edges, from one query over the workspace's edges (for lists of groups)."""
-    cls = group_members(region_of(workspace_id))
+    cls = group_members(scope.region or "")
     out: dict[str, list[GroupMemberAttrs]] = {}
-    for e in cls.query(workspace_id, cls.key.startswith(EDGE_PREFIX), consistent_read=True):
+    for e in cls.query(scope.workspace_id, cls.key.startswith(EDGE_PREFIX), consistent_read=True):
         out.setdefault(e.group_id, []).append(e)
     return out
 
@@ -218,32 +218,32 @@ def _delete_edges(region: str, found: Iterable[GroupMemberAttrs]) -> None:
             batch.delete(e)
 
 
-def drop_edges(workspace_id: str, user_id: str, group_ids: Iterable[str]) -> None:
+def drop_edges(scope: RequestScope, user_id: str, group_ids: Iterable[str]) -> None:
     """Delete the edges of a user whose membership (and SCIM record) no longer holds these groups."""
-    region = region_of(workspace_id)
+    workspace_id, region = scope.workspace_id, scope.region or ""
     cls = group_members(region)
     _delete_edges(region, [cls(workspace_id, _edge_key(g, user_id)) for g in sorted(set(group_ids))])
 
 
-def member_ids(workspace_id: str, group_id: str) -> list[str]:
+def member_ids(scope: RequestScope, group_id: str) -> list[str]:
     """The user ids of the group's members, sorted (provisioned users that are no member now included)."""
-    return [e.user_id for e in edges(workspace_id, group_id)]
+    return [e.user_id for e in edges(scope, group_id)]
 
 
-def list_members(workspace_id: str, group_id: str, limit: int, after: str | None) -> dict[str, Any]:
+def list_members(scope: RequestScope, group_id: str, limit: int, after: str | None) -> dict[str, Any]:
     """One page of the group's workspace members: its edges in pages, each page's memberships in one
     batch read (a provisioned user that is no member now is left out)."""
-    get_group(workspace_id, group_id)
-    mcls = memberships(region_of(workspace_id))
+    get_group(scope, group_id)
+    mcls = memberships(scope.region or "")
     found: list[MembershipAttrs] = []
     chunk: list[GroupMemberAttrs] = []
 
     def take() -> None:
-        got = {m.user_id: m for m in mcls.batch_get([(workspace_id, e.user_id) for e in chunk], consistent_read=True)}
+        got = {m.user_id: m for m in mcls.batch_get([(scope.workspace_id, e.user_id) for e in chunk], consistent_read=True)}
         found.extend(got[e.user_id] for e in chunk if e.user_id in got)
         chunk.clear()
 
-    for e in edges(workspace_id, group_id, after):
+    for e in edges(scope, group_id, after):
         chunk.append(e)
         if len(chunk) > limit:
             take()
@@ -255,10 +255,10 @@ def list_members(workspace_id: str, group_id: str, limit: int, after: str | None
     return {"members": [{"user_id": m.user_id, "email": m.email, "role": m.role} for m in out.pop("_items")], **out}
 
 
-def _holder(workspace_id: str, user_id: str) -> MembershipAttrs | ScimUserAttrs:
+def _holder(scope: RequestScope, user_id: str) -> MembershipAttrs | ScimUserAttrs:
     """Where the user's group edges live: the membership, else (a provisioned user that is no member
     now) its SCIM record; 404 for anyone else."""
-    region = region_of(workspace_id)
+    workspace_id, region = scope.workspace_id, scope.region or ""
     if not is_id(user_id, "usr"):
         raise not_found("member")
     try:
@@ -271,15 +271,15 @@ def _holder(workspace_id: str, user_id: str) -> MembershipAttrs | ScimUserAttrs:
         raise not_found("member") from None
 
 
-def _change(workspace_id: str, group: GroupAttrs, user_id: str, add: bool, *, actor: audit.Actor,
+def _change(scope: RequestScope, group: GroupAttrs, user_id: str, add: bool, *, actor: audit.Actor,
             caller: Any) -> GroupMemberAttrs | None:
     """Add (or remove) one member: the holder's ``groups`` set, the group's edge, the group's version and
     the audit event in one transaction. Returns the edge (None when nothing changed); ``group`` then holds
     the new version. 404 when the user is neither a member of the workspace nor provisioned there, or
     when the group was deleted meanwhile."""
-    region = region_of(workspace_id)
+    workspace_id, region = scope.workspace_id, scope.region or ""
     gcls, ecls = groups_table(region), group_members(region)
-    m = _holder(workspace_id, user_id)
+    m = _holder(scope, user_id)
     if (group.group_id in (m.groups or ())) == add:
         return None
     mcls = type(m)
@@ -304,7 +304,7 @@ def _change(workspace_id: str, group: GroupAttrs, user_id: str, add: bool, *, ac
                          target={"type": "user", "id": user_id}, details={"group_id": group.group_id}, caller=caller,
                          effects=effects)
         except Refused as refused:
-            current = get_group(workspace_id, group.group_id)  # 404 when it was deleted meanwhile
+            current = get_group(scope, group.group_id)  # 404 when it was deleted meanwhile
             if "holder" in refused.tags:
                 raise not_found("member") from None
             group.version, group.updated_at = current.version, current.updated_at  # changed meanwhile: again
@@ -315,15 +315,15 @@ def _change(workspace_id: str, group: GroupAttrs, user_id: str, add: bool, *, ac
     raise ApiError(409, "concurrent_update", "The group changed meanwhile; retry.")
 
 
-def add_member(workspace_id: str, group: GroupAttrs, user_id: str, *, actor: audit.Actor,
+def add_member(scope: RequestScope, group: GroupAttrs, user_id: str, *, actor: audit.Actor,
                caller: Any = None) -> GroupMemberAttrs | None:
     """Add the user to the group: its edge, or None when it was in the group already."""
-    return _change(workspace_id, group, user_id, True, actor=actor, caller=caller)
+    return _change(scope, group, user_id, True, actor=actor, caller=caller)
 
 
-def remove_member(workspace_id: str, group: GroupAttrs, user_id: str, *, actor: audit.Actor,
+def remove_member(scope: RequestScope, group: GroupAttrs, user_id: str, *, actor: audit.Actor,
                   caller: Any = None) -> bool:
-    return _change(workspace_id, group, user_id, False, actor=actor, caller=caller) is not None
+    return _change(scope, group, user_id, False, actor=actor, caller=caller) is not None
 
 
 def editable(group: GroupAttrs) -> GroupAttrs:

@@ -26,7 +26,7 @@ from chalicelib.core.regions import served_regions
 from chalicelib.core.store import idempotency, revocation_ledger
 from chalicelib.core.store.tables import connection
 from chalicelib.core.store.transact import Conflict, Refused, Tx
-from chalicelib.core.tenancy import get_workspace, membership, membership_changed, region_of
+from chalicelib.core.tenancy import RequestScope, membership, membership_changed
 from chalicelib.identity import users
 from chalicelib.platform.models import (
     EMAIL_CLAIM_PREFIX,
@@ -56,27 +56,27 @@ def to_public(inv: InvitationAttrs) -> dict[str, Any]:
             "invited_by": json.loads(inv.invited_by), "accepted_at": inv.accepted_at, "revoked_at": inv.revoked_at}
 
 
-def get(workspace_id: str, invitation_id: str) -> InvitationAttrs:
-    cls = invitations(region_of(workspace_id))
+def get(scope: RequestScope, invitation_id: str) -> InvitationAttrs:
+    cls = invitations(scope.region or "")
     if not invitation_id.startswith(INVITATION_PREFIX):
         raise not_found("invitation")
     try:
-        return cls.get(workspace_id, invitation_id, consistent_read=True)
+        return cls.get(scope.workspace_id, invitation_id, consistent_read=True)
     except cls.DoesNotExist:
         raise not_found("invitation") from None
 
 
-def list_invitations(workspace_id: str, limit: int, after: str | None) -> dict[str, Any]:
-    cls = invitations(region_of(workspace_id))
+def list_invitations(scope: RequestScope, limit: int, after: str | None) -> dict[str, Any]:
+    cls = invitations(scope.region or "")
     cond = cls.id > after if after else cls.id.startswith(INVITATION_PREFIX)
-    items = [i for i in cls.query(workspace_id, cond, limit=limit + 1, page_size=limit + 1)
+    items = [i for i in cls.query(scope.workspace_id, cond, limit=limit + 1, page_size=limit + 1)
              if i.id.startswith(INVITATION_PREFIX)]
     out = paging.page(items, limit, "invitations", lambda i: i.id)
     return {"invitations": [to_public(i) for i in out.pop("_items")], **out}
 
 
-def create(workspace_id: str, body: dict[str, Any], *, actor: audit.Actor, caller: Any = None) -> dict[str, Any]:
-    region = region_of(workspace_id)
+def create(scope: RequestScope, body: dict[str, Any], *, actor: audit.Actor, caller: Any = None) -> dict[str, Any]:
+    workspace_id, region = scope.workspace_id, scope.region or ""
     address = users.normalise_email(body["email"])
     existing = users.find_by_email(address)
     if existing is not None and membership(workspace_id, existing.id) is not None:
@@ -105,7 +105,7 @@ def create(workspace_id: str, body: dict[str, Any], *, actor: audit.Actor, calle
                                              "or wait until it expires.") from None
     except (Conflict, audit.AuditAppendFailed):  # a conflicting transaction, throttling: nothing written
         raise _unavailable() from None
-    ws = get_workspace(workspace_id)
+    ws = scope.entry()
     link = f"{settings().app_url}/invitations/accept?workspace_id={workspace_id}&invitation_id={inv.id}"
     mail.send(address, f"You are invited to {ws.name}",
               f"{actor.email} invited you to the workspace {ws.name} as {inv.role}.\n\n"
@@ -124,9 +124,9 @@ def _not_pending(inv: InvitationAttrs) -> ApiError:
     return ApiError(409, "invitation_not_pending", f"The invitation is {status}.", extra={"status": status})
 
 
-def revoke(workspace_id: str, invitation_id: str, *, actor: audit.Actor, caller: Any = None) -> dict[str, Any]:
-    region = region_of(workspace_id)
-    inv = get(workspace_id, invitation_id)
+def revoke(scope: RequestScope, invitation_id: str, *, actor: audit.Actor, caller: Any = None) -> dict[str, Any]:
+    workspace_id, region = scope.workspace_id, scope.region or ""
+    inv = get(scope, invitation_id)
     if status_of(inv) != "pending":
         raise _not_pending(inv)
     cls, claims = invitations(region), invitation_claims(region)
@@ -138,38 +138,33 @@ def revoke(workspace_id: str, invitation_id: str, *, actor: audit.Actor, caller:
             tx.delete(claims(workspace_id, EMAIL_CLAIM_PREFIX + inv.email),
                       condition=claims.invitation_id == inv.id)
     except TransactWriteError:
-        raise _not_pending(get(workspace_id, invitation_id)) from None
-    revocation_ledger.record(workspace_id, revocation_ledger.INVITATION, inv.id, now, actor.id)
+        raise _not_pending(get(scope, invitation_id)) from None
+    revocation_ledger.record(region, workspace_id, revocation_ledger.INVITATION, inv.id, now, actor.id)
     audit.append(region, workspace_id, "invitation.revoked", actor=actor,
                  target={"type": "invitation", "id": inv.id, "email": inv.email}, caller=caller)
-    return to_public(get(workspace_id, invitation_id))
+    return to_public(get(scope, invitation_id))
 
 
-def preview(workspace_id: str, invitation_id: str, principal: Principal) -> dict[str, Any]:
-    """What the invited person sees before accepting: the workspace's name and residency, who invited
-    them, the role and when the invitation ends. Only the invited address may read it (another address
-    gets the same 404 as an unknown invitation), so it tells no one else anything."""
-    try:
-        region_of(workspace_id)
-    except ApiError:
-        raise not_found("invitation") from None
-    inv = get(workspace_id, invitation_id)
+def preview(scope: RequestScope, invitation_id: str, principal: Principal) -> dict[str, Any]:
+    """What the invited person (``principal``, no member yet) sees before accepting: the name and
+    residency of ``scope``'s workspace (the one the invitation is for), who invited them, the role and
+    when the invitation ends. Only the invited address may read it (another address gets the same 404 as
+    an unknown invitation), so it tells no one else anything."""
+    inv = get(scope, invitation_id)
     if users.normalise_email(principal.email or "") != inv.email:
         raise not_found("invitation")
-    ws = get_workspace(workspace_id)
+    ws = scope.entry()
     inviter = json.loads(inv.invited_by or "{}")
-    return {"id": inv.id, "workspace": {"id": workspace_id, "name": ws.name, "residency": ws.residency},
+    return {"id": inv.id, "workspace": {"id": scope.workspace_id, "name": ws.name, "residency": ws.residency},
             "role": inv.role, "status": status_of(inv), "expires_at": clock.iso(inv.expires_at),
             "invited_by": {"email": inviter.get("email")}, "email": inv.email}
 
 
-def accept(workspace_id: str, invitation_id: str, principal: Principal, *, caller: Any = None) -> dict[str, Any]:
-    """Accept as the signed-in user. Another address gets the same 404 as an unknown invitation."""
-    try:
-        region = region_of(workspace_id)
-    except ApiError:
-        raise not_found("invitation") from None
-    inv = get(workspace_id, invitation_id)
+def accept(scope: RequestScope, invitation_id: str, principal: Principal, *, caller: Any = None) -> dict[str, Any]:
+    """Accept an invitation to ``scope``'s workspace as the signed-in user (``principal``, no member yet).
+    Another address gets the same 404 as an unknown invitation."""
+    workspace_id, region = scope.workspace_id, scope.region or ""
+    inv = get(scope, invitation_id)
     user = users.get_user(principal.user_id)
     token_email = users.normalise_email(principal.email or "")
     if user is None or token_email != inv.email or user.email != inv.email:
@@ -184,14 +179,14 @@ def accept(workspace_id: str, invitation_id: str, principal: Principal, *, calle
     now = clock.iso()
     try:
         with TransactWrite(connection=connection(region)) as tx:
-            members.add_member_tx(tx, workspace_id, user.id, user.email, inv.role, "invitation")
+            members.add_member_tx(tx, region, workspace_id, user.id, user.email, inv.role, "invitation")
             tx.update(inv, actions=[cls.status.set("accepted"), cls.accepted_at.set(now), cls.accepted_by.set(user.id)],
                       condition=(cls.status == "pending") & (cls.expires_at > int(clock.now())))
             tx.delete(claims(workspace_id, EMAIL_CLAIM_PREFIX + inv.email), condition=claims.invitation_id == inv.id)
     except TransactWriteError:
         if membership(workspace_id, user.id) is not None:
             raise conflict("already_member", "You are already a member of this workspace.") from None
-        raise _not_pending(get(workspace_id, invitation_id)) from None
+        raise _not_pending(get(scope, invitation_id)) from None
     membership_changed(user.id)
     adjust_member_count(workspace_id, 1)
     audit.append(region, workspace_id, "invitation.accepted", actor=audit.Actor("user", user.id, user.email),
@@ -199,7 +194,7 @@ def accept(workspace_id: str, invitation_id: str, principal: Principal, *, calle
                  details={"role": inv.role, "user_id": user.id}, caller=caller)
     m = membership(workspace_id, user.id)
     assert m is not None
-    return {"invitation": to_public(get(workspace_id, invitation_id)), "membership": members.to_public(m),
+    return {"invitation": to_public(get(scope, invitation_id)), "membership": members.to_public(m),
             "token_exchange": token_exchange_hint(workspace_id)}
 
 

@@ -42,7 +42,7 @@ class Scenario:
 
 def build() -> Scenario:
     from chalicelib.core.audit import Actor
-    from chalicelib.core.tenancy import get_workspace
+    from chalicelib.core.tenancy import get_workspace, workspace_scope
     from chalicelib.platform.workspaces import invitations
 
     a = make_tenant("alice@acme.test", "us-east", "Acme")
@@ -53,7 +53,7 @@ def build() -> Scenario:
     support.register_staff(own.user_id, "Sam", "US")
     staff = User(own.user_id, own.email, own.token)
     actor = Actor("user", a.user_id, a.email)
-    inv = invitations.create(a.workspace_id, {"email": "ivan@acme.test", "role": "member"}, actor=actor)
+    inv = invitations.create(workspace_scope(a.workspace_id), {"email": "ivan@acme.test", "role": "member"}, actor=actor)
     grant = support.create(get_workspace(a.workspace_id), {"support_email": staff.email, "duration": "PT4H",
                                                             "reason": "ticket 1"}, actor=actor)
     b = make_tenant("bob@bravo.test", "eu-central", "Bravo")

@@ -18,6 +18,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core import audit, aws, clock
+from chalicelib.core.tenancy import workspace_scope
 from chalicelib.groups import create_app
 from chalicelib.platform.audit import cli as audit_cli
 from chalicelib.platform.audit import digests as audit_digests
@@ -138,7 +139,7 @@ def digested(tenant: Tenant) -> Tenant:
     assert result[tenant.region]["written"] >= 1
     assert tenant.workspace_id not in result[tenant.region]["tampered"]
     assert [d.head_seq for d in audit_digests.digests(tenant.region, tenant.workspace_id)] == [11, 16]
-    assert audit_export.verify_live(tenant.workspace_id).ok
+    assert audit_export.verify_live(workspace_scope(tenant.workspace_id)).ok
     return tenant
 
 
@@ -156,7 +157,7 @@ def test_every_attack_on_the_live_chain_is_detected(digested: Tenant, attack: st
 def test_these_attacks_pass_the_chain_alone_only_the_digests_catch_them(digested: Tenant, attack: str) -> None:
     LIVE_ATTACKS[attack](digested)
     assert audit.verify_live(digested.region, digested.workspace_id).ok  # hash links alone: fooled
-    report = audit_export.verify_live(digested.workspace_id)
+    report = audit_export.verify_live(workspace_scope(digested.workspace_id))
     assert not report.ok
     assert any("digest" in p for p in report.problems)
 
@@ -185,9 +186,9 @@ def test_the_detection_rate_of_the_live_suite_is_total(stack: None) -> None:
         run_digest_job()
         _fill(t, 5)
         run_digest_job()
-        assert audit_export.verify_live(t.workspace_id).ok
+        assert audit_export.verify_live(workspace_scope(t.workspace_id)).ok
         attack(t)
-        detected.append(not audit_export.verify_live(t.workspace_id).ok)
+        detected.append(not audit_export.verify_live(workspace_scope(t.workspace_id)).ok)
     assert sum(detected) / len(detected) == 1.0, dict(zip(sorted(LIVE_ATTACKS), detected, strict=True))
 
 
@@ -325,18 +326,18 @@ def truncate_after_the_newest_digest(t: Tenant) -> None:
                          ids=["rechain", "truncate"])
 def test_tampering_after_the_newest_digest_is_caught_by_the_change_stream(digested: Tenant, attack, caplog) -> None:
     _fill(digested, 3)  # seq 17..19, not yet digested
-    assert audit_export.verify_live(digested.workspace_id).ok
+    assert audit_export.verify_live(workspace_scope(digested.workspace_id)).ok
     attack(digested)
     assert audit.verify_live(digested.region, digested.workspace_id).ok  # the chain alone: fooled
     with caplog.at_level("ERROR"):
         result = run_digest_job()
     assert any("change stream record" in f for f in result[digested.region]["tampered"][digested.workspace_id])
     assert any(r.getMessage() == "audit chain tampered" for r in caplog.records)
-    report = audit_export.verify_live(digested.workspace_id)
+    report = audit_export.verify_live(workspace_scope(digested.workspace_id))
     assert not report.ok
     assert any("tamper alarm" in p for p in report.problems)
     run_digest_job()  # the alarm stays: later runs do not clear it
-    assert not audit_export.verify_live(digested.workspace_id).ok
+    assert not audit_export.verify_live(workspace_scope(digested.workspace_id)).ok
 
 
 def test_appends_alone_raise_no_alarm(digested: Tenant) -> None:
@@ -344,4 +345,4 @@ def test_appends_alone_raise_no_alarm(digested: Tenant) -> None:
     result = run_digest_job()
     assert digested.workspace_id not in result[digested.region]["tampered"]
     assert audit_digests.alarms(digested.region, digested.workspace_id) == []
-    assert audit_export.verify_live(digested.workspace_id).ok
+    assert audit_export.verify_live(workspace_scope(digested.workspace_id)).ok

@@ -108,9 +108,11 @@ def test_a_groups_members_follow_the_membership_lifecycle(tenant: Tenant) -> Non
     """Each group edge is an item of its own: it stays while a provisioned user is deactivated (SCIM still
     shows it, REST lists members only), moves back on reactivation, and goes with the membership, the SCIM
     user and the group."""
+    from chalicelib.core.tenancy import workspace_scope
     from chalicelib.platform.workspaces import groups
 
     ws, base = tenant.workspace_id, _groups(tenant.workspace_id)
+    scope = workspace_scope(ws)
     patch = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
     mia, leo = add_member(ws, "mia@example.com", "member"), add_member(ws, "leo@example.com", "member")
     with Client(PLATFORM) as c:
@@ -135,45 +137,49 @@ def test_a_groups_members_follow_the_membership_lifecycle(tenant: Tenant) -> Non
         assert membership(ws, ada["id"]).groups == {g["id"]}
         assert call(c, "DELETE", f"/v1/workspaces/{ws}/members/{mia.user_id}", tenant.token)[0] == 204
         assert scim(c, tenant, token, "DELETE", f"/Users/{ada['id']}")[0] == 204
-        assert groups.member_ids(ws, g["id"]) == [leo.user_id]
+        assert groups.member_ids(scope, g["id"]) == [leo.user_id]
         assert [m["value"] for m in scim(c, tenant, token, "GET", f"/Groups/{g['id']}")[1]["members"]] == [leo.user_id]
         assert scim(c, tenant, token, "DELETE", f"/Groups/{g['id']}")[0] == 204
-        assert groups.member_ids(ws, g["id"]) == [] and not membership(ws, leo.user_id).groups
+        assert groups.member_ids(scope, g["id"]) == [] and not membership(ws, leo.user_id).groups
 
 
 def test_a_member_change_on_a_stale_group_reads_it_again_and_a_deleted_group_is_404(tenant: Tenant) -> None:
     from chalicelib.core.audit import Actor
     from chalicelib.core.http.errors import ApiError
+    from chalicelib.core.tenancy import workspace_scope
     from chalicelib.platform.workspaces import groups
 
     ws, actor = tenant.workspace_id, Actor("user", tenant.user_id, tenant.email)
+    scope = workspace_scope(ws)
     mia, leo = add_member(ws, "mia@example.com", "member"), add_member(ws, "leo@example.com", "member")
-    g = groups.create_group(ws, "Ops", actor=actor)
-    stale = groups.get_group(ws, g.group_id)
-    assert groups.add_member(ws, g, mia.user_id, actor=actor) is not None and g.version == 2
-    edge = groups.add_member(ws, stale, leo.user_id, actor=actor)  # version 1 is gone: read again, then add
+    g = groups.create_group(scope, "Ops", actor=actor)
+    stale = groups.get_group(scope, g.group_id)
+    assert groups.add_member(scope, g, mia.user_id, actor=actor) is not None and g.version == 2
+    edge = groups.add_member(scope, stale, leo.user_id, actor=actor)  # version 1 is gone: read again, then add
     assert edge is not None and edge.display == "leo@example.com" and stale.version == 3
-    assert groups.get_group(ws, g.group_id).version == 3 and groups.member_ids(ws, g.group_id) == sorted(
+    assert groups.get_group(scope, g.group_id).version == 3 and groups.member_ids(scope, g.group_id) == sorted(
         [mia.user_id, leo.user_id])
-    groups.delete_group(ws, groups.get_group(ws, g.group_id), actor=actor)
+    groups.delete_group(scope, groups.get_group(scope, g.group_id), actor=actor)
     try:
-        groups.add_member(ws, stale, mia.user_id, actor=actor)
+        groups.add_member(scope, stale, mia.user_id, actor=actor)
         raise AssertionError("adding a member to a deleted group must be refused")
     except ApiError as err:
         assert err.status == 404
-    assert not membership(ws, mia.user_id).groups and groups.member_ids(ws, g.group_id) == []
+    assert not membership(ws, mia.user_id).groups and groups.member_ids(scope, g.group_id) == []
 
 
 def test_erasing_a_user_erases_their_group_edges(tenant: Tenant) -> None:
     """An edge holds the member's address (its display): erasure takes it with the membership."""
     from chalicelib.core.audit import Actor
+    from chalicelib.core.tenancy import workspace_scope
     from chalicelib.platform.workspaces import groups
     from chalicelib.residency import erasure
 
     ws = tenant.workspace_id
+    scope = workspace_scope(ws)
     mia = add_member(ws, "mia@example.com", "member")
-    g = groups.create_group(ws, "Ops", actor=Actor("user", tenant.user_id, tenant.email))
-    groups.add_member(ws, g, mia.user_id, actor=Actor("user", tenant.user_id, tenant.email))
-    assert groups.member_ids(ws, g.group_id) == [mia.user_id]
+    g = groups.create_group(scope, "Ops", actor=Actor("user", tenant.user_id, tenant.email))
+    groups.add_member(scope, g, mia.user_id, actor=Actor("user", tenant.user_id, tenant.email))
+    assert groups.member_ids(scope, g.group_id) == [mia.user_id]
     erasure.erase_in_workspace(tenant.region, ws, mia.user_id, "", "mia@example.com")
-    assert groups.member_ids(ws, g.group_id) == [] and membership(ws, mia.user_id) is None
+    assert groups.member_ids(scope, g.group_id) == [] and membership(ws, mia.user_id) is None

@@ -6,6 +6,7 @@ from chalice.test import Client
 
 from chalicelib.core import clock
 from chalicelib.core.audit import Actor
+from chalicelib.core.tenancy import workspace_scope
 from chalicelib.groups import create_app
 from chalicelib.identity import users
 from chalicelib.identity.oauth.signing import issue_access_token
@@ -20,7 +21,7 @@ def _user_token(email: str) -> str:
 
 
 def test_only_the_invited_address_reads_the_invitation(tenant: Tenant) -> None:
-    inv = invitations.create(tenant.workspace_id, {"email": "guest@example.com", "role": "viewer"},
+    inv = invitations.create(workspace_scope(tenant.workspace_id), {"email": "guest@example.com", "role": "viewer"},
                              actor=Actor("user", "usr_admin", "boss@example.com"))
     path = f"/v1/workspaces/{tenant.workspace_id}/invitations/{inv['id']}/preview"
     with Client(create_app("platform")) as c:
@@ -34,4 +35,7 @@ def test_only_the_invited_address_reads_the_invitation(tenant: Tenant) -> None:
         assert c.http.get(path, headers=bearer(other)).status_code == 404
         assert c.http.get(path.replace(inv["id"], "inv_nope"), headers=bearer(other)).status_code == 404
         assert c.http.get(path.replace(tenant.workspace_id, "ws_nope"), headers=bearer(other)).status_code == 404
+        accept = path.replace(tenant.workspace_id, "ws_nope").replace("/preview", "/accept")
+        gone = c.http.post(accept, headers={**bearer(other), "Content-Type": "application/json"}, body=b"{}")
+        assert gone.status_code == 404 and gone.json_body["code"] == "not_found", gone.body
         assert c.http.get(path).status_code == 401

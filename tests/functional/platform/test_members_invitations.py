@@ -10,7 +10,7 @@ from chalice.test import Client
 
 from chalicelib.core import audit, clock
 from chalicelib.core.config import settings
-from chalicelib.core.tenancy import get_workspace, membership
+from chalicelib.core.tenancy import get_workspace, membership, workspace_scope
 from chalicelib.groups import create_app
 from chalicelib.identity import users
 from chalicelib.platform.workspaces import members as members_svc
@@ -71,7 +71,7 @@ def test_change_role_and_last_admin_rules(tenant: Tenant, client: Client) -> Non
 def test_concurrent_demotion_is_stopped_by_the_conditional_write(tenant: Tenant, monkeypatch) -> None:
     """Two Admins demote each other at once: both read "another Admin exists", one write must fail."""
     other = add_member(tenant.workspace_id, "second@example.com", "admin")
-    actor = audit.Actor("user", tenant.user_id, tenant.email)
+    actor, scope = audit.Actor("user", tenant.user_id, tenant.email), workspace_scope(tenant.workspace_id)
     real = members_svc._other_admin
     stale = {}
 
@@ -80,12 +80,12 @@ def test_concurrent_demotion_is_stopped_by_the_conditional_write(tenant: Tenant,
         if user_id == tenant.user_id and "done" not in stale:
             stale["done"] = True
             # the other demotion lands between our read and our write
-            members_svc.change_role(ws, other.user_id, "member", actor=actor)
+            members_svc.change_role(scope, other.user_id, "member", actor=actor)
         return found
 
     monkeypatch.setattr(members_svc, "_other_admin", racing_lookup)
     with pytest.raises(Exception) as err:
-        members_svc.change_role(tenant.workspace_id, tenant.user_id, "member", actor=actor)
+        members_svc.change_role(scope, tenant.user_id, "member", actor=actor)
     assert getattr(err.value, "code", "") == "last_admin"
     assert membership(tenant.workspace_id, tenant.user_id).role == "admin"
     assert membership(tenant.workspace_id, other.user_id).role == "member"

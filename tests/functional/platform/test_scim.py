@@ -55,6 +55,8 @@ def test_a_token_serves_only_its_workspace(tenant: Tenant) -> None:
         token = scim_token(c, tenant)
         assert scim(c, other, token, "GET", "/Users")[0] == 401
         assert scim(c, other, token, "POST", "/Users", USER)[0] == 401
+        gone = c.http.get("/scim/v2/ws_doesnotexist/Users", headers={"Authorization": f"Bearer {token}"})
+        assert gone.status_code == 401 and b"A valid SCIM token of this workspace" in gone.body  # no such workspace
 
 
 def test_deprovisioning_ends_the_users_access_at_once(tenant: Tenant) -> None:

@@ -9,7 +9,7 @@ from chalice.test import Client
 
 from chalicelib.core import audit, clock
 from chalicelib.core.ids import new_id
-from chalicelib.core.tenancy import memberships, region_of
+from chalicelib.core.tenancy import memberships, region_of, workspace_scope
 from chalicelib.platform.workspaces import groups
 from tests.functional.aws_calls import LIMITER, counting
 from tests.functional.conftest import Tenant
@@ -61,12 +61,12 @@ def _round(c: Client, tenant: Tenant, token: str, tag: str) -> dict[str, int]:
 def _grow(tenant: Tenant, count: int) -> None:
     """``count`` more members, every one in one big group."""
     ws, actor = tenant.workspace_id, audit.Actor("user", tenant.user_id, tenant.email)
-    cls, now = memberships(region_of(ws)), clock.iso()
-    big = groups.create_group(ws, "Everyone", actor=actor)
+    cls, now, scope = memberships(region_of(ws)), clock.iso(), workspace_scope(ws)
+    big = groups.create_group(scope, "Everyone", actor=actor)
     for i in range(count):
         uid = new_id("usr")
         cls(ws, uid, role="member", email=f"m{i}@acme.example.com", joined_at=now, joined_via="seed").save()
-        groups.add_member(ws, big, uid, actor=actor)
+        groups.add_member(scope, big, uid, actor=actor)
 
 
 def test_scim_calls_do_not_grow_with_the_workspace(tenant: Tenant) -> None:

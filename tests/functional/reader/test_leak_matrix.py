@@ -73,13 +73,14 @@ def test_a_member_removed_from_a_group_loses_what_it_gave_everywhere(world: matr
     from dataclasses import replace
 
     from chalicelib.core.audit import Actor
+    from chalicelib.core.tenancy import workspace_scope
     from chalicelib.gateway import reader
     from chalicelib.platform.workspaces import groups
 
-    ws = world.tenant.workspace_id
+    scope = workspace_scope(world.tenant.workspace_id)
     actor = Actor("user", world.tenant.user_id, world.tenant.email)
-    group = groups.create_group(ws, "Matrix readers", actor=actor)
-    groups.add_member(ws, group, world.member.user_id, actor=actor)
+    group = groups.create_group(scope, "Matrix readers", actor=actor)
+    groups.add_member(scope, group, world.member.user_id, actor=actor)
 
     def restrict(acl: list[dict[str, str]]) -> None:
         for policy in matrix.POLICIES:
@@ -92,7 +93,7 @@ def test_a_member_removed_from_a_group_loses_what_it_gave_everywhere(world: matr
         for surface in (s for s in SURFACES if s.name in GRANT_PROOF):
             seen = surface.read(fresh)
             assert all(m in seen for m in granted), f"{surface.name} did not give the group's grant to its member"
-        groups.remove_member(ws, groups.get_group(ws, group.group_id), world.member.user_id, actor=actor)
+        groups.remove_member(scope, groups.get_group(scope, group.group_id), world.member.user_id, actor=actor)
         # the ALLOW dataset only: a value under any other policy is hidden whatever the ACL (the matrix
         # above proves that on every surface), so the grant could only have shown ALLOW values
         after = replace(world, cache={}, policies=("ALLOW",))
@@ -101,4 +102,4 @@ def test_a_member_removed_from_a_group_loses_what_it_gave_everywhere(world: matr
             assert not [m for m in granted if m in seen], f"{surface.name} still gave what the group granted"
     finally:
         restrict([{"type": "role", "id": "admin"}])
-        groups.delete_group(ws, groups.get_group(ws, group.group_id), actor=actor)
+        groups.delete_group(scope, groups.get_group(scope, group.group_id), actor=actor)

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from chalicelib.core import audit, aws, clock
-from chalicelib.core.tenancy import memberships
+from chalicelib.core.tenancy import memberships, workspace_scope
 from chalicelib.platform.audit import export as audit_export
 from chalicelib.residency import backups
 from chalicelib.residency.models import erased_users, erasure_ledger
@@ -184,7 +184,7 @@ def test_erasure_removes_personal_data_and_every_chain_still_verifies(stack: Non
     run_digest_job()
     for t in (us, eu):
         assert audit.verify_live(t.region, t.workspace_id).ok
-        assert audit_export.verify_live(t.workspace_id).ok
+        assert audit_export.verify_live(workspace_scope(t.workspace_id)).ok
         bobs = [e for e in audit.iter_chain(t.region, t.workspace_id) if e["actor"].get("id") == bob_us.user_id]
         assert bobs
         assert (all(e["erased"] and e["actor"]["pseudonym"] == audit.pseudonym(bob_us.user_id)
