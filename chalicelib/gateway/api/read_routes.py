@@ -78,7 +78,7 @@ def federated_query(ctx: Ctx) -> dict[str, Any]:
 @api.route("/v1/policies", permission="policies.read")
 def list_policies(ctx: Ctx) -> dict[str, Any]:
     paging.check_params(ctx.query, ("scope", "limit", "after"))
-    items = sorted(policies.list_policies(ctx.user, ctx.query.get("scope")), key=lambda p: p["id"])
+    items = sorted(policies.list_policies(ctx.scope, ctx.query.get("scope")), key=lambda p: p["id"])
     out = paging.page_sorted(items, ctx.query, "policies", lambda p: [p["id"]])
     return {"policies": out.pop("_items"), **out}
 
@@ -157,7 +157,7 @@ def _graphql_post(ctx: Ctx) -> Response:
                                                                           'Bearer error="invalid_token"')})
     try:
         body = ctx.json()
-        result = gql.run(scope.principal, body, caller=ctx.caller, idempotency_key=ctx.header("idempotency-key"))
+        result = gql.run(scope, body, caller=ctx.caller, idempotency_key=ctx.header("idempotency-key"))
     except gql.Refused as refused:
         return json_response({"errors": refused.errors}, refused.status, headers=limits)
     except ApiError as err:  # malformed JSON, body too large
