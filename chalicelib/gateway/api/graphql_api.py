@@ -147,7 +147,7 @@ def _dataset(_root: Any, info: Any, id: str) -> dict[str, Any] | None:  # noqa: 
 
 
 def _lineage(_root: Any, info: Any, datasetId: str, depth: int = lineage.DEFAULT_DEPTH) -> dict[str, Any]:  # noqa: N803
-    return lineage.graph(_principal(info), datasetId, depth)
+    return lineage.graph(_scope(info), datasetId, depth)
 
 
 def _policies(_root: Any, info: Any, scope: str | None = None) -> list[dict[str, Any]]:
@@ -161,7 +161,7 @@ def _sync_connector(_root: Any, info: Any, id: str, mode: str | None = None) -> 
 
 
 def _set_field_policy(_root: Any, info: Any, datasetId: str, field: str, policy: str) -> dict[str, Any]:  # noqa: N803
-    return catalog.set_field_policy(_principal(info), datasetId, field, policy, caller=info.context.get("caller"))
+    return catalog.set_field_policy(_scope(info), datasetId, field, policy, caller=info.context.get("caller"))
 
 
 # Every root field of the schema, once: its REST twin (method, path), whose permission it checks, and its
