@@ -221,6 +221,7 @@ def query_main() -> None:
 
     from chalicelib.core import aws
     from chalicelib.core.config import settings
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.core.tokens import verifier
     from chalicelib.gateway.catalog import fieldpolicy
     from chalicelib.gateway.query import cache as query_cache
@@ -234,6 +235,7 @@ def query_main() -> None:
     t = make_tenant("bench-query@example.com", name="Bench query")
     ws, region = t.workspace_id, t.region
     principal = verifier().principal(token_for(ws, "member").token)
+    scope = scope_of(principal)
     settings.cache_clear()  # default settings: the catalog version is checked on every query
     tmp = tempfile.mkdtemp(prefix="gwq-bench-")
     lines = ["### Federated query: 2 x N rows, join, masked column read, hashed column unread", "",
@@ -272,7 +274,7 @@ def query_main() -> None:
             sql = QUERY_SQL.format(c=c, o=o)
             ref_con = _projected_reference(ws, region, fields, files)
             expect = [list(r) for r in ref_con.execute(sql).fetchall()]
-            got = query.run(principal, sql)["rows"]
+            got = query.run(scope, sql)["rows"]
             assert [r[:3] for r in got] == [r[:3] for r in expect], (got, expect)
 
             def bare_cold(sql: str = sql, c: str = c, o: str = o, keys: dict = keys) -> object:
@@ -306,12 +308,12 @@ def query_main() -> None:
                 return con.execute(sql).fetchall()
 
             for label, fn, ref, n, reset, target in (
-                    ("warm", lambda sql=sql: query.run(principal, sql),
+                    ("warm", lambda sql=sql: query.run(scope, sql),
                      lambda con=ref_con, sql=sql: con.execute(sql).fetchall(), n_warm, None,
                      "<= 1.5x, p50 <= 50 ms" if rows == 100_000 else ""),
-                    ("cold, ref downloads", lambda sql=sql: query.run(principal, sql), bare_cold, n_cold,
+                    ("cold, ref downloads", lambda sql=sql: query.run(scope, sql), bare_cold, n_cold,
                      cold_reset_both, "<= 2x" if rows == 100_000 else ""),
-                    ("cold, ref Parquet local", lambda sql=sql: query.run(principal, sql), bare_cold_local, n_cold,
+                    ("cold, ref Parquet local", lambda sql=sql: query.run(scope, sql), bare_cold_local, n_cold,
                      cold_reset_both, "")):
                 for _ in range(2):  # warm-up of both
                     fn()
@@ -355,6 +357,7 @@ def query_remote_main(rows: int = 100_000, n: int = 40) -> None:
 
     from chalicelib.core import process_state
     from chalicelib.core.config import settings
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.core.tokens import verifier
     from chalicelib.gateway.query import cache as query_cache
     from chalicelib.gateway.query import service as query
@@ -371,6 +374,7 @@ def query_remote_main(rows: int = 100_000, n: int = 40) -> None:
             bootstrap_all()
             t = make_tenant("bench-query-remote@example.com", name="Bench query remote")
             principal = verifier().principal(token_for(t.workspace_id, "member").token)
+            scope = scope_of(principal)
             tmp = tempfile.mkdtemp(prefix="gwq-bench-remote-")
             with quiet():
                 fields, files, _ = _query_tables(t.workspace_id, t.region, tmp, rows)
@@ -378,17 +382,17 @@ def query_remote_main(rows: int = 100_000, n: int = 40) -> None:
                 sql = QUERY_SQL.format(c=c, o=o)
                 ref_con = _projected_reference(t.workspace_id, t.region, fields, files)
                 for _ in range(2):
-                    query.run(principal, sql)
+                    query.run(scope, sql)
                     ref_con.execute(sql).fetchall()
                 calls = AwsCalls()
                 inside = []
                 for _ in range(5):
                     calls.reset()
-                    query.run(principal, sql)
+                    query.run(scope, sql)
                     inside.append(calls.seconds)
                 count = sum(calls.seen.values())
                 calls.close()
-                got = _samples([("ours", lambda: query.run(principal, sql)),
+                got = _samples([("ours", lambda: query.run(scope, sql)),
                                 ("ref", lambda: ref_con.execute(sql).fetchall())], n)
                 ref_con.close()
                 query_cache.clear()

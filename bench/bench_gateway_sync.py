@@ -115,6 +115,7 @@ def main() -> None:
     from chalicelib.core import aws, process_state
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.gateway.ingest import connectors, sync, sync_worker
     from chalicelib.identity import users
     from chalicelib.platform.workspaces.service import create_workspace
@@ -131,6 +132,7 @@ def main() -> None:
         ws = create_workspace(owner_id=user.id, owner_email=user.email, name="Bench", residency="us-east",
                               enforce_mfa=False)
         principal = Principal(user.id, ws.id, ("admin",), user.email, ("pwd",), "bench")
+        scope = scope_of(principal)
         creds = aws.client("sts", region).assume_role(RoleArn="arn:aws:iam::111122223333:role/owner",
                                                       RoleSessionName="bench")["Credentials"]
         s3 = boto3.client("s3", region_name=region, aws_access_key_id=creds["AccessKeyId"],
@@ -146,7 +148,7 @@ def main() -> None:
         def one_sync(conn_id: str, mode: str) -> dict:
             """Requested, its message received and handed to the worker's handler as Lambda would (no
             on_changed: the sync alone, without indexing), acknowledged, and its run read."""
-            run = sync.request_sync(principal, conn_id, mode=mode)
+            run = sync.request_sync(scope, conn_id, mode=mode)
             msg = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1, AttributeNames=["All"])["Messages"][0]
             record = {"messageId": msg["MessageId"], "receiptHandle": msg["ReceiptHandle"], "body": msg["Body"],
                       "attributes": msg["Attributes"], "eventSource": "aws:sqs", "awsRegion": region}
@@ -154,7 +156,7 @@ def main() -> None:
             assert sync_worker.handle({"Records": [record]}) == {"batchItemFailures": []}
             worker_s[:] = [time.perf_counter() - t0]
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"])
-            got = sync.get_sync_run(principal, run["id"])
+            got = sync.get_sync_run(scope, run["id"])
             assert got["status"] == "SUCCEEDED", got
             return got
 
@@ -169,7 +171,7 @@ def main() -> None:
             s3.put_object(Bucket="bench-source", Key=f"r{size}/1-small.csv", Body=_csv(big, PER_OBJECT).encode())
             s3.put_object(Bucket="bench-source", Key=f"r{size}/2-tiny.csv",
                           Body=_csv(big + PER_OBJECT, SMALL_CHANGE).encode())
-            conn = connectors.create_connector(principal, {"name": f"Bench {size}", "kind": "s3", "config": {
+            conn = connectors.create_connector(scope, {"name": f"Bench {size}", "kind": "s3", "config": {
                 "role_arn": "arn:aws:iam::111122223333:role/bench-reader", "bucket": "bench-source",
                 "prefix": f"r{size}/", "primary_key": ["id"]}}, None)
             times: dict[str, list[float]] = {k: [] for k in (

@@ -179,13 +179,14 @@ def child_idle(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def child_query(spec: dict[str, Any]) -> dict[str, Any]:
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.gateway.query import service as query
 
-    principal = _principal(spec["token"])
-    first, error = _first(lambda: query.run(principal, spec["sql"]))
+    scope = scope_of(_principal(spec["token"]))
+    first, error = _first(lambda: query.run(scope, spec["sql"]))
     if error:
         return {"first": first, "error": error}
-    warm = [_timed(lambda: query.run(principal, spec["sql"])) for _ in range(spec["n"])]
+    warm = [_timed(lambda: query.run(scope, spec["sql"])) for _ in range(spec["n"])]
     return {"first": first, "warm": statistics.median(warm)}
 
 

@@ -40,6 +40,7 @@ def _run() -> None:
     from bench.common import measure_pair, table
     from chalicelib.chat import service as chat
     from chalicelib.core.authz import Principal
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.gateway import reader
     from chalicelib.knowledge import indexer
     from chalicelib.knowledge import service as knowledge
@@ -60,7 +61,7 @@ def _run() -> None:
             admin = Principal(user_id=t.user_id, workspace_id=ws, roles=("admin",), email=t.email, amr=("pwd",),
                               token_id="b")
             for doc in sorted({r[1] for r in rows})[::2]:  # every other document: Admins only
-                reader.set_document_acl(admin, ds, doc, [{"type": "role", "id": "admin"}])
+                reader.set_document_acl(scope_of(admin), ds, doc, [{"type": "role", "id": "admin"}])
         indexer.index_dataset(region, ws, ds)
         m = add_member(ws, f"member-{kind}@example.com", "member")
         members[kind] = Principal(user_id=m.user_id, workspace_id=ws, roles=("member",), email=m.email,

@@ -39,6 +39,7 @@ def main() -> None:
     from chalicelib.core import process_state
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.gateway.ingest import connectors, sync, sync_worker
     from chalicelib.gateway.ingest.sources import document_text
     from chalicelib.gateway.ingest.sources.documents import document_records
@@ -60,6 +61,7 @@ def main() -> None:
         ws = create_workspace(owner_id=user.id, owner_email=user.email, name="Bench uploads", residency="us-east",
                               enforce_mfa=False)
         principal = Principal(user.id, ws.id, ("admin",), user.email, ("pwd",), "bench")
+        scope = scope_of(principal)
         for name, data in files.items():
             marker = "zebrafinch" + name.split("-")[1]
             parse_s, total_s, passages = [], [], 0
@@ -69,19 +71,19 @@ def main() -> None:
                 passages = len(document_records("doc_x", name, "k", "2026-01-01 00:00:00", pages, 1000, 100))
                 parse_s.append(time.perf_counter() - t0)
 
-                conn = connectors.create_connector(principal, {"name": f"Bench {name} {attempt}", "kind": "documents",
+                conn = connectors.create_connector(scope, {"name": f"Bench {name} {attempt}", "kind": "documents",
                                                                "config": {}}, None)
                 t0 = time.perf_counter()
-                up = connectors.create_upload(principal, conn["id"], {"file_name": name}, None)
+                up = connectors.create_upload(scope, conn["id"], {"file_name": name}, None)
                 put = requests.put(up["upload_url"], data=data, headers=up["headers"], timeout=60)
                 assert put.status_code == 200, put.text
-                run = sync.request_sync(principal, conn["id"], mode="INCREMENTAL")
+                run = sync.request_sync(scope, conn["id"], mode="INCREMENTAL")
                 out = sync_worker.run_sync(ws.id, run["id"], on_changed=index_changed_dataset)
                 assert out.status == "done", out
                 hits = knowledge.search(principal, f"last page marker {marker}", 3)
                 total_s.append(time.perf_counter() - t0)
                 assert any(marker in h.chunk.text for h in hits), [h.chunk.text[:60] for h in hits]
-                connectors.delete_connector(principal, conn["id"], None)
+                connectors.delete_connector(scope, conn["id"], None)
             rows.append((name, len(data), passages, parse_s, total_s))
     print("| Document | Size | Passages | Parser alone, median [min-max] | Upload to searchable, median [min-max] "
           "| Parser share |")

@@ -337,5 +337,5 @@ def purge(region: str, run: models.RunAttrs) -> None:
     with run_log.batch_write() as batch:
         for item in run_log.query(models.run_key(run.workspace_id, run.id)):
             batch.delete(item)
-    lineage.remove_target(run.workspace_id, run.id)
+    lineage.remove_target(region, run.workspace_id, run.id)
     run.delete()

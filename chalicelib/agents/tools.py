@@ -37,6 +37,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.telemetry import tracing
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge.chunking import DOCUMENT
 
@@ -111,7 +112,7 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     from chalicelib.gateway.query import service as query  # noqa: PLC0415
 
     try:
-        result = query.run(ctx.principal, args["sql"], limit=args.get("limit", 50),
+        result = query.run(RequestScope(ctx.principal, ctx.region), args["sql"], limit=args.get("limit", 50),
                            answer={"type": "AGENT_RUN", "id": ctx.run_id})
     except ApiError as err:
         outside = _out_of_scope(ctx, args["sql"]) if err.code == "sql_error" else []

@@ -8,6 +8,7 @@ from typing import Any
 from chalicelib.core import aws
 from chalicelib.core.authz import Principal
 from chalicelib.core.ids import new_id
+from chalicelib.core.tenancy import workspace_scope
 from chalicelib.gateway import models
 from chalicelib.gateway.ingest import connectors, sync, sync_worker
 from chalicelib.gateway.ingest.sources import documents
@@ -31,10 +32,11 @@ QUESTION = "How long do customers have to return an order?"
 
 
 def seed(workspace_id: str, region: str, principal: Principal) -> dict[str, Any]:
+    scope = workspace_scope(workspace_id, principal)
     existing = {c.dataset_name: c for c in models.connectors(region).query(workspace_id)}
     conn = existing.get(DATASET)
     if conn is None:
-        created = connectors.create_connector(principal, {
+        created = connectors.create_connector(scope, {
             "name": "Demo customer handbook", "kind": "documents", "dataset_name": DATASET,
             "description": "Demo documents: returns policy and plans (synthetic).", "config": {}}, None)
         conn = models.connectors(region).get(workspace_id, created["id"])
@@ -43,7 +45,7 @@ def seed(workspace_id: str, region: str, principal: Principal) -> dict[str, Any]
             key = documents.prefix(workspace_id, conn.id) + f"{new_id('doc')}/{name}"
             s3.put_object(Bucket=aws.bucket_name(documents.BUCKET, region), Key=key, Body=text.encode(),
                           ContentType="text/markdown")
-        run = sync.request_sync(principal, conn.id, mode="FULL_REFRESH", idempotency_key=f"demo-seed-{conn.id}")
+        run = sync.request_sync(scope, conn.id, mode="FULL_REFRESH", idempotency_key=f"demo-seed-{conn.id}")
         sync_worker.run_sync(workspace_id, run["id"], attempt=1)
     indexed = {}
     for ds in models.datasets(region).query(workspace_id):  # the demo's policies were set after its syncs

@@ -486,7 +486,7 @@ class Live:
             # the chat, its lineage (kept as long as the chat), the usage counter and the idempotency record
             nonlocal counted
             tx.save(item, condition=cls.id.does_not_exist() if prior is None else cls.updated_at == prior)
-            for edge in lineage.edge_items(principal.workspace_id, [
+            for edge in lineage.edge_items(region, principal.workspace_id, [
                     ("DATASET", ds, "CHAT_ANSWER", message_id, {"target_name": f"chat answer {message_id}",
                                                                 "chat_id": chat_id, "model": spec.id,
                                                                 "user_id": principal.user_id})
@@ -636,4 +636,4 @@ def forget_lineage(workspace_id: str, item: ChatAttrs) -> None:
     """Lineage of a chat lives as long as the chat: its answers' edges go with it."""
     for m in json.loads(item.messages or "[]"):
         if m.get("role") == "assistant" and m.get("id"):
-            lineage.remove_target(workspace_id, m["id"])
+            lineage.remove_target(type(item).Meta.region, workspace_id, m["id"])

@@ -20,6 +20,7 @@ from pynamodb.exceptions import DoesNotExist
 from chalicelib.core import aws
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
+from chalicelib.core.tenancy import workspace_scope
 from chalicelib.gateway import models
 from chalicelib.gateway.ingest import connectors, source_access, sync, sync_worker
 from chalicelib.identity import users
@@ -122,6 +123,7 @@ def seed(workspace_id: str, region: str, admin_email: str,
     user = users.find_by_email(admin_email)
     principal = Principal(user_id=user.id if user else "usr_demo", workspace_id=workspace_id, roles=("admin",),
                           email=admin_email, amr=("seed",), token_id="seed")
+    scope = workspace_scope(workspace_id, principal)
     existing = {c.dataset_name: c for c in models.connectors(region).query(workspace_id)}
     bucket = _bucket(workspace_id, region)
     role_arn = _grant_role(workspace_id, region, bucket)
@@ -134,7 +136,7 @@ def seed(workspace_id: str, region: str, admin_email: str,
         conn = existing.get(ds_name)
         if conn is None:
             _as_demo_customer("s3", region).put_object(Bucket=bucket, Key=f"{prefix}{ds_name}.csv", Body=body.encode())
-            created = connectors.create_connector(principal, {
+            created = connectors.create_connector(scope, {
                 "name": name, "kind": "s3", "dataset_name": ds_name,
                 "description": f"Demo data: {ds_name} (synthetic).",
                 "config": {"role_arn": role_arn, "bucket": bucket, "prefix": prefix, "format": "csv", "primary_key": pk}}, None)
@@ -145,9 +147,9 @@ def seed(workspace_id: str, region: str, admin_email: str,
         except DoesNotExist:
             pass
         if not synced:
-            run = sync.request_sync(principal, conn.id, mode="FULL_REFRESH", idempotency_key=f"demo-seed-{conn.id}")
+            run = sync.request_sync(scope, conn.id, mode="FULL_REFRESH", idempotency_key=f"demo-seed-{conn.id}")
             sync_worker.run_sync(workspace_id, run["id"], attempt=1, on_changed=on_changed)
-            out["sync_runs"].append(sync.get_sync_run(principal, run["id"]))
+            out["sync_runs"].append(sync.get_sync_run(scope, run["id"]))
             if policies:
                 _set_policies(region, workspace_id, conn.dataset_id, policies)
         out["connectors"].append(conn.id)

@@ -37,7 +37,7 @@ from chalicelib.core.authz import Principal, require
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id
 from chalicelib.core.store.conditions import condition_failed
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import fieldpolicy
 from chalicelib.gateway.catalog import service as catalog
@@ -125,16 +125,17 @@ def by_name(principal: Principal, names: set[str]) -> list[View]:
 
 # --- opaque identifiers ---------------------------------------------------------------------------------
 
-def opaque(workspace_id: str, purpose: str, *parts: str) -> str:
+def opaque(region: str, workspace_id: str, purpose: str, *parts: str) -> str:
     """A 32-hex keyed hash of ``parts`` for ``purpose``: the same input gives the same id within a
-    workspace, and nobody without the workspace's key can compute or confirm it from a guessed value."""
-    key = fieldpolicy.workspace_hash_key(region_of(workspace_id), workspace_id)
+    workspace, and nobody without the workspace's key (in ``region``, the workspace's) can compute or
+    confirm it from a guessed value."""
+    key = fieldpolicy.workspace_hash_key(region, workspace_id)
     msg = OPAQUE_CONTEXT + "\x1f".join((purpose, *parts)).encode()
     return hmac.new(key, msg, hashlib.sha256).hexdigest()[:32]
 
 
 def opaque_ref(rec: catalog.DatasetRecord, purpose: str, *parts: str) -> str:
-    return opaque(rec.workspace_id, purpose, rec.id, *parts)
+    return opaque(rec.region, rec.workspace_id, purpose, rec.id, *parts)
 
 
 def document_ref(rec: catalog.DatasetRecord, document_id: str) -> str:
@@ -164,16 +165,17 @@ def _check_acl(acl: Any) -> list[dict[str, str]]:
     return [{"type": a["type"], "id": a["id"]} for a in acl]
 
 
-def set_document_acl(principal: Principal, dataset_id: str, document_id: str, acl: Any, *,
+def set_document_acl(scope: RequestScope, dataset_id: str, document_id: str, acl: Any, *,
                      caller: Any = None) -> dict[str, Any]:
     """Narrow who may read one document's rows of a readable dataset (Admins: always), on every path.
     Audited as ``dataset.document_acl_set``."""
+    principal = scope.principal
     require(principal, "connectors.manage")
     rec = catalog.record(principal, dataset_id)
     if not is_id(document_id, "doc"):
         raise not_found("document")
     entries = _check_acl(acl)
-    region = region_of(principal.workspace_id)
+    region = scope.region or ""
     cls = models.datasets(region)
     for _ in range(5):
         try:

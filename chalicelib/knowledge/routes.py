@@ -39,4 +39,4 @@ def search(ctx: Ctx) -> dict[str, Any]:
            permission="connectors.manage")
 def put_document_acl(ctx: Ctx, dataset_id: str, document_id: str) -> dict[str, Any]:
     body = validate(ctx.json(), {"acl": F(list, required=True, max_len=100)})
-    return reader.set_document_acl(ctx.user, dataset_id, document_id, body["acl"], caller=ctx.caller)
+    return reader.set_document_acl(ctx.scope, dataset_id, document_id, body["acl"], caller=ctx.caller)

@@ -117,7 +117,7 @@ def finish(run: models.RunAttrs, status: str, *, attempt: int | None = None, out
     run_log.add(f"run.{status}", data)
     details = {"status": status, "error": error if error is not None else (json.loads(run.error) if run.error else None),
                "usage": usage if usage is not None else json.loads(run.usage or "{}")}
-    if not _commit_finish(region, run, run_log, _edges(run, datasets, status), actions, cond, details):
+    if not _commit_finish(region, run, run_log, _edges(region, run, datasets, status), actions, cond, details):
         run.refresh(consistent_read=True)
         return False
     run.status, run.finished_at, run.active, run.finalized = status, now, None, 1
@@ -166,14 +166,14 @@ def _commit_finish(region: str, run: models.RunAttrs, run_log: events.RunLog, ed
     return True
 
 
-def _edges(run: models.RunAttrs, datasets: list[str], status: str) -> list[Any]:
+def _edges(region: str, run: models.RunAttrs, datasets: list[str], status: str) -> list[Any]:
     if not datasets:
         return []
     try:
         agent = json.loads(run.agent)
     except ValueError:  # an unreadable stored definition (a poison run) still finishes
         agent = {}
-    return lineage.edge_items(run.workspace_id, [
+    return lineage.edge_items(region, run.workspace_id, [
         ("dataset", ds, "agent_run", run.id, {"agent_id": run.agent_id, "target_name": agent.get("name"),
                                               "status": status, "user_id": run.user_id})
         for ds in datasets], expires_at=run.expires_at)
@@ -191,6 +191,6 @@ def record_finish(region: str, run: models.RunAttrs) -> None:
     run_log.add(f"run.{run.status}", data)
     details = {"status": run.status, "error": json.loads(run.error) if run.error else None,
                "usage": json.loads(run.usage or "{}")}
-    if _commit_finish(region, run, run_log, _edges(run, json.loads(run.read or "[]"), run.status),
+    if _commit_finish(region, run, run_log, _edges(region, run, json.loads(run.read or "[]"), run.status),
                       [R.finalized.set(1)], R.finalized.does_not_exist(), details):
         run.finalized = 1

@@ -47,6 +47,7 @@ from chalicelib.core.authz import Principal, require
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
 from chalicelib.core.process_state import cached
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway.catalog import lineage, policies
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.ingest import connectors, sync
@@ -113,13 +114,17 @@ def _field_resolver(key: str, enum: bool) -> Any:
     return resolve
 
 
+def _scope(info: Any) -> RequestScope:
+    return info.context["scope"]  # type: ignore[no-any-return]
+
+
 def _principal(info: Any) -> Principal:
-    return info.context["principal"]
+    return _scope(info).principal
 
 
 def _connectors(_root: Any, info: Any, status: str | None = None, category: str | None = None) -> Any:
 
-    return connectors.list_connectors(_principal(info), status=status, category=category)
+    return connectors.list_connectors(_scope(info), status=status, category=category)
 
 
 def _datasets(_root: Any, info: Any, search: str | None = None, owner: str | None = None,
@@ -142,21 +147,21 @@ def _dataset(_root: Any, info: Any, id: str) -> dict[str, Any] | None:  # noqa: 
 
 
 def _lineage(_root: Any, info: Any, datasetId: str, depth: int = lineage.DEFAULT_DEPTH) -> dict[str, Any]:  # noqa: N803
-    return lineage.graph(_principal(info), datasetId, depth)
+    return lineage.graph(_scope(info), datasetId, depth)
 
 
 def _policies(_root: Any, info: Any, scope: str | None = None) -> list[dict[str, Any]]:
-    return policies.list_policies(_principal(info), scope)
+    return policies.list_policies(_scope(info), scope)
 
 
 def _sync_connector(_root: Any, info: Any, id: str, mode: str | None = None) -> dict[str, Any]:  # noqa: A002
 
-    return sync.request_sync(_principal(info), id, mode=mode or "INCREMENTAL",
+    return sync.request_sync(_scope(info), id, mode=mode or "INCREMENTAL",
                              idempotency_key=info.context.get("idempotency_key"), caller=info.context.get("caller"))
 
 
 def _set_field_policy(_root: Any, info: Any, datasetId: str, field: str, policy: str) -> dict[str, Any]:  # noqa: N803
-    return catalog.set_field_policy(_principal(info), datasetId, field, policy, caller=info.context.get("caller"))
+    return catalog.set_field_policy(_scope(info), datasetId, field, policy, caller=info.context.get("caller"))
 
 
 # Every root field of the schema, once: its REST twin (method, path), whose permission it checks, and its
@@ -385,8 +390,8 @@ def _format_execution_error(err: GraphQLError) -> dict[str, Any]:
     return formatted
 
 
-def run(principal: Principal, body: Any, *, caller: Any = None, idempotency_key: str | None = None) -> dict[str, Any]:
-    """Execute a GraphQL request body ``{query, variables?, operationName?}`` for the caller."""
+def run(scope: RequestScope, body: Any, *, caller: Any = None, idempotency_key: str | None = None) -> dict[str, Any]:
+    """Execute a GraphQL request body ``{query, variables?, operationName?}`` for the caller of ``scope``."""
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):
         raise Refused([error("The body must be a JSON object with a 'query' string.", "BAD_USER_INPUT",
                              reason="request")])
@@ -399,7 +404,7 @@ def run(principal: Principal, body: Any, *, caller: Any = None, idempotency_key:
                              "BAD_USER_INPUT", reason="request")])
     doc = document(body["query"])
     result = execute(schema(), doc, variable_values=variables, operation_name=op_name,
-                     context_value={"principal": principal, "caller": caller, "idempotency_key": idempotency_key})
+                     context_value={"scope": scope, "caller": caller, "idempotency_key": idempotency_key})
     out: dict[str, Any] = {}
     if result.errors:
         out["errors"] = [_format_execution_error(e) for e in result.errors]

@@ -57,13 +57,13 @@ def dataset_schema(ctx: Ctx, dataset_id: str) -> dict[str, Any]:
 @api.route("/v1/catalog/datasets/{dataset_id}/fields/{field}/policy", ["PUT"], permission="policies.manage")
 def put_field_policy(ctx: Ctx, dataset_id: str, field: str) -> dict[str, Any]:
     body = validate(ctx.json(), {"policy": F(str, required=True, enum=catalog.FIELD_POLICIES)})
-    return catalog.set_field_policy(ctx.user, dataset_id, field, body["policy"], caller=ctx.caller)
+    return catalog.set_field_policy(ctx.scope, dataset_id, field, body["policy"], caller=ctx.caller)
 
 
 @api.route("/v1/lineage/{dataset_id}", permission="knowledge.read")
 def get_lineage(ctx: Ctx, dataset_id: str) -> dict[str, Any]:
     depth = query_int(ctx.query, "depth", lineage.DEFAULT_DEPTH, minimum=1, maximum=lineage.MAX_DEPTH)
-    return lineage.graph(ctx.user, dataset_id, depth)
+    return lineage.graph(ctx.scope, dataset_id, depth)
 
 
 @api.route("/v1/query", ["POST"], permission="knowledge.read")
@@ -72,13 +72,13 @@ def federated_query(ctx: Ctx) -> dict[str, Any]:
     body = validate(ctx.json(), {"sql": F(str, required=True, min_len=1, max_len=query.MAX_SQL_CHARS),
                                  "limit": F(int, minimum=1, maximum=query.MAX_ROWS),
                                  "answer": F(dict), "after": F(str, min_len=1, max_len=512)})
-    return query.run(ctx.user, body["sql"], limit=body.get("limit"), answer=body.get("answer"), after=body.get("after"))
+    return query.run(ctx.scope, body["sql"], limit=body.get("limit"), answer=body.get("answer"), after=body.get("after"))
 
 
 @api.route("/v1/policies", permission="policies.read")
 def list_policies(ctx: Ctx) -> dict[str, Any]:
     paging.check_params(ctx.query, ("scope", "limit", "after"))
-    items = sorted(policies.list_policies(ctx.user, ctx.query.get("scope")), key=lambda p: p["id"])
+    items = sorted(policies.list_policies(ctx.scope, ctx.query.get("scope")), key=lambda p: p["id"])
     out = paging.page_sorted(items, ctx.query, "policies", lambda p: [p["id"]])
     return {"policies": out.pop("_items"), **out}
 
@@ -157,7 +157,7 @@ def _graphql_post(ctx: Ctx) -> Response:
                                                                           'Bearer error="invalid_token"')})
     try:
         body = ctx.json()
-        result = gql.run(scope.principal, body, caller=ctx.caller, idempotency_key=ctx.header("idempotency-key"))
+        result = gql.run(scope, body, caller=ctx.caller, idempotency_key=ctx.header("idempotency-key"))
     except gql.Refused as refused:
         return json_response({"errors": refused.errors}, refused.status, headers=limits)
     except ApiError as err:  # malformed JSON, body too large

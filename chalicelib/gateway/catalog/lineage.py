@@ -21,11 +21,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from chalicelib.core import clock
-from chalicelib.core.authz import Principal, require
+from chalicelib.core.authz import require
 from chalicelib.core.http.errors import validation_error
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store.transact import Conflict, Tx
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import models, reader
 from chalicelib.gateway.catalog import lineage_events
 from chalicelib.gateway.catalog import service as catalog
@@ -42,23 +42,25 @@ NODE_TYPES = ("CONNECTOR", "DATASET", "QUERY", "SAVED_QUERY", "CHAT_ANSWER", "AG
 Edge = tuple[str, str, str, str, dict[str, Any]]  # (source_type, source_id, target_type, target_id, details)
 
 
-def edge_items(workspace_id: str, edges: Iterable[Edge], *, expires_at: int | None = None) -> list[Any]:
-    """The items of ``edges``; ``expires_at`` (epoch seconds, the TTL) ties them to their subject's retention."""
-    cls = models.lineage_edges(region_of(workspace_id))
+def edge_items(region: str, workspace_id: str, edges: Iterable[Edge], *,
+               expires_at: int | None = None) -> list[Any]:
+    """The items of ``edges`` of a workspace whose content ``region`` holds; ``expires_at`` (epoch seconds,
+    the TTL) ties them to their subject's retention."""
+    cls = models.lineage_edges(region)
     now = clock.iso()
     edges = list(edges)
-    lineage_events.from_edges(workspace_id, edges)
+    lineage_events.from_edges(region, workspace_id, edges)
     return [cls(workspace_id, f"{s_id}>{t_id}", source_id=s_id, source_type=s_type.lower(), target_id=t_id,
                 target_type=t_type.lower(), created_at=now, expires_at=expires_at,
                 details=json.dumps(details or {}, separators=(",", ":"), default=str))
             for s_type, s_id, t_type, t_id, details in edges]
 
 
-def record_edges(workspace_id: str, edges: Iterable[Edge], *, expires_at: int | None = None) -> None:
-    """Write edges (idempotent per pair)."""
-    cls = models.lineage_edges(region_of(workspace_id))
+def record_edges(region: str, workspace_id: str, edges: Iterable[Edge], *, expires_at: int | None = None) -> None:
+    """Write edges (idempotent per pair) in ``region``, the workspace's."""
+    cls = models.lineage_edges(region)
     with cls.batch_write() as batch:
-        for item in edge_items(workspace_id, edges, expires_at=expires_at):
+        for item in edge_items(region, workspace_id, edges, expires_at=expires_at):
             batch.save(item)
 
 
@@ -68,22 +70,22 @@ def query_node(dataset_ids: Iterable[str], day: str) -> str:
     return f"qday_{day.replace('-', '')}_{digest}"
 
 
-def record_query(workspace_id: str, used: list[tuple[str, str]], answer: dict[str, str] | None = None, *,
-                 user_id: str | None = None, day: str | None = None) -> str | None:
+def record_query(region: str, workspace_id: str, used: list[tuple[str, str]], answer: dict[str, str] | None = None,
+                 *, user_id: str | None = None, day: str | None = None) -> str | None:
     """Lineage of one federated query, aggregated: one node per day and set of datasets read, one edge
     per dataset into it (``uses`` counts the queries), and ``node -> answer`` when the query serves one.
     Edges expire ``QUERY_LINEAGE_DAYS`` after their day, so reads do not grow the table without bound.
     The answer edge records ``user_id`` (a private answer is shown only to its user); the aggregated
     edges name no user. ``day`` (``YYYY-MM-DD``) is the query's, when it is recorded later (default today).
-    One transaction (one round trip); returns the node id."""
+    One transaction (one round trip) in ``region``, the workspace's; returns the node id."""
     if not used:
         return None
     day = day or clock.utcnow().strftime("%Y-%m-%d")
     node = query_node([ds for ds, _ in used], day)
-    cls = models.lineage_edges(region_of(workspace_id))
+    cls = models.lineage_edges(region)
     expires = int(clock.parse_iso(f"{day}T00:00:00Z").timestamp()) + (QUERY_LINEAGE_DAYS + 1) * 86400
     now = clock.iso()
-    lineage_events.from_edges(workspace_id, [("DATASET", ds, "QUERY", node, {}) for ds, _ in used], each_time=True)
+    lineage_events.from_edges(region, workspace_id, [("DATASET", ds, "QUERY", node, {}) for ds, _ in used], each_time=True)
     pairs = [(ds, "dataset", node, "query", {"source_name": name, "target_name": f"queries on {day}", "day": day})
              for ds, name in used]
     if answer is not None:
@@ -107,9 +109,10 @@ def record_query(workspace_id: str, used: list[tuple[str, str]], answer: dict[st
     return node
 
 
-def remove_target(workspace_id: str, target_id: str) -> int:
-    """Delete every edge into ``target_id`` (its subject is gone: a deleted chat or run)."""
-    cls = models.lineage_edges(region_of(workspace_id))
+def remove_target(region: str, workspace_id: str, target_id: str) -> int:
+    """Delete every edge into ``target_id`` (its subject is gone: a deleted chat or run) in ``region``, the
+    workspace's."""
+    cls = models.lineage_edges(region)
     n = 0
     for item in cls.by_target.query(workspace_id, cls.target_id == target_id):
         item.delete()
@@ -136,10 +139,10 @@ def _upstream(cls: Any, ws: str, node: str, limit: int) -> list[dict[str, Any]]:
 class _Walk:
     """One breadth-first walk around a dataset; collects visible nodes and the edges between them."""
 
-    def __init__(self, principal: Principal, root: catalog.DatasetRecord) -> None:
-        self.principal = principal
+    def __init__(self, scope: RequestScope, root: catalog.DatasetRecord) -> None:
+        self.principal = principal = scope.principal
         self.snap = catalog.snapshot(principal.workspace_id)
-        self.cls = models.lineage_edges(region_of(principal.workspace_id))
+        self.cls = models.lineage_edges(scope.region or "")
         self.nodes: dict[str, dict[str, Any]] = {root.id: {"id": root.id, "type": "DATASET", "name": root.name,
                                                            "hop": 0}}
         self.edges: dict[tuple[str, str], dict[str, Any]] = {}
@@ -206,13 +209,14 @@ class _Walk:
         self.truncated |= any(self._neighbours(direction, node, 1) for node in frontier)
 
 
-def graph(principal: Principal, dataset_id: str, depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
-    """``{root, depth, nodes, edges, truncated}`` around a readable dataset."""
+def graph(scope: RequestScope, dataset_id: str, depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
+    """``{root, depth, nodes, edges, truncated}`` around a dataset the scope's caller may read."""
+    principal = scope.principal
     require(principal, "knowledge.read")
     if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_DEPTH:
         raise validation_error([{"field": "depth", "message": f"must be between 1 and {MAX_DEPTH}"}])
     root = catalog.record(principal, dataset_id)
-    walk = _Walk(principal, root)
+    walk = _Walk(scope, root)
     for direction in ("up", "down"):
         walk.walk(direction, root.id, depth)
     return {"root": root.id, "depth": depth, "nodes": list(walk.nodes.values()), "edges": list(walk.edges.values()),

@@ -14,7 +14,6 @@ from chalicelib.core import clock
 from chalicelib.core.logs import get_logger
 from chalicelib.core.telemetry import openlineage
 from chalicelib.core.telemetry.openlineage import Node, RunInfo
-from chalicelib.core.tenancy import region_of
 from chalicelib.gateway.catalog import service as catalog
 
 log = get_logger("gateway.lineage_events")
@@ -22,15 +21,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 FAILED_STATUSES = frozenset({"failed", "expired", "cancelled"})
 
 
-def _wanted(workspace_id: str) -> str | None:
-    """The workspace's region when an endpoint serves it, else None (nothing to build)."""
-    if not openlineage.configured():
-        return None
-    try:
-        region = region_of(workspace_id)
-    except Exception:  # noqa: BLE001 - lineage events never fail the work
-        return None
-    return region if openlineage.endpoint_for(region) else None
+def _wanted(region: str) -> bool:
+    """Whether an endpoint serves the workspace's region (else there is nothing to build)."""
+    return openlineage.configured() and bool(openlineage.endpoint_for(region))
 
 
 def dataset_node(workspace_id: str, dataset_id: str, *, with_columns: bool = False) -> Node:
@@ -47,12 +40,12 @@ def _source(workspace_id: str, kind: str, node_id: str) -> Node:
     return dataset_node(workspace_id, node_id) if kind == "dataset" else Node(kind, node_id)
 
 
-def from_edges(workspace_id: str, edges: Iterable[tuple[str, str, str, str, dict[str, Any]]], *,
+def from_edges(region: str, workspace_id: str, edges: Iterable[tuple[str, str, str, str, dict[str, Any]]], *,
                each_time: bool = False) -> None:
-    """One run per target of ``edges`` (``lineage.Edge``); a run whose status says it failed is a FAIL.
-    ``each_time``: the target is shared by many runs (a day's query node), so each call is a run of its own."""
-    region = _wanted(workspace_id)
-    if region is None:
+    """One run per target of ``edges`` (``lineage.Edge``) of a workspace of ``region``; a run whose status says
+    it failed is a FAIL. ``each_time``: the target is shared by many runs (a day's query node), so each call
+    is a run of its own."""
+    if not _wanted(region):
         return
     try:
         runs: dict[tuple[str, str], RunInfo] = {}
@@ -71,11 +64,29 @@ def from_edges(workspace_id: str, edges: Iterable[tuple[str, str, str, str, dict
         log.exception("lineage events not emitted")
 
 
-def sync_run(fn: F) -> F:
-    """Decorator of ``sync_worker.run_sync``: a finished sync's START and COMPLETE, or FAIL with its error."""
+def _region(region_in: Callable[[str], str], workspace_id: str) -> str | None:
+    """The workspace's region (``region_in``) when an endpoint serves it, else None (nothing to build)."""
+    if not openlineage.configured():
+        return None
+    try:
+        region = region_in(workspace_id)
+    except Exception:  # noqa: BLE001 - lineage events never fail the work
+        return None
+    return region if openlineage.endpoint_for(region) else None
+
+
+def sync_run(region_in: Callable[[str], str]) -> Callable[[F], F]:
+    """Decorator of ``sync_worker.run_sync``: a finished sync's START and COMPLETE, or FAIL with its error.
+    ``region_in``: the region of a workspace, as the worker that runs the sync resolves it."""
+    def decorate(fn: F) -> F:
+        return _sync_run(region_in, fn)
+    return decorate
+
+
+def _sync_run(region_in: Callable[[str], str], fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(workspace_id: str, sync_id: str, *args: Any, **kwargs: Any) -> Any:
-        region = _wanted(workspace_id)
+        region = _region(region_in, workspace_id)
         if region is None:
             return fn(workspace_id, sync_id, *args, **kwargs)
         started = clock.iso()

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.authz import Principal, require
+from chalicelib.core.authz import require
 from chalicelib.core.http.errors import validation_error
 from chalicelib.core.regions import RESIDENCIES
-from chalicelib.core.tenancy import get_workspace
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway.catalog import service as catalog
 
 SCOPES = ("ACL", "PII", "RESIDENCY")
 
 
-def list_policies(principal: Principal, scope: str | None = None) -> list[dict[str, Any]]:
+def list_policies(scope: RequestScope, of: str | None = None) -> list[dict[str, Any]]:
+    """The policies of ``of`` (one of ``SCOPES``; all when None) the caller may see."""
+    principal = scope.principal
     require(principal, "policies.read")
-    if scope is not None and scope.upper() not in SCOPES:
+    if of is not None and of.upper() not in SCOPES:
         raise validation_error([{"field": "scope", "message": "must be one of " + ", ".join(SCOPES)}])
-    wanted = (scope.upper(),) if scope else SCOPES
+    wanted = (of.upper(),) if of else SCOPES
     out: list[dict[str, Any]] = []
     datasets = catalog.readable(principal) if ("ACL" in wanted or "PII" in wanted) else []
     if "ACL" in wanted:
@@ -30,7 +32,7 @@ def list_policies(principal: Principal, scope: str | None = None) -> list[dict[s
                     out.append(_base(f"pii:{rec.id}:{f['name']}", "PII", rec) | {
                         "field": f["name"], "classification": f["classification"], "policy": f["policy"]})
     if "RESIDENCY" in wanted:
-        ws = get_workspace(principal.workspace_id)
+        ws = scope.entry()
         entry = RESIDENCIES.get(ws.residency)
         out.append({"id": f"residency:{ws.id}", "scope": "RESIDENCY", "dataset_id": None, "dataset_name": None,
                     "field": None, "classification": None, "policy": None, "principals": None,

@@ -39,6 +39,7 @@ class DatasetRecord:
     row_acl: dict[str, list[dict[str, str]]] = field(default_factory=dict, repr=False)  # document id -> acl
     # the documents hidden from each ACL key set (``gateway/reader.hidden_rows``), for this record's life
     hidden_memo: dict[frozenset[str], frozenset[str]] = field(default_factory=dict, repr=False)
+    region: str = ""  # the region holding the dataset (its workspace's), where it was read from
 
 
 
@@ -62,7 +63,8 @@ def highest(classes: list[str], default: str = "INTERNAL") -> str:
     return max(classes, key=CLASSIFICATIONS.index)
 
 
-def to_record(item: models.DatasetAttrs) -> DatasetRecord:
+def to_record(item: models.DatasetAttrs, region: str) -> DatasetRecord:
+    """The record of a catalog item read in ``region``."""
     fields = [norm_field(f) for f in json.loads(item.schema or "[]") if isinstance(f, dict) and f.get("name")]
     acl = [{"type": str(a.get("type", "")).lower(), "id": str(a.get("id", ""))}
            for a in json.loads(item.acl or "[]")
@@ -73,7 +75,7 @@ def to_record(item: models.DatasetAttrs) -> DatasetRecord:
         owner=item.owner, description=item.description or "", fields=fields, acl=acl,
         data_prefix=item.data_prefix, row_count=int(item.row_count or 0),
         schema_version=int(item.schema_version or 0), last_synced_at=item.last_synced_at,
-        created_at=item.created_at, updated_at=item.updated_at,
+        created_at=item.created_at, updated_at=item.updated_at, region=region,
         classification=highest([f["classification"] for f in fields],
                                stored if stored in CLASSIFICATIONS else "INTERNAL"),
     )
@@ -108,9 +110,9 @@ def order_key(rec: DatasetRecord) -> tuple[str, str]:
     return rec.name, rec.id
 
 
-def record_of_stored(raw: dict[str, Any]) -> DatasetRecord:
-    """A record from its fields as a stored snapshot object holds them (``catalog/snapshots.py``)."""
-    rec = DatasetRecord(**raw)
+def record_of_stored(raw: dict[str, Any], region: str) -> DatasetRecord:
+    """A record from its fields as a stored snapshot object of ``region`` holds them (``catalog/snapshots.py``)."""
+    rec = DatasetRecord(**raw, region=region)
     rec.acl_keys = frozenset(f"{a['type']}:{a['id']}" for a in rec.acl)
     rec.fresh_since = clock.parse_iso(rec.last_synced_at or rec.created_at).timestamp()
     return rec

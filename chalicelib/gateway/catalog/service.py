@@ -31,7 +31,7 @@ from chalicelib.core.durations import format_duration, parse_duration
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.store.conditions import condition_failed
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog.records import ACL_TYPES as ACL_TYPES
 from chalicelib.gateway.catalog.records import DatasetRecord as DatasetRecord
@@ -294,15 +294,16 @@ def schema_of(principal: Principal, dataset_id: str) -> dict[str, Any]:
             "schema_version": rec.schema_version, "fields": visible_fields(principal, rec)}
 
 
-def set_field_policy(principal: Principal, dataset_id: str, field_name: str, policy: str, *,
+def set_field_policy(scope: RequestScope, dataset_id: str, field_name: str, policy: str, *,
                      caller: Any = None) -> dict[str, Any]:
     """Set one field's policy (Admin only, audited as ``dataset.field_policy_set``); returns the field."""
+    principal = scope.principal
     require(principal, "policies.manage")
     policy = str(policy).upper()
     if policy not in FIELD_POLICIES:
         raise validation_error([{"field": "policy", "message": "must be one of " + ", ".join(FIELD_POLICIES)}])
     record(principal, dataset_id)  # 404 unless visible
-    region = region_of(principal.workspace_id)
+    region = scope.region or ""
     cls = models.datasets(region)
     for _ in range(5):
         try:

@@ -205,7 +205,7 @@ def change_in(tx: Tx, workspace_id: str, *, datasets: list[str] | tuple[str, ...
 
 def _full_load(region: str, workspace_id: str, version: int, now: float) -> Snapshot:
     stats.full_loads += 1
-    records = [with_haystack(to_record(i)) for i in models.datasets(region).query(workspace_id)]
+    records = [with_haystack(to_record(i, region)) for i in models.datasets(region).query(workspace_id)]
     connectors = {c.id: to_dict(c, region) for c in models.connectors(region).query(workspace_id)}
     records.sort(key=order_key)
     stored_snapshots.write(region, workspace_id, version, now, records, connectors)  # for the next new container
@@ -229,7 +229,7 @@ def _from_stored(region: str, workspace_id: str, stored: catalog_versions.Change
     if delta is None:
         return None
     stats.snapshot_reads += 1
-    records = [with_haystack(record_of_stored(raw)) for raw in found.records]
+    records = [with_haystack(record_of_stored(raw, region)) for raw in found.records]
     snap = _assemble(records, found.connectors, found.version, found.loaded_at, now)
     if stored.version == found.version:
         return snap
@@ -255,7 +255,7 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
                 del by_name[old.name.lower()]
         stats.records_read += 1
         try:
-            rec = with_haystack(to_record(cls.get(workspace_id, dataset_id, consistent_read=True)))
+            rec = with_haystack(to_record(cls.get(workspace_id, dataset_id, consistent_read=True), region))
         except cls.DoesNotExist:
             continue
         datasets[rec.id] = rec

@@ -7,7 +7,6 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from chalicelib.core import tenancy
 from chalicelib.gateway import models
 from chalicelib.gateway.ingest import source_access
 from chalicelib.gateway.ingest.sources import module
@@ -25,13 +24,13 @@ def _public_config(kind: str, stored: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def to_dict(item: models.ConnectorAttrs, region: str | None = None) -> dict[str, Any]:
-    """The public shape of a connector (never a secret)."""
+def to_dict(item: models.ConnectorAttrs, region: str) -> dict[str, Any]:
+    """The public shape of a connector (never a secret) stored in ``region``."""
     last_sync = None
     if item.last_sync_id:
         last_sync = {"id": item.last_sync_id, "status": None, "finished_at": None}
         try:
-            run = models.sync_runs(region or tenancy.region_of(item.workspace_id)).get(item.workspace_id, item.last_sync_id)
+            run = models.sync_runs(region).get(item.workspace_id, item.last_sync_id)
             last_sync.update(status=run.status, finished_at=run.finished_at)
         except DoesNotExist:
             pass

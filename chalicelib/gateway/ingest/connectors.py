@@ -2,7 +2,7 @@
 
 A connector feeds exactly one dataset. Its id and name are fixed at creation (``dataset_name`` is the
 table name in federated SQL); the dataset itself is written by the first successful sync.
-Every function takes the verified ``Principal``; a connector of another workspace answers 404.
+Every function takes the request's ``RequestScope``; a connector of another workspace answers 404.
 """
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import Any
 
 from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, UpdateError
 
-from chalicelib.core import audit, clock, tenancy
+from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor
-from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.store import revocation_ledger
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import models, storage
 from chalicelib.gateway.catalog import lineage_edges
 from chalicelib.gateway.catalog import service as catalog
@@ -110,18 +110,18 @@ def source_of(item: models.ConnectorAttrs, region: str) -> Src:
     return Src(region=region, workspace_id=item.workspace_id, connector_id=item.id, config=open_config(item, region))
 
 
-def load(principal: Principal, connector_id: str) -> tuple[models.ConnectorAttrs, str]:
-    """The connector item of the principal's workspace and the region, or 404."""
+def load(scope: RequestScope, connector_id: str) -> tuple[models.ConnectorAttrs, str]:
+    """The connector item of the scope's workspace and the region, or 404."""
     if not is_id(connector_id, "conn"):
         raise not_found("connector")
-    region = tenancy.region_of(principal.workspace_id)
+    region = scope.region or ""
     try:
-        return models.connectors(region).get(principal.workspace_id, connector_id, consistent_read=True), region
+        return models.connectors(region).get(scope.workspace_id, connector_id, consistent_read=True), region
     except DoesNotExist:
         raise not_found("connector") from None
 
 
-def list_connectors(principal: Principal, *, status: str | None = None, category: str | None = None) -> list[dict]:
+def list_connectors(scope: RequestScope, *, status: str | None = None, category: str | None = None) -> list[dict]:
     """The workspace's connectors (name order), optionally filtered by status and category."""
     errors = []
     if status is not None and status not in STATUSES:
@@ -130,15 +130,15 @@ def list_connectors(principal: Principal, *, status: str | None = None, category
         errors.append({"field": "category", "message": "must be one of " + ", ".join(CATEGORIES)})
     if errors:
         raise validation_error(errors)
-    region = tenancy.region_of(principal.workspace_id)
-    items = [c for c in models.connectors(region).query(principal.workspace_id)
+    region = scope.region or ""
+    items = [c for c in models.connectors(region).query(scope.workspace_id)
              if (status is None or c.status == status) and (category is None or c.category == category)]
     items.sort(key=lambda c: (c.name.lower(), c.id))
     return [to_dict(c, region) for c in items]
 
 
-def get_connector(principal: Principal, connector_id: str) -> dict:
-    item, region = load(principal, connector_id)
+def get_connector(scope: RequestScope, connector_id: str) -> dict:
+    item, region = load(scope, connector_id)
     return to_dict(item, region)
 
 
@@ -174,35 +174,35 @@ def health_check(item: models.ConnectorAttrs, region: str) -> str | None:
     return error
 
 
-def check_connector(principal: Principal, connector_id: str) -> dict:
+def check_connector(scope: RequestScope, connector_id: str) -> dict:
     """Probe the connector's source now (assume the role, list or describe it) and record the result."""
-    item, region = load(principal, connector_id)
+    item, region = load(scope, connector_id)
     health_check(item, region)
     item.refresh(consistent_read=True)
     return to_dict(item, region)
 
 
-def create_connector(principal: Principal, body: Any, caller: Any) -> dict:
+def create_connector(scope: RequestScope, body: Any, caller: Any) -> dict:
     """Validate, store (secrets encrypted), health-check and audit a new connector."""
     body = validate(body, CREATE_FIELDS)
     kind = body["kind"]
-    region = tenancy.region_of(principal.workspace_id)
+    region = scope.region or ""
     body["config"] = _validate_config(kind, body["config"], region)
     dataset_name = body.get("dataset_name") or _dataset_name_default(body["name"])
     if not DATASET_NAME_RE.match(dataset_name):
         raise validation_error([{"field": "dataset_name",
                                  "message": "must start with a letter and hold only a-z, 0-9 and _ (at most 63)"}])
     cls = models.connectors(region)
-    if cls.count(principal.workspace_id) >= MAX_CONNECTORS:
+    if cls.count(scope.workspace_id) >= MAX_CONNECTORS:
         raise ApiError(422, "connector_limit", f"A workspace can have at most {MAX_CONNECTORS} connectors.")
-    if _dataset_name_taken(region, principal.workspace_id, dataset_name):
+    if _dataset_name_taken(region, scope.workspace_id, dataset_name):
         raise conflict("dataset_name_taken", f"A dataset named '{dataset_name}' already exists in this workspace.")
     connector_id = new_id("conn")
     now = clock.iso()
-    item = cls(principal.workspace_id, connector_id, name=body["name"], kind=kind, category=CATEGORY_OF_KIND[kind],
-               config=json.dumps(_seal(region, principal.workspace_id, connector_id, kind, body["config"])),
+    item = cls(scope.workspace_id, connector_id, name=body["name"], kind=kind, category=CATEGORY_OF_KIND[kind],
+               config=json.dumps(_seal(region, scope.workspace_id, connector_id, kind, body["config"])),
                status="HEALTHY", created_at=now, updated_at=now, dataset_id=new_id("ds"),
-               dataset_name=dataset_name, created_by=principal.user_id, owner=principal.email,
+               dataset_name=dataset_name, created_by=scope.principal.user_id, owner=scope.principal.email,
                description=body.get("description", ""))
     try:
         item.save(condition=cls.id.does_not_exist())
@@ -212,16 +212,16 @@ def create_connector(principal: Principal, body: Any, caller: Any) -> dict:
         module(kind).prepare(source_of(item, region))
     health_check(item, region)
     item.refresh(consistent_read=True)
-    audit.append(region, principal.workspace_id, "connector.created", actor=Actor.of(principal),
+    audit.append(region, scope.workspace_id, "connector.created", actor=Actor.of(scope.principal),
                  target={"type": "connector", "id": connector_id},
                  details={"name": item.name, "kind": kind, "dataset_name": dataset_name}, caller=caller)
     return to_dict(item, region)
 
 
-def update_connector(principal: Principal, connector_id: str, body: Any, caller: Any) -> dict:
+def update_connector(scope: RequestScope, connector_id: str, body: Any, caller: Any) -> dict:
     """Change name, description or config (secrets kept unless resent), or pause/resume."""
     body = validate(body, UPDATE_FIELDS)
-    item, region = load(principal, connector_id)
+    item, region = load(scope, connector_id)
     if not body:
         raise validation_error([{"field": "body", "message": "must change at least one field"}])
     new_config = None
@@ -253,12 +253,12 @@ def update_connector(principal: Principal, connector_id: str, body: Any, caller:
     except UpdateError:
         raise not_found("connector") from None
     if new_config is not None:
-        _record_dropped_secrets(item, previous, new_config, principal.user_id)
-    catalog.changed(principal.workspace_id, connectors=[connector_id])
+        _record_dropped_secrets(item, previous, new_config, scope.principal.user_id)
+    catalog.changed(scope.workspace_id, connectors=[connector_id])
     if new_config is not None or body.get("paused") is False:
         health_check(item, region)
         item.refresh(consistent_read=True)
-    audit.append(region, principal.workspace_id, "connector.updated", actor=Actor.of(principal),
+    audit.append(region, scope.workspace_id, "connector.updated", actor=Actor.of(scope.principal),
                  target={"type": "connector", "id": connector_id},
                  details={"fields": sorted(body), "config_fields": sorted((body.get("config") or {}).keys())},
                  caller=caller)
@@ -278,10 +278,10 @@ def _record_dropped_secrets(item: models.ConnectorAttrs, before: dict[str, Any],
                                      revocation_ledger.secret_ref(item.id, cipher), now, user_id)
 
 
-def delete_connector(principal: Principal, connector_id: str, caller: Any) -> dict:
+def delete_connector(scope: RequestScope, connector_id: str, caller: Any) -> dict:
     """Delete a connector with its dataset (catalog entry and data objects) and its lineage edges.
     Refused with 409 while a sync holds the connector's lease. Sync runs stay as history."""
-    item, region = load(principal, connector_id)
+    item, region = load(scope, connector_id)
     cls = models.connectors(region)
     now = clock.now()
     try:
@@ -289,7 +289,7 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
     except DeleteError:
         raise conflict("sync_in_progress", "A sync of this connector is running; delete it when it ends.") from None
 
-    _record_dropped_secrets(item, json.loads(item.config or "{}"), {}, principal.user_id)
+    _record_dropped_secrets(item, json.loads(item.config or "{}"), {}, scope.principal.user_id)
     removed_objects = 0
     if item.dataset_id:
         try:
@@ -301,7 +301,7 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
     catalog.changed(item.workspace_id, connectors=[item.id], datasets=[item.dataset_id] if item.dataset_id else [])
     if hasattr(module(item.kind), "cleanup"):
         removed_objects += module(item.kind).cleanup(Src(region, item.workspace_id, item.id, {}))
-    audit.append(region, principal.workspace_id, "connector.deleted", actor=Actor.of(principal),
+    audit.append(region, scope.workspace_id, "connector.deleted", actor=Actor.of(scope.principal),
                  target={"type": "connector", "id": connector_id},
                  details={"name": item.name, "dataset_id": item.dataset_id, "objects_removed": removed_objects},
                  caller=caller)
@@ -310,19 +310,19 @@ def delete_connector(principal: Principal, connector_id: str, caller: Any) -> di
 
 
 
-def create_upload(principal: Principal, connector_id: str, body: Any, caller: Any) -> dict:
+def create_upload(scope: RequestScope, connector_id: str, body: Any, caller: Any) -> dict:
     """A presigned PUT URL for one document of a ``documents`` connector (409 for other kinds)."""
 
     body = validate(body, documents.UPLOAD_FIELDS)
     if not documents.FILENAME_RE.match(body["file_name"]):
         raise validation_error([{"field": "file_name",
                                  "message": "must be a plain file name (letters, digits, . _ - and spaces)"}])
-    item, region = load(principal, connector_id)
+    item, region = load(scope, connector_id)
     if item.kind != "documents":
         raise conflict("not_a_documents_connector", "Uploads are only accepted by documents connectors.")
     upload = documents.presign_upload(Src(region, item.workspace_id, item.id, {}), body["file_name"],
                                       body.get("content_type"))
-    audit.append(region, principal.workspace_id, "connector.upload_created", actor=Actor.of(principal),
+    audit.append(region, scope.workspace_id, "connector.upload_created", actor=Actor.of(scope.principal),
                  target={"type": "connector", "id": connector_id},
                  details={"document_id": upload["document_id"], "file_name": body["file_name"]}, caller=caller)
     return upload

@@ -10,14 +10,14 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from chalicelib.core import audit, clock, correlation, tenancy
-from chalicelib.core.authz import Principal
+from chalicelib.core import audit, clock, correlation
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency, queues
 from chalicelib.core.store.transact import Refused, Tx
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import models
 from chalicelib.gateway.ingest import connectors
 from chalicelib.gateway.vocabulary import INGESTION_MODES, SYNC_STATUSES
@@ -49,26 +49,26 @@ def run_to_dict(run: models.SyncRunAttrs) -> dict[str, Any]:
     }
 
 
-def request_sync(principal: Principal, connector_id: str, *, mode: str = "INCREMENTAL",
+def request_sync(scope: RequestScope, connector_id: str, *, mode: str = "INCREMENTAL",
                  idempotency_key: str | None = None, caller: Any = None) -> dict[str, Any]:
     """Queue a sync of the connector and return its SyncRun (status QUEUED, or the replayed run)."""
-    return start_sync(principal, connector_id, mode=mode, idempotency_key=idempotency_key, caller=caller)[0]
+    return start_sync(scope, connector_id, mode=mode, idempotency_key=idempotency_key, caller=caller)[0]
 
 
-def start_sync(principal: Principal, connector_id: str, *, mode: str = "INCREMENTAL",
+def start_sync(scope: RequestScope, connector_id: str, *, mode: str = "INCREMENTAL",
                idempotency_key: str | None = None, caller: Any = None) -> tuple[dict[str, Any], bool]:
     """``request_sync``, also saying whether the answer is a replay of an earlier request's."""
     if mode not in INGESTION_MODES:
         raise validation_error([{"field": "mode", "message": "must be one of " + ", ".join(INGESTION_MODES)}])
-    item, region = connectors.load(principal, connector_id)
+    item, region = connectors.load(scope, connector_id)
 
     def work() -> tuple[int, Any]:
         if item.status == "PAUSED":
             raise ApiError(409, "connector_paused", "The connector is paused; resume it before syncing.")
         now = clock.iso()
         run = models.sync_runs(region)(
-            principal.workspace_id, new_id("sync"), connector_id=connector_id, mode=mode, status="QUEUED",
-            requested_by=principal.user_id, correlation_id=correlation.current(), queued_at=now,
+            scope.workspace_id, new_id("sync"), connector_id=connector_id, mode=mode, status="QUEUED",
+            requested_by=scope.principal.user_id, correlation_id=correlation.current(), queued_at=now,
             dataset_id=item.dataset_id)
 
         def effects(tx: Tx) -> None:
@@ -78,8 +78,8 @@ def start_sync(principal: Principal, connector_id: str, *, mode: str = "INCREMEN
             idempotency.complete_in(tx, {"type": "sync_run", "id": run.id})
 
         try:
-            audit.append(region, principal.workspace_id, "connector.sync_requested",
-                         actor=audit.Actor.of(principal), target={"type": "connector", "id": connector_id},
+            audit.append(region, scope.workspace_id, "connector.sync_requested",
+                         actor=audit.Actor.of(scope.principal), target={"type": "connector", "id": connector_id},
                          details={"sync_id": run.id, "mode": mode}, caller=caller, effects=effects)
         except Refused as refused:
             if refused.tags != {"effect"}:
@@ -89,9 +89,9 @@ def start_sync(principal: Principal, connector_id: str, *, mode: str = "INCREMEN
         return 202, run_to_dict(run)
 
     def replay(ref: dict[str, Any]) -> tuple[int, Any]:
-        return 202, get_sync_run(principal, ref["id"], connector_id=connector_id)
+        return 202, get_sync_run(scope, ref["id"], connector_id=connector_id)
 
-    _, body, replayed = idempotency.run(region, principal.user_id, f"{principal.workspace_id}#connector.sync",
+    _, body, replayed = idempotency.run(region, scope.principal.user_id, f"{scope.workspace_id}#connector.sync",
                                         idempotency_key, {"connector_id": connector_id, "mode": mode}, work,
                                         ref_of=lambda b: {"type": "sync_run", "id": b["id"]}, replay=replay)
     return body, replayed
@@ -109,13 +109,13 @@ def enqueue(region: str, run: models.SyncRunAttrs) -> None:
         log.exception("sync message not sent", extra={"sync_id": run.id})
 
 
-def get_sync_run(principal: Principal, sync_id: str, *, connector_id: str | None = None) -> dict[str, Any]:
-    """One SyncRun of the principal's workspace (404 otherwise, or when it belongs to another connector)."""
+def get_sync_run(scope: RequestScope, sync_id: str, *, connector_id: str | None = None) -> dict[str, Any]:
+    """One SyncRun of the scope's workspace (404 otherwise, or when it belongs to another connector)."""
     if not is_id(sync_id, "sync"):
         raise not_found("sync run")
-    region = tenancy.region_of(principal.workspace_id)
+    region = scope.region or ""
     try:
-        run = models.sync_runs(region).get(principal.workspace_id, sync_id, consistent_read=True)
+        run = models.sync_runs(region).get(scope.workspace_id, sync_id, consistent_read=True)
     except DoesNotExist:
         raise not_found("sync run") from None
     if connector_id is not None and run.connector_id != connector_id:
@@ -123,7 +123,7 @@ def get_sync_run(principal: Principal, sync_id: str, *, connector_id: str | None
     return run_to_dict(run)
 
 
-def list_sync_runs(principal: Principal, connector_id: str, query: dict[str, str]) -> dict[str, Any]:
+def list_sync_runs(scope: RequestScope, connector_id: str, query: dict[str, str]) -> dict[str, Any]:
     """The connector's runs, newest first (sync ids are time-ordered), cursor-paged (``limit``, ``after``),
     optionally only one ``status``. The connector must be the caller's (else 404)."""
     paging.check_params(query, ("limit", "after", "status"))
@@ -132,13 +132,13 @@ def list_sync_runs(principal: Principal, connector_id: str, query: dict[str, str
     status = query.get("status")
     if status is not None and status not in SYNC_STATUSES:
         raise validation_error([{"field": "status", "message": "must be one of " + ", ".join(SYNC_STATUSES)}])
-    _, region = connectors.load(principal, connector_id)
+    _, region = connectors.load(scope, connector_id)
     R = models.SyncRunAttrs
     cond = R.connector_id == connector_id
     if status is not None:
         cond &= R.status == status
     # the runs of the workspace, filtered to this connector: reads scale with the workspace's runs per page
-    found = models.sync_runs(region).query(principal.workspace_id, R.id < after if after else None,
+    found = models.sync_runs(region).query(scope.workspace_id, R.id < after if after else None,
                                            filter_condition=cond, scan_index_forward=False, consistent_read=True)
     items = []
     for run in found:

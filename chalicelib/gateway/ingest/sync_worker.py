@@ -82,10 +82,11 @@ def handle(event: dict[str, Any], on_changed: OnChanged | None = None) -> dict[s
 def _handle_record(record: dict[str, Any], on_changed: OnChanged | None = None) -> bool:
     lineage_body = queues.parse_body(record, workspace_id="ws")
     if lineage_body is not None and lineage_queue.is_lineage(lineage_body):  # a query's lineage, not a sync
-        if tenancy.region_of(lineage_body["workspace_id"]) not in served_regions():
+        region = tenancy.region_of(lineage_body["workspace_id"])
+        if region not in served_regions():
             log.error("query lineage message for another region", extra={"message_id": record.get("messageId")})
             return False
-        return lineage_queue.handle(lineage_body)
+        return lineage_queue.handle(region, lineage_body)
     body = queues.parse_body(record, workspace_id="ws", sync_id="sync", connector_id="conn")
     if body is None:
         log.error("poison sync message (unparseable)", extra={"message_id": record.get("messageId")})
@@ -204,7 +205,7 @@ def _mark_lost(region: str, workspace_id: str, sync_id: str) -> None:
         pass
 
 
-@lineage_events.sync_run
+@lineage_events.sync_run(tenancy.region_of)
 @tracing.traced("sync", lambda ws, sync_id, **_: tracing.sync_attrs(ws, sync_id))
 def run_sync(workspace_id: str, sync_id: str, *, attempt: int = 1, last_attempt: bool = False,
              on_changed: OnChanged | None = None, connector_id: str | None = None,

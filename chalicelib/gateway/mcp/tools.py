@@ -249,7 +249,7 @@ def record(tool: ToolDef, principal: Principal, answer: dict[str, Any] | None, e
     rows = _rows(tool, answer) if answer is not None else 0
     region = region_of(principal.workspace_id)
     if datasets:
-        lineage.record_edges(principal.workspace_id, [
+        lineage.record_edges(region, principal.workspace_id, [
             ("DATASET", ds, "MCP_TOOL_CALL", call_id, {"target_name": f"MCP {tool.name}", "tool": tool.name,
                                                        "user_id": principal.user_id})
             for ds in datasets])

@@ -17,7 +17,7 @@ from chalicelib.core import clock
 from chalicelib.core.ids import is_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway.catalog import lineage
 
 log = get_logger("gateway.query.lineage")
@@ -26,26 +26,27 @@ KIND = "query_lineage"
 MESSAGE_VERSION = 1
 
 
-def send(workspace_id: str, used: list[tuple[str, str]], answer: dict[str, str] | None, *,
-         user_id: str | None) -> None:
-    """Queue the lineage of one query over ``used`` (dataset id, name); written directly when the queue
-    cannot take it (raises only when neither worked)."""
+def send(scope: RequestScope, used: list[tuple[str, str]], answer: dict[str, str] | None) -> None:
+    """Queue the lineage of one query of the scope's caller over ``used`` (dataset id, name); written
+    directly when the queue cannot take it (raises only when neither worked)."""
+    workspace_id, user_id, region = scope.workspace_id, scope.principal.user_id, scope.region or ""
     day = clock.utcnow().strftime("%Y-%m-%d")
     body = {"v": MESSAGE_VERSION, "kind": KIND, "workspace_id": workspace_id, "datasets": [list(u) for u in used],
             "answer": answer, "user_id": user_id, "day": day}
     try:
-        queues.enqueue(QUEUE, region_of(workspace_id), body)
+        queues.enqueue(QUEUE, region, body)
     except Exception as err:  # noqa: BLE001 - written here instead
         log.warning("query lineage not queued; written directly", extra={"error": type(err).__name__})
-        lineage.record_query(workspace_id, used, answer, user_id=user_id, day=day)
+        lineage.record_query(region, workspace_id, used, answer, user_id=user_id, day=day)
 
 
 def is_lineage(body: dict[str, Any]) -> bool:
     return body.get("kind") == KIND
 
 
-def handle(body: dict[str, Any]) -> bool:
-    """Write the lineage a message carries; False (kept on the queue, then dead-lettered) when it is malformed."""
+def handle(region: str, body: dict[str, Any]) -> bool:
+    """Write the lineage a message of ``region`` (its workspace's) carries; False (kept on the queue, then
+    dead-lettered) when it is malformed."""
     ws, datasets, day = body.get("workspace_id"), body.get("datasets"), body.get("day")
     answer = body.get("answer")
     if (not is_id(ws, "ws") or not isinstance(datasets, list) or not isinstance(day, str) or len(day) != 10
@@ -54,5 +55,5 @@ def handle(body: dict[str, Any]) -> bool:
             or not (answer is None or (isinstance(answer, dict) and set(answer) == {"type", "id"}))):
         log.error("malformed query lineage message")
         return False
-    lineage.record_query(ws, [(d[0], d[1]) for d in datasets], answer, user_id=body.get("user_id"), day=day)
+    lineage.record_query(region, ws, [(d[0], d[1]) for d in datasets], answer, user_id=body.get("user_id"), day=day)
     return True

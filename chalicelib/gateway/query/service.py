@@ -61,7 +61,7 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.process_state import cached
 from chalicelib.core.telemetry import tracing
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import reader, storage
 from chalicelib.gateway.catalog import fieldpolicy
 from chalicelib.gateway.catalog import service as catalog
@@ -174,7 +174,7 @@ def load_dataset(con: Any, rec: catalog.DatasetRecord, fields: list[dict[str, An
     """Create table ``rec.name`` in ``con`` holding ``columns`` of the dataset, each through its policy in
     ``fields`` (the caller's visible fields), without the rows ``rows`` (the caller's view) hides; the
     snapshot's files go to ``into`` (the caller deletes it)."""
-    region = region_of(rec.workspace_id)
+    region = rec.region
     table = fieldpolicy.quote_ident(rec.name)
     source = storage.snapshot_source(region, rec.data_prefix, into) if rec.data_prefix else None
     if source is None:
@@ -372,9 +372,10 @@ def fetch_page(cur: Any, *, skip: int, limit: int, max_bytes: int | None = None
 
 
 @tracing.traced("query", lambda p, *_, **__: tracing.query_attrs(p.workspace_id))
-def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dict[str, str] | None = None,
+def run(scope: RequestScope, sql: Any, *, limit: int | None = None, answer: dict[str, str] | None = None,
         time_limit: float | None = None, after: str | None = None) -> dict[str, Any]:
-    """Run one SELECT for the caller; see the module docstring."""
+    """Run one SELECT for the caller of ``scope``; see the module docstring."""
+    principal = scope.principal
     require(principal, "knowledge.read")
     sql = _checked(sql) if isinstance(sql, str) else check_sql(sql)
     limit = DEFAULT_ROWS if limit is None else limit
@@ -404,9 +405,8 @@ def run(principal: Principal, sql: Any, *, limit: int | None = None, answer: dic
         try:
             needs, complete = columns_needed(sql, used, fields, spare[0][0] if spare else None)
             if used and not lineage_write:
-                lineage_write.append(aws.alongside(lineage_queue.send, principal.workspace_id,
-                                                   [(r.id, r.name) for r in used], answer,
-                                                   user_id=principal.user_id))
+                lineage_write.append(aws.alongside(lineage_queue.send, scope, [(r.id, r.name) for r in used],
+                                                   answer))
             return _run(principal, sql, used, fields, key, needs, complete, spare, limit=limit,
                         time_limit=time_limit, skip=skip, views=views)
         finally:

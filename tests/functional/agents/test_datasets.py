@@ -16,6 +16,7 @@ import pytest
 
 from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
+from chalicelib.core.tenancy import scope_of
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.ingest import connectors
 from chalicelib.gateway.models import connectors as connector_table
@@ -175,7 +176,7 @@ def test_a_ticked_dataset_deleted_later_is_skipped_and_an_emptied_scope_reads_no
         both = create_agent(c, user.token, agent(["query"], [orders, customers]))
         only_customers = create_agent(c, user.token, agent(["query"], [customers]))
     conn = next(i for i in connector_table(seeded.region).query(seeded.workspace_id) if i.dataset_name == "customers")
-    connectors.delete_connector(admin_of(seeded), conn.id, None)
+    connectors.delete_connector(scope_of(admin_of(seeded)), conn.id, None)
 
     from tests.functional.agents.helpers import deliver, get_run, start_run
 

@@ -134,7 +134,7 @@ def build_world(tenant: Tenant) -> Iterator[World]:
     payroll = put_dataset(ws, region, "payroll", [field("employee", "STRING", "PII"), field("salary", "FLOAT", "CONFIDENTIAL")],
                           [("alice", 100.0)], acl=[{"type": "role", "id": "admin"}], connector_id=conn,
                           description="secret salaries")
-    lineage.record_edges(ws, [("connector", conn, "dataset", d, {"target_name": n}) for d, n in
+    lineage.record_edges(region, ws, [("connector", conn, "dataset", d, {"target_name": n}) for d, n in
                               ((customers, "customers"), (orders, "orders"), (payroll, "payroll"))])
     with Client(create_app("gateway")) as client:
         yield World(tenant, token_for(ws, "member"), token_for(ws, "viewer"), conn, customers, orders, payroll, client)

@@ -54,6 +54,7 @@ def prepare(rows: int, endpoint: str | None, tmp: str) -> dict:
 
     from chalicelib.core import aws
     from chalicelib.core.authz import Principal
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.gateway.ingest import connectors, sync
     from chalicelib.identity import users
     from chalicelib.platform.workspaces.service import create_workspace
@@ -80,10 +81,10 @@ def prepare(rows: int, endpoint: str | None, tmp: str) -> dict:
     with open(path, "rb") as fh:  # one PUT, not the threaded transfer manager
         s3.put_object(Bucket="mem-source", Key="rows/all.csv", Body=fh)
     os.remove(path)
-    conn = connectors.create_connector(principal, {"name": "Memory rows", "kind": "s3", "config": {
+    conn = connectors.create_connector(scope_of(principal), {"name": "Memory rows", "kind": "s3", "config": {
         "role_arn": "arn:aws:iam::111122223333:role/mem-reader", "bucket": "mem-source", "prefix": "rows/",
         "primary_key": ["id"]}}, None)
-    run = sync.request_sync(principal, conn["id"], mode="FULL_REFRESH")
+    run = sync.request_sync(scope_of(principal), conn["id"], mode="FULL_REFRESH")
     return {"workspace_id": ws.id, "user_id": user.id, "email": user.email, "run_id": run["id"],
             "dataset_id": conn["dataset"]["id"]}
 
@@ -91,6 +92,7 @@ def prepare(rows: int, endpoint: str | None, tmp: str) -> dict:
 def run_prepared(prepared: dict, base: float) -> dict:
     """The sync of a prepared run, with the memory it takes: RSS before, peak during (reset just before)."""
     from chalicelib.core.authz import Principal
+    from chalicelib.core.tenancy import RequestScope
     from chalicelib.gateway import models, storage
     from chalicelib.gateway.ingest import sync, sync_worker
 
@@ -103,7 +105,7 @@ def run_prepared(prepared: dict, base: float) -> dict:
     out = sync_worker.run_sync(ws, prepared["run_id"])
     seconds = time.perf_counter() - t0
     peak = rss_mb("VmHWM")
-    got = sync.get_sync_run(principal, prepared["run_id"])
+    got = sync.get_sync_run(RequestScope(principal, region), prepared["run_id"])
     ds = models.datasets(region).get(ws, prepared["dataset_id"])
     manifest = storage.read_manifest(region, ds.data_prefix)
     return {"outcome": out.status, "status": got["status"], "rows_written": got["rows_written"],

@@ -13,6 +13,7 @@ from botocore.client import BaseClient
 from chalicelib.core import aws, clock
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
+from chalicelib.core.tenancy import scope_of
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import lineage, snapshot_cache
 from chalicelib.gateway.catalog import service as catalog
@@ -125,7 +126,7 @@ def test_a_write_through_the_catalog_is_seen_by_another_container(seeded: tuple[
     admin = _principal(tenant)
     assert catalog.schema_of(admin, ids[3])["fields"][1]["policy"] == "ALLOW"
     snapshot_before = catalog.snapshot(tenant.workspace_id)
-    catalog.set_field_policy(admin, ids[3], "email", "MASK")
+    catalog.set_field_policy(scope_of(admin), ids[3], "email", "MASK")
     # the other container still holds the old snapshot: put it back and read again
     with snapshot_cache._lock:
         snapshot_cache._cache[tenant.workspace_id] = snapshot_before
@@ -145,7 +146,7 @@ def test_a_unit_of_work_sees_a_policy_set_elsewhere_within_its_bound(tenant: Ten
     assert bound > 0 and settings().catalog_cache_seconds == 0
 
     def email() -> Any:
-        return query_mod.run(member, "SELECT email FROM people")["rows"][0][0]
+        return query_mod.run(scope_of(member), "SELECT email FROM people")["rows"][0][0]
 
     def set_policy(policy: str) -> None:
         _as_another_container(tenant.workspace_id, ds, schema=json.dumps([fields[0], field("email", policy=policy)]))
@@ -175,7 +176,7 @@ def test_a_query_checks_the_version_beside_its_run_and_never_answers_from_a_stal
     member = _principal(tenant, ("member",))
 
     def email() -> Any:
-        return query_mod.run(member, "SELECT email FROM people")["rows"][0][0]
+        return query_mod.run(scope_of(member), "SELECT email FROM people")["rows"][0][0]
 
     assert email() == "ana@example.com"
     checks = catalog.stats.version_checks
@@ -197,7 +198,7 @@ def test_a_query_checks_the_version_beside_its_run_and_never_answers_from_a_stal
     with snapshot_cache._lock:  # ... so this container still holds the snapshot without it, its check due
         snapshot_cache._cache[tenant.workspace_id] = before
     before.checked_at = 0.0
-    assert query_mod.run(member, "SELECT count(*) FROM late")["rows"] == [[1]]  # not "no such dataset"
+    assert query_mod.run(scope_of(member), "SELECT count(*) FROM late")["rows"] == [[1]]  # not "no such dataset"
 
 
 def test_a_query_after_a_change_made_here_checks_first(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,14 +208,14 @@ def test_a_query_after_a_change_made_here_checks_first(tenant: Tenant, monkeypat
                      [(1, "ana@example.com")])
     catalog.invalidate()
     admin, member = _principal(tenant), _principal(tenant, ("member",))
-    query_mod.run(member, "SELECT email FROM people")
-    catalog.set_field_policy(admin, ds, "email", "REDACT")
+    query_mod.run(scope_of(member), "SELECT email FROM people")
+    catalog.set_field_policy(scope_of(admin), ds, "email", "REDACT")
     ahead: list[str] = []
     real = aws.alongside
     monkeypatch.setattr(aws, "alongside", lambda fn, *a, **k: ahead.append(fn.__name__) or real(fn, *a, **k))
-    assert query_mod.run(member, "SELECT email FROM people")["rows"] == [[None]]
+    assert query_mod.run(scope_of(member), "SELECT email FROM people")["rows"] == [[None]]
     assert "current" not in ahead
-    query_mod.run(member, "SELECT email FROM people")
+    query_mod.run(scope_of(member), "SELECT email FROM people")
     assert "current" in ahead  # the next query, with the snapshot checked and current, runs beside its check
 
 

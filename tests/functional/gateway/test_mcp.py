@@ -10,7 +10,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core import audit
-from chalicelib.core.tenancy import memberships, region_of, workspaces
+from chalicelib.core.tenancy import memberships, region_of, scope_of, workspaces
 from chalicelib.core.tokens import mcp_resource
 from chalicelib.gateway import demo
 from chalicelib.gateway.mcp import routes as mcp_routes
@@ -132,7 +132,7 @@ def test_generated_schemas_follow_the_openapi_document() -> None:
 def test_viewer_cannot_sync_and_admin_sync_is_idempotent(tenant: Tenant, world: dict[str, Any]) -> None:
     from chalicelib.gateway.ingest import connectors
 
-    conn = connectors.list_connectors(_principal(tenant))[0]["id"]
+    conn = connectors.list_connectors(scope_of(_principal(tenant)))[0]["id"]
     with Client(create_app("gateway")) as c:
         names = {t["name"] for t in result(rpc(c, world["viewer"], "tools/list"))["tools"]}
         assert names == {"list_connectors"}  # a Viewer reads dashboards only

@@ -146,7 +146,7 @@ def test_a_failed_run_is_a_fail_event_with_its_error(tenant: Tenant, monkeypatch
                                                      us: Collector) -> None:
     monkeypatch.setenv("OPENLINEAGE_URL", us.url)
     settings.cache_clear()  # settings are read once from the environment
-    lineage_events.from_edges(tenant.workspace_id, [("dataset", "ds_1", "agent_run", "run_1", {"status": "failed"})])
+    lineage_events.from_edges(tenant.region, tenant.workspace_id, [("dataset", "ds_1", "agent_run", "run_1", {"status": "failed"})])
     openlineage.drain()
     assert [e["eventType"] for e in us.events] == ["START", "FAIL"]
     check_spec_shape(us.events[1])

@@ -10,6 +10,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core import audit, aws, clock
+from chalicelib.core.tenancy import scope_of
 from chalicelib.gateway.catalog import fieldpolicy, lineage
 from chalicelib.groups import create_app
 from tests.functional.conftest import Tenant, bearer, make_tenant
@@ -220,7 +221,7 @@ def test_query_row_limit_time_limit_and_body_validation(world: World) -> None:
     from chalicelib.gateway.query import service as q
 
     with pytest.raises(Exception) as err:
-        q.run(q_principal(world), "SELECT count(*) FROM range(100000000000) a", time_limit=0.2)
+        q.run(scope_of(q_principal(world)), "SELECT count(*) FROM range(100000000000) a", time_limit=0.2)
     assert getattr(err.value, "code", "") == "query_timeout"
 
 
@@ -242,7 +243,7 @@ def one_day() -> Iterator[None]:
 
 def test_lineage_up_to_the_answer_without_unreadable_nodes(world: World, one_day: None) -> None:
     ws = world.tenant.workspace_id
-    lineage.record_edges(ws, [("dataset", world.customers, "dataset", world.payroll, {"target_name": "payroll"})])
+    lineage.record_edges(world.tenant.region, ws, [("dataset", world.customers, "dataset", world.payroll, {"target_name": "payroll"})])
     status, q = query(world, "SELECT c.country, sum(o.amount) FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY 1",
                       answer={"type": "CHAT_ANSWER", "id": "msg_answer1"})
     assert status == 200

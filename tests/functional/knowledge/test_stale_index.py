@@ -8,6 +8,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.core import aws
+from chalicelib.core.tenancy import scope_of
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.groups import create_app
 from chalicelib.knowledge import indexer, service, store
@@ -41,7 +42,7 @@ def test_a_stale_search_writes_no_index_and_queues_one_rebuild(tenant: Tenant, p
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     ws, region = tenant.workspace_id, tenant.region
     admin = service_principal(tenant)
-    catalog.set_field_policy(admin, people, "city", "MASK")
+    catalog.set_field_policy(scope_of(admin), people, "city", "MASK")
     service.search(admin, "Zelda", 5)  # warm: catalog, manifests, index files loaded; the rebuild asked for
     assert _queued(region) == 1
     monkeypatch.setattr(indexer, "index_dataset", _no_rebuild)
@@ -74,7 +75,7 @@ def test_a_deny_hides_the_chunk_at_once_and_the_worker_rebuilds(tenant: Tenant, 
             return r.json_body["items"]
 
         assert search()[0]["text"] == "name: Zelda Quark; city: Lisbon"
-        catalog.set_field_policy(service_principal(tenant), people, "city", "DENY")
+        catalog.set_field_policy(scope_of(service_principal(tenant)), people, "city", "DENY")
         assert search() == []  # before any rebuild
         assert b"Lisbon" in _index_bytes(region)  # the index is still the old one
         assert knowledge(region).get(ws, KIND_REBUILD + people).version is not None
@@ -105,7 +106,7 @@ def test_a_stale_index_still_hides_an_acl_restricted_document_under_its_old_name
         r = c.http.put(f"/v1/knowledge/datasets/{docs}/documents/{secret}/acl", headers=h,
                        body='{"acl": [{"type": "role", "id": "admin"}]}')
         assert r.status_code == 200, r.body
-        catalog.set_field_policy(admin, docs, "document_id", "ALLOW")
+        catalog.set_field_policy(scope_of(admin), docs, "document_id", "ALLOW")
         items = c.http.get("/v1/knowledge/search?q=travel+desk+booked", headers=bearer(member.token)).json_body["items"]
         assert items
         assert all("booked through" not in i["text"] for i in items)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from chalicelib.core import aws
 from chalicelib.core.authz import Principal
+from chalicelib.core.tenancy import scope_of
 from chalicelib.gateway import models
 from chalicelib.gateway.ingest import connectors, sync
 from chalicelib.gateway.ingest.sources import documents
@@ -24,14 +25,14 @@ def _upload_and_sync(t: Tenant, conn_id: str, key_suffix: str, text: str, n: int
     key = documents.prefix(t.workspace_id, conn_id) + key_suffix
     aws.client("s3", t.region).put_object(Bucket=aws.bucket_name(documents.BUCKET, t.region), Key=key,
                                           Body=text.encode())
-    run = sync.request_sync(_admin(t), conn_id, mode="INCREMENTAL", idempotency_key=f"hook-{n}")
+    run = sync.request_sync(scope_of(_admin(t)), conn_id, mode="INCREMENTAL", idempotency_key=f"hook-{n}")
     delivered = drain(t.region)  # the queued message, through the sync job (``workers/jobs.sync_jobs``)
     assert delivered and not any(out["batchItemFailures"] for out in delivered), delivered
-    assert sync.get_sync_run(_admin(t), run["id"])["status"] == "SUCCEEDED"
+    assert sync.get_sync_run(scope_of(_admin(t)), run["id"])["status"] == "SUCCEEDED"
 
 
 def test_sync_indexes_documents(tenant: Tenant) -> None:
-    created = connectors.create_connector(_admin(tenant), {"name": "Office docs", "kind": "documents",
+    created = connectors.create_connector(scope_of(_admin(tenant)), {"name": "Office docs", "kind": "documents",
                                                            "dataset_name": "office_docs", "config": {}}, None)
     conn = models.connectors(tenant.region).get(tenant.workspace_id, created["id"])
     _upload_and_sync(tenant, conn.id, "doc_01HZZZZZZZZZZZZZZZZZZZZZZ9/office.md", TEXT, 1)

@@ -28,6 +28,7 @@ from typing import Any
 from chalice.test import Client
 
 from chalicelib.core.config import settings
+from chalicelib.core.tenancy import scope_of
 from chalicelib.gateway import reader
 from chalicelib.groups import create_app
 from chalicelib.llm.registry import registry
@@ -176,7 +177,7 @@ def _read(c: Client, w: Flows, phase: str) -> None:
 
 def _narrow(w: World) -> None:
     for policy in POLICIES:
-        reader.set_document_acl(w.admin(), w.datasets[policy], w.documents[(policy, "restricted")],
+        reader.set_document_acl(scope_of(w.admin()), w.datasets[policy], w.documents[(policy, "restricted")],
                                 [{"type": "role", "id": "admin"}])
 
 
@@ -185,7 +186,7 @@ def build(w: World) -> Flows:
     this order: a later run rewrites memory)."""
     holder = add_member(w.tenant.workspace_id, "matrix-holder@example.com", "member")
     for policy in POLICIES:
-        reader.set_document_acl(w.admin(), w.datasets[policy], w.documents[(policy, "restricted")],
+        reader.set_document_acl(scope_of(w.admin()), w.datasets[policy], w.documents[(policy, "restricted")],
                                 [{"type": "role", "id": "admin"}, {"type": "user", "id": holder.user_id}])
     flows = Flows(w, holder)
     with Client(create_app("platform")) as c:

@@ -170,7 +170,7 @@ def test_lineage_never_shows_another_users_chat_answers(tenant: Tenant) -> None:
     assert admins.status_code == own.status_code == 201
     admin_answer, own_answer = admins.json_body["id"], own.json_body["id"]
     # an edge recorded without its user (before answers recorded one) is shown to nobody
-    lineage.record_edges(tenant.workspace_id, [("DATASET", ds, "CHAT_ANSWER", "msg_01HZZZZZZZZZZZZZZZZZZZZZZ7",
+    lineage.record_edges(tenant.region, tenant.workspace_id, [("DATASET", ds, "CHAT_ANSWER", "msg_01HZZZZZZZZZZZZZZZZZZZZZZ7",
                                                 {"target_name": "chat answer msg_01HZZZZZZZZZZZZZZZZZZZZZZ7"})])
     with Client(create_app("gateway")) as g:
         as_member = call(g, "GET", f"/v1/lineage/{ds}", member.token)[1]

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from chalicelib.core.tenancy import scope_of
 from chalicelib.identity.oauth import signing
 from tests.functional.conftest import _wipe, reset_process_state
 from tests.functional.reader import world as matrix
@@ -84,7 +85,7 @@ def test_a_member_removed_from_a_group_loses_what_it_gave_everywhere(world: matr
 
     def restrict(acl: list[dict[str, str]]) -> None:
         for policy in matrix.POLICIES:
-            reader.set_document_acl(world.admin(), world.datasets[policy], world.documents[(policy, "restricted")], acl)
+            reader.set_document_acl(scope_of(world.admin()), world.datasets[policy], world.documents[(policy, "restricted")], acl)
 
     granted = [world.markers[(role, "ALLOW", "restricted")] for role in matrix.ROLES]
     try:

@@ -11,6 +11,7 @@ from typing import Any
 
 from chalicelib.core.authz import Principal
 from chalicelib.core.ids import new_id
+from chalicelib.core.tenancy import scope_of
 from chalicelib.gateway import reader
 from chalicelib.knowledge import indexer
 from tests.functional.conftest import Tenant, make_tenant
@@ -66,7 +67,7 @@ def build() -> World:
             column("_key"), column("document_id"), column("k", "STRING", "PII", policy),
             column("v", "STRING", "PII", policy), column("topic")], rows, description="leak matrix")
         w.datasets[policy] = ds
-        reader.set_document_acl(w.admin(), ds, w.documents[(policy, "restricted")],
+        reader.set_document_acl(scope_of(w.admin()), ds, w.documents[(policy, "restricted")],
                                 [{"type": "role", "id": "admin"}])
         indexer.index_dataset(region, ws, ds)
     return w

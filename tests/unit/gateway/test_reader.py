@@ -63,7 +63,7 @@ def test_row_filter_drops_exactly_the_hidden_documents() -> None:
 
 
 def test_documents_are_named_by_id_only_under_allow(monkeypatch: Any) -> None:
-    monkeypatch.setattr(reader, "opaque", lambda ws, purpose, *parts: f"h({purpose},{','.join(parts)})")
+    monkeypatch.setattr(reader, "opaque", lambda region, ws, purpose, *parts: f"h({purpose},{','.join(parts)})")
     assert reader.document_ref(_record({}), "doc_7") == "doc_7"
     masked = reader.document_ref(_record({}, doc_policy="MASK"), "doc_7")
     assert masked == "docref_h(document,ds_1,doc_7)"
