@@ -39,6 +39,7 @@ def main() -> None:
     from chalicelib.core import process_state
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.gateway.ingest import connectors, sync, sync_worker
     from chalicelib.gateway.ingest.sources import document_text
     from chalicelib.gateway.ingest.sources.documents import document_records
@@ -78,7 +79,7 @@ def main() -> None:
                 run = sync.request_sync(principal, conn["id"], mode="INCREMENTAL")
                 out = sync_worker.run_sync(ws.id, run["id"], on_changed=index_changed_dataset)
                 assert out.status == "done", out
-                hits = knowledge.search(principal, f"last page marker {marker}", 3)
+                hits = knowledge.search(scope_of(principal), f"last page marker {marker}", 3)
                 total_s.append(time.perf_counter() - t0)
                 assert any(marker in h.chunk.text for h in hits), [h.chunk.text[:60] for h in hits]
                 connectors.delete_connector(principal, conn["id"], None)
