@@ -63,6 +63,7 @@ def _run() -> None:
     from chalicelib.chat import service as chat
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.gateway import reader
     from chalicelib.gateway.catalog import service as catalog
     from chalicelib.groups import create_app
@@ -79,6 +80,7 @@ def _run() -> None:
     t = make_tenant("bench@example.com", name="Bench")
     ws, region = t.workspace_id, t.region
     admin = Principal(user_id=t.user_id, workspace_id=ws, roles=("admin",), email=t.email, amr=("pwd",), token_id="b")
+    scope = scope_of(admin)  # as a request's authorisation path resolves it
 
     # --- indexing throughput and retrieval at each size (growth table) --------------------------------
     from tests.functional.aws_calls import counting
@@ -108,14 +110,14 @@ def _run() -> None:
         bare_index_s = time.perf_counter() - t0
         only = {"dataset_ids": [big]}
         store.invalidate()
-        knowledge.search(admin, queries[0], 5, only)  # loads the index into this container once
+        knowledge.search(scope, queries[0], 5, only)  # loads the index into this container once
 
         def bare_search(q: str, bare: Any = bare) -> None:
             bare.retrieve(bm25s.tokenize([q], stopwords="en", show_progress=False), k=5, show_progress=False,
                           n_threads=1)
 
         def ours_search(q: str, only: dict[str, Any] = only) -> None:
-            knowledge.search(admin, q, 5, only)
+            knowledge.search(scope, q, 5, only)
 
         if size == SIZES[0]:  # a container that searches once per 10 s (inside a request: its scope read first)
             rows_sparse += _once_per_10s(ws, queries, ours_search, bare_search)
@@ -167,7 +169,7 @@ def _run() -> None:
     for mode in ("lexical", "auto"):
         ranks = []
         for item in qa["questions"]:
-            hits = knowledge.search(admin, item["q"], 5, {"dataset_ids": [qa_ds]}, mode=mode)
+            hits = knowledge.search(scope, item["q"], 5, {"dataset_ids": [qa_ds]}, mode=mode)
             docs = [passage_of.get(h.chunk.text) for h in hits]
             ranks.append(docs.index(item["answer"]) + 1 if item["answer"] in docs else None)
         scores[mode] = (sum(1 for r in ranks if r) / len(ranks), sum(1 / r for r in ranks if r) / len(ranks))
@@ -200,7 +202,7 @@ def _run() -> None:
             total.append((time.perf_counter() - t0) * 1000)
             assert r.status_code == 201, r.body
     for i in range(N_CHATS):  # the split, measured inside the service (same path, no HTTP layer)
-        a = chat.answer(admin, {"model": "builtin/extractive",
+        a = chat.answer(scope, {"model": "builtin/extractive",
                                 "messages": [{"role": "user", "content": questions[i % len(questions)]}]})
         split["retrieval"].append(a.timings.retrieval_ms)
         split["model"].append(a.timings.model_ms)

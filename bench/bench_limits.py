@@ -234,17 +234,18 @@ def child_knowledge_build(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def child_knowledge_search(spec: dict[str, Any]) -> dict[str, Any]:
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.knowledge import service as knowledge
 
-    principal = _principal(spec["token"])
+    scope = scope_of(_principal(spec["token"]))
     queries = json.loads(Path(spec["queries"]).read_text())
     only = {"dataset_ids": [spec["dataset"]]}
     hits: list[Any] = []
-    first, error = _first(lambda: hits.extend(knowledge.search(principal, queries[0], 5, only)))
+    first, error = _first(lambda: hits.extend(knowledge.search(scope, queries[0], 5, only)))
     if error:
         return {"first": first, "error": error}
     assert hits, "the first search found nothing"
-    warm = [_timed(lambda q=q: knowledge.search(principal, q, 5, only)) for q in queries[1:spec["n"] + 1]]
+    warm = [_timed(lambda q=q: knowledge.search(scope, q, 5, only)) for q in queries[1:spec["n"] + 1]]
     return {"first": first, "warm": statistics.median(warm)}
 
 

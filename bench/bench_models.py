@@ -70,6 +70,7 @@ def _run(server: Any) -> None:
     from chalicelib.chat import service as chat
     from chalicelib.core.authz import Principal
     from chalicelib.core.config import settings
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.knowledge import indexer
     from chalicelib.llm import service as llm_service
     from chalicelib.llm.prompt import Completion, Passage, Prompt
@@ -82,7 +83,8 @@ def _run(server: Any) -> None:
     bootstrap_all()
     t = make_tenant("bench-models@example.com", name="Bench models")
     ws, region = t.workspace_id, t.region
-    admin = Principal(user_id=t.user_id, workspace_id=ws, roles=("admin",), email=t.email, amr=("pwd",), token_id="b")
+    admin = scope_of(Principal(user_id=t.user_id, workspace_id=ws, roles=("admin",), email=t.email, amr=("pwd",),
+                               token_id="b"))
     ds = put_keyed(ws, region, "handbook", [field("topic"), field("body")], [
         ("vacation", "Employees get thirty vacation days per year. Unused days expire in March."),
         ("travel", "Travel is booked through the travel desk. Economy class is the default.")])
@@ -168,6 +170,7 @@ def _agent_overhead(t: Any, admin: Any) -> None:
 
     from chalicelib.agents import tools
     from chalicelib.core.config import settings
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.llm import routing, service
     from chalicelib.llm.prompt import Prompt
     from chalicelib.llm.registry import registry
@@ -187,8 +190,8 @@ def _agent_overhead(t: Any, admin: Any) -> None:
             "limits": {"max_steps": 5, "deadline": "PT5M", "max_tokens": 20000}}
     platform_ms: list[float] = []
     direct_ms: list[float] = []
-    principal = type(admin)(user_id=user.user_id, workspace_id=t.workspace_id, roles=("member",), email=user.email,
-                            amr=("pwd",), token_id="d")
+    principal = type(admin.principal)(user_id=user.user_id, workspace_id=t.workspace_id, roles=("member",),
+                                      email=user.email, amr=("pwd",), token_id="d")
     try:
         with platform_client() as c:
             agent = create_agent(c, user.token, body)
@@ -202,7 +205,7 @@ def _agent_overhead(t: Any, admin: Any) -> None:
                 assert done["status"] == "completed", done
                 peer.turns = list(script)
                 t0 = time.perf_counter()
-                chosen = routing.choose(principal, "auto", routing.Need(tool_use=True))
+                chosen = routing.choose(scope_of(principal), "auto", routing.Need(tool_use=True))
                 ctx = tools.ToolContext(principal, t.region, agent["id"], "run_direct")
                 for _turn in range(3):
                     done_turn = service.complete(chosen, Prompt([{"role": "user", "content": "How many vacation days?"}]))

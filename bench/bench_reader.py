@@ -64,8 +64,8 @@ def _run() -> None:
                 reader.set_document_acl(scope_of(admin), ds, doc, [{"type": "role", "id": "admin"}])
         indexer.index_dataset(region, ws, ds)
         m = add_member(ws, f"member-{kind}@example.com", "member")
-        members[kind] = Principal(user_id=m.user_id, workspace_id=ws, roles=("member",), email=m.email,
-                                  amr=("pwd",), token_id="b")
+        members[kind] = scope_of(Principal(user_id=m.user_id, workspace_id=ws, roles=("member",), email=m.email,
+                                           amr=("pwd",), token_id="b"))
 
     queries = [" ".join(WORDS[(i * 3 + j) % len(WORDS)] for j in range(3)) for i in range(50)]
     state = {"plain": 0, "guarded": 0}

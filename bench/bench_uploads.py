@@ -80,7 +80,7 @@ def main() -> None:
                 run = sync.request_sync(scope, conn["id"], mode="INCREMENTAL")
                 out = sync_worker.run_sync(ws.id, run["id"], on_changed=index_changed_dataset)
                 assert out.status == "done", out
-                hits = knowledge.search(principal, f"last page marker {marker}", 3)
+                hits = knowledge.search(scope_of(principal), f"last page marker {marker}", 3)
                 total_s.append(time.perf_counter() - t0)
                 assert any(marker in h.chunk.text for h in hits), [h.chunk.text[:60] for h in hits]
                 connectors.delete_connector(scope, conn["id"], None)

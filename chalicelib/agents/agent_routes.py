@@ -19,14 +19,14 @@ api = Api("platform")
 
 @api.route("/v1/agents", ["POST"], permission="agents.manage")
 def create_agent(ctx: Ctx) -> Any:
-    agent = definitions.create(ctx.user, ctx.json(), caller=ctx.caller)
+    agent = definitions.create(ctx.scope, ctx.json(), caller=ctx.caller)
     return json_response(agent, 201, {"Location": f"/v1/agents/{agent['id']}"})
 
 
 @api.route("/v1/agents", permission="agents.read")
 def list_agents(ctx: Ctx) -> Any:
     paging.check_params(ctx.query, ("limit", "after"))
-    return definitions.list_agents(ctx.user.workspace_id, paging.limit(ctx.query, 25, 100),
+    return definitions.list_agents(ctx.scope, paging.limit(ctx.query, 25, 100),
                                    paging.decode("agents", ctx.query.get("after")))
 
 
@@ -41,17 +41,17 @@ def list_agent_tools(ctx: Ctx) -> Any:
 
 @api.route("/v1/agents/{agent_id}", permission="agents.read")
 def get_agent(ctx: Ctx, agent_id: str) -> Any:
-    return definitions.to_public(definitions.get_item(ctx.user.workspace_id, agent_id))
+    return definitions.to_public(definitions.get_item(ctx.scope, agent_id))
 
 
 @api.route("/v1/agents/{agent_id}", ["PATCH"], permission="agents.manage")
 def update_agent(ctx: Ctx, agent_id: str) -> Any:
-    return definitions.update(ctx.user, agent_id, ctx.json(), caller=ctx.caller)
+    return definitions.update(ctx.scope, agent_id, ctx.json(), caller=ctx.caller)
 
 
 @api.route("/v1/agents/{agent_id}", ["DELETE"], permission="agents.manage")
 def delete_agent(ctx: Ctx, agent_id: str) -> Any:
-    definitions.delete(ctx.user, agent_id, caller=ctx.caller)
+    definitions.delete(ctx.scope, agent_id, caller=ctx.caller)
     return Response(body="", status_code=204, headers={"Cache-Control": "no-store"})
 
 
@@ -59,13 +59,13 @@ def delete_agent(ctx: Ctx, agent_id: str) -> Any:
 def read_memory(ctx: Ctx, agent_id: str) -> Any:
     """What the agent remembers for the caller (never another user's memory)."""
     paging.check_params(ctx.query, ())
-    definitions.get_item(ctx.user.workspace_id, agent_id)
+    definitions.get_item(ctx.scope, agent_id)
     return memory.read(region_of(ctx.user.workspace_id), ctx.user.workspace_id, agent_id, ctx.user.user_id,
                        reader=ctx.user)
 
 
 @api.route("/v1/agents/{agent_id}/memory", ["DELETE"], permission="agents.run")
 def forget_memory(ctx: Ctx, agent_id: str) -> Any:
-    definitions.get_item(ctx.user.workspace_id, agent_id)
+    definitions.get_item(ctx.scope, agent_id)
     memory.forget(region_of(ctx.user.workspace_id), ctx.user.workspace_id, agent_id, ctx.user.user_id)
     return Response(body="", status_code=204, headers={"Cache-Control": "no-store"})

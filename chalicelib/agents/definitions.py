@@ -31,7 +31,7 @@ from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.http.validation import F, problem, validate
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.llm import presets
 from chalicelib.llm import service as llm_service
@@ -152,18 +152,18 @@ def check_datasets(principal: Principal, value: list[Any], held: list[str]) -> l
     return out
 
 
-def _offered(principal: Principal | None) -> set[str]:
+def _offered(scope: RequestScope | None) -> set[str]:
     """The model ids ``GET /v1/models`` offers the editing user: the deployment's models of the workspace's
-    region and its connections' models, after the role allow-list (without a principal: the deployment's)."""
-    if principal is None:
+    region and its connections' models, after the role allow-list (without a scope: the deployment's)."""
+    if scope is None:
         return {m.id for m in registry().models}
-    return {m["id"] for m in llm_service.available(principal)["items"]}
+    return {m["id"] for m in llm_service.available(scope)["items"]}
 
 
 def normalise(body: dict[str, Any], current: dict[str, Any] | None = None,
-              principal: Principal | None = None) -> dict[str, Any]:
+              scope: RequestScope | None = None) -> dict[str, Any]:
     """The complete definition ``body`` describes (merged over ``current`` for updates), or a 400.
-    ``principal``: the editing user, whose read access new dataset ids are checked against."""
+    ``scope``: the editing user's, whose read access new dataset ids are checked against."""
     merged = {**(current or {}), **{k: v for k, v in body.items()}}
     limits = {**DEFAULT_LIMITS, **((current or {}).get("limits") or {})}
     if "limits" in body:
@@ -172,7 +172,7 @@ def normalise(body: dict[str, Any], current: dict[str, Any] | None = None,
     tools = merged.get("tools") or []
     errors = _check_tools(tools)
     model = merged.get("model") or "auto"
-    if model != "auto" and (current is None or "model" in body) and model not in _offered(principal):
+    if model != "auto" and (current is None or "model" in body) and model not in _offered(scope):
         errors.append({"field": "model", "message": "is not a model GET /v1/models offers you"})
     plan = merged.get("plan")
     if plan is not None and not errors:
@@ -182,9 +182,9 @@ def normalise(body: dict[str, Any], current: dict[str, Any] | None = None,
     held = list((current or {}).get("datasets") or [])
     datasets = held
     if "datasets" in body:
-        if principal is None:
-            raise ValueError("checking datasets needs the editing principal")
-        datasets = check_datasets(principal, body["datasets"], held)
+        if scope is None:
+            raise ValueError("checking datasets needs the editing user's scope")
+        datasets = check_datasets(scope.principal, body["datasets"], held)
     return {"name": merged["name"], "instructions": merged.get("instructions") or "",
             "model": merged.get("model") or "auto", "tools": list(tools), "plan": plan, "datasets": datasets,
             "limits": limits}
@@ -199,28 +199,29 @@ def to_public(item: models.AgentAttrs) -> dict[str, Any]:
             "updated_by": {"user_id": item.updated_by or item.created_by, "email": item.updated_by_email}}
 
 
-def get_item(workspace_id: str, agent_id: str) -> models.AgentAttrs:
+def get_item(scope: RequestScope, agent_id: str) -> models.AgentAttrs:
     """The stored definition; 404 for malformed ids and other workspaces' agents alike."""
     if not is_id(agent_id, "agt"):
         raise not_found("agent")
-    cls = models.agents(region_of(workspace_id))
+    cls = models.agents(scope.region or "")
     try:
-        return cls.get(workspace_id, agent_id, consistent_read=True)
+        return cls.get(scope.workspace_id, agent_id, consistent_read=True)
     except cls.DoesNotExist:
         raise not_found("agent") from None
 
 
-def create(principal: Principal, body: dict[str, Any], caller: Any = None) -> dict[str, Any]:
+def create(scope: RequestScope, body: dict[str, Any], caller: Any = None) -> dict[str, Any]:
     """A new definition; ``preset_id`` (a preset the creator may read, ``llm/presets.py``) copies the
     preset's instructions into it (instead of ``instructions``)."""
+    principal = scope.principal
     if isinstance(body, dict) and "preset_id" in body:
         if "instructions" in body:
             raise validation_error([{"field": "preset_id", "message": "is given instead of instructions"}])
-        _, instructions = presets.instructions_of(principal, body["preset_id"])
+        _, instructions = presets.instructions_of(scope, body["preset_id"])
         body = {**{k: v for k, v in body.items() if k != "preset_id"}, "instructions": instructions}
     validate(body, FIELDS)
-    d = normalise(body, principal=principal)
-    region = region_of(principal.workspace_id)
+    d = normalise(body, scope=scope)
+    region = scope.region or ""
     now = clock.iso()
     item = models.agents(region)(principal.workspace_id, new_id("agt"), name=d["name"], instructions=d["instructions"],
                                  model=d["model"], tools=json.dumps(d["tools"]),
@@ -236,11 +237,12 @@ def create(principal: Principal, body: dict[str, Any], caller: Any = None) -> di
     return to_public(item)
 
 
-def update(principal: Principal, agent_id: str, body: dict[str, Any], caller: Any = None) -> dict[str, Any]:
+def update(scope: RequestScope, agent_id: str, body: dict[str, Any], caller: Any = None) -> dict[str, Any]:
+    principal = scope.principal
     validate(body, PATCH_FIELDS)
-    item = get_item(principal.workspace_id, agent_id)
+    item = get_item(scope, agent_id)
     current = to_public(item)
-    d = normalise(body, current, principal)
+    d = normalise(body, current, scope)
     A = models.AgentAttrs
     item.update(actions=[A.name.set(d["name"]), A.instructions.set(d["instructions"]), A.model.set(d["model"]),
                          A.tools.set(json.dumps(d["tools"])),
@@ -249,21 +251,22 @@ def update(principal: Principal, agent_id: str, body: dict[str, Any], caller: An
                          A.limits.set(json.dumps(d["limits"])), A.version.add(1), A.updated_at.set(clock.iso()),
                          A.updated_by.set(principal.user_id), A.updated_by_email.set(principal.email)],
                 condition=A.version == item.version)
-    audit.append(region_of(principal.workspace_id), principal.workspace_id, "agent.updated", actor=audit.Actor.of(principal),
+    audit.append(scope.region or "", principal.workspace_id, "agent.updated", actor=audit.Actor.of(principal),
                  target={"type": "agent", "id": agent_id}, details={"fields": sorted(body)}, caller=caller)
     return to_public(item)
 
 
-def delete(principal: Principal, agent_id: str, caller: Any = None) -> None:
-    item = get_item(principal.workspace_id, agent_id)
+def delete(scope: RequestScope, agent_id: str, caller: Any = None) -> None:
+    principal = scope.principal
+    item = get_item(scope, agent_id)
     item.delete()
-    audit.append(region_of(principal.workspace_id), principal.workspace_id, "agent.deleted", actor=audit.Actor.of(principal),
+    audit.append(scope.region or "", principal.workspace_id, "agent.deleted", actor=audit.Actor.of(principal),
                  target={"type": "agent", "id": agent_id}, details={"name": item.name}, caller=caller)
 
 
-def list_agents(workspace_id: str, limit: int, after: str | None) -> dict[str, Any]:
-    cls = models.agents(region_of(workspace_id))
+def list_agents(scope: RequestScope, limit: int, after: str | None) -> dict[str, Any]:
+    cls = models.agents(scope.region or "")
     cond = cls.id > after if after else None
-    items = list(cls.query(workspace_id, cond, limit=limit + 1, page_size=limit + 1))
+    items = list(cls.query(scope.workspace_id, cond, limit=limit + 1, page_size=limit + 1))
     out = paging.page(items, limit, "agents", lambda i: i.id)
     return {"agents": [to_public(i) for i in out.pop("_items")], **out}

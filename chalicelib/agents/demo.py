@@ -6,6 +6,7 @@ from typing import Any
 
 from chalicelib.agents import definitions, models
 from chalicelib.core.authz import Principal
+from chalicelib.core.tenancy import workspace_scope
 
 DEMO_AGENT_NAME = "Demo order analyst"
 DEMO_AGENT: dict[str, Any] = {
@@ -33,4 +34,4 @@ def seed(workspace_id: str, region: str, user_id: str, email: str) -> dict[str, 
             return {"agent_id": item.id}
     principal = Principal(user_id=user_id, workspace_id=workspace_id, roles=("admin",), email=email, amr=("seed",),
                           token_id="seed")
-    return {"agent_id": definitions.create(principal, dict(DEMO_AGENT))["id"]}
+    return {"agent_id": definitions.create(workspace_scope(workspace_id, principal), dict(DEMO_AGENT))["id"]}

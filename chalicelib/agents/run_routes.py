@@ -30,7 +30,7 @@ POLL_S = 0.25
 
 @api.route("/v1/agents/{agent_id}/runs", ["POST"], permission="agents.run")
 def start_run(ctx: Ctx, agent_id: str) -> Any:
-    status, run, replayed = runs.start(ctx.user, agent_id, ctx.json(required=False),
+    status, run, replayed = runs.start(ctx.scope, agent_id, ctx.json(required=False),
                                        idempotency_key=ctx.header(idempotency.HEADER), caller=ctx.caller)
     return json_response(run, status, {"Location": f"/v1/agents/{agent_id}/runs/{run['id']}",
                                        **({"Idempotent-Replayed": "true"} if replayed else {})})
@@ -38,31 +38,31 @@ def start_run(ctx: Ctx, agent_id: str) -> Any:
 
 @api.route("/v1/agents/{agent_id}/runs", permission="agents.read")
 def list_runs(ctx: Ctx, agent_id: str) -> Any:
-    return runs.list_runs(ctx.user, agent_id, ctx.query)
+    return runs.list_runs(ctx.scope, agent_id, ctx.query)
 
 
 @api.route("/v1/agents/{agent_id}/runs/{run_id}", permission="agents.read")
 def get_run(ctx: Ctx, agent_id: str, run_id: str) -> Any:
     paging.check_params(ctx.query, ())
-    return runs.view(runs.load(ctx.user, agent_id, run_id), ctx.user, with_steps=True)
+    return runs.view(ctx.scope, runs.load(ctx.scope, agent_id, run_id), with_steps=True)
 
 
 @api.route("/v1/agents/{agent_id}/runs/{run_id}", ["DELETE"], permission="agents.run")
 def delete_run(ctx: Ctx, agent_id: str, run_id: str) -> Any:
-    runs.delete(ctx.user, agent_id, run_id, caller=ctx.caller)
+    runs.delete(ctx.scope, agent_id, run_id, caller=ctx.caller)
     return Response(body="", status_code=204, headers={"Cache-Control": "no-store"})
 
 
 @api.route("/v1/agents/{agent_id}/runs/{run_id}/cancel", ["POST"], permission="agents.run")
 def cancel_run(ctx: Ctx, agent_id: str, run_id: str) -> Any:
-    status, run = runs.cancel(ctx.user, agent_id, run_id, caller=ctx.caller)
+    status, run = runs.cancel(ctx.scope, agent_id, run_id, caller=ctx.caller)
     return json_response(run, status)
 
 
 @api.route("/v1/agents/{agent_id}/runs/{run_id}/events", permission="agents.read")
 def run_events(ctx: Ctx, agent_id: str, run_id: str) -> Any:
     paging.check_params(ctx.query, ("after", "wait"))
-    run = runs.load(ctx.user, agent_id, run_id)
+    run = runs.load(ctx.scope, agent_id, run_id)
     last = parse_last_event_id(ctx.header("last-event-id") or ctx.query.get("after") or None)  # empty: from the start
     if last is None:
         raise validation_error([{"field": "Last-Event-ID", "message": "must be an event id (a sequence number)"}])

@@ -6,9 +6,9 @@ ACL let it read. Starting is idempotent per ``Idempotency-Key``. Cancel is coope
 cancelled at once; an in-progress run is marked and its worker stops before its next step. Both write
 the ``agent_run.cancelled`` audit event once, with the starting request's correlation ID.
 
-Every view of a run is made for one reader (``view(run, reader)``): a step whose labels (what the run had
-read once it ran, ``labels.py``) the reader's live rights do not satisfy shows neither its input nor its
-output, and the run's answer is shown only to a reader who satisfies the labels of everything the run read
+Every view of a run is made for one reader (``view(scope, run)``: the scope's caller): a step whose labels
+(what the run had read once it ran, ``labels.py``) the reader's live rights do not satisfy shows neither its
+input nor its output, and the run's answer is shown only to a reader who satisfies the labels of everything the run read
 (``withheld`` says so). Starting again with the same ``Idempotency-Key``, listing, cancelling and reading
 all answer through it, so a narrowed ACL applies to what was stored before.
 """
@@ -30,7 +30,7 @@ from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency, queues
 from chalicelib.core.store.transact import Refused, Tx
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.core.workspace_settings import AGENT_RUN_AUTO_EXPIRY, auto_expiry_seconds
 from chalicelib.gateway.catalog import lineage
 from chalicelib.llm import budget
@@ -62,14 +62,15 @@ def check_input(agent: dict[str, Any], body: Any) -> dict[str, Any]:
     return run_input
 
 
-def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: str | None,
+def start(scope: RequestScope, agent_id: str, body: Any, *, idempotency_key: str | None,
           caller: Any) -> tuple[int, dict[str, Any], bool]:
     """Queue a run; ``(status, run, replayed)``."""
-    item = definitions.get_item(principal.workspace_id, agent_id)
+    principal = scope.principal
+    item = definitions.get_item(scope, agent_id)
     agent = definitions.to_public(item)
     run_input = check_input(agent, body)
-    budget.check_workspace(principal.workspace_id)  # 429 once the month's token budget is spent
-    region = region_of(principal.workspace_id)
+    budget.check_workspace(scope)  # 429 once the month's token budget is spent
+    region = scope.region or ""
 
     def work() -> tuple[int, Any]:
         now = clock.now()
@@ -95,10 +96,10 @@ def start(principal: Principal, agent_id: str, body: Any, *, idempotency_key: st
                      details={"agent_id": agent_id, "agent_version": agent["version"]}, caller=caller,
                      effects=effects)
         enqueue(region, run)  # a failed send leaves the run queued: the reaper sends it again
-        return 202, view(run, principal)
+        return 202, view(scope, run)
 
     def replay(ref: dict[str, Any]) -> tuple[int, Any]:
-        return 202, view(load(principal, agent_id, ref["id"]), principal)
+        return 202, view(scope, load(scope, agent_id, ref["id"]))
 
     return idempotency.run(region, principal.user_id, f"{principal.workspace_id}#agents.run#{agent_id}",
                            idempotency_key, {"agent_id": agent_id, "input": run_input}, work,
@@ -114,11 +115,12 @@ def enqueue(region: str, run: models.RunAttrs) -> None:
         log.exception("agent run message not sent", extra={"run_id": run.id})
 
 
-def load(principal: Principal, agent_id: str, run_id: str) -> models.RunAttrs:
+def load(scope: RequestScope, agent_id: str, run_id: str) -> models.RunAttrs:
     """A run the caller may see (its starter or an Admin); 404 otherwise."""
     if not is_id(run_id, "run") or not is_id(agent_id, "agt"):
         raise not_found("run")
-    cls = models.runs(region_of(principal.workspace_id))
+    principal = scope.principal
+    cls = models.runs(scope.region or "")
     try:
         run = cls.get(principal.workspace_id, run_id, consistent_read=True)
     except cls.DoesNotExist:
@@ -186,10 +188,11 @@ def _definition_run(run: models.RunAttrs) -> dict[str, Any]:
             "updated_by": agent.get("updated_by") or {"user_id": agent.get("created_by"), "email": None}}
 
 
-def view(run: models.RunAttrs, reader: Principal, *, with_steps: bool = False) -> dict[str, Any]:
-    """The run as ``reader`` may see it (see the module docstring): what it wrote after reading data the
-    reader may no longer read is withheld, and what rests only on sources the reader can no longer read is
-    redacted (``run_redaction.py``)."""
+def view(scope: RequestScope, run: models.RunAttrs, *, with_steps: bool = False) -> dict[str, Any]:
+    """The run as its reader (``scope``'s caller, in the run's workspace) may see it (see the module
+    docstring): what it wrote after reading data the reader may no longer read is withheld, and what rests
+    only on sources the reader can no longer read is redacted (``run_redaction.py``)."""
+    reader = scope.principal
     shown = (run.output is None and run.error is None) or labels.satisfied(reader, run_labels(run))
     out: dict[str, Any] = {
         "id": run.id, "agent_id": run.agent_id, "workspace_id": run.workspace_id, "status": run.status,
@@ -204,17 +207,18 @@ def view(run: models.RunAttrs, reader: Principal, *, with_steps: bool = False) -
     if not shown:
         out["withheld"] = WITHHELD
     if with_steps or out["output"]:
-        steps = step_views(region_of(run.workspace_id), run.workspace_id, run.id, reader, keep_read=True)
+        steps = step_views(scope.region or "", run.workspace_id, run.id, reader, keep_read=True)
         out = run_redaction.redact(reader, {**out, "steps": steps})
         if not with_steps:
             out.pop("steps")
     return out
 
 
-def exported(reader: Principal, item: dict[str, Any]) -> dict[str, Any]:
-    """A stored run (its plain table item) for its starter's data export, as ``view`` shows it to them now:
-    what it wrote is withheld when they no longer satisfy its labels, and redacted where it rests only on
-    sources they can no longer read."""
+def exported(scope: RequestScope, item: dict[str, Any]) -> dict[str, Any]:
+    """A stored run (its plain table item) for its starter's data export (``scope``: the starter's), as
+    ``view`` shows it to them now: what it wrote is withheld when they no longer satisfy its labels, and
+    redacted where it rests only on sources they can no longer read."""
+    reader = scope.principal
     out = dict(item)
     if (item.get("output") or item.get("error")) and not labels.satisfied(
             reader, _labels_of(item.get("labels"), item.get("read"))):
@@ -222,7 +226,7 @@ def exported(reader: Principal, item: dict[str, Any]) -> dict[str, Any]:
         out.pop("error", None)
         return {**out, "withheld": WITHHELD}
     if item.get("output"):
-        steps = step_views(region_of(reader.workspace_id), reader.workspace_id, str(item.get("id")), reader,
+        steps = step_views(scope.region or "", reader.workspace_id, str(item.get("id")), reader,
                            keep_read=True)
         shown = run_redaction.redact(reader, {"output": json.loads(item["output"]), "steps": steps})
         out["output"] = json.dumps(shown["output"])
@@ -231,13 +235,14 @@ def exported(reader: Principal, item: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def list_runs(principal: Principal, agent_id: str, query: dict[str, str]) -> dict[str, Any]:
+def list_runs(scope: RequestScope, agent_id: str, query: dict[str, str]) -> dict[str, Any]:
     """An agent's runs, newest first, paged; ``status`` filters; non-Admins see only their own runs."""
+    principal = scope.principal
     paging.check_params(query, ("limit", "after", "status"))
     try:
-        definitions.get_item(principal.workspace_id, agent_id)
+        definitions.get_item(scope, agent_id)
     except ApiError:  # a deleted agent's runs stay listable until they are deleted themselves
-        if not any(True for _ in models.runs(region_of(principal.workspace_id)).by_agent.query(
+        if not any(True for _ in models.runs(scope.region or "").by_agent.query(
                 principal.workspace_id, models.RunAttrs.agent_key.startswith(f"{agent_id}#"), limit=1)):
             raise
     status = query.get("status")
@@ -247,7 +252,7 @@ def list_runs(principal: Principal, agent_id: str, query: dict[str, str]) -> dic
     after = paging.decode("agent_runs", query.get("after"))
     if after is not None and not is_id(after, "run"):
         raise validation_error([{"field": "after", "message": "is not a cursor of this list"}])
-    cls = models.runs(region_of(principal.workspace_id))
+    cls = models.runs(scope.region or "")
     R = models.RunAttrs
     upper = f"{agent_id}#{after}" if after else f"{agent_id}#~"
     cond = R.agent_key.between(f"{agent_id}#", upper)
@@ -266,22 +271,23 @@ def list_runs(principal: Principal, agent_id: str, query: dict[str, str]) -> dic
         if len(found) > limit:
             break
     out = paging.page(found, limit, "agent_runs", lambda r: r.id)
-    return {"runs": [view(r, principal) for r in out.pop("_items")], **out}
+    return {"runs": [view(scope, r) for r in out.pop("_items")], **out}
 
 
-def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tuple[int, dict[str, Any]]:
+def cancel(scope: RequestScope, agent_id: str, run_id: str, caller: Any) -> tuple[int, dict[str, Any]]:
     """Cancel (idempotent): 200 with a cancelled run, 202 while an in-progress run has been asked to stop,
     409 for a run that already finished otherwise."""
-    run = load(principal, agent_id, run_id)
-    region = region_of(principal.workspace_id)
+    principal = scope.principal
+    run = load(scope, agent_id, run_id)
+    region = scope.region or ""
     R = models.RunAttrs
     for _ in range(3):
         if run.status == CANCELLED:
-            return 200, view(run, principal, with_steps=True)
+            return 200, view(scope, run, with_steps=True)
         if run.status in TERMINAL_STATUSES:
             raise ApiError(409, "run_finished", f"The run already finished ({run.status}); there is nothing to cancel.")
         if run.cancel_requested_at:
-            return 202, view(run, principal, with_steps=True)
+            return 202, view(scope, run, with_steps=True)
         now = clock.iso()
         queued = run.status == QUEUED
         if queued:
@@ -315,17 +321,18 @@ def cancel(principal: Principal, agent_id: str, run_id: str, caller: Any) -> tup
         run.refresh(consistent_read=True)
         if queued:
             lifecycle.record_finish(region, run)
-            return 200, view(run, principal, with_steps=True)
-        return 202, view(run, principal, with_steps=True)
+            return 200, view(scope, run, with_steps=True)
+        return 202, view(scope, run, with_steps=True)
     raise ApiError(409, "concurrent_update", "The run changed while it was being cancelled; retry.")
 
 
-def delete(principal: Principal, agent_id: str, run_id: str, caller: Any) -> None:
+def delete(scope: RequestScope, agent_id: str, run_id: str, caller: Any) -> None:
     """Delete a finished run with its steps and events (audited)."""
-    run = load(principal, agent_id, run_id)
+    principal = scope.principal
+    run = load(scope, agent_id, run_id)
     if run.status not in TERMINAL_STATUSES:
         raise ApiError(409, "run_active", "Cancel the run, or wait until it finishes, before deleting it.")
-    region = region_of(principal.workspace_id)
+    region = scope.region or ""
     purge(region, run)
     audit.append(region, principal.workspace_id, "agent_run.deleted", actor=audit.Actor.of(principal),
                  target={"type": "agent_run", "id": run_id}, details={"agent_id": agent_id}, caller=caller)

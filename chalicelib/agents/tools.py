@@ -37,7 +37,7 @@ from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.telemetry import tracing
-from chalicelib.core.tenancy import RequestScope
+from chalicelib.core.tenancy import RequestScope, WorkspaceAttrs
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge.chunking import DOCUMENT
 
@@ -63,6 +63,12 @@ class ToolContext:
     run_id: str
     read: set[str] = field(default_factory=set)  # dataset ids the run has read (for lineage)
     labels: set[Label] = field(default_factory=set)  # the run's taint: the labels of all it has read
+    workspace: WorkspaceAttrs | None = field(default=None, repr=False)  # the directory entry, as the worker read it
+
+    @property
+    def scope(self) -> RequestScope:
+        """The run's scope: its starter, acting in the workspace's region."""
+        return RequestScope(self.principal, self.region, self.workspace)
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     from chalicelib.gateway.query import service as query  # noqa: PLC0415
 
     try:
-        result = query.run(RequestScope(ctx.principal, ctx.region), args["sql"], limit=args.get("limit", 50),
+        result = query.run(ctx.scope, args["sql"], limit=args.get("limit", 50),
                            answer={"type": "AGENT_RUN", "id": ctx.run_id})
     except ApiError as err:
         outside = _out_of_scope(ctx, args["sql"]) if err.code == "sql_error" else []
@@ -172,7 +178,7 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     from chalicelib.knowledge import service  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
-    hits = service.search(ctx.principal, args["query"], k=args.get("limit", 5))
+    hits = service.search(ctx.scope, args["query"], k=args.get("limit", 5))
     ctx.read.update(h.chunk.dataset_id for h in hits)
     ctx.labels |= labels.of_datasets(ctx.principal, [h.chunk.dataset_id for h in hits])
     datasets = catalog.snapshot(ctx.principal.workspace_id).datasets if hits else {}

@@ -25,7 +25,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chalicelib.chat import answer_log, service
@@ -39,7 +39,7 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues
 from chalicelib.core.store.transact import Conflict, Refused, Tx
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope, workspace_scope
 from chalicelib.core.workspace_settings import CHAT_AUTO_EXPIRY, auto_expiry_seconds
 
 QUEUE = "chat-answers"
@@ -82,11 +82,11 @@ def pending(chat_id: str, message_id: str) -> dict[str, Any]:
 
 # --- asking ------------------------------------------------------------------------------------------
 
-def ask(principal: Principal, body: Any, caller: CallerLike | None, chat_id: str | None) -> dict[str, Any]:
+def ask(scope: RequestScope, body: Any, caller: CallerLike | None, chat_id: str | None) -> dict[str, Any]:
     """Record the question and start its answer; ``{"chat_id", "id"}`` of the answer (and its ``reply``
     when it was generated inside this request and succeeded)."""
-    live = service.start(principal, body, caller, chat_id)  # every refusal, before anything is stored
-    region = region_of(principal.workspace_id)
+    live = service.start(scope, body, caller, chat_id)  # every refusal, before anything is stored
+    principal, region = scope.principal, scope.region or ""
     cls = chats(region)
     now, message_id = live.created_at, live.message_id
     recorded = [{"id": new_id("msg"), **m, "created_at": now} for m in live.new_messages]
@@ -134,9 +134,9 @@ def ask(principal: Principal, body: Any, caller: CallerLike | None, chat_id: str
     return {"chat_id": live.chat_id, "id": message_id}
 
 
-def stop(principal: Principal, chat_id: str, message_id: str) -> dict[str, Any]:
+def stop(scope: RequestScope, chat_id: str, message_id: str) -> dict[str, Any]:
     """Ask the answer's worker to stop (it keeps what was written, marked stopped); the answer's status."""
-    state = _visible_state(principal, chat_id, message_id)
+    state = _visible_state(scope, chat_id, message_id)
     if state is None or state.status in (answer_log.DONE, answer_log.FAILED):
         return {"id": message_id, "chat_id": chat_id, "status": "ended"}
     answer_log.ask_stop(state)
@@ -156,10 +156,10 @@ def _handle_record(record: dict[str, Any]) -> bool:
         log.error("poison chat-answer message", extra={"message_id": record.get("messageId")})
         return False
     try:
-        region_of(body["workspace_id"])
+        scope = workspace_scope(body["workspace_id"])  # a queued job: the workspace's scope, no caller yet
     except ApiError:
         return True  # the workspace is gone: nothing to answer
-    run(body["workspace_id"], body["message_id"])
+    run(scope, body["message_id"])
     return True
 
 
@@ -241,9 +241,9 @@ class _Writer:
                 log.warning("answer events not stored yet", exc_info=True)
 
 
-def run(workspace_id: str, message_id: str) -> str:
+def run(scope: RequestScope, message_id: str) -> str:
     """Generate one recorded answer (at most once): ``done``, ``skipped`` or ``gone``."""
-    region = region_of(workspace_id)
+    workspace_id, region = scope.workspace_id, scope.region or ""
     state = answer_log.state(region, workspace_id, message_id)
     if state is None:
         return "gone"
@@ -263,8 +263,10 @@ def run(workspace_id: str, message_id: str) -> str:
               ApiError(403, "forbidden", "You are no longer a member of this workspace."))
         return "done"
 
+    asker = replace(scope, principal=principal)
+
     def begin() -> service.Live:
-        live = service.start(principal, request["body"], caller, chat_id, asked=message_id,
+        live = service.start(asker, request["body"], caller, chat_id, asked=message_id,
                              created_at=request.get("created_at"))
         live.correlation_id = caller.correlation_id
         return live
@@ -350,12 +352,13 @@ def _fail(region: str, workspace_id: str, message_id: str, chat_id: str, seq: in
 
 # --- reading -------------------------------------------------------------------------------------------
 
-def _visible_state(principal: Principal, chat_id: str, message_id: str) -> Any:
+def _visible_state(scope: RequestScope, chat_id: str, message_id: str) -> Any:
     """The answer's state when it belongs to the caller's chat (404 otherwise); None once it expired."""
-    service._own(principal, chat_id)
+    service._own(scope, chat_id)
+    principal = scope.principal
     if not isinstance(message_id, str) or not message_id.startswith("msg_") or len(message_id) > 64:
         raise not_found("answer")
-    state = answer_log.state(region_of(principal.workspace_id), principal.workspace_id, message_id)
+    state = answer_log.state(scope.region or "", principal.workspace_id, message_id)
     if state is not None and (state.chat_id != chat_id or state.user_id != principal.user_id):
         raise not_found("answer")
     return state
@@ -366,19 +369,19 @@ def encode(events: list[dict[str, Any]]) -> str:
                    f"{json.dumps(e['data'], separators=(',', ':'))}\n\n" for e in events)
 
 
-def follow(principal: Principal, chat_id: str, message_id: str, last: int, *, wait_s: float,
+def follow(scope: RequestScope, chat_id: str, message_id: str, last: int, *, wait_s: float,
            linger_s: float | None = LINGER_S) -> Iterator[str]:
     """The answer's events after ``last`` as SSE text, as they are stored (404 for another's answer,
     raised before the first chunk). The stream ends with the answer's last event, ``linger_s`` after its
     first event (None: not before the answer ends), or after ``wait_s`` seconds; and (unless ``linger_s``
     is None) with the answer's first text when the reader had none (``last`` at most 1, ``message_start``):
     a reader behind a buffering proxy then sees the first words without a linger."""
-    state = _visible_state(principal, chat_id, message_id)
-    region = region_of(principal.workspace_id)
+    state = _visible_state(scope, chat_id, message_id)
+    principal, region = scope.principal, scope.region or ""
     if state is None or state.status == answer_log.DONE:
         # its log expired, or the stored answer is redacted for this reader now (a source it rests on is no
         # longer readable: chat/redaction.py): the stored answer, as a replay's events
-        reply = service.replay(principal, {"chat_id": chat_id, "id": message_id})
+        reply = service.replay(scope, {"chat_id": chat_id, "id": message_id})
         if state is None or reply.get("redacted"):
             return iter([encode([e for e in service.sse_events(reply) if e["data"]["sequence"] > last])])
 
@@ -417,26 +420,26 @@ def _as_error(problem: dict[str, Any]) -> ApiError:
                     problem.get("detail", "The answer failed."), extra=extra)
 
 
-def stream(principal: Principal, chat_id: str, message_id: str, wait_s: float) -> Iterator[str]:
+def stream(scope: RequestScope, chat_id: str, message_id: str, wait_s: float) -> Iterator[str]:
     """A POST's own event stream: followed until the answer ends or ``wait_s`` passes. Its first event is
     awaited first, so a model that cannot answer at all (an ``error`` before ``message_start``) is the
     request's own status (502, 504), as before any byte is sent."""
-    chunks = follow(principal, chat_id, message_id, 0, wait_s=wait_s, linger_s=None)
+    chunks = follow(scope, chat_id, message_id, 0, wait_s=wait_s, linger_s=None)
     first = next(chunks, "")
     if "\nevent: error\n" in first and "\nid: 1\n" in "\n" + first:
         raise _as_error(json.loads(first.split("\ndata: ", 1)[1]))
     return itertools.chain([first], chunks)
 
 
-def wait_reply(principal: Principal, chat_id: str, message_id: str, wait_s: float) -> dict[str, Any] | None:
+def wait_reply(scope: RequestScope, chat_id: str, message_id: str, wait_s: float) -> dict[str, Any] | None:
     """The stored reply once the answer ends within ``wait_s`` (its error raised as the request's own),
     or None while it is still being written."""
-    region = region_of(principal.workspace_id)
+    principal, region = scope.principal, scope.region or ""
     deadline = time.monotonic() + wait_s
     while True:
         state = answer_log.state(region, principal.workspace_id, message_id)
         if state is None or state.status == answer_log.DONE:
-            return service.replay(principal, {"chat_id": chat_id, "id": message_id})
+            return service.replay(scope, {"chat_id": chat_id, "id": message_id})
         if state.status == answer_log.FAILED:
             found = answer_log.after(region, principal.workspace_id, message_id, 0)
             raise _as_error(found[-1]["data"] if found else {})

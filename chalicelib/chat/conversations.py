@@ -20,7 +20,7 @@ from chalicelib.core.audit import Actor, CallerLike
 from chalicelib.core.authz import Principal, require
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.ids import is_id
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 
 TITLE_MAX = 120
 QUERY_MAX = 200
@@ -54,20 +54,21 @@ def _only(body: Any, allowed: set[str]) -> dict[str, Any]:
     return body
 
 
-def rename(principal: Principal, chat_id: str, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
+def rename(scope: RequestScope, chat_id: str, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
     """Give the chat a new title (spaces collapsed) and/or a new ``mode`` (``chat/modes.py``); its summary."""
+    principal = scope.principal
     require(principal, "chat.use")
     body = _only(body, {"title", "mode"})
     if not body:
         raise validation_error([{"field": "body", "message": "must change title or mode"}])
     title = _clean_title(body.get("title")) if "title" in body else None
     mode = modes.check(principal, body["mode"]) if "mode" in body else None
-    item = service._own(principal, chat_id)
+    item = service._own(scope, chat_id)
     actions: list[Any] = [ChatAttrs.title.set(title)] if title is not None else []
     if mode is not None:
         actions.append(ChatAttrs.mode.set(mode) if mode != modes.KNOWLEDGE else ChatAttrs.mode.remove())
     item.update(actions=actions, condition=ChatAttrs.user_id == principal.user_id)
-    region = region_of(principal.workspace_id)
+    region = scope.region or ""
     if title is not None:
         audit.append(region, principal.workspace_id, "chat.renamed", actor=_actor(principal),
                      target={"type": "chat", "id": chat_id}, caller=caller)  # never the title (chat content)
@@ -84,9 +85,10 @@ def _snippet(text: str, at: int, length: int) -> str:
     return ("…" if start else "") + out + ("…" if end < len(text) else "")
 
 
-def search(principal: Principal, query: dict[str, str]) -> dict[str, Any]:
+def search(scope: RequestScope, query: dict[str, str]) -> dict[str, Any]:
     """The caller's chats whose title or messages contain every word of ``q`` (case-insensitive), newest
     first, each with where it matched and a snippet; at most ``limit`` (default 20)."""
+    principal = scope.principal
     require(principal, "chat.use")
     unknown = [k for k in query if k not in ("q", "limit")]
     q = (query.get("q") or "").strip()
@@ -99,7 +101,7 @@ def search(principal: Principal, query: dict[str, str]) -> dict[str, Any]:
     if errors:
         raise validation_error(errors)
     words = [w.casefold() for w in q.split()]
-    cls = chats(region_of(principal.workspace_id))
+    cls = chats(scope.region or "")
     now = clock.now()
     found: list[dict[str, Any]] = []
     scanned = 0
@@ -144,10 +146,11 @@ def _message_index(messages: list[dict[str, Any]], message_id: str) -> int:
     raise not_found("message")
 
 
-def feedback(principal: Principal, chat_id: str, message_id: str, body: Any,
+def feedback(scope: RequestScope, chat_id: str, message_id: str, body: Any,
              caller: CallerLike | None = None) -> dict[str, Any]:
     """Thumbs up or down (``rating``: up, down, or null to take it back) with an optional comment, on one
     answer of the caller's chat; stored on the message (``feedback``) and audited (the rating only)."""
+    principal = scope.principal
     require(principal, "chat.use")
     body = _only(body, {"rating", "comment"})
     rating = body.get("rating")
@@ -159,7 +162,7 @@ def feedback(principal: Principal, chat_id: str, message_id: str, body: Any,
         errors.append({"field": "comment", "message": f"must be a string of at most {COMMENT_MAX} characters"})
     if errors:
         raise validation_error(errors)
-    item = service._own(principal, chat_id)
+    item = service._own(scope, chat_id)
     messages = json.loads(item.messages)
     i = _message_index(messages, message_id)
     if messages[i].get("role") != "assistant":
@@ -172,14 +175,14 @@ def feedback(principal: Principal, chat_id: str, message_id: str, body: Any,
         messages[i]["feedback"] = stored
     item.update(actions=[ChatAttrs.messages.set(json.dumps(messages, separators=(",", ":")))],
                 condition=ChatAttrs.updated_at == item.updated_at)
-    audit.append(region_of(principal.workspace_id), principal.workspace_id, "chat.feedback", actor=_actor(principal),
+    audit.append(scope.region or "", principal.workspace_id, "chat.feedback", actor=_actor(principal),
                  target={"type": "chat", "id": chat_id},
                  details={"message_id": message_id, "rating": rating, "model": messages[i].get("model")},
                  caller=caller)
     return {"chat_id": chat_id, "message_id": message_id, "feedback": stored}
 
 
-def _answer_from(principal: Principal, item: ChatAttrs, keep: int, question: str, body: dict[str, Any],
+def _answer_from(scope: RequestScope, item: ChatAttrs, keep: int, question: str, body: dict[str, Any],
                  caller: CallerLike | None) -> service.Live:
     """Answer ``question`` after the chat's first ``keep`` messages; the chat is restored when the answer
     fails (before or while the model writes)."""
@@ -197,39 +200,41 @@ def _answer_from(principal: Principal, item: ChatAttrs, keep: int, question: str
         item.update(actions=[ChatAttrs.messages.set(original), ChatAttrs.message_count.set(original_count)])
 
     try:
-        return service.start(principal, request, caller, item.id, on_fail=restore)
+        return service.start(scope, request, caller, item.id, on_fail=restore)
     except Exception:
         restore()
         raise
 
 
-def regenerate(principal: Principal, chat_id: str, body: Any, caller: CallerLike | None = None) -> service.Live:
+def regenerate(scope: RequestScope, chat_id: str, body: Any, caller: CallerLike | None = None) -> service.Live:
     """Answer the chat's last question again (``model``, ``stream`` as for a new message); the answers
     after that question are replaced by the new one."""
+    principal = scope.principal
     require(principal, "chat.use")
     body = _only(body, {"model", "stream"})
-    item = service._own(principal, chat_id)
+    item = service._own(scope, chat_id)
     messages = json.loads(item.messages)
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
     if last_user is None:
         raise ApiError(409, "nothing_to_regenerate", "This chat has no question to answer again.")
-    return _answer_from(principal, item, last_user, messages[last_user]["content"], body, caller)
+    return _answer_from(scope, item, last_user, messages[last_user]["content"], body, caller)
 
 
-def edit(principal: Principal, chat_id: str, message_id: str, body: Any,
+def edit(scope: RequestScope, chat_id: str, message_id: str, body: Any,
          caller: CallerLike | None = None) -> service.Live:
     """Replace one of the caller's questions with ``content`` and answer it; everything after the
     question is dropped (the conversation continues from the edited question)."""
+    principal = scope.principal
     require(principal, "chat.use")
     body = _only(body, {"model", "stream", "content"})
     content = body.get("content")
     if not isinstance(content, str) or not content.strip() or len(content) > service.MAX_CONTENT_CHARS:
         raise validation_error([{"field": "content",
                                  "message": f"must have 1 to {service.MAX_CONTENT_CHARS} characters"}])
-    item = service._own(principal, chat_id)
+    item = service._own(scope, chat_id)
     messages = json.loads(item.messages)
     i = _message_index(messages, message_id)
     if messages[i].get("role") != "user":
         raise ApiError(409, "not_a_question", "Only your own questions can be edited.")
-    return _answer_from(principal, item, i, content, body, caller)
+    return _answer_from(scope, item, i, content, body, caller)
 

@@ -13,25 +13,25 @@ api = Api("platform")
 
 @api.route("/v1/presets", permission="chat.use")
 def list_presets(ctx: Ctx) -> dict[str, Any]:
-    return presets.list_presets(ctx.user, ctx.query)
+    return presets.list_presets(ctx.scope, ctx.query)
 
 
 @api.route("/v1/presets", ["POST"], permission="chat.use")
 def create_preset(ctx: Ctx) -> Response:
-    return json_response(presets.create(ctx.user, ctx.json(), ctx.caller), 201)
+    return json_response(presets.create(ctx.scope, ctx.json(), ctx.caller), 201)
 
 
 @api.route("/v1/presets/{preset_id}", permission="chat.use")
 def read_preset(ctx: Ctx, preset_id: str) -> dict[str, Any]:
-    return presets.get(ctx.user, preset_id)
+    return presets.get(ctx.scope, preset_id)
 
 
 @api.route("/v1/presets/{preset_id}", ["PATCH"], permission="chat.use")
 def update_preset(ctx: Ctx, preset_id: str) -> dict[str, Any]:
-    return presets.update(ctx.user, preset_id, ctx.json(), ctx.caller)
+    return presets.update(ctx.scope, preset_id, ctx.json(), ctx.caller)
 
 
 @api.route("/v1/presets/{preset_id}", ["DELETE"], permission="chat.use")
 def delete_preset(ctx: Ctx, preset_id: str) -> Response:
-    presets.delete(ctx.user, preset_id, ctx.caller)
+    presets.delete(ctx.scope, preset_id, ctx.caller)
     return Response(body="", status_code=204)

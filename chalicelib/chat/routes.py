@@ -36,7 +36,7 @@ def _respond(ctx: Ctx, chat_id: str | None,
     status = 200 if chat_id or begin is not None else 201
 
     def live() -> service.Live:
-        return begin(body) if begin is not None else service.start(user, body, ctx.caller, chat_id)
+        return begin(body) if begin is not None else service.start(ctx.scope, body, ctx.caller, chat_id)
 
     region, key = region_of(user.workspace_id), ctx.header(idempotency.HEADER)
     request = {"body": body, "chat_id": chat_id, "scope": scope}
@@ -46,7 +46,7 @@ def _respond(ctx: Ctx, chat_id: str | None,
         return {"type": "chat_message", "chat_id": reply["chat_id"], "id": reply["id"]}
 
     def replay(ref: dict[str, Any]) -> tuple[int, Any]:
-        return status, service.replay(user, ref)
+        return status, service.replay(ctx.scope, ref)
 
     if isinstance(body, dict) and body.get("stream") is True:
         held = idempotency.hold(region, user.user_id, scope_key, key, request, replay)
@@ -88,16 +88,16 @@ def _ask(ctx: Ctx, chat_id: str | None) -> Response:
 
     _, made, replayed = idempotency.run(
         region_of(user.workspace_id), user.user_id, f"{user.workspace_id}#chats", ctx.header(idempotency.HEADER),
-        {"body": body, "chat_id": chat_id, "scope": ""}, lambda: (status, answers.ask(user, body, ctx.caller, chat_id)),
+        {"body": body, "chat_id": chat_id, "scope": ""}, lambda: (status, answers.ask(ctx.scope, body, ctx.caller, chat_id)),
         ref_of=ref_of, replay=lambda ref: (status, {"chat_id": ref["chat_id"], "id": ref["id"]}))
     headers = {"Location": answers.events_path(made["chat_id"], made["id"]),
                **({"Idempotent-Replayed": "true"} if replayed else {})}
     if wait <= 0:  # Prefer: respond-async
         return json_response(answers.pending(made["chat_id"], made["id"]), 202, headers)
     if isinstance(body, dict) and body.get("stream") is True:
-        return StreamingResponse(answers.stream(user, made["chat_id"], made["id"], wait), status,
+        return StreamingResponse(answers.stream(ctx.scope, made["chat_id"], made["id"], wait), status,
                                  {**SSE_HEADERS, **headers})
-    reply = made.get("reply") or answers.wait_reply(user, made["chat_id"], made["id"], wait)
+    reply = made.get("reply") or answers.wait_reply(ctx.scope, made["chat_id"], made["id"], wait)
     if reply is None:
         return json_response(answers.pending(made["chat_id"], made["id"]), 202, headers)
     return json_response(reply, status, headers)
@@ -110,7 +110,7 @@ def create_chat(ctx: Ctx) -> Response:
 
 @api.route("/v1/chats/{chat_id}/messages", ["POST"], permission="chat.use")
 def continue_chat(ctx: Ctx, chat_id: str) -> Response:
-    service.get_chat(ctx.user, chat_id)  # 404 before anything else
+    service.get_chat(ctx.scope, chat_id)  # 404 before anything else
     return _ask(ctx, chat_id)
 
 
@@ -121,52 +121,52 @@ def answer_events(ctx: Ctx, chat_id: str, message_id: str) -> Response:
     if last is None:
         raise validation_error([{"field": "Last-Event-ID", "message": "must be an event id (a sequence number)"}])
     wait = query_int(ctx.query, "wait", answers.DEFAULT_WAIT_S, minimum=0, maximum=answers.MAX_WAIT_S)
-    chunks = answers.follow(ctx.user, chat_id, message_id, last, wait_s=wait)
+    chunks = answers.follow(ctx.scope, chat_id, message_id, last, wait_s=wait)
     return StreamingResponse(chunks, 200, SSE_HEADERS)
 
 
 @api.route("/v1/chats/{chat_id}/answers/{message_id}/stop", ["POST"], permission="chat.use")
 def stop_answer(ctx: Ctx, chat_id: str, message_id: str) -> dict[str, Any]:
-    return answers.stop(ctx.user, chat_id, message_id)
+    return answers.stop(ctx.scope, chat_id, message_id)
 
 
 @api.route("/v1/chats", permission="chat.use")
 def list_chats(ctx: Ctx) -> dict[str, Any]:
     if "q" in ctx.query:  # search over the caller's own chats
-        return conversations.search(ctx.user, ctx.query)
-    return service.list_chats(ctx.user, ctx.query)
+        return conversations.search(ctx.scope, ctx.query)
+    return service.list_chats(ctx.scope, ctx.query)
 
 
 @api.route("/v1/chats/{chat_id}", ["PATCH"], permission="chat.use")
 def rename_chat(ctx: Ctx, chat_id: str) -> dict[str, Any]:
-    return conversations.rename(ctx.user, chat_id, ctx.json(), ctx.caller)
+    return conversations.rename(ctx.scope, chat_id, ctx.json(), ctx.caller)
 
 
 @api.route("/v1/chats/{chat_id}/regenerate", ["POST"], permission="chat.use")
 def regenerate_answer(ctx: Ctx, chat_id: str) -> Response:
-    return _respond(ctx, chat_id, lambda body: conversations.regenerate(ctx.user, chat_id, body, ctx.caller),
+    return _respond(ctx, chat_id, lambda body: conversations.regenerate(ctx.scope, chat_id, body, ctx.caller),
                     "regenerate")
 
 
 @api.route("/v1/chats/{chat_id}/messages/{message_id}/edit", ["POST"], permission="chat.use")
 def edit_question(ctx: Ctx, chat_id: str, message_id: str) -> Response:
-    return _respond(ctx, chat_id, lambda body: conversations.edit(ctx.user, chat_id, message_id, body, ctx.caller),
+    return _respond(ctx, chat_id, lambda body: conversations.edit(ctx.scope, chat_id, message_id, body, ctx.caller),
                     f"edit:{message_id}")
 
 
 @api.route("/v1/chats/{chat_id}/messages/{message_id}/feedback", ["PUT"], permission="chat.use")
 def message_feedback(ctx: Ctx, chat_id: str, message_id: str) -> dict[str, Any]:
-    return conversations.feedback(ctx.user, chat_id, message_id, ctx.json(), ctx.caller)
+    return conversations.feedback(ctx.scope, chat_id, message_id, ctx.json(), ctx.caller)
 
 
 @api.route("/v1/chats/{chat_id}", permission="chat.use")
 def read_chat(ctx: Ctx, chat_id: str) -> dict[str, Any]:
-    return service.get_chat(ctx.user, chat_id)
+    return service.get_chat(ctx.scope, chat_id)
 
 
 @api.route("/v1/chats/{chat_id}", ["DELETE"], permission="chat.use")
 def delete_chat(ctx: Ctx, chat_id: str) -> Response:
-    service.delete_chat(ctx.user, chat_id, ctx.caller)
+    service.delete_chat(ctx.scope, chat_id, ctx.caller)
     return Response(body="", status_code=204)
 
 

@@ -34,7 +34,7 @@ from chalicelib.core.ids import is_id, new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import idempotency
 from chalicelib.core.store.transact import Refused, Tx
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.core.workspace_settings import CHAT_AUTO_EXPIRY, auto_expiry_seconds
 from chalicelib.gateway.catalog import lineage
 from chalicelib.knowledge import entailment_model
@@ -113,11 +113,12 @@ def check_body(body: Any) -> tuple[str, list[dict[str, str]], bool]:
     return model, out, stream
 
 
-def _own(principal: Principal, chat_id: str) -> ChatAttrs:
+def _own(scope: RequestScope, chat_id: str) -> ChatAttrs:
     """The caller's chat (404 for a malformed id, another user's or workspace's chat, or an expired one)."""
     if not is_id(chat_id, "chat"):
         raise not_found("chat")
-    cls = chats(region_of(principal.workspace_id))
+    principal = scope.principal
+    cls = chats(scope.region or "")
     try:
         item = cls.get(principal.workspace_id, chat_id, consistent_read=True)
     except DoesNotExist:
@@ -168,7 +169,7 @@ def answer_in_progress() -> ApiError:
                     "stop it (POST /v1/chats/{chat_id}/answers/{message_id}/stop), then send the message again.")
 
 
-def start(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None,
+def start(scope: RequestScope, body: Any, caller: CallerLike | None = None, chat_id: str | None = None,
           on_fail: Callable[[], None] | None = None, *, asked: str | None = None,
           created_at: str | None = None) -> Live:
     """Everything before the model writes: validate, retrieve, route. Every refusal is raised here,
@@ -178,10 +179,11 @@ def start(principal: Principal, body: Any, caller: CallerLike | None = None, cha
     # retrieval (numpy, bm25s) loads on the first answer, not at the platform group's cold start
     from chalicelib.knowledge import service as knowledge  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
+    principal = scope.principal
     require(principal, "chat.use")
     model_id, new_messages, stream = check_body(body)
     timings = Timings()
-    existing = _own(principal, chat_id) if chat_id else None
+    existing = _own(scope, chat_id) if chat_id else None
     if existing is not None and existing.answering and existing.answering != asked:
         raise answer_in_progress()
     stored = json.loads(existing.messages) if existing else []
@@ -189,22 +191,22 @@ def start(principal: Principal, body: Any, caller: CallerLike | None = None, cha
         stored = stored[:-len(new_messages)]  # the recorded question is the new message, not history
     history = [{"role": m["role"], "content": m["content"]}  # as the caller may read it now (chat/redaction.py)
                for m in redaction.redact_all(principal, stored)]
-    mode, instructions, preset_id = _chat_options(principal, body, existing, asked)
+    mode, instructions, preset_id = _chat_options(scope, body, existing, asked)
     general = modes.general_allowed(principal, mode)
     history = ([{"role": "system", "content": instructions}] if instructions else []) \
         + ([{"role": "system", "content": modes.GENERAL_RULE}] if general else []) + history
     question = new_messages[-1]["content"]
 
     started = time.perf_counter()
-    hits = knowledge.search(principal, question[:knowledge.MAX_QUERY_CHARS], RETRIEVE_K) \
+    hits = knowledge.search(scope, question[:knowledge.MAX_QUERY_CHARS], RETRIEVE_K) \
         if principal.can("knowledge.read") else []
     timings.retrieval_ms = (time.perf_counter() - started) * 1000
     prompt = Prompt(history + new_messages, [Passage(i + 1, h.chunk.title, h.chunk.text) for i, h in enumerate(hits)],
                     max_tokens=MAX_ANSWER_TOKENS)
     need = models.Need(context_tokens=prompt_tokens(prompt) + MAX_ANSWER_TOKENS, streaming=stream)
-    routing = models.route(principal, model_id, need)
+    routing = models.route(scope, model_id, need)
     prompt.max_tokens = min(MAX_ANSWER_TOKENS, routing.chosen.max_answer_tokens)
-    live = Live(principal, caller, existing, new_messages, question, hits, prompt, routing, stream, timings,
+    live = Live(scope, caller, existing, new_messages, question, hits, prompt, routing, stream, timings,
                 on_fail, chat_id=existing.id if existing is not None else new_id("chat"), asked=bool(asked),
                 mode=mode, instructions=instructions, preset_id=preset_id, general_allowed=general)
     if asked:
@@ -213,7 +215,7 @@ def start(principal: Principal, body: Any, caller: CallerLike | None = None, cha
     return live
 
 
-def _chat_options(principal: Principal, body: dict[str, Any], existing: ChatAttrs | None,
+def _chat_options(scope: RequestScope, body: dict[str, Any], existing: ChatAttrs | None,
                   asked: str | None) -> tuple[str, str | None, str | None]:
     """``(mode, system instructions, preset id)`` of the chat: chosen when it is created (``mode``,
     ``preset_id``), stored with it after (``PATCH /v1/chats/{id}`` changes the mode)."""
@@ -222,9 +224,9 @@ def _chat_options(principal: Principal, body: dict[str, Any], existing: ChatAttr
             raise validation_error([{"field": k, "message": "is chosen when the chat is created (PATCH the chat "
                                      "to change its mode)"} for k in ("mode", "preset_id") if k in body])
         return existing.mode or modes.KNOWLEDGE, existing.instructions, existing.preset_id
-    mode = modes.check(principal, body.get("mode"))
+    mode = modes.check(scope.principal, body.get("mode"))
     if "preset_id" in body:
-        preset_id, instructions = presets.instructions_of(principal, body["preset_id"])
+        preset_id, instructions = presets.instructions_of(scope, body["preset_id"])
         return mode, instructions, preset_id
     return mode, None, None
 
@@ -252,9 +254,9 @@ def stream_sse(begin: Callable[[], Live], held: idempotency.Hold,
     return (encode_sse([e]) for e in live.events()), ended
 
 
-def answer(principal: Principal, body: Any, caller: CallerLike | None = None, chat_id: str | None = None) -> Answer:
+def answer(scope: RequestScope, body: Any, caller: CallerLike | None = None, chat_id: str | None = None) -> Answer:
     """Answer one chat request (a new chat, or a continuation when ``chat_id`` is given), whole."""
-    return start(principal, body, caller, chat_id).finish()
+    return start(scope, body, caller, chat_id).finish()
 
 
 @dataclass
@@ -264,7 +266,7 @@ class Live:
     it arrives, links checked; the ``citations`` event carries the verified ``content`` that replaces it). When the
     reader goes away (the ``events`` generator is closed), the model stream is closed, so the model stops
     generating, and the partial answer is stored marked ``stopped``, billed for what was generated."""
-    principal: Principal
+    scope: RequestScope
     caller: CallerLike | None
     existing: ChatAttrs | None
     new_messages: list[dict[str, str]]
@@ -289,6 +291,10 @@ class Live:
     reply: dict[str, Any] | None = None  # the reply once stored
     _opened: tuple[Iterator[str | Completion], str | Completion, float] | None = None
     _events: Generator[dict[str, Any], None, None] | None = None
+
+    @property
+    def principal(self) -> Principal:
+        return self.scope.principal
 
     def _failed(self) -> None:
         if self.on_fail is not None:
@@ -433,7 +439,7 @@ class Live:
         principal, routing, hits, existing = self.principal, self.routing, self.hits, self.existing
         started = time.perf_counter()
         spec = routing.chosen
-        checker = entailment_model.for_answer(principal, routing) if not stopped else None
+        checker = entailment_model.for_answer(self.scope, routing) if not stopped else None
         # a stopped answer stays as far as it was written (its person watched it and stopped it): its sentences
         # are labelled, and it is never replaced by the note of an unsupported answer
         checked = answer_output.ground(completion.text, hits, principal.workspace_id, routing.region,
@@ -530,9 +536,10 @@ class Live:
         return reply
 
 
-def replay(principal: Principal, ref: dict[str, Any]) -> dict[str, Any]:
+def replay(scope: RequestScope, ref: dict[str, Any]) -> dict[str, Any]:
     """The reply of an earlier answer, re-read from the stored chat (an ``Idempotency-Key`` replay)."""
-    item = _own(principal, ref["chat_id"])
+    principal = scope.principal
+    item = _own(scope, ref["chat_id"])
     for m in json.loads(item.messages):
         if m.get("id") == ref["id"] and m.get("role") == "assistant":
             m = redaction.redact(principal, m)
@@ -593,21 +600,23 @@ def chat_options(live: Live) -> dict[str, Any]:
             "preset_id": live.preset_id}
 
 
-def get_chat(principal: Principal, chat_id: str) -> dict[str, Any]:
+def get_chat(scope: RequestScope, chat_id: str) -> dict[str, Any]:
+    principal = scope.principal
     require(principal, "chat.use")
-    item = _own(principal, chat_id)
+    item = _own(scope, chat_id)
     answering = {"answering": {"id": item.answering, "events": f"/v1/chats/{chat_id}/answers/{item.answering}/events"}
                  } if item.answering else {}
     return {**_summary(item), "messages": redaction.redact_all(principal, json.loads(item.messages)), **answering}
 
 
-def list_chats(principal: Principal, query: dict[str, str]) -> dict[str, Any]:
+def list_chats(scope: RequestScope, query: dict[str, str]) -> dict[str, Any]:
     """The caller's chats, newest first, paged (``limit``, ``after``)."""
+    principal = scope.principal
     require(principal, "chat.use")
     paging.check_params(query, ("limit", "after"))
     lim = paging.limit(query)
     after = paging.decode(LIST_KIND, query.get("after"))
-    cls = chats(region_of(principal.workspace_id))
+    cls = chats(scope.region or "")
     cond = cls.id < after if after else cls.id.startswith("chat_")
     now = clock.now()
     items: list[ChatAttrs] = []
@@ -623,10 +632,11 @@ def list_chats(principal: Principal, query: dict[str, str]) -> dict[str, Any]:
             "next_cursor": page["next_cursor"]}
 
 
-def delete_chat(principal: Principal, chat_id: str, caller: CallerLike | None = None) -> None:
+def delete_chat(scope: RequestScope, chat_id: str, caller: CallerLike | None = None) -> None:
+    principal = scope.principal
     require(principal, "chat.use")
-    item = _own(principal, chat_id)
-    region = region_of(principal.workspace_id)
+    item = _own(scope, chat_id)
+    region = scope.region or ""
     audit.append(region, principal.workspace_id, "chat.deleted", actor=Actor.of(principal),
                  target={"type": "chat", "id": chat_id}, caller=caller, effects=lambda tx: tx.delete(item))
     forget_lineage(principal.workspace_id, item)

@@ -21,7 +21,7 @@ from typing import Any
 from chalicelib.core import process_state
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.logs import get_logger
-from chalicelib.core.tenancy import get_workspace
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.core.workspace_settings import GROUNDING_CHECK_MODEL, settings_of
 from chalicelib.llm import service as models
 from chalicelib.llm.prompt import Completion, Prompt, new_boundary, untrusted
@@ -102,20 +102,20 @@ class Checker:
                 **({"note": self.note} if self.note else {})}
 
 
-def for_answer(principal: Any, routing: Any) -> Checker | None:
+def for_answer(scope: RequestScope, routing: Any) -> Checker | None:
     """The checker of a generative answer routed by ``routing`` (None: an extractive answer, or the
     workspace turned the check off)."""
     if routing.chosen.kind != "generative":
         return None
-    wanted = settings_of(get_workspace(principal.workspace_id)).get(SETTING)
+    wanted = settings_of(scope.entry()).get(SETTING)
     if wanted == OFF:
         return None
     chosen, note = routing, None
     if isinstance(wanted, str) and wanted and wanted != routing.chosen.id:
         try:
-            chosen = models.route(principal, wanted, models.Need(context_tokens=2048))
+            chosen = models.route(scope, wanted, models.Need(context_tokens=2048))
         except ApiError as err:
             note = f"{wanted} cannot check here ({err.code}): the answering model checked"
         if chosen is not routing and chosen.chosen.kind != "generative":
             chosen, note = routing, f"{wanted} is not generative: the answering model checked"
-    return Checker(principal.workspace_id, chosen.chosen.id, lambda p: models.complete(chosen, p), note)
+    return Checker(scope.workspace_id, chosen.chosen.id, lambda p: models.complete(chosen, p), note)

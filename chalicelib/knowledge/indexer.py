@@ -20,7 +20,7 @@ from chalicelib.core.ids import new_id
 from chalicelib.core.logs import get_logger
 from chalicelib.core.store import queues
 from chalicelib.core.store.conditions import condition_failed
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import workspace_scope
 from chalicelib.gateway import reader, storage
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge import chunking, dense, lexical, store
@@ -176,7 +176,7 @@ def _handle_record(record: dict[str, Any]) -> bool:
         log.warning("knowledge index message dropped: malformed", extra={"message_id": record.get("messageId")})
         return True
     ws, ds = body["workspace_id"], body["dataset_id"]
-    region = region_of(ws)
+    region = workspace_scope(ws).region or ""  # a job without a caller: the workspace's scope
     catalog.invalidate(ws)
     store.invalidate(ws)
     rec = catalog.snapshot(ws).datasets.get(ds)

@@ -31,7 +31,7 @@ def search(ctx: Ctx) -> dict[str, Any]:
     if "q" not in q:
         raise validation_error([{"field": "q", "message": "is required"}])
     k = query_int(q, "k", 5, minimum=1, maximum=service.MAX_K)
-    hits = service.search(ctx.user, q["q"], k, filters)
+    hits = service.search(ctx.scope, q["q"], k, filters)
     return {"query": q["q"], "k": k, "filters": filters, "items": [h.as_dict() for h in hits]}
 
 

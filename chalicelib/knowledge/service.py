@@ -1,6 +1,6 @@
 """Permission-aware retrieval, the knowledge service other contexts call:
 
-    hits = service.search(principal, "refund policy", k=5, filters={"kinds": ["document"]})
+    hits = service.search(scope, "refund policy", k=5, filters={"kinds": ["document"]})
 
 Order of work (permissions before ranking), each rule from the policy-enforcing reader
 (``gateway/reader.py``):
@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from chalicelib.core.authz import Principal, require
+from chalicelib.core.authz import require
 from chalicelib.core.http.errors import validation_error
 from chalicelib.core.telemetry import tracing
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import reader
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.knowledge import dense, indexer, lexical, store
@@ -121,14 +121,15 @@ def _mask(idx: store.Loaded, view: reader.View, allow_fields: frozenset[str], st
 
 
 @tracing.traced("retrieval", lambda p, *_, **__: tracing.retrieval_attrs(p.workspace_id))
-def search(principal: Principal, query: str, k: int = 5, filters: dict[str, Any] | None = None, *,
+def search(scope: RequestScope, query: str, k: int = 5, filters: dict[str, Any] | None = None, *,
            mode: str = "auto") -> list[Hit]:
     """The ``k`` best chunks the caller may read, best first. ``mode``: ``auto`` (hybrid when the index
     has dense vectors of the configured embedding model, else lexical) or ``lexical``."""
+    principal = scope.principal
     require(principal, "knowledge.read")
     filters = _check(query, k, filters)
     ws = principal.workspace_id
-    region = region_of(ws)
+    region = scope.region or ""
     snap = catalog.snapshot(ws, store.trust_seconds())
     manifests = store.manifests(region, ws)
     wanted_ids = set(filters["dataset_ids"]) if filters.get("dataset_ids") is not None else None

@@ -8,11 +8,11 @@ from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
-from chalicelib.core.authz import ROLE_VALUES, Principal
+from chalicelib.core.authz import ROLE_VALUES
 from chalicelib.core.http.errors import validation_error
 from chalicelib.core.ids import is_id
 from chalicelib.core.store import scope_versions
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.llm.connections import workspace_registry
 from chalicelib.llm.models import ModelAccessAttrs, model_access
 
@@ -23,15 +23,15 @@ _settings: scope_versions.VersionedCache[ModelAccessAttrs | None] = scope_versio
     "llm.access.settings", scope_versions.MODELS)
 
 
-def settings_item(workspace_id: str) -> ModelAccessAttrs | None:
+def settings_item(scope: RequestScope) -> ModelAccessAttrs | None:
     """The workspace's model settings (allow-list, connections, budget; read-only): one consistent read
     when their version moved (``changed`` after every write), else the one this container holds."""
-    return _settings.get(workspace_id, lambda: _read(workspace_id))
+    return _settings.get(scope.workspace_id, lambda: _read(scope.region or "", scope.workspace_id))
 
 
-def _read(workspace_id: str) -> ModelAccessAttrs | None:
+def _read(region: str, workspace_id: str) -> ModelAccessAttrs | None:
     try:
-        return model_access(region_of(workspace_id)).get(workspace_id, consistent_read=True)
+        return model_access(region).get(workspace_id, consistent_read=True)
     except DoesNotExist:
         return None
 
@@ -46,9 +46,9 @@ def allow_of(item: ModelAccessAttrs | None) -> dict[str, list[str]]:
     return data if isinstance(data, dict) else {}
 
 
-def allow_list(workspace_id: str) -> dict[str, list[str]]:
+def allow_list(scope: RequestScope) -> dict[str, list[str]]:
     """``{role: [model ids]}``; a role missing from it may use every model of the region."""
-    return allow_of(settings_item(workspace_id))
+    return allow_of(settings_item(scope))
 
 
 def allowed_for(allow: dict[str, list[str]], roles: tuple[str, ...], model_id: str,
@@ -59,12 +59,13 @@ def allowed_for(allow: dict[str, list[str]], roles: tuple[str, ...], model_id: s
         any(model_id in allow.get(f"group:{g}", ()) for g in groups)
 
 
-def set_allow_list(principal: Principal, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
+def set_allow_list(scope: RequestScope, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
     """Replace the allow-list: ``{"roles": {"member": ["builtin/extractive"], "group:grp_...": [...]}}``
     (``null`` clears an entry); a group's entry adds models for its members."""
     if not isinstance(body, dict) or set(body) != {"roles"} or not isinstance(body["roles"], dict):
         raise validation_error([{"field": "roles", "message": "must be an object mapping roles to model id lists"}])
-    known = {m.id for m in workspace_registry(principal.workspace_id, settings_item(principal.workspace_id)).models}
+    principal = scope.principal
+    known = {m.id for m in workspace_registry(scope.workspace_id, settings_item(scope)).models}
     allow: dict[str, list[str]] = {}
     errors = []
     for role, ids in body["roles"].items():
@@ -81,7 +82,7 @@ def set_allow_list(principal: Principal, body: Any, caller: CallerLike | None = 
             allow[role] = sorted(set(ids))
     if errors:
         raise validation_error(errors)
-    region = region_of(principal.workspace_id)
+    region = scope.region or ""
     cls = model_access(region)
     cls(principal.workspace_id).update(actions=[  # an update: the item's connections stay as they are
         cls.allow.set(json.dumps(allow, sort_keys=True)), cls.updated_at.set(clock.iso()),

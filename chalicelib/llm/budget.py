@@ -22,10 +22,9 @@ from typing import Any
 
 from chalicelib.core import audit, aws, clock
 from chalicelib.core.audit import Actor, CallerLike
-from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError, validation_error
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.llm.access import changed, settings_item
 from chalicelib.llm.models import ModelAccessAttrs, model_access
 
@@ -88,8 +87,8 @@ def check(workspace_id: str, item: ModelAccessAttrs | None) -> None:
                        headers=headers(budget, spent))
 
 
-def check_workspace(workspace_id: str) -> None:
-    check(workspace_id, settings_item(workspace_id))
+def check_workspace(scope: RequestScope) -> None:
+    check(scope.workspace_id, settings_item(scope))
 
 
 def describe(workspace_id: str, budget: int | None) -> dict[str, Any]:
@@ -100,19 +99,19 @@ def describe(workspace_id: str, budget: int | None) -> dict[str, Any]:
             "resets_at": clock.iso(clock.now() + left)}
 
 
-def get(principal: Principal) -> dict[str, Any]:
+def get(scope: RequestScope) -> dict[str, Any]:
     """``GET /v1/models/budget``."""
-    return describe(principal.workspace_id, budget_of(settings_item(principal.workspace_id)))
+    return describe(scope.workspace_id, budget_of(settings_item(scope)))
 
 
-def put(principal: Principal, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
+def put(scope: RequestScope, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
     """``PUT /v1/models/budget``: ``{"monthly_tokens": N}`` sets it, ``null`` removes it."""
     value = body.get("monthly_tokens", ...) if isinstance(body, dict) else ...
     if not isinstance(body, dict) or set(body) != {"monthly_tokens"} or not (
             value is None or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BUDGET)):
         raise validation_error([{"field": "monthly_tokens",
                                  "message": f"must be an integer from 1 to {MAX_BUDGET}, or null (no budget)"}])
-    region = region_of(principal.workspace_id)
+    principal, region = scope.principal, scope.region or ""
     cls = model_access(region)
     action = cls.monthly_token_budget.set(value) if value is not None else cls.monthly_token_budget.remove()
     cls(principal.workspace_id).update(actions=[action, cls.updated_at.set(clock.iso()),

@@ -26,14 +26,13 @@ from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from chalicelib.core import audit, clock
 from chalicelib.core.audit import Actor, CallerLike
-from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
 from chalicelib.core.http import outbound
 from chalicelib.core.http.errors import ApiError, conflict, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.regions import OPEN_REGIONS, RESIDENCIES
 from chalicelib.core.store import scope_versions
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.llm import secrets
 from chalicelib.llm.models import ModelAccessAttrs, model_access
 from chalicelib.llm.prompt import Prompt
@@ -77,9 +76,9 @@ def _context(workspace_id: str, name: str) -> str:
 
 # --- storage ---------------------------------------------------------------------------------------------
 
-def _item(workspace_id: str) -> ModelAccessAttrs | None:
+def _item(region: str, workspace_id: str) -> ModelAccessAttrs | None:
     try:
-        return model_access(region_of(workspace_id)).get(workspace_id, consistent_read=True)
+        return model_access(region).get(workspace_id, consistent_read=True)
     except DoesNotExist:
         return None
 
@@ -89,9 +88,10 @@ def stored(item: ModelAccessAttrs | None) -> list[dict[str, Any]]:
     return data if isinstance(data, list) else []
 
 
-def _save(principal: Principal, item: ModelAccessAttrs | None, conns: list[dict[str, Any]]) -> None:
+def _save(scope: RequestScope, item: ModelAccessAttrs | None, conns: list[dict[str, Any]]) -> None:
     """Write the list under a version condition (a concurrent change answers 409, nothing lost)."""
-    cls = model_access(region_of(principal.workspace_id))
+    principal = scope.principal
+    cls = model_access(scope.region or "")
     raw = json.dumps(conns, sort_keys=True, separators=(",", ":"))
     try:
         if item is None:
@@ -111,9 +111,9 @@ def _save(principal: Principal, item: ModelAccessAttrs | None, conns: list[dict[
 
 # --- validation ------------------------------------------------------------------------------------------
 
-def _region(principal: Principal, value: str) -> str:
+def _region(scope: RequestScope, value: str) -> str:
     """The AWS region of a declared connection: the workspace's own region, or a 422 that says why."""
-    home = region_of(principal.workspace_id)
+    home = scope.region or ""
     declared = RESIDENCIES[value].region if value in RESIDENCIES else value
     if declared not in OPEN_REGIONS:
         raise validation_error([{"field": "region", "message": "must be one of "
@@ -187,12 +187,13 @@ def public(conn: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _audit(principal: Principal, action: str, conn: dict[str, Any], caller: CallerLike | None,
+def _audit(scope: RequestScope, action: str, conn: dict[str, Any], caller: CallerLike | None,
            extra: dict[str, Any] | None = None) -> None:
     details = {"name": conn["name"], "kind": conn["kind"], "region": conn["region"],
                "base_url": conn.get("base_url"), "models": [m["id"] for m in conn["models"]],
                "has_key": bool(conn.get("api_key_ciphertext")), **(extra or {})}
-    audit.append(region_of(principal.workspace_id), principal.workspace_id, action,
+    principal = scope.principal
+    audit.append(scope.region or "", principal.workspace_id, action,
                  actor=Actor("user", principal.user_id, principal.email),
                  target={"type": "model_connection", "id": conn["name"]}, details=details, caller=caller)
 
@@ -232,19 +233,19 @@ def workspace_registry(workspace_id: str, item: ModelAccessAttrs | None) -> Regi
                     tuple(m.id for m in extra))
 
 
-def check_call(spec: ModelSpec, region: str) -> None:
+def check_call(spec: ModelSpec, region: str, home: str) -> None:
     """Before each call of a connection's model: the connection, as stored now, declares exactly this model,
-    in ``region``, which is its workspace's region (a Bedrock model runs at the platform's cost: only what
-    the workspace's Admin declared, only there). A ``ProviderError`` (``model_not_declared``) otherwise.
-    Deployment models (no connection) pass."""
+    in ``region``, which is its workspace's region ``home`` (a Bedrock model runs at the platform's cost:
+    only what the workspace's Admin declared, only there). A ``ProviderError`` (``model_not_declared``)
+    otherwise. Deployment models (no connection) pass."""
     if spec.connection is None:
         return
     ep = spec.endpoints.get(region)
     workspace_id = ep.tenant if ep is not None else None
-    conn = next((c for c in stored(_item(workspace_id)) if c.get("name") == spec.connection), None) \
+    conn = next((c for c in stored(_item(home, workspace_id)) if c.get("name") == spec.connection), None) \
         if workspace_id else None
     declared = (conn is not None and conn.get("kind") == spec.provider_kind and conn.get("region") == region
-                and region == region_of(str(workspace_id))
+                and region == home
                 and any(m.get("id") == spec.model for m in conn.get("models", []))
                 and (spec.provider_kind != "bedrock" or bool(_BEDROCK_MODEL.match(spec.model))))
     if not declared:
@@ -254,9 +255,9 @@ def check_call(spec: ModelSpec, region: str) -> None:
 
 # --- service ----------------------------------------------------------------------------------------------
 
-def list_connections(principal: Principal) -> dict[str, Any]:
-    return {"items": [public(c) for c in stored(_item(principal.workspace_id))],
-            "region": region_of(principal.workspace_id), "local_endpoints": settings().local_endpoints}
+def list_connections(scope: RequestScope) -> dict[str, Any]:
+    return {"items": [public(c) for c in stored(_item(scope.region or "", scope.workspace_id))],
+            "region": scope.region or "", "local_endpoints": settings().local_endpoints}
 
 
 def _find(conns: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -274,15 +275,16 @@ def _check_free_name(conns: list[dict[str, Any]], name: str) -> None:
         raise conflict("connection_exists", f"A model connection named '{name}' exists; edit it or pick another name.")
 
 
-def get_connection(principal: Principal, name: str) -> dict[str, Any]:
-    return public(_find(stored(_item(principal.workspace_id)), name))
+def get_connection(scope: RequestScope, name: str) -> dict[str, Any]:
+    return public(_find(stored(_item(scope.region or "", scope.workspace_id)), name))
 
 
-def create(principal: Principal, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
+def create(scope: RequestScope, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
     """Declare a connection (its models listed from the endpoint when the body names none)."""
+    principal = scope.principal
     data = validate(body, FIELDS)
     name, kind = data["name"], data["kind"]
-    region = _region(principal, data["region"])
+    region = _region(scope, data["region"])
     _check_free_name([], name)
     conn: dict[str, Any] = {"name": name, "kind": kind, "region": region, "created_at": clock.iso(),
                             "created_by": principal.user_id}
@@ -304,23 +306,24 @@ def create(principal: Principal, body: Any, caller: CallerLike | None = None) ->
         conn["models"] = [{"id": i} for i in ids[:MAX_MODELS]]
     else:
         raise validation_error([{"field": "models", "message": "name at least one Bedrock model id"}])
-    item = _item(principal.workspace_id)
+    item = _item(scope.region or "", principal.workspace_id)
     conns = stored(item)
     _check_free_name(conns, name)
     if len(conns) >= MAX_CONNECTIONS:
         raise ApiError(422, "too_many_connections", f"A workspace may have at most {MAX_CONNECTIONS} connections.")
     if key:
         conn["api_key_ciphertext"] = secrets.encrypt(region, _context(principal.workspace_id, name), key)
-    _save(principal, item, conns + [conn])
-    _audit(principal, "models.connection_created", conn, caller)
+    _save(scope, item, conns + [conn])
+    _audit(scope, "models.connection_created", conn, caller)
     return public(conn)
 
 
-def update(principal: Principal, name: str, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
+def update(scope: RequestScope, name: str, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
     """Change the name, the URL, the key (``null`` removes it; write-only) or the models of a connection,
     with the checks of ``create``. A new name re-encrypts the kept key under the new name's context."""
+    principal = scope.principal
     data = validate(body, PATCH_FIELDS)
-    item = _item(principal.workspace_id)
+    item = _item(scope.region or "", principal.workspace_id)
     conns = stored(item)
     conn = dict(_find(conns, name))
     changed = sorted(data)
@@ -347,18 +350,19 @@ def update(principal: Principal, name: str, body: Any, caller: CallerLike | None
             conn["api_key_ciphertext"] = secrets.encrypt(conn["region"], _context(principal.workspace_id, new_name),
                                                          data["api_key"])
     conn["updated_at"], conn["updated_by"] = clock.iso(), principal.user_id
-    _save(principal, item, [conn if c["name"] == name else c for c in conns])
-    _audit(principal, "models.connection_updated", conn, caller,
+    _save(scope, item, [conn if c["name"] == name else c for c in conns])
+    _audit(scope, "models.connection_updated", conn, caller,
            {"changed": changed, **({"renamed_from": name} if new_name != name else {})})
     return public(conn)
 
 
-def delete(principal: Principal, name: str, caller: CallerLike | None = None) -> None:
-    item = _item(principal.workspace_id)
+def delete(scope: RequestScope, name: str, caller: CallerLike | None = None) -> None:
+    principal = scope.principal
+    item = _item(scope.region or "", principal.workspace_id)
     conns = stored(item)
     conn = _find(conns, name)
-    _save(principal, item, [c for c in conns if c["name"] != name])
-    _audit(principal, "models.connection_deleted", conn, caller)
+    _save(scope, item, [c for c in conns if c["name"] != name])
+    _audit(scope, "models.connection_deleted", conn, caller)
 
 
 # --- test connection --------------------------------------------------------------------------------------
@@ -376,9 +380,10 @@ def _check(ok: bool, step: str, message: str, code: str | None = None) -> dict[s
     return {"step": step, "ok": ok, "message": message, **({"code": code} if code else {})}
 
 
-def test(principal: Principal, name: str, caller: CallerLike | None = None) -> dict[str, Any]:
+def test(scope: RequestScope, name: str, caller: CallerLike | None = None) -> dict[str, Any]:
     """Reach the endpoint as a chat would and say exactly what failed: ``{"ok", "checks": [...]}``."""
-    conn = _find(stored(_item(principal.workspace_id)), name)
+    principal = scope.principal
+    conn = _find(stored(_item(scope.region or "", principal.workspace_id)), name)
     checks: list[dict[str, Any]] = []
     listed: list[str] | None = None
     started = time.perf_counter()
@@ -395,7 +400,7 @@ def test(principal: Principal, name: str, caller: CallerLike | None = None) -> d
                                      "model_missing"))
         probe = next((s for s in specs if listed is None or s.model in listed), None)
         if probe is not None:
-            check_call(probe, conn["region"])
+            check_call(probe, conn["region"], scope.region or "")
             tiny = Prompt([{"role": "user", "content": "Reply with OK."}], max_tokens=1)
             module = openai_http if conn["kind"] == "openai" else bedrock
             module.complete(probe, conn["region"], tiny)
@@ -406,7 +411,7 @@ def test(principal: Principal, name: str, caller: CallerLike | None = None) -> d
     ok = all(c["ok"] for c in checks) and bool(checks)
     result = {"name": name, "ok": ok, "checks": checks, "listed_models": listed,
               "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
-    _audit(principal, "models.connection_tested", conn, caller,
+    _audit(scope, "models.connection_tested", conn, caller,
            {"ok": ok, "failure": next((c.get("code") for c in checks if not c["ok"]), None)})
     return result
 

@@ -20,7 +20,7 @@ from chalicelib.core.authz import Principal, require
 from chalicelib.core.http.errors import ApiError, forbidden, not_found, validation_error
 from chalicelib.core.http.validation import F, validate
 from chalicelib.core.ids import is_id, new_id
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.llm.models import PresetAttrs, presets
 
 WORKSPACE = "workspace"
@@ -56,23 +56,23 @@ def to_public(item: PresetAttrs) -> dict[str, Any]:
             "created_at": item.created_at, "updated_at": item.updated_at}
 
 
-def _owned(principal: Principal, owner: str) -> list[PresetAttrs]:
-    cls = presets(region_of(principal.workspace_id))
-    return list(cls.query(principal.workspace_id, cls.id.startswith("pre_"), filter_condition=cls.owner == owner,
+def _owned(scope: RequestScope, owner: str) -> list[PresetAttrs]:
+    cls = presets(scope.region or "")
+    return list(cls.query(scope.workspace_id, cls.id.startswith("pre_"), filter_condition=cls.owner == owner,
                           consistent_read=True))
 
 
-def _visible(principal: Principal, preset_id: str) -> PresetAttrs:
+def _visible(scope: RequestScope, preset_id: str) -> PresetAttrs:
     """The preset the caller may read: theirs, or the workspace's; 404 otherwise (any other user's or
     workspace's, or a malformed id)."""
     if not is_id(preset_id, "pre"):
         raise not_found("preset")
-    cls = presets(region_of(principal.workspace_id))
+    cls = presets(scope.region or "")
     try:
-        item = cls.get(principal.workspace_id, preset_id, consistent_read=True)
+        item = cls.get(scope.workspace_id, preset_id, consistent_read=True)
     except DoesNotExist:
         raise not_found("preset") from None
-    if item.owner not in (WORKSPACE, principal.user_id):
+    if item.owner not in (WORKSPACE, scope.principal.user_id):
         raise not_found("preset")
     return item
 
@@ -82,88 +82,91 @@ def _may_change(principal: Principal, item: PresetAttrs) -> None:
         raise forbidden()
 
 
-def _unique(principal: Principal, owner: str, name: str, other_than: str | None = None) -> list[PresetAttrs]:
-    held = _owned(principal, owner)
+def _unique(scope: RequestScope, owner: str, name: str, other_than: str | None = None) -> list[PresetAttrs]:
+    held = _owned(scope, owner)
     if any(p.name.casefold() == name.casefold() and p.id != other_than for p in held):
         raise ApiError(409, "preset_name_taken", f"A preset named {name!r} exists already; choose another name.")
     return held
 
 
-def _audit(principal: Principal, item: PresetAttrs, action: str, caller: CallerLike | None,
+def _audit(scope: RequestScope, item: PresetAttrs, action: str, caller: CallerLike | None,
            details: dict[str, Any] | None = None) -> None:
     if item.owner == WORKSPACE:  # private presets are the person's own, like their chats
-        audit.append(region_of(principal.workspace_id), principal.workspace_id, action, actor=Actor.of(principal),
+        audit.append(scope.region or "", scope.workspace_id, action, actor=Actor.of(scope.principal),
                      target={"type": "preset", "id": item.id}, details=details or {}, caller=caller)
 
 
-def list_presets(principal: Principal, query: dict[str, str]) -> dict[str, Any]:
+def list_presets(scope: RequestScope, query: dict[str, str]) -> dict[str, Any]:
     """The caller's private presets and the workspace's, by name (``scope`` narrows to one kind)."""
-    require(principal, "chat.use")
+    require(scope.principal, "chat.use")
     unknown = [{"field": k[:64], "message": "is not a known parameter"} for k in query if k != "scope"]
-    scope = query.get("scope")
-    if scope is not None and scope not in SCOPES:
+    kind = query.get("scope")
+    if kind is not None and kind not in SCOPES:
         unknown.append({"field": "scope", "message": "must be private or workspace"})
     if unknown:
         raise validation_error(unknown)
-    owners = [o for o, s in ((principal.user_id, "private"), (WORKSPACE, WORKSPACE)) if scope in (None, s)]
-    items = [p for o in owners for p in _owned(principal, o)]
+    owners = [o for o, s in ((scope.principal.user_id, "private"), (WORKSPACE, WORKSPACE)) if kind in (None, s)]
+    items = [p for o in owners for p in _owned(scope, o)]
     items.sort(key=lambda p: (p.owner != WORKSPACE, p.name.casefold()))
     return {"items": [to_public(p) for p in items], "has_more": False, "next_cursor": None}
 
 
-def create(principal: Principal, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
+def create(scope: RequestScope, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
+    principal = scope.principal
     require(principal, "chat.use")
     body = _clean(dict(validate(body, FIELDS)))
     owner = WORKSPACE if body.get("scope") == WORKSPACE else principal.user_id
     if owner == WORKSPACE and not principal.can(MANAGE_SHARED):
         raise forbidden()
-    if len(_unique(principal, owner, body["name"])) >= MAX_PER_OWNER:
+    if len(_unique(scope, owner, body["name"])) >= MAX_PER_OWNER:
         raise ApiError(409, "too_many_presets", f"At most {MAX_PER_OWNER} presets per person and per workspace; "
                        "delete one first.")
     now = clock.iso()
-    item = presets(region_of(principal.workspace_id))(
-        principal.workspace_id, new_id("pre"), owner=owner, name=body["name"], instructions=body["instructions"],
+    item = presets(scope.region or "")(
+        scope.workspace_id, new_id("pre"), owner=owner, name=body["name"], instructions=body["instructions"],
         user_id=None if owner == WORKSPACE else principal.user_id, created_by=principal.user_id, created_at=now,
         updated_at=now)
     item.save(condition=PresetAttrs.id.does_not_exist())
-    _audit(principal, item, "preset.created", caller, {"name": item.name})
+    _audit(scope, item, "preset.created", caller, {"name": item.name})
     return to_public(item)
 
 
-def get(principal: Principal, preset_id: str) -> dict[str, Any]:
-    require(principal, "chat.use")
-    return to_public(_visible(principal, preset_id))
+def get(scope: RequestScope, preset_id: str) -> dict[str, Any]:
+    require(scope.principal, "chat.use")
+    return to_public(_visible(scope, preset_id))
 
 
-def instructions_of(principal: Principal, preset_id: Any) -> tuple[str, str]:
+def instructions_of(scope: RequestScope, preset_id: Any) -> tuple[str, str]:
     """``(id, instructions)`` of a preset the caller may use, for a new chat or agent (400 for a value that
     is no preset id, 404 for one the caller cannot read)."""
     if not isinstance(preset_id, str):
         raise validation_error([{"field": "preset_id", "message": "must be a preset id (pre_...)"}])
-    item = _visible(principal, preset_id)
+    item = _visible(scope, preset_id)
     return item.id, item.instructions
 
 
-def update(principal: Principal, preset_id: str, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
+def update(scope: RequestScope, preset_id: str, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
+    principal = scope.principal
     require(principal, "chat.use")
     body = _clean(dict(validate(body, PATCH_FIELDS)))
     if not body:
         raise validation_error([{"field": "body", "message": "must change name or instructions"}])
-    item = _visible(principal, preset_id)
+    item = _visible(scope, preset_id)
     _may_change(principal, item)
     if "name" in body:
-        _unique(principal, item.owner, body["name"], other_than=item.id)
-    cls = presets(region_of(principal.workspace_id))
+        _unique(scope, item.owner, body["name"], other_than=item.id)
+    cls = presets(scope.region or "")
     actions: list[Any] = [cls.updated_at.set(clock.iso())]
     actions += [getattr(cls, k).set(v) for k, v in body.items()]
     item.update(actions=actions, condition=cls.owner == item.owner)
-    _audit(principal, item, "preset.updated", caller, {"fields": sorted(body), "name": item.name})
+    _audit(scope, item, "preset.updated", caller, {"fields": sorted(body), "name": item.name})
     return to_public(item)
 
 
-def delete(principal: Principal, preset_id: str, caller: CallerLike | None = None) -> None:
+def delete(scope: RequestScope, preset_id: str, caller: CallerLike | None = None) -> None:
+    principal = scope.principal
     require(principal, "chat.use")
-    item = _visible(principal, preset_id)
+    item = _visible(scope, preset_id)
     _may_change(principal, item)
     item.delete(condition=PresetAttrs.owner == item.owner)
-    _audit(principal, item, "preset.deleted", caller, {"name": item.name})
+    _audit(scope, item, "preset.deleted", caller, {"name": item.name})

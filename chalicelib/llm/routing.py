@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.llm import access, budget
 from chalicelib.llm.connections import workspace_registry
 from chalicelib.llm.registry import ModelSpec, Registry
@@ -49,12 +48,13 @@ def _capability_gap(spec: ModelSpec, need: Need) -> str | None:
     return None
 
 
-def choose(principal: Principal, requested: str, need: Need, reg: Registry | None = None) -> Routing:
+def choose(scope: RequestScope, requested: str, need: Need, reg: Registry | None = None) -> Routing:
     """The model serving ``requested`` (a model id or ``auto``) for the caller, or a 4xx."""
-    item = access.settings_item(principal.workspace_id)
+    principal = scope.principal
+    item = access.settings_item(scope)
     budget.check(principal.workspace_id, item)  # 429 once the month's token budget is spent
     reg = reg or workspace_registry(principal.workspace_id, item)
-    region = region_of(principal.workspace_id)
+    region = scope.region or ""
     allow = access.allow_of(item)
     roles = principal.roles
     if requested != AUTO:

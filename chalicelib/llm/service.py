@@ -1,6 +1,6 @@
 """The model service other contexts call (chat, agents): the selector, routing and completion.
 
-    routing = service.route(principal, "auto", Need(context_tokens=..., streaming=False))
+    routing = service.route(scope, "auto", Need(context_tokens=..., streaming=False))
     completion = service.complete(routing, prompt)            # -> prompt.Completion
     for part in service.stream(routing, prompt): ...          # str deltas, then one Completion
 """
@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from chalicelib.core.authz import Principal
 from chalicelib.core.telemetry import tracing
-from chalicelib.core.tenancy import region_of
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.llm import access, budget, connections, routing
 from chalicelib.llm.connections import workspace_registry
 from chalicelib.llm.prompt import Completion, Prompt, estimate_tokens, prompt_tokens
@@ -28,12 +27,13 @@ NO_GENERATIVE_MODEL = (
     "model in this workspace's region); `LOCAL_MODEL=/path/model.gguf make run` starts a local one.")
 
 
-def available(principal: Principal) -> dict[str, Any]:
+def available(scope: RequestScope) -> dict[str, Any]:
     """``GET /v1/models``: the models this caller may choose, in preference order, and why each is there
     (``items``), and the same list in OpenAI's shape (``object: list``, ``data``, with ``auto`` first)."""
-    item = access.settings_item(principal.workspace_id)
+    principal = scope.principal
+    item = access.settings_item(scope)
     reg = workspace_registry(principal.workspace_id, item)
-    region = region_of(principal.workspace_id)
+    region = scope.region or ""
     allow = access.allow_of(item)
     items = []
     for spec in sorted(reg.in_region(region), key=lambda m: reg.rank(m.id)):
@@ -56,8 +56,8 @@ def available(principal: Principal) -> dict[str, Any]:
             **({} if generative else {"notice": NO_GENERATIVE_MODEL}), "object": "list", "data": data}
 
 
-def route(principal: Principal, requested: str, need: Need) -> Routing:
-    return routing.choose(principal, requested, need)
+def route(scope: RequestScope, requested: str, need: Need) -> Routing:
+    return routing.choose(scope, requested, need)
 
 
 def _module(spec: ModelSpec) -> Any:
@@ -71,7 +71,7 @@ def complete(chosen: Routing, prompt: Prompt) -> Completion:
     spec = chosen.chosen
     if spec.provider_kind == "extractive":
         return extractive.complete(prompt)
-    connections.check_call(spec, chosen.region)
+    connections.check_call(spec, chosen.region, chosen.region)
     done = _module(spec).complete(spec, chosen.region, prompt)
     _spend(chosen, done.input_tokens + done.output_tokens)
     return done
@@ -83,7 +83,7 @@ def stream(chosen: Routing, prompt: Prompt) -> Iterator[str | Completion]:
     spec = chosen.chosen
     if spec.provider_kind == "extractive":
         return extractive.stream(prompt)
-    connections.check_call(spec, chosen.region)
+    connections.check_call(spec, chosen.region, chosen.region)
     return _counted(chosen, prompt, _module(spec).stream(spec, chosen.region, prompt))
 
 

@@ -209,8 +209,13 @@ def private_views() -> dict[str, Any]:
     """How each table private to its author reads to that author now (``access_requests.PrivateViews``)."""
     from chalicelib.agents import memory, runs
     from chalicelib.chat import redaction
+    from chalicelib.core import tenancy
+    from chalicelib.core.tenancy import RequestScope
 
-    return {"chats": redaction.exported, "agent_runs": runs.exported, "agent_memory": memory.exported}
+    def run_view(reader: Any, item: dict[str, Any]) -> dict[str, Any]:
+        return runs.exported(RequestScope(reader, tenancy.region_of(reader.workspace_id)), item)
+
+    return {"chats": redaction.exported, "agent_runs": run_view, "agent_memory": memory.exported}
 
 
 def residency_jobs(event: dict[str, Any]) -> dict[str, Any]:

@@ -22,9 +22,6 @@ LOOKUPS = {"region_of", "get_workspace"}
 # Still looking the workspace up themselves; each moves to taking the scope, then leaves this list.
 PENDING = {
     # agents, chat, knowledge, llm
-    "agents/definitions.py", "agents/runs.py", "chat/answers.py", "chat/conversations.py", "chat/service.py",
-    "knowledge/entailment_model.py", "knowledge/indexer.py", "knowledge/service.py", "llm/access.py",
-    "llm/budget.py", "llm/connections.py", "llm/presets.py", "llm/routing.py", "llm/service.py",
 
     # gateway
     "gateway/catalog/snapshot_cache.py",

@@ -46,7 +46,7 @@ def tool_model(state: StateLike) -> Any | None:
     """The routing of a tool-capable model for this run, or None when there is none."""
 
     try:
-        return routing.choose(state.ctx.principal, state.agent.get("model") or "auto", routing.Need(tool_use=True))
+        return routing.choose(state.ctx.scope, state.agent.get("model") or "auto", routing.Need(tool_use=True))
     except ApiError:
         return None
 

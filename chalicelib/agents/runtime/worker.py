@@ -160,8 +160,8 @@ def execute(workspace_id: str, run_id: str, delivery_id: str, *, after_step: Aft
         lifecycle.finish(run, FAILED, attempt=attempt, error={
             "code": "starter_not_allowed", "message": "The user who started the run may no longer run agents here."})
         return "done"
-    state = RunState(region, run, attempt, json.loads(run.agent), json.loads(run.input),
-                     tools.ToolContext(principal, region, run.agent_id, run.id), heartbeat_at=clock.now())
+    ctx = tools.ToolContext(principal, region, run.agent_id, run.id, workspace=tenancy.get_workspace(workspace_id))
+    state = RunState(region, run, attempt, json.loads(run.agent), json.loads(run.input), ctx, heartbeat_at=clock.now())
     if was_queued:  # a first delivery: the log holds only run.queued
         state.log = events.RunLog(region, workspace_id, run_id, run.expires_at, 1)
         state.log.add("run.started", {"status": models.IN_PROGRESS})

@@ -41,13 +41,13 @@ def chat_completions(ctx: Ctx) -> Response:
     user = ctx.user
 
     def work() -> tuple[int, Any]:
-        return 200, service.answer(user, chat_body, ctx.caller).reply
+        return 200, service.answer(ctx.scope, chat_body, ctx.caller).reply
 
     _, reply, replayed = idempotency.run(
         region_of(user.workspace_id), user.user_id, f"{user.workspace_id}#chat.completions",
         ctx.header(idempotency.HEADER), body, work,
         ref_of=lambda r: {"type": "chat_message", "chat_id": r["chat_id"], "id": r["id"]},
-        replay=lambda ref: (200, service.replay(user, ref)))
+        replay=lambda ref: (200, service.replay(ctx.scope, ref)))
     headers = {"Idempotent-Replayed": "true"} if replayed else {}
     if chat_body["stream"]:
         return Response(body=translate.encode_sse(translate.chunks(reply, include_usage)), status_code=200,

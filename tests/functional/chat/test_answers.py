@@ -15,6 +15,7 @@ from chalicelib.chat import answer_log, answers
 from chalicelib.core import aws
 from chalicelib.core.authz import Principal
 from chalicelib.core.config import settings
+from chalicelib.core.tenancy import scope_of
 from chalicelib.residency import erasure
 from chalicelib.workers.jobs import QUEUE_HANDLERS
 from infra.local.workers import sqs_event
@@ -144,7 +145,7 @@ def test_stop_is_obeyed_across_requests_and_keeps_the_partial_answer(
         state = answer_log.state(tenant.region, tenant.workspace_id, made["id"])
         reader = Principal(user_id=state.user_id or "", workspace_id=tenant.workspace_id, roles=("member",),
                            email="", amr=("pwd",), token_id="t")
-        first = parse("".join(answers.follow(reader, made["chat_id"], made["id"], 0, wait_s=600,
+        first = parse("".join(answers.follow(scope_of(reader), made["chat_id"], made["id"], 0, wait_s=600,
                                              linger_s=600)).encode())
         assert first[0][1] == "message_start" and {e[1] for e in first[1:]} == {"content_delta"}
         assert post(c, made["stop"], token, {}).json_body["status"] == "stopping"

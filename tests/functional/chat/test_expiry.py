@@ -31,7 +31,7 @@ def _principal(t: Tenant) -> Principal:
 
 
 def _chat(p: Principal, question: str, chat_id: str | None = None) -> str:
-    return service.answer(p, ask(question), None, chat_id).reply["chat_id"]
+    return service.answer(tenancy.scope_of(p), ask(question), None, chat_id).reply["chat_id"]
 
 
 def test_sweep_removes_exactly_the_expired_chats(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,7 +51,7 @@ def test_sweep_removes_exactly_the_expired_chats(tenant: Tenant, monkeypatch: py
     fresh = _chat(p, "Vacation days?")  # expires at 4.5 h
     clock.advance(3600 + 1)  # t = 3.5 h + 1 s: young and continued are past expiry, fresh is not
     with pytest.raises(ApiError) as gone:
-        service.get_chat(p, young)  # expired chats are gone for readers even before the sweep
+        service.get_chat(tenancy.scope_of(p), young)  # expired chats are gone for readers even before the sweep
     assert gone.value.status == 404
     result = jobs.expire_chats({})
     assert result == {"us-east-1": 2, "eu-central-1": 0}
@@ -71,4 +71,4 @@ def test_expiry_instant_is_inclusive_and_per_workspace(tenant: Tenant, monkeypat
     clock.advance(stored[first] - clock.now())  # exactly first's expiry instant
     assert jobs.expire_chats({})["us-east-1"] == 1
     assert {i.id for i in chats(tenant.region).scan()} == {second}
-    assert service.get_chat(p, second)["id"] == second
+    assert service.get_chat(tenancy.scope_of(p), second)["id"] == second

@@ -11,6 +11,7 @@ import pytest
 
 from chalicelib.chat import service, usage
 from chalicelib.core.authz import Principal
+from chalicelib.core.tenancy import scope_of
 from tests.functional.chat import helpers
 from tests.functional.chat.helpers import ask
 from tests.functional.chat.test_grounding import configure
@@ -42,7 +43,7 @@ def _principal(t: Tenant) -> Principal:
 def test_a_reader_that_leaves_stops_the_model_and_keeps_the_partial_answer(
         tenant: Tenant, world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
     p = _principal(tenant)
-    live = service.start(p, ask("How many vacation days?", stream=True))
+    live = service.start(scope_of(p), ask("How many vacation days?", stream=True))
     live.open_stream()
     events = live.events()
     seen = [next(events) for _ in range(4)]  # message_start and the three pieces before the gate
@@ -55,7 +56,7 @@ def test_a_reader_that_leaves_stops_the_model_and_keeps_the_partial_answer(
     assert peer.ended.wait(30)
     assert peer.broken and peer.pieces_sent < len(range(0, len(ANSWER), 11))  # the model was stopped
 
-    chat = service.get_chat(p, seen[0]["data"]["chat_id"])
+    chat = service.get_chat(scope_of(p), seen[0]["data"]["chat_id"])
     stored = chat["messages"][-1]
     assert stored["id"] == seen[0]["data"]["id"] and stored["stopped"] is True
     assert stored["content"] == shown.strip() or stored["content"].startswith(shown.strip()[:20])
@@ -68,10 +69,10 @@ def test_a_reader_that_leaves_stops_the_model_and_keeps_the_partial_answer(
 def test_a_reader_that_leaves_before_the_first_event_stops_the_model_and_stores_nothing(
         tenant: Tenant, world: helpers.World, peer: scripted_peer.ScriptedPeer) -> None:
     p = _principal(tenant)
-    live = service.start(p, ask("How many vacation days?", stream=True))
+    live = service.start(scope_of(p), ask("How many vacation days?", stream=True))
     live.open_stream()
     live.events()  # handed to the server, never read: the reader left while the headers were sent
     live.close()
     peer.gate.set()  # type: ignore[union-attr]
     assert peer.ended.wait(30) and peer.broken
-    assert service.list_chats(p, {})["items"] == []
+    assert service.list_chats(scope_of(p), {})["items"] == []

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from chalicelib.core import aws
+from chalicelib.core.tenancy import scope_of
 from chalicelib.knowledge import indexer, service, store
 from tests.functional.chat import helpers
 from tests.functional.conftest import Tenant
@@ -40,11 +41,11 @@ def test_hybrid_stores_vectors_and_keeps_permissions(tenant: Tenant, monkeypatch
     member = token_for(ws, "member")
     p = Principal(user_id=member.user_id, workspace_id=ws, roles=(membership(ws, member.user_id).role,),
                   email=member.email, amr=("pwd",), token_id="t")
-    hits = service.search(p, "how fast do I get my money back", 5)
+    hits = service.search(scope_of(p), "how fast do I get my money back", 5)
     assert hits
     assert all(h.chunk.dataset_id != secret for h in hits)
     assert "Refunds are paid" in hits[0].chunk.text
-    admin_hits = service.search(service_principal(tenant), "refund money card five days", 5)
+    admin_hits = service.search(scope_of(service_principal(tenant)), "refund money card five days", 5)
     assert {h.chunk.dataset_id for h in admin_hits} == {open_ds, secret}
-    lexical = service.search(p, "how fast do I get my money back", 5, mode="lexical")
+    lexical = service.search(scope_of(p), "how fast do I get my money back", 5, mode="lexical")
     assert all(h.chunk.dataset_id != secret for h in lexical)

@@ -77,7 +77,7 @@ def test_policy_change_masks_at_once_and_the_queued_rebuild_drops_the_value(tena
                                                                            world: dict[str, Any]) -> None:
     ws, region = tenant.workspace_id, tenant.region
     catalog.set_field_policy(scope_of(service_principal(tenant)), world["people"], "city", "REDACT")
-    hits = service.search(service_principal(tenant), "Lisbon", 5)
+    hits = service.search(scope_of(service_principal(tenant)), "Lisbon", 5)
     assert all("Lisbon" not in h.chunk.text for h in hits)
     assert b"Lisbon" in _index_bytes(region)  # the search wrote nothing: the rebuild is queued
     assert run_index_rebuilds(region) == [{"batchItemFailures": []}]

@@ -42,8 +42,9 @@ def test_a_stale_search_writes_no_index_and_queues_one_rebuild(tenant: Tenant, p
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     ws, region = tenant.workspace_id, tenant.region
     admin = service_principal(tenant)
-    catalog.set_field_policy(scope_of(admin), people, "city", "MASK")
-    service.search(admin, "Zelda", 5)  # warm: catalog, manifests, index files loaded; the rebuild asked for
+    scope = scope_of(admin)
+    catalog.set_field_policy(scope, people, "city", "MASK")
+    service.search(scope, "Zelda", 5)  # warm: catalog, manifests, index files loaded; the rebuild asked for
     assert _queued(region) == 1
     monkeypatch.setattr(indexer, "index_dataset", _no_rebuild)
     monkeypatch.setattr(indexer, "chunks_of", _no_rebuild)
@@ -51,7 +52,7 @@ def test_a_stale_search_writes_no_index_and_queues_one_rebuild(tenant: Tenant, p
     store.invalidate(ws)  # manifests are read again
     indexer._forget_seen()  # another container: it writes the marker again, which is refused
     with counting() as seen:
-        hits = service.search(admin, "Zelda Lisbon", 5)
+        hits = service.search(scope, "Zelda Lisbon", 5)
     assert [h.chunk.text for h in hits] == []  # city is no longer ALLOW: the only chunk holds it
     writes = {call: n for call, n in seen.items()
               if call.split()[1] in ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "PutObject",
@@ -59,7 +60,7 @@ def test_a_stale_search_writes_no_index_and_queues_one_rebuild(tenant: Tenant, p
     assert writes == {"dynamodb PutItem knowledge": 1}, dict(seen)  # the refused conditional marker write
     assert seen == {"dynamodb Query knowledge": 1, "dynamodb PutItem knowledge": 1}, dict(seen)
     with counting() as again:
-        service.search(admin, "Zelda Lisbon", 5)
+        service.search(scope, "Zelda Lisbon", 5)
     assert not any("PutItem" in c or "SendMessage" in c for c in again), dict(again)  # seen here: no write
     assert _queued(region) == 1  # at most one queued rebuild per dataset and target
 

@@ -36,7 +36,7 @@ def test_sync_indexes_documents(tenant: Tenant) -> None:
                                                            "dataset_name": "office_docs", "config": {}}, None)
     conn = models.connectors(tenant.region).get(tenant.workspace_id, created["id"])
     _upload_and_sync(tenant, conn.id, "doc_01HZZZZZZZZZZZZZZZZZZZZZZ9/office.md", TEXT, 1)
-    hits = service.search(_admin(tenant), "who waters the office plant", 3)
+    hits = service.search(scope_of(_admin(tenant)), "who waters the office plant", 3)
     assert hits
     assert hits[0].chunk.title == "office.md"
     c = hits[0].chunk
@@ -47,7 +47,7 @@ def test_sync_indexes_documents(tenant: Tenant) -> None:
     store.invalidate(tenant.workspace_id)
     m = store.manifests(tenant.region, tenant.workspace_id).indexes[conn.dataset_id]
     assert m.prefix != first
-    assert "Friday" in service.search(_admin(tenant), "office plant watered", 1)[0].chunk.text
+    assert "Friday" in service.search(scope_of(_admin(tenant)), "office plant watered", 1)[0].chunk.text
     listed = aws.client("s3", tenant.region).list_objects_v2(Bucket=aws.bucket_name("knowledge", tenant.region),
                                                              Prefix=first).get("Contents", [])
     assert listed == []  # the previous build is gone

@@ -13,6 +13,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from chalicelib.core import aws
+from chalicelib.core.tenancy import workspace_scope
 from chalicelib.llm import connections
 from chalicelib.llm.access import settings_item
 from chalicelib.llm.prompt import Prompt
@@ -45,13 +46,13 @@ def claude(tenant: Tenant, world: helpers.World) -> Iterator[Stubber]:
         made = post(c, "/v1/models/connections", tenant.token, {"name": "team-claude", "kind": "bedrock",
                                                                  "region": "us-east", "models": [HAIKU]})
     assert made.status_code == 201, made.body
-    spec = connections.workspace_registry(tenant.workspace_id, settings_item(tenant.workspace_id)).get(MODEL)
+    spec = connections.workspace_registry(tenant.workspace_id, settings_item(workspace_scope(tenant.workspace_id))).get(MODEL)
     with Stubber(bedrock.client(spec, tenant.region)) as stub:
         yield stub
 
 
 def _spec(tenant: Tenant) -> Any:
-    return connections.workspace_registry(tenant.workspace_id, settings_item(tenant.workspace_id)).get(MODEL)
+    return connections.workspace_registry(tenant.workspace_id, settings_item(workspace_scope(tenant.workspace_id))).get(MODEL)
 
 
 @pytest.mark.parametrize("model_id", [
