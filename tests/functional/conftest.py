@@ -87,18 +87,25 @@ def stack(_moto: None) -> Iterator[None]:
     reset_process_state()
 
 
-_SIGNING_KEY: list[dict[str, Any]] = []  # the first test's signing key item (KMS keys outlive the wipe)
+_SIGNING_KEY: list[tuple[Any, dict[str, Any]]] = []  # (the emulator's KMS state it was made in, the key's item)
 
 
 def signing_key() -> None:
     """An active token signing key: the process's first one put back after a wipe rather than a new one
-    generated per test (an RSA key pair costs about a tenth of a second). Tests of rotation make their own."""
-    ddb, table = aws.client("dynamodb", settings().global_region), aws.table_name("signing_keys")
-    if _SIGNING_KEY:
-        ddb.put_item(TableName=table, Item=_SIGNING_KEY[0])
+    generated per test (an RSA key pair costs about a tenth of a second). Its private part is encrypted
+    under a KMS key, which outlives a wipe but not a reset of the emulator (``BackendDict.reset()``, as
+    the emulator's snapshot tests do): then a new one is made. Tests of rotation make their own."""
+    from moto.backends import get_backend
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    region = settings().global_region
+    ddb, table = aws.client("dynamodb", region), aws.table_name("signing_keys")
+    keys = get_backend("kms")[DEFAULT_ACCOUNT_ID][region]
+    if _SIGNING_KEY and _SIGNING_KEY[0][0] is keys:
+        ddb.put_item(TableName=table, Item=_SIGNING_KEY[0][1])
         return
     signing.ensure_key()
-    _SIGNING_KEY.extend(ddb.scan(TableName=table, ConsistentRead=True)["Items"][:1])
+    _SIGNING_KEY[:] = [(keys, ddb.scan(TableName=table, ConsistentRead=True)["Items"][0])]
 
 
 @dataclass
