@@ -70,6 +70,7 @@ def _varied_filters(catalog: Any, n: int) -> list[Any]:
 
 def _size(n: int, calls: AwsCalls) -> tuple[list[tuple[Measure, Measure | None, str]], str]:
     from chalicelib.core import clock
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.core.tokens import verifier
     from chalicelib.gateway.catalog import index as catalog_index
     from chalicelib.gateway.catalog import service as catalog
@@ -82,30 +83,30 @@ def _size(n: int, calls: AwsCalls) -> tuple[list[tuple[Measure, Measure | None, 
     t0 = time.perf_counter()
     ids = seed(ws, region, n)
     seeded = time.perf_counter() - t0
-    principal = verifier().principal(token_for(ws, "member").token)
+    scope = scope_of(verifier().principal(token_for(ws, "member").token))
     catalog.invalidate()
     filters = catalog.SearchFilters(text="orders table", classification="PII")
-    first = calls.of(lambda: catalog.search(principal, filters))
-    snap = catalog.snapshot(ws)
-    readable = catalog.readable(principal, snap)  # the memoised list both sides use
+    first = calls.of(lambda: catalog.search(scope, filters))
+    snap = catalog.snapshot(region, ws)
+    readable = catalog.readable(scope, snap)  # the memoised list both sides use
 
     varied = _varied_filters(catalog, n)
     at = [0, 0]
 
     def ours_varied() -> object:
         at[0] += 1
-        return catalog.search(principal, varied[at[0] % len(varied)])
+        return catalog.search(scope, varied[at[0] % len(varied)])
 
     def reference_varied() -> object:  # the same filter over the same memoised list, paged like ours
         at[1] += 1
         criteria = catalog._Criteria.of(varied[at[1] % len(varied)])
         found = criteria.select(readable, admin=False, now=clock.now())
-        return [catalog.view(principal, r, snap) for r in found[:catalog.DEFAULT_PAGE]], len(found)
+        return [catalog.view(scope, r, snap) for r in found[:catalog.DEFAULT_PAGE]], len(found)
 
     ours, ref = measure_pair(f"search, {len(varied)} distinct queries, {n:,} datasets (member)", ours_varied,
                              "same filter + page over the memoised list", reference_varied,
                              n=len(varied) // 2, repeat=2, warmup=0)
-    warm_calls = calls.of(lambda: catalog.search(principal, filters))
+    warm_calls = calls.of(lambda: catalog.search(scope, filters))
     terms = [  # distinct terms as users type them: words, prefixes, inner substrings, numbers, 2 and 1 letters
         "orders", "customers", "invoices", "payments", "table", "churn", "sessions", "usage",
         "ord", "cust", "pay", "tick", "inv", "sess", "lea",
@@ -118,7 +119,7 @@ def _size(n: int, calls: AwsCalls) -> tuple[list[tuple[Measure, Measure | None, 
         turn[0] += 1
         criteria = catalog._Criteria.of(catalog.SearchFilters(text=terms[turn[0] % len(terms)]))
         found = criteria.select(readable, admin=False, now=clock.now())
-        return [catalog.view(principal, r, snap) for r in found[:catalog.DEFAULT_PAGE]], len(found)
+        return [catalog.view(scope, r, snap) for r in found[:catalog.DEFAULT_PAGE]], len(found)
 
     tracemalloc.start()
     t0 = time.perf_counter()
@@ -135,7 +136,7 @@ def _size(n: int, calls: AwsCalls) -> tuple[list[tuple[Measure, Measure | None, 
 
     os.environ["CATALOG_CACHE_SECONDS"] = "3600"  # the same search with the version check trusted: in memory only
     settings.cache_clear()
-    catalog.snapshot(ws)
+    catalog.snapshot(region, ws)
     try:
         in_memory, ref2 = measure_pair(f"the same {len(varied)} searches, version check skipped ({n:,})",
                                        ours_varied, "same filter + page over the memoised list", reference_varied,
@@ -143,7 +144,7 @@ def _size(n: int, calls: AwsCalls) -> tuple[list[tuple[Measure, Measure | None, 
 
         def ours_new_term() -> object:  # the same term, the index's term memo emptied first
             snap.index.terms.clear()
-            return catalog.search(principal, catalog.SearchFilters(text=terms[turn[0] % len(terms)]))
+            return catalog.search(scope, catalog.SearchFilters(text=terms[turn[0] % len(terms)]))
 
         cold_term, ref_term = measure_pair(f"search, a term not seen before ({n:,}; memo emptied each call)",
                                            ours_new_term, "the linear filter for the same term", linear_new_term,
@@ -155,12 +156,12 @@ def _size(n: int, calls: AwsCalls) -> tuple[list[tuple[Measure, Measure | None, 
                     warmup=3)
 
     def one_change() -> None:
-        catalog.changed(ws, datasets=[ids[len(ids) // 2]])
-        catalog.snapshot(ws)
+        catalog.changed(region, ws, datasets=[ids[len(ids) // 2]])
+        catalog.snapshot(region, ws)
 
     def full() -> None:
         catalog.invalidate(ws)
-        catalog.snapshot(ws)
+        catalog.snapshot(region, ws)
 
     delta = measure(f"one dataset changed elsewhere: bump + reload by version ({n:,})", one_change, n=5, repeat=3,
                     warmup=1)
@@ -169,7 +170,7 @@ def _size(n: int, calls: AwsCalls) -> tuple[list[tuple[Measure, Measure | None, 
 
     def first_search_new_container() -> None:  # a new container: nothing in memory, the stored object in S3
         catalog.invalidate(ws, keep_stored=True)
-        catalog.search(principal, filters)
+        catalog.search(scope, filters)
 
     def bare_snapshot_read() -> None:  # the same object read and parsed, nothing else
         from chalicelib.gateway.catalog import snapshots

@@ -92,7 +92,7 @@ def _run() -> None:
         texts, queries = _corpus(size)
         big = put_dataset(ws, region, f"bench_docs_{size}", [field("document_id"), field("file_name"), field("text")],
                           [])
-        rec = catalog.snapshot(ws).datasets[big]
+        rec = catalog.snapshot(region, ws).datasets[big]
         t0 = time.perf_counter()
         ident = functools.partial(reader.opaque_ref, rec)
         chunks = [chunking.Chunk(chunking.chunk_id(ident, f"doc_{i // CHUNKS_PER_DOC}", 0, len(x), x),

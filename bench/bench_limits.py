@@ -220,7 +220,7 @@ def child_knowledge_build(spec: dict[str, Any]) -> dict[str, Any]:
     texts = Path(spec["texts"]).read_text().split("\n")
     per_doc = spec["chunks_per_doc"]
     t0 = time.perf_counter()
-    rec = catalog.snapshot(ws).datasets[big]
+    rec = catalog.snapshot(region, ws).datasets[big]
     ident = functools.partial(reader.opaque_ref, rec)
     chunks = [chunking.Chunk(chunking.chunk_id(ident, f"doc_{i // per_doc}", 0, len(x), x),
                              chunking.DOCUMENT, big, f"doc_{i // per_doc}", rec.data_prefix or "",
@@ -271,16 +271,17 @@ def child_knowledge_ref(spec: dict[str, Any]) -> dict[str, Any]:
 
 def child_catalog(spec: dict[str, Any]) -> dict[str, Any]:
     from bench.bench_catalog import _varied_filters
+    from chalicelib.core.tenancy import scope_of
     from chalicelib.gateway.catalog import service as catalog
 
-    principal = _principal(spec["token"])
+    scope = scope_of(_principal(spec["token"]))
     first_filter = catalog.SearchFilters(text="orders table", classification="PII")
-    first, error = _first(lambda: catalog.search(principal, first_filter))
+    first, error = _first(lambda: catalog.search(scope, first_filter))
     if error:
         return {"first": first, "error": error}
     assert catalog.stats.snapshot_reads == 1 and catalog.stats.full_loads == 0, catalog.stats  # from the object
     varied = _varied_filters(catalog, spec["n_datasets"])
-    warm = [_timed(lambda f=f: catalog.search(principal, f)) for f in varied[:spec["n"]]]
+    warm = [_timed(lambda f=f: catalog.search(scope, f)) for f in varied[:spec["n"]]]
     return {"first": first, "warm": statistics.median(warm)}
 
 
@@ -342,7 +343,7 @@ def _query_section(ws: str, region: str, fns: dict[str, Function], tmp: str) -> 
             break
         _, files, keys = _query_tables(ws, region, tmp, n)
         # a change made elsewhere, as a sync records it: a new container reads the stored snapshot and then these
-        catalog.changed(ws, datasets=[key.split("/")[2] for key in keys.values()])
+        catalog.changed(region, ws, datasets=[key.split("/")[2] for key in keys.values()])
         c, o = list(files)
         sql = QUERY_SQL.format(c=c, o=o)
         parquet_mib = sum(os.path.getsize(p) for p in files.values()) / 2**20
@@ -402,7 +403,7 @@ def _knowledge_section(ws: str, region: str, fns: dict[str, Function], tmp: str)
         del texts
         big = put_dataset(ws, region, f"limits_docs_{n}", [field("document_id"), field("file_name"), field("text")],
                           [])
-        catalog.changed(ws, datasets=[big])  # as the sync that made it records it
+        catalog.changed(region, ws, datasets=[big])  # as the sync that made it records it
         spec = {"ws": ws, "region": region, "dataset": big, "texts": texts_path, "queries": queries_path,
                 "n": 50,
                 "chunks_per_doc": CHUNKS_PER_DOC}

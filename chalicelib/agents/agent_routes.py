@@ -12,7 +12,6 @@ from chalicelib.agents.plan_schema import call_schema
 from chalicelib.agents.tools import TOOLS
 from chalicelib.core.http import paging
 from chalicelib.core.http.api import Api, Ctx, json_response
-from chalicelib.core.tenancy import region_of
 
 api = Api("platform")
 
@@ -60,12 +59,12 @@ def read_memory(ctx: Ctx, agent_id: str) -> Any:
     """What the agent remembers for the caller (never another user's memory)."""
     paging.check_params(ctx.query, ())
     definitions.get_item(ctx.scope, agent_id)
-    return memory.read(region_of(ctx.user.workspace_id), ctx.user.workspace_id, agent_id, ctx.user.user_id,
-                       reader=ctx.user)
+    return memory.read(ctx.scope.region or "", ctx.user.workspace_id, agent_id, ctx.user.user_id,
+                       reader=ctx.scope)
 
 
 @api.route("/v1/agents/{agent_id}/memory", ["DELETE"], permission="agents.run")
 def forget_memory(ctx: Ctx, agent_id: str) -> Any:
     definitions.get_item(ctx.scope, agent_id)
-    memory.forget(region_of(ctx.user.workspace_id), ctx.user.workspace_id, agent_id, ctx.user.user_id)
+    memory.forget(ctx.scope.region or "", ctx.user.workspace_id, agent_id, ctx.user.user_id)
     return Response(body="", status_code=204, headers={"Cache-Control": "no-store"})

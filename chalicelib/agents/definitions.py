@@ -26,7 +26,6 @@ from typing import Any
 from chalicelib.agents import models, plan_schema, templates
 from chalicelib.agents.tools import TOOL_NAMES, TOOLS
 from chalicelib.core import audit, clock, durations
-from chalicelib.core.authz import Principal
 from chalicelib.core.http import paging
 from chalicelib.core.http.errors import ApiError, not_found, validation_error
 from chalicelib.core.http.validation import F, problem, validate
@@ -123,7 +122,7 @@ def canonical_dataset_id(value: Any) -> str | None:
     return ref if is_id(ref, "ds") else None
 
 
-def check_datasets(principal: Principal, value: list[Any], held: list[str]) -> list[str]:
+def check_datasets(scope: RequestScope, value: list[Any], held: list[str]) -> list[str]:
     """The canonical dataset ids of ``value`` (see the module docstring), or a 400 naming each bad one."""
     out: list[str] = []
     errors: list[dict[str, str]] = []
@@ -137,7 +136,7 @@ def check_datasets(principal: Principal, value: list[Any], held: list[str]) -> l
             continue
         if ref not in held:
             try:
-                catalog.record(principal, ref)
+                catalog.record(scope, ref)
             except ApiError:
                 unknown.append(ref)
                 errors.append({"field": f"datasets[{i}]",
@@ -184,7 +183,7 @@ def normalise(body: dict[str, Any], current: dict[str, Any] | None = None,
     if "datasets" in body:
         if scope is None:
             raise ValueError("checking datasets needs the editing user's scope")
-        datasets = check_datasets(scope.principal, body["datasets"], held)
+        datasets = check_datasets(scope, body["datasets"], held)
     return {"name": merged["name"], "instructions": merged.get("instructions") or "",
             "model": merged.get("model") or "auto", "tools": list(tools), "plan": plan, "datasets": datasets,
             "limits": limits}

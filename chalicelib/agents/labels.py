@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from chalicelib.core.authz import Principal, Role
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import reader
 from chalicelib.gateway.catalog import service as catalog
 
@@ -49,12 +50,14 @@ def of_dataset(principal: Principal, rec: catalog.DatasetRecord) -> set[Label]:
     return out
 
 
-def of_datasets(principal: Principal, dataset_ids: Iterable[str], *, fields: bool = True) -> set[Label]:
-    """The labels of reading each of ``dataset_ids`` (``fields=False``: metadata only, the dataset label)."""
+def of_datasets(scope: RequestScope, dataset_ids: Iterable[str], *, fields: bool = True) -> set[Label]:
+    """The labels of reading each of ``dataset_ids`` as the scope's caller (``fields=False``: metadata only,
+    the dataset label)."""
     ids = set(dataset_ids)
     if not ids:
         return set()
-    snap = catalog.snapshot(principal.workspace_id)
+    principal = scope.principal
+    snap = catalog.snapshot_of(scope)
     out: set[Label] = set()
     for ds in ids:
         rec = snap.datasets.get(ds)
@@ -80,22 +83,22 @@ def _satisfied(principal: Principal, label: Label, snap: catalog.Snapshot) -> bo
     return False  # a label this code does not know: nobody satisfies it
 
 
-def satisfied(principal: Principal, labels: Iterable[Label]) -> bool:
-    """Whether ``principal``'s live rights satisfy every label (an empty set: yes)."""
+def satisfied(scope: RequestScope, labels: Iterable[Label]) -> bool:
+    """Whether the live rights of the scope's caller satisfy every label (an empty set: yes)."""
     wanted = set(labels)
     if not wanted:
         return True
-    snap = catalog.snapshot(principal.workspace_id)
-    return all(_satisfied(principal, label, snap) for label in wanted)
+    snap = catalog.snapshot_of(scope)
+    return all(_satisfied(scope.principal, label, snap) for label in wanted)
 
 
-def restricted(principal: Principal, labels: Iterable[Label]) -> bool:
+def restricted(scope: RequestScope, labels: Iterable[Label]) -> bool:
     """Whether the labels hold anything narrower than the workspace (see the module docstring)."""
     wanted = set(labels)
     if any(label[0] == "document" or (label[0] == "field" and label[3] != "ALLOW")
            or (label[0] == "dataset" and label[2] not in OPEN_CLASSIFICATIONS) for label in wanted):
         return True
-    snap = catalog.snapshot(principal.workspace_id) if wanted else None
+    snap = catalog.snapshot_of(scope) if wanted else None
     for label in wanted:
         rec = snap.datasets.get(label[1]) if snap is not None and label[0] == "dataset" else None
         if rec is not None and not AGENT_ROLES <= rec.acl_keys:  # a dataset ACL that leaves a role out

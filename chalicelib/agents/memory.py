@@ -17,8 +17,8 @@ from chalicelib.agents import labels as labelling
 from chalicelib.agents import models
 from chalicelib.agents.labels import Label
 from chalicelib.core import clock
-from chalicelib.core.authz import Principal
 from chalicelib.core.regions import OPEN_REGIONS
+from chalicelib.core.tenancy import RequestScope
 
 MEMORY_TTL_SECONDS = 30 * 24 * 3600
 MAX_KEYS_READ = 100
@@ -33,8 +33,8 @@ def _live(item: models.MemoryAttrs, now: float) -> bool:
 
 
 def read_labelled(region: str, workspace_id: str, agent_id: str, user_id: str, key: str | None, *,
-                  reader: Principal) -> tuple[dict[str, Any], set[Label], int]:
-    """The live values (one key, or every key) whose labels ``reader`` satisfies, the union of their
+                  reader: RequestScope) -> tuple[dict[str, Any], set[Label], int]:
+    """The live values (one key, or every key) whose labels ``reader``'s caller satisfies, the union of their
     labels, and how many live values were withheld."""
     cls = models.memory(region)
     now = clock.now()
@@ -61,16 +61,16 @@ def read_labelled(region: str, workspace_id: str, agent_id: str, user_id: str, k
     return values, seen, withheld
 
 
-def exported(reader: Principal, item: dict[str, Any]) -> dict[str, Any] | None:
-    """A stored value (its plain table item) for its user's data export: None when ``reader``'s live rights
-    do not satisfy its labels (the export counts it as withheld, as a read does)."""
+def exported(reader: RequestScope, item: dict[str, Any]) -> dict[str, Any] | None:
+    """A stored value (its plain table item) for its user's data export: None when the live rights of
+    ``reader``'s caller do not satisfy its labels (the export counts it as withheld, as a read does)."""
     return item if labelling.satisfied(reader, labelling.loads(item.get("labels"))) else None
 
 
 def read(region: str, workspace_id: str, agent_id: str, user_id: str, key: str | None = None, *,
-         reader: Principal) -> dict[str, Any]:
+         reader: RequestScope) -> dict[str, Any]:
     """``{"memory": {key: value}, "withheld": n}`` for one key (or every key) that has not expired, as
-    ``reader`` may see it."""
+    ``reader``'s caller may see it."""
     values, _, withheld = read_labelled(region, workspace_id, agent_id, user_id, key, reader=reader)
     return {"memory": values, "withheld": withheld}
 

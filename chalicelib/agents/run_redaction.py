@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from chalicelib.core.authz import Principal
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import reader
 from chalicelib.knowledge.redaction_spans import REASON, REDACTED, cut, ranges
 from chalicelib.llm.prompt import sentences
@@ -38,10 +38,10 @@ def _shared(sentence: str, texts: list[str]) -> int:
     return max((grounding.longest_shared_words(sentence, t)[2] for t in texts), default=0)
 
 
-def redact(principal: Principal, run: dict[str, Any]) -> dict[str, Any]:
-    """``run`` (a view with its steps, each with ``_read``) as ``principal`` may read it now."""
+def redact(scope: RequestScope, run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` (a view with its steps, each with ``_read``) as the scope's caller may read it now."""
     steps = [dict(s) for s in run.get("steps") or []]
-    ok = _readable_sources(principal, steps)
+    ok = _readable_sources(scope, steps)
     gone: list[str] = []
     kept: list[str] = []
     count = {"sentences": 0, "quotes": 0, "steps": 0}
@@ -55,8 +55,8 @@ def redact(principal: Principal, run: dict[str, Any]) -> dict[str, Any]:
             "redacted": {"reason": REASON, **count}}
 
 
-def _readable_sources(principal: Principal, steps: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
-    """Whether ``principal`` may read a source the steps read (one ``sources_readable`` call for them all)."""
+def _readable_sources(scope: RequestScope, steps: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
+    """Whether the scope's caller may read a source the steps read (one ``sources_readable`` call for them all)."""
     asks: list[dict[str, Any]] = []
     for s in steps:
         out = s.get("output")
@@ -65,7 +65,7 @@ def _readable_sources(principal: Principal, steps: list[dict[str, Any]]) -> Call
         else:
             asks += [{"dataset_id": d} for d in s.get("_read") or []]
     keys = sorted({json.dumps(a, sort_keys=True) for a in asks})
-    verdict = dict(zip(keys, reader.sources_readable(principal, [json.loads(k) for k in keys]), strict=True))
+    verdict = dict(zip(keys, reader.sources_readable(scope, [json.loads(k) for k in keys]), strict=True))
 
     def ok(src: dict[str, Any]) -> bool:
         return verdict.get(json.dumps(src, sort_keys=True), False)

@@ -75,7 +75,7 @@ def start(scope: RequestScope, agent_id: str, body: Any, *, idempotency_key: str
     def work() -> tuple[int, Any]:
         now = clock.now()
         deadline = now + durations.parse_duration(agent["limits"]["deadline"])
-        expiry = auto_expiry_seconds(principal.workspace_id, AGENT_RUN_AUTO_EXPIRY)
+        expiry = auto_expiry_seconds(scope, AGENT_RUN_AUTO_EXPIRY)
         run_id = new_id("run")
         run = models.runs(region)(
             principal.workspace_id, run_id, agent_id=agent_id, agent_key=f"{agent_id}#{run_id}", active=ACTIVE_MARK,
@@ -140,10 +140,10 @@ WITHHELD = {"code": "labels_not_satisfied",
                        "access list or a field policy), so what it wrote after that is not shown to you."}
 
 
-def step_views(region: str, workspace_id: str, run_id: str, reader: Principal, *,
+def step_views(region: str, workspace_id: str, run_id: str, reader: RequestScope, *,
                keep_read: bool = False) -> list[dict[str, Any]]:
-    """The run's steps as ``reader`` may see them; ``keep_read`` adds the datasets each read (``_read``, for
-    ``run_redaction`` only)."""
+    """The run's steps as ``reader``'s caller may see them; ``keep_read`` adds the datasets each read (``_read``,
+    for ``run_redaction`` only)."""
     cls = models.steps(region)
     out = []
     for s in cls.query(models.run_key(workspace_id, run_id), cls.sk.startswith(models.STEP_PREFIX),
@@ -192,8 +192,7 @@ def view(scope: RequestScope, run: models.RunAttrs, *, with_steps: bool = False)
     """The run as its reader (``scope``'s caller, in the run's workspace) may see it (see the module
     docstring): what it wrote after reading data the reader may no longer read is withheld, and what rests
     only on sources the reader can no longer read is redacted (``run_redaction.py``)."""
-    reader = scope.principal
-    shown = (run.output is None and run.error is None) or labels.satisfied(reader, run_labels(run))
+    shown = (run.output is None and run.error is None) or labels.satisfied(scope, run_labels(run))
     out: dict[str, Any] = {
         "id": run.id, "agent_id": run.agent_id, "workspace_id": run.workspace_id, "status": run.status,
         "input": json.loads(run.input), "started_by": {"id": run.user_id, "email": run.user_email},
@@ -207,8 +206,8 @@ def view(scope: RequestScope, run: models.RunAttrs, *, with_steps: bool = False)
     if not shown:
         out["withheld"] = WITHHELD
     if with_steps or out["output"]:
-        steps = step_views(scope.region or "", run.workspace_id, run.id, reader, keep_read=True)
-        out = run_redaction.redact(reader, {**out, "steps": steps})
+        steps = step_views(scope.region or "", run.workspace_id, run.id, scope, keep_read=True)
+        out = run_redaction.redact(scope, {**out, "steps": steps})
         if not with_steps:
             out.pop("steps")
     return out
@@ -218,17 +217,16 @@ def exported(scope: RequestScope, item: dict[str, Any]) -> dict[str, Any]:
     """A stored run (its plain table item) for its starter's data export (``scope``: the starter's), as
     ``view`` shows it to them now: what it wrote is withheld when they no longer satisfy its labels, and
     redacted where it rests only on sources they can no longer read."""
-    reader = scope.principal
     out = dict(item)
     if (item.get("output") or item.get("error")) and not labels.satisfied(
-            reader, _labels_of(item.get("labels"), item.get("read"))):
+            scope, _labels_of(item.get("labels"), item.get("read"))):
         out.pop("output", None)
         out.pop("error", None)
         return {**out, "withheld": WITHHELD}
     if item.get("output"):
-        steps = step_views(scope.region or "", reader.workspace_id, str(item.get("id")), reader,
+        steps = step_views(scope.region or "", scope.workspace_id, str(item.get("id")), scope,
                            keep_read=True)
-        shown = run_redaction.redact(reader, {"output": json.loads(item["output"]), "steps": steps})
+        shown = run_redaction.redact(scope, {"output": json.loads(item["output"]), "steps": steps})
         out["output"] = json.dumps(shown["output"])
         if shown.get("redacted"):
             out["redacted"] = shown["redacted"]

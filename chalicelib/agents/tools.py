@@ -97,7 +97,7 @@ def _skipped(ctx: ToolContext) -> dict[str, Any]:
     scope = ctx.principal.datasets
     if not scope:
         return {}
-    known = catalog.snapshot(ctx.principal.workspace_id).datasets
+    known = catalog.snapshot(ctx.region, ctx.principal.workspace_id).datasets
     gone = [ds for ds in sorted(scope) if ds not in known or not catalog.can_read(ctx.principal, known[ds])]
     return {"skipped_datasets": [{"id": ds, "message": f"Dataset {ds} is {SKIPPED}."} for ds in gone]} if gone else {}
 
@@ -108,7 +108,7 @@ def _out_of_scope(ctx: ToolContext, sql: str) -> list[str]:
 
     if ctx.principal.datasets is None:
         return []
-    unscoped = replace(ctx.principal, datasets=None)
+    unscoped = replace(ctx.scope, principal=replace(ctx.principal, datasets=None))
     return [r.name for r in catalog.readable_by_name(unscoped, query.referenced(sql))
             if r.id not in ctx.principal.datasets]
 
@@ -124,11 +124,11 @@ def _query(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         outside = _out_of_scope(ctx, args["sql"]) if err.code == "sql_error" else []
         if not outside:
             raise
-        mine = sorted(r.name for r in catalog.readable(ctx.principal))
+        mine = sorted(r.name for r in catalog.readable(ctx.scope))
         raise ToolError("dataset_not_allowed", f"This agent may not read {', '.join(outside)}; it may read only "
                         + (", ".join(mine) if mine else "no dataset now") + ".") from None
     ctx.read.update(d["id"] for d in result["datasets"])
-    ctx.labels |= labels.of_datasets(ctx.principal, [d["id"] for d in result["datasets"]])
+    ctx.labels |= labels.of_datasets(ctx.scope, [d["id"] for d in result["datasets"]])
     return {"columns": result["columns"], "rows": result["rows"], "row_count": result["row_count"],
             "truncated": result["truncated"], "datasets": [{"id": d["id"], "name": d["name"]} for d in result["datasets"]],
             "policy_restricted": _policy_restricted(ctx, [d["id"] for d in result["datasets"]]), **_skipped(ctx)}
@@ -138,12 +138,12 @@ def _policy_restricted(ctx: ToolContext, dataset_ids: list[str]) -> bool:
     """Whether a dataset the query read has a field the user sees under a policy other than ALLOW, or
     documents with their own access list (a hint on the step output; who may see what the run writes after
     it is decided by the run's labels, ``labels.py``)."""
-    datasets = catalog.snapshot(ctx.principal.workspace_id).datasets if dataset_ids else {}
+    datasets = catalog.snapshot(ctx.region, ctx.principal.workspace_id).datasets if dataset_ids else {}
     for ds in dataset_ids:
         rec = datasets.get(ds)
         if rec is not None and any((rec.row_acl or {}).values()):
             return True
-        schema = catalog.schema_of(ctx.principal, ds)
+        schema = catalog.schema_of(ctx.scope, ds)
         if any(str(f.get("policy") or "ALLOW").upper() != "ALLOW" for f in schema["fields"]):
             return True
     return False
@@ -151,9 +151,9 @@ def _policy_restricted(ctx: ToolContext, dataset_ids: list[str]) -> bool:
 
 def _catalog_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
-    page = catalog.search(ctx.principal, catalog.SearchFilters(text=args.get("query") or None),
+    page = catalog.search(ctx.scope, catalog.SearchFilters(text=args.get("query") or None),
                           limit=args.get("limit", 10))
-    ctx.labels |= labels.of_datasets(ctx.principal, [d["id"] for d in page["items"]], fields=False)
+    ctx.labels |= labels.of_datasets(ctx.scope, [d["id"] for d in page["items"]], fields=False)
     return {"datasets": [{"id": d["id"], "name": d["name"], "description": d["description"],
                           "classification": d["classification"], "row_count": d["row_count"],
                           "fields": [f["name"] for f in d["schema"]]} for d in page["items"]],
@@ -164,14 +164,14 @@ def _dataset_schema(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
     ref = args["dataset"]
     if not ref.startswith("ds_"):  # a name: resolve among the datasets the user may read
-        found = catalog.readable_by_name(ctx.principal, {ref.lower()})
+        found = catalog.readable_by_name(ctx.scope, {ref.lower()})
         if not found:
             raise ApiError(404, "not_found", "The dataset does not exist or is not visible to this user"
                            + (" among the agent's datasets." if ctx.principal.datasets is not None else "."))
         ref = found[0].id
-    schema = catalog.schema_of(ctx.principal, ref)
+    schema = catalog.schema_of(ctx.scope, ref)
     ctx.read.add(schema["dataset_id"])
-    ctx.labels |= labels.of_datasets(ctx.principal, [schema["dataset_id"]], fields=False)
+    ctx.labels |= labels.of_datasets(ctx.scope, [schema["dataset_id"]], fields=False)
     return schema
 
 
@@ -180,8 +180,8 @@ def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
     hits = service.search(ctx.scope, args["query"], k=args.get("limit", 5))
     ctx.read.update(h.chunk.dataset_id for h in hits)
-    ctx.labels |= labels.of_datasets(ctx.principal, [h.chunk.dataset_id for h in hits])
-    datasets = catalog.snapshot(ctx.principal.workspace_id).datasets if hits else {}
+    ctx.labels |= labels.of_datasets(ctx.scope, [h.chunk.dataset_id for h in hits])
+    datasets = catalog.snapshot(ctx.region, ctx.principal.workspace_id).datasets if hits else {}
 
     def restricted(h: Any) -> bool:  # a document with its own access list
         rec = datasets.get(h.chunk.dataset_id)
@@ -194,7 +194,7 @@ def _knowledge_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 def _memory_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
     values, seen, withheld = memory.read_labelled(ctx.region, ctx.principal.workspace_id, ctx.agent_id,
-                                                  ctx.principal.user_id, args.get("key"), reader=ctx.principal)
+                                                  ctx.principal.user_id, args.get("key"), reader=ctx.scope)
     ctx.labels |= seen  # what was remembered taints this run as it tainted the run that wrote it
     return {"memory": values, "withheld": withheld}
 
@@ -225,7 +225,7 @@ def call(tool: str, ctx: ToolContext, args: dict[str, Any]) -> Any:
     spec = TOOLS[tool]
     try:
         checked = check_args(tool, args)
-        if spec.sends_out and labels.restricted(ctx.principal, ctx.labels):
+        if spec.sends_out and labels.restricted(ctx.scope, ctx.labels):
             raise ToolError("tainted_run", f"{tool} sends data outside the workspace and this run has read data "
                             "restricted to part of it (a field policy, a document access list, a dataset ACL or "
                             "classification); start a run that does not read it.")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.core.workspace_settings import answer_link_hosts
 from chalicelib.knowledge import answer_links
 
@@ -24,21 +25,21 @@ if TYPE_CHECKING:
     from chalicelib.knowledge.service import Hit
 
 
-def rules(workspace_id: str, hits: list[Hit]) -> answer_links.Rules:
-    return answer_links.rules(answer_link_hosts(workspace_id), [h.chunk.text for h in hits])
+def rules(scope: RequestScope, hits: list[Hit]) -> answer_links.Rules:
+    return answer_links.rules(answer_link_hosts(scope), [h.chunk.text for h in hits])
 
 
-def guard(workspace_id: str, hits: list[Hit]) -> answer_links.Guard:
+def guard(scope: RequestScope, hits: list[Hit]) -> answer_links.Guard:
     """The sanitiser of a streamed answer's deltas."""
-    return answer_links.Guard(rules(workspace_id, hits))
+    return answer_links.Guard(rules(scope, hits))
 
 
-def ground(text: str, hits: list[Hit], workspace_id: str, region: str, *, generative: bool,
+def ground(text: str, hits: list[Hit], scope: RequestScope, region: str, *, generative: bool,
            question: str, checker: Checker | None = None) -> Verified:
     """The model's text with its links checked, grounded (``knowledge/grounding.ground``)."""
     from chalicelib.knowledge import grounding  # noqa: PLC0415 - knowledge loads NumPy and bm25s: at first use, not at cold start
 
-    allowed = answer_link_hosts(workspace_id)
+    allowed = answer_link_hosts(scope)
     pool = list(hits)
     while True:
         clean = answer_links.sanitise(text, answer_links.rules(allowed, [h.chunk.text for h in pool]))

@@ -90,7 +90,7 @@ def ask(scope: RequestScope, body: Any, caller: CallerLike | None, chat_id: str 
     cls = chats(region)
     now, message_id = live.created_at, live.message_id
     recorded = [{"id": new_id("msg"), **m, "created_at": now} for m in live.new_messages]
-    ttl = auto_expiry_seconds(principal.workspace_id, CHAT_AUTO_EXPIRY)
+    ttl = auto_expiry_seconds(scope, CHAT_AUTO_EXPIRY)
     existing = live.existing
     if existing is None:
         title = live.question.strip().splitlines()[0][:80]

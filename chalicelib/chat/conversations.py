@@ -62,7 +62,7 @@ def rename(scope: RequestScope, chat_id: str, body: Any, caller: CallerLike | No
     if not body:
         raise validation_error([{"field": "body", "message": "must change title or mode"}])
     title = _clean_title(body.get("title")) if "title" in body else None
-    mode = modes.check(principal, body["mode"]) if "mode" in body else None
+    mode = modes.check(scope, body["mode"]) if "mode" in body else None
     item = service._own(scope, chat_id)
     actions: list[Any] = [ChatAttrs.title.set(title)] if title is not None else []
     if mode is not None:
@@ -114,7 +114,7 @@ def search(scope: RequestScope, query: dict[str, str]) -> dict[str, Any]:
             continue
         hit = _match(item, words)
         if hit is not None:  # matched stored text: match again on what the caller may read now
-            hit = _match(item, words, redaction.redact_all(principal, json.loads(item.messages or "[]")))
+            hit = _match(item, words, redaction.redact_all(scope, json.loads(item.messages or "[]")))
         if hit is not None:
             found.append({**service._summary(item), **hit})
     return {"items": found, "has_more": False, "next_cursor": None, "query": q}

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.authz import Principal
 from chalicelib.core.http.errors import ApiError, validation_error
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.core.workspace_settings import answer_mode
 
 KNOWLEDGE = "knowledge"
@@ -29,8 +29,8 @@ GENERAL_RULE = (
     "coming from their workspace's sources.")
 
 
-def workspace_allows(workspace_id: str) -> bool:
-    return answer_mode(workspace_id) == "knowledge_first"
+def workspace_allows(scope: RequestScope) -> bool:
+    return answer_mode(scope) == "knowledge_first"
 
 
 def not_allowed() -> ApiError:
@@ -39,20 +39,20 @@ def not_allowed() -> ApiError:
                     "allow them (workspace setting answer_mode: knowledge_first).")
 
 
-def check(principal: Principal, value: Any) -> str:
+def check(scope: RequestScope, value: Any) -> str:
     """The chat mode a request asks for (400 for an unknown value, 403 where the workspace does not allow it)."""
     if value is None:
         return KNOWLEDGE
     if value not in MODES:
         raise validation_error([{"field": "mode", "message": "must be knowledge or general_allowed"}])
-    if value == GENERAL_ALLOWED and not workspace_allows(principal.workspace_id):
+    if value == GENERAL_ALLOWED and not workspace_allows(scope):
         raise not_allowed()
     return str(value)
 
 
-def general_allowed(principal: Principal, mode: str | None) -> bool:
+def general_allowed(scope: RequestScope, mode: str | None) -> bool:
     """Whether an answer in a chat of ``mode`` may be general now."""
-    return mode == GENERAL_ALLOWED and workspace_allows(principal.workspace_id)
+    return mode == GENERAL_ALLOWED and workspace_allows(scope)
 
 
 def unanswered(grounding: dict[str, Any], notice: str | None) -> bool:

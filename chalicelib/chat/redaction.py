@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.core.authz import Principal
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.core.workspace_settings import answer_link_hosts
 from chalicelib.gateway import reader
 from chalicelib.knowledge import answer_links
@@ -51,20 +51,20 @@ def _of(m: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return _sources(m, kept if isinstance(kept, list) else None) if m.get("role") == "assistant" else {}
 
 
-def _verdicts(principal: Principal, messages: list[dict[str, Any]]) -> dict[tuple[Any, ...], bool]:
+def _verdicts(scope: RequestScope, messages: list[dict[str, Any]]) -> dict[tuple[Any, ...], bool]:
     """Whether the reader may read each distinct source of ``messages`` now (one reader call)."""
     distinct = {_key(src): src for m in messages for src in _of(m).values()}
     keys = list(distinct)
-    return dict(zip(keys, reader.sources_readable(principal, [distinct[k] for k in keys]), strict=True))
+    return dict(zip(keys, reader.sources_readable(scope, [distinct[k] for k in keys]), strict=True))
 
 
-def _checked_links(principal: Principal, message: dict[str, Any]) -> dict[str, Any]:
+def _checked_links(scope: RequestScope, message: dict[str, Any]) -> dict[str, Any]:
     """An answer stored before answers' links were checked (it has no ``passages``) is checked on read,
     its citations' quotes standing for its cited sources (``knowledge/answer_links``)."""
     m = dict(message)
     if m.get("role") != "assistant" or "passages" in m:
         return m
-    r = answer_links.rules(answer_link_hosts(principal.workspace_id),
+    r = answer_links.rules(answer_link_hosts(scope),
                            [str(c.get("quote") or "") for c in m.get("citations") or [] if isinstance(c, dict)])
     for name in ("content", "unverified_answer"):
         if isinstance(m.get(name), str):
@@ -72,16 +72,16 @@ def _checked_links(principal: Principal, message: dict[str, Any]) -> dict[str, A
     return m
 
 
-def redact(principal: Principal, message: dict[str, Any],
+def redact(scope: RequestScope, message: dict[str, Any],
            verdicts: dict[tuple[Any, ...], bool] | None = None) -> dict[str, Any]:
-    """One stored message as ``principal`` may read it now (module docstring); the stored passages are
+    """One stored message as the scope's caller may read it now (module docstring); the stored passages are
     never part of what is returned."""
     sources = _of(message)
-    m = _checked_links(principal, message)
+    m = _checked_links(scope, message)
     m.pop("passages", None)
     if not sources:
         return m
-    verdicts = verdicts if verdicts is not None else _verdicts(principal, [message])
+    verdicts = verdicts if verdicts is not None else _verdicts(scope, [message])
     gone = {r for r, src in sources.items() if not verdicts.get(_key(src), False)}
     if not gone:
         return m
@@ -141,17 +141,17 @@ def _cut_texts(m: dict[str, Any], spans_of: str, sentences: list[tuple[int, int]
         m["unverified_answer"] = texts["unverified_answer"]
 
 
-def redact_all(principal: Principal, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    verdicts = _verdicts(principal, messages)
-    return [redact(principal, m, verdicts) for m in messages]
+def redact_all(scope: RequestScope, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    verdicts = _verdicts(scope, messages)
+    return [redact(scope, m, verdicts) for m in messages]
 
 
-def exported(principal: Principal, item: dict[str, Any]) -> dict[str, Any]:
+def exported(scope: RequestScope, item: dict[str, Any]) -> dict[str, Any]:
     """A stored chat (its plain table item) as its author may read it now, for their data export: its
     messages as ``GET /v1/chats/{id}`` shows them."""
     try:
         messages = json.loads(item.get("messages") or "[]")
     except ValueError:
         return item
-    return {**item, "messages": json.dumps(redact_all(principal, messages)) if isinstance(messages, list)
+    return {**item, "messages": json.dumps(redact_all(scope, messages)) if isinstance(messages, list)
             else item.get("messages")}

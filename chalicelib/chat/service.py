@@ -190,9 +190,9 @@ def start(scope: RequestScope, body: Any, caller: CallerLike | None = None, chat
     if asked:
         stored = stored[:-len(new_messages)]  # the recorded question is the new message, not history
     history = [{"role": m["role"], "content": m["content"]}  # as the caller may read it now (chat/redaction.py)
-               for m in redaction.redact_all(principal, stored)]
+               for m in redaction.redact_all(scope, stored)]
     mode, instructions, preset_id = _chat_options(scope, body, existing, asked)
-    general = modes.general_allowed(principal, mode)
+    general = modes.general_allowed(scope, mode)
     history = ([{"role": "system", "content": instructions}] if instructions else []) \
         + ([{"role": "system", "content": modes.GENERAL_RULE}] if general else []) + history
     question = new_messages[-1]["content"]
@@ -224,7 +224,7 @@ def _chat_options(scope: RequestScope, body: dict[str, Any], existing: ChatAttrs
             raise validation_error([{"field": k, "message": "is chosen when the chat is created (PATCH the chat "
                                      "to change its mode)"} for k in ("mode", "preset_id") if k in body])
         return existing.mode or modes.KNOWLEDGE, existing.instructions, existing.preset_id
-    mode = modes.check(scope.principal, body.get("mode"))
+    mode = modes.check(scope, body.get("mode"))
     if "preset_id" in body:
         preset_id, instructions = presets.instructions_of(scope, body["preset_id"])
         return mode, instructions, preset_id
@@ -368,7 +368,7 @@ class Live:
         parts, first, started = self._opened
         yield event("message_start", self._head())
         deltas: list[str] = []
-        shown = answer_output.guard(self.principal.workspace_id, self.hits)  # no delta carries an unchecked URL
+        shown = answer_output.guard(self.scope, self.hits)  # no delta carries an unchecked URL
         try:
             completion: Completion | None = None
             for part in itertools.chain([first], parts):
@@ -442,7 +442,7 @@ class Live:
         checker = entailment_model.for_answer(self.scope, routing) if not stopped else None
         # a stopped answer stays as far as it was written (its person watched it and stopped it): its sentences
         # are labelled, and it is never replaced by the note of an unsupported answer
-        checked = answer_output.ground(completion.text, hits, principal.workspace_id, routing.region,
+        checked = answer_output.ground(completion.text, hits, self.scope, routing.region,
                                        generative=spec.kind == "generative" and not stopped, question=self.question,
                                        checker=checker)
         self.timings.grounding_ms = (time.perf_counter() - started) * 1000
@@ -463,7 +463,7 @@ class Live:
 
         started = time.perf_counter()
         region = routing.region
-        ttl = auto_expiry_seconds(principal.workspace_id, CHAT_AUTO_EXPIRY)
+        ttl = auto_expiry_seconds(self.scope, CHAT_AUTO_EXPIRY)
         expires = int(clock.now()) + ttl if ttl else None
         cls = chats(region)
         if existing is None:
@@ -538,11 +538,10 @@ class Live:
 
 def replay(scope: RequestScope, ref: dict[str, Any]) -> dict[str, Any]:
     """The reply of an earlier answer, re-read from the stored chat (an ``Idempotency-Key`` replay)."""
-    principal = scope.principal
     item = _own(scope, ref["chat_id"])
     for m in json.loads(item.messages):
         if m.get("id") == ref["id"] and m.get("role") == "assistant":
-            m = redaction.redact(principal, m)
+            m = redaction.redact(scope, m)
             return {"id": m["id"], "chat_id": item.id, "message": {"role": "assistant", "content": m["content"]},
                     **{k: m.get(k) for k in ("model", "provider", "region", "routing", "usage", "citations",
                                              "grounding", "kind", "created_at")},
@@ -606,7 +605,7 @@ def get_chat(scope: RequestScope, chat_id: str) -> dict[str, Any]:
     item = _own(scope, chat_id)
     answering = {"answering": {"id": item.answering, "events": f"/v1/chats/{chat_id}/answers/{item.answering}/events"}
                  } if item.answering else {}
-    return {**_summary(item), "messages": redaction.redact_all(principal, json.loads(item.messages)), **answering}
+    return {**_summary(item), "messages": redaction.redact_all(scope, json.loads(item.messages)), **answering}
 
 
 def list_chats(scope: RequestScope, query: dict[str, str]) -> dict[str, Any]:

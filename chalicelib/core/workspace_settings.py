@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from chalicelib.core.durations import parse_duration
-from chalicelib.core.tenancy import WorkspaceAttrs, get_workspace
+from chalicelib.core.tenancy import RequestScope, WorkspaceAttrs
 
 DOMAIN_JOIN = "domain_join"
 CHAT_AUTO_EXPIRY = "chat_auto_expiry"  # ISO 8601 duration, or absent for "until deleted"
@@ -32,22 +32,22 @@ def settings_of(ws: WorkspaceAttrs) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def auto_expiry_seconds(workspace_id: str, setting: str) -> int | None:
-    """Seconds of the workspace's auto-expiry ``setting`` (one of ``AUTO_EXPIRY_SETTINGS``), or None."""
-    value = settings_of(get_workspace(workspace_id)).get(setting)
+def auto_expiry_seconds(scope: RequestScope, setting: str) -> int | None:
+    """Seconds of the scope's workspace's auto-expiry ``setting`` (one of ``AUTO_EXPIRY_SETTINGS``), or None."""
+    value = settings_of(scope.entry()).get(setting)
     try:
         return parse_duration(value) if value else None
     except ValueError:
         return None
 
 
-def answer_link_hosts(workspace_id: str) -> tuple[str, ...]:
+def answer_link_hosts(scope: RequestScope) -> tuple[str, ...]:
     """The hosts an Admin allowed answers to link to (validated when set; anything else is ignored)."""
-    value = settings_of(get_workspace(workspace_id)).get(ANSWER_LINK_HOSTS)
+    value = settings_of(scope.entry()).get(ANSWER_LINK_HOSTS)
     return tuple(h for h in value if isinstance(h, str)) if isinstance(value, list) else ()
 
 
-def answer_mode(workspace_id: str) -> str:
+def answer_mode(scope: RequestScope) -> str:
     """``knowledge_first`` when an Admin allowed general answers, else ``knowledge_only`` (the default)."""
-    value = settings_of(get_workspace(workspace_id)).get(ANSWER_MODE)
+    value = settings_of(scope.entry()).get(ANSWER_MODE)
     return value if value in ANSWER_MODES else ANSWER_MODES[0]

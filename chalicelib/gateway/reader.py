@@ -113,14 +113,14 @@ def views(principal: Principal, records: list[catalog.DatasetRecord]) -> list[Vi
     return [view(principal, r) for r in records if catalog.can_read(principal, r)]
 
 
-def readable(principal: Principal, snap: catalog.Snapshot | None = None) -> list[View]:
-    """Every dataset the caller may read, as views, in catalog order."""
-    return [view(principal, r) for r in catalog.readable(principal, snap)]
+def readable(scope: RequestScope, snap: catalog.Snapshot | None = None) -> list[View]:
+    """Every dataset the scope's caller may read, as views, in catalog order."""
+    return [view(scope.principal, r) for r in catalog.readable(scope, snap)]
 
 
-def by_name(principal: Principal, names: set[str]) -> list[View]:
+def by_name(scope: RequestScope, names: set[str]) -> list[View]:
     """The caller's views of the readable datasets among lower-cased ``names``, sorted by name."""
-    return [view(principal, r) for r in catalog.readable_by_name(principal, names)]
+    return [view(scope.principal, r) for r in catalog.readable_by_name(scope, names)]
 
 
 # --- opaque identifiers ---------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ def set_document_acl(scope: RequestScope, dataset_id: str, document_id: str, acl
     Audited as ``dataset.document_acl_set``."""
     principal = scope.principal
     require(principal, "connectors.manage")
-    rec = catalog.record(principal, dataset_id)
+    rec = catalog.record(scope, dataset_id)
     if not is_id(document_id, "doc"):
         raise not_found("document")
     entries = _check_acl(acl)
@@ -199,7 +199,7 @@ def set_document_acl(scope: RequestScope, dataset_id: str, document_id: str, acl
         break
     else:
         raise ApiError(409, "concurrent_update", "The dataset changed while the ACL was being set; retry.")
-    catalog.changed(principal.workspace_id, datasets=[rec.id])
+    catalog.changed(region, principal.workspace_id, datasets=[rec.id])
     audit.append(region, principal.workspace_id, "dataset.document_acl_set",
                  actor=Actor.of(principal),
                  target={"type": "dataset", "id": rec.id, "document_id": document_id},
@@ -219,14 +219,15 @@ def answer_visible(principal: Principal, node_type: str, details: dict[str, Any]
 
 # --- stored answers read again ----------------------------------------------------------------------------
 
-def sources_readable(principal: Principal, sources: list[dict[str, Any]]) -> list[bool]:
+def sources_readable(scope: RequestScope, sources: list[dict[str, Any]]) -> list[bool]:
     """Whether the caller may read each source of a stored answer NOW (a chat answer's passages, an agent
     step's search results): ``{"dataset_id", "doc"?, "fields"?}``. False when the dataset is no longer
     readable, the document is hidden by its per-document ACL, or a field whose value the passage holds
     has left ALLOW for the caller; the same rules retrieval applies (``knowledge/service._mask``)."""
     if not sources:
         return []
-    records = {r.id: r for r in catalog.readable(principal)}
+    principal = scope.principal
+    records = {r.id: r for r in catalog.readable(scope)}
     views: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
     out = []
     for src in sources:

@@ -65,7 +65,7 @@ def chunks_of(rec: catalog.DatasetRecord, region: str) -> list[Chunk]:
 def index_dataset(region: str, workspace_id: str, dataset_id: str) -> int:
     """(Re)build and publish the dataset's index; returns its chunk count (0: no index)."""
     catalog.invalidate(workspace_id)
-    rec = catalog.snapshot(workspace_id).datasets.get(dataset_id)
+    rec = catalog.snapshot(region, workspace_id).datasets.get(dataset_id)
     cls = knowledge(region)
     old = store.manifests(region, workspace_id).indexes.get(dataset_id)
     chunks = chunks_of(rec, region) if rec is not None else []
@@ -179,7 +179,7 @@ def _handle_record(record: dict[str, Any]) -> bool:
     region = workspace_scope(ws).region or ""  # a job without a caller: the workspace's scope
     catalog.invalidate(ws)
     store.invalidate(ws)
-    rec = catalog.snapshot(ws).datasets.get(ds)
+    rec = catalog.snapshot(region, ws).datasets.get(ds)
     current = store.manifests(region, ws).indexes.get(ds)
     if rec is None or current is None or built_for(current) != target(rec, dense.model_for(region)) \
             or current.index_format != reader.index_format():

@@ -130,14 +130,14 @@ def search(scope: RequestScope, query: str, k: int = 5, filters: dict[str, Any] 
     filters = _check(query, k, filters)
     ws = principal.workspace_id
     region = scope.region or ""
-    snap = catalog.snapshot(ws, store.trust_seconds())
+    snap = catalog.snapshot_of(scope, store.trust_seconds())
     manifests = store.manifests(region, ws)
     wanted_ids = set(filters["dataset_ids"]) if filters.get("dataset_ids") is not None else None
     kinds = set(filters.get("kinds") or (DOCUMENT, DATASET))
     embedder = dense.model_for(region)
     query_vec: np.ndarray | None = None
     found: list[Hit] = []
-    for rec in catalog.readable(principal, snap):
+    for rec in catalog.readable(scope, snap):
         if wanted_ids is not None and rec.id not in wanted_ids:
             continue
         m = manifests.indexes.get(rec.id)

@@ -258,7 +258,7 @@ def _attributions(region: str, workspace_id: str, user_id: str, is_theirs: _Matc
                 _set(region, table, item, {"owner": blank})
                 owned[table].append(_s(item, "id"))
     if owned["connectors"] or owned["datasets"]:
-        catalog.changed(workspace_id, datasets=owned["datasets"], connectors=owned["connectors"])
+        catalog.changed(region, workspace_id, datasets=owned["datasets"], connectors=owned["connectors"])
     return n + len(owned["connectors"]) + len(owned["datasets"])
 
 

@@ -227,7 +227,7 @@ def _run(region: str, req: RestoreRequestAttrs) -> dict[str, Any]:
         report = apply(region, backups.manifest(region, ws, req.backup_id))
         report["erasures_replayed"] = erasure.replay(region, ws)
         report["revocations_replayed"] = revocations.replay(region, ws)
-        catalog.changed(ws, everything=True)  # cached catalogs in every container reload in full
+        catalog.changed(region, ws, everything=True)  # cached catalogs in every container reload in full
     except Exception as exc:  # noqa: BLE001 - recorded and audited as the request's outcome
         log.exception("restore failed", extra={"workspace_id": ws, "request": req.id})
         req.update(actions=[cls.status.set(FAILED), cls.error.set(type(exc).__name__)])

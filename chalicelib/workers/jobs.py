@@ -11,7 +11,7 @@ Workers must not import graphql or duckdb at module level.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chalicelib.core.logs import get_logger
@@ -212,10 +212,18 @@ def private_views() -> dict[str, Any]:
     from chalicelib.core import tenancy
     from chalicelib.core.tenancy import RequestScope
 
-    def run_view(reader: Any, item: dict[str, Any]) -> dict[str, Any]:
-        return runs.exported(RequestScope(reader, tenancy.region_of(reader.workspace_id)), item)
+    scopes: dict[tuple[str, str], RequestScope] = {}
 
-    return {"chats": redaction.exported, "agent_runs": run_view, "agent_memory": memory.exported}
+    def scope(reader: Any) -> RequestScope:  # the reader's scope, resolved once per reader
+        key = (reader.workspace_id, reader.user_id)
+        if key not in scopes:
+            scopes[key] = tenancy.scope_of(reader)
+        return replace(scopes[key], principal=reader)
+
+    def view(export: Callable[[RequestScope, dict[str, Any]], Any]) -> Callable[[Any, dict[str, Any]], Any]:
+        return lambda reader, item: export(scope(reader), item)
+
+    return {"chats": view(redaction.exported), "agent_runs": view(runs.exported), "agent_memory": view(memory.exported)}
 
 
 def residency_jobs(event: dict[str, Any]) -> dict[str, Any]:

@@ -19,18 +19,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "chalicelib"
 LOOKUPS = {"region_of", "get_workspace"}
 
 
-# Still looking the workspace up themselves; each moves to taking the scope, then leaves this list.
-PENDING = {
-    # agents, chat, knowledge, llm
-
-    # gateway
-    "gateway/catalog/snapshot_cache.py",
-
-    # core, platform, residency
-    "core/workspace_settings.py",
-}
-
-
 def allowed(path: Path) -> bool:
     rel = path.relative_to(PACKAGE)
     parts, name = rel.parts, path.name
@@ -53,10 +41,8 @@ def lookups(path: Path) -> list[int]:
 
 def test_only_tenancy_entry_points_and_workers_look_a_workspace_up() -> None:
     offenders = {str(p.relative_to(PACKAGE)): lookups(p) for p in sorted(PACKAGE.rglob("*.py")) if not allowed(p)}
-    offenders = {p: lines for p, lines in offenders.items() if lines}
-    assert {p: lines for p, lines in offenders.items() if p not in PENDING} == {}, \
+    assert {p: lines for p, lines in offenders.items() if lines} == {}, \
         "take the RequestScope from the caller instead of looking the workspace up"
-    assert PENDING - set(offenders) == set(), "converted: remove it from PENDING"
 
 
 def test_the_rule_sees_a_lookup() -> None:

@@ -76,7 +76,7 @@ def checked_links(state: StateLike, answer: dict[str, Any]) -> dict[str, Any]:
     if isinstance(text, str):
         sources = [json.dumps(step["output"], default=str, ensure_ascii=False) for step in state.steps_done]
         sources += [t for step in state.steps_done for t in _passages(step["output"])]
-        rules = answer_links.rules(answer_link_hosts(state.ctx.principal.workspace_id), sources)
+        rules = answer_links.rules(answer_link_hosts(state.ctx.scope), sources)
         answer["output"]["answer"] = answer_links.sanitise(text, rules).text
     return answer
 

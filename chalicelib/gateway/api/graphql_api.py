@@ -129,7 +129,7 @@ def _connectors(_root: Any, info: Any, status: str | None = None, category: str 
 
 def _datasets(_root: Any, info: Any, search: str | None = None, owner: str | None = None,
               first: int = catalog.DEFAULT_PAGE, after: str | None = None) -> dict[str, Any]:
-    page = catalog.search(_principal(info), catalog.SearchFilters(text=search, owner=owner), limit=first, after=after)
+    page = catalog.search(_scope(info), catalog.SearchFilters(text=search, owner=owner), limit=first, after=after)
     edges = [{"node": n, "cursor": c} for n, c in zip(page["items"], page["cursors"], strict=True)]
     return {"edges": edges, "total_count": page["total_count"],
             "page_info": {"has_next_page": page["has_more"], "has_previous_page": page["has_previous"],
@@ -139,7 +139,7 @@ def _datasets(_root: Any, info: Any, search: str | None = None, owner: str | Non
 
 def _dataset(_root: Any, info: Any, id: str) -> dict[str, Any] | None:  # noqa: A002
     try:
-        return catalog.get(_principal(info), id)
+        return catalog.get(_scope(info), id)
     except ApiError as err:
         if err.status == 404:
             return None

@@ -39,19 +39,19 @@ def search_datasets(ctx: Ctx) -> dict[str, Any]:
                                     fresher_than=q.get("fresher_than"),
                                     field_classification=q.get("field_classification"))
     limit = query_int(q, "limit", catalog.DEFAULT_PAGE, minimum=1, maximum=catalog.MAX_PAGE)
-    page = catalog.search(ctx.user, filters, limit=limit, after=q.get("after"))
+    page = catalog.search(ctx.scope, filters, limit=limit, after=q.get("after"))
     return {"items": page["items"], "has_more": page["has_more"], "next_cursor": page["next_cursor"],
             "total_count": page["total_count"]}
 
 
 @api.route("/v1/catalog/datasets/{dataset_id}", permission="knowledge.read")
 def get_dataset(ctx: Ctx, dataset_id: str) -> dict[str, Any]:
-    return catalog.get(ctx.user, dataset_id)
+    return catalog.get(ctx.scope, dataset_id)
 
 
 @api.route("/v1/catalog/datasets/{dataset_id}/schema", permission="knowledge.read")
 def dataset_schema(ctx: Ctx, dataset_id: str) -> dict[str, Any]:
-    return catalog.schema_of(ctx.user, dataset_id)
+    return catalog.schema_of(ctx.scope, dataset_id)
 
 
 @api.route("/v1/catalog/datasets/{dataset_id}/fields/{field}/policy", ["PUT"], permission="policies.manage")

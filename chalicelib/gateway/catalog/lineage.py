@@ -140,8 +140,8 @@ class _Walk:
     """One breadth-first walk around a dataset; collects visible nodes and the edges between them."""
 
     def __init__(self, scope: RequestScope, root: catalog.DatasetRecord) -> None:
-        self.principal = principal = scope.principal
-        self.snap = catalog.snapshot(principal.workspace_id)
+        self.principal = scope.principal
+        self.snap = catalog.snapshot_of(scope)
         self.cls = models.lineage_edges(scope.region or "")
         self.nodes: dict[str, dict[str, Any]] = {root.id: {"id": root.id, "type": "DATASET", "name": root.name,
                                                            "hop": 0}}
@@ -215,7 +215,7 @@ def graph(scope: RequestScope, dataset_id: str, depth: int = DEFAULT_DEPTH) -> d
     require(principal, "knowledge.read")
     if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_DEPTH:
         raise validation_error([{"field": "depth", "message": f"must be between 1 and {MAX_DEPTH}"}])
-    root = catalog.record(principal, dataset_id)
+    root = catalog.record(scope, dataset_id)
     walk = _Walk(scope, root)
     for direction in ("up", "down"):
         walk.walk(direction, root.id, depth)

@@ -26,9 +26,9 @@ def _wanted(region: str) -> bool:
     return openlineage.configured() and bool(openlineage.endpoint_for(region))
 
 
-def dataset_node(workspace_id: str, dataset_id: str, *, with_columns: bool = False) -> Node:
+def dataset_node(region: str, workspace_id: str, dataset_id: str, *, with_columns: bool = False) -> Node:
     """A dataset as an input or output: its name, its columns under MASK (and all its columns)."""
-    rec = catalog.snapshot(workspace_id).datasets.get(dataset_id)
+    rec = catalog.snapshot(region, workspace_id).datasets.get(dataset_id)
     if rec is None:
         return Node("dataset", dataset_id)
     masked = tuple(str(f.get("name")) for f in rec.fields if str(f.get("policy") or "").upper() == "MASK")
@@ -36,8 +36,8 @@ def dataset_node(workspace_id: str, dataset_id: str, *, with_columns: bool = Fal
     return Node("dataset", dataset_id, rec.name, columns, masked)
 
 
-def _source(workspace_id: str, kind: str, node_id: str) -> Node:
-    return dataset_node(workspace_id, node_id) if kind == "dataset" else Node(kind, node_id)
+def _source(region: str, workspace_id: str, kind: str, node_id: str) -> Node:
+    return dataset_node(region, workspace_id, node_id) if kind == "dataset" else Node(kind, node_id)
 
 
 def from_edges(region: str, workspace_id: str, edges: Iterable[tuple[str, str, str, str, dict[str, Any]]], *,
@@ -54,7 +54,7 @@ def from_edges(region: str, workspace_id: str, edges: Iterable[tuple[str, str, s
             key = (t_type.lower(), t_id)
             run_key = f"{t_id}:{uuid.uuid4()}" if each_time else t_id
             info = runs.setdefault(key, RunInfo(workspace_id, region, key[0], run_key, outputs=[Node(*key)]))
-            info.inputs.append(_source(workspace_id, s_type.lower(), s_id))
+            info.inputs.append(_source(region, workspace_id, s_type.lower(), s_id))
             if str((details or {}).get("status") or "").lower() in FAILED_STATUSES:
                 failed.add(key)
                 info.error = f"the run ended {details['status']}"
@@ -99,7 +99,7 @@ def _sync_run(region_in: Callable[[str], str], fn: F) -> F:
             connector, dataset = kwargs.get("connector_id"), kwargs.get("dataset_id")
             info = RunInfo(workspace_id, region, "sync", sync_id, started_at=started, error=outcome.detail or None,
                            inputs=[Node("connector", connector)] if connector else [],
-                           outputs=[dataset_node(workspace_id, dataset, with_columns=True)] if dataset else [])
+                           outputs=[dataset_node(region, workspace_id, dataset, with_columns=True)] if dataset else [])
             openlineage.emit(info, failed=failed)
         except Exception:  # noqa: BLE001 - lineage events never fail the work
             log.exception("sync lineage events not emitted")

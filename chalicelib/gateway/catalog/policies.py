@@ -21,7 +21,7 @@ def list_policies(scope: RequestScope, of: str | None = None) -> list[dict[str, 
         raise validation_error([{"field": "scope", "message": "must be one of " + ", ".join(SCOPES)}])
     wanted = (of.upper(),) if of else SCOPES
     out: list[dict[str, Any]] = []
-    datasets = catalog.readable(principal) if ("ACL" in wanted or "PII" in wanted) else []
+    datasets = catalog.readable(scope) if ("ACL" in wanted or "PII" in wanted) else []
     if "ACL" in wanted:
         for rec in datasets:
             out.append(_base(f"acl:{rec.id}", "ACL", rec) | {"principals": [dict(a) for a in rec.acl]})

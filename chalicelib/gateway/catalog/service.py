@@ -92,9 +92,17 @@ def visible_fields(principal: Principal, rec: DatasetRecord) -> list[dict[str, A
     return [dict(f) for f in rec.fields if f["policy"] != "DENY"]
 
 
-def readable(principal: Principal, snap: Snapshot | None = None) -> list[DatasetRecord]:
-    """Every dataset the caller may read, in paging order (memoised per snapshot and ACL key set)."""
-    snap = snap or snapshot(principal.workspace_id)
+def snapshot_of(scope: RequestScope, trust_seconds: float | None = None) -> Snapshot:
+    """The catalog of the scope's workspace (``snapshot``; 404 for a scope without a workspace)."""
+    if not scope.region:
+        raise not_found("workspace")
+    return snapshot(scope.region, scope.workspace_id, trust_seconds)
+
+
+def readable(scope: RequestScope, snap: Snapshot | None = None) -> list[DatasetRecord]:
+    """Every dataset the scope's caller may read, in paging order (memoised per snapshot and ACL key set)."""
+    principal = scope.principal
+    snap = snap or snapshot_of(scope)
     keys = frozenset(["*admin*"]) if is_admin(principal) else principal_keys(principal)
     found = snap._readable.get(keys)
     if found is None:
@@ -106,17 +114,18 @@ def readable(principal: Principal, snap: Snapshot | None = None) -> list[Dataset
     return found
 
 
-def readable_by_name(principal: Principal, names: set[str]) -> list[DatasetRecord]:
+def readable_by_name(scope: RequestScope, names: set[str]) -> list[DatasetRecord]:
     """The readable datasets among lower-cased ``names``, sorted by name."""
-    snap = snapshot(principal.workspace_id)
+    principal = scope.principal
+    snap = snapshot_of(scope)
     hits = [snap.by_name[n] for n in names if n in snap.by_name]
     return sorted((r for r in hits if can_read(principal, r)), key=lambda r: r.name)
 
 
-def record(principal: Principal, dataset_id: str) -> DatasetRecord:
+def record(scope: RequestScope, dataset_id: str) -> DatasetRecord:
     """A readable dataset by id; 404 for unknown, unreadable or another workspace's ids."""
-    rec = snapshot(principal.workspace_id).datasets.get(dataset_id) if isinstance(dataset_id, str) else None
-    if rec is None or not can_read(principal, rec):
+    rec = snapshot_of(scope).datasets.get(dataset_id) if isinstance(dataset_id, str) else None
+    if rec is None or not can_read(scope.principal, rec):
         raise not_found("dataset")
     return rec
 
@@ -140,10 +149,11 @@ def source_of(rec: DatasetRecord, connectors: dict[str, dict[str, Any]]) -> dict
             "created_at": rec.created_at, "updated_at": rec.updated_at}
 
 
-def view(principal: Principal, rec: DatasetRecord, snap: Snapshot | None = None,
+def view(scope: RequestScope, rec: DatasetRecord, snap: Snapshot | None = None,
          now: float | None = None) -> dict[str, Any]:
     """The ``Dataset`` shape shared by REST and GraphQL."""
-    snap = snap or snapshot(principal.workspace_id)
+    principal = scope.principal
+    snap = snap or snapshot_of(scope)
     return {
         "id": rec.id, "name": rec.name, "description": rec.description,
         "source": source_of(rec, snap.connectors), "owner": rec.owner,
@@ -251,19 +261,20 @@ class _Criteria:
                    for f in rec.fields)
 
 
-def search(principal: Principal, filters: SearchFilters, *, limit: int = DEFAULT_PAGE,
+def search(scope: RequestScope, filters: SearchFilters, *, limit: int = DEFAULT_PAGE,
            after: str | None = None) -> dict[str, Any]:
     """Readable datasets matching every filter, ordered by name, with keyset paging.
 
     Text matches every whitespace-separated term (case-insensitive) against the name, description and
     the caller-visible field names. ``total_count`` counts every readable match, not just this page.
     """
+    principal = scope.principal
     require(principal, "knowledge.read")
     if not 1 <= limit <= MAX_PAGE:
         raise validation_error([{"field": "limit", "message": f"must be between 1 and {MAX_PAGE}"}])
     criteria = _Criteria.of(filters)
     start = decode_cursor(after) if after else None
-    snap = snapshot(principal.workspace_id)
+    snap = snapshot_of(scope)
     now = clock.now()
     bits = criteria.bitmap(snap.index, principal, now)
     if principal.datasets is not None:
@@ -272,7 +283,7 @@ def search(principal: Principal, filters: SearchFilters, *, limit: int = DEFAULT
     total = bits.bit_count()
     has_more = following > limit
     return {
-        "items": [view(principal, r, snap, now) for r in page],
+        "items": [view(scope, r, snap, now) for r in page],
         "cursors": [encode_cursor(r) for r in page],
         "has_more": has_more,
         "has_previous": total > following,
@@ -281,17 +292,17 @@ def search(principal: Principal, filters: SearchFilters, *, limit: int = DEFAULT
     }
 
 
-def get(principal: Principal, dataset_id: str) -> dict[str, Any]:
-    require(principal, "knowledge.read")
-    return view(principal, record(principal, dataset_id))
+def get(scope: RequestScope, dataset_id: str) -> dict[str, Any]:
+    require(scope.principal, "knowledge.read")
+    return view(scope, record(scope, dataset_id))
 
 
-def schema_of(principal: Principal, dataset_id: str) -> dict[str, Any]:
+def schema_of(scope: RequestScope, dataset_id: str) -> dict[str, Any]:
     """The normalised schema: each field with its type, classification and policy."""
-    require(principal, "knowledge.read")
-    rec = record(principal, dataset_id)
+    require(scope.principal, "knowledge.read")
+    rec = record(scope, dataset_id)
     return {"dataset_id": rec.id, "name": rec.name, "classification": rec.classification,
-            "schema_version": rec.schema_version, "fields": visible_fields(principal, rec)}
+            "schema_version": rec.schema_version, "fields": visible_fields(scope.principal, rec)}
 
 
 def set_field_policy(scope: RequestScope, dataset_id: str, field_name: str, policy: str, *,
@@ -302,7 +313,7 @@ def set_field_policy(scope: RequestScope, dataset_id: str, field_name: str, poli
     policy = str(policy).upper()
     if policy not in FIELD_POLICIES:
         raise validation_error([{"field": "policy", "message": "must be one of " + ", ".join(FIELD_POLICIES)}])
-    record(principal, dataset_id)  # 404 unless visible
+    record(scope, dataset_id)  # 404 unless visible
     region = scope.region or ""
     cls = models.datasets(region)
     for _ in range(5):
@@ -328,7 +339,7 @@ def set_field_policy(scope: RequestScope, dataset_id: str, field_name: str, poli
         break
     else:
         raise ApiError(409, "concurrent_update", "The dataset changed while the policy was being set; retry.")
-    changed(principal.workspace_id, datasets=[dataset_id])
+    changed(region, principal.workspace_id, datasets=[dataset_id])
     audit.append(region, principal.workspace_id, "dataset.field_policy_set",
                  actor=Actor.of(principal),
                  target={"type": "dataset", "id": dataset_id, "field": field_name},

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from chalicelib.core import aws, clock, process_state
 from chalicelib.core.config import settings
-from chalicelib.core.tenancy import region_of
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import snapshots as stored_snapshots
 from chalicelib.gateway.catalog import versions as catalog_versions
@@ -101,7 +100,7 @@ def one_version_within(seconds: float) -> Iterator[None]:
         _trusted_within.reset(token)
 
 
-def checked_alongside(workspace_id: str, work: Callable[[], T]) -> T:
+def checked_alongside(region: str, workspace_id: str, work: Callable[[], T]) -> T:
     """``work()`` on this container's snapshot of the workspace's catalog while the version check that
     snapshot is due runs on another thread (``aws.alongside``), instead of before it. ``work``'s answer, or
     its error, stands only when the check finds the snapshot current; else it is thrown away and ``work``
@@ -116,7 +115,7 @@ def checked_alongside(workspace_id: str, work: Callable[[], T]) -> T:
             or now - snap.loaded_at >= FULL_RELOAD_SECONDS or _unchecked.get() is not None):
         return work()
     stats.version_checks += 1
-    check = aws.alongside(catalog_versions.current, region_of(workspace_id), workspace_id)
+    check = aws.alongside(catalog_versions.current, region, workspace_id)
     token = _unchecked.set((workspace_id, snap))
     failure: Exception | None = None
     try:
@@ -152,11 +151,11 @@ def invalidate(workspace_id: str | None = None, *, keep_stored: bool = False) ->
 process_state.enrol("gateway.catalog.snapshots", invalidate)
 
 
-def changed(workspace_id: str, *, datasets: tuple[str, ...] | list[str] = (),
+def changed(region: str, workspace_id: str, *, datasets: tuple[str, ...] | list[str] = (),
             connectors: tuple[str, ...] | list[str] = (), everything: bool = False) -> None:
     """Record, after a write, that these datasets or connectors changed: every container (this one from
-    its next read) reloads them."""
-    catalog_versions.record_change(region_of(workspace_id), workspace_id, datasets=datasets,
+    its next read) reloads them. ``region``: the workspace's."""
+    catalog_versions.record_change(region, workspace_id, datasets=datasets,
                                    connectors=connectors, everything=everything)
     _stale(workspace_id)
 
@@ -173,6 +172,7 @@ def _stale(workspace_id: str) -> None:
 class Change:
     """A change of datasets or connectors committed with the write that makes it (``change_in``)."""
 
+    region: str
     workspace_id: str
     datasets: list[str]
     connectors: list[str]
@@ -181,26 +181,26 @@ class Change:
     def landed(self) -> None:
         """The write committed: as ``changed``, without a call when the transaction held the bump."""
         if self.version is None:
-            changed(self.workspace_id, datasets=self.datasets, connectors=self.connectors)
+            changed(self.region, self.workspace_id, datasets=self.datasets, connectors=self.connectors)
             return
-        catalog_versions.bump_landed(region_of(self.workspace_id), self.workspace_id, self.version)
+        catalog_versions.bump_landed(self.region, self.workspace_id, self.version)
         _stale(self.workspace_id)
 
     def refused(self, tags: set[str]) -> bool:
         """The transaction was refused for ``tags``: True when only for the bump (the version this process
         knew was stale; the next try bumps after its commit)."""
         if catalog_versions.TAG in tags:
-            catalog_versions.bump_refused(region_of(self.workspace_id), self.workspace_id)
+            catalog_versions.bump_refused(self.region, self.workspace_id)
         return tags == {catalog_versions.TAG}
 
 
-def change_in(tx: Tx, workspace_id: str, *, datasets: list[str] | tuple[str, ...] = (),
+def change_in(tx: Tx, region: str, workspace_id: str, *, datasets: list[str] | tuple[str, ...] = (),
               connectors: list[str] | tuple[str, ...] = ()) -> Change:
     """The catalog version's bump in the write's own transaction ``tx`` (when this process knows the
     version): no call of its own, and no change that commits without its bump. ``landed`` after the
     commit."""
     version = catalog_versions.bump_in(tx, workspace_id, datasets=datasets, connectors=connectors)
-    return Change(workspace_id, list(datasets), list(connectors), version)
+    return Change(region, workspace_id, list(datasets), list(connectors), version)
 
 
 def _full_load(region: str, workspace_id: str, version: int, now: float) -> Snapshot:
@@ -276,8 +276,9 @@ def _partial_load(snap: Snapshot, region: str, workspace_id: str, dataset_ids: s
                     index=snap.index.updated(removed, added))
 
 
-def snapshot(workspace_id: str, trust_seconds: float | None = None) -> Snapshot:
-    """The workspace's catalog as of its current version (see the module docstring). ``trust_seconds``
+def snapshot(region: str, workspace_id: str, trust_seconds: float | None = None) -> Snapshot:
+    """The workspace's catalog (``region``: the workspace's) as of its current version (see the module
+    docstring). ``trust_seconds``
     (default ``CATALOG_CACHE_SECONDS``): how long a version check is trusted before the next one; a
     caller that keeps its own data for a bound (knowledge search: its manifests) passes that bound."""
     unchecked = _unchecked.get()
@@ -288,7 +289,6 @@ def snapshot(workspace_id: str, trust_seconds: float | None = None) -> Snapshot:
         snap = _cache.get(workspace_id)
     if snap is not None and now - snap.checked_at < _ttl(trust_seconds):
         return snap
-    region = region_of(workspace_id)
     stats.version_checks += 1
     stored = catalog_versions.current(region, workspace_id)  # read before loading: a later change shows next time
     if snap is not None and now - snap.loaded_at < FULL_RELOAD_SECONDS:

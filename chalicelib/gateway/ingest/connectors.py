@@ -170,7 +170,7 @@ def health_check(item: models.ConnectorAttrs, region: str) -> str | None:
         item.update(actions=actions)
     except UpdateError:
         return error
-    catalog.changed(item.workspace_id, connectors=[item.id])  # a dataset's ``source`` shows the health
+    catalog.changed(region, item.workspace_id, connectors=[item.id])  # a dataset's ``source`` shows the health
     return error
 
 
@@ -254,7 +254,7 @@ def update_connector(scope: RequestScope, connector_id: str, body: Any, caller: 
         raise not_found("connector") from None
     if new_config is not None:
         _record_dropped_secrets(item, previous, new_config, scope.principal.user_id)
-    catalog.changed(scope.workspace_id, connectors=[connector_id])
+    catalog.changed(region, scope.workspace_id, connectors=[connector_id])
     if new_config is not None or body.get("paused") is False:
         health_check(item, region)
         item.refresh(consistent_read=True)
@@ -298,7 +298,7 @@ def delete_connector(scope: RequestScope, connector_id: str, caller: Any) -> dic
             pass
         removed_objects = storage.delete_dataset_data(region, item.workspace_id, item.dataset_id)
         lineage_edges.remove_edge(region, item.workspace_id, item.id, item.dataset_id)
-    catalog.changed(item.workspace_id, connectors=[item.id], datasets=[item.dataset_id] if item.dataset_id else [])
+    catalog.changed(region, item.workspace_id, connectors=[item.id], datasets=[item.dataset_id] if item.dataset_id else [])
     if hasattr(module(item.kind), "cleanup"):
         removed_objects += module(item.kind).cleanup(Src(region, item.workspace_id, item.id, {}))
     audit.append(region, scope.workspace_id, "connector.deleted", actor=Actor.of(scope.principal),

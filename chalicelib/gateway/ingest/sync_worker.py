@@ -461,7 +461,7 @@ def _commit(region: str, conn: models.ConnectorAttrs, run: models.SyncRunAttrs, 
         def effects(tx: Tx, current: models.DatasetAttrs | None = current, final_schema: list = final_schema,
                     classification: str = classification) -> None:
             now = clock.iso()
-            change[:] = [catalog.change_in(tx, ws, datasets=[dataset_id], connectors=[conn.id])]
+            change[:] = [catalog.change_in(tx, region, ws, datasets=[dataset_id], connectors=[conn.id])]
             if current is None:
                 item = models.datasets(region)(
                     ws, dataset_id, name=conn.dataset_name or dataset_id, connector_id=conn.id,

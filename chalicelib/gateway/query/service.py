@@ -393,7 +393,7 @@ def run(scope: RequestScope, sql: Any, *, limit: int | None = None, answer: dict
     lineage_write: list[Future[Any]] = []  # started once, beside the query's run (``_run``)
 
     def attempt() -> dict[str, Any]:
-        views = {v.rec.name: v for v in reader.by_name(principal, names)}
+        views = {v.rec.name: v for v in reader.by_name(scope, names)}
         used = [v.rec for v in views.values()]
         fields = {r.name: visible_columns(principal, r) for r in used}
         key = (principal.workspace_id, *(views[r.name].cache_key() for r in used))
@@ -415,7 +415,7 @@ def run(scope: RequestScope, sql: Any, *, limit: int | None = None, answer: dict
                 shutil.rmtree(work, ignore_errors=True)
 
     try:
-        result = catalog.checked_alongside(principal.workspace_id, attempt)
+        result = catalog.checked_alongside(scope.region or "", principal.workspace_id, attempt)
     except Exception:
         for write in lineage_write:  # waited for, but the query's own error is the caller's
             if write.exception() is not None:

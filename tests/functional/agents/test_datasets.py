@@ -35,7 +35,7 @@ def admin_of(t: Tenant) -> Principal:
 
 
 def dataset_id(t: Tenant, name: str) -> str:
-    return catalog.readable_by_name(admin_of(t), {name})[0].id
+    return catalog.readable_by_name(scope_of(admin_of(t)), {name})[0].id
 
 
 def agent(tools: list[str], datasets: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -229,7 +229,9 @@ def test_a_dataset_scope_narrows_every_reader_entry_point_and_never_widens(seede
     orders, customers = dataset_id(seeded, "orders"), dataset_id(seeded, "customers")
     user = Principal(user_id="usr_scoped", workspace_id=seeded.workspace_id, roles=("member",), email="m@example.com",
                      amr=("pwd",), token_id="t")
-    scoped = replace(user, datasets=frozenset({orders, payroll, "ds_01ARZ3NDEKTSV4RRFFQ69G5FAV"}))
+    user_scope = scope_of(user)
+    scoped = replace(user_scope, principal=replace(user, datasets=frozenset({orders, payroll,
+                                                                              "ds_01ARZ3NDEKTSV4RRFFQ69G5FAV"})))
     assert [v.rec.id for v in reader.readable(scoped)] == [orders]  # payroll: the ACL still says no
     assert [v.rec.name for v in reader.by_name(scoped, {"orders", "customers", "payroll"})] == ["orders"]
     assert catalog.record(scoped, orders).id == orders
@@ -239,6 +241,6 @@ def test_a_dataset_scope_narrows_every_reader_entry_point_and_never_widens(seede
         assert refused.value.status == 404
     page = catalog.search(scoped, catalog.SearchFilters())
     assert [d["id"] for d in page["items"]] == [orders] and page["total_count"] == 1
-    assert catalog.search(user, catalog.SearchFilters())["total_count"] >= 2  # unscoped: the same user sees more
-    nothing = replace(user, datasets=frozenset({"ds_01ARZ3NDEKTSV4RRFFQ69G5FAV"}))  # every ticked dataset gone
+    assert catalog.search(user_scope, catalog.SearchFilters())["total_count"] >= 2  # unscoped: the same user sees more
+    nothing = replace(user_scope, principal=replace(user, datasets=frozenset({"ds_01ARZ3NDEKTSV4RRFFQ69G5FAV"})))  # every ticked dataset gone
     assert reader.readable(nothing) == [] and catalog.search(nothing, catalog.SearchFilters())["total_count"] == 0

@@ -208,7 +208,7 @@ def test_a_tool_that_sends_data_out_is_refused_while_the_run_is_tainted(monkeypa
     assert tools.call("send_out", ctx, {"value": "hello"}) == {"sent": True}  # nothing read yet
     for label in [("document", "ds_1", "doc_1"), ("field", "ds_1", "email", "MASK"), ("dataset", "ds_1", "PII")]:
         ctx.labels = {label}
-        assert labels.restricted(who, ctx.labels)
+        assert labels.restricted(ctx.scope, ctx.labels)
         with pytest.raises(tools.ToolError) as refused:
             tools.call("send_out", ctx, {"value": base64.b64encode(b"anything").decode()})
         assert refused.value.code == "tainted_run"

@@ -6,6 +6,7 @@ from chalicelib.agents import memory, models
 from chalicelib.agents.runtime import reaper
 from chalicelib.core import clock
 from chalicelib.core.authz import Principal
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import demo
 from infra.resources import REGIONAL, TABLES
 from tests.functional.agents.helpers import (
@@ -23,7 +24,8 @@ from tests.functional.conftest import Tenant, make_tenant, stored_items
 from tests.functional.platform.helpers import call, user_token
 
 AGENT_TABLES = ("agents", "agent_runs", "agent_run_log", "agent_memory")
-READER = Principal(user_id="usr_1", workspace_id="ws", roles=("member",), email="", amr=("pwd",), token_id="t")
+READER = RequestScope(Principal(user_id="usr_1", workspace_id="ws", roles=("member",), email="", amr=("pwd",),
+                                token_id="t"))
 
 
 def test_memory_older_than_30_days_is_gone_and_newer_memory_stays(tenant: Tenant) -> None:

@@ -45,7 +45,7 @@ def _principal(t: Tenant, roles: tuple[str, ...] = ("admin",)) -> Principal:
 
 
 def _names(t: Tenant, text: str | None = None, roles: tuple[str, ...] = ("admin",)) -> list[str]:
-    page = catalog.search(_principal(t, roles), catalog.SearchFilters(text=text), limit=100)
+    page = catalog.search(scope_of(_principal(t, roles)), catalog.SearchFilters(text=text), limit=100)
     return [d["name"] for d in page["items"]]
 
 
@@ -107,7 +107,7 @@ def test_a_field_policy_change_elsewhere_reaches_search_and_schema(seeded: tuple
     schema = [field("id", "INTEGER"), field("email", policy="DENY")]
     _as_another_container(tenant.workspace_id, ids[0], schema=json.dumps(schema))
     assert "table_0" not in _names(tenant, "email", roles=member)  # a DENY field is not searchable
-    fields = catalog.schema_of(_principal(tenant, member), ids[0])["fields"]
+    fields = catalog.schema_of(scope_of(_principal(tenant, member)), ids[0])["fields"]
     assert [f["name"] for f in fields] == ["id"]
 
 
@@ -118,20 +118,20 @@ def test_a_deletion_elsewhere_removes_the_dataset(seeded: tuple[Tenant, list[str
     catalog_versions.record_change("us-east-1", tenant.workspace_id, datasets=[ids[4]])
     assert "table_4" not in _names(tenant)
     with pytest.raises(Exception, match="dataset"):
-        catalog.get(_principal(tenant), ids[4])
+        catalog.get(scope_of(_principal(tenant)), ids[4])
 
 
 def test_a_write_through_the_catalog_is_seen_by_another_container(seeded: tuple[Tenant, list[str]]) -> None:
     tenant, ids = seeded
     admin = _principal(tenant)
-    assert catalog.schema_of(admin, ids[3])["fields"][1]["policy"] == "ALLOW"
-    snapshot_before = catalog.snapshot(tenant.workspace_id)
+    assert catalog.schema_of(scope_of(admin), ids[3])["fields"][1]["policy"] == "ALLOW"
+    snapshot_before = catalog.snapshot(tenant.region, tenant.workspace_id)
     catalog.set_field_policy(scope_of(admin), ids[3], "email", "MASK")
     # the other container still holds the old snapshot: put it back and read again
     with snapshot_cache._lock:
         snapshot_cache._cache[tenant.workspace_id] = snapshot_before
     snapshot_before.checked_at = float("-inf")
-    assert catalog.schema_of(admin, ids[3])["fields"][1]["policy"] == "MASK"
+    assert catalog.schema_of(scope_of(admin), ids[3])["fields"][1]["policy"] == "MASK"
 
 
 def test_a_unit_of_work_sees_a_policy_set_elsewhere_within_its_bound(tenant: Tenant) -> None:
@@ -192,7 +192,7 @@ def test_a_query_checks_the_version_beside_its_run_and_never_answers_from_a_stal
     node = lineage.query_node([ds], clock.utcnow().strftime("%Y-%m-%d"))
     assert edges.get(tenant.workspace_id, f"{ds}>{node}").uses == 3  # one use per query, run again or not
 
-    before = catalog.snapshot(tenant.workspace_id)
+    before = catalog.snapshot(tenant.region, tenant.workspace_id)
     late = put_dataset(tenant.workspace_id, "us-east-1", "late", fields, [(2, "bo@example.com")])
     catalog_versions.record_change("us-east-1", tenant.workspace_id, datasets=[late])  # written elsewhere
     with snapshot_cache._lock:  # ... so this container still holds the snapshot without it, its check due

@@ -13,6 +13,7 @@ import pytest
 from chalicelib.core import clock
 from chalicelib.core.authz import Principal
 from chalicelib.core.ids import new_id
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import index as catalog_index
 from chalicelib.gateway.catalog import service as catalog
@@ -41,9 +42,9 @@ def _item(rnd: random.Random, ws: str, ds_id: str, connectors: list[str]) -> Any
         created_at=clock.iso(now - 86400 * 5), updated_at=clock.iso(now))
 
 
-def _principal(t: Tenant, roles: tuple[str, ...], user_id: str) -> Principal:
-    return Principal(user_id=user_id, workspace_id=t.workspace_id, roles=roles, email=t.email, amr=("pwd",),
-                     token_id="tok_test")
+def _principal(t: Tenant, roles: tuple[str, ...], user_id: str) -> RequestScope:
+    return RequestScope(Principal(user_id=user_id, workspace_id=t.workspace_id, roles=roles, email=t.email,
+                                  amr=("pwd",), token_id="tok_test"), t.region)
 
 
 def _filters(rnd: random.Random, connectors: list[str]) -> catalog.SearchFilters:
@@ -58,13 +59,13 @@ def _filters(rnd: random.Random, connectors: list[str]) -> catalog.SearchFilters
         field_classification=rnd.choice(CLASSES) if pick() < 0.3 else None)
 
 
-def _walk(principal: Principal, filters: catalog.SearchFilters, limit: int) -> tuple[list[str], list[int], bool]:
+def _walk(scope: RequestScope, filters: catalog.SearchFilters, limit: int) -> tuple[list[str], list[int], bool]:
     """Every id of every page, each page's total_count, and whether has_previous was right throughout."""
     ids: list[str] = []
     totals: list[int] = []
     after, previous_ok = None, True
     while True:
-        page = catalog.search(principal, filters, limit=limit, after=after)
+        page = catalog.search(scope, filters, limit=limit, after=after)
         ids += [d["id"] for d in page["items"]]
         totals.append(page["total_count"])
         previous_ok &= page["has_previous"] == (after is not None and len(ids) > len(page["items"]))
@@ -74,10 +75,10 @@ def _walk(principal: Principal, filters: catalog.SearchFilters, limit: int) -> t
         after = page["next_cursor"]
 
 
-def _linear(principal: Principal, filters: catalog.SearchFilters) -> list[str]:
-    snap = catalog.snapshot(principal.workspace_id)
+def _linear(scope: RequestScope, filters: catalog.SearchFilters) -> list[str]:
+    snap = catalog.snapshot_of(scope)
     criteria = catalog._Criteria.of(filters)
-    found = criteria.select(catalog.readable(principal, snap), admin=catalog.is_admin(principal), now=clock.now())
+    found = criteria.select(catalog.readable(scope, snap), admin=catalog.is_admin(scope.principal), now=clock.now())
     return [r.id for r in found]
 
 
@@ -141,12 +142,12 @@ def test_indexed_search_equals_the_linear_filter(tenant: Tenant, seed: int, monk
     for _ in range(6):
         _change(tenant, rnd, ids, connectors, rnd.randint(3, 8))
         _check(tenant, rnd, connectors, 30)
-        index = catalog.snapshot(tenant.workspace_id).index
+        index = catalog.snapshot(tenant.region, tenant.workspace_id).index
         appended += len(index.records) > index.base
     assert builds and appended  # both the in-memory rebuild and appended slots were searched
     assert catalog.stats.full_loads == full  # every change above went through the incremental path
     assert catalog.stats.partial_loads == partial + 6
-    assert len(catalog.snapshot(tenant.workspace_id).index.slot_of) == len(ids)
+    assert len(catalog.snapshot(tenant.region, tenant.workspace_id).index.slot_of) == len(ids)
 
 
 def test_a_term_is_matched_inside_words_as_before(tenant: Tenant) -> None:
@@ -259,6 +260,6 @@ def test_a_word_added_in_another_container_is_found_by_its_first_search(tenant: 
     for text in ["kwxyzä_ledger", "WXYZ", "kw", "ä", "zä_l", "überw", "üb", "ü"]:
         page = catalog.search(member, catalog.SearchFilters(text=text))
         assert [d["id"] for d in page["items"]] == [new], text
-    index = catalog.snapshot(tenant.workspace_id).index
+    index = catalog.snapshot(tenant.region, tenant.workspace_id).index
     assert index.slot_of[new] >= index.base and "kwxyzä_ledger" not in index.vocab  # found past the build
     assert catalog.search(member, catalog.SearchFilters(text="d"))["total_count"] == 21  # orders_*, ledger

@@ -12,6 +12,7 @@ import pytest
 
 from chalicelib.core import aws, clock
 from chalicelib.core.authz import Principal
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway import models
 from chalicelib.gateway.catalog import service as catalog
 from chalicelib.gateway.catalog import snapshots
@@ -23,13 +24,13 @@ from tests.functional.gateway.data import field, put_dataset
 REGION = "us-east-1"
 
 
-def _principal(t: Tenant, roles: tuple[str, ...] = ("admin",)) -> Principal:
-    return Principal(user_id=t.user_id, workspace_id=t.workspace_id, roles=roles, email=t.email, amr=("pwd",),
-                     token_id="tok_test")
+def _scope(t: Tenant, roles: tuple[str, ...] = ("admin",)) -> RequestScope:
+    return RequestScope(Principal(user_id=t.user_id, workspace_id=t.workspace_id, roles=roles, email=t.email,
+                                  amr=("pwd",), token_id="tok_test"), t.region)
 
 
 def _names(t: Tenant, text: str | None = None, roles: tuple[str, ...] = ("admin",)) -> list[str]:
-    page = catalog.search(_principal(t, roles), catalog.SearchFilters(text=text), limit=100)
+    page = catalog.search(_scope(t, roles), catalog.SearchFilters(text=text), limit=100)
     return [d["name"] for d in page["items"]]
 
 
@@ -90,7 +91,7 @@ def test_a_snapshot_that_cannot_be_trusted_means_a_full_load(loaded: tuple[Tenan
     elif spoil == "another_workspace":  # another workspace's snapshot copied under this one's key
         other = make_tenant("other@example.com", name="Other")
         put_dataset(other.workspace_id, REGION, "their_secret", [field("id", "INTEGER")], [])
-        catalog.snapshot(other.workspace_id)
+        catalog.snapshot(other.region, other.workspace_id)
         s3.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": snapshots.key_of(other.workspace_id)})
         catalog.invalidate(keep_stored=True)
     elif spoil == "garbage":

@@ -248,14 +248,14 @@ def test_callers_whose_visible_fields_differ_never_share_a_table(
     ws, region = world.tenant.workspace_id, world.tenant.region
     extra = [f for f in CUSTOMER_FIELDS if f["name"] != "ssn"] + [field("ssn", "STRING", "PII", "ALLOW")]
     put_dataset(ws, region, "people", extra, [(r[0], r[1], r[3], r[4], r[5], r[2]) for r in CUSTOMERS])
-    _set_policy(world, catalog.snapshot(ws).by_name["people"].id, "ssn", "DENY")
+    _set_policy(world, catalog.snapshot(region, ws).by_name["people"].id, "ssn", "DENY")
     sql = "SELECT * FROM people ORDER BY id"
     member_cols = [c["name"] for c in query(world, sql)[1]["columns"]]
     admin = query(world, sql, world.tenant.token)[1]
     assert "ssn" not in member_cols
     assert "ssn" not in [c["name"] for c in admin["columns"]]
     assert len(loads) == 2  # the admin sees the DENY field in the schema: another key, another table
-    _set_policy(world, catalog.snapshot(ws).by_name["people"].id, "ssn", "ALLOW")
+    _set_policy(world, catalog.snapshot(region, ws).by_name["people"].id, "ssn", "ALLOW")
     admin = query(world, sql, world.tenant.token)[1]
     assert [r[-1] for r in admin["rows"]] == ["111-22-3333", "222-33-4444", None]
 

@@ -85,7 +85,7 @@ def test_policy_change_masks_at_once_and_the_queued_rebuild_drops_the_value(tena
     store.invalidate(ws)
     m = store.manifests(region, ws).indexes[world["people"]]
     assert m.chunk_count == 1
-    assert m.policy_fingerprint == indexer.policy_fingerprint(catalog.snapshot(ws).datasets[world["people"]])
+    assert m.policy_fingerprint == indexer.policy_fingerprint(catalog.snapshot(region, ws).datasets[world["people"]])
 
 
 def test_document_acl_masks_before_scoring(tenant: Tenant, world: dict[str, Any]) -> None:

@@ -9,13 +9,15 @@ import pytest
 
 from chalicelib.agents import labels
 from chalicelib.core.authz import Principal
+from chalicelib.core.tenancy import RequestScope
 from chalicelib.gateway.catalog import service as catalog
 
 WS = "ws_1"
 
 
-def _who(role: str = "member", user: str = "usr_1") -> Principal:
-    return Principal(user_id=user, workspace_id=WS, roles=(role,), email="", amr=("pwd",), token_id="t")
+def _who(role: str = "member", user: str = "usr_1") -> RequestScope:
+    return RequestScope(Principal(user_id=user, workspace_id=WS, roles=(role,), email="", amr=("pwd",), token_id="t"),
+                        "us-east-1")
 
 
 def _dataset(ds: str, *, policies: dict[str, str], acl: list[str], row_acl: dict[str, list[str]] | None = None,
@@ -38,7 +40,7 @@ def catalog_of(monkeypatch: pytest.MonkeyPatch) -> Any:
     def install(*records: catalog.DatasetRecord) -> None:
         snap = catalog.Snapshot(loaded_at=0, datasets={r.id: r for r in records}, ordered=list(records),
                                 connectors={})
-        monkeypatch.setattr(catalog, "snapshot", lambda workspace_id, trust_seconds=None: snap)
+        monkeypatch.setattr(catalog, "snapshot_of", lambda scope, trust_seconds=None: snap)
     return install
 
 
