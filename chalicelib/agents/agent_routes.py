@@ -59,12 +59,12 @@ def read_memory(ctx: Ctx, agent_id: str) -> Any:
     """What the agent remembers for the caller (never another user's memory)."""
     paging.check_params(ctx.query, ())
     definitions.get_item(ctx.scope, agent_id)
-    return memory.read(ctx.scope.region or "", ctx.user.workspace_id, agent_id, ctx.user.user_id,
+    return memory.read(ctx.scope.home, ctx.user.workspace_id, agent_id, ctx.user.user_id,
                        reader=ctx.scope)
 
 
 @api.route("/v1/agents/{agent_id}/memory", ["DELETE"], permission="agents.run")
 def forget_memory(ctx: Ctx, agent_id: str) -> Any:
     definitions.get_item(ctx.scope, agent_id)
-    memory.forget(ctx.scope.region or "", ctx.user.workspace_id, agent_id, ctx.user.user_id)
+    memory.forget(ctx.scope.home, ctx.user.workspace_id, agent_id, ctx.user.user_id)
     return Response(body="", status_code=204, headers={"Cache-Control": "no-store"})

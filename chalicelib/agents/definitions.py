@@ -202,7 +202,7 @@ def get_item(scope: RequestScope, agent_id: str) -> models.AgentAttrs:
     """The stored definition; 404 for malformed ids and other workspaces' agents alike."""
     if not is_id(agent_id, "agt"):
         raise not_found("agent")
-    cls = models.agents(scope.region or "")
+    cls = models.agents(scope.home)
     try:
         return cls.get(scope.workspace_id, agent_id, consistent_read=True)
     except cls.DoesNotExist:
@@ -220,7 +220,7 @@ def create(scope: RequestScope, body: dict[str, Any], caller: Any = None) -> dic
         body = {**{k: v for k, v in body.items() if k != "preset_id"}, "instructions": instructions}
     validate(body, FIELDS)
     d = normalise(body, scope=scope)
-    region = scope.region or ""
+    region = scope.home
     now = clock.iso()
     item = models.agents(region)(principal.workspace_id, new_id("agt"), name=d["name"], instructions=d["instructions"],
                                  model=d["model"], tools=json.dumps(d["tools"]),
@@ -250,7 +250,7 @@ def update(scope: RequestScope, agent_id: str, body: dict[str, Any], caller: Any
                          A.limits.set(json.dumps(d["limits"])), A.version.add(1), A.updated_at.set(clock.iso()),
                          A.updated_by.set(principal.user_id), A.updated_by_email.set(principal.email)],
                 condition=A.version == item.version)
-    audit.append(scope.region or "", principal.workspace_id, "agent.updated", actor=audit.Actor.of(principal),
+    audit.append(scope.home, principal.workspace_id, "agent.updated", actor=audit.Actor.of(principal),
                  target={"type": "agent", "id": agent_id}, details={"fields": sorted(body)}, caller=caller)
     return to_public(item)
 
@@ -259,12 +259,12 @@ def delete(scope: RequestScope, agent_id: str, caller: Any = None) -> None:
     principal = scope.principal
     item = get_item(scope, agent_id)
     item.delete()
-    audit.append(scope.region or "", principal.workspace_id, "agent.deleted", actor=audit.Actor.of(principal),
+    audit.append(scope.home, principal.workspace_id, "agent.deleted", actor=audit.Actor.of(principal),
                  target={"type": "agent", "id": agent_id}, details={"name": item.name}, caller=caller)
 
 
 def list_agents(scope: RequestScope, limit: int, after: str | None) -> dict[str, Any]:
-    cls = models.agents(scope.region or "")
+    cls = models.agents(scope.home)
     cond = cls.id > after if after else None
     items = list(cls.query(scope.workspace_id, cond, limit=limit + 1, page_size=limit + 1))
     out = paging.page(items, limit, "agents", lambda i: i.id)

@@ -21,7 +21,6 @@ from chalicelib.core.http.errors import validation_error
 from chalicelib.core.http.streaming import parse_last_event_id
 from chalicelib.core.http.validation import query_int
 from chalicelib.core.store import idempotency
-from chalicelib.core.tenancy import region_of
 
 api = Api("platform")
 MAX_WAIT_S = 20
@@ -67,7 +66,7 @@ def run_events(ctx: Ctx, agent_id: str, run_id: str) -> Any:
     if last is None:
         raise validation_error([{"field": "Last-Event-ID", "message": "must be an event id (a sequence number)"}])
     wait = query_int(ctx.query, "wait", 0, minimum=0, maximum=MAX_WAIT_S)
-    region = region_of(ctx.user.workspace_id)
+    region = ctx.scope.home
     deadline = time.monotonic() + wait
     while True:
         found = events.after(region, run.workspace_id, run.id, last)

@@ -70,7 +70,7 @@ def start(scope: RequestScope, agent_id: str, body: Any, *, idempotency_key: str
     agent = definitions.to_public(item)
     run_input = check_input(agent, body)
     budget.check_workspace(scope)  # 429 once the month's token budget is spent
-    region = scope.region or ""
+    region = scope.home
 
     def work() -> tuple[int, Any]:
         now = clock.now()
@@ -120,7 +120,7 @@ def load(scope: RequestScope, agent_id: str, run_id: str) -> models.RunAttrs:
     if not is_id(run_id, "run") or not is_id(agent_id, "agt"):
         raise not_found("run")
     principal = scope.principal
-    cls = models.runs(scope.region or "")
+    cls = models.runs(scope.home)
     try:
         run = cls.get(principal.workspace_id, run_id, consistent_read=True)
     except cls.DoesNotExist:
@@ -206,7 +206,7 @@ def view(scope: RequestScope, run: models.RunAttrs, *, with_steps: bool = False)
     if not shown:
         out["withheld"] = WITHHELD
     if with_steps or out["output"]:
-        steps = step_views(scope.region or "", run.workspace_id, run.id, scope, keep_read=True)
+        steps = step_views(scope.home, run.workspace_id, run.id, scope, keep_read=True)
         out = run_redaction.redact(scope, {**out, "steps": steps})
         if not with_steps:
             out.pop("steps")
@@ -224,7 +224,7 @@ def exported(scope: RequestScope, item: dict[str, Any]) -> dict[str, Any]:
         out.pop("error", None)
         return {**out, "withheld": WITHHELD}
     if item.get("output"):
-        steps = step_views(scope.region or "", scope.workspace_id, str(item.get("id")), scope,
+        steps = step_views(scope.home, scope.workspace_id, str(item.get("id")), scope,
                            keep_read=True)
         shown = run_redaction.redact(scope, {"output": json.loads(item["output"]), "steps": steps})
         out["output"] = json.dumps(shown["output"])
@@ -240,7 +240,7 @@ def list_runs(scope: RequestScope, agent_id: str, query: dict[str, str]) -> dict
     try:
         definitions.get_item(scope, agent_id)
     except ApiError:  # a deleted agent's runs stay listable until they are deleted themselves
-        if not any(True for _ in models.runs(scope.region or "").by_agent.query(
+        if not any(True for _ in models.runs(scope.home).by_agent.query(
                 principal.workspace_id, models.RunAttrs.agent_key.startswith(f"{agent_id}#"), limit=1)):
             raise
     status = query.get("status")
@@ -250,7 +250,7 @@ def list_runs(scope: RequestScope, agent_id: str, query: dict[str, str]) -> dict
     after = paging.decode("agent_runs", query.get("after"))
     if after is not None and not is_id(after, "run"):
         raise validation_error([{"field": "after", "message": "is not a cursor of this list"}])
-    cls = models.runs(scope.region or "")
+    cls = models.runs(scope.home)
     R = models.RunAttrs
     upper = f"{agent_id}#{after}" if after else f"{agent_id}#~"
     cond = R.agent_key.between(f"{agent_id}#", upper)
@@ -277,7 +277,7 @@ def cancel(scope: RequestScope, agent_id: str, run_id: str, caller: Any) -> tupl
     409 for a run that already finished otherwise."""
     principal = scope.principal
     run = load(scope, agent_id, run_id)
-    region = scope.region or ""
+    region = scope.home
     R = models.RunAttrs
     for _ in range(3):
         if run.status == CANCELLED:
@@ -330,7 +330,7 @@ def delete(scope: RequestScope, agent_id: str, run_id: str, caller: Any) -> None
     run = load(scope, agent_id, run_id)
     if run.status not in TERMINAL_STATUSES:
         raise ApiError(409, "run_active", "Cancel the run, or wait until it finishes, before deleting it.")
-    region = scope.region or ""
+    region = scope.home
     purge(region, run)
     audit.append(region, principal.workspace_id, "agent_run.deleted", actor=audit.Actor.of(principal),
                  target={"type": "agent_run", "id": run_id}, details={"agent_id": agent_id}, caller=caller)

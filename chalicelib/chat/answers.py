@@ -86,7 +86,7 @@ def ask(scope: RequestScope, body: Any, caller: CallerLike | None, chat_id: str 
     """Record the question and start its answer; ``{"chat_id", "id"}`` of the answer (and its ``reply``
     when it was generated inside this request and succeeded)."""
     live = service.start(scope, body, caller, chat_id)  # every refusal, before anything is stored
-    principal, region = scope.principal, scope.region or ""
+    principal, region = scope.principal, scope.home
     cls = chats(region)
     now, message_id = live.created_at, live.message_id
     recorded = [{"id": new_id("msg"), **m, "created_at": now} for m in live.new_messages]
@@ -243,7 +243,7 @@ class _Writer:
 
 def run(scope: RequestScope, message_id: str) -> str:
     """Generate one recorded answer (at most once): ``done``, ``skipped`` or ``gone``."""
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     state = answer_log.state(region, workspace_id, message_id)
     if state is None:
         return "gone"
@@ -358,7 +358,7 @@ def _visible_state(scope: RequestScope, chat_id: str, message_id: str) -> Any:
     principal = scope.principal
     if not isinstance(message_id, str) or not message_id.startswith("msg_") or len(message_id) > 64:
         raise not_found("answer")
-    state = answer_log.state(scope.region or "", principal.workspace_id, message_id)
+    state = answer_log.state(scope.home, principal.workspace_id, message_id)
     if state is not None and (state.chat_id != chat_id or state.user_id != principal.user_id):
         raise not_found("answer")
     return state
@@ -377,7 +377,7 @@ def follow(scope: RequestScope, chat_id: str, message_id: str, last: int, *, wai
     is None) with the answer's first text when the reader had none (``last`` at most 1, ``message_start``):
     a reader behind a buffering proxy then sees the first words without a linger."""
     state = _visible_state(scope, chat_id, message_id)
-    principal, region = scope.principal, scope.region or ""
+    principal, region = scope.principal, scope.home
     if state is None or state.status == answer_log.DONE:
         # its log expired, or the stored answer is redacted for this reader now (a source it rests on is no
         # longer readable: chat/redaction.py): the stored answer, as a replay's events
@@ -434,7 +434,7 @@ def stream(scope: RequestScope, chat_id: str, message_id: str, wait_s: float) ->
 def wait_reply(scope: RequestScope, chat_id: str, message_id: str, wait_s: float) -> dict[str, Any] | None:
     """The stored reply once the answer ends within ``wait_s`` (its error raised as the request's own),
     or None while it is still being written."""
-    principal, region = scope.principal, scope.region or ""
+    principal, region = scope.principal, scope.home
     deadline = time.monotonic() + wait_s
     while True:
         state = answer_log.state(region, principal.workspace_id, message_id)

@@ -68,7 +68,7 @@ def rename(scope: RequestScope, chat_id: str, body: Any, caller: CallerLike | No
     if mode is not None:
         actions.append(ChatAttrs.mode.set(mode) if mode != modes.KNOWLEDGE else ChatAttrs.mode.remove())
     item.update(actions=actions, condition=ChatAttrs.user_id == principal.user_id)
-    region = scope.region or ""
+    region = scope.home
     if title is not None:
         audit.append(region, principal.workspace_id, "chat.renamed", actor=_actor(principal),
                      target={"type": "chat", "id": chat_id}, caller=caller)  # never the title (chat content)
@@ -101,7 +101,7 @@ def search(scope: RequestScope, query: dict[str, str]) -> dict[str, Any]:
     if errors:
         raise validation_error(errors)
     words = [w.casefold() for w in q.split()]
-    cls = chats(scope.region or "")
+    cls = chats(scope.home)
     now = clock.now()
     found: list[dict[str, Any]] = []
     scanned = 0
@@ -175,7 +175,7 @@ def feedback(scope: RequestScope, chat_id: str, message_id: str, body: Any,
         messages[i]["feedback"] = stored
     item.update(actions=[ChatAttrs.messages.set(json.dumps(messages, separators=(",", ":")))],
                 condition=ChatAttrs.updated_at == item.updated_at)
-    audit.append(scope.region or "", principal.workspace_id, "chat.feedback", actor=_actor(principal),
+    audit.append(scope.home, principal.workspace_id, "chat.feedback", actor=_actor(principal),
                  target={"type": "chat", "id": chat_id},
                  details={"message_id": message_id, "rating": rating, "model": messages[i].get("model")},
                  caller=caller)

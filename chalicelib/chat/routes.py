@@ -20,7 +20,6 @@ from chalicelib.core.http.paging import check_params
 from chalicelib.core.http.streaming import StreamingResponse, parse_last_event_id
 from chalicelib.core.http.validation import query_int
 from chalicelib.core.store import idempotency
-from chalicelib.core.tenancy import region_of
 
 api = Api("platform")
 SSE_HEADERS: dict[str, str | list[str]] = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-store",
@@ -38,7 +37,7 @@ def _respond(ctx: Ctx, chat_id: str | None,
     def live() -> service.Live:
         return begin(body) if begin is not None else service.start(ctx.scope, body, ctx.caller, chat_id)
 
-    region, key = region_of(user.workspace_id), ctx.header(idempotency.HEADER)
+    region, key = ctx.scope.home, ctx.header(idempotency.HEADER)
     request = {"body": body, "chat_id": chat_id, "scope": scope}
     scope_key = f"{user.workspace_id}#chats"
 
@@ -87,7 +86,7 @@ def _ask(ctx: Ctx, chat_id: str | None) -> Response:
         return {"type": "chat_message", "chat_id": made["chat_id"], "id": made["id"]}
 
     _, made, replayed = idempotency.run(
-        region_of(user.workspace_id), user.user_id, f"{user.workspace_id}#chats", ctx.header(idempotency.HEADER),
+        ctx.scope.home, user.user_id, f"{user.workspace_id}#chats", ctx.header(idempotency.HEADER),
         {"body": body, "chat_id": chat_id, "scope": ""}, lambda: (status, answers.ask(ctx.scope, body, ctx.caller, chat_id)),
         ref_of=ref_of, replay=lambda ref: (status, {"chat_id": ref["chat_id"], "id": ref["id"]}))
     headers = {"Location": answers.events_path(made["chat_id"], made["id"]),

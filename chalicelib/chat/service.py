@@ -118,7 +118,7 @@ def _own(scope: RequestScope, chat_id: str) -> ChatAttrs:
     if not is_id(chat_id, "chat"):
         raise not_found("chat")
     principal = scope.principal
-    cls = chats(scope.region or "")
+    cls = chats(scope.home)
     try:
         item = cls.get(principal.workspace_id, chat_id, consistent_read=True)
     except DoesNotExist:
@@ -615,7 +615,7 @@ def list_chats(scope: RequestScope, query: dict[str, str]) -> dict[str, Any]:
     paging.check_params(query, ("limit", "after"))
     lim = paging.limit(query)
     after = paging.decode(LIST_KIND, query.get("after"))
-    cls = chats(scope.region or "")
+    cls = chats(scope.home)
     cond = cls.id < after if after else cls.id.startswith("chat_")
     now = clock.now()
     items: list[ChatAttrs] = []
@@ -635,7 +635,7 @@ def delete_chat(scope: RequestScope, chat_id: str, caller: CallerLike | None = N
     principal = scope.principal
     require(principal, "chat.use")
     item = _own(scope, chat_id)
-    region = scope.region or ""
+    region = scope.home
     audit.append(region, principal.workspace_id, "chat.deleted", actor=Actor.of(principal),
                  target={"type": "chat", "id": chat_id}, caller=caller, effects=lambda tx: tx.delete(item))
     forget_lineage(principal.workspace_id, item)

@@ -381,6 +381,14 @@ class RequestScope:
     def workspace_id(self) -> str:
         return self.principal.workspace_id
 
+    @property
+    def home(self) -> str:
+        """The region holding the workspace's content, or a 404 for a token without a workspace (or of
+        one that no longer exists)."""
+        if self.region is None:
+            raise not_found("workspace")
+        return self.region
+
     def entry(self) -> WorkspaceAttrs:
         """The token's workspace's directory entry, or a 404 (no workspace, or one that no longer exists)."""
         if self.workspace is None:

@@ -175,7 +175,7 @@ def set_document_acl(scope: RequestScope, dataset_id: str, document_id: str, acl
     if not is_id(document_id, "doc"):
         raise not_found("document")
     entries = _check_acl(acl)
-    region = scope.region or ""
+    region = scope.home
     cls = models.datasets(region)
     for _ in range(5):
         try:

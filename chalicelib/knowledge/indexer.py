@@ -176,7 +176,7 @@ def _handle_record(record: dict[str, Any]) -> bool:
         log.warning("knowledge index message dropped: malformed", extra={"message_id": record.get("messageId")})
         return True
     ws, ds = body["workspace_id"], body["dataset_id"]
-    region = workspace_scope(ws).region or ""  # a job without a caller: the workspace's scope
+    region = workspace_scope(ws).home  # a job without a caller: the workspace's scope
     catalog.invalidate(ws)
     store.invalidate(ws)
     rec = catalog.snapshot(region, ws).datasets.get(ds)

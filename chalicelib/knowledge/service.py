@@ -129,7 +129,7 @@ def search(scope: RequestScope, query: str, k: int = 5, filters: dict[str, Any] 
     require(principal, "knowledge.read")
     filters = _check(query, k, filters)
     ws = principal.workspace_id
-    region = scope.region or ""
+    region = scope.home
     snap = catalog.snapshot_of(scope, store.trust_seconds())
     manifests = store.manifests(region, ws)
     wanted_ids = set(filters["dataset_ids"]) if filters.get("dataset_ids") is not None else None

@@ -26,7 +26,7 @@ _settings: scope_versions.VersionedCache[ModelAccessAttrs | None] = scope_versio
 def settings_item(scope: RequestScope) -> ModelAccessAttrs | None:
     """The workspace's model settings (allow-list, connections, budget; read-only): one consistent read
     when their version moved (``changed`` after every write), else the one this container holds."""
-    return _settings.get(scope.workspace_id, lambda: _read(scope.region or "", scope.workspace_id))
+    return _settings.get(scope.workspace_id, lambda: _read(scope.home, scope.workspace_id))
 
 
 def _read(region: str, workspace_id: str) -> ModelAccessAttrs | None:
@@ -82,7 +82,7 @@ def set_allow_list(scope: RequestScope, body: Any, caller: CallerLike | None = N
             allow[role] = sorted(set(ids))
     if errors:
         raise validation_error(errors)
-    region = scope.region or ""
+    region = scope.home
     cls = model_access(region)
     cls(principal.workspace_id).update(actions=[  # an update: the item's connections stay as they are
         cls.allow.set(json.dumps(allow, sort_keys=True)), cls.updated_at.set(clock.iso()),

@@ -111,7 +111,7 @@ def put(scope: RequestScope, body: Any, caller: CallerLike | None = None) -> dic
             value is None or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BUDGET)):
         raise validation_error([{"field": "monthly_tokens",
                                  "message": f"must be an integer from 1 to {MAX_BUDGET}, or null (no budget)"}])
-    principal, region = scope.principal, scope.region or ""
+    principal, region = scope.principal, scope.home
     cls = model_access(region)
     action = cls.monthly_token_budget.set(value) if value is not None else cls.monthly_token_budget.remove()
     cls(principal.workspace_id).update(actions=[action, cls.updated_at.set(clock.iso()),

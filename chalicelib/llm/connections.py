@@ -91,7 +91,7 @@ def stored(item: ModelAccessAttrs | None) -> list[dict[str, Any]]:
 def _save(scope: RequestScope, item: ModelAccessAttrs | None, conns: list[dict[str, Any]]) -> None:
     """Write the list under a version condition (a concurrent change answers 409, nothing lost)."""
     principal = scope.principal
-    cls = model_access(scope.region or "")
+    cls = model_access(scope.home)
     raw = json.dumps(conns, sort_keys=True, separators=(",", ":"))
     try:
         if item is None:
@@ -113,7 +113,7 @@ def _save(scope: RequestScope, item: ModelAccessAttrs | None, conns: list[dict[s
 
 def _region(scope: RequestScope, value: str) -> str:
     """The AWS region of a declared connection: the workspace's own region, or a 422 that says why."""
-    home = scope.region or ""
+    home = scope.home
     declared = RESIDENCIES[value].region if value in RESIDENCIES else value
     if declared not in OPEN_REGIONS:
         raise validation_error([{"field": "region", "message": "must be one of "
@@ -193,7 +193,7 @@ def _audit(scope: RequestScope, action: str, conn: dict[str, Any], caller: Calle
                "base_url": conn.get("base_url"), "models": [m["id"] for m in conn["models"]],
                "has_key": bool(conn.get("api_key_ciphertext")), **(extra or {})}
     principal = scope.principal
-    audit.append(scope.region or "", principal.workspace_id, action,
+    audit.append(scope.home, principal.workspace_id, action,
                  actor=Actor("user", principal.user_id, principal.email),
                  target={"type": "model_connection", "id": conn["name"]}, details=details, caller=caller)
 
@@ -256,8 +256,8 @@ def check_call(spec: ModelSpec, region: str, home: str) -> None:
 # --- service ----------------------------------------------------------------------------------------------
 
 def list_connections(scope: RequestScope) -> dict[str, Any]:
-    return {"items": [public(c) for c in stored(_item(scope.region or "", scope.workspace_id))],
-            "region": scope.region or "", "local_endpoints": settings().local_endpoints}
+    return {"items": [public(c) for c in stored(_item(scope.home, scope.workspace_id))],
+            "region": scope.home, "local_endpoints": settings().local_endpoints}
 
 
 def _find(conns: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -276,7 +276,7 @@ def _check_free_name(conns: list[dict[str, Any]], name: str) -> None:
 
 
 def get_connection(scope: RequestScope, name: str) -> dict[str, Any]:
-    return public(_find(stored(_item(scope.region or "", scope.workspace_id)), name))
+    return public(_find(stored(_item(scope.home, scope.workspace_id)), name))
 
 
 def create(scope: RequestScope, body: Any, caller: CallerLike | None = None) -> dict[str, Any]:
@@ -306,7 +306,7 @@ def create(scope: RequestScope, body: Any, caller: CallerLike | None = None) -> 
         conn["models"] = [{"id": i} for i in ids[:MAX_MODELS]]
     else:
         raise validation_error([{"field": "models", "message": "name at least one Bedrock model id"}])
-    item = _item(scope.region or "", principal.workspace_id)
+    item = _item(scope.home, principal.workspace_id)
     conns = stored(item)
     _check_free_name(conns, name)
     if len(conns) >= MAX_CONNECTIONS:
@@ -323,7 +323,7 @@ def update(scope: RequestScope, name: str, body: Any, caller: CallerLike | None 
     with the checks of ``create``. A new name re-encrypts the kept key under the new name's context."""
     principal = scope.principal
     data = validate(body, PATCH_FIELDS)
-    item = _item(scope.region or "", principal.workspace_id)
+    item = _item(scope.home, principal.workspace_id)
     conns = stored(item)
     conn = dict(_find(conns, name))
     changed = sorted(data)
@@ -358,7 +358,7 @@ def update(scope: RequestScope, name: str, body: Any, caller: CallerLike | None 
 
 def delete(scope: RequestScope, name: str, caller: CallerLike | None = None) -> None:
     principal = scope.principal
-    item = _item(scope.region or "", principal.workspace_id)
+    item = _item(scope.home, principal.workspace_id)
     conns = stored(item)
     conn = _find(conns, name)
     _save(scope, item, [c for c in conns if c["name"] != name])
@@ -383,7 +383,7 @@ def _check(ok: bool, step: str, message: str, code: str | None = None) -> dict[s
 def test(scope: RequestScope, name: str, caller: CallerLike | None = None) -> dict[str, Any]:
     """Reach the endpoint as a chat would and say exactly what failed: ``{"ok", "checks": [...]}``."""
     principal = scope.principal
-    conn = _find(stored(_item(scope.region or "", principal.workspace_id)), name)
+    conn = _find(stored(_item(scope.home, principal.workspace_id)), name)
     checks: list[dict[str, Any]] = []
     listed: list[str] | None = None
     started = time.perf_counter()
@@ -400,7 +400,7 @@ def test(scope: RequestScope, name: str, caller: CallerLike | None = None) -> di
                                      "model_missing"))
         probe = next((s for s in specs if listed is None or s.model in listed), None)
         if probe is not None:
-            check_call(probe, conn["region"], scope.region or "")
+            check_call(probe, conn["region"], scope.home)
             tiny = Prompt([{"role": "user", "content": "Reply with OK."}], max_tokens=1)
             module = openai_http if conn["kind"] == "openai" else bedrock
             module.complete(probe, conn["region"], tiny)

@@ -57,7 +57,7 @@ def to_public(item: PresetAttrs) -> dict[str, Any]:
 
 
 def _owned(scope: RequestScope, owner: str) -> list[PresetAttrs]:
-    cls = presets(scope.region or "")
+    cls = presets(scope.home)
     return list(cls.query(scope.workspace_id, cls.id.startswith("pre_"), filter_condition=cls.owner == owner,
                           consistent_read=True))
 
@@ -67,7 +67,7 @@ def _visible(scope: RequestScope, preset_id: str) -> PresetAttrs:
     workspace's, or a malformed id)."""
     if not is_id(preset_id, "pre"):
         raise not_found("preset")
-    cls = presets(scope.region or "")
+    cls = presets(scope.home)
     try:
         item = cls.get(scope.workspace_id, preset_id, consistent_read=True)
     except DoesNotExist:
@@ -92,7 +92,7 @@ def _unique(scope: RequestScope, owner: str, name: str, other_than: str | None =
 def _audit(scope: RequestScope, item: PresetAttrs, action: str, caller: CallerLike | None,
            details: dict[str, Any] | None = None) -> None:
     if item.owner == WORKSPACE:  # private presets are the person's own, like their chats
-        audit.append(scope.region or "", scope.workspace_id, action, actor=Actor.of(scope.principal),
+        audit.append(scope.home, scope.workspace_id, action, actor=Actor.of(scope.principal),
                      target={"type": "preset", "id": item.id}, details=details or {}, caller=caller)
 
 
@@ -122,7 +122,7 @@ def create(scope: RequestScope, body: Any, caller: CallerLike | None = None) -> 
         raise ApiError(409, "too_many_presets", f"At most {MAX_PER_OWNER} presets per person and per workspace; "
                        "delete one first.")
     now = clock.iso()
-    item = presets(scope.region or "")(
+    item = presets(scope.home)(
         scope.workspace_id, new_id("pre"), owner=owner, name=body["name"], instructions=body["instructions"],
         user_id=None if owner == WORKSPACE else principal.user_id, created_by=principal.user_id, created_at=now,
         updated_at=now)
@@ -155,7 +155,7 @@ def update(scope: RequestScope, preset_id: str, body: Any, caller: CallerLike | 
     _may_change(principal, item)
     if "name" in body:
         _unique(scope, item.owner, body["name"], other_than=item.id)
-    cls = presets(scope.region or "")
+    cls = presets(scope.home)
     actions: list[Any] = [cls.updated_at.set(clock.iso())]
     actions += [getattr(cls, k).set(v) for k, v in body.items()]
     item.update(actions=actions, condition=cls.owner == item.owner)

@@ -54,7 +54,7 @@ def choose(scope: RequestScope, requested: str, need: Need, reg: Registry | None
     item = access.settings_item(scope)
     budget.check(principal.workspace_id, item)  # 429 once the month's token budget is spent
     reg = reg or workspace_registry(principal.workspace_id, item)
-    region = scope.region or ""
+    region = scope.home
     allow = access.allow_of(item)
     roles = principal.roles
     if requested != AUTO:

@@ -33,7 +33,7 @@ def available(scope: RequestScope) -> dict[str, Any]:
     principal = scope.principal
     item = access.settings_item(scope)
     reg = workspace_registry(principal.workspace_id, item)
-    region = scope.region or ""
+    region = scope.home
     allow = access.allow_of(item)
     items = []
     for spec in sorted(reg.in_region(region), key=lambda m: reg.rank(m.id)):

@@ -105,7 +105,7 @@ def create(scope: RequestScope, body: Any, caller: audit.CallerLike) -> dict[str
     """Record and queue an export or erasure about ``user_id`` (the caller themself, or, for an Admin,
     a member of the caller's workspace)."""
     data = validate(body, {"kind": F(str, required=True, enum=ACCESS_KINDS), "user_id": F(str, required=True)})
-    user, ws, region = scope.principal, scope.workspace_id, scope.region or ""
+    user, ws, region = scope.principal, scope.workspace_id, scope.home
     subject = data["user_id"]
     own = subject == user.user_id
     if not own and not _is_admin(user):
@@ -153,7 +153,7 @@ def get(scope: RequestScope, request_id: str) -> dict[str, Any]:
     if not is_id(request_id, "dsr"):
         raise not_found("access request")
     try:
-        req = access_requests(scope.region or "").get(ws, request_id, consistent_read=True)
+        req = access_requests(scope.home).get(ws, request_id, consistent_read=True)
     except DoesNotExist:
         raise not_found("access request") from None
     if not visible_to(user, req):

@@ -108,7 +108,7 @@ def request(scope: RequestScope, backup_id: str, body: Any, caller: audit.Caller
     validate(body, {})
     user = scope.principal
     _require_second_factor(user)
-    ws, region = scope.workspace_id, scope.region or ""
+    ws, region = scope.workspace_id, scope.home
     backups.manifest(region, ws, backup_id)  # 404 unless it is this workspace's backup
     now = clock.now()
     req = restore_requests(region)(ws, new_id("rst"), backup_id=backup_id, requested_by=user.user_id,
@@ -134,14 +134,14 @@ def _get(region: str, workspace_id: str, backup_id: str, request_id: str) -> Res
 
 
 def get(scope: RequestScope, backup_id: str, request_id: str) -> dict[str, Any]:
-    return to_dict(_get(scope.region or "", scope.workspace_id, backup_id, request_id))
+    return to_dict(_get(scope.home, scope.workspace_id, backup_id, request_id))
 
 
 def list_requests(scope: RequestScope, backup_id: str, query: dict[str, str]) -> dict[str, Any]:
     paging.check_params(query, ("limit", "after"))
     lim = paging.limit(query)
     after = paging.decode("restore_requests", query.get("after"))
-    ws, region = scope.workspace_id, scope.region or ""
+    ws, region = scope.workspace_id, scope.home
     backups.manifest(region, ws, backup_id)
     cls = restore_requests(region)
     cond = cls.id > after if after else None
@@ -155,7 +155,7 @@ def approve(scope: RequestScope, backup_id: str, request_id: str, body: Any,
     """Add the approval of the scope's principal; when enough distinct Admins agree, queue the restore
     (``status: queued``)."""
     validate(body, {})
-    user, ws, region = scope.principal, scope.workspace_id, scope.region or ""
+    user, ws, region = scope.principal, scope.workspace_id, scope.home
     req = _get(region, ws, backup_id, request_id)
     _require_second_factor(user)
     if user.user_id == req.requested_by:

@@ -9,7 +9,6 @@ from chalice import Response  # type: ignore[attr-defined]
 from chalicelib.core import audit
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.validation import validate
-from chalicelib.core.tenancy import region_of
 from chalicelib.residency import access_requests, backups, restore
 
 api = Api("platform")
@@ -20,20 +19,20 @@ def create_backup(ctx: Ctx) -> Response:
 
     validate(ctx.json(required=False), {})
     user = ctx.user
-    job = backups.request(region_of(user.workspace_id), user.workspace_id,
+    job = backups.request(ctx.scope.home, user.workspace_id,
                           actor=audit.Actor.of(user), caller=ctx.caller)
     return json_response(job, 202, {"Location": f"/v1/backups/{job['id']}"})
 
 
 @api.route("/v1/backups", permission="backups.manage")
 def list_backups(ctx: Ctx) -> dict[str, Any]:
-    return backups.list_backups(region_of(ctx.user.workspace_id), ctx.user.workspace_id, ctx.query)
+    return backups.list_backups(ctx.scope.home, ctx.user.workspace_id, ctx.query)
 
 
 @api.route("/v1/backups/{backup_id}", permission="backups.manage")
 def read_backup(ctx: Ctx, backup_id: str) -> dict[str, Any]:
     ws = ctx.user.workspace_id
-    return backups.describe(region_of(ws), ws, backup_id)
+    return backups.describe(ctx.scope.home, ws, backup_id)
 
 
 @api.route("/v1/backups/{backup_id}/restore-requests", ["POST"], permission="backups.manage")

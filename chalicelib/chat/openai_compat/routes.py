@@ -23,7 +23,6 @@ from chalicelib.core import correlation
 from chalicelib.core.http.api import Api, Ctx, json_response
 from chalicelib.core.http.errors import ApiError
 from chalicelib.core.store import idempotency
-from chalicelib.core.tenancy import region_of
 
 api = Api("platform")
 
@@ -44,7 +43,7 @@ def chat_completions(ctx: Ctx) -> Response:
         return 200, service.answer(ctx.scope, chat_body, ctx.caller).reply
 
     _, reply, replayed = idempotency.run(
-        region_of(user.workspace_id), user.user_id, f"{user.workspace_id}#chat.completions",
+        ctx.scope.home, user.user_id, f"{user.workspace_id}#chat.completions",
         ctx.header(idempotency.HEADER), body, work,
         ref_of=lambda r: {"type": "chat_message", "chat_id": r["chat_id"], "id": r["id"]},
         replay=lambda ref: (200, service.replay(ctx.scope, ref)))

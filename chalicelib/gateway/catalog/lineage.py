@@ -142,7 +142,7 @@ class _Walk:
     def __init__(self, scope: RequestScope, root: catalog.DatasetRecord) -> None:
         self.principal = scope.principal
         self.snap = catalog.snapshot_of(scope)
-        self.cls = models.lineage_edges(scope.region or "")
+        self.cls = models.lineage_edges(scope.home)
         self.nodes: dict[str, dict[str, Any]] = {root.id: {"id": root.id, "type": "DATASET", "name": root.name,
                                                            "hop": 0}}
         self.edges: dict[tuple[str, str], dict[str, Any]] = {}

@@ -314,7 +314,7 @@ def set_field_policy(scope: RequestScope, dataset_id: str, field_name: str, poli
     if policy not in FIELD_POLICIES:
         raise validation_error([{"field": "policy", "message": "must be one of " + ", ".join(FIELD_POLICIES)}])
     record(scope, dataset_id)  # 404 unless visible
-    region = scope.region or ""
+    region = scope.home
     cls = models.datasets(region)
     for _ in range(5):
         try:

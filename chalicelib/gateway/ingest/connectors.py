@@ -114,7 +114,7 @@ def load(scope: RequestScope, connector_id: str) -> tuple[models.ConnectorAttrs,
     """The connector item of the scope's workspace and the region, or 404."""
     if not is_id(connector_id, "conn"):
         raise not_found("connector")
-    region = scope.region or ""
+    region = scope.home
     try:
         return models.connectors(region).get(scope.workspace_id, connector_id, consistent_read=True), region
     except DoesNotExist:
@@ -130,7 +130,7 @@ def list_connectors(scope: RequestScope, *, status: str | None = None, category:
         errors.append({"field": "category", "message": "must be one of " + ", ".join(CATEGORIES)})
     if errors:
         raise validation_error(errors)
-    region = scope.region or ""
+    region = scope.home
     items = [c for c in models.connectors(region).query(scope.workspace_id)
              if (status is None or c.status == status) and (category is None or c.category == category)]
     items.sort(key=lambda c: (c.name.lower(), c.id))
@@ -186,7 +186,7 @@ def create_connector(scope: RequestScope, body: Any, caller: Any) -> dict:
     """Validate, store (secrets encrypted), health-check and audit a new connector."""
     body = validate(body, CREATE_FIELDS)
     kind = body["kind"]
-    region = scope.region or ""
+    region = scope.home
     body["config"] = _validate_config(kind, body["config"], region)
     dataset_name = body.get("dataset_name") or _dataset_name_default(body["name"])
     if not DATASET_NAME_RE.match(dataset_name):

@@ -113,7 +113,7 @@ def get_sync_run(scope: RequestScope, sync_id: str, *, connector_id: str | None 
     """One SyncRun of the scope's workspace (404 otherwise, or when it belongs to another connector)."""
     if not is_id(sync_id, "sync"):
         raise not_found("sync run")
-    region = scope.region or ""
+    region = scope.home
     try:
         run = models.sync_runs(region).get(scope.workspace_id, sync_id, consistent_read=True)
     except DoesNotExist:

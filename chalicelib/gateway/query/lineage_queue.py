@@ -29,7 +29,7 @@ MESSAGE_VERSION = 1
 def send(scope: RequestScope, used: list[tuple[str, str]], answer: dict[str, str] | None) -> None:
     """Queue the lineage of one query of the scope's caller over ``used`` (dataset id, name); written
     directly when the queue cannot take it (raises only when neither worked)."""
-    workspace_id, user_id, region = scope.workspace_id, scope.principal.user_id, scope.region or ""
+    workspace_id, user_id, region = scope.workspace_id, scope.principal.user_id, scope.home
     day = clock.utcnow().strftime("%Y-%m-%d")
     body = {"v": MESSAGE_VERSION, "kind": KIND, "workspace_id": workspace_id, "datasets": [list(u) for u in used],
             "answer": answer, "user_id": user_id, "day": day}

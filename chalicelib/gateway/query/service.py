@@ -415,7 +415,7 @@ def run(scope: RequestScope, sql: Any, *, limit: int | None = None, answer: dict
                 shutil.rmtree(work, ignore_errors=True)
 
     try:
-        result = catalog.checked_alongside(scope.region or "", principal.workspace_id, attempt)
+        result = catalog.checked_alongside(scope.home, principal.workspace_id, attempt)
     except Exception:
         for write in lineage_write:  # waited for, but the query's own error is the caller's
             if write.exception() is not None:

@@ -42,14 +42,14 @@ def to_public(t: ScimTokenAttrs) -> dict[str, Any]:
 
 
 def list_tokens(scope: RequestScope) -> dict[str, Any]:
-    cls = scim_tokens(scope.region or "")
+    cls = scim_tokens(scope.home)
     items = cls.query(scope.workspace_id, cls.key.startswith(TOKEN_PREFIX), consistent_read=True)
     return {"tokens": [to_public(t) for t in items]}
 
 
 def create(scope: RequestScope, name: str | None, *, caller: Any = None) -> dict[str, Any]:
     """A new token; its secret is in this answer only."""
-    cls = scim_tokens(scope.region or "")
+    cls = scim_tokens(scope.home)
     active = [t for t in cls.query(scope.workspace_id, cls.key.startswith(TOKEN_PREFIX), consistent_read=True)
               if not t.revoked_at]
     if len(active) >= MAX_ACTIVE_TOKENS:
@@ -61,13 +61,13 @@ def create(scope: RequestScope, name: str | None, *, caller: Any = None) -> dict
                secret_hash=_hash(secret), created_at=clock.iso(),
                created_by=json.dumps({"id": principal.user_id, "email": principal.email}))
     item.save(condition=cls.key.does_not_exist())
-    audit.append(scope.region or "", scope.workspace_id, "scim.token_created", actor=audit.Actor.of(principal),
+    audit.append(scope.home, scope.workspace_id, "scim.token_created", actor=audit.Actor.of(principal),
                  target={"type": "scim_token", "id": token_id}, details={"name": item.name}, caller=caller)
     return {**to_public(item), "token": f"scim.{token_id}.{secret}", "base_url": base_url(scope)}
 
 
 def revoke(scope: RequestScope, token_id: str, *, caller: Any = None) -> None:
-    cls = scim_tokens(scope.region or "")
+    cls = scim_tokens(scope.home)
     if not is_id(token_id, "tok"):
         raise not_found("SCIM token")
     try:
@@ -77,7 +77,7 @@ def revoke(scope: RequestScope, token_id: str, *, caller: Any = None) -> None:
     if item.revoked_at:
         return
     item.update(actions=[cls.revoked_at.set(clock.iso())])
-    audit.append(scope.region or "", scope.workspace_id, "scim.token_revoked", actor=audit.Actor.of(scope.principal),
+    audit.append(scope.home, scope.workspace_id, "scim.token_revoked", actor=audit.Actor.of(scope.principal),
                  target={"type": "scim_token", "id": token_id}, details={"name": item.name}, caller=caller)
 
 

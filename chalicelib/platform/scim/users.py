@@ -126,7 +126,7 @@ def get_record(caller: ScimCaller, user_id: str) -> ScimUserAttrs:
     if not is_id(user_id, "usr"):
         raise not_found()
     try:
-        return scim_users(caller.scope.region or "").get(caller.scope.workspace_id, USER_PREFIX + user_id,
+        return scim_users(caller.scope.home).get(caller.scope.workspace_id, USER_PREFIX + user_id,
                                                          consistent_read=True)
     except DoesNotExist:
         raise not_found() from None
@@ -140,7 +140,7 @@ def create(caller: ScimCaller, payload: Any) -> dict[str, Any]:
     """``POST /Users``: the record, its name claim and the audit event in one transaction, then the
     membership (with its own event) while the user is active and has an address."""
     user = _validate(payload, Context.RESOURCE_CREATION_REQUEST)
-    ws, region = caller.scope.workspace_id, caller.scope.region or ""
+    ws, region = caller.scope.workspace_id, caller.scope.home
     address = _email_of(user)
     claims, cls = name_claims(region), scim_users(region)
     try:  # before the account is made: a taken userName changes nothing
@@ -183,7 +183,7 @@ def create(caller: ScimCaller, payload: Any) -> dict[str, Any]:
 def _activate(caller: ScimCaller, rec: ScimUserAttrs, email: str) -> set[str]:
     """Make the user a Member (the membership and its audit event in one transaction); the groups its
     record held while it was none move to the membership in it. The member's groups after it."""
-    ws, region = caller.scope.workspace_id, caller.scope.region or ""
+    ws, region = caller.scope.workspace_id, caller.scope.home
     moved = set(rec.groups or ())
 
     def effects(tx: Tx) -> None:
@@ -207,7 +207,7 @@ def _activate(caller: ScimCaller, rec: ScimUserAttrs, email: str) -> set[str]:
 def _deactivate(caller: ScimCaller, user_id: str) -> set[str]:
     """Remove the membership; its groups (and their edges) go back to the user's SCIM record (they grant
     nothing there). The groups moved."""
-    ws, region = caller.scope.workspace_id, caller.scope.region or ""
+    ws, region = caller.scope.workspace_id, caller.scope.home
     m = membership(ws, user_id)
     if m is None:
         return set()
@@ -232,7 +232,7 @@ def _deactivate(caller: ScimCaller, user_id: str) -> set[str]:
 def _save(caller: ScimCaller, rec: ScimUserAttrs, user: Any) -> ScimUserAttrs:
     """Write the new state of ``rec`` (conditional on its version), move its name claim, then make the
     membership follow ``active``."""
-    ws, region = caller.scope.workspace_id, caller.scope.region or ""
+    ws, region = caller.scope.workspace_id, caller.scope.home
     claims, cls = name_claims(region), scim_users(region)
     new_name = str(user.user_name).strip()
     active = user.active is not False
@@ -318,7 +318,7 @@ def delete(caller: ScimCaller, user_id: str, if_match: str | None) -> None:
     rec = get_record(caller, user_id)
     protocol.check_if_match(if_match, rec.version)
     moved = _deactivate(caller, rec.user_id)
-    ws, region = caller.scope.workspace_id, caller.scope.region or ""
+    ws, region = caller.scope.workspace_id, caller.scope.home
     groups.drop_edges(caller.scope, rec.user_id, moved | set(rec.groups or ()))
     claims = name_claims(region)
     with TransactWrite(connection=connection(region)) as tx:
@@ -328,7 +328,7 @@ def delete(caller: ScimCaller, user_id: str, if_match: str | None) -> None:
 
 
 def all_records(caller: ScimCaller) -> list[ScimUserAttrs]:
-    cls = scim_users(caller.scope.region or "")
+    cls = scim_users(caller.scope.home)
     return list(cls.query(caller.scope.workspace_id, cls.key.startswith(USER_PREFIX), consistent_read=True))
 
 
@@ -340,7 +340,7 @@ def search(caller: ScimCaller, query: dict[str, str]) -> dict[str, Any]:
     eq = protocol.equality(flt, "userName", "externalId")
     if eq and eq[0] == "userName":
         try:
-            claim = name_claims(caller.scope.region or "").get(caller.scope.workspace_id, _name_key(eq[1]),
+            claim = name_claims(caller.scope.home).get(caller.scope.workspace_id, _name_key(eq[1]),
                                                               consistent_read=True)
             found = [get_record(caller, claim.owner_id)]
         except (DoesNotExist, ApiError):

@@ -71,18 +71,18 @@ def get_group(scope: RequestScope, group_id: str) -> GroupAttrs:
     if not is_id(group_id, "grp"):
         raise not_found("group")
     try:
-        return groups_table(scope.region or "").get(scope.workspace_id, GROUP_PREFIX + group_id, consistent_read=True)
+        return groups_table(scope.home).get(scope.workspace_id, GROUP_PREFIX + group_id, consistent_read=True)
     except DoesNotExist:
         raise not_found("group") from None
 
 
 def all_groups(scope: RequestScope) -> list[GroupAttrs]:
-    cls = groups_table(scope.region or "")
+    cls = groups_table(scope.home)
     return list(cls.query(scope.workspace_id, cls.key.startswith(GROUP_PREFIX), consistent_read=True))
 
 
 def list_groups(scope: RequestScope, limit: int, after: str | None) -> dict[str, Any]:
-    cls = groups_table(scope.region or "")
+    cls = groups_table(scope.home)
     cond = cls.key > GROUP_PREFIX + after if after else cls.key.startswith(GROUP_PREFIX)
     items = [g for g in cls.query(scope.workspace_id, cond, limit=limit + 1, page_size=limit + 1)
              if g.key.startswith(GROUP_PREFIX)]
@@ -92,7 +92,7 @@ def list_groups(scope: RequestScope, limit: int, after: str | None) -> dict[str,
 
 def find_by_name(scope: RequestScope, name: str) -> GroupAttrs | None:
     try:
-        claim = name_claims(scope.region or "").get(scope.workspace_id, _name_key(name), consistent_read=True)
+        claim = name_claims(scope.home).get(scope.workspace_id, _name_key(name), consistent_read=True)
     except DoesNotExist:
         return None
     try:
@@ -102,14 +102,14 @@ def find_by_name(scope: RequestScope, name: str) -> GroupAttrs | None:
 
 
 def _count(scope: RequestScope) -> int:
-    cls = groups_table(scope.region or "")
+    cls = groups_table(scope.home)
     return int(cls.count(scope.workspace_id, cls.key.startswith(GROUP_PREFIX), consistent_read=True))
 
 
 def create_group(scope: RequestScope, name: str, *, description: str = "", source: str = "admin",
                  external_id: str | None = None, actor: audit.Actor, caller: Any = None) -> GroupAttrs:
     """The group, its name claim and the audit event in one transaction (409 when the name is taken)."""
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     if _count(scope) >= MAX_GROUPS:
         raise ApiError(422, "too_many_groups", f"A workspace holds at most {MAX_GROUPS} groups.")
     cls, claims = groups_table(region), name_claims(region)
@@ -132,7 +132,7 @@ def create_group(scope: RequestScope, name: str, *, description: str = "", sourc
 def update_group(scope: RequestScope, group: GroupAttrs, *, name: str | None = None, description: str | None = None,
                  external_id: str | None = None, actor: audit.Actor, caller: Any = None) -> GroupAttrs:
     """Rename or describe a group (one transaction moves the name claim); bumps its version."""
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     cls, claims = groups_table(region), name_claims(region)
     actions: list[Any] = [cls.version.add(1), cls.updated_at.set(clock.iso())]
     changes: dict[str, Any] = {}
@@ -168,7 +168,7 @@ def delete_group(scope: RequestScope, group: GroupAttrs, *, actor: audit.Actor, 
     """Delete the group (with its name claim and audit event, in one transaction), then take it out of each
     of its members: a query over the group's edges (adding a member needs the group, so none is added
     meanwhile; ACL entries naming the group match nobody from then on)."""
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     claims = name_claims(region)
 
     def effects(tx: Tx) -> None:
@@ -197,7 +197,7 @@ def _edge_key(group_id: str, user_id: str) -> str:
 
 def edges(scope: RequestScope, group_id: str, after: str | None = None) -> Iterator[GroupMemberAttrs]:
     """The group's edges (members, and provisioned users that are no member now), in user id order."""
-    cls = group_members(scope.region or "")
+    cls = group_members(scope.home)
     prefix = _edge_key(group_id, "")
     cond = cls.key.between(prefix + after + "\x00", prefix + "\U0010ffff") if after else cls.key.startswith(prefix)
     return cls.query(scope.workspace_id, cond, consistent_read=True)
@@ -205,7 +205,7 @@ def edges(scope: RequestScope, group_id: str, after: str | None = None) -> Itera
 
 def edges_by_group(scope: RequestScope) -> dict[str, list[GroupMemberAttrs]]:
     """Every group's edges, from one query over the workspace's edges (for lists of groups)."""
-    cls = group_members(scope.region or "")
+    cls = group_members(scope.home)
     out: dict[str, list[GroupMemberAttrs]] = {}
     for e in cls.query(scope.workspace_id, cls.key.startswith(EDGE_PREFIX), consistent_read=True):
         out.setdefault(e.group_id, []).append(e)
@@ -220,7 +220,7 @@ def _delete_edges(region: str, found: Iterable[GroupMemberAttrs]) -> None:
 
 def drop_edges(scope: RequestScope, user_id: str, group_ids: Iterable[str]) -> None:
     """Delete the edges of a user whose membership (and SCIM record) no longer holds these groups."""
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     cls = group_members(region)
     _delete_edges(region, [cls(workspace_id, _edge_key(g, user_id)) for g in sorted(set(group_ids))])
 
@@ -234,7 +234,7 @@ def list_members(scope: RequestScope, group_id: str, limit: int, after: str | No
     """One page of the group's workspace members: its edges in pages, each page's memberships in one
     batch read (a provisioned user that is no member now is left out)."""
     get_group(scope, group_id)
-    mcls = memberships(scope.region or "")
+    mcls = memberships(scope.home)
     found: list[MembershipAttrs] = []
     chunk: list[GroupMemberAttrs] = []
 
@@ -258,7 +258,7 @@ def list_members(scope: RequestScope, group_id: str, limit: int, after: str | No
 def _holder(scope: RequestScope, user_id: str) -> MembershipAttrs | ScimUserAttrs:
     """Where the user's group edges live: the membership, else (a provisioned user that is no member
     now) its SCIM record; 404 for anyone else."""
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     if not is_id(user_id, "usr"):
         raise not_found("member")
     try:
@@ -277,7 +277,7 @@ def _change(scope: RequestScope, group: GroupAttrs, user_id: str, add: bool, *, 
     the audit event in one transaction. Returns the edge (None when nothing changed); ``group`` then holds
     the new version. 404 when the user is neither a member of the workspace nor provisioned there, or
     when the group was deleted meanwhile."""
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     gcls, ecls = groups_table(region), group_members(region)
     m = _holder(scope, user_id)
     if (group.group_id in (m.groups or ())) == add:

@@ -36,7 +36,7 @@ def _invited_to(workspace_id: str, *, entry: bool) -> RequestScope:
 def create_invitation(ctx: Ctx, workspace_id: str) -> Any:
     body = validate(ctx.json(), invitations.CREATE_FIELDS)
     status, result, replayed = idempotency.run(
-        ctx.scope.region or "", ctx.user.user_id, f"{workspace_id}#invitations.create", ctx.header(idempotency.HEADER),
+        ctx.scope.home, ctx.user.user_id, f"{workspace_id}#invitations.create", ctx.header(idempotency.HEADER),
         body, lambda: (201, invitations.create(ctx.scope, body, actor=Actor.of(ctx.user), caller=ctx.caller)),
         ref_of=lambda r: {"type": "invitation", "id": r["id"]},
         replay=lambda ref: (201, invitations.to_public(invitations.get(ctx.scope, ref["id"]))))

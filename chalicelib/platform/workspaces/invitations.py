@@ -57,7 +57,7 @@ def to_public(inv: InvitationAttrs) -> dict[str, Any]:
 
 
 def get(scope: RequestScope, invitation_id: str) -> InvitationAttrs:
-    cls = invitations(scope.region or "")
+    cls = invitations(scope.home)
     if not invitation_id.startswith(INVITATION_PREFIX):
         raise not_found("invitation")
     try:
@@ -67,7 +67,7 @@ def get(scope: RequestScope, invitation_id: str) -> InvitationAttrs:
 
 
 def list_invitations(scope: RequestScope, limit: int, after: str | None) -> dict[str, Any]:
-    cls = invitations(scope.region or "")
+    cls = invitations(scope.home)
     cond = cls.id > after if after else cls.id.startswith(INVITATION_PREFIX)
     items = [i for i in cls.query(scope.workspace_id, cond, limit=limit + 1, page_size=limit + 1)
              if i.id.startswith(INVITATION_PREFIX)]
@@ -76,7 +76,7 @@ def list_invitations(scope: RequestScope, limit: int, after: str | None) -> dict
 
 
 def create(scope: RequestScope, body: dict[str, Any], *, actor: audit.Actor, caller: Any = None) -> dict[str, Any]:
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     address = users.normalise_email(body["email"])
     existing = users.find_by_email(address)
     if existing is not None and membership(workspace_id, existing.id) is not None:
@@ -125,7 +125,7 @@ def _not_pending(inv: InvitationAttrs) -> ApiError:
 
 
 def revoke(scope: RequestScope, invitation_id: str, *, actor: audit.Actor, caller: Any = None) -> dict[str, Any]:
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     inv = get(scope, invitation_id)
     if status_of(inv) != "pending":
         raise _not_pending(inv)
@@ -163,7 +163,7 @@ def preview(scope: RequestScope, invitation_id: str, principal: Principal) -> di
 def accept(scope: RequestScope, invitation_id: str, principal: Principal, *, caller: Any = None) -> dict[str, Any]:
     """Accept an invitation to ``scope``'s workspace as the signed-in user (``principal``, no member yet).
     Another address gets the same 404 as an unknown invitation."""
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     inv = get(scope, invitation_id)
     user = users.get_user(principal.user_id)
     token_email = users.normalise_email(principal.email or "")

@@ -13,7 +13,7 @@ from chalicelib.core.http.api import Api, Ctx
 from chalicelib.core.http.errors import not_found
 from chalicelib.core.http.validation import validate
 from chalicelib.core.ids import is_id
-from chalicelib.core.tenancy import membership, region_of
+from chalicelib.core.tenancy import membership
 from chalicelib.core.tokens import bump_epoch
 from chalicelib.identity.account.ownership import require_owner
 from chalicelib.identity.mfa import factors as mfa
@@ -37,7 +37,7 @@ def _target(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
 def unlock_member(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
     member = _target(ctx, workspace_id, user_id)
     was_locked = lockout.unlock(user_id)
-    audit.append(region_of(workspace_id), workspace_id, "member.unlocked", actor=audit.Actor.of(ctx.user),
+    audit.append(ctx.scope.home, workspace_id, "member.unlocked", actor=audit.Actor.of(ctx.user),
                  target={"type": "user", "id": user_id, "email": member.email},
                  details={"was_locked": was_locked}, caller=ctx.caller)
     return {"user_id": user_id, "locked": False, "was_locked": was_locked}
@@ -49,7 +49,7 @@ def reset_member_mfa(ctx: Ctx, workspace_id: str, user_id: str) -> Any:
     had = mfa.methods(user_id)
     mfa.reset(user_id)
     bump_epoch(user_id)
-    audit.append(region_of(workspace_id), workspace_id, "member.mfa_reset", actor=audit.Actor.of(ctx.user),
+    audit.append(ctx.scope.home, workspace_id, "member.mfa_reset", actor=audit.Actor.of(ctx.user),
                  target={"type": "user", "id": user_id, "email": member.email},
                  details={"removed_methods": had}, caller=ctx.caller)
     return {"user_id": user_id, "mfa_methods": mfa.methods(user_id), "removed_methods": had}

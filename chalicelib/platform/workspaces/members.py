@@ -33,7 +33,7 @@ def to_public(m: MembershipAttrs) -> dict[str, Any]:
 
 
 def list_members(scope: RequestScope, limit: int, after: str | None) -> dict[str, Any]:
-    cls = memberships(scope.region or "")
+    cls = memberships(scope.home)
     cond = cls.user_id > after if after else cls.user_id.startswith(USER_PREFIX)
     items = list(cls.query(scope.workspace_id, cond, limit=limit + 1, page_size=limit + 1))
     out = paging.page(items, limit, "members", lambda m: m.user_id)
@@ -41,7 +41,7 @@ def list_members(scope: RequestScope, limit: int, after: str | None) -> dict[str
 
 
 def get_member(scope: RequestScope, user_id: str) -> MembershipAttrs:
-    cls = memberships(scope.region or "")
+    cls = memberships(scope.home)
     try:
         return cls.get(scope.workspace_id, user_id, consistent_read=True)
     except cls.DoesNotExist:
@@ -61,7 +61,7 @@ def last_admin() -> ApiError:
 
 def _guarded_write(scope: RequestScope, target: MembershipAttrs, write: Any) -> None:
     """Run ``write(tx)`` in a transaction; when ``target`` is an Admin also assert another Admin stays."""
-    workspace_id, region = scope.workspace_id, scope.region or ""
+    workspace_id, region = scope.workspace_id, scope.home
     cls = memberships(region)
     for _ in range(MAX_TX_ATTEMPTS):
         other = _other_admin(cls, workspace_id, target.user_id) if target.role == Role.ADMIN.value else None
@@ -85,7 +85,7 @@ def change_role(scope: RequestScope, user_id: str, role: str, *, actor: audit.Ac
     if target.role == role:
         return target
     previous = target.role
-    cls = memberships(scope.region or "")
+    cls = memberships(scope.home)
 
     def write(tx: TransactWrite) -> None:
         tx.update(target, actions=[cls.role.set(role), cls.role_since.set(clock.iso())], condition=cls.role == target.role)
@@ -97,7 +97,7 @@ def change_role(scope: RequestScope, user_id: str, role: str, *, actor: audit.Ac
             raise not_found("member") from None
     else:
         _guarded_write(scope, target, write)
-    audit.append(scope.region or "", scope.workspace_id, "member.role_changed", actor=actor,
+    audit.append(scope.home, scope.workspace_id, "member.role_changed", actor=actor,
                  target={"type": "user", "id": user_id, "email": target.email},
                  details={"from": previous, "to": role}, caller=caller)
     return get_member(scope, user_id)
@@ -108,7 +108,7 @@ def remove_member(scope: RequestScope, user_id: str, *, actor: audit.Actor, call
     """Remove the membership (``target``: as just read); its group edges go too, unless ``keep_groups``
     (SCIM deactivation moved them to the user's SCIM record)."""
     target = target or get_member(scope, user_id)
-    cls = memberships(scope.region or "")
+    cls = memberships(scope.home)
 
     def write(tx: TransactWrite) -> None:
         tx.delete(target, condition=cls.role == target.role)
@@ -117,7 +117,7 @@ def remove_member(scope: RequestScope, user_id: str, *, actor: audit.Actor, call
     if target.groups and not keep_groups:
         groups.drop_edges(scope, user_id, target.groups)
     adjust_member_count(scope.workspace_id, -1)
-    audit.append(scope.region or "", scope.workspace_id, "member.removed", actor=actor,
+    audit.append(scope.home, scope.workspace_id, "member.removed", actor=actor,
                  target={"type": "user", "id": user_id, "email": target.email},
                  details={"role": target.role}, caller=caller)
 

@@ -49,7 +49,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 _PACKAGED: dict[tuple[str, str | None], Path] = {}  # (stage, region) -> where its template was written
-_LINTED: set[Path] = set()
 
 
 def _package(project: Path, stage: str, out: Path, region: str | None = None) -> dict:
@@ -69,12 +68,11 @@ def _sam(stage: str, region: str | None) -> Path:
     return _PACKAGED[(stage, region)] / "sam.json"
 
 
-def _lint(path: Path) -> None:
-    if path in _LINTED:
-        return
-    result = subprocess.run([str(BIN / "cfn-lint"), str(path)], capture_output=True, text=True, timeout=300)
+def _lint(*paths: Path) -> None:
+    """cfn-lint over templates in one run (its start, loading the resource specifications, costs more than
+    checking a template)."""
+    result = subprocess.run([str(BIN / "cfn-lint"), *map(str, paths)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
-    _LINTED.add(path)
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -120,7 +118,6 @@ def test_stage_template_holds_only_its_group(project: Path, tmp_path: Path, stag
             assert policy == job_policy(job, region)
     else:
         assert handlers == set()
-    _lint(_sam(stage, region))
 
 
 def test_other_groups_routes_absent(project: Path, tmp_path: Path) -> None:
@@ -134,11 +131,20 @@ def test_other_groups_routes_absent(project: Path, tmp_path: Path) -> None:
     assert not (paths & others) - shared
 
 
-def test_resources_templates_pass_cfn_lint(tmp_path: Path) -> None:
+def test_every_template_passes_cfn_lint(project: Path, tmp_path: Path) -> None:
+    """Every stage's template (packaged once for the module) and the resources template of each region."""
+    paths = []
+    for stage in STAGES:
+        _package(project, stage, tmp_path / stage, GROUP_REGION[stage][1])
+        paths.append(_sam(stage, GROUP_REGION[stage][1]))
     for region in ("us-east-1", "eu-central-1", "eu-west-1"):  # eu-west-1: disaster recovery only
         path = tmp_path / f"resources-{region}.json"
         path.write_text(json.dumps(resources_template(region)))
-        _lint(path)
+        paths.append(path)
+    _lint(*paths)
+
+
+def test_resources_templates_hold_their_regions_parts() -> None:
     dr = resources_template("eu-west-1")["Resources"]
     assert set(dr) == {"DrKey", "DrAlias", "DrBucket", "DrBucketPolicy"}  # no table, queue or other bucket
     eu = resources_template("eu-central-1")["Resources"]
@@ -168,7 +174,6 @@ def test_unknown_routes_answer_problem_json_in_every_http_template(project: Path
             responses.pop("INVALID_SIGNATURE")
             responses.pop("RESOURCE_NOT_FOUND")
             assert "THROTTLED" in responses
-            _lint(_sam(stage, region))
             continue
         missing = responses["MISSING_AUTHENTICATION_TOKEN"]
         assert missing["RestApiId"] == {"Ref": "RestAPI"} and missing["StatusCode"] == "404"
@@ -182,7 +187,6 @@ def test_unknown_routes_answer_problem_json_in_every_http_template(project: Path
                 assert "$context.error" not in body and "$input" not in body and "Authorization" not in body
         assert json.loads(missing["ResponseTemplates"]["application/json"])["status"] == 404
         assert {"INVALID_SIGNATURE", "DEFAULT_4XX", "DEFAULT_5XX"} <= set(responses)
-        _lint(_sam(stage, region))
 
 
 def test_committed_deployment_config_is_current() -> None:

@@ -36,7 +36,7 @@ FIRST = ANSWER[:ANSWER.rindex(" ", 0, 33) + 1]
 
 @pytest.fixture(scope="module")
 def peer() -> Iterator[scripted_peer.ScriptedPeer]:
-    p = scripted_peer.start(answer=ANSWER, gate=threading.Event(), gate_after=3, pace=0.05)
+    p = scripted_peer.start(answer=ANSWER, gate=threading.Event(), gate_after=3, pace=0.03)
     yield p
     p.gate.set()  # type: ignore[union-attr]
     p.stop()
@@ -190,7 +190,7 @@ def test_behind_the_gateway_a_model_slower_than_its_timeout_still_answers(
     answering = requests.get(f"{gateway}/chats/{chat['id']}", headers=auth, timeout=10).json()["answering"]
     assert "Content-Length" in requests.get(f"{gateway}/chats/{chat['id']}", headers=auth, timeout=10).headers
     seen: list[tuple[int, str, dict[str, Any]]] = []
-    held.gate.set()  # type: ignore[union-attr]  the rest of the answer takes ~7 s: longer than the timeout
+    held.gate.set()  # type: ignore[union-attr]  the rest of the answer takes ~4.5 s: longer than the timeout
     for _ in range(200):
         r = requests.get(gateway + answering["events"].removeprefix("/v1"), params={"wait": 1}, timeout=10,
                          headers={**auth, **({"Last-Event-ID": str(seen[-1][0])} if seen else {})})
