@@ -12,6 +12,7 @@ the state's size, and a ``kill -9`` loses at most ``interval`` plus one snapshot
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -62,6 +63,20 @@ class _ChangeCounter:
             self.mark()
 
 
+def _remembering(dispatcher: type) -> type:
+    """moto's request dispatcher, remembering which backend serves each host: moto lists its package's
+    directories and tries its few hundred URL patterns on every request, under a lock all requests share:
+    with the lock's waits, a quarter of the emulator's busy time in a fuzzing run. The answer depends on
+    the host only."""
+
+    class Remembering(dispatcher):  # type: ignore[misc, valid-type]
+        @functools.lru_cache(maxsize=1024)  # noqa: B019 - one dispatcher per emulator, kept for its life
+        def get_backend_for_host(self, host: str | None) -> Any:
+            return super().get_backend_for_host(host)
+
+    return Remembering
+
+
 class PersistentEmulator:
     """moto's server with its state in ``state_dir`` (None: in memory only, as before)."""
 
@@ -104,7 +119,7 @@ class PersistentEmulator:
             self.restored = {"generation": generation, "backends": backends,
                              "seconds": round(time.monotonic() - started, 3)}
             snapshot.dispatch_table()  # built before any fork
-        self._counter = _ChangeCounter(DomainDispatcherApplication(create_backend_app))
+        self._counter = _ChangeCounter(_remembering(DomainDispatcherApplication)(create_backend_app))
         self._server = make_server(self.host, self.port, self._counter, True, request_handler=MotoRequestHandler)
         threading.Thread(target=self._server.serve_forever, name="emulator", daemon=True).start()
         if self.directory is not None:
