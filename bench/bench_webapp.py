@@ -193,6 +193,9 @@ def _page_ms(browser: Any, state: dict[str, Any], url: str) -> float:
     return took
 
 
+PERSIST = {"LOCAL_PERSIST": "1"}  # a restart on the same state (test stacks keep theirs in memory)
+
+
 def _same_ports(running: Any) -> dict[str, str]:
     """The environment that starts the platform again on the ports of ``running``."""
     from urllib.parse import urlsplit
@@ -214,7 +217,7 @@ def after_restart(pages: tuple[str, ...] = ("/", "/audit", "/settings", "/agents
     from tests.integration.webapp.browser import CHROMIUM, sign_in_with_password_and_totp
 
     state_dir = Path(tempfile.mkdtemp(prefix="bench-restart-"))
-    running = start_platform(state_dir)
+    running = start_platform(state_dir, PERSIST)
     try:
         app, auth, demo = running.urls["app"], running.urls["identity"], running.demo
         with sync_playwright() as pw:
@@ -229,7 +232,7 @@ def after_restart(pages: tuple[str, ...] = ("/", "/audit", "/settings", "/agents
             context.close()
             stop_platform(running)
             (state_dir / "run.json").unlink()  # the last run's: started means written again
-            running = start_platform(state_dir, _same_ports(running))  # the same state, ports and session
+            running = start_platform(state_dir, {**PERSIST, **_same_ports(running)})  # the same state, ports, session
             app = running.urls["app"]
             rows = []
             for path in pages:
@@ -414,7 +417,7 @@ def behind_gateway(runs: int = RUNS) -> None:
     peer = scripted_peer.start(answer=SHORT_ANSWER, delay=MODEL_FIRST_S, gate=opened, gate_after=1, pace=PACE_S,
                                reply=lambda body: None if body.get("stream") else "no")
     seconds = float(os.environ.get("BENCH_LONG_ANSWER_SECONDS", "90"))
-    env = {"MODEL_PROVIDERS": _scripted_providers(peer.url)}
+    env = {"MODEL_PROVIDERS": _scripted_providers(peer.url), **PERSIST}
     state_dir = Path(tempfile.mkdtemp(prefix="bench-apigw-"))
     running = conftest.start_platform(state_dir, env)
     firsts: dict[str, list[float]] = {}
