@@ -217,8 +217,9 @@ def _under_local_run() -> list[str]:
                   f"{_pct(latencies, 99) * 1000:.0f} ms |",
                   f"| reference: the worker's own time (started -> finished) | {statistics.median(worker_ms):.0f} ms | "
                   f"{_pct(worker_ms, 99):.0f} ms |", "",
-                  "The difference is queue wait: the local loop long-polls each region's queues in turn "
-                  "(`WaitTimeSeconds=1` per queue), where Lambda's poller delivers at once."]
+                  "The difference is the request, the queue's delivery and the bench reading the run back: each "
+                  "queue has threads of its own (`infra/local/workers.py`) whose long poll a new message ends at once, "
+                  "as Lambda's poller delivers."]
     finally:
         platform.stop()
         os.environ.clear()
