@@ -202,12 +202,24 @@ def membership(workspace_id: str, user_id: str) -> MembershipAttrs | None:
         found, m = _cache_get(name)
         if found:
             return m  # type: ignore[no-any-return]
-    cls = memberships(region_of(workspace_id))
+    region = region_of(workspace_id)
+    cls = memberships(region)
     read_at = clock.now()
-    try:
-        m = cls.get(workspace_id, user_id, consistent_read=True)
-    except cls.DoesNotExist:
-        m = None
+    # a request's first read in the workspace's region (``begin_request`` marked it): with what is read alongside
+    along = scope_versions.alongside_keys(workspace_id) if scope_versions.unit_get(("request", workspace_id))[0] else {}
+    member_table = aws.table_name(MembershipAttrs.TABLE)
+    items = _batch_get(region, {member_table: {
+        "Keys": [{"workspace_id": {"S": workspace_id}, "user_id": {"S": user_id}}], "ConsistentRead": True},
+        **{table: {"Keys": [k], "ConsistentRead": True} for table, k in along.items()}}) if along else None
+    if items is not None:
+        raw = next(iter(items.get(member_table, [])), None)
+        m = cls.from_raw_data(raw) if raw is not None else None
+        scope_versions.keep_alongside(region, workspace_id, items)
+    else:
+        try:
+            m = cls.get(workspace_id, user_id, consistent_read=True)
+        except cls.DoesNotExist:
+            m = None
     if inside:
         scope_versions.unit_put(name, m)
     else:
@@ -226,6 +238,7 @@ def begin_request(claims: dict[str, Any], revocations: RevocationCheck) -> None:
         return
     if scope_versions.unit_get(("v", workspace_id))[0]:
         return  # read already in this unit
+    scope_versions.unit_put(("request", workspace_id), True)
     now = clock.now()
     table = scope_versions.table()
     user = bool(user_id) and claims.get("token_use") != "service" and user_id != workspace_id
@@ -238,19 +251,13 @@ def begin_request(claims: dict[str, Any], revocations: RevocationCheck) -> None:
     # the membership table of the global region, asked before the workspace's region is known (a container's
     # first request of a workspace); its answer is used only when that is the workspace's region
     member_table = aws.table_name(MembershipAttrs.TABLE)
+    along = scope_versions.alongside_keys(workspace_id)
     if user and regions.pinned_region() in ("", global_region):
         request[member_table] = {
             "Keys": [{"workspace_id": {"S": workspace_id}, "user_id": {"S": user_id}}], "ConsistentRead": True}
-    found: dict[str, list[dict[str, Any]]] = {}
-    client = aws.client("dynamodb", global_region)
-    for _ in range(5):
-        answer = client.batch_get_item(RequestItems=request)
-        for name, items in answer.get("Responses", {}).items():
-            found.setdefault(name, []).extend(items)
-        request = answer.get("UnprocessedKeys") or {}
-        if not request:
-            break
-    else:
+        request.update({name: {"Keys": [k], "ConsistentRead": True} for name, k in along.items()})
+    found = _batch_get(global_region, request)
+    if found is None:
         return  # what was left is read on its own when needed
     by_key = {i["jti"]["S"]: i for i in found.get(table, [])}
     for subject in (workspace_id, user_id) if user else (workspace_id,):
@@ -266,6 +273,22 @@ def begin_request(claims: dict[str, Any], revocations: RevocationCheck) -> None:
             raw = next(iter(found.get(member_table, [])), None)
             scope_versions.unit_put(("m", workspace_id, user_id),
                                     memberships(region).from_raw_data(raw) if raw is not None else None)
+            scope_versions.keep_alongside(region, workspace_id, found)
+
+
+def _batch_get(region: str, request: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | None:
+    """One consistent ``BatchGetItem`` in ``region`` (its unprocessed keys asked again, up to 5 times):
+    the items found per table, or None when some were still left."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    client = aws.client("dynamodb", region)
+    for _ in range(5):
+        answer = client.batch_get_item(RequestItems=request)
+        for name, items in answer.get("Responses", {}).items():
+            found.setdefault(name, []).extend(items)
+        request = answer.get("UnprocessedKeys") or {}
+        if not request:
+            return found
+    return None
 
 
 def live_principal(principal: Principal) -> Principal:

@@ -49,6 +49,45 @@ def _forget_outside() -> None:
 process_state.enrol("core.store.scope_versions", _forget_outside)
 
 
+# Items of the workspace's region a context asks to be read with the request's scope (``read_alongside``):
+# each a function of the workspace id giving (table name, key). No extra call: they join the batch read the
+# request makes anyway in that region (``core.tenancy``).
+_alongside: list[Callable[[str], tuple[str, dict[str, Any]]]] = []
+
+
+def read_alongside(item_of: Callable[[str], tuple[str, dict[str, Any]]]) -> None:
+    """Have ``item_of(workspace_id)`` read with every request's scope in the workspace's region; its
+    reader takes it with ``alongside`` (the gateway's catalog version: the check every catalog read makes)."""
+    if item_of not in _alongside:
+        _alongside.append(item_of)
+
+
+def alongside_keys(workspace_id: str) -> dict[str, dict[str, Any]]:
+    """The tables and keys to read with the scope of ``workspace_id``."""
+    return dict(item_of(workspace_id) for item_of in _alongside)
+
+
+def keep_alongside(region: str, workspace_id: str, found: dict[str, list[dict[str, Any]]]) -> None:
+    """Keep, for the unit of work, what a batch read of ``alongside_keys`` found in ``region``."""
+    for table_name in alongside_keys(workspace_id):
+        unit_put(("along", table_name, workspace_id), (region, next(iter(found.get(table_name, [])), None)))
+
+
+def alongside(table_name: str, region: str, workspace_id: str) -> tuple[bool, dict[str, Any] | None]:
+    """The item of ``table_name`` read with this unit's scope in ``region``: (found, raw item or None)."""
+    found, value = unit_get(("along", table_name, workspace_id))
+    if not found or value[0] != region:
+        return False, None
+    return True, value[1]
+
+
+def drop_alongside(table_name: str, workspace_id: str) -> None:
+    """Forget the item read with the scope (this unit wrote it)."""
+    u = _unit.get()
+    if u is not None:
+        u.pop(("along", table_name, workspace_id), None)
+
+
 def table() -> str:
     return aws.table_name(TABLE)
 

@@ -106,13 +106,15 @@ def checked_alongside(region: str, workspace_id: str, work: Callable[[], T]) -> 
     its error, stands only when the check finds the snapshot current; else it is thrown away and ``work``
     runs again on the reloaded snapshot, as any read does after a change. So the answer reflects a
     version read after the call began, as with the check first, and the check's round trip overlaps
-    ``work``. Without a snapshot, with no check due, or with one this container knows is stale (it wrote
-    a change), ``work`` just runs, checking first as usual. ``work`` must not write."""
+    ``work``. Without a snapshot, with no check due, with the version already read with the request's
+    scope, or with one this container knows is stale (it wrote a change), ``work`` just runs, checking
+    first as usual. ``work`` must not write."""
     now = clock.now()
     with _lock:
         snap = _cache.get(workspace_id)
     if (snap is None or now - snap.checked_at < _ttl() or snap.checked_at == float("-inf")  # known stale (``_stale``)
-            or now - snap.loaded_at >= FULL_RELOAD_SECONDS or _unchecked.get() is not None):
+            or now - snap.loaded_at >= FULL_RELOAD_SECONDS or _unchecked.get() is not None
+            or catalog_versions.in_hand(region, workspace_id)):  # read with the request's scope: no round trip
         return work()
     stats.version_checks += 1
     check = aws.alongside(catalog_versions.current, region, workspace_id)

@@ -18,6 +18,7 @@ from pynamodb.attributes import UnicodeAttribute
 
 from chalicelib.core import aws, process_state
 from chalicelib.core.regions import check_client_region
+from chalicelib.core.store import scope_versions
 from chalicelib.core.store.transact import Tx
 from chalicelib.gateway import models
 
@@ -74,6 +75,7 @@ def record_change(region: str, workspace_id: str, *, datasets: Iterable[str] = (
     ``UpdateItem`` writes the version and its log entry together when this process knows the current
     version (it wrote or read it last); the item it returns on a refusal gives the version for one more
     try; else the version is bumped first and its entry written after (two calls)."""
+    scope_versions.drop_alongside(_table(), workspace_id)  # this request's next read reads the new version
     client, key = _client(region), {"workspace_id": {"S": workspace_id}}
     entry = {"S": _entry(datasets, connectors, everything)}
     known = _last_seen.get((region, workspace_id))
@@ -127,19 +129,38 @@ def bump_in(tx: Tx, workspace_id: str, *, datasets: Iterable[str] = (), connecto
 
 def bump_landed(region: str, workspace_id: str, version: int) -> None:
     """The transaction holding ``bump_in``'s bump to ``version`` committed."""
+    scope_versions.drop_alongside(_table(), workspace_id)
     _saw(region, workspace_id, version)
 
 
 def bump_refused(region: str, workspace_id: str) -> None:
     """The version this process knew was stale: the writer's next try bumps after its commit."""
+    scope_versions.drop_alongside(_table(), workspace_id)
     _last_seen.pop((region, workspace_id), None)
 
 
+def _scope_item(workspace_id: str) -> tuple[str, dict[str, Any]]:
+    return _table(), {"workspace_id": {"S": workspace_id}}
+
+
+scope_versions.read_alongside(_scope_item)  # a request reads the version with its scope, no call of its own
+
+
+def in_hand(region: str, workspace_id: str) -> bool:
+    """This request read the version with its scope (``current`` costs no call)."""
+    return scope_versions.alongside(_table(), region, workspace_id)[0]
+
+
 def current(region: str, workspace_id: str) -> Changes:
-    """The workspace's version and change log now (one consistent read)."""
-    item = _client(region).get_item(TableName=_table(), Key={"workspace_id": {"S": workspace_id}},
-                                    ConsistentRead=True).get("Item") or {}
+    """The workspace's version and change log now (one consistent read), or as a request read it with its
+    scope at its start (``scope_versions.read_alongside``) when this request wrote no catalog change since."""
+    found, item = scope_versions.alongside(_table(), region, workspace_id)
+    if not found:
+        item = _client(region).get_item(TableName=_table(), Key={"workspace_id": {"S": workspace_id}},
+                                        ConsistentRead=True).get("Item")
+    item = item or {}
     log = {int(name[1:]): value["S"] for name, value in item.items() if name[:1] == "c" and name[1:].isdigit()}
     version = int(item.get("version", {}).get("N", 0))
-    _saw(region, workspace_id, version)
+    if not found or version >= _last_seen.get((region, workspace_id), 0):  # read earlier: never a step back
+        _saw(region, workspace_id, version)
     return Changes(version, log)
