@@ -11,10 +11,11 @@ gc.disable()
 from chalice import Rate  # noqa: E402
 
 from chalicelib.core.config import settings  # noqa: E402
-from chalicelib.groups import create_app  # noqa: E402
+from chalicelib.groups import create_app, warm_up  # noqa: E402
 
 GROUP = settings().route_group
 app = create_app(GROUP)
+warm_up()  # the clients and table classes every request needs, in the init phase instead of the first request
 
 
 def rate(seconds: int) -> Rate:

@@ -5,7 +5,12 @@ import importlib
 
 from chalice import Chalice
 
+from chalicelib.core import aws
+from chalicelib.core.config import settings
 from chalicelib.core.http.api import install
+from chalicelib.core.store.tables import connection, global_model, regional
+from chalicelib.core.tenancy import MembershipAttrs, WorkspaceAttrs
+from chalicelib.core.tokens import SigningKeyAttrs
 
 APP_NAME = "aiplat"
 
@@ -55,3 +60,22 @@ def create_app(group: str) -> Chalice:
     for module in GROUPS[group]:
         importlib.import_module(module).api.register(app)
     return app
+
+
+def warm_up() -> None:
+    """Pay at the process's start what its first request would otherwise pay (Lambda's init phase: ``app.py``;
+    locally ``infra/local_run.py`` before a group serves): the AWS clients of its regions, whose creation
+    parses botocore's service models (over 100 ms for the first), and the table classes that authorizing
+    every request reads (signing keys, workspaces, and in a regional deployment its memberships and its
+    transaction connection). Only objects are built: no AWS call is made, so nothing here can fail for the
+    network or the emulator."""
+    current = settings()
+    pinned = current.region
+    for region in dict.fromkeys(filter(None, (current.global_region, pinned))):
+        aws.client("dynamodb", region)
+    global_model(SigningKeyAttrs)
+    global_model(WorkspaceAttrs)
+    if pinned:
+        aws.client("sqs", pinned)  # the queues its requests feed
+        regional(MembershipAttrs, pinned)
+        connection(pinned)

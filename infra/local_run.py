@@ -272,9 +272,10 @@ def _serve_groups(groups: dict[str, int], host: str) -> list[Any]:
     from chalice.config import Config
     from chalice.local import LocalDevServer
 
-    from chalicelib.groups import create_app
+    from chalicelib.groups import create_app, warm_up
     from infra.local import apigw_proxy
 
+    warm_up()  # as a Lambda's init phase does (app.py): the first request finds its clients made
     servers = []
     for group, port in groups.items():
         app = create_app(group)
@@ -543,10 +544,10 @@ def serve_region(region: str) -> None:
         raise SystemExit(f"REGION must be {region}")
     host = os.environ.get("LOCAL_HOST", "127.0.0.1")
     ports = _ports()
-    servers = _serve_groups({g: ports[port_name(g, region)] for g in REGION_GROUPS}, host)
     stop = threading.Event()
     health = Health()
-    start_workers(region, queue_handlers(), stop, health)
+    start_workers(region, queue_handlers(), stop, health)  # before serving: its start-up calls are done when the ports open
+    servers = _serve_groups({g: ports[port_name(g, region)] for g in REGION_GROUPS}, host)
     Scheduler(stop).start()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

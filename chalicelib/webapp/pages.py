@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
+import posixpath
 import re
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from string import Template
+from typing import Any
 
 from chalicelib.core.config import settings
 from chalicelib.core.process_state import cached
@@ -21,6 +24,8 @@ STATIC_DIR = Path(__file__).parent / "static"
 CONTENT_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 STATIC_NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}\.(js|css|svg)$")
 ROUTE_RE = re.compile(r'\[\s*"(/[^"]*)"\s*,\s*"([a-z_]+)"')
+PAGE_MODULE_RE = re.compile(r'\b([a-z_]+): \(\) => import\("\./(pages/[a-z0-9_]+\.js)"\)')  # main.js's PAGES
+IMPORT_RE = re.compile(r'^import [^;]*? from "(\.\.?/[a-z0-9_/]+\.js)";', re.MULTILINE)
 MAX_DEPTH = 16  # page addresses up to this many segments have app routes; deeper ones: deep_not_found_page()
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "font-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -38,7 +43,7 @@ SHELL = Template("""<!doctype html>
 $preloads
 <script type="module" src="/static/main.js"></script>
 </head>
-<body data-auth-url="$auth_url" data-status="$status">
+<body data-auth-url="$auth_url" data-status="$status"$claims>
 <a class="skip" href="#main">Skip to content</a>
 <header class="top" id="top"><a class="brand" href="/">AI Platform</a></header>
 <div class="layout">
@@ -91,9 +96,41 @@ def page_name(path: str) -> str | None:
     return None
 
 
-def shell_html(status: int) -> str:
-    preloads = "\n".join(f'<link rel="modulepreload" href="/static/{m}">' for m in SHELL_MODULES if m != "main.js")
-    return SHELL.substitute(preloads=preloads, auth_url=html.escape(settings().auth_url), status=status)
+@cached(maxsize=1, derived=True)
+def page_modules() -> dict[str, str]:
+    """Page name -> its module under ``static/`` (``pages/home.js``), as ``main.js`` imports it."""
+    return dict(PAGE_MODULE_RE.findall((STATIC_DIR / "main.js").read_text(encoding="utf-8")))
+
+
+@cached(maxsize=64, derived=True)
+def module_graph(module: str) -> tuple[str, ...]:
+    """``module`` (a path under ``static/``) and every module it imports statically, transitively."""
+    seen: list[str] = []
+    todo = [module]
+    while todo:
+        name = todo.pop(0)
+        if name in seen:
+            continue
+        seen.append(name)
+        source = (STATIC_DIR / name).read_text(encoding="utf-8")
+        base = PurePosixPath(name).parent
+        for spec in IMPORT_RE.findall(source):
+            todo.append(posixpath.normpath(str(base / spec)))
+    return tuple(seen)
+
+
+def shell_html(status: int, page: str | None = None, claims: dict[str, Any] | None = None) -> str:
+    """The single-page shell. For ``page`` (a page name) its module and what it imports are preloaded with
+    the frame's, so the browser fetches them all at once instead of one import level after another;
+    ``claims`` (the session's public claims, verified by the caller) are written into ``data-claims`` so
+    the page starts without asking ``/session/claims`` first."""
+    wanted = list(SHELL_MODULES)
+    module = page_modules().get(page or "")
+    if module:
+        wanted += [m for m in module_graph(module) if m not in wanted]
+    preloads = "\n".join(f'<link rel="modulepreload" href="/static/{m}">' for m in wanted if m != "main.js")
+    known = f' data-claims="{html.escape(json.dumps(claims, separators=(",", ":")))}"' if claims else ""
+    return SHELL.substitute(preloads=preloads, auth_url=html.escape(settings().auth_url), status=status, claims=known)
 
 
 def plain_html(title: str, body: str, *, skip_link: bool = True) -> str:

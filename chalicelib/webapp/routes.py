@@ -70,14 +70,17 @@ def _show(ctx: Ctx, segments: list[str]) -> Response:
         return _html(pages.plain_html("Signed out", '<p>You are signed out of the app and of the identity '
                                       'service.</p><p><a class="button" href="/">Sign in again</a></p>'))
     cookies = session.read_cookies(ctx.header("cookie"))
-    if session.valid_claims(cookies.get(session.ACCESS)):
-        return _html(pages.shell_html(200))
+    claims = session.valid_claims(cookies.get(session.ACCESS))
+    if claims:
+        return _html(pages.shell_html(200, name, session.public_claims(claims)))
     if cookies.get(session.REFRESH):
         try:
             issued = session.refresh(cookies)
         except (session.SessionError, http_client.ProviderError):
             return _signin_redirect(path)
-        return _html(pages.shell_html(200), cookies=issued.cookies())
+        fresh = session.valid_claims(issued.access_token)
+        return _html(pages.shell_html(200, name, session.public_claims(fresh) if fresh else None),
+                     cookies=issued.cookies())
     return _signin_redirect(path)
 
 
@@ -314,4 +317,4 @@ def session_claims(ctx: Ctx) -> Any:
     claims = session.valid_claims(session.read_cookies(ctx.header("cookie")).get(session.ACCESS))
     if claims is None:
         raise ApiError(401, "session_expired", "The session's access token expired; refresh it.")
-    return {k: claims.get(k) for k in ("sub", "email", "workspace_id", "roles", "amr", "exp")}
+    return session.public_claims(claims)

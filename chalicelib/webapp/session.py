@@ -66,6 +66,15 @@ def valid_claims(token: str | None) -> dict[str, Any] | None:
         return None
 
 
+PUBLIC_CLAIMS = ("sub", "email", "workspace_id", "roles", "amr", "exp")
+
+
+def public_claims(claims: dict[str, Any]) -> dict[str, Any]:
+    """What the page may know of its session: who, which workspace, which roles, how signed in, until when
+    (``/session/claims`` and the shell's ``data-claims``); never the token."""
+    return {k: claims.get(k) for k in PUBLIC_CLAIMS}
+
+
 @dataclass(frozen=True)
 class Issued:
     """Tokens to put into cookies after a sign-in, refresh or switch."""

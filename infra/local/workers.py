@@ -189,7 +189,16 @@ class _Stopped(Exception):
 
 def start_workers(region: str, handlers: dict[str, Handler], stop: threading.Event, health: Health,
                   counts: dict[str, int] | None = None) -> list[QueueWorker]:
-    """Start ``counts[queue]`` threads for each queue of ``handlers`` in ``region``."""
+    """Start ``counts[queue]`` threads for each queue of ``handlers`` in ``region``. Each queue's address is
+    asked once first (cached by ``aws.queue_url``): the threads' first polls all at once each asked for it,
+    dozens of calls flooding the emulator just as the first requests of a fresh start arrived."""
+    from chalicelib.core import aws
+
+    for queue in handlers:
+        try:
+            aws.queue_url(queue, region)
+        except Exception:  # noqa: BLE001 - the emulator not answering yet: each thread retries on its own
+            break
     counts = counts or workers_per_queue()
     threads = [QueueWorker(queue, region, handler, stop, health, n + 1)
                for queue, handler in handlers.items() for n in range(counts.get(queue, DEFAULT_PER_QUEUE))]

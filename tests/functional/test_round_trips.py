@@ -3,13 +3,20 @@ most 5 (its scope one batch read, its model settings kept while their version st
 at most once per delivery). A regression fails."""
 from __future__ import annotations
 
+from typing import Any
+
+import botocore.session
 import pytest
 from chalice.test import Client
 
 from chalicelib.agents.runtime import worker
-from chalicelib.core import clock
+from chalicelib.core import aws, clock, process_state
+from chalicelib.core.config import settings
+from chalicelib.core.store.tables import connection, global_model, regional
+from chalicelib.core.tenancy import MembershipAttrs, WorkspaceAttrs
+from chalicelib.core.tokens import SigningKeyAttrs
 from chalicelib.gateway import demo
-from chalicelib.groups import create_app
+from chalicelib.groups import create_app, warm_up
 from chalicelib.workers import jobs
 from infra.local.workers import sqs_event
 from tests.functional.agents.helpers import DEMO_PLAN_AGENT, create_agent, get_run, member, receive, start_run
@@ -64,3 +71,34 @@ def test_an_agent_run_of_4_tool_steps_makes_at_most_18_aws_calls(tenant: Tenant)
     assert calls["sqs SendMessage "] == 1  # the query step's lineage, written by the gateway's worker
     # at most once per delivery, not per tool (none here: the run's start checked it within the bound)
     assert calls["dynamodb GetItem catalog_versions"] <= 1, dict(calls)
+
+
+def test_a_process_start_builds_what_requests_need_without_an_aws_call(stack: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``groups.warm_up`` (Lambda's init phase, and `make run` before a group serves) makes the AWS clients and
+    the table classes that authorizing a request uses, with no AWS call (it cannot fail for the network); the
+    first request then makes none of them."""
+    monkeypatch.setenv("REGION", "eu-central-1")
+    settings.cache_clear()
+    try:
+        process_state.reset_all(derived=True)  # a fresh process: no client, no bound table class
+        with counting() as calls:
+            warm_up()
+        assert not calls, dict(calls)
+        made: list[str] = []
+        real = botocore.session.Session.create_client
+
+        def create_client(self: Any, service: str, *args: Any, **kwargs: Any) -> Any:
+            made.append(service)
+            return real(self, service, *args, **kwargs)
+
+        monkeypatch.setattr(botocore.session.Session, "create_client", create_client)
+        for region in ("eu-central-1", settings().global_region):
+            aws.client("dynamodb", region)
+        aws.client("sqs", "eu-central-1")
+        global_model(SigningKeyAttrs), global_model(WorkspaceAttrs), regional(MembershipAttrs, "eu-central-1")
+        connection("eu-central-1")
+        assert made == []
+    finally:
+        monkeypatch.delenv("REGION")
+        settings.cache_clear()
+        process_state.reset_all(derived=True)

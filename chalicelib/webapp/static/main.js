@@ -88,9 +88,13 @@ async function reloadFrame() {
   renderNav(state.me);
 }
 
-async function loadMe() {
-  const c = await claims();
-  return { user_id: c.sub, email: c.email, workspace_id: c.workspace_id || "", roles: c.roles || [], amr: c.amr || [] };
+const toMe = (c) => ({ user_id: c.sub, email: c.email, workspace_id: c.workspace_id || "", roles: c.roles || [], amr: c.amr || [] });
+const loadMe = async () => toMe(await claims());
+
+// The session's claims as the server that served this shell verified them (the same ones /session/claims
+// answers): the page starts at once instead of after a round trip; without them, that call.
+function shellMe() {
+  try { return document.body.dataset.claims ? toMe(JSON.parse(document.body.dataset.claims)) : null; } catch { return null; }
 }
 
 document.addEventListener("click", (ev) => {
@@ -107,9 +111,22 @@ window.addEventListener("popstate", () => { navigated = true; render(); });
   document.body.append(h("div", { id: "live", class: "sr-only", "aria-live": "polite" }));
   const first = match(location.pathname);
   if (first && PAGES[first.name]) PAGES[first.name]().catch(() => {}); // fetch the page module while the frame loads
-  try {
-    await reloadFrame();
-  } catch (err) {
+  // The page renders while the frame's workspace list loads (only the overview without a workspace,
+  // which lists them, waits for it); with the shell's claims nothing waits for a session call first.
+  let frame;
+  let page = null;
+  const me = shellMe();
+  if (me) {
+    state.me = me;
+    renderNav(me);
+    frame = loadWorkspaces().then((list) => { state.workspaces = list; renderHeader(state.me, list, state.authUrl); });
+    if (me.workspace_id) page = render();
+  } else {
+    frame = reloadFrame();
+  }
+  const [started] = await Promise.allSettled([frame, page]);
+  if (started.status === "rejected") {
+    const err = started.reason;
     if (err instanceof ApiError && err.status === 401) return; // signInAgain() is taking the browser to sign-in
     // every other failure ends in a ready state too: an error page that says what failed and how to retry
     const main = document.getElementById("main");
@@ -120,7 +137,7 @@ window.addEventListener("popstate", () => { navigated = true; render(); });
     document.body.dataset.ready = "true";
     return;
   }
-  await render();
+  if (!page) await render();
   document.body.dataset.ready = "true";
   performance.mark("app-interactive"); // read by bench/bench_webapp.py
 })();

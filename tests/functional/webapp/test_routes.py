@@ -2,6 +2,9 @@
 round trip's error pages, and the session and forwarder calls' CSRF and path rules, each attacked."""
 from __future__ import annotations
 
+import json
+import re
+from html import unescape
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -57,6 +60,21 @@ def test_signed_in_page_is_the_shell(app: Client, tenant: Tenant) -> None:
     assert "<style" not in html
     assert " style=" not in html
     assert "onclick" not in html
+
+
+def test_the_shell_carries_the_sessions_claims_and_preloads_the_pages_modules(app: Client, tenant: Tenant) -> None:
+    html = app.http.get("/settings", headers=_cookie(tenant.token)).body.decode()
+    found = re.search(r' data-claims="([^"]*)"', html)
+    assert found, html
+    claims = json.loads(unescape(found.group(1)))
+    assert claims == app.http.get("/session/claims", headers={**_cookie(tenant.token), **SAME}).json_body
+    assert claims["workspace_id"] == tenant.workspace_id and claims["email"] == tenant.email
+    assert tenant.token not in html and tenant.token.split(".")[2] not in html  # never the token itself
+    preloaded = re.findall(r'<link rel="modulepreload" href="/static/([a-z_/]+\.js)">', html)
+    # the page's module and the modules it imports (settings.js imports pages/models.js), not other pages'
+    assert {"api.js", "shell.js", "pages/settings.js", "pages/models.js", "replication.js"} <= set(preloaded)
+    assert "pages/chat.js" not in preloaded
+    assert "data-claims" not in app.http.get("/settings").body.decode()  # signed out: the sign-in redirect
 
 
 def test_every_route_of_the_router_is_served(app: Client, tenant: Tenant) -> None:
