@@ -32,8 +32,9 @@ def fields(r: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def _frozen_clock() -> Any:
-    """The window must not turn over in the middle of a test: start each test at a window's beginning."""
+def _frozen_clock(stack: None) -> Any:
+    """The window must not turn over in the middle of a test: start each test at a window's beginning
+    (after the stack's set-up, which resets the clock)."""
     clock.advance(rate_limits.WINDOW_SECONDS - clock.now() % rate_limits.WINDOW_SECONDS + 1)
     yield
     clock.reset()

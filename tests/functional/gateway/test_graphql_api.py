@@ -20,8 +20,9 @@ DATASET = f"""id name owner freshness classification description lastSyncedAt ro
 
 
 @pytest.fixture
-def frozen_clock() -> Iterator[None]:
-    """REST and GraphQL answers are compared field by field, freshness included: no second may pass."""
+def frozen_clock(stack: None) -> Iterator[None]:
+    """REST and GraphQL answers are compared field by field, freshness included: no second may pass. (After
+    the stack's set-up, which resets the clock: frozen before it, the clock ran again.)"""
     with clock.frozen():
         yield
 
