@@ -187,6 +187,7 @@ class _Writer:
         self.eager = True  # store the first text at once (not for an answer that came whole: it is all there)
         self.unchecked = 0  # events since the stop flag was last read
         self.checked_at = time.monotonic()
+        self.error = False  # an error event was added (stored by now or not: the ticker may have stored it)
 
     def add(self, name: str, data: dict[str, Any]) -> None:
         data = {k: v for k, v in data.items() if k != "sequence"}
@@ -196,6 +197,7 @@ class _Writer:
                 full = len(self.text) >= FLUSH_DELTAS or (self.eager and not self.shown)  # the first text at once
                 self.shown = True
             else:
+                self.error = self.error or name == "error"
                 self._text_event()
                 self.seq += 1
                 self.pending.append((self.seq, name, {"sequence": self.seq, **data}))
@@ -204,7 +206,9 @@ class _Writer:
             self.flush()
 
     def failed(self) -> bool:
-        return any(name == "error" for _, name, _ in self.pending)
+        """Whether the answer ended in an error. Not read from the pending events: the ticker thread may have
+        stored the error already, and the answer was then marked done with no message to show (a 404)."""
+        return self.error
 
     def _text_event(self) -> None:
         if self.text:

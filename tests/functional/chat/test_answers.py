@@ -202,3 +202,12 @@ def test_a_model_failure_is_the_streams_last_event_and_the_question_stays(
             assert [m["role"] for m in chat["messages"]] == ["user", "user"] and "answering" not in chat
     finally:
         peer.stop()
+
+
+def test_an_error_the_ticker_already_stored_still_fails_the_answer(tenant: Tenant) -> None:
+    """The ticker thread may store the pending events, the error among them, before the answer's end reads
+    whether it failed: it must still count as failed (it was marked done with no message, a 404)."""
+    writer = answers._Writer(tenant.region, tenant.workspace_id, "msg_01TICKERSTOREDTHEERROR0000", state=None)
+    writer.add("error", {"status": 504, "code": "model_timeout"})
+    writer.flush()  # what the ticker does every FLUSH_S
+    assert writer.pending == [] and writer.failed()
