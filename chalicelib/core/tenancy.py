@@ -29,7 +29,7 @@ from chalicelib.core.config import settings
 from chalicelib.core.http.errors import ApiError, not_found
 from chalicelib.core.process_state import cached, enrol
 from chalicelib.core.store import scope_versions
-from chalicelib.core.store.tables import BaseModel, global_model, regional
+from chalicelib.core.store.tables import BaseModel, batch_get, global_model, regional
 from chalicelib.core.tokens import WATERMARK_KEY, RevocationCheck
 
 # How long a container trusts a membership it read outside a unit of work (docs/decisions.md, "Request
@@ -277,18 +277,8 @@ def begin_request(claims: dict[str, Any], revocations: RevocationCheck) -> None:
 
 
 def _batch_get(region: str, request: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | None:
-    """One consistent ``BatchGetItem`` in ``region`` (its unprocessed keys asked again, up to 5 times):
-    the items found per table, or None when some were still left."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    client = aws.client("dynamodb", region)
-    for _ in range(5):
-        answer = client.batch_get_item(RequestItems=request)
-        for name, items in answer.get("Responses", {}).items():
-            found.setdefault(name, []).extend(items)
-        request = answer.get("UnprocessedKeys") or {}
-        if not request:
-            return found
-    return None
+    """One consistent ``BatchGetItem`` in ``region`` (``tables.batch_get``)."""
+    return batch_get(aws.client("dynamodb", region), request)
 
 
 def live_principal(principal: Principal) -> Principal:

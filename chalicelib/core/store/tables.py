@@ -90,16 +90,8 @@ def get_together(region: str, wanted: list[tuple[type[Model], str, str | None]])
         if key not in keys:
             keys.append(key)
         keyed.append((table, key))
-    found: dict[str, list[dict[str, Any]]] = {}
-    client = connection(region).client
-    for _ in range(5):
-        answer = client.batch_get_item(RequestItems=request)
-        for table, items in answer.get("Responses", {}).items():
-            found.setdefault(table, []).extend(items)
-        request = answer.get("UnprocessedKeys") or {}
-        if not request:
-            break
-    else:
+    found = batch_get(connection(region).client, request)
+    if found is None:
         raise RuntimeError("DynamoDB left keys unprocessed five times")
     out: list[Model | None] = []
     for (cls, _, _), (table, key) in zip(wanted, keyed, strict=True):
@@ -115,3 +107,17 @@ def _key(cls: type[Model], hash_key: str, range_key: str | None) -> dict[str, An
         rattr = cls._range_key_attribute()
         key[rattr.attr_name] = {rattr.attr_type: rattr.serialize(range_key)}
     return key
+
+
+def batch_get(client: Any, request: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | None:
+    """One ``BatchGetItem`` (its unprocessed keys asked again, up to 5 times): the raw items found per table,
+    or None when some were still left."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for _ in range(5):
+        answer = client.batch_get_item(RequestItems=request)
+        for table, items in answer.get("Responses", {}).items():
+            found.setdefault(table, []).extend(items)
+        request = answer.get("UnprocessedKeys") or {}
+        if not request:
+            return found
+    return None
