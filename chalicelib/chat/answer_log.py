@@ -12,6 +12,7 @@ from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.chat.models import AnswerAttrs, answers
 from chalicelib.core import clock
+from chalicelib.core.store.transact import Tx
 
 KEEP_S = 24 * 3600
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
@@ -62,14 +63,24 @@ def stop_asked(item: AnswerAttrs) -> bool:
     return bool(item.stop)
 
 
+def _event(region: str, workspace_id: str, message_id: str, seq: int, name: str, data: dict[str, Any]) -> AnswerAttrs:
+    return answers(region)(workspace_id, event_key(message_id, seq), seq=seq, type=name,
+                           data=json.dumps(data, separators=(",", ":")), expires_at=int(clock.now()) + KEEP_S)
+
+
 def write(region: str, workspace_id: str, message_id: str, events: list[tuple[int, str, dict[str, Any]]]) -> None:
     """Store ``(seq, event, data)`` items (one batch)."""
-    cls = answers(region)
-    expires = int(clock.now()) + KEEP_S
-    with cls.batch_write() as batch:
+    with answers(region).batch_write() as batch:
         for seq, name, data in events:
-            batch.save(cls(workspace_id, event_key(message_id, seq), seq=seq, type=name,
-                           data=json.dumps(data, separators=(",", ":")), expires_at=expires))
+            batch.save(_event(region, workspace_id, message_id, seq, name, data))
+
+
+def end_in(tx: Tx, item: AnswerAttrs, events: list[tuple[int, str, dict[str, Any]]], status: str) -> None:
+    """Store ``events`` and the answer's final ``status`` in ``tx`` (an answer that came whole: its events
+    and its end are written with the answer itself, in one transaction)."""
+    for seq, name, data in events:
+        tx.save(_event(tx.region, str(item.workspace_id), str(item.key), seq, name, data))
+    tx.update(item, [type(item).status.set(status)])
 
 
 def after(region: str, workspace_id: str, message_id: str, last: int) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ tests do). The worker stores the answer's events as the model writes (``content_
 one event per ``FLUSH_S`` or ``FLUSH_DELTAS`` pieces), reads the stored stop flag itself after at most
 ``FLUSH_DELTAS`` events or ``FLUSH_S`` seconds with an event (so a Stop stored before the model's next
 ``FLUSH_DELTAS`` pieces is obeyed by them, however busy the machine), and stores the answer in the chat as
-any answer is (``service.Live``).
+any answer is (``service.Live``). An answer asked for whole is stored with its events and its end in that
+same transaction.
 
 Readers follow the events with server-sent events from any ``Last-Event-ID`` (``follow``): each response
 ends a short while after its first event, or after ``wait`` seconds without one, or with the answer's
@@ -188,6 +189,18 @@ class _Writer:
         self.unchecked = 0  # events since the stop flag was last read
         self.checked_at = time.monotonic()
         self.error = False  # an error event was added (stored by now or not: the ticker may have stored it)
+        self.ended_with_answer = False  # the events and the end were stored in the answer's transaction
+
+    def with_answer(self, tx: Tx, reply: dict[str, Any]) -> None:
+        """The events of an answer that came whole (its text in one piece) and its end, added to the answer's
+        own transaction (``service.Live.alongside``): one write stores the answer, its events and its status."""
+        events = service.sse_events(reply)
+        text = "".join(e["data"]["text"] for e in events if e["event"] == "content_delta")
+        kept = [e for e in events if e["event"] != "content_delta"]
+        kept.insert(1, {"event": "content_delta", "data": {"text": text}})
+        answer_log.end_in(tx, self.state, [(n, e["event"], {**e["data"], "sequence": n})
+                                           for n, e in enumerate(kept, start=1)], answer_log.DONE)
+        self.seq = len(kept)  # a later error event (the transaction failed) never takes their numbers
 
     def add(self, name: str, data: dict[str, Any]) -> None:
         data = {k: v for k, v in data.items() if k != "sequence"}
@@ -294,7 +307,8 @@ def _drive(region: str, workspace_id: str, message_id: str, chat_id: str, state:
     writer.flush()
     if failed:
         _release(region, workspace_id, chat_id, message_id)
-    answer_log.set_status(state, answer_log.FAILED if failed else answer_log.DONE)
+    if not writer.ended_with_answer:
+        answer_log.set_status(state, answer_log.FAILED if failed else answer_log.DONE)
     return None if failed else reply
 
 
@@ -304,10 +318,14 @@ def _generate(begin: Callable[[], service.Live], correlation_id: str, chat_id: s
     try:
         live = begin()
         if not live.stream:  # asked for whole: the model answers whole (no pieces to show or stop)
-            reply = live.finish().reply
             writer.eager = False
-            for e in service.sse_events(reply):
-                writer.add(e["event"], e["data"])
+            if live.routing.region == writer.region:  # one transaction stores the answer and its events
+                live.alongside = writer.with_answer
+            reply = live.finish().reply
+            writer.ended_with_answer = live.alongside is not None
+            if not writer.ended_with_answer:
+                for e in service.sse_events(reply):
+                    writer.add(e["event"], e["data"])
             return reply
         events = live.events()
         for e in events:

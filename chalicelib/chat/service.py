@@ -289,6 +289,7 @@ class Live:
     general_allowed: bool = False  # this answer may be general (chat/modes.py)
     stopped_reply: dict[str, Any] | None = None  # the reply stored when the answer was stopped
     reply: dict[str, Any] | None = None  # the reply once stored
+    alongside: Callable[[Tx, dict[str, Any]], None] | None = None  # more items for the answer's transaction
     _opened: tuple[Iterator[str | Completion], str | Completion, float] | None = None
     _events: Generator[dict[str, Any], None, None] | None = None
 
@@ -503,6 +504,8 @@ class Live:
             if other:  # the grounding check's tokens, under the model that checked (one item once per transaction)
                 usage.add_in(tx, principal.workspace_id, other.model, other.input_tokens, other.output_tokens)
             idempotency.complete_in(tx, {"type": "chat_message", "chat_id": chat_id, "id": message_id})
+            if self.alongside is not None and not stopped:
+                self.alongside(tx, reply)
 
         reply = {"id": message_id, "chat_id": chat_id, "message": {"role": "assistant", "content": checked.content},
                  "model": spec.id, "provider": spec.provider, "region": region, "routing": routing.as_dict(),
