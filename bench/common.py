@@ -216,10 +216,11 @@ QUIET_STATES = (("steady", 0.0), ("after 5 s of quiet", 5.0), ("after 60 s of qu
 
 
 def after_quiet(title: str, name: str, request: Callable[[], object], ref_name: str, ref: Callable[[], object],
-                *, n: int = 12) -> list[str]:
+                *, n: int = 12, uncounted: tuple[str, ...] = ()) -> list[str]:
     """``request`` in three states (steady, then after 5 s and after 60 s of quiet: the process clock,
-    ``chalicelib.core.clock``, moved on before each sample rather than slept), its AWS calls counted, beside
-    ``ref`` measured right after each sample in the same run. Markdown lines: median [min-max] per state."""
+    ``chalicelib.core.clock``, moved on before each sample rather than slept), its AWS calls counted (less
+    those starting with one of ``uncounted``: the harness's own), beside ``ref`` measured right after each
+    sample in the same run. Markdown lines: median [min-max] per state."""
     from chalicelib.core import clock
     from tests.functional.aws_calls import counting
 
@@ -239,7 +240,7 @@ def after_quiet(title: str, name: str, request: Callable[[], object], ref_name: 
                 t0 = time.perf_counter()
                 request()
                 ms.append((time.perf_counter() - t0) * 1000)
-            calls.append(float(sum(seen.values())))
+            calls.append(float(sum(v for k, v in seen.items() if not k.startswith(uncounted))))
             t0 = time.perf_counter()
             ref()
             ref_ms.append((time.perf_counter() - t0) * 1000)

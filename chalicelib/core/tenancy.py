@@ -232,48 +232,69 @@ def begin_request(claims: dict[str, Any], revocations: RevocationCheck) -> None:
     global region: the workspace's scope version item, the revocation watermark when the check is due to
     read it (``tokens.RevocationCheck.take_watermark``), and the caller's membership when it lives in the
     same region (else ``membership`` reads it on its own, once), with the user's version item (the listing of
-    their workspaces). Outside a unit of work it does nothing."""
+    their workspaces) and what is read alongside (``scope_versions.read_alongside``). Outside a unit of work
+    it does nothing."""
     workspace_id, user_id = claims.get("workspace_id"), str(claims.get("sub") or "")
     if not scope_versions.in_unit() or not isinstance(workspace_id, str) or not 1 <= len(workspace_id) <= 64:
         return
-    if scope_versions.unit_get(("v", workspace_id))[0]:
-        return  # read already in this unit
-    scope_versions.unit_put(("request", workspace_id), True)
     now = clock.now()
-    table = scope_versions.table()
     user = bool(user_id) and claims.get("token_use") != "service" and user_id != workspace_id
-    keys = [scope_versions.key(workspace_id)] + ([scope_versions.key(user_id)] if user else [])
     due = revocations.watermark_due(now)
-    if due:
-        keys.append({"jti": {"S": WATERMARK_KEY}})
+    found = _read_scope(workspace_id, user_id if user else "", (user_id,) if user else (),
+                        [{"jti": {"S": WATERMARK_KEY}}] if due else [])
+    if found is not None and due:
+        revocations.take_watermark(found.get(WATERMARK_KEY), now)
+
+
+def begin_work(workspace_id: str, user_id: str) -> None:
+    """What queued work done for a member needs (an agent run's delivery), once for its unit of work: the
+    workspace's scope version item, the member's membership and what is read alongside, in one consistent
+    ``BatchGetItem`` when the workspace lives in the global region (else ``membership`` reads the rest in
+    the workspace's region, in one more). Outside a unit of work it does nothing."""
+    if scope_versions.in_unit():
+        _read_scope(workspace_id, user_id, (), [])
+
+
+def _read_scope(workspace_id: str, member: str, subjects: tuple[str, ...],
+                more: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+    """The unit of work's scope read (``begin_request``, ``begin_work``): the scope version items of the
+    workspace and ``subjects`` and the ``more`` keys of their table, with ``member``'s membership and the
+    items read alongside when the workspace's region is the global one. The table's items found, by key;
+    None when the scope was read already in this unit, or the read failed (what was left is read on its own
+    when needed)."""
+    if scope_versions.unit_get(("v", workspace_id))[0]:
+        return None  # read already in this unit
+    scope_versions.unit_put(("request", workspace_id), True)
+    table = scope_versions.table()
+    keys = [scope_versions.key(workspace_id)] + [scope_versions.key(s) for s in subjects] + more
     request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
     global_region = settings().global_region
     # the membership table of the global region, asked before the workspace's region is known (a container's
     # first request of a workspace); its answer is used only when that is the workspace's region
     member_table = aws.table_name(MembershipAttrs.TABLE)
-    along = scope_versions.alongside_keys(workspace_id)
-    if user and regions.pinned_region() in ("", global_region):
+    here = bool(member) and regions.pinned_region() in ("", global_region)
+    if here:
         request[member_table] = {
-            "Keys": [{"workspace_id": {"S": workspace_id}, "user_id": {"S": user_id}}], "ConsistentRead": True}
-        request.update({name: {"Keys": [k], "ConsistentRead": True} for name, k in along.items()})
+            "Keys": [{"workspace_id": {"S": workspace_id}, "user_id": {"S": member}}], "ConsistentRead": True}
+        request.update({name: {"Keys": [k], "ConsistentRead": True}
+                        for name, k in scope_versions.alongside_keys(workspace_id).items()})
     found = _batch_get(global_region, request)
     if found is None:
-        return  # what was left is read on its own when needed
+        return None
     by_key = {i["jti"]["S"]: i for i in found.get(table, [])}
-    for subject in (workspace_id, user_id) if user else (workspace_id,):
+    for subject in (workspace_id, *subjects):
         scope_versions.seen(subject, scope_versions.parse(by_key.get(scope_versions.key(subject)["jti"]["S"])))
-    if due:
-        revocations.take_watermark(by_key.get(WATERMARK_KEY), now)
-    if user and regions.pinned_region() in ("", global_region):
+    if here:
         try:
             region = region_of(workspace_id)  # a container's first request of the workspace: its entry
         except ApiError:
-            return  # a token of a deleted workspace: every workspace permission fails anyway
+            return by_key  # a token of a deleted workspace: every workspace permission fails anyway
         if region == global_region:
             raw = next(iter(found.get(member_table, [])), None)
-            scope_versions.unit_put(("m", workspace_id, user_id),
+            scope_versions.unit_put(("m", workspace_id, member),
                                     memberships(region).from_raw_data(raw) if raw is not None else None)
             scope_versions.keep_alongside(region, workspace_id, found)
+    return by_key
 
 
 def _batch_get(region: str, request: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | None:

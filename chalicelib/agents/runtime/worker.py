@@ -139,6 +139,7 @@ def execute(workspace_id: str, run_id: str, delivery_id: str, *, after_step: Aft
         run = cls.get(workspace_id, run_id, consistent_read=True)
     except cls.DoesNotExist:
         return "done"  # deleted meanwhile
+    tenancy.begin_work(workspace_id, run.user_id)  # the delivery's scope and the starter's membership: one read
     if run.status in TERMINAL_STATUSES:
         lifecycle.record_finish(region, run)
         return "done"
