@@ -248,37 +248,40 @@ def begin_request(claims: dict[str, Any], revocations: RevocationCheck) -> None:
 
 def begin_work(workspace_id: str, user_id: str) -> None:
     """What queued work done for a member needs (an agent run's delivery), once for its unit of work: the
-    workspace's scope version item, the member's membership and what is read alongside, in one consistent
-    ``BatchGetItem`` when the workspace lives in the global region (else ``membership`` reads the rest in
-    the workspace's region, in one more). Outside a unit of work it does nothing."""
+    workspace's scope version item and the member's membership, in one consistent ``BatchGetItem`` when the
+    workspace lives in the global region (else ``membership`` reads it in the workspace's region). Nothing is
+    read alongside: a delivery may last minutes, and its catalog reads check the version as they go
+    (docs/decisions.md, "Request scope"). Outside a unit of work it does nothing."""
     if scope_versions.in_unit():
-        _read_scope(workspace_id, user_id, (), [])
+        _read_scope(workspace_id, user_id, (), [], request=False)
 
 
-def _read_scope(workspace_id: str, member: str, subjects: tuple[str, ...],
-                more: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+def _read_scope(workspace_id: str, member: str, subjects: tuple[str, ...], more: list[dict[str, Any]], *,
+                request: bool = True) -> dict[str, dict[str, Any]] | None:
     """The unit of work's scope read (``begin_request``, ``begin_work``): the scope version items of the
-    workspace and ``subjects`` and the ``more`` keys of their table, with ``member``'s membership and the
-    items read alongside when the workspace's region is the global one. The table's items found, by key;
-    None when the scope was read already in this unit, or the read failed (what was left is read on its own
-    when needed)."""
+    workspace and ``subjects`` and the ``more`` keys of their table, with ``member``'s membership (and, for
+    a ``request``, the items read alongside) when the workspace's region is the global one. The table's
+    items found, by key; None when the scope was read already in this unit, or the read failed (what was
+    left is read on its own when needed)."""
     if scope_versions.unit_get(("v", workspace_id))[0]:
         return None  # read already in this unit
-    scope_versions.unit_put(("request", workspace_id), True)
+    if request:
+        scope_versions.unit_put(("request", workspace_id), True)
     table = scope_versions.table()
     keys = [scope_versions.key(workspace_id)] + [scope_versions.key(s) for s in subjects] + more
-    request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
+    batch: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
     global_region = settings().global_region
     # the membership table of the global region, asked before the workspace's region is known (a container's
     # first request of a workspace); its answer is used only when that is the workspace's region
     member_table = aws.table_name(MembershipAttrs.TABLE)
     here = bool(member) and regions.pinned_region() in ("", global_region)
     if here:
-        request[member_table] = {
+        batch[member_table] = {
             "Keys": [{"workspace_id": {"S": workspace_id}, "user_id": {"S": member}}], "ConsistentRead": True}
-        request.update({name: {"Keys": [k], "ConsistentRead": True}
-                        for name, k in scope_versions.alongside_keys(workspace_id).items()})
-    found = _batch_get(global_region, request)
+        if request:
+            batch.update({name: {"Keys": [k], "ConsistentRead": True}
+                          for name, k in scope_versions.alongside_keys(workspace_id).items()})
+    found = _batch_get(global_region, batch)
     if found is None:
         return None
     by_key = {i["jti"]["S"]: i for i in found.get(table, [])}
@@ -293,7 +296,8 @@ def _read_scope(workspace_id: str, member: str, subjects: tuple[str, ...],
             raw = next(iter(found.get(member_table, [])), None)
             scope_versions.unit_put(("m", workspace_id, member),
                                     memberships(region).from_raw_data(raw) if raw is not None else None)
-            scope_versions.keep_alongside(region, workspace_id, found)
+            if request:
+                scope_versions.keep_alongside(region, workspace_id, found)
     return by_key
 
 
