@@ -15,9 +15,12 @@ of moto's DynamoDB backend in one process-wide lock, so a conditional write or a
 against every other write. The read handlers (``GetItem``, ``BatchGetItem``, ``Query``, ``Scan``,
 ``TransactGetItems``) take the same lock while they read and serialise items: an update changes moto's
 item in place, and a read serialising it at the same moment failed ("dictionary changed size during
-iteration", a 500), where DynamoDB returns the item as it was before or after the write. It is applied by
-the local runner (``infra/local_run.py``), the test fixtures and the benchmarks; it is never packaged into
-the Lambda functions. ``snapshot.py`` and ``server.py`` keep the
+iteration", a 500), where DynamoDB returns the item as it was before or after the write. It also answers
+the item operations (``ITEM_OPERATIONS``) with their result written as JSON directly (``plain_items.py``):
+moto's generic response serialiser walks the output shape for every attribute value and took most of a
+read's time (a 50-item page of the audit list: about 0.1 s). It is applied by the local runner
+(``infra/local_run.py``), the test fixtures and the benchmarks; it is never packaged into the Lambda
+functions. ``snapshot.py`` and ``server.py`` keep the
 emulator's state across restarts of ``make run``.
 """
 from __future__ import annotations
@@ -26,7 +29,7 @@ import functools
 import threading
 from typing import Any
 
-from infra.emulator import transactions
+from infra.emulator import plain_items, transactions
 
 WRITE_OPERATIONS = ("put_item", "update_item", "delete_item", "transact_write_items", "execute_statement",
                     "execute_transaction", "batch_execute_statement")
@@ -56,6 +59,7 @@ def serialise_writes() -> None:
             if original is None or getattr(original, _MARK, False):
                 continue
             setattr(cls, name, _locked(original))
+    plain_items.install()
 
 
 def _locked(method: Any) -> Any:
