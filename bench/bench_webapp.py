@@ -12,7 +12,8 @@ and the chat page's time to first answer token; each beside a same-run reference
   question as one bare ``POST /v1/chats`` from Python with the same session's access token.
 - First page after a restart: the local platform is stopped and started again on the same state (the
   session survives), and the overview is opened at once -- the first request of each fresh process --
-  next to the same page opened again and to the plain hosted sign-in page, in the same run.
+  then the other pages, next to the same pages opened again and to the plain hosted sign-in page, in the
+  same run; ``BENCH_WEBAPP_RESTARTS`` (3) restarts, medians with min and max.
 - Streaming with a real model (``LOCAL_MODEL``: SmolLM2-135M in llama.cpp's server, answers capped at
   160 tokens, its own stack): time to the first ``content_delta`` and to the end of the stream, read
   through the web app's forwarder (``/api/platform/...`` with the session cookie) and straight from the
@@ -209,8 +210,14 @@ def _same_ports(running: Any) -> dict[str, str]:
             "EMULATOR_PORT": port(running.urls["aws_endpoint"])}
 
 
+RESTARTS = int(os.environ.get("BENCH_WEBAPP_RESTARTS", "3"))
+AGAIN = 3  # samples of the page opened again, and of the plain page, after each restart
+
+
 def after_restart(pages: tuple[str, ...] = ("/", "/audit", "/settings", "/agents")) -> None:
-    """The first page each restarted process serves, next to the same page again and to a plain page."""
+    """The first page each restarted process serves, next to the same page again and to a plain page:
+    ``RESTARTS`` restarts; after each, every page once (the first request of each fresh process for the
+    first of them), then ``AGAIN`` times more, and the plain page ``AGAIN`` times."""
     from playwright.sync_api import sync_playwright
 
     from tests.integration.conftest import start_platform, stop_platform
@@ -218,6 +225,9 @@ def after_restart(pages: tuple[str, ...] = ("/", "/audit", "/settings", "/agents
 
     state_dir = Path(tempfile.mkdtemp(prefix="bench-restart-"))
     running = start_platform(state_dir, PERSIST)
+    first: dict[str, list[float]] = {path: [] for path in pages}
+    again: dict[str, list[float]] = {path: [] for path in pages}
+    plain: list[float] = []
     try:
         app, auth, demo = running.urls["app"], running.urls["identity"], running.demo
         with sync_playwright() as pw:
@@ -230,28 +240,31 @@ def after_restart(pages: tuple[str, ...] = ("/", "/audit", "/settings", "/agents
             _ready(page)
             session = context.storage_state()
             context.close()
-            stop_platform(running)
-            (state_dir / "run.json").unlink()  # the last run's: started means written again
-            running = start_platform(state_dir, {**PERSIST, **_same_ports(running)})  # the same state, ports, session
-            app = running.urls["app"]
-            rows = []
-            for path in pages:
-                first = _page_ms(browser, session, app + path)
-                again = _page_ms(browser, session, app + path)
-                anon = browser.new_context()
-                plain = anon.new_page()
-                plain.goto(running.urls["identity"] + "/signin?conditional=off", wait_until="load")
-                ref = float(plain.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd"))
-                anon.close()
-                rows.append((path, first, again, ref))
+            for _ in range(RESTARTS):
+                stop_platform(running)
+                (state_dir / "run.json").unlink()  # the last run's: started means written again
+                running = start_platform(state_dir, {**PERSIST, **_same_ports(running)})  # same state, ports, session
+                app = running.urls["app"]
+                for path in pages:
+                    first[path].append(_page_ms(browser, session, app + path))
+                for path in pages:
+                    again[path] += [_page_ms(browser, session, app + path) for _ in range(AGAIN)]
+                for _ in range(AGAIN):
+                    anon = browser.new_context()
+                    q = anon.new_page()
+                    q.goto(running.urls["identity"] + "/signin?conditional=off", wait_until="load")
+                    plain.append(float(q.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd")))
+                    anon.close()
             browser.close()
     finally:
         stop_platform(running)
-    print("### First page after a restart (ms, time to interactive)\n")
-    print("| page (in this order, right after the restart) | first open | opened again | plain page (hosted "
+    ref = statistics.median(plain)
+    print(f"### First page after a restart (ms, time to interactive; {RESTARTS} restarts, median [min-max])\n")
+    print("| page (in this order, right after each restart) | first open | opened again | plain page (hosted "
           "sign-in) | first / plain |\n|---|---:|---:|---:|---:|")
-    for path, first, again, ref in rows:
-        print(f"| {path} | {first:.0f} | {again:.0f} | {ref:.0f} | {first / ref:.1f}x |")
+    for path in pages:
+        print(f"| {path} | {_spread(first[path])} | {_spread(again[path])} | {_spread(plain)} | "
+              f"{statistics.median(first[path]) / ref:.1f}x |")
     print()
 
 
