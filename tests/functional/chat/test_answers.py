@@ -92,6 +92,8 @@ def test_the_question_is_recorded_at_once_and_the_worker_answers_it(
         assert "answering" not in chat and chat["messages"][-1]["id"] == made["id"]
         assert chat["messages"][-1]["content"] == events[-2][2]["content"]
         assert drain() == 0
+    # the answer came whole: its events and its end were stored with it, in its own transaction
+    assert answer_log.state(tenant.region, tenant.workspace_id, made["id"]).status == answer_log.DONE
     # erasing the asker takes the answer's event log (it holds the answer's text) with their chats
     assert answer_log.after(tenant.region, tenant.workspace_id, made["id"], 0)
     erasure.erase_in_workspace(tenant.region, tenant.workspace_id, world.member.user_id, "", world.member.email)
