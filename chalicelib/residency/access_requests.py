@@ -11,7 +11,7 @@ workspace any more). The request is recorded in the workspace's region (``access
 
 Exports are zip archives of JSON-lines files, one per region, each written to that region's
 ``access-exports`` bucket (the part of a region never leaves it). Private content is delivered only to its
-subject: the user's own export also holds their chats, agent runs and agent memory, and, in the request's
+subject: the user's own export also holds their chats, private presets, agent runs and agent memory, and, in the request's
 region, ``global.jsonl`` (the directory entry, sessions, API token records, passkeys; never password
 hashes, TOTP secrets or recovery-code hashes); an Admin's export about a member holds neither (a
 ``withheld`` record names what was left out). Other people appear as pseudonyms
@@ -64,7 +64,7 @@ SECRET_ATTRS = frozenset({"password_hash", "totp_secret_enc", "secret_hash", "co
 _des = TypeDeserializer()
 # content private to its author (``GET /v1/chats/{id}`` answers 404 to anyone else, Admins included): only
 # the subject's own export holds it; an Admin's export about a member withholds it (docs/residency.md)
-PRIVATE_TABLES = ("chats", "agent_runs", "agent_memory")
+PRIVATE_TABLES = ("chats", "presets", "agent_runs", "agent_memory")  # presets: the private ones, in the chats table
 WITHHELD_REASON = ("Private to the member: only an export the member requests about their own account "
                    "holds it.")
 NO_LONGER_READABLE = ("Written by the member's agent runs after reading what the member may no longer read "
@@ -247,8 +247,8 @@ def _global_records(user_id: str) -> Iterator[dict[str, Any]]:
 def _private_items(region: str, workspace_id: str, user_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """(table, item) of the content private to the user in one workspace (``PRIVATE_TABLES``)."""
     for chat in erasure._query(region, "chats", "workspace_id", workspace_id):
-        if erasure._s(chat, "user_id") == user_id:
-            yield "chats", chat
+        if erasure._s(chat, "user_id") == user_id:  # a chat, or a private preset (kept beside chats: pre_...)
+            yield ("presets" if erasure._s(chat, "id").startswith("pre_") else "chats"), chat
     for run in erasure._query(region, "agent_runs", "workspace_id", workspace_id):
         if erasure._s(run, "user_id") == user_id:
             yield "agent_runs", run

@@ -99,7 +99,7 @@ def erase_in_workspace(region: str, workspace_id: str, user_id: str, mac: str,
                        email: str | None = None) -> dict[str, int]:
     """Remove the user's personal data from one workspace; returns counts per kind."""
     is_theirs = _Matcher(region, mac, email)
-    counts = {"memberships": 0, "chats": 0, "agent_memory": 0, "agent_runs": 0, "invitations": 0,
+    counts = {"memberships": 0, "chats": 0, "presets": 0, "agent_memory": 0, "agent_runs": 0, "invitations": 0,
               "audit_personal": 0, "idempotency": 0, "lineage_edges": 0, "attributions": 0,
               "scim_users": 0}
     _erase_membership(region, workspace_id, user_id, counts)
@@ -139,7 +139,8 @@ def _erase_membership(region: str, workspace_id: str, user_id: str, counts: dict
 
 
 def _erase_chats(region: str, workspace_id: str, user_id: str, counts: dict[str, int]) -> None:
-    """The user's chats (with their answers' lineage edges) and their answers' event logs."""
+    """The user's chats (with their answers' lineage edges), their private presets (kept in the chats table)
+    and their answers' event logs."""
     ws = {"S": workspace_id}
     for chat in _query(region, "chats", "workspace_id", workspace_id):
         if _s(chat, "user_id") == user_id:
@@ -147,7 +148,7 @@ def _erase_chats(region: str, workspace_id: str, user_id: str, counts: dict[str,
                 if message.get("role") == "assistant" and message.get("id"):
                     counts["lineage_edges"] += _delete_edges_into(region, workspace_id, message["id"])
             _delete(region, "chats", {"workspace_id": ws, "id": chat["id"]})
-            counts["chats"] += 1
+            counts["presets" if _s(chat, "id").startswith("pre_") else "chats"] += 1  # private presets live here
     # the event logs of the user's answers (kept a day; state items name the user, event items their answer)
     answer_items = list(_query(region, "chat_answers", "workspace_id", workspace_id))
     theirs = {_s(i, "key") for i in answer_items if _s(i, "user_id") == user_id}

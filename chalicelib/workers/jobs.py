@@ -223,7 +223,8 @@ def private_views() -> dict[str, Any]:
     def view(export: Callable[[RequestScope, dict[str, Any]], Any]) -> Callable[[Any, dict[str, Any]], Any]:
         return lambda reader, item: export(scope(reader), item)
 
-    return {"chats": view(redaction.exported), "agent_runs": view(runs.exported), "agent_memory": view(memory.exported)}
+    return {"chats": view(redaction.exported), "agent_runs": view(runs.exported), "agent_memory": view(memory.exported),
+            "presets": lambda reader, item: item}  # instructions the person wrote: theirs to read as written
 
 
 def residency_jobs(event: dict[str, Any]) -> dict[str, Any]:

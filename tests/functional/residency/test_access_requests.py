@@ -38,6 +38,9 @@ def _seed_bob(t: Tenant, bob: Caller, secret: str) -> None:
                             "title": {"S": secret}, "messages": {"S": json.dumps([{"role": "user", "content": secret}])}})
     put(t.region, "chats", {"workspace_id": s, "id": {"S": "chat_owner"}, "user_id": {"S": t.user_id},
                             "title": {"S": "owner's chat"}})
+    put(t.region, "chats", {"workspace_id": s, "id": {"S": "pre_bob"}, "owner": {"S": bob.user_id},  # a private preset
+                            "user_id": {"S": bob.user_id}, "name": {"S": "Bob's tone"}, "instructions": {"S": secret},
+                            "created_by": {"S": bob.user_id}, "created_at": {"S": "2026-01-01T00:00:00Z"}})
     put(t.region, "agent_memory", {"scope": {"S": f"{ws}#agt_1#{bob.user_id}"}, "key": {"S": "diary"},
                                    "value": {"S": secret}})
     put(t.region, "agent_runs", {"workspace_id": s, "id": {"S": "run_bob"}, "user_id": {"S": bob.user_id},
@@ -130,7 +133,10 @@ def test_export_holds_the_users_data_from_the_global_store_and_both_regions(stac
     eu_rows = eu_zip[f"eu-central-1/{eu.workspace_id}.jsonl"]
     for rows, secret in ((us_rows, US_SECRET), (eu_rows, EU_SECRET)):
         tables = {r["table"] for r in rows}
-        assert tables >= {"memberships", "chats", "agent_runs", "agent_memory", "invitations", "audit_events"}
+        assert tables >= {"memberships", "chats", "presets", "agent_runs", "agent_memory", "invitations", "audit_events"}
+        # a private preset is exported as a preset, not listed among the chats
+        assert [r["item"]["id"] for r in rows if r["table"] == "presets"] == ["pre_bob"]
+        assert all(r["item"]["id"].startswith("chat_") for r in rows if r["table"] == "chats")
         assert secret in json.dumps(rows)
         assert "owner's chat" not in json.dumps(rows)  # another member's content is not Bob's
         events = [r["item"] for r in rows if r["table"] == "audit_events"]
@@ -154,6 +160,7 @@ def test_erasure_removes_personal_data_and_every_chain_still_verifies(stack: Non
     assert done["status"] == "completed"
     assert "identity" not in done["erased"]
     assert done["erased"]["workspaces"][us.workspace_id]["chats"] == 1
+    assert done["erased"]["workspaces"][us.workspace_id]["presets"] == 1  # his private preset, counted as one
     everything = _everything()
     assert US_SECRET not in everything
     assert EU_SECRET in everything
@@ -213,10 +220,10 @@ def test_an_erased_user_stays_erased_after_restoring_an_older_backup(stack: None
     done = get(c, f"/v1/backups/{older}/restore-requests/{rid}", us.token).json_body
     assert done["status"] == "restored"
     assert done["report"]["erasures_replayed"] == 1
-    assert done["report"]["tables"]["chats"]["added"] == 2  # both came back from the backup ...
+    assert done["report"]["tables"]["chats"]["added"] == 3  # all came back (Bob's chat and preset, the owner's) ...
     everything = _everything()
     assert "owner's chat" in everything  # ... the owner's stays restored
-    assert US_SECRET not in everything  # ... Bob's chat, memory, run and log were erased again
+    assert US_SECRET not in everything  # ... Bob's chat, preset, memory, run and log were erased again
     chats = aws.client("dynamodb", us.region).query(
         TableName=aws.table_name("chats"), KeyConditionExpression="workspace_id = :w",
         ExpressionAttributeValues={":w": {"S": us.workspace_id}})["Items"]
@@ -315,9 +322,9 @@ def test_an_admins_export_about_a_member_holds_neither_account_wide_nor_private_
         assert leaked not in text, leaked
     rows = files[f"us-east-1/{us.workspace_id}.jsonl"]
     tables = {r["table"] for r in rows}
-    assert not tables & {"chats", "agent_runs", "agent_memory", "sessions", "api_tokens", "auth_state"}
+    assert not tables & {"chats", "presets", "agent_runs", "agent_memory", "sessions", "api_tokens", "auth_state"}
     [withheld] = [r["item"] for r in rows if r["table"] == "withheld"]
-    assert withheld["tables"] == ["chats", "agent_runs", "agent_memory"]
+    assert withheld["tables"] == ["chats", "presets", "agent_runs", "agent_memory"]
     assert {"memberships", "invitations", "audit_events"} <= tables
     # the chat route says the same to the same Admin
     assert get(c, "/v1/chats/chat_bob", us.token).status_code == 404
