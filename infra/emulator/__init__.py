@@ -44,8 +44,8 @@ def write_lock() -> threading.RLock:
 
 
 def serialise_writes() -> None:
-    """Idempotently install the item-level transaction and wrap moto's DynamoDB write operations and read
-    handlers in one lock."""
+    """Idempotently install the item-level transaction, wrap moto's DynamoDB write operations and read
+    handlers in one lock, and answer the item operations with plain JSON (``plain_items``)."""
     from moto.dynamodb.models import DynamoDBBackend
 
     current = DynamoDBBackend.transact_write_items

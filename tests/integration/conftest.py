@@ -34,15 +34,20 @@ _BASE = 20000 + 1000 * (int(_XDIST.removeprefix("gw") or 0) % 12) if _XDIST else
 _PORTS = itertools.cycle(range(_BASE, _BASE + 1000))
 
 
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
     """A loopback port nothing listens on, from this worker's own range."""
     for _ in range(1000):
         port = next(_PORTS)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
+        if _free(port):
             return port
     raise RuntimeError("no free loopback port in this worker's range")
 
@@ -53,14 +58,8 @@ def free_port_pair() -> int:
     lies inside the ranges of runs without workers)."""
     for _ in range(1000):
         port, following = free_port(), next(_PORTS)
-        if following != port + 1:
-            continue  # the range wrapped round
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", following))
-            except OSError:
-                continue
-        return port
+        if following == port + 1 and _free(following):  # not where the range wrapped round
+            return port
     raise RuntimeError("no two free consecutive loopback ports in this worker's range")
 
 

@@ -77,6 +77,15 @@ def test_the_shell_carries_the_sessions_claims_and_preloads_the_pages_modules(ap
     assert "data-claims" not in app.http.get("/settings").body.decode()  # signed out: the sign-in redirect
 
 
+def test_claims_cannot_break_out_of_the_shells_attribute() -> None:
+    hostile = {"sub": "usr_1", "email": '"><script>alert(1)</script><x a=\'', "workspace_id": "ws_1",
+               "roles": ["member"], "amr": ["pwd"], "exp": 1}
+    html = pages.shell_html(200, "home", hostile)
+    assert "<script>alert" not in html and html.count("<script") == 1  # main.js only
+    found = re.search(r' data-claims="([^"]*)"', html)
+    assert found and json.loads(unescape(found.group(1))) == hostile  # the value survives, as data
+
+
 def test_every_route_of_the_router_is_served(app: Client, tenant: Tenant) -> None:
     for regex, name in pages.route_patterns():
         sample = regex.pattern.strip("^$").replace("[^/]+", "x1").replace("\\", "")
