@@ -43,7 +43,7 @@ SHELL = Template("""<!doctype html>
 $preloads
 <script type="module" src="/static/main.js"></script>
 </head>
-<body data-auth-url="$auth_url" data-status="$status"$claims>
+<body data-auth-url="$auth_url" data-status="$status"$claims$prefetched>
 <a class="skip" href="#main">Skip to content</a>
 <header class="top" id="top"><a class="brand" href="/">AI Platform</a></header>
 <div class="layout">
@@ -119,18 +119,25 @@ def module_graph(module: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def shell_html(status: int, page: str | None = None, claims: dict[str, Any] | None = None) -> str:
+def shell_html(status: int, page: str | None = None, claims: dict[str, Any] | None = None,
+               prefetched: dict[str, Any] | None = None) -> str:
     """The single-page shell. For ``page`` (a page name) its module and what it imports are preloaded with
     the frame's, so the browser fetches them all at once instead of one import level after another;
     ``claims`` (the session's public claims, verified by the caller) are written into ``data-claims`` so
-    the page starts without asking ``/session/claims`` first."""
+    the page starts without asking ``/session/claims`` first, and ``prefetched`` (API answers for the
+    page's first calls, ``prefetch.py``) into ``data-prefetched``."""
     wanted = list(SHELL_MODULES)
     module = page_modules().get(page or "")
     if module:
         wanted += [m for m in module_graph(module) if m not in wanted]
     preloads = "\n".join(f'<link rel="modulepreload" href="/static/{m}">' for m in wanted if m != "main.js")
-    known = f' data-claims="{html.escape(json.dumps(claims, separators=(",", ":")))}"' if claims else ""
-    return SHELL.substitute(preloads=preloads, auth_url=html.escape(settings().auth_url), status=status, claims=known)
+    return SHELL.substitute(preloads=preloads, auth_url=html.escape(settings().auth_url), status=status,
+                            claims=_data("claims", claims), prefetched=_data("prefetched", prefetched))
+
+
+def _data(name: str, value: dict[str, Any] | None) -> str:
+    """`` data-{name}="{JSON}"``, escaped for the attribute (every value stays data), or nothing."""
+    return f' data-{name}="{html.escape(json.dumps(value, separators=(",", ":")))}"' if value else ""
 
 
 def plain_html(title: str, body: str, *, skip_link: bool = True) -> str:

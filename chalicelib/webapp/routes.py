@@ -14,7 +14,7 @@ from chalicelib.core.http.api import JSON, Api, Ctx, json_response
 from chalicelib.core.http.errors import PROBLEM_CONTENT_TYPE, ApiError
 from chalicelib.core.http.streaming import StreamingResponse
 from chalicelib.identity.sso import http_client
-from chalicelib.webapp import markdown, pages, session, shell, uploads, upstream
+from chalicelib.webapp import markdown, pages, prefetch, session, shell, uploads, upstream
 
 api = Api("app")
 OCTET = "application/octet-stream"
@@ -70,18 +70,24 @@ def _show(ctx: Ctx, segments: list[str]) -> Response:
         return _html(pages.plain_html("Signed out", '<p>You are signed out of the app and of the identity '
                                       'service.</p><p><a class="button" href="/">Sign in again</a></p>'))
     cookies = session.read_cookies(ctx.header("cookie"))
-    claims = session.valid_claims(cookies.get(session.ACCESS))
-    if claims:
-        return _html(pages.shell_html(200, name, session.public_claims(claims)))
+    token = cookies.get(session.ACCESS)
+    claims = session.valid_claims(token)
+    if claims and token:
+        return _html(_shell(name, claims, token))
     if cookies.get(session.REFRESH):
         try:
             issued = session.refresh(cookies)
         except (session.SessionError, http_client.ProviderError):
             return _signin_redirect(path)
         fresh = session.valid_claims(issued.access_token)
-        return _html(pages.shell_html(200, name, session.public_claims(fresh) if fresh else None),
-                     cookies=issued.cookies())
+        body = _shell(name, fresh, issued.access_token) if fresh else pages.shell_html(200, name)
+        return _html(body, cookies=issued.cookies())
     return _signin_redirect(path)
+
+
+def _shell(name: str, claims: dict[str, Any], token: str) -> str:
+    """The shell of a signed-in session: its public claims and the frame's workspace list."""
+    return pages.shell_html(200, name, session.public_claims(claims), prefetch.answers(token))
 
 
 @api.route("/", public=True)

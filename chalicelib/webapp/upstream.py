@@ -55,7 +55,8 @@ class Answer:
     stream: Iterator[str] | None = None  # an event stream, passed on as it arrives (``body`` is empty)
 
 
-def send(method: str, url: str, token: str | None, body: bytes | None, headers: dict[str, str]) -> Answer:
+def send(method: str, url: str, token: str | None, body: bytes | None, headers: dict[str, str],
+         timeouts: outbound.Timeouts = TIMEOUTS) -> Answer:
     """One upstream call; network failures become a 502 problem the page can show."""
     out = {k: v for k, v in headers.items() if k.lower() in FORWARDED_REQUEST_HEADERS and v}
     out["User-Agent"] = "aiplat-webapp/1"
@@ -63,7 +64,7 @@ def send(method: str, url: str, token: str | None, body: bytes | None, headers: 
         out["Authorization"] = f"Bearer {token}"
     try:
         resp = outbound.open_stream(method, url, headers=out, body=body or None, policy=outbound.TRUSTED,
-                                    timeouts=TIMEOUTS, max_bytes=MAX_RESPONSE_BYTES, redirects="return")
+                                    timeouts=timeouts, max_bytes=MAX_RESPONSE_BYTES, redirects="return")
         if str(resp.headers.get("Content-Type") or "").startswith("text/event-stream"):
             return Answer(resp.status, b"", _kept(resp.headers), _relay(resp))
         with resp:

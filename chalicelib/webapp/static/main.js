@@ -35,6 +35,9 @@ function refused(main, need) {
 
 const state = { me: null, workspaces: [], authUrl: document.body.dataset.authUrl || "" };
 let generation = 0;
+// The frame's workspace list as it loads at start: the first page may read it instead of asking again
+// (the overview finds its workspace there); pages rendered later ask the API, so they see changes.
+let listed = null;
 
 function notFound(main) {
   document.title = "Page not found · AI Platform";
@@ -58,8 +61,10 @@ export async function render() {
       const mod = await PAGES[found.name]();
       const view = h("div", { class: "page" }, h("p", { class: "loading", role: "status" }, "Loading…"));
       main.replaceChildren(view);
+      const frameList = listed;
+      listed = null;
       await mod.render({ name: found.name, view, params: found.params, query: new URLSearchParams(location.search),
-        me: state.me, workspaces: state.workspaces, authUrl: state.authUrl, navigate, reloadFrame });
+        me: state.me, workspaces: state.workspaces, listed: frameList, authUrl: state.authUrl, navigate, reloadFrame });
       const title = view.querySelector("h1");
       document.title = (title ? title.textContent + " · " : "") + "AI Platform";
     }
@@ -119,7 +124,8 @@ window.addEventListener("popstate", () => { navigated = true; render(); });
   if (me) {
     state.me = me;
     renderNav(me);
-    frame = loadWorkspaces().then((list) => { state.workspaces = list; renderHeader(state.me, list, state.authUrl); });
+    listed = loadWorkspaces();
+    frame = listed.then((list) => { state.workspaces = list; renderHeader(state.me, list, state.authUrl); });
     if (me.workspace_id) page = render();
   } else {
     frame = reloadFrame();

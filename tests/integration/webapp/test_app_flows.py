@@ -292,9 +292,16 @@ def test_journey(platform: Any, browser: Any) -> None:
     check_page(page, "mobile-audit")
     page.set_viewport_size({"width": 1280, "height": 900})
 
-    # a start that fails (here: the frame's workspace list is lost on the network, in the browser) still
-    # ends in a ready state: an error page with the reason and a way to retry, never an endless "Loading…"
+    # a start that fails (here: the shell came without the workspace list, as when the platform did not
+    # answer its server in time, and the page's own call is lost on the network) still ends in a ready
+    # state: an error page with the reason and a way to retry, never an endless "Loading…"
+    def without_list(route: Any) -> None:
+        original = route.fetch()
+        body = re.sub(r' data-prefetched="[^"]*"', "", original.text())
+        route.fulfill(response=original, body=body)
+
     frame_call = lambda url: "/api/platform/v1/workspaces?" in url  # noqa: E731
+    page.route(app + "/members", without_list)
     page.route(frame_call, lambda route: route.abort("connectionreset"))
     page.goto(app + "/members")
     page.wait_for_selector("body[data-ready=true][data-state=error]")
@@ -303,6 +310,7 @@ def test_journey(platform: Any, browser: Any) -> None:
     assert page.get_attribute("#main a.button", "href") == "/members"
     check_page(page)
     page.unroute(frame_call)
+    page.unroute(app + "/members")
 
     # unknown addresses, however deep, get the 404 page (not a raw 403)
     for path in ("/deep" * 20, "/nope", "/a/b/c/d/e", "/a/b/c/d/e/f/g/h/i/j"):  # axe runs on the last, unsandboxed
@@ -333,6 +341,28 @@ def test_journey(platform: Any, browser: Any) -> None:
     page.goto(app + "/")
     page.wait_for_url(re.compile(re.escape(auth) + r"/signin\?"))
     assert not refused, refused
+    context.close()
+
+
+def test_the_first_page_renders_from_the_shells_workspace_list(platform: Any, browser: Any) -> None:
+    """A page opened by address asks the API nothing for its frame: the shell carries the workspace list
+    (``webapp/prefetch.py``) and the overview finds its workspace there; an overview reached later by a link
+    asks the API, so it shows what changed since."""
+    app = platform.urls["app"]
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    sign_in_at(page, platform.urls, platform.demo, "/settings")
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/api/platform/v1/workspaces" in r.url else None)
+    _goto(page, app + "/")
+    assert page.text_content("#ws-name") == "Demo Workspace"
+    assert "Demo Workspace" in page.text_content("#ws-switch")
+    assert asked == [], asked
+    page.click("#nav a[href='/settings']")
+    page.wait_for_selector("#main[aria-busy=false] h1")
+    page.click("a.brand")
+    page.wait_for_selector("#ws-name:text-is('Demo Workspace')")
+    assert any(re.search(r"/api/platform/v1/workspaces/ws_[A-Za-z0-9]+$", url) for url in asked), asked
     context.close()
 
 

@@ -12,7 +12,7 @@ export const signInWords = (amr) => {
   return words.length ? words.join(", ") : "not reported";
 };
 
-export async function render({ view, me, workspaces = [], reloadFrame, navigate }) {
+export async function render({ view, me, workspaces = [], listed = null, reloadFrame, navigate }) {
   const parts = [h("h1", {}, "Overview")];
   if (!me.workspace_id && workspaces.length) {
     parts.push(section("Choose a workspace",
@@ -25,7 +25,9 @@ export async function render({ view, me, workspaces = [], reloadFrame, navigate 
       h("a", { class: "button", href: "/workspaces/new" }, "Create a workspace")));
   } else {
     try {
-      const ws = await platform(`/v1/workspaces/${encodeURIComponent(me.workspace_id)}`);
+      // at start the frame's list holds this workspace as GET /v1/workspaces/{id} answers it
+      const known = listed ? (await listed).find((w) => w.id === me.workspace_id) : null;
+      const ws = known || await platform(`/v1/workspaces/${encodeURIComponent(me.workspace_id)}`);
       parts.push(section("Workspace",
         h("dl", { class: "facts", id: "workspace-facts" },
           h("dt", {}, "Name"), h("dd", { id: "ws-name" }, ws.name),
