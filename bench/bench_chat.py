@@ -4,7 +4,8 @@ table) beside bare bm25s on the same corpus, 300 distinct queries, the two alter
 in turn, with AWS calls per search counted; indexing throughput beside bare bm25s indexing; retrieval
 quality (recall@5, MRR) lexical vs hybrid on the labelled set in bench/data/knowledge_qa.json. Default
 settings (``KNOWLEDGE_CACHE_SECONDS`` 2 s, ``CATALOG_CACHE_SECONDS`` 0). A chat steady and after 5 s and 60 s
-of quiet, and a search in a container searching once per 10 s. In-process, moto."""
+of quiet, and a search in a container searching once per 10 s; a warm chat request's walk through chalicelib/
+(the files on the way to storage, and every module its calls enter). In-process, moto."""
 from __future__ import annotations
 
 import functools
@@ -238,6 +239,51 @@ def _run() -> None:
             "Chat after quiet (the request's scope: one batch read whatever the quiet; AWS calls include the "
             "request limiter's write)", "POST /v1/chats", one_chat, "GET /v1/me through the same app",
             lambda: c.http.get("/v1/me", headers=bearer(day)))), flush=True)
+        one_chat()
+        print("\n".join(_walk(one_chat)), flush=True)
+
+
+def _walk(request: Any) -> list[str]:
+    """A warm chat request's walk through ``chalicelib/``, read two ways: the files on the way from its route to
+    storage (every ``chalicelib`` frame on the stack at each AWS call it makes) and every module any of its
+    function calls enters (``sys.setprofile``: retrieval, the model and the answer's checks included)."""
+    import sys
+
+    import botocore.client
+
+    root = "/chalicelib/"
+    to_storage: dict[str, None] = {}
+    entered: dict[str, None] = {}
+    calls: list[str] = []
+    original = botocore.client.BaseClient._make_api_call
+
+    def spy(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        calls.append(operation)
+        frame = sys._getframe(1)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if root in name:
+                to_storage[name.split(root, 1)[1]] = None
+            frame = frame.f_back
+        return original(client, operation, params)
+
+    def profile(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and root in frame.f_code.co_filename:
+            entered[frame.f_code.co_filename.split(root, 1)[1]] = None
+
+    botocore.client.BaseClient._make_api_call = spy  # type: ignore[method-assign]
+    sys.setprofile(profile)
+    try:
+        request()
+    finally:
+        sys.setprofile(None)
+        botocore.client.BaseClient._make_api_call = original  # type: ignore[method-assign]
+    return [f"### A chat request's walk through chalicelib/ (a warm POST /v1/chats, extractive model; its AWS calls: "
+            f"{', '.join(calls)})\n",
+            "| reading | files | which |", "|---|---:|---|",
+            f"| from the route to storage (each AWS call's stack) | {len(to_storage)} | {', '.join(sorted(to_storage))} |",
+            f"| every module a call enters (retrieval, model, checks) | {len(entered)} | "
+            f"{', '.join(sorted(entered))} |", ""]
 
 
 def _once_per_10s(token: str, queries: list[str], ours: Any, bare: Any, n: int = 30) -> list[str]:
