@@ -283,7 +283,9 @@ def _walk(request: Any) -> list[str]:
             "| reading | files | which |", "|---|---:|---|",
             f"| from the route to storage (each AWS call's stack) | {len(to_storage)} | {', '.join(sorted(to_storage))} |",
             f"| every module a call enters (retrieval, model, checks) | {len(entered)} | "
-            f"{', '.join(sorted(entered))} |", ""]
+            f"{', '.join(sorted(entered))} |", "",
+            "Target: at most 20 files of chalicelib/ from the route to storage. Every module a call enters is "
+            "published beside it (docs/architecture.md, \"A chat request's walk\").", ""]
 
 
 def _once_per_10s(token: str, queries: list[str], ours: Any, bare: Any, n: int = 30) -> list[str]:
