@@ -2,7 +2,7 @@
 
 Every page's frame lists the session's workspaces (the switcher), and the overview shows the current one
 from that list. Asked by the browser, the list came only after the shell and its modules had loaded and
-run: one more round trip after the page's own load (docs/webapp.md, "First render"). Here it is the same
+run: one more round trip after the page's own load (docs/webapp.md, "The first page after a restart"). Here it is the same
 call the page makes (``GET /v1/workspaces?limit=200``) through the forwarder's path (``upstream.send``,
 the session's access token, the platform authorising it), within a short budget; the shell writes the
 answer into ``data-prefetched``, keyed by the address ``api.js`` uses, which uses it once. An answer that

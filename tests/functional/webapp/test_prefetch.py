@@ -70,7 +70,9 @@ def test_the_shell_carries_the_frames_workspace_list_as_the_platform_answers_it(
         asked = Client(create_app("platform")).http.get("/v1/workspaces?limit=200", headers=bearer(tenant.token))
         assert carried[prefetch.ADDRESS] == asked.json_body
         assert [w["id"] for w in carried[prefetch.ADDRESS]["workspaces"]] == [tenant.workspace_id]
-    html = _shell(tenant)
+    r = Client(create_app("app")).http.get("/", headers={"Cookie": f"{session.ACCESS}={tenant.token}"})
+    assert r.headers["Cache-Control"] == "no-store"  # the user's own data: never kept by a cache
+    html = r.body.decode()
     assert tenant.token not in html and tenant.token.split(".")[2] not in html  # the token never reaches the page
 
 
