@@ -77,7 +77,8 @@ def _request_handler(group: str | None = None) -> type:
     JSON line per request with method, path and status; errors the handler reports itself (malformed
     request lines) are logged with the query string removed. An address no route serves answers the
     404 problem, or, for a page of the ``app`` group, the app's 404 page. A request whose declared body is
-    over its route's cap (``refused_body``) is answered 413 before its body is read, and the connection closed."""
+    over its route's cap (``refused_body``) is answered 413 before its body is read, and the connection closed.
+    A client gone before its answer is written is no error."""
     from chalice.local import ChaliceRequestHandler, ForbiddenError
 
     from chalicelib.core.http import streaming
@@ -94,6 +95,14 @@ def _request_handler(group: str | None = None) -> type:
 
         def log_request(self, code: Any = "-", size: Any = "-") -> None:
             pass
+
+        def handle(self) -> None:
+            """A client that went away before its answer was written (a browser tab closed, a test's page
+            done) ends the connection quietly: ``socketserver`` printed a traceback for each."""
+            try:
+                super().handle()
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
             log.warning(redact(format % args))

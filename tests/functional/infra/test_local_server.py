@@ -9,6 +9,7 @@ import http.client
 import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 from chalice.config import Config
 from chalice.local import LocalDevServer
@@ -43,3 +44,29 @@ def test_every_connection_of_the_local_server_sends_at_once() -> None:
         server.server.server_close()
     assert len(nodelay) == 1  # the three requests shared the connection
     assert nodelay[0] != 0
+
+
+def test_a_client_gone_before_its_answer_ends_the_connection_quietly(capfd: Any) -> None:
+    """Writing an answer to a client that left (a browser tab closed mid-page) fails with a broken pipe or a
+    reset; the handler ends that connection without the traceback ``socketserver`` printed for each."""
+    app = create_app("platform")
+    config = Config.create(chalice_app=app, app_name="aiplat-platform", chalice_stage="local",
+                           project_dir=str(Path(__file__).resolve().parents[3]))
+    gone: list[type[OSError]] = [BrokenPipeError, ConnectionResetError]
+
+    class Leaving(_request_handler("platform")):  # type: ignore[misc]
+        def _send_http_response(self, code: int, headers: Any, body: Any) -> None:
+            raise gone.pop(0)()  # the write to the departed client fails
+
+    server = LocalDevServer(app, config, "127.0.0.1", 0, handler_cls=Leaving)
+    threading.Thread(target=server.server.serve_forever, daemon=True).start()
+    try:
+        for _ in range(2):
+            with socket.create_connection(server.server.server_address, timeout=30) as client:
+                client.sendall(b"GET /v1/me HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert client.recv(1) == b""  # the server closed the connection, no answer
+    finally:
+        server.server.shutdown()
+        server.server.server_close()
+    assert not gone  # both failures were met
+    assert "Traceback" not in capfd.readouterr().err
