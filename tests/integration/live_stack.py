@@ -1,6 +1,7 @@
 """Serve route groups over real HTTP for browser tests: moto's ThreadedMotoServer on a free port and
-``chalice.local`` dev servers for the chosen groups, all on 127.0.0.1 (URLs use ``localhost`` so the
-WebAuthn relying-party ID is a valid domain). Used until the lead's shared integration fixture lands."""
+``chalice.local`` dev servers for the chosen groups, with the request handler `make run` uses
+(``infra.local_run``), all on 127.0.0.1 (URLs use ``localhost`` so the WebAuthn relying-party ID is a
+valid domain). The identity browser tests use it: they need only these groups, in this process."""
 from __future__ import annotations
 
 import os
@@ -10,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalice.config import Config
-from chalice.local import create_local_server
+from chalice.local import LocalDevServer
 from moto.server import ThreadedMotoServer
 
 from chalicelib.core import process_state
 from chalicelib.groups import create_app
 from infra.bootstrap import bootstrap_all
+from infra.local_run import _request_handler
 from tests.functional.conftest import reset_process_state
 from tests.integration.sso_peers import free_port
 
@@ -46,7 +48,8 @@ def live_stack(groups: tuple[str, ...], outbox: str, extra_env: dict[str, str] |
     servers = []
     for group, port in ports.items():
         app = create_app(group)
-        server = create_local_server(app, Config.create(chalice_app=app), "127.0.0.1", port)
+        server = LocalDevServer(app, Config.create(chalice_app=app), "127.0.0.1", port,
+                                handler_cls=_request_handler(group))
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
     try:
