@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import json
 import ssl
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class PeerServer(ThreadingHTTPServer):
+    """A loopback peer's server: a client that leaves before its answer (a test done with it, a refused
+    request) ends that connection quietly, where ``socketserver`` printed a traceback."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def serve(handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
     """``handler`` served on 127.0.0.1 (a free port: ``server.server_address[1]``), TLS when ``tls`` is given;
     stop it with ``stop``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
+    server = PeerServer(("127.0.0.1", 0), handler)
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()

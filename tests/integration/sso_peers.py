@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlparse
@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from infra.sso_demo import start_peer
 from tests.integration.conftest import free_port
-from tests.local_http import send_body
+from tests.local_http import PeerServer, send_body
 
 PEER_DIR = Path(__file__).parent / "peers" / "oidc-provider"
 
@@ -79,7 +79,7 @@ def start_oidc_provider(redirect_uri: str, account: dict[str, Any], *, port: int
 
 class _Server:
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd = PeerServer(("127.0.0.1", 0), handler)
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

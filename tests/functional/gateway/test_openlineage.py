@@ -9,7 +9,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from tests.functional.chat import helpers
 from tests.functional.chat.helpers import ask, post
 from tests.functional.conftest import Tenant, make_tenant
 from tests.functional.gateway.sync_helpers import drain
+from tests.local_http import PeerServer
 
 QUESTION = "How many vacation days do employees get per year?"
 SPEC_EVENT_TYPES = {"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"}
@@ -44,7 +45,7 @@ class Collector:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = PeerServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/v1/lineage"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
