@@ -7,7 +7,10 @@ import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class PeerServer(ThreadingHTTPServer):
@@ -29,6 +32,23 @@ def serve(handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = No
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def serve_group(group: str, handler_cls: type | None = None) -> Any:
+    """The route group's app served as `make run` serves it (``infra.local_run``'s request handler for the
+    group, or ``handler_cls``) on a free loopback port by a daemon thread: its port is
+    ``server.server.server_address[1]``; stop it with ``stop(server.server)``."""
+    from chalice.config import Config
+    from chalice.local import LocalDevServer
+
+    from chalicelib.groups import create_app
+    from infra.local_run import _request_handler
+
+    app = create_app(group)
+    config = Config.create(chalice_app=app, app_name=f"aiplat-{group}", chalice_stage="local", project_dir=str(ROOT))
+    server = LocalDevServer(app, config, "127.0.0.1", 0, handler_cls=handler_cls or _request_handler(group))
+    threading.Thread(target=server.server.serve_forever, daemon=True).start()
     return server
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from chalicelib.core.http import outbound
 from chalicelib.webapp import upstream
@@ -20,7 +21,7 @@ BUDGET_SECONDS = 1.5  # past this the shell is served without the list (the page
 TIMEOUTS = outbound.Timeouts(connect=1.0, read=BUDGET_SECONDS, total=BUDGET_SECONDS)
 SEGMENTS = ["v1", "workspaces"]
 QUERY = {"limit": "200"}  # as shell.js asks for it
-ADDRESS = "/api/platform/v1/workspaces?limit=200"  # the address api.js calls for it
+ADDRESS = f"/api/platform/{'/'.join(SEGMENTS)}?{urlencode(QUERY)}"  # the address api.js calls for it
 
 
 def answers(token: str) -> dict[str, Any]:

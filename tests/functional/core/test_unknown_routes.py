@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from chalice.config import Config
-from chalice.local import LocalDevServer
 from chalice.test import Client
 
 from chalicelib.groups import HTTP_GROUPS, create_app
 from chalicelib.webapp.pages import MAX_DEPTH
 from infra.local_run import _request_handler
+from tests.local_http import serve_group, stop
 
 SECRET = "Bearer eyJhbGciOiJSUzI1NiJ9.secret-token-value.sig"
 
@@ -26,17 +23,12 @@ def servers() -> Iterator[dict[str, int]]:
     """The local server of every HTTP group, as `make run` starts it, on an ephemeral port."""
     ports, started = {}, []
     for group in HTTP_GROUPS:
-        app = create_app(group)
-        config = Config.create(chalice_app=app, app_name=f"aiplat-{group}", chalice_stage="local",
-                               project_dir=str(Path(__file__).resolve().parents[3]))
-        server = LocalDevServer(app, config, "127.0.0.1", 0, handler_cls=_request_handler())
-        threading.Thread(target=server.server.serve_forever, daemon=True).start()
+        server = serve_group(group, _request_handler())
         ports[group] = server.server.server_address[1]
         started.append(server)
     yield ports
     for server in started:
-        server.server.shutdown()
-        server.server.server_close()
+        stop(server.server)
 
 
 def _get(port: int, method: str, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:

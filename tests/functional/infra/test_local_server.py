@@ -7,21 +7,13 @@ from __future__ import annotations
 
 import http.client
 import socket
-import threading
-from pathlib import Path
 from typing import Any
 
-from chalice.config import Config
-from chalice.local import LocalDevServer
-
-from chalicelib.groups import create_app
 from infra.local_run import _request_handler
+from tests.local_http import serve_group, stop
 
 
 def test_every_connection_of_the_local_server_sends_at_once() -> None:
-    app = create_app("platform")
-    config = Config.create(chalice_app=app, app_name="aiplat-platform", chalice_stage="local",
-                           project_dir=str(Path(__file__).resolve().parents[3]))
     nodelay: list[int] = []
 
     class Probe(_request_handler("platform")):  # type: ignore[misc]
@@ -29,8 +21,7 @@ def test_every_connection_of_the_local_server_sends_at_once() -> None:
             nodelay.append(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
             super().handle()
 
-    server = LocalDevServer(app, config, "127.0.0.1", 0, handler_cls=Probe)
-    threading.Thread(target=server.server.serve_forever, daemon=True).start()
+    server = serve_group("platform", Probe)
     try:
         conn = http.client.HTTPConnection("127.0.0.1", server.server.server_address[1], timeout=30)
         for _ in range(3):  # one kept-alive connection, where the delay showed
@@ -40,8 +31,7 @@ def test_every_connection_of_the_local_server_sends_at_once() -> None:
             assert answer.status == 401  # no token: answered by the app, through the handler
         conn.close()
     finally:
-        server.server.shutdown()
-        server.server.server_close()
+        stop(server.server)
     assert len(nodelay) == 1  # the three requests shared the connection
     assert nodelay[0] != 0
 
@@ -49,24 +39,19 @@ def test_every_connection_of_the_local_server_sends_at_once() -> None:
 def test_a_client_gone_before_its_answer_ends_the_connection_quietly(capfd: Any) -> None:
     """Writing an answer to a client that left (a browser tab closed mid-page) fails with a broken pipe or a
     reset; the handler ends that connection without the traceback ``socketserver`` printed for each."""
-    app = create_app("platform")
-    config = Config.create(chalice_app=app, app_name="aiplat-platform", chalice_stage="local",
-                           project_dir=str(Path(__file__).resolve().parents[3]))
     gone: list[type[OSError]] = [BrokenPipeError, ConnectionResetError]
 
     class Leaving(_request_handler("platform")):  # type: ignore[misc]
         def _send_http_response(self, code: int, headers: Any, body: Any) -> None:
             raise gone.pop(0)()  # the write to the departed client fails
 
-    server = LocalDevServer(app, config, "127.0.0.1", 0, handler_cls=Leaving)
-    threading.Thread(target=server.server.serve_forever, daemon=True).start()
+    server = serve_group("platform", Leaving)
     try:
         for _ in range(2):
             with socket.create_connection(server.server.server_address, timeout=30) as client:
                 client.sendall(b"GET /v1/me HTTP/1.1\r\nHost: x\r\n\r\n")
                 assert client.recv(1) == b""  # the server closed the connection, no answer
     finally:
-        server.server.shutdown()
-        server.server.server_close()
+        stop(server.server)
     assert not gone  # both failures were met
     assert "Traceback" not in capfd.readouterr().err

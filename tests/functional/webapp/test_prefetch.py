@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
 from html import unescape
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,9 +20,7 @@ from chalicelib.core.http import outbound
 from chalicelib.groups import create_app
 from chalicelib.webapp import prefetch, session
 from tests.functional.conftest import Tenant, bearer, make_tenant
-from tests.local_http import send_body, serve, stop, url_of
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.local_http import send_body, serve, serve_group, stop, url_of
 
 
 def _prefetched(html: str) -> dict[str, Any] | None:
@@ -46,19 +42,10 @@ def _base_url(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
 @pytest.fixture
 def platform_server(stack: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The platform group served on a loopback port, the app's ``BASE_URL`` pointing at it."""
-    from chalice.config import Config
-    from chalice.local import LocalDevServer
-
-    from infra.local_run import _request_handler
-
-    app = create_app("platform")
-    config = Config.create(chalice_app=app, app_name="aiplat-platform", chalice_stage="local", project_dir=str(ROOT))
-    server = LocalDevServer(app, config, "127.0.0.1", 0, handler_cls=_request_handler("platform"))
-    threading.Thread(target=server.server.serve_forever, daemon=True).start()
-    _base_url(monkeypatch, f"http://127.0.0.1:{server.server.server_address[1]}")
+    server = serve_group("platform")
+    _base_url(monkeypatch, url_of(server.server))
     yield settings().base_url
-    server.server.shutdown()
-    server.server.server_close()
+    stop(server.server)
     settings.cache_clear()
 
 

@@ -273,19 +273,10 @@ def test_addresses_deeper_than_the_page_routes_get_the_404_page_from_the_local_s
     """No app route serves more than MAX_DEPTH segments; the local server (as `make run` starts it)
     answers them with the app's 404 page, never a raw 403 echoing the Authorization header."""
     import http.client
-    import threading
-    from pathlib import Path
 
-    from chalice.config import Config
-    from chalice.local import LocalDevServer
+    from tests.local_http import serve_group
 
-    from infra.local_run import _request_handler
-
-    app = create_app("app")
-    config = Config.create(chalice_app=app, app_name="aiplat-app", chalice_stage="local",
-                           project_dir=str(Path(__file__).resolve().parents[3]))
-    server = LocalDevServer(app, config, "127.0.0.1", 0, handler_cls=_request_handler("app"))
-    threading.Thread(target=server.server.serve_forever, daemon=True).start()
+    server = serve_group("app")
     try:
         for depth in (pages.MAX_DEPTH + 1, 40):
             conn = http.client.HTTPConnection("127.0.0.1", server.server.server_address[1], timeout=30)
