@@ -3,6 +3,7 @@ picks the group whose routes this deployment serves and ``REGION`` the region it
 group derives one handler per job declared in ``chalicelib/workers/jobs.py`` (schedules and queues are
 declared there only) that runs in this deployment (``jobs.runs_here``: global jobs in the global region)."""
 import gc
+import os
 
 # A cold start allocates long-lived objects only (modules, routes, models): no cyclic collection while they
 # load, then they leave the collector's generations, so a request's collections do not walk them again.
@@ -11,11 +12,13 @@ gc.disable()
 from chalice import Rate  # noqa: E402
 
 from chalicelib.core.config import settings  # noqa: E402
-from chalicelib.groups import create_app, warm_up  # noqa: E402
+from chalicelib.groups import HTTP_GROUPS, create_app, prime, warm_up  # noqa: E402
 
 GROUP = settings().route_group
 app = create_app(GROUP)
 warm_up()  # the clients and table classes every request needs, in the init phase instead of the first request
+if GROUP in HTTP_GROUPS and os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):  # in Lambda, not in tools importing app.py
+    prime()  # the keys and revocation watermark the first request would read
 
 
 def rate(seconds: int) -> Rate:

@@ -13,7 +13,7 @@ and the chat page's time to first answer token; each beside a same-run reference
 - First page after a restart: the local platform is stopped and started again on the same state (the
   session survives), and the overview is opened at once -- the first request of each fresh process --
   then the other pages, next to the same pages opened again and to the plain hosted sign-in page, in the
-  same run; ``BENCH_WEBAPP_RESTARTS`` (3) restarts, medians with min and max.
+  same run; ``BENCH_WEBAPP_RESTARTS`` (5) restarts, medians with min and max.
 - Streaming with a real model (``LOCAL_MODEL``: SmolLM2-135M in llama.cpp's server, answers capped at
   160 tokens, its own stack): time to the first ``content_delta`` and to the end of the stream, read
   through the web app's forwarder (``/api/platform/...`` with the session cookie) and straight from the
@@ -210,7 +210,7 @@ def _same_ports(running: Any) -> dict[str, str]:
             "EMULATOR_PORT": port(running.urls["aws_endpoint"])}
 
 
-RESTARTS = int(os.environ.get("BENCH_WEBAPP_RESTARTS", "3"))
+RESTARTS = int(os.environ.get("BENCH_WEBAPP_RESTARTS", "5"))
 AGAIN = 3  # samples of the page opened again, and of the plain page, after each restart
 
 

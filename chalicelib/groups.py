@@ -5,9 +5,10 @@ import importlib
 
 from chalice import Chalice
 
-from chalicelib.core import aws
+from chalicelib.core import aws, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.http.api import install
+from chalicelib.core.logs import get_logger
 from chalicelib.core.store.tables import connection, global_model, regional
 from chalicelib.core.tenancy import MembershipAttrs, WorkspaceAttrs
 from chalicelib.core.tokens import SigningKeyAttrs
@@ -79,3 +80,16 @@ def warm_up() -> None:
         aws.client("sqs", pinned)  # the queues its requests feed
         regional(MembershipAttrs, pinned)
         connection(pinned)
+
+
+def prime() -> None:
+    """Read at the process's start what its first request reads once per container: the signing keys
+    (re-read each ``KEYRING_REFRESH_SECONDS``) and the revocation watermark (each
+    ``REVOCATION_CACHE_SECONDS``). ``make run`` calls it before a group serves, and a Lambda's init phase
+    (``app.py``, in Lambda only: tools import ``app.py`` without AWS). Unlike ``warm_up`` it calls AWS;
+    a failure is logged and leaves the reads to the first request, as without it."""
+    try:
+        tokens.verifier().prime()
+    except Exception:  # noqa: BLE001 - whatever failed here fails again, and is reported, on a request
+        get_logger("groups").warning("priming the token verifier failed; the first request reads instead",
+                                     exc_info=True)

@@ -281,10 +281,11 @@ def _serve_groups(groups: dict[str, int], host: str) -> list[Any]:
     from chalice.config import Config
     from chalice.local import LocalDevServer
 
-    from chalicelib.groups import create_app, warm_up
+    from chalicelib.groups import create_app, prime, warm_up
     from infra.local import apigw_proxy
 
-    warm_up()  # as a Lambda's init phase does (app.py): the first request finds its clients made
+    warm_up()  # as a Lambda's init phase does (app.py): the first request finds its clients made,
+    prime()  # and the keys and revocation watermark it reads first already read
     servers = []
     for group, port in groups.items():
         app = create_app(group)

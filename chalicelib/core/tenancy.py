@@ -364,13 +364,19 @@ def workspaces_of(user_id: str) -> list[dict[str, Any]]:
     served = regions.served_regions()
 
     def listing() -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for region in served:
-            for m in memberships(region).by_user.query(user_id):
-                out.append({"workspace_id": m.workspace_id, "role": m.role, "region": region})
+        # the other regions' listings on worker threads, overlapping this one's round trip
+        others = [aws.alongside(_memberships_in, region, user_id) for region in served[1:]]
+        out = _memberships_in(served[0], user_id) if served else []
+        for other in others:
+            out += other.result()
         out.sort(key=lambda x: x["workspace_id"])
         return out
     return [dict(x) for x in _listings.get(user_id, listing, sub=served)]
+
+
+def _memberships_in(region: str, user_id: str) -> list[dict[str, Any]]:
+    return [{"workspace_id": m.workspace_id, "role": m.role, "region": region}
+            for m in memberships(region).by_user.query(user_id)]
 
 
 def ensure_served_here(principal: Principal, scope: str, params: dict[str, str]) -> None:

@@ -163,6 +163,10 @@ class KeyRing:
                 if clock.now() - self._loaded_at > KEYRING_REFRESH_SECONDS:
                     self._load()
 
+    def prime(self) -> None:
+        """Read the keys now when the next lookup would."""
+        self._fresh()
+
     def key(self, kid: str) -> Any | None:
         now = clock.now()
         if now - self._loaded_at > KEYRING_REFRESH_SECONDS:
@@ -374,6 +378,12 @@ class RevocationCheck:
                 return REVOKED
         return self._watermark_until
 
+    def prime(self) -> None:
+        """Read the watermark now when the next check would."""
+        now = clock.now()
+        if self.watermark_due(now):
+            self.take_watermark(self._get_watermark(), now)
+
     def watermark_due(self, now: float) -> bool:
         """Whether the next check reads the watermark (so a caller about to read the table anyway can
         fetch it in the same request: ``take_watermark``)."""
@@ -390,9 +400,12 @@ class RevocationCheck:
 
     def _read_watermark(self, now: float) -> None:
         self.reads += 1
-        item = _ddb().get_item(TableName=_table(), Key={"jti": {"S": WATERMARK_KEY}},
+        self._take(self._get_watermark(), now)
+
+    @staticmethod
+    def _get_watermark() -> dict[str, Any]:
+        return _ddb().get_item(TableName=_table(), Key={"jti": {"S": WATERMARK_KEY}},  # type: ignore[no-any-return]
                                ConsistentRead=True).get("Item") or {}
-        self._take(item, now)
 
     def _take(self, item: dict[str, Any], now: float) -> None:
         self._buckets = {name: float(value["N"]) for name, value in item.items() if name != "jti" and "N" in value}
@@ -570,6 +583,11 @@ class TokenVerifier:
             if isinstance(kid, str) and len(self._headers) < 64:
                 self._headers[header_b64] = kid
         return kid
+
+    def prime(self) -> None:
+        """Read now what the next verification would read first: the keys and the revocation watermark."""
+        self.keyring.prime()
+        self.revocations.prime()
 
     def principal(self, token: str) -> Principal:
         c = self.claims(token)

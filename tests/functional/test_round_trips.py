@@ -6,18 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import botocore.exceptions
 import botocore.session
 import pytest
 from chalice.test import Client
 
 from chalicelib.agents.runtime import worker
-from chalicelib.core import aws, clock, process_state
+from chalicelib.core import aws, clock, process_state, tokens
 from chalicelib.core.config import settings
 from chalicelib.core.store.tables import connection, global_model, regional
 from chalicelib.core.tenancy import MembershipAttrs, WorkspaceAttrs
 from chalicelib.core.tokens import SigningKeyAttrs
 from chalicelib.gateway import demo
-from chalicelib.groups import create_app, warm_up
+from chalicelib.groups import create_app, prime, warm_up
 from chalicelib.workers import jobs
 from infra.local.workers import sqs_event
 from tests.functional.agents.helpers import DEMO_PLAN_AGENT, create_agent, get_run, member, receive, start_run
@@ -107,3 +108,31 @@ def test_a_process_start_builds_what_requests_need_without_an_aws_call(stack: No
         monkeypatch.delenv("REGION")
         settings.cache_clear()
         process_state.reset_all(derived=True)
+
+
+def test_priming_reads_what_the_first_verification_would(tenant: Tenant, caplog: pytest.LogCaptureFixture,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``groups.prime`` (`make run` before a group serves, a Lambda's init phase) reads the signing keys and the
+    revocation watermark, so a container's first request reads neither; when that read fails it is logged and
+    left to the first request, which still verifies."""
+    tokens.verifier().clear()  # a fresh container: nothing read yet
+    with clock.frozen(), counting() as calls:
+        prime()
+        primed = dict(calls)
+        calls.clear()
+        assert tokens.verifier().claims(tenant.token)["sub"] == tenant.user_id
+    assert primed == {"dynamodb Scan signing_keys": 1, "dynamodb GetItem revoked_tokens": 1}, primed
+    assert not [k for k in calls if k.endswith(("signing_keys", "revoked_tokens"))], dict(calls)
+
+    tokens.verifier().clear()
+
+    def unreachable(self: tokens.KeyRing) -> None:
+        raise botocore.exceptions.EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(tokens.KeyRing, "_load", unreachable)
+        prime()  # no exception: the process starts serving anyway
+    assert "priming the token verifier failed" in caplog.text
+    with counting() as calls:
+        assert tokens.verifier().claims(tenant.token)["sub"] == tenant.user_id
+    assert calls["dynamodb Scan signing_keys"] == 1, dict(calls)
