@@ -228,6 +228,7 @@ def after_restart(pages: tuple[str, ...] = ("/", "/audit", "/settings", "/agents
     first: dict[str, list[float]] = {path: [] for path in pages}
     again: dict[str, list[float]] = {path: [] for path in pages}
     plain: list[float] = []
+    ratios: dict[str, list[float]] = {path: [] for path in pages}  # each restart's first open / its plain page
     try:
         app, auth, demo = running.urls["app"], running.urls["identity"], running.demo
         with sync_playwright() as pw:
@@ -249,22 +250,28 @@ def after_restart(pages: tuple[str, ...] = ("/", "/audit", "/settings", "/agents
                     first[path].append(_page_ms(browser, session, app + path))
                 for path in pages:
                     again[path] += [_page_ms(browser, session, app + path) for _ in range(AGAIN)]
+                this_run: list[float] = []
                 for _ in range(AGAIN):
                     anon = browser.new_context()
                     q = anon.new_page()
                     q.goto(running.urls["identity"] + "/signin?conditional=off", wait_until="load")
-                    plain.append(float(q.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd")))
+                    this_run.append(float(q.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd")))
                     anon.close()
+                plain += this_run
+                for path in pages:
+                    ratios[path].append(first[path][-1] / statistics.median(this_run))
             browser.close()
     finally:
         stop_platform(running)
     ref = statistics.median(plain)
     print(f"### First page after a restart (ms, time to interactive; {RESTARTS} restarts, median [min-max])\n")
     print("| page (in this order, right after each restart) | first open | opened again | plain page (hosted "
-          "sign-in) | first / plain |\n|---|---:|---:|---:|---:|")
+          "sign-in) | first / plain | each restart's first / its plain page |\n|---|---:|---:|---:|---:|---:|")
     for path in pages:
+        each = ratios[path]
         print(f"| {path} | {_spread(first[path])} | {_spread(again[path])} | {_spread(plain)} | "
-              f"{statistics.median(first[path]) / ref:.1f}x |")
+              f"{statistics.median(first[path]) / ref:.1f}x | {statistics.median(each):.1f}x "
+              f"[{min(each):.1f}-{max(each):.1f}] |")
     print()
 
 
