@@ -16,6 +16,7 @@ there.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -366,7 +367,10 @@ def workspaces_of(user_id: str) -> list[dict[str, Any]]:
     def listing() -> list[dict[str, Any]]:
         # the other regions' listings on worker threads, overlapping this one's round trip
         others = [aws.alongside(_memberships_in, region, user_id) for region in served[1:]]
-        out = _memberships_in(served[0], user_id) if served else []
+        try:
+            out = _memberships_in(served[0], user_id) if served else []
+        finally:
+            wait_for(others)  # none left running after the request, whatever failed
         for other in others:
             out += other.result()
         out.sort(key=lambda x: x["workspace_id"])

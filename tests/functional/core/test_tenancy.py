@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from chalice.test import Client
 
-from chalicelib.core import clock
-from chalicelib.core.tenancy import memberships
+from chalicelib.core import clock, tenancy
+from chalicelib.core.tenancy import memberships, workspaces_of
 from chalicelib.groups import create_app
 from chalicelib.identity import users
 from chalicelib.identity.oauth.signing import issue_access_token
-from tests.functional.conftest import Tenant, bearer
+from tests.functional.conftest import Tenant, bearer, make_tenant
 
 
 def _member_token(t: Tenant, email: str, role: str) -> tuple[str, str]:
@@ -66,3 +68,27 @@ def test_work_done_for_a_member_acts_with_their_live_role_and_groups(tenant: Ten
     m.delete()
     forget_scopes()
     assert acting_member(tenant.workspace_id, tenant.user_id, email=tenant.email, amr="agent_run", token_id="run_1") is None
+
+
+def test_a_users_workspaces_come_from_every_region_at_once_and_never_in_part(tenant: Tenant,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``workspaces_of`` lists the user's memberships of both regions (the other region's read overlapping this
+    one's); when one region's read fails the listing fails, rather than answering the workspaces of one region."""
+    eu = make_tenant(tenant.email, residency="eu-central", name="Acme EU")
+    assert {(w["workspace_id"], w["region"]) for w in workspaces_of(tenant.user_id)} == {
+        (tenant.workspace_id, "us-east-1"), (eu.workspace_id, "eu-central-1")}
+
+    other = make_tenant("dana@example.com", name="Dana US")
+    make_tenant("dana@example.com", residency="eu-central", name="Dana EU")
+    real = tenancy._memberships_in
+
+    def eu_down(region: str, user_id: str) -> list[dict[str, Any]]:
+        if region == "eu-central-1":
+            raise RuntimeError("eu-central-1 did not answer")
+        return real(region, user_id)
+
+    monkeypatch.setattr(tenancy, "_memberships_in", eu_down)
+    with pytest.raises(RuntimeError, match="did not answer"):
+        workspaces_of(other.user_id)
+    monkeypatch.setattr(tenancy, "_memberships_in", real)
+    assert len(workspaces_of(other.user_id)) == 2  # the failure was not kept as a listing
