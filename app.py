@@ -3,7 +3,6 @@ picks the group whose routes this deployment serves and ``REGION`` the region it
 group derives one handler per job declared in ``chalicelib/workers/jobs.py`` (schedules and queues are
 declared there only) that runs in this deployment (``jobs.runs_here``: global jobs in the global region)."""
 import gc
-import os
 
 # A cold start allocates long-lived objects only (modules, routes, models): no cyclic collection while they
 # load, then they leave the collector's generations, so a request's collections do not walk them again.
@@ -17,7 +16,7 @@ from chalicelib.groups import HTTP_GROUPS, create_app, prime, warm_up  # noqa: E
 GROUP = settings().route_group
 app = create_app(GROUP)
 warm_up()  # the clients and table classes every request needs, in the init phase instead of the first request
-if GROUP in HTTP_GROUPS and os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):  # in Lambda, not in tools importing app.py
+if GROUP in HTTP_GROUPS and settings().in_lambda:  # in Lambda, not in tools importing app.py
     prime()  # the keys and revocation watermark the first request would read
 
 

@@ -48,7 +48,7 @@ class Settings:
     child_path: str = "/usr/bin:/bin"  # PATH of the document parser's child process
     otlp_endpoint: str = ""  # OTEL_EXPORTER_OTLP_ENDPOINT: traces exported there, to nothing when empty
     otel_service_name: str = "aiplatform"
-    in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: flush telemetry before the process freezes
+    in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: flush telemetry before the process freezes; prime at init
     openlineage_urls: tuple[tuple[str, str], ...] = ()  # OPENLINEAGE_URL and OPENLINEAGE_URL_<REGION>
     local_endpoints: bool = False  # LOCAL_ENDPOINTS=1 under make run: model endpoints on loopback admitted
 
