@@ -4,6 +4,8 @@ tool steps at most 10 (its tools' own calls included; the delivery's scope and t
 one read, the catalog version at most once per delivery within its bound). A regression fails."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import botocore.exceptions
@@ -27,6 +29,7 @@ from tests.functional.chat import helpers as chat_helpers
 from tests.functional.conftest import Tenant
 from tests.functional.platform.helpers import call
 
+ROOT = Path(__file__).resolve().parents[2]
 CHAT_MAX = 3
 AGENT_RUN_MAX = 10
 SQL = "SELECT city, count(*) AS n FROM customers GROUP BY city ORDER BY n DESC, city LIMIT 2"
@@ -136,3 +139,26 @@ def test_priming_reads_what_the_first_verification_would(tenant: Tenant, caplog:
     with counting() as calls:
         assert tokens.verifier().claims(tenant.token)["sub"] == tenant.user_id
     assert calls["dynamodb Scan signing_keys"] == 1, dict(calls)
+
+
+@pytest.mark.parametrize("in_lambda", [True, False])
+def test_app_py_primes_only_inside_lambda(stack: None, monkeypatch: pytest.MonkeyPatch, in_lambda: bool) -> None:
+    """Importing ``app.py`` (a Lambda's init phase) primes the verifier inside Lambda only: tools that import it
+    elsewhere (packaging, benchmarks) make no AWS call."""
+    monkeypatch.setenv("ROUTE_GROUP", "platform")
+    if in_lambda:
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "aiplat-platform")
+    else:
+        monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    settings.cache_clear()
+    tokens.verifier().clear()
+    try:
+        spec = importlib.util.spec_from_file_location("app", ROOT / "app.py")
+        assert spec is not None and spec.loader is not None
+        with counting() as calls:
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    finally:
+        settings.cache_clear()
+    primed = {k: n for k, n in calls.items() if k.endswith(("signing_keys", "revoked_tokens"))}
+    assert primed == ({"dynamodb Scan signing_keys": 1, "dynamodb GetItem revoked_tokens": 1} if in_lambda else {})
+    assert sum(calls.values()) == sum(primed.values()), dict(calls)
