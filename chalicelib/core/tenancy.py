@@ -368,7 +368,7 @@ def workspaces_of(user_id: str) -> list[dict[str, Any]]:
         # the other regions' listings on worker threads, overlapping this one's round trip
         others = [aws.alongside(_memberships_in, region, user_id) for region in served[1:]]
         try:
-            out = _memberships_in(served[0], user_id) if served else []
+            out = _memberships_in(served[0], user_id)
         finally:
             wait_for(others)  # none left running after the request, whatever failed
         for other in others:

@@ -382,7 +382,7 @@ class RevocationCheck:
         """Read the watermark now when the next check would."""
         now = clock.now()
         if self.watermark_due(now):
-            self.take_watermark(self._get_watermark(), now)
+            self._read_watermark(now)
 
     def watermark_due(self, now: float) -> bool:
         """Whether the next check reads the watermark (so a caller about to read the table anyway can
@@ -400,12 +400,9 @@ class RevocationCheck:
 
     def _read_watermark(self, now: float) -> None:
         self.reads += 1
-        self._take(self._get_watermark(), now)
-
-    @staticmethod
-    def _get_watermark() -> dict[str, Any]:
-        return _ddb().get_item(TableName=_table(), Key={"jti": {"S": WATERMARK_KEY}},  # type: ignore[no-any-return]
+        item = _ddb().get_item(TableName=_table(), Key={"jti": {"S": WATERMARK_KEY}},
                                ConsistentRead=True).get("Item") or {}
+        self._take(item, now)
 
     def _take(self, item: dict[str, Any], now: float) -> None:
         self._buckets = {name: float(value["N"]) for name, value in item.items() if name != "jti" and "N" in value}
