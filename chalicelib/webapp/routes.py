@@ -121,6 +121,11 @@ def static_page_module(ctx: Ctx, name: str) -> Any:
     return _static(ctx, "pages/" + name)
 
 
+@api.route("/static/start/{name}", public=True)
+def static_start_module(ctx: Ctx, name: str) -> Any:
+    return _static(ctx, "start/" + name)
+
+
 def _static(ctx: Ctx, name: str) -> Response:
     found = pages.static_file(name)
     if found is None:

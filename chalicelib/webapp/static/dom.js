@@ -62,14 +62,16 @@ export function badge(text, kind = "") {
   return h("span", { class: `badge ${kind}`.trim() }, text);
 }
 
-// One formatter for every date the app shows: toLocaleString with options builds one per call (0.15 ms each
-// in Chromium here, against 0.002 ms with one formatter; an audit page shows fifty dates).
-let dateFormat = null;
+// Every date the app shows, in one unambiguous English form in the browser's time zone: "29 Nov 2026,
+// 14:05" (docs/decisions.md). Built from the date's own fields: the first Intl formatter a page creates
+// loads the locale data, 15-30 ms of a page's start in Chromium on this machine.
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const two = (n) => String(n).padStart(2, "0");
 export const when = (iso) => {
   if (!iso) return "—";
-  dateFormat ||= new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
   const at = new Date(iso);
-  return Number.isNaN(at.getTime()) ? String(iso) : dateFormat.format(at);
+  if (Number.isNaN(at.getTime())) return String(iso);
+  return `${at.getDate()} ${MONTHS[at.getMonth()]} ${at.getFullYear()}, ${two(at.getHours())}:${two(at.getMinutes())}`;
 };
 
 // An ISO 8601 duration in words: PT2M31S -> "2 min 31 s", P30D -> "30 days".

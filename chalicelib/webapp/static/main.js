@@ -1,5 +1,7 @@
 // Boot: who is signed in, the frame, then the page for the address; links inside the app navigate
-// without a reload, and each page module is loaded when first needed.
+// without a reload, and each page module is loaded when first needed. The shell starts the app with
+// its page's module already in hand (start(), called by /static/start/{page}.js: webapp/pages.py), so
+// the first page renders without waiting for a dynamic import.
 import { claims, ApiError } from "./api.js";
 import { h, problemBox } from "./dom.js";
 import { match } from "./routes.js";
@@ -58,7 +60,7 @@ export async function render() {
     } else if (NEEDS[found.name] && state.me && state.me.workspace_id && !allowed(state.me, NEEDS[found.name])) {
       refused(main, NEEDS[found.name]);
     } else {
-      const mod = await PAGES[found.name]();
+      const mod = found.name === first.name && first.module ? first.module : await PAGES[found.name]();
       const view = h("div", { class: "page" }, h("p", { class: "loading", role: "status" }, "Loading…"));
       main.replaceChildren(view);
       const frameList = listed;
@@ -80,6 +82,7 @@ export async function render() {
 }
 
 let navigated = false;
+const first = { name: "", module: null }; // the page the app started on, and its module (start())
 export function navigate(href, { replace = false } = {}) {
   navigated = true;
   if (replace) history.replaceState(null, "", href); else history.pushState(null, "", href);
@@ -112,10 +115,9 @@ document.addEventListener("click", (ev) => {
 });
 window.addEventListener("popstate", () => { navigated = true; render(); });
 
-(async () => {
+export async function start(name, module) {
+  [first.name, first.module] = [name, module];
   document.body.append(h("div", { id: "live", class: "sr-only", "aria-live": "polite" }));
-  const first = match(location.pathname);
-  if (first && PAGES[first.name]) PAGES[first.name]().catch(() => {}); // fetch the page module while the frame loads
   // The page renders while the frame's workspace list loads (only the overview without a workspace,
   // which lists them, waits for it); with the shell's claims nothing waits for a session call first.
   let frame;
@@ -146,4 +148,4 @@ window.addEventListener("popstate", () => { navigated = true; render(); });
   if (!page) await render();
   document.body.dataset.ready = "true";
   performance.mark("app-interactive"); // read by bench/bench_webapp.py
-})();
+}

@@ -56,7 +56,7 @@ def test_signed_in_page_is_the_shell(app: Client, tenant: Tenant) -> None:
     r = app.http.get("/members", headers=_cookie(tenant.token))
     assert r.status_code == 200
     html = r.body.decode()
-    assert '<script type="module" src="/static/main.js"></script>' in html
+    assert '<script type="module" src="/static/start/members.js"></script>' in html
     assert "<style" not in html
     assert " style=" not in html
     assert "onclick" not in html
@@ -72,7 +72,7 @@ def test_the_shell_carries_the_sessions_claims_and_preloads_the_pages_modules(ap
     assert tenant.token not in html and tenant.token.split(".")[2] not in html  # never the token itself
     preloaded = re.findall(r'<link rel="modulepreload" href="/static/([a-z_/]+\.js)">', html)
     # the page's module and the modules it imports (settings.js imports pages/models.js), not other pages'
-    assert {"api.js", "shell.js", "pages/settings.js", "pages/models.js", "replication.js"} <= set(preloaded)
+    assert {"main.js", "api.js", "shell.js", "pages/settings.js", "pages/models.js", "replication.js"} <= set(preloaded)
     assert "pages/chat.js" not in preloaded
     assert "data-claims" not in app.http.get("/settings").body.decode()  # signed out: the sign-in redirect
 
@@ -81,7 +81,7 @@ def test_claims_cannot_break_out_of_the_shells_attribute() -> None:
     hostile = {"sub": "usr_1", "email": '"><script>alert(1)</script><x a=\'', "workspace_id": "ws_1",
                "roles": ["member"], "amr": ["pwd"], "exp": 1}
     html = pages.shell_html(200, "home", hostile)
-    assert "<script>alert" not in html and html.count("<script") == 1  # main.js only
+    assert "<script>alert" not in html and html.count("<script") == 1  # the start module only
     found = re.search(r' data-claims="([^"]*)"', html)
     assert found and json.loads(unescape(found.group(1))) == hostile  # the value survives, as data
 
@@ -92,6 +92,21 @@ def test_every_route_of_the_router_is_served(app: Client, tenant: Tenant) -> Non
         assert pages.page_name(sample) == name or name == "agent_edit"
         r = app.http.get(sample, headers=_cookie(tenant.token))
         assert r.status_code == 200, sample
+
+
+def test_each_page_starts_from_a_module_that_holds_main_and_the_pages_module(app: Client) -> None:
+    """The shell's script imports main.js and the page's module statically and starts the app with it."""
+    for name, module in pages.page_modules().items():
+        r = app.http.get(f"/static/start/{name}.js")
+        assert r.status_code == 200, name
+        assert r.headers["Content-Type"].startswith("text/javascript")
+        body = r.body.decode()
+        assert 'import { start } from "../main.js";' in body
+        assert f'import * as page from "../{module}";' in body and f'start("{name}", page);' in body
+        assert app.http.get(f"/static/start/{name}.js", headers={"If-None-Match": r.headers["ETag"]}).status_code == 304
+    for bad in ("/static/start/signed_out.js", "/static/start/nothing.js", "/static/start/home.css",
+                "/static/start/..%2Fmain.js", "/static/start/HOME.JS", "/static/start/home"):
+        assert app.http.get(bad).status_code == 404, bad
 
 
 def test_static_files_and_traversal(app: Client) -> None:
