@@ -84,6 +84,7 @@ def _request_handler(group: str | None = None) -> type:
     from chalicelib.core.http import streaming
     from chalicelib.core.http.api import unknown_route_response
     from chalicelib.core.logs import get_logger
+    from chalicelib.webapp import uploads  # noqa: F401 - refused_body's, loaded before the first request
 
     log = get_logger("local.http")
 
