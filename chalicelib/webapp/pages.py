@@ -118,7 +118,7 @@ def module_graph(module: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def shell_html(status: int, page: str | None = None, claims: dict[str, Any] | None = None,
+def shell_html(status: int, page: str, claims: dict[str, Any] | None = None,
                prefetched: dict[str, Any] | None = None) -> str:
     """The single-page shell of ``page`` (a page name that has a module: ``page_modules()``), started by
     ``start/{page}.js`` (``start_module``). Its module and what it imports are preloaded with the frame's,
